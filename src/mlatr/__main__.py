@@ -1,0 +1,5 @@
+import sys
+
+from mlatr.cli import main
+
+sys.exit(main())

@@ -1,0 +1,88 @@
+"""The ``mlatr`` command.
+
+Each subcommand lives in its own module under :mod:`mlatr.commands`; this file only assembles them.
+A command path with a space (``"data validate"``) becomes a nested subcommand.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+#: (command path, module under mlatr.commands). Order is the order shown in --help.
+COMMANDS: list[tuple[str, str]] = [
+]
+
+#: One-line help of command groups.
+GROUPS: dict[str, str] = {
+    "data": "manifests: validate, import from common formats, statistics, synthetic benchmark",
+    "index": "build and update a search index of audio embeddings",
+}
+
+DESCRIPTION = """\
+mlatr: multilingual audio-text retrieval.
+
+Typical flow:
+  mlatr data synth -o data/synth            # build the offline synthetic benchmark
+  mlatr data validate data/synth/manifest.jsonl
+  mlatr train --config configs/demo-kcl.yaml out_dir=runs/kcl
+  mlatr eval --checkpoint runs/kcl/best.pt --manifest data/synth/manifest.jsonl --split test
+  mlatr demo                                # all of the above for ML-CLAP, CACL and KCL
+
+Run `mlatr COMMAND --help` for the options of a command.
+"""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="mlatr", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    from mlatr import __version__
+
+    parser.add_argument("--version", action="version", version=f"mlatr {__version__}")
+    top = parser.add_subparsers(dest="command", metavar="COMMAND")
+    groups: dict[str, argparse._SubParsersAction] = {}
+    for path, module_name in COMMANDS:
+        module = importlib.import_module(f"mlatr.commands.{module_name}")
+        *group_path, leaf = path.split()
+        target = top
+        if group_path:
+            (group,) = group_path
+            if group not in groups:
+                gp = top.add_parser(group, help=GROUPS.get(group, ""), description=GROUPS.get(group, ""))
+                groups[group] = gp.add_subparsers(dest=f"{group}_command", metavar="SUBCOMMAND")
+                gp.set_defaults(_group_parser=gp)
+            target = groups[group]
+        sub = target.add_parser(
+            leaf,
+            help=module.HELP.splitlines()[0],
+            description=module.HELP,
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
+        module.add_arguments(sub)
+        sub.set_defaults(_run=module.run)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    run = getattr(args, "_run", None)
+    if run is None:
+        (getattr(args, "_group_parser", None) or parser).print_help()
+        return 2
+    from mlatr.errors import MlatrError
+
+    try:
+        return int(run(args) or 0)
+    except MlatrError as exc:
+        print(f"mlatr: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

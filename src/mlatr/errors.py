@@ -1,0 +1,25 @@
+"""Errors a user can cause, with the place they come from.
+
+Every user-facing failure (a bad manifest line, unreadable audio, an unknown language, a bad array)
+raises :class:`MlatrError` or a subclass; the CLI prints its message and exits non-zero.
+"""
+
+from __future__ import annotations
+
+
+class MlatrError(Exception):
+    """A problem in the user's input, with a message that says where and what."""
+
+
+class InputError(MlatrError):
+    """A problem located in a file: ``file:line: field: message``."""
+
+    def __init__(self, message: str, file: str | None = None, line: int | None = None,
+                 field: str | None = None):
+        self.file, self.line, self.field, self.message = file, line, field, message
+        where = ""
+        if file is not None:
+            where = f"{file}:{line}: " if line is not None else f"{file}: "
+        if field is not None:
+            where += f"{field}: "
+        super().__init__(where + message)

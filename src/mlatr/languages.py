@@ -1,0 +1,59 @@
+"""Language codes used across mlatr (ISO 639-3), and their names.
+
+The default set is the eight languages of ATRI / ML-CLAP. English is the pivot of the
+consistency metrics (ATRI eq. 14-16) and the anchor of CACL (ATRI eq. 12).
+"""
+
+from __future__ import annotations
+
+PIVOT = "eng"
+
+#: ISO 639-3 code -> English name, for every language mlatr knows.
+LANGUAGE_NAMES: dict[str, str] = {
+    "eng": "English",
+    "fra": "French",
+    "deu": "German",
+    "spa": "Spanish",
+    "nld": "Dutch",
+    "cat": "Catalan",
+    "jpn": "Japanese",
+    "zho": "Chinese",
+    "ita": "Italian",
+    "por": "Portuguese",
+    "rus": "Russian",
+    "kor": "Korean",
+    "ara": "Arabic",
+    "hin": "Hindi",
+    "pol": "Polish",
+    "tur": "Turkish",
+    "swe": "Swedish",
+    "fin": "Finnish",
+    "ces": "Czech",
+    "ell": "Greek",
+}
+
+#: The default languages (ATRI, ML-CLAP), English first.
+DEFAULT_LANGUAGES: tuple[str, ...] = ("eng", "fra", "deu", "spa", "nld", "cat", "jpn", "zho")
+
+#: Common ISO 639-1 and 639-2/B codes mapped to ISO 639-3, for importers.
+ALIASES: dict[str, str] = {
+    "en": "eng", "fr": "fra", "fre": "fra", "de": "deu", "ger": "deu", "es": "spa", "nl": "nld",
+    "dut": "nld", "ca": "cat", "ja": "jpn", "zh": "zho", "chi": "zho", "it": "ita", "pt": "por",
+    "ru": "rus", "ko": "kor", "ar": "ara", "hi": "hin", "pl": "pol", "tr": "tur", "sv": "swe",
+    "fi": "fin", "cs": "ces", "cze": "ces", "el": "ell", "gre": "ell",
+}
+
+
+def is_known(code: str) -> bool:
+    """True when ``code`` is an ISO 639-3 code mlatr knows."""
+    return code in LANGUAGE_NAMES
+
+
+def normalize(code: str) -> str:
+    """Map an ISO 639-1/639-2/639-3 code (any case) to ISO 639-3; raise ``ValueError`` if unknown."""
+    c = code.strip().lower()
+    c = ALIASES.get(c, c)
+    if c not in LANGUAGE_NAMES:
+        known = ", ".join(sorted(LANGUAGE_NAMES))
+        raise ValueError(f"unknown language code {code!r} (known ISO 639-3 codes: {known})")
+    return c
