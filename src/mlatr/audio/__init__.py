@@ -1,0 +1,1 @@
+"""Audio I/O (load, mono, resample, crop/pad) and the log-mel front end."""

@@ -1,0 +1,1 @@
+"""Manifests, importers, datasets, pairing schemes and the synthetic benchmark."""
