@@ -1,0 +1,81 @@
+"""Pieces every contrastive loss shares: unit vectors, cosine logits, the pair structure.
+
+A *pairing scheme* (ML-CLAP, KCL, CACL) turns a batch into a list of :class:`Pair` s: two aligned
+sets of embeddings ``anchor [n, d]`` and ``target [n, d]`` where row ``i`` of one matches row ``i`` of
+the other and every other row is a negative. A *pair objective* (InfoNCE, SigLIP, ...) scores one
+pair and returns a :class:`PairSum`: the loss summed over its terms and the number of terms it
+normalises by. A scheme's loss is ``sum(totals) / sum(counts)`` (:func:`mlatr.losses.pairs_loss`),
+which reproduces the papers' normalisers exactly (ATRI eq. 9: ``1/(2NK)``; eq. 12: ``1/(6N)``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+#: A temperature or a bias: a Python number or a (possibly learnable) scalar tensor.
+Scalar = float | Tensor
+
+
+@dataclass(frozen=True)
+class Pair:
+    """Two aligned embedding sets a scheme asks to contrast: ``anchor[i]`` matches ``target[i]``.
+
+    ``anchor`` and ``target`` are ``[n, d]`` (not necessarily normalised); ``name`` says what they
+    are (``"audio-eng"``, ``"audio-text[3]"``), for logs and for per-pair regularizers.
+    """
+
+    anchor: Tensor
+    target: Tensor
+    name: str
+
+
+@dataclass(frozen=True)
+class PairSum:
+    """One pair objective's result: ``total`` (scalar tensor, summed over terms) and ``count`` (int)."""
+
+    total: Tensor
+    count: int
+
+
+def l2_normalize(x: Tensor, eps: float = 1e-12) -> Tensor:
+    """Rows of ``x [..., d]`` scaled to unit L2 norm (zero rows stay zero)."""
+    return F.normalize(x, p=2.0, dim=-1, eps=eps)
+
+
+def check_pair(u: Tensor, v: Tensor, what: str = "u, v") -> None:
+    """Raise ``ValueError`` unless ``u`` and ``v`` are both ``[n, d]`` with the same ``n, d``, ``n >= 1``."""
+    if u.dim() != 2 or v.dim() != 2:
+        raise ValueError(
+            f"{what}: expected two [n, d] tensors, got shapes {tuple(u.shape)} and {tuple(v.shape)}"
+        )
+    if u.shape != v.shape:
+        raise ValueError(f"{what}: shapes differ: {tuple(u.shape)} vs {tuple(v.shape)}")
+    if u.shape[0] == 0:
+        raise ValueError(f"{what}: empty batch")
+
+
+def check_positive(temperature: Scalar) -> None:
+    """Raise ``ValueError`` for a non-positive Python-number temperature (tensors are not synced)."""
+    if not isinstance(temperature, Tensor) and not temperature > 0:
+        raise ValueError(f"temperature must be > 0, got {temperature!r}")
+
+
+def cosine_logits(u: Tensor, v: Tensor, temperature: Scalar) -> Tensor:
+    """``[n, m]`` matrix ``cos(u_i, v_j) / temperature`` for ``u [n, d]``, ``v [m, d]``.
+
+    This is the scaled cosine similarity ``s(u, v) / tau`` of ATRI eq. 10-11 and SupCLAP §2.1.
+    """
+    check_positive(temperature)
+    return l2_normalize(u) @ l2_normalize(v).transpose(0, 1) / temperature
+
+
+def diagonal_cross_entropy(logits: Tensor) -> Tensor:
+    """Per-row InfoNCE ``-log softmax(logits[i])[i]`` of a square ``[n, n]`` logit matrix -> ``[n]``.
+
+    Row ``i`` is one anchor; its positive is column ``i``, every other column is a negative.
+    """
+    return -torch.log_softmax(logits, dim=1).diagonal()
