@@ -1,0 +1,250 @@
+"""Training configuration: typed sections, YAML files and ``key=value`` overrides.
+
+A config file mirrors these dataclasses::
+
+    seed: 0
+    out_dir: runs/kcl
+    data: {manifest: data/synth/manifest.jsonl, languages: [eng, fra, deu]}
+    model: {audio: {name: small-cnn}, text: {name: small-transformer}, embed_dim: 128}
+    objective: {scheme: kcl, base: infonce}
+    optim: {lr: 1.0e-3}
+    train: {epochs: 10, batch_size: 32}
+
+Overrides use dotted keys and YAML values: ``objective.scheme=cacl train.epochs=3``.
+An unknown key is an error that names it (a typo must not silently fall back to a default).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from mlatr.errors import MlatrError
+from mlatr.languages import DEFAULT_LANGUAGES
+
+
+@dataclass
+class DataConfig:
+    manifest: str = ""
+    train_split: str = "train"
+    val_split: str = "val"
+    test_split: str = "test"
+    languages: list[str] = field(default_factory=lambda: list(DEFAULT_LANGUAGES))
+    sample_rate: int = 16000
+    #: Training crop length in seconds (random crop); evaluation uses ``eval_max_seconds``.
+    max_seconds: float = 6.0
+    eval_max_seconds: float = 10.0
+    #: Keep decoded waveforms in memory after the first epoch (fast for small data sets).
+    cache_audio: bool = True
+    #: Skip unreadable audio and count it instead of stopping.
+    skip_bad: bool = False
+
+
+@dataclass
+class ModelConfig:
+    #: Registry name and options of the audio encoder (``name`` plus keyword options).
+    audio: dict[str, Any] = field(default_factory=lambda: {"name": "small-cnn"})
+    #: Registry name and options of the text encoder.
+    text: dict[str, Any] = field(default_factory=lambda: {"name": "small-transformer"})
+    embed_dim: int = 128
+    temperature: float = 0.07
+    learnable_temperature: bool = False
+    #: Initialise the whole dual encoder from a checkpoint (ATRI §5.3: start from ML-CLAP).
+    init_checkpoint: str | None = None
+
+
+@dataclass
+class SVRConfig:
+    """SupCLAP support vector regularization (see :mod:`mlatr.losses.svr`)."""
+
+    radius: str = "dynamic"  # static | dynamic
+    bidirectional: bool = True
+    alpha: float = 1.0
+    beta: float = 0.01
+    constraint: bool = True
+
+
+@dataclass
+class ObjectiveConfig:
+    #: Pairing scheme: mlclap (one random language per clip), kcl (all K), cacl (English + one other).
+    scheme: str = "mlclap"
+    #: Base contrastive objective: infonce | siglip.
+    base: str = "infonce"
+    #: Initial SigLIP bias (learnable), SupCLAP §2.1 / SigLIP's -10 with τ=0.1.
+    siglip_bias: float = -10.0
+    svr: SVRConfig | None = None
+
+
+@dataclass
+class OptimConfig:
+    name: str = "adamw"  # adam | adamw
+    lr: float = 1e-3
+    weight_decay: float = 0.01
+    betas: tuple[float, float] = (0.9, 0.999)
+    #: Linear warmup steps, then cosine decay to ``min_lr_ratio * lr`` (schedule "cosine") or constant.
+    warmup_steps: int = 50
+    schedule: str = "cosine"  # cosine | constant
+    min_lr_ratio: float = 0.0
+    grad_clip: float | None = 1.0
+    accumulate: int = 1
+    #: Mixed precision: "auto" uses bf16/fp16 autocast on CUDA only.
+    amp: str = "auto"  # auto | off
+
+
+@dataclass
+class TrainConfig:
+    epochs: int = 10
+    batch_size: int = 32
+    eval_batch_size: int = 64
+    device: str = "auto"
+    log_every: int = 10
+    #: Evaluate on the validation split every N epochs (best checkpoint by average R@1).
+    eval_every: int = 1
+    progress: bool = True
+    tensorboard: bool = False
+
+
+@dataclass
+class Config:
+    seed: int = 0
+    out_dir: str = "runs/default"
+    data: DataConfig = field(default_factory=DataConfig)
+    model: ModelConfig = field(default_factory=ModelConfig)
+    objective: ObjectiveConfig = field(default_factory=ObjectiveConfig)
+    optim: OptimConfig = field(default_factory=OptimConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+SCHEMES = ("mlclap", "kcl", "cacl")
+BASES = ("infonce", "siglip")
+
+
+def _build(cls: type, values: Any, where: str) -> Any:
+    if values is None and cls is SVRConfig:
+        return None
+    if not isinstance(values, dict):
+        raise MlatrError(f"config: {where or 'top level'}: expected a mapping, got {values!r}")
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    kwargs: dict[str, Any] = {}
+    for key, value in values.items():
+        if key not in fields:
+            raise MlatrError(
+                f"config: unknown key {where + '.' if where else ''}{key} "
+                f"(known: {', '.join(sorted(fields))})"
+            )
+        sub = _SECTIONS.get((cls, key))
+        path = f"{where}.{key}" if where else key
+        kwargs[key] = _build(sub, value, path) if sub is not None else _coerce(fields[key], value, path)
+    obj = cls(**kwargs)
+    if isinstance(obj, OptimConfig):
+        obj.betas = tuple(obj.betas)  # YAML gives a list
+    return obj
+
+
+_SECTIONS: dict[tuple[type, str], type] = {
+    (Config, "data"): DataConfig,
+    (Config, "model"): ModelConfig,
+    (Config, "objective"): ObjectiveConfig,
+    (Config, "optim"): OptimConfig,
+    (Config, "train"): TrainConfig,
+    (ObjectiveConfig, "svr"): SVRConfig,
+}
+
+
+def _coerce(f: dataclasses.Field, value: Any, path: str) -> Any:
+    """YAML 1.1 reads ``1e-4`` as a string: turn strings into numbers for numeric fields."""
+    kind = str(f.type).split("|")[0].strip()
+    if isinstance(value, str) and kind in ("float", "int"):
+        try:
+            return float(value) if kind == "float" else int(value)
+        except ValueError:
+            raise MlatrError(f"config: {path}: expected a number, got {value!r}") from None
+    if isinstance(value, int) and not isinstance(value, bool) and kind == "float":
+        return float(value)
+    return value
+
+
+def parse_override(text: str) -> tuple[list[str], Any]:
+    """``"optim.lr=1e-4"`` -> (["optim", "lr"], 1e-4); the value is parsed as YAML."""
+    if "=" not in text:
+        raise MlatrError(f"override {text!r}: expected key=value (e.g. train.epochs=3)")
+    key, raw = text.split("=", 1)
+    value = yaml.safe_load(raw) if raw != "" else ""
+    return key.strip().split("."), value
+
+
+def _set_path(tree: dict[str, Any], path: list[str], value: Any) -> None:
+    node = tree
+    for part in path[:-1]:
+        nxt = node.get(part)
+        if nxt is None:
+            nxt = node[part] = {}
+        elif not isinstance(nxt, dict):
+            raise MlatrError(f"override {'.'.join(path)}: {part} is not a section")
+        node = nxt
+    node[path[-1]] = value
+
+
+def config_from_dict(tree: dict[str, Any], overrides: list[str] = ()) -> Config:
+    tree = _deep_copy(tree)
+    for text in overrides:
+        path, value = parse_override(text)
+        _set_path(tree, path, value)
+    cfg = _build(Config, tree, "")
+    validate_config(cfg)
+    return cfg
+
+
+def load_config(path: str | Path | None, overrides: list[str] = ()) -> Config:
+    """Read a YAML config (or start from the defaults when ``path`` is None) and apply overrides."""
+    tree: dict[str, Any] = {}
+    if path is not None:
+        p = Path(path)
+        if not p.is_file():
+            raise MlatrError(f"config file not found: {p}")
+        try:
+            tree = yaml.safe_load(p.read_text(encoding="utf-8")) or {}
+        except yaml.YAMLError as exc:
+            raise MlatrError(f"{p}: invalid YAML: {exc}") from exc
+        if not isinstance(tree, dict):
+            raise MlatrError(f"{p}: expected a mapping at the top level")
+    return config_from_dict(tree, overrides)
+
+
+def validate_config(cfg: Config) -> None:
+    o = cfg.objective
+    if o.scheme not in SCHEMES:
+        raise MlatrError(f"config: objective.scheme must be one of {SCHEMES}, got {o.scheme!r}")
+    if o.base not in BASES:
+        raise MlatrError(f"config: objective.base must be one of {BASES}, got {o.base!r}")
+    if o.svr is not None and o.svr.radius not in ("static", "dynamic"):
+        raise MlatrError(f"config: objective.svr.radius must be static or dynamic, got {o.svr.radius!r}")
+    if cfg.optim.name not in ("adam", "adamw"):
+        raise MlatrError(f"config: optim.name must be adam or adamw, got {cfg.optim.name!r}")
+    if cfg.optim.schedule not in ("cosine", "constant"):
+        raise MlatrError(f"config: optim.schedule must be cosine or constant, got {cfg.optim.schedule!r}")
+    if cfg.optim.accumulate < 1 or cfg.train.batch_size < 1 or cfg.train.epochs < 1:
+        raise MlatrError("config: optim.accumulate, train.batch_size and train.epochs must be >= 1")
+    if not cfg.data.languages:
+        raise MlatrError("config: data.languages is empty")
+    if o.scheme == "cacl" and cfg.data.languages[0] != "eng":
+        raise MlatrError("config: CACL anchors on English: data.languages must start with eng")
+    for key in ("audio", "text"):
+        spec = getattr(cfg.model, key)
+        if not isinstance(spec, dict) or "name" not in spec:
+            raise MlatrError(f"config: model.{key} must be a mapping with a 'name' (registry name)")
+
+
+def _deep_copy(tree: Any) -> Any:
+    if isinstance(tree, dict):
+        return {k: _deep_copy(v) for k, v in tree.items()}
+    if isinstance(tree, list):
+        return [_deep_copy(v) for v in tree]
+    return tree

@@ -1,0 +1,44 @@
+import pytest
+
+from mlatr.errors import MlatrError
+from mlatr.training.config import load_config
+from mlatr.training.schedule import lr_factor
+
+
+def test_yaml_and_overrides(tmp_path):
+    p = tmp_path / "c.yaml"
+    p.write_text("seed: 3\noptim: {lr: 1e-4}\nobjective: {scheme: kcl}\n")
+    cfg = load_config(p, ["train.epochs=2", "objective.svr={radius: static}", "data.languages=[eng,fra]"])
+    assert cfg.seed == 3 and cfg.optim.lr == pytest.approx(1e-4) and isinstance(cfg.optim.lr, float)
+    assert cfg.objective.scheme == "kcl" and cfg.objective.svr.radius == "static"
+    assert cfg.objective.svr.beta == 0.01 and cfg.train.epochs == 2
+    assert cfg.data.languages == ["eng", "fra"]
+
+
+@pytest.mark.parametrize(
+    "override, message",
+    [
+        ("optim.lrr=1", "unknown key optim.lrr"),
+        ("objective.scheme=kcll", "objective.scheme must be one of"),
+        ("optim.lr=fast", "optim.lr: expected a number"),
+        ("epochs", "expected key=value"),
+    ],
+)
+def test_bad_config_names_the_key(override, message):
+    with pytest.raises(MlatrError, match=message):
+        load_config(None, [override])
+
+
+def test_cacl_needs_english_first():
+    with pytest.raises(MlatrError, match="CACL anchors on English"):
+        load_config(None, ["objective.scheme=cacl", "data.languages=[fra,eng]"])
+
+
+def test_warmup_then_cosine():
+    assert lr_factor(0, 100, 10) == pytest.approx(0.1)
+    assert lr_factor(9, 100, 10) == pytest.approx(1.0)
+    assert lr_factor(10, 100, 10) == pytest.approx(1.0)
+    assert lr_factor(55, 100, 10) == pytest.approx(0.5)  # half-way through the cosine
+    assert lr_factor(100, 100, 10) == pytest.approx(0.0)
+    assert lr_factor(100, 100, 10, min_ratio=0.1) == pytest.approx(0.1)
+    assert lr_factor(80, 100, 10, schedule="constant") == 1.0
