@@ -1,0 +1,186 @@
+"""Cross-modal similarity consistency (CMSC) losses.
+
+Paper: "Fine-grained audio-text retrieval: local-to-global multiscale matching and cross-modal
+similarity consistency", Section 2.2, eq. 6-11 (``shared/seeds/fine-grained-atr-lgmm-cmsc.txt``).
+
+Every function takes *score matrices* of a batch of ``B`` aligned pairs ``(A_m, T_m)``, so any matching
+head's scores work (:mod:`mlatr.matching`; :func:`cmsc_similarities` computes all four with one head):
+
+- ``a2t [B, B]``: ``a2t[m, n] = S_g(A_m, T_n)`` (audio as the query),
+- ``t2a [B, B]``: ``t2a[n, m] = S_g(T_n, A_m)`` (text as the query). LGMM is asymmetric, so the T2A
+  terms may use their own matrix; ``t2a=None`` means ``a2t.T``, which is eq. 6 and eq. 10 *literally*
+  (the paper writes every cross-modal score as ``S_g(A_m, T_n)``),
+- ``aa [B, B]``: ``aa[m, n] = S_g(A_m, A_n)``, ``tt [B, B]``: ``tt[m, n] = S_g(T_m, T_n)`` -- the
+  intra-modal similarities, computed with the same head.
+
+Scores are *not* re-normalised here (the heads' scores are cosines or LogSumExp-pooled cosines); the
+temperature ``tau`` (paper: 0.07, Section 3.2) divides them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from mlatr.errors import MlatrError
+
+#: Paper hyper-parameters (Section 3.2).
+TAU = 0.07
+BETA = 0.3
+
+
+def _square(name: str, x: Tensor | None, b: int | None = None) -> Tensor:
+    if x is None:
+        raise MlatrError(f"cmsc: {name} scores are required for this term")
+    if x.dim() != 2 or x.shape[0] != x.shape[1]:
+        raise MlatrError(f"cmsc: {name} must be a square [B, B] score matrix, got {tuple(x.shape)}")
+    if b is not None and x.shape[0] != b:
+        raise MlatrError(f"cmsc: {name} is {tuple(x.shape)}, expected [{b}, {b}]")
+    return x
+
+
+def _t2a(a2t: Tensor, t2a: Tensor | None) -> Tensor:
+    return a2t.T if t2a is None else _square("t2a", t2a, a2t.shape[0])
+
+
+def interc_loss(a2t: Tensor, t2a: Tensor | None = None, tau: float = TAU) -> Tensor:
+    """Inter-modal contrastive loss ``L_InterC`` (eq. 6), bidirectional NT-Xent:
+
+    ``-(1/B) * ( sum_m log softmax_n(a2t[m, :] / tau)[m] + sum_n log softmax_m(t2a[n, :] / tau)[n] )``
+
+    With ``t2a = a2t.T`` (default) the second sum is
+    ``log exp(S_g(A_n,T_n)/tau) / sum_m exp(S_g(A_m,T_n)/tau)`` exactly as printed.
+    As in eq. 6 the two directions are summed, not averaged.
+    """
+    a2t = _square("a2t", a2t)
+    t2a = _t2a(a2t, t2a)
+    b = a2t.shape[0]
+    a_term = torch.log_softmax(a2t / tau, dim=1).diagonal().sum()
+    t_term = torch.log_softmax(t2a / tau, dim=1).diagonal().sum()
+    return -(a_term + t_term) / b
+
+
+def soft_labels(intra: Tensor, beta: float = BETA, labels: Tensor | None = None) -> Tensor:
+    """Soft labels of eq. 7-8: ``S_hat[m, n] = beta * intra[m, n] + (1 - beta) * Y[m, n]``.
+
+    ``labels`` is the binary cross-modal match matrix ``Y [B, B]`` (bool or float); the default is the
+    identity (``A_m`` matches ``T_n`` iff ``m == n``). Pass it when a batch holds several captions of
+    one clip.
+    """
+    intra = _square("intra", intra)
+    if labels is None:
+        labels = torch.eye(intra.shape[0], dtype=intra.dtype, device=intra.device)
+    labels = _square("labels", labels, intra.shape[0]).to(intra.dtype)
+    return beta * intra + (1.0 - beta) * labels
+
+
+def _row_kl(target_scores: Tensor, pred_scores: Tensor, tau: float) -> Tensor:
+    """``mean_m KL(softmax(target[m]/tau) || softmax(pred[m]/tau))``."""
+    log_p = torch.log_softmax(target_scores / tau, dim=1)
+    log_q = torch.log_softmax(pred_scores / tau, dim=1)
+    return F.kl_div(log_q, log_p, log_target=True, reduction="batchmean")
+
+
+def jnt_loss(a2t: Tensor, aa: Tensor, tt: Tensor, t2a: Tensor | None = None, beta: float = BETA,
+             tau: float = TAU, labels: Tensor | None = None, detach_targets: bool = True) -> Tensor:
+    """Joint inter- and intra-modal soft supervision ``L_Jnt`` (eq. 7-9).
+
+    ``L_Jnt = KL(S_hat(A,A) || S_g(A,T)) / 2 + KL(S_hat(T,T) || S_g(T,A)) / 2`` where the paper says
+    only "the distribution of {S_hat(A_m, A_n)}". Both sides are made distributions the same way, row
+    by row (anchor ``m``, over the ``B`` candidates ``n``), with the contrastive temperature:
+
+    - target ``P_m = softmax_n(S_hat[m, n] / tau)`` with ``S_hat = beta * aa + (1 - beta) * Y`` (eq. 7;
+      ``tt`` for the text term, eq. 8);
+    - prediction ``Q_m = softmax_n(a2t[m, n] / tau)`` (resp. ``t2a[m, n] = S_g(T_m, A_n)``);
+    - ``KL(P || Q) = mean_m sum_n P_mn (log P_mn - log Q_mn)``.
+
+    A softmax (rather than dividing by the row sum) is used because intra-modal scores can be negative
+    and because the prediction is then the very distribution ``L_InterC`` trains. The soft labels are
+    labels: by default (``detach_targets``) no gradient flows into ``aa``/``tt`` through this term.
+    """
+    a2t = _square("a2t", a2t)
+    b = a2t.shape[0]
+    t2a = _t2a(a2t, t2a)
+    target_a = soft_labels(_square("aa", aa, b), beta, labels)
+    target_t = soft_labels(_square("tt", tt, b), beta, None if labels is None else labels.T)
+    if detach_targets:
+        target_a, target_t = target_a.detach(), target_t.detach()
+    return _row_kl(target_a, a2t, tau) / 2 + _row_kl(target_t, t2a, tau) / 2
+
+
+def intrac_loss(a2t: Tensor, aa: Tensor, tt: Tensor, t2a: Tensor | None = None, tau: float = TAU) -> Tensor:
+    """Intra-modal contrastive loss ``L_IntraC`` (eq. 10), as printed:
+
+    ``-(1/B) * ( sum_m log [ exp(S_g(A_m,T_m)/tau) / sum_{n != m} exp(S_g(A_m,A_n)/tau) ]
+                + sum_n log [ exp(S_g(A_n,T_n)/tau) / sum_{m != n} exp(S_g(T_m,T_n)/tau) ] )``
+
+    The numerator is the cross-modal positive (``a2t[m, m]``; ``t2a[n, n]`` for the text term, equal to
+    ``a2t[n, n]`` when ``t2a`` is None) and the denominator holds the intra-modal negatives only (no
+    ``n == m`` term), i.e. row ``m`` of ``aa`` and column ``n`` of ``tt`` without the diagonal. The loss
+    can be negative. Needs ``B >= 2``.
+    """
+    a2t = _square("a2t", a2t)
+    b = a2t.shape[0]
+    if b < 2:
+        raise MlatrError("cmsc: L_IntraC needs a batch of at least 2 pairs")
+    t2a = _t2a(a2t, t2a)
+    off = ~torch.eye(b, dtype=torch.bool, device=a2t.device)
+    neg_a = (_square("aa", aa, b) / tau).masked_fill(~off, float("-inf")).logsumexp(dim=1)     # over n != m
+    neg_t = (_square("tt", tt, b) / tau).masked_fill(~off, float("-inf")).logsumexp(dim=0)     # over m != n
+    a_term = (a2t.diagonal() / tau - neg_a).sum()
+    t_term = (t2a.diagonal() / tau - neg_t).sum()
+    return -(a_term + t_term) / b
+
+
+def cmsc_loss_terms(a2t: Tensor, t2a: Tensor | None = None, aa: Tensor | None = None,
+                    tt: Tensor | None = None, *, tau: float = TAU, beta: float = BETA,
+                    labels: Tensor | None = None,
+                    use_interc: bool = True, use_jnt: bool = True, use_intrac: bool = True,
+                    detach_targets: bool = True) -> dict[str, Tensor]:
+    """The enabled terms of eq. 11 and their sum: ``{"interc", "jnt", "intrac", "total"}`` (disabled terms
+    are absent). The switches give Table 3's ablation rows: ``L``, ``-L_Jnt`` (``use_jnt=False``),
+    ``-L_IntraC`` (``use_intrac=False``), ``-L_IntraC - L_Jnt`` (both off: ``L_InterC`` alone, the
+    setting of Table 2). ``aa``/``tt`` are only needed by the intra-modal terms."""
+    if not (use_interc or use_jnt or use_intrac):
+        raise MlatrError("cmsc: every term is switched off")
+    terms: dict[str, Tensor] = {}
+    if use_interc:
+        terms["interc"] = interc_loss(a2t, t2a, tau)
+    if use_jnt:
+        terms["jnt"] = jnt_loss(a2t, aa, tt, t2a, beta, tau, labels, detach_targets)
+    if use_intrac:
+        terms["intrac"] = intrac_loss(a2t, aa, tt, t2a, tau)
+    terms["total"] = torch.stack(list(terms.values())).sum()
+    return terms
+
+
+def cmsc_loss(a2t: Tensor, t2a: Tensor | None = None, aa: Tensor | None = None, tt: Tensor | None = None,
+              **options) -> Tensor:
+    """Eq. 11: ``L = L_InterC + L_Jnt + L_IntraC`` (scalar); options as :func:`cmsc_loss_terms`."""
+    return cmsc_loss_terms(a2t, t2a, aa, tt, **options)["total"]
+
+
+@dataclass
+class CMSCScores:
+    """The four ``[B, B]`` score matrices CMSC needs (``aa``/``tt`` None when not computed)."""
+
+    a2t: Tensor
+    t2a: Tensor
+    aa: Tensor | None = None
+    tt: Tensor | None = None
+
+
+def cmsc_similarities(head, audio, text, intra: bool = True) -> CMSCScores:
+    """Score a batch with one matching head (Section 2.2: "intra-modal similarities are calculated with
+    the matching method in Section 2.1"): ``a2t = head(audio, text)``, ``t2a = head(text, audio)``,
+    ``aa = head(audio, audio)``, ``tt = head(text, text)`` (the last two only if ``intra``).
+    ``audio``/``text`` carry ``pooled``/``frames``/``mask`` as :mod:`mlatr.matching.heads` expects."""
+    return CMSCScores(
+        a2t=head.scores(audio, text),
+        t2a=head.scores(text, audio),
+        aa=head.scores(audio, audio) if intra else None,
+        tt=head.scores(text, text) if intra else None,
+    )

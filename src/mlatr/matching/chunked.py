@@ -1,0 +1,88 @@
+"""Score large query x context sets block by block under a memory budget.
+
+Fine-grained heads need ``O(Lq * Lc)`` working memory per pair (LGMM: the local similarity matrix and
+its softmax, eq. 1-2 of the fine-grained paper), so a test set of 1000 clips x 5000 captions cannot be
+scored in one call. :func:`chunked_scores` splits both sides into blocks whose working set, as bounded
+by the head's :meth:`~mlatr.matching.heads.MatchingHead.bytes_per_pair` and
+:meth:`~mlatr.matching.heads.MatchingHead.bytes_per_item`, fits the budget, and writes each block into
+the ``[Nq, Nc]`` result (which, like the inputs, is not counted in the budget).
+
+Under autograd every block's saved tensors stay alive until backward, so the budget then bounds one
+block, not the whole call: use it under ``torch.no_grad()`` for evaluation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+
+from mlatr.errors import MlatrError
+from mlatr.matching.heads import HasFeatures, MatchingHead, side_length, slice_side
+
+
+def plan_chunks(n_query: int, n_context: int, bytes_per_pair: int, bytes_per_query: int,
+                bytes_per_context: int, budget_bytes: int) -> tuple[int, int]:
+    """Block sizes ``(block_q, block_c)`` with
+    ``block_q * block_c * bytes_per_pair + block_q * bytes_per_query + block_c * bytes_per_context``
+    at most ``budget_bytes``; contexts are kept whole when possible (fewer, wider blocks), otherwise
+    halved until at least one query fits. Raises :class:`MlatrError` if a single pair does not fit."""
+    if n_query <= 0 or n_context <= 0:
+        return max(n_query, 1), max(n_context, 1)
+    block_c = n_context
+    while True:
+        room = budget_bytes - block_c * bytes_per_context
+        block_q = room // (block_c * bytes_per_pair + bytes_per_query) if room > 0 else 0
+        if block_q >= 1:
+            return int(min(block_q, n_query)), int(block_c)
+        if block_c == 1:
+            need = bytes_per_pair + bytes_per_query + bytes_per_context
+            raise MlatrError(f"memory budget of {budget_bytes / 2**20:.3f} MB is too small: one pair needs "
+                             f"{need / 2**20:.3f} MB")
+        block_c = max(1, block_c // 2)
+
+
+def chunked_scores(head: MatchingHead, query: HasFeatures, context: HasFeatures,
+                   memory_budget_mb: float = 2048.0,
+                   on_block: Callable[[int, int], None] | None = None) -> torch.Tensor:
+    """``head.scores(query, context)`` computed block by block: ``[Nq, Nc]``, equal to the unchunked
+    result up to floating-point summation order.
+
+    Args:
+        head: any :class:`MatchingHead`.
+        query, context: objects with ``pooled`` / ``frames`` / ``mask`` (see :mod:`mlatr.matching.heads`).
+        memory_budget_mb: bound on the working memory of one block (inputs and the result excluded).
+        on_block: optional callback ``on_block(done_blocks, total_blocks)`` after each block (e.g. to
+            advance a progress bar); the function itself prints nothing.
+    """
+    if memory_budget_mb <= 0:
+        raise MlatrError(f"memory budget must be positive, got {memory_budget_mb} MB")
+    head._check(query, "query")
+    head._check(context, "context")
+    nq, nc = side_length(query), side_length(context)
+    block_q, block_c = plan_chunks(nq, nc, head.bytes_per_pair(query, context), head.bytes_per_item(query),
+                                   head.bytes_per_item(context), int(memory_budget_mb * 2**20))
+    q_starts, c_starts = range(0, nq, block_q), range(0, nc, block_c)
+    total, done = len(q_starts) * len(c_starts), 0
+    ref = query.frames if head.needs_frames else query.pooled
+    if torch.is_grad_enabled():
+        rows = []
+        for qs in q_starts:
+            q_part = slice_side(query, qs, qs + block_q)
+            row = []
+            for cs in c_starts:
+                row.append(head.scores(q_part, slice_side(context, cs, cs + block_c)))
+                done += 1
+                if on_block is not None:
+                    on_block(done, total)
+            rows.append(torch.cat(row, dim=1))
+        return torch.cat(rows, dim=0) if rows else ref.new_zeros((nq, nc))
+    out = ref.new_empty((nq, nc))
+    for qs in q_starts:
+        q_part = slice_side(query, qs, qs + block_q)
+        for cs in c_starts:
+            out[qs:qs + block_q, cs:cs + block_c] = head.scores(q_part, slice_side(context, cs, cs + block_c))
+            done += 1
+            if on_block is not None:
+                on_block(done, total)
+    return out
