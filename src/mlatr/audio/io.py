@@ -1,0 +1,143 @@
+"""Audio loading for the model: read, mix to mono, resample to 16 kHz, crop/pad, collate.
+
+Every model in mlatr sees 16 kHz mono float32 waveforms (ATRI §5.3: "The audio was sampled at
+1.6 x 10^4"; the CED front end of ATRI §5.2 expects 16 kHz). This module is the only place that
+touches audio files.
+
+Crop policy:
+
+* training (``mode="random"``): a window of ``num_samples`` starting at a uniformly drawn offset,
+  drawn from the explicit generator the caller passes (``numpy.random.Generator`` or
+  ``torch.Generator``); the same generator state gives the same crop;
+* evaluation (``mode="center"``, the default of :func:`crop_or_pad`): the centred window, offset
+  ``(len - num_samples) // 2`` — deterministic and independent of any generator. ``mode="start"``
+  takes the first ``num_samples`` samples.
+
+Clips shorter than the window are zero-padded at the end and keep their true length, so the
+front end can mask the padding (:class:`mlatr.audio.frontend.LogMel`).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+
+import numpy as np
+import torch
+
+from mlatr.errors import MlatrError
+
+#: The sample rate every mlatr model consumes.
+SAMPLE_RATE = 16_000
+
+CROP_MODES = ("random", "center", "start")
+
+
+def to_mono(audio: np.ndarray) -> np.ndarray:
+    """Mix ``[T]`` or ``[T, C]`` (soundfile layout) to ``[T]`` by the mean over channels."""
+    audio = np.asarray(audio, dtype=np.float32)
+    if audio.ndim == 1:
+        return audio
+    if audio.ndim != 2:
+        raise ValueError(f"expected audio of shape [T] or [T, C], got {audio.shape}")
+    return audio.mean(axis=1, dtype=np.float32)
+
+
+def resample(audio: np.ndarray, sr_in: int, sr_out: int = SAMPLE_RATE) -> np.ndarray:
+    """Resample a mono ``[T]`` signal from ``sr_in`` to ``sr_out`` Hz with soxr (high quality)."""
+    audio = np.asarray(audio, dtype=np.float32)
+    if sr_in == sr_out:
+        return audio
+    import soxr
+
+    return soxr.resample(audio, sr_in, sr_out, quality="HQ").astype(np.float32, copy=False)
+
+
+def load_audio(path: str | os.PathLike, sample_rate: int = SAMPLE_RATE) -> np.ndarray:
+    """Read an audio file (wav, flac, ogg, mp3, ... via soundfile) as mono float32 at ``sample_rate``.
+
+    Raises :class:`MlatrError` naming the file when it is missing, unreadable, empty, or holds
+    non-finite samples.
+    """
+    import soundfile as sf
+
+    path = os.fspath(path)
+    if not os.path.isfile(path):
+        raise MlatrError(f"{path}: audio file not found")
+    try:
+        data, sr = sf.read(path, dtype="float32", always_2d=True)
+    except Exception as exc:  # soundfile raises LibsndfileError / RuntimeError / TypeError
+        raise MlatrError(f"{path}: cannot read audio ({exc})") from exc
+    if data.shape[0] == 0 or data.shape[1] == 0:
+        raise MlatrError(f"{path}: audio file is empty (0 samples)")
+    if not np.isfinite(data).all():
+        raise MlatrError(f"{path}: audio holds NaN or infinite samples")
+    mono = resample(to_mono(data), int(sr), sample_rate)
+    if mono.shape[0] == 0:
+        raise MlatrError(f"{path}: audio is too short to resample to {sample_rate} Hz")
+    return mono
+
+
+def _draw_offset(high: int, generator: np.random.Generator | torch.Generator | None) -> int:
+    """A uniform integer in ``[0, high]`` from the caller's generator."""
+    if generator is None:
+        raise ValueError("a random crop needs an explicit generator (numpy or torch)")
+    if isinstance(generator, torch.Generator):
+        return int(torch.randint(0, high + 1, (1,), generator=generator).item())
+    return int(generator.integers(0, high + 1))
+
+
+def crop_or_pad(
+    audio: np.ndarray,
+    num_samples: int,
+    mode: str = "center",
+    generator: np.random.Generator | torch.Generator | None = None,
+) -> tuple[np.ndarray, int]:
+    """Cut or zero-pad a mono ``[T]`` signal to exactly ``num_samples``.
+
+    Returns ``(segment [num_samples], valid_length)``; ``valid_length = min(T, num_samples)`` counts
+    the samples that come from the signal (the rest is end padding). ``mode``: ``"random"`` (training,
+    needs ``generator``), ``"center"`` (evaluation) or ``"start"``; see the module docstring.
+    """
+    if mode not in CROP_MODES:
+        raise ValueError(f"crop mode must be one of {CROP_MODES}, got {mode!r}")
+    if num_samples <= 0:
+        raise ValueError("num_samples must be positive")
+    audio = np.asarray(audio, dtype=np.float32)
+    n = audio.shape[0]
+    if n >= num_samples:
+        excess = n - num_samples
+        if mode == "random":
+            start = _draw_offset(excess, generator)
+        elif mode == "center":
+            start = excess // 2
+        else:
+            start = 0
+        return audio[start:start + num_samples].copy(), num_samples
+    out = np.zeros(num_samples, dtype=np.float32)
+    out[:n] = audio
+    return out, n
+
+
+def collate_waveforms(
+    waveforms: Sequence[np.ndarray | torch.Tensor], lengths: Sequence[int] | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Stack mono signals of any lengths into ``([B, T_max] float32, lengths [B] long)``.
+
+    Shorter signals are zero-padded at the end. ``lengths`` (e.g. the ``valid_length`` of
+    :func:`crop_or_pad`) overrides the array lengths when given, so padding already present in a
+    cropped segment stays masked.
+    """
+    if len(waveforms) == 0:
+        raise ValueError("cannot collate an empty batch")
+    arrays = [torch.as_tensor(np.asarray(w, dtype=np.float32)).reshape(-1) for w in waveforms]
+    sizes = [a.shape[0] for a in arrays]
+    valid = list(sizes) if lengths is None else [int(x) for x in lengths]
+    if len(valid) != len(arrays):
+        raise ValueError("lengths must have one entry per waveform")
+    if any(v < 0 or v > s for v, s in zip(valid, sizes, strict=True)):
+        raise ValueError("a length exceeds its waveform")
+    batch = torch.zeros(len(arrays), max(sizes), dtype=torch.float32)
+    for i, a in enumerate(arrays):
+        batch[i, : a.shape[0]] = a
+    return batch, torch.tensor(valid, dtype=torch.long)
