@@ -12,6 +12,9 @@ import sys
 
 #: (command path, module under mlatr.commands). Order is the order shown in --help.
 COMMANDS: list[tuple[str, str]] = [
+    ("data validate", "data_validate"),
+    ("data import", "data_import"),
+    ("data stats", "data_stats"),
 ]
 
 #: One-line help of command groups.

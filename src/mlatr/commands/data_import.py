@@ -1,0 +1,149 @@
+HELP = """Make a manifest from a common dataset format, or merge translations into one.
+
+Formats:
+  audiocaps-csv     AudioCaps CSV (audiocap_id,youtube_id,start_time,caption); rows of one clip (same
+                    youtube_id and start_time) become one clip; audio name pattern default Y{youtube_id}.wav
+  clotho-csv        Clotho captions CSV (file_name,caption_1..caption_5)
+  mlclap-json       ML-CLAP JSON ({"data": [{"id", "wav"|"audio", "caption_k", "source_lang_k", ...}]});
+                    several files (e.g. one per language) merge by clip id, aligned by caption index
+  translations      merge another language into a manifest (--base, default the -o file) from CSV
+                    (id,index,caption[,lang] or id,caption_1..N[,lang]) or JSONL; index j is the English
+                    caption's 0-based position
+  esc50-csv         ESC-50 meta CSV (filename,fold,target,category,...) -> labels; split from the fold
+  urbansound8k-csv  UrbanSound8K CSV (slice_file_name,fsID,start,end,salience,fold,classID,class) -> labels;
+                    audio fold{fold}/{slice_file_name}
+  folder            a folder of sound files (wav/flac/ogg/mp3/aiff); captions from NAME.txt sidecars (one
+                    per line; NAME.fra.txt for French...) or from the file name (CarPassing.wav -> "car
+                    passing"), labels from the parent folder, durations read from the files
+
+A relative --audio-dir is taken from the current folder and written relative to the output manifest's
+folder. Every malformed source row stops the import with its file and line; --skip-bad skips and counts.
+
+Examples:
+  mlatr data import --format audiocaps-csv test.csv -o data/audiocaps/test.jsonl --split test \\
+      --audio-dir data/audiocaps/audio
+  mlatr data import --format translations test_fra.csv --lang fra -o data/audiocaps/test.jsonl
+  mlatr data import --format folder /usr/share/scratch/Media/Sounds -o data/scratch.jsonl
+"""
+
+
+def add_arguments(parser) -> None:
+    from mlatr.data.importers import FORMATS
+
+    parser.add_argument("--format", "-f", required=True, choices=FORMATS, help="source format (see above)")
+    parser.add_argument("sources", nargs="+", metavar="SRC", help="source file(s) or folder(s)")
+    parser.add_argument("-o", "--output", required=True, metavar="MANIFEST", help="manifest to write (JSONL)")
+    parser.add_argument("--split", default=None, help="split of every imported clip (e.g. train, val, test)")
+    parser.add_argument("--audio-dir", default=None, metavar="D", help="folder the audio files are in")
+    parser.add_argument("--audio-pattern", default=None, metavar="PATTERN",
+                        help="audio file name pattern over the source's fields, e.g. 'Y{youtube_id}.wav', "
+                             "'{youtube_id}_{start_time}.flac' (mlclap-json: {name}, {stem}, {id})")
+    parser.add_argument("--skip-bad", action="store_true", help="skip malformed rows and report their count")
+    parser.add_argument("--lang", default=None,
+                        help="translations: language of rows without a lang column; mlclap-json: language of "
+                             "every caption, overriding source_lang_k")
+    parser.add_argument("--base", default=None, metavar="MANIFEST",
+                        help="translations: manifest to merge into (default: the -o manifest itself)")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="translations: replace existing captions instead of reporting a conflict")
+    parser.add_argument("--test-fold", type=int, default=None, metavar="N",
+                        help="esc50/urbansound8k: fold N is 'test', the others 'train' "
+                             "(default split: foldN)")
+    parser.add_argument("--val-fold", type=int, default=None, metavar="N",
+                        help="esc50/urbansound8k: fold N is 'val'")
+    parser.add_argument("--no-folder-labels", action="store_true",
+                        help="folder: do not put the parent folder's name into labels")
+
+
+def _check_options(args) -> None:
+    from mlatr.errors import MlatrError
+
+    fmt = args.format
+    only = {
+        "base": ("translations",), "overwrite": ("translations",),
+        "lang": ("translations", "mlclap-json"),
+        "test_fold": ("esc50-csv", "urbansound8k-csv"), "val_fold": ("esc50-csv", "urbansound8k-csv"),
+        "no_folder_labels": ("folder",),
+        "audio_dir": ("audiocaps-csv", "clotho-csv", "mlclap-json", "esc50-csv", "urbansound8k-csv"),
+        "audio_pattern": ("audiocaps-csv", "clotho-csv", "mlclap-json", "esc50-csv", "urbansound8k-csv"),
+        "split": ("audiocaps-csv", "clotho-csv", "mlclap-json", "esc50-csv", "urbansound8k-csv", "folder"),
+    }
+    for opt, formats in only.items():
+        value = getattr(args, opt)
+        if value not in (None, False) and fmt not in formats:
+            raise MlatrError(f"--{opt.replace('_', '-')} does not apply to --format {fmt} "
+                             f"(only to {', '.join(formats)})")
+
+
+def _audio_dir_for(audio_dir: str | None, output) -> str | None:
+    """A relative --audio-dir is relative to the current folder; the manifest wants it relative to itself."""
+    import os
+    from pathlib import Path
+
+    if audio_dir is None or os.path.isabs(audio_dir):
+        return audio_dir
+    out_dir = Path(os.path.abspath(output)).parent
+    return Path(os.path.relpath(os.path.abspath(audio_dir), out_dir)).as_posix()
+
+
+def _rebase(manifest, new_root) -> None:
+    """Rewrite relative audio paths of ``manifest`` (relative to its root) relative to ``new_root``."""
+    import os
+    from pathlib import Path
+
+    old, new = os.path.abspath(manifest.root), os.path.abspath(new_root)
+    if old == new:
+        return
+    for clip in manifest.clips:
+        if not os.path.isabs(clip.audio):
+            clip.audio = Path(os.path.relpath(os.path.join(old, clip.audio), new)).as_posix()
+
+
+def run(args) -> int:
+    import sys
+    from pathlib import Path
+
+    from mlatr.data.importers import IMPORTERS, merge_translations
+    from mlatr.data.manifest import Manifest
+    from mlatr.errors import MlatrError
+
+    _check_options(args)
+    out = Path(args.output)
+    if args.format == "translations":
+        base_path = Path(args.base or args.output)
+        if not base_path.is_file():
+            raise MlatrError(f"translations merge into an existing manifest: {base_path} does not exist "
+                             f"(give it with --base or -o)")
+        base = Manifest.load(base_path)
+        manifest = merge_translations(base, args.sources, lang=args.lang, overwrite=args.overwrite,
+                                      skip_bad=args.skip_bad)
+        _rebase(manifest, out.resolve().parent)
+    else:
+        func, _ = IMPORTERS[args.format]
+        opts: dict = {"skip_bad": args.skip_bad, "split": args.split}
+        if args.format == "folder":
+            opts.update(relative_to=out.resolve().parent, labels_from_folder=not args.no_folder_labels,
+                        progress=True)
+        else:
+            opts.update(audio_dir=_audio_dir_for(args.audio_dir, out), audio_pattern=args.audio_pattern)
+        if args.format == "mlclap-json" and args.lang:
+            opts["force_lang"] = args.lang
+        if args.format in ("esc50-csv", "urbansound8k-csv"):
+            opts.update(test_fold=args.test_fold, val_fold=args.val_fold)
+        manifest = func(args.sources, **opts)
+    problems = manifest.problems
+    if not manifest.clips:
+        raise MlatrError(f"nothing to write: no clip was imported from {', '.join(args.sources)}"
+                         + (f" ({len(problems)} bad rows skipped)" if problems else ""))
+    manifest.save(out)
+    n_captions = sum(c.caption_count(lang) for c in manifest.clips for lang in c.captions)
+    langs = ", ".join(manifest.languages()) or "no captions"
+    print(f"wrote {len(manifest)} clips, {n_captions} captions ({langs}) to {out}")
+    if problems:
+        print(f"skipped {len(problems)} bad row(s):", file=sys.stderr)
+        for p in problems[:10]:
+            print(f"  {p}", file=sys.stderr)
+        if len(problems) > 10:
+            print(f"  ... and {len(problems) - 10} more", file=sys.stderr)
+        print(f"skipped {len(problems)} bad row(s)")
+    return 0

@@ -1,0 +1,32 @@
+HELP = """Statistics of a manifest.
+
+Clips per split, captions per language (and per split), clips with captions in each language, missing
+translations per language, clips without captions, durations (total, min/mean/max), label counts.
+"""
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("manifest", metavar="MANIFEST", help="JSONL manifest")
+    parser.add_argument("--json", action="store_true", help="print the statistics as JSON")
+    parser.add_argument("--skip-bad", action="store_true",
+                        help="skip malformed lines (counted) instead of failing")
+
+
+def run(args) -> int:
+    import json
+
+    from mlatr.data.manifest import Manifest
+    from mlatr.data.stats import format_stats, manifest_stats
+
+    m = Manifest.load(args.manifest, skip_bad=args.skip_bad)
+    stats = manifest_stats(m)
+    if args.skip_bad:
+        stats["skipped_problems"] = len(m.problems)
+    if args.json:
+        print(json.dumps(stats, ensure_ascii=False, indent=2))
+    else:
+        print(f"{args.manifest}")
+        print(format_stats(stats))
+        if m.problems:
+            print(f"skipped {len(m.problems)} problem(s) in malformed lines (run `mlatr data validate`)")
+    return 0

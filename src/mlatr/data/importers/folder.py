@@ -1,0 +1,187 @@
+"""A folder of sound files -> manifest (captions from sidecar text files or from the file names).
+
+- Sound files: ``.wav .flac .ogg .mp3 .aiff .aif`` (any case), found recursively, in sorted order.
+- English captions: the sidecar ``NAME.txt`` (or ``NAME.eng.txt``) beside ``NAME.wav``, one caption per
+  line (blank lines ignored); without a sidecar, one caption made from the file name by
+  :func:`caption_from_name` (``Effects/CarPassing.wav`` -> "car passing", ``wolf-die-4.ogg`` ->
+  "wolf die"); a name with no words (``01.wav``) takes the nearest parent folder's name.
+- Other languages: sidecars ``NAME.fra.txt`` etc., line ``j`` translating English caption ``j``.
+- ``labels``: the parent folder's name in caption form (``Animal Sounds/`` -> "animal sounds") for files
+  in a subfolder; none at the top level.
+- ``duration`` from ``soundfile.info``; a file it cannot read is a bad row (raise, or skip and count).
+- ``id``: the path under the folder without extension (``Effects/CarPassing``); when two files differ
+  only by extension both keep it. ``audio``: the path relative to ``relative_to`` (the manifest's folder),
+  or absolute without it.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+from mlatr import languages as _languages
+from mlatr.data.importers._common import AUDIO_EXTENSIONS, BadRows
+from mlatr.data.importers._finish import checked_clips
+from mlatr.data.manifest import Clip, Manifest
+from mlatr.errors import InputError
+
+
+def caption_from_name(name: str) -> str:
+    """Words of a file or folder name, lower case: separators and CamelCase split, trailing numbers
+    dropped. ``"CarPassing"`` -> ``"car passing"``, ``"wolf-die-4"`` -> ``"wolf die"``,
+    ``"HTTPServer2"`` -> ``"http server"``, ``"mp3Player"`` -> ``"mp3 player"``."""
+    words: list[str] = []
+    current = ""
+    for i, ch in enumerate(name):
+        if not ch.isalnum():
+            if current:
+                words.append(current)
+            current = ""
+            continue
+        if current:
+            prev = current[-1]
+            nxt = name[i + 1] if i + 1 < len(name) else ""
+            boundary = (
+                (prev.islower() and ch.isupper())
+                or (prev.isupper() and ch.isupper() and nxt.islower())
+                or (prev.isdigit() and ch.isupper())
+            )
+            if boundary:
+                words.append(current)
+                current = ""
+        current += ch
+    if current:
+        words.append(current)
+    while words and words[-1].isdigit():
+        words.pop()
+    if words:
+        words[-1] = words[-1].rstrip("0123456789")
+    return " ".join(w.lower() for w in words)
+
+
+def sound_files(folder: Path) -> list[Path]:
+    """Sound files under ``folder``, recursively, sorted by their relative path (hidden ones skipped)."""
+    found = []
+    for dirpath, dirnames, filenames in os.walk(folder):
+        dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+        for f in filenames:
+            if not f.startswith(".") and Path(f).suffix.lower() in AUDIO_EXTENSIONS:
+                found.append(Path(dirpath) / f)
+    return sorted(found, key=lambda p: p.relative_to(folder).as_posix())
+
+
+def _read_lines(path: Path) -> list[str]:
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise InputError(f"not UTF-8 text: {exc}", str(path)) from exc
+    return [ln.strip() for ln in text.splitlines() if ln.strip()]
+
+
+def import_folder(
+    sources: Sequence[str | os.PathLike],
+    *,
+    relative_to: str | os.PathLike | None = None,
+    split: str | None = None,
+    labels_from_folder: bool = True,
+    skip_bad: bool = False,
+    progress: bool = False,
+) -> Manifest:
+    """Make a manifest of every sound file under the folders ``sources`` (see the module docstring)."""
+    import soundfile
+    from tqdm import tqdm
+
+    bad = BadRows(skip_bad)
+    entries: list[tuple[Path, Path]] = []
+    for src in sources:
+        folder = Path(src)
+        if not folder.is_dir():
+            raise InputError("not a folder", str(folder))
+        entries += [(folder, f) for f in sound_files(folder)]
+    stems: dict[str, int] = {}
+    for folder, f in entries:
+        key = f.relative_to(folder).with_suffix("").as_posix()
+        stems[key] = stems.get(key, 0) + 1
+    clips: list[Clip] = []
+    origin: dict[str, tuple[str, int | None]] = {}
+    seen: set[str] = set()
+    for folder, f in tqdm(entries, desc="sound files", unit="file", disable=not progress):
+        rel = f.relative_to(folder)
+        ident = rel.with_suffix("").as_posix()
+        if stems[ident] > 1:
+            ident = rel.as_posix()
+        if ident in seen:
+            bad.report(str(f), None, "id",
+                       f"a file with id {ident!r} was already imported from another folder")
+            continue
+        try:
+            info = soundfile.info(str(f))
+            duration = float(info.frames) / float(info.samplerate)
+        except Exception as exc:  # soundfile raises RuntimeError / LibsndfileError / others
+            bad.report(str(f), None, "audio", f"cannot read the sound file: {exc}")
+            continue
+        captions = _captions(f, rel, bad)
+        if captions is None:
+            continue
+        labels = []
+        if labels_from_folder and len(rel.parts) > 1:
+            label = caption_from_name(rel.parent.name)
+            labels = [label] if label else []
+        audio = Path(os.path.abspath(f))
+        if relative_to is not None:
+            audio_s = Path(os.path.relpath(audio, os.path.abspath(relative_to))).as_posix()
+        else:
+            audio_s = audio.as_posix()
+        seen.add(ident)
+        clips.append(Clip(id=ident, audio=audio_s, captions=captions, split=split, labels=labels,
+                          duration=duration))
+        origin[ident] = (str(f), None)
+    return Manifest(clips=checked_clips(clips, origin, bad),
+                    root=Path(relative_to).resolve() if relative_to is not None else Path.cwd(),
+                    problems=bad.problems)
+
+
+def _captions(f: Path, rel: Path, bad: BadRows) -> dict[str, list[str | None]] | None:
+    """Captions of one sound file from its sidecars or its path; None (reported) if a sidecar is bad."""
+    captions: dict[str, list[str | None]] = {}
+    stem = f.with_suffix("")
+    for side in sorted(f.parent.glob(f"{_glob_escape(stem.name)}.*txt")):
+        middle = side.name[len(stem.name):-len(".txt")]
+        if side.suffix != ".txt" or not side.is_file():
+            continue
+        if middle == "":
+            lang = "eng"
+        elif middle.startswith(".") and "." not in middle[1:]:
+            try:
+                lang = _languages.normalize(middle[1:])
+            except ValueError:
+                continue  # "name.notes.txt" and the like are not caption files
+        else:
+            continue
+        lines = _read_lines(side)
+        if lines:
+            if lang in captions:
+                bad.report(str(side), None, None, f"second {lang} caption file for {f.name}")
+                return None
+            captions[lang] = list(lines)
+    if "eng" not in captions:
+        text = caption_from_name(stem.name)
+        for parent in reversed(rel.parent.parts):
+            if text:
+                break
+            text = caption_from_name(parent)
+        if text:
+            captions["eng"] = [text]
+    eng = captions.get("eng", [])
+    for lang, caps in captions.items():
+        if len(caps) > len(eng):
+            bad.report(str(f.with_name(f"{stem.name}.{lang}.txt")), None, f"captions.{lang}",
+                       f"{len(caps)} lines but there are {len(eng)} English caption(s) to translate")
+            return None
+        caps.extend([None] * (len(eng) - len(caps)))
+    return {k: captions[k] for k in sorted(captions, key=lambda c: c != "eng")}
+
+
+def _glob_escape(name: str) -> str:
+    return "".join(f"[{c}]" if c in "*?[" else c for c in name)

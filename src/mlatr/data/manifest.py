@@ -1,0 +1,397 @@
+"""The JSONL manifest: one clip per line, captions per language aligned by index.
+
+Format (``docs/architecture.md``, "Manifest")::
+
+    {"id": "Y7fmOlUlwoNg", "audio": "audio/Y7fmOlUlwoNg.wav", "split": "test",
+     "captions": {"eng": ["A man talks", "Speech"], "fra": ["Un homme parle", null]},
+     "labels": ["speech"], "duration": 10.0}
+
+Rules checked here (each broken rule is one :class:`Problem` naming line and field):
+
+- ``id`` and ``audio`` are non-empty strings; ids are unique in the file.
+- ``captions`` (optional; a clip of a classification set may have none) maps ISO 639-3 codes
+  (:mod:`mlatr.languages`) to lists of caption strings. ``captions[L][j]`` translates
+  ``captions["eng"][j]``, so English is the anchor of the alignment: a clip with captions in another
+  language must have an English list, that list may not contain ``null``, and no other language's list may
+  be longer than it. ``null`` in another language marks a missing translation; a shorter list means the
+  trailing translations are missing. Caption strings may not be empty or whitespace.
+- ``split`` is a non-empty string, ``labels`` a list of non-empty strings, ``duration`` a finite number
+  >= 0 (seconds). Any other key is kept in :attr:`Clip.extra` and written back by :meth:`Manifest.save`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from mlatr import languages as _languages
+from mlatr.errors import InputError, MlatrError
+from mlatr.io_utils import atomic_write_jsonl
+
+PIVOT = _languages.PIVOT
+KNOWN_KEYS = ("id", "audio", "split", "captions", "labels", "duration")
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One problem in an input file: ``file:line: field: message``."""
+
+    file: str
+    line: int | None
+    field: str | None
+    message: str
+
+    def __str__(self) -> str:
+        where = f"{self.file}:{self.line}: " if self.line is not None else f"{self.file}: "
+        if self.field:
+            where += f"{self.field}: "
+        return where + self.message
+
+    def to_error(self) -> InputError:
+        return InputError(self.message, self.file, self.line, self.field)
+
+
+@dataclass
+class Clip:
+    """One sound clip and its captions (see the module docstring for the rules)."""
+
+    id: str
+    audio: str
+    captions: dict[str, list[str | None]] = field(default_factory=dict)
+    split: str | None = None
+    labels: list[str] = field(default_factory=list)
+    duration: float | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+    #: Line of the manifest this clip was read from (not written back; not part of equality).
+    line: int | None = field(default=None, compare=False, repr=False)
+
+    def audio_path(self, root: str | os.PathLike) -> Path:
+        """The audio file: ``audio`` itself when absolute, else ``root / audio``."""
+        p = Path(self.audio).expanduser()
+        return p if p.is_absolute() else Path(root) / p
+
+    def caption_count(self, lang: str) -> int:
+        """Number of non-null captions in ``lang``."""
+        return sum(c is not None for c in self.captions.get(lang, []))
+
+    def to_json(self) -> dict[str, Any]:
+        """The manifest line of this clip as a JSON object (optional fields omitted when empty)."""
+        obj: dict[str, Any] = {"id": self.id, "audio": self.audio}
+        if self.split is not None:
+            obj["split"] = self.split
+        if self.captions:
+            obj["captions"] = {lang: list(caps) for lang, caps in self.captions.items()}
+        if self.labels:
+            obj["labels"] = list(self.labels)
+        if self.duration is not None:
+            obj["duration"] = self.duration
+        for key, value in self.extra.items():
+            if key not in obj:
+                obj[key] = value
+        return obj
+
+
+class CaptionRow(NamedTuple):
+    """One caption of a manifest: ``captions[lang][index]`` of clip number ``clip``."""
+
+    clip: int
+    lang: str
+    index: int
+    text: str
+
+
+def language_order(codes: Iterable[str]) -> list[str]:
+    """Codes sorted pivot first, then in :data:`mlatr.languages.DEFAULT_LANGUAGES` order, then by name."""
+    default = {c: i for i, c in enumerate(_languages.DEFAULT_LANGUAGES)}
+    return sorted(set(codes), key=lambda c: (c != PIVOT, default.get(c, len(default)), c))
+
+
+@dataclass
+class Manifest:
+    """A list of clips plus where they came from; ``root`` is the folder relative audio paths start at."""
+
+    clips: list[Clip] = field(default_factory=list)
+    root: Path = field(default_factory=Path.cwd)
+    path: Path | None = None
+    #: Problems skipped by ``load(..., skip_bad=True)`` or by an importer run with ``skip_bad``.
+    problems: list[Problem] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return len(self.clips)
+
+    def __iter__(self) -> Iterator[Clip]:
+        return iter(self.clips)
+
+    def __getitem__(self, i: int) -> Clip:
+        return self.clips[i]
+
+    # ---- reading and writing -------------------------------------------------------------------
+    @classmethod
+    def load(cls, path: str | os.PathLike, skip_bad: bool = False) -> Manifest:
+        """Read a JSONL manifest.
+
+        On the first problem raise :class:`~mlatr.errors.InputError` naming ``file:line: field``; with
+        ``skip_bad`` drop every line that has a problem instead, and list the problems in
+        :attr:`problems` (their count is ``len(manifest.problems)`` lines' worth of issues).
+        """
+        path = Path(path)
+        clips, problems = _parse_file(path, stop_at_first=not skip_bad)
+        if problems and not skip_bad:
+            raise problems[0].to_error()
+        return cls(clips=clips, root=path.resolve().parent, path=path, problems=problems)
+
+    def save(self, path: str | os.PathLike) -> None:
+        """Write the manifest as JSONL, atomically (a reader never sees a half-written file)."""
+        atomic_write_jsonl(path, (clip.to_json() for clip in self.clips))
+
+    # ---- views ---------------------------------------------------------------------------------
+    def splits(self) -> dict[str | None, int]:
+        """Number of clips per split (``None`` for clips without one), in order of first appearance."""
+        out: dict[str | None, int] = {}
+        for clip in self.clips:
+            out[clip.split] = out.get(clip.split, 0) + 1
+        return out
+
+    def split(self, name: str) -> Manifest:
+        """The clips of split ``name`` (same root and path). Raise ``MlatrError`` if no clip has it."""
+        clips = [c for c in self.clips if c.split == name]
+        if not clips:
+            have = ", ".join(sorted(str(s) for s in self.splits())) or "none"
+            where = f" in {self.path}" if self.path else ""
+            raise MlatrError(f"no clip has split {name!r}{where} (splits: {have})")
+        return Manifest(clips=clips, root=self.root, path=self.path)
+
+    def languages(self) -> list[str]:
+        """Languages with at least one caption, English first, then the default order, then by code."""
+        present = {lang for c in self.clips for lang, caps in c.captions.items() if any(caps)}
+        return language_order(present)
+
+    def captions_table(self, languages: Iterable[str] | None = None) -> list[CaptionRow]:
+        """Every non-null caption as ``(clip index, lang, caption index j, text)``.
+
+        Ordered by clip, then language (``languages`` order, default :meth:`languages`), then ``j``.
+        The translations of one source caption share ``(clip, j)``: that pair is the ``text_group`` of
+        the evaluation contract (ATRI §5.4 consistency metrics, eq. 14-16).
+        """
+        langs = list(languages) if languages is not None else self.languages()
+        rows: list[CaptionRow] = []
+        for i, clip in enumerate(self.clips):
+            for lang in langs:
+                for j, text in enumerate(clip.captions.get(lang, [])):
+                    if text is not None:
+                        rows.append(CaptionRow(i, lang, j, text))
+        return rows
+
+    def caption_arrays(self, languages: Iterable[str] | None = None) -> dict[str, Any]:
+        """The caption table as evaluation inputs: ``texts`` (list of str) and numpy arrays
+        ``text_audio`` (clip index, int64), ``text_lang`` (str), ``text_group`` (int64, one id per
+        ``(clip, j)`` numbered in order of first appearance), as ``evaluate_embeddings`` expects."""
+        import numpy as np
+
+        rows = self.captions_table(languages)
+        groups: dict[tuple[int, int], int] = {}
+        group_ids = [groups.setdefault((r.clip, r.index), len(groups)) for r in rows]
+        return {
+            "texts": [r.text for r in rows],
+            "text_audio": np.asarray([r.clip for r in rows], dtype=np.int64),
+            "text_lang": np.asarray([r.lang for r in rows], dtype=str),
+            "text_group": np.asarray(group_ids, dtype=np.int64),
+        }
+
+
+# ---- validation -------------------------------------------------------------------------------
+
+
+def validate_manifest(
+    path: str | os.PathLike, check_audio: bool = False, languages: Iterable[str] | None = None
+) -> list[Problem]:
+    """Every problem of a manifest file, in line order, each with its line number and field.
+
+    ``check_audio`` also reports clips whose audio file does not exist (relative paths start at the
+    manifest's folder). ``languages`` restricts the allowed caption languages further (codes must be
+    known ISO 639-3 codes in any case). A file that cannot be read at all gives one problem at line None.
+    """
+    path = Path(path)
+    allowed = set(languages) if languages is not None else None
+    clips, problems = _parse_file(path, stop_at_first=False, allowed_languages=allowed, keep_all=True)
+    if check_audio:
+        root = path.resolve().parent
+        for clip in clips:
+            if not clip.audio_path(root).is_file():
+                problems.append(Problem(str(path), clip.line, "audio",
+                                        f"audio file not found: {clip.audio_path(root)}"))
+        problems.sort(key=lambda p: (p.line or 0))
+    return problems
+
+
+def _parse_file(
+    path: Path,
+    stop_at_first: bool,
+    allowed_languages: set[str] | None = None,
+    keep_all: bool = False,
+) -> tuple[list[Clip], list[Problem]]:
+    """Parse every line; return the good clips and the problems. With ``keep_all``, clips whose only
+    problem is a duplicate id are still returned (so audio checks can look at them)."""
+    name = str(path)
+    try:
+        fh = open(path, encoding="utf-8")
+    except OSError as exc:
+        return [], [Problem(name, None, None, f"cannot read manifest: {exc.strerror or exc}")]
+    clips: list[Clip] = []
+    problems: list[Problem] = []
+    first_line: dict[str, int] = {}
+    with fh:
+        try:
+            for lineno, text in enumerate(fh, start=1):
+                if not text.strip():
+                    continue
+                clip, line_problems = parse_line(text, name, lineno, allowed_languages)
+                if clip is not None:
+                    if clip.id in first_line:
+                        line_problems.append(Problem(name, lineno, "id",
+                                                     f"duplicate id {clip.id!r} (first at line "
+                                                     f"{first_line[clip.id]})"))
+                    else:
+                        first_line[clip.id] = lineno
+                if line_problems:
+                    problems.extend(line_problems)
+                    if stop_at_first:
+                        break
+                    if clip is not None and keep_all and not any(p.field != "id" for p in line_problems):
+                        clips.append(clip)
+                elif clip is not None:
+                    clips.append(clip)
+        except UnicodeDecodeError as exc:
+            problems.append(Problem(name, None, None, f"not UTF-8 text: {exc}"))
+    return clips, problems
+
+
+def parse_line(
+    text: str, file: str, line: int, allowed_languages: set[str] | None = None
+) -> tuple[Clip | None, list[Problem]]:
+    """One manifest line -> (clip or None, problems). The clip is returned when it could be built
+    (id and audio usable); it is only valid when the problem list is empty."""
+    try:
+        obj = json.loads(text)
+    except json.JSONDecodeError as exc:
+        return None, [Problem(file, line, "json", f"invalid JSON: {exc.msg} at column {exc.colno}")]
+    if not isinstance(obj, dict):
+        return None, [Problem(file, line, "json", f"expected a JSON object, got {type(obj).__name__}")]
+    return clip_from_json(obj, file, line, allowed_languages)
+
+
+def clip_from_json(
+    obj: dict[str, Any], file: str, line: int | None, allowed_languages: set[str] | None = None
+) -> tuple[Clip | None, list[Problem]]:
+    """Check one manifest object against the rules of this module; build the clip if possible."""
+    problems: list[Problem] = []
+
+    def bad(fld: str, msg: str) -> None:
+        problems.append(Problem(file, line, fld, msg))
+
+    ident = _required_string(obj, "id", bad)
+    audio = _required_string(obj, "audio", bad)
+
+    split = obj.get("split")
+    if split is not None and (not isinstance(split, str) or not split.strip()):
+        bad("split", f"must be a non-empty string, got {split!r}")
+        split = None
+
+    labels = obj.get("labels")
+    if labels is None:
+        labels = []
+    elif not isinstance(labels, list):
+        bad("labels", f"must be a list of strings, got {type(labels).__name__}")
+        labels = []
+    else:
+        for k, lab in enumerate(labels):
+            if not isinstance(lab, str) or not lab.strip():
+                bad(f"labels[{k}]", f"must be a non-empty string, got {lab!r}")
+
+    duration = obj.get("duration")
+    if duration is not None:
+        if isinstance(duration, bool) or not isinstance(duration, int | float):
+            bad("duration", f"must be a number of seconds, got {duration!r}")
+            duration = None
+        elif not math.isfinite(duration) or duration < 0:
+            bad("duration", f"must be finite and >= 0, got {duration!r}")
+            duration = None
+        else:
+            duration = float(duration)
+
+    captions = _check_captions(obj.get("captions"), bad, allowed_languages)
+
+    if ident is None or audio is None:
+        return None, problems
+    extra = {k: v for k, v in obj.items() if k not in KNOWN_KEYS}
+    clip = Clip(id=ident, audio=audio, captions=captions, split=split, labels=list(labels),
+                duration=duration, extra=extra, line=line)
+    return clip, problems
+
+
+def _required_string(obj: dict[str, Any], key: str, bad) -> str | None:
+    if key not in obj or obj[key] is None:
+        bad(key, "missing")
+        return None
+    value = obj[key]
+    if not isinstance(value, str):
+        bad(key, f"must be a string, got {type(value).__name__} {value!r}")
+        return None
+    if not value.strip():
+        bad(key, "empty")
+        return None
+    return value
+
+
+def _check_captions(raw: Any, bad, allowed_languages: set[str] | None) -> dict[str, list[str | None]]:
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        bad("captions", f"must be an object mapping language codes to lists, got {type(raw).__name__}")
+        return {}
+    captions: dict[str, list[str | None]] = {}
+    for lang, caps in raw.items():
+        fld = f"captions.{lang}"
+        if not _languages.is_known(lang):
+            hint = ""
+            try:
+                hint = f" (did you mean {_languages.normalize(lang)!r}? codes are ISO 639-3)"
+            except ValueError:
+                hint = " (codes are ISO 639-3, see mlatr.languages)"
+            bad(fld, f"unknown language code {lang!r}{hint}")
+        elif allowed_languages is not None and lang not in allowed_languages:
+            allowed = ", ".join(sorted(allowed_languages))
+            bad(fld, f"language {lang!r} is not among the allowed ones ({allowed})")
+        if not isinstance(caps, list):
+            bad(fld, f"must be a list of strings (null for a missing translation), got {type(caps).__name__}")
+            continue
+        ok = True
+        for j, cap in enumerate(caps):
+            if cap is None:
+                if lang == PIVOT:
+                    bad(f"{fld}[{j}]", "null English caption (English is the source of the alignment)")
+                    ok = False
+            elif not isinstance(cap, str):
+                bad(f"{fld}[{j}]", f"must be a string or null, got {type(cap).__name__}")
+                ok = False
+            elif not cap.strip():
+                bad(f"{fld}[{j}]", "empty caption")
+                ok = False
+        if ok:
+            captions[lang] = list(caps)
+    others = [lang for lang, caps in raw.items() if lang != PIVOT and isinstance(caps, list) and caps]
+    if others and PIVOT not in raw:
+        bad("captions", f"captions in {', '.join(others)} but no {PIVOT!r} list: captions[L][j] "
+                        f"translates captions[{PIVOT!r}][j], so the English list is required")
+    pivot = raw.get(PIVOT)
+    if isinstance(pivot, list):
+        for lang, caps in raw.items():
+            if lang != PIVOT and isinstance(caps, list) and len(caps) > len(pivot):
+                bad(f"captions.{lang}", f"{len(caps)} captions but {PIVOT!r} has {len(pivot)}: "
+                                        f"translations are aligned to English by index")
+    return captions
