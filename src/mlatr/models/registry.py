@@ -71,6 +71,8 @@ def text_encoder_names() -> list[str]:
 
 #: Modules whose import registers the built-in encoders (imported on first use).
 BUILTIN_MODULES: list[str] = [
+    "mlatr.models.small_audio",
+    "mlatr.models.small_text",
 ]
 
 

@@ -1,0 +1,98 @@
+"""The dual encoder: an audio encoder and a text encoder projected into one unit-norm space.
+
+ATRI §3.1 / §5.3 (ML-CLAP setup): audio ``a`` and text ``t`` are encoded, projected (Linear-ReLU-
+Linear, :class:`~mlatr.models.projection.ProjectionHead`) and L2-normalised, so that
+``sim(a, t) = <a, t>`` is a cosine and the contrastive logits are ``sim / tau`` (ATRI eq. 1) with
+``tau = 0.07`` (ATRI §5.3) unless the temperature is learnt.
+
+Learnable temperature: parameterised as ``log tau`` (as CLIP's logit scale) and clamped to
+``[min_temperature, max_temperature]`` (default ``[0.01, 1.0]``; CLIP caps ``1/tau`` at 100) when read.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from mlatr.errors import MlatrError
+from mlatr.models.outputs import EncoderOutput
+from mlatr.models.projection import ProjectionHead
+from mlatr.models.registry import build_audio_encoder, build_text_encoder
+
+
+def _project(head: ProjectionHead, out: EncoderOutput) -> EncoderOutput:
+    """Project pooled and frame features with ``head``; L2-normalise each vector; zero padded frames."""
+    pooled = F.normalize(head(out.pooled), dim=-1)
+    frames = None
+    if out.frames is not None:
+        frames = F.normalize(head(out.frames), dim=-1)
+        if out.mask is not None:
+            frames = frames * out.mask[..., None].to(frames.dtype)
+    return EncoderOutput(pooled=pooled, frames=frames, mask=out.mask)
+
+
+class DualEncoder(nn.Module):
+    """Audio and text encoders + one projection head per modality + the temperature."""
+
+    def __init__(self, audio_encoder: nn.Module, text_encoder: nn.Module, embed_dim: int = 128,
+                 temperature: float = 0.07, learnable_temperature: bool = False,
+                 projection_hidden: int | None = None, min_temperature: float = 0.01,
+                 max_temperature: float = 1.0):
+        super().__init__()
+        if not 0 < min_temperature <= temperature <= max_temperature:
+            raise MlatrError(f"temperature {temperature} must lie in [{min_temperature}, {max_temperature}]"
+                             " and be positive")
+        self.audio_encoder, self.text_encoder = audio_encoder, text_encoder
+        self.embed_dim = int(embed_dim)
+        self.projection_hidden = projection_hidden
+        self.audio_projection = ProjectionHead(audio_encoder.output_dim, self.embed_dim, projection_hidden)
+        self.text_projection = ProjectionHead(text_encoder.output_dim, self.embed_dim, projection_hidden)
+        self.initial_temperature = float(temperature)
+        self.learnable_temperature = bool(learnable_temperature)
+        self.min_temperature, self.max_temperature = float(min_temperature), float(max_temperature)
+        log_t = torch.tensor(math.log(temperature), dtype=torch.float32)
+        if self.learnable_temperature:
+            self.log_temperature = nn.Parameter(log_t)
+        else:
+            self.register_buffer("log_temperature", log_t)
+
+    @property
+    def temperature(self) -> torch.Tensor:
+        """Scalar tensor ``tau``: fixed, or ``exp(log tau)`` clamped to the allowed range."""
+        return self.log_temperature.exp().clamp(self.min_temperature, self.max_temperature)
+
+    def encode_audio(self, waveform: torch.Tensor, lengths: torch.Tensor | None = None) -> EncoderOutput:
+        """Waveform ``[B, T]`` at 16 kHz -> unit-norm ``pooled [B, d]``, ``frames [B, L, d]``, ``mask``."""
+        return _project(self.audio_projection, self.audio_encoder(waveform, lengths))
+
+    def encode_text(self, texts: Sequence[str], langs: Sequence[str] | None = None) -> EncoderOutput:
+        """Captions (+ ISO 639-3 languages) -> unit-norm ``pooled [B, d]``, token ``frames``, ``mask``."""
+        return _project(self.text_projection, self.text_encoder(texts, langs))
+
+    def forward(self, waveform: torch.Tensor, lengths: torch.Tensor | None, texts: Sequence[str],
+                langs: Sequence[str] | None = None) -> tuple[EncoderOutput, EncoderOutput]:
+        """Both modalities at once (one call, as ``DistributedDataParallel`` wants)."""
+        return self.encode_audio(waveform, lengths), self.encode_text(texts, langs)
+
+    def config(self) -> dict:
+        """JSON-able description that :meth:`from_config` rebuilds (weights come from ``state_dict``)."""
+        return {"audio_encoder": self.audio_encoder.config(), "text_encoder": self.text_encoder.config(),
+                "embed_dim": self.embed_dim, "temperature": self.initial_temperature,
+                "learnable_temperature": self.learnable_temperature,
+                "projection_hidden": self.projection_hidden, "min_temperature": self.min_temperature,
+                "max_temperature": self.max_temperature}
+
+    @classmethod
+    def from_config(cls, cfg: dict) -> DualEncoder:
+        """Rebuild the (untrained) model from :meth:`config`; load a ``state_dict`` for the weights."""
+        cfg = dict(cfg)
+        try:
+            audio = build_audio_encoder(**cfg.pop("audio_encoder"))
+            text = build_text_encoder(**cfg.pop("text_encoder"))
+        except KeyError as exc:
+            raise MlatrError(f"model config lacks {exc.args[0]!r}") from exc
+        return cls(audio, text, **cfg)
