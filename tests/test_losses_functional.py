@@ -205,6 +205,21 @@ def test_cacl_is_atri_eq12():
     close(cacl_loss(audio, text[:, 0], text[:, 2], TAU), ref)
 
 
+def test_cacl_with_other_mask_matches_hand():
+    audio, text = batch()
+    has_other = torch.tensor([True, False, True, True, False])
+    A, E, O = rows(audio), rows(text[:, 0]), rows(text[:, 2])
+    keep = [0, 2, 3]
+    Ak, Ek, Ok = [A[i] for i in keep], [E[i] for i in keep], [O[i] for i in keep]
+    terms = nce_both_ways(A, E, TAU) + nce_both_ways(Ak, Ok, TAU) + nce_both_ways(Ek, Ok, TAU)
+    ref = terms / (2 * 5 + 4 * 3)  # 2N audio-English terms + 2 x 2 x 3 other-language terms
+    close(cacl_loss(audio, text[:, 0], text[:, 2], TAU, other_mask=has_other), ref)
+    full = cacl_loss(audio, text[:, 0], text[:, 2], TAU, other_mask=torch.ones(5, dtype=torch.bool))
+    assert float(full) == float(cacl_loss(audio, text[:, 0], text[:, 2], TAU))
+    alone = cacl_loss(audio, text[:, 0], text[:, 2], TAU, other_mask=torch.zeros(5, dtype=torch.bool))
+    close(alone, float(clip_loss(audio, text[:, 0], TAU)))
+
+
 def test_cacl_pairs_are_the_three_alignments():
     audio, text = batch()
     names = [p.name for p in cacl_pairs(audio, text[:, 0], text[:, 1])]

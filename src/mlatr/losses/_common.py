@@ -25,7 +25,10 @@ class Pair:
     """Two aligned embedding sets a scheme asks to contrast: ``anchor[i]`` matches ``target[i]``.
 
     ``anchor`` and ``target`` are ``[n, d]`` (not necessarily normalised); ``name`` says what they
-    are (``"audio-eng"``, ``"audio-text[3]"``), for logs and for per-pair regularizers.
+    are, for logs and for per-pair regularizers. Names the schemes use: ML-CLAP ``"audio-text"``;
+    KCL ``"audio-text[k]"`` (k = language column); CACL ``"audio-eng"``, ``"audio-other"``,
+    ``"eng-other"``. A name starts with ``"audio-"`` exactly when ``anchor`` holds audio embeddings
+    and ``target`` text embeddings (the pairs an audio-text regularizer such as SVR applies to).
     """
 
     anchor: Tensor
