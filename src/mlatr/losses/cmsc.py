@@ -49,7 +49,7 @@ def _t2a(a2t: Tensor, t2a: Tensor | None) -> Tensor:
 def interc_loss(a2t: Tensor, t2a: Tensor | None = None, tau: float = TAU) -> Tensor:
     """Inter-modal contrastive loss ``L_InterC`` (eq. 6), bidirectional NT-Xent:
 
-    ``-(1/B) * ( sum_m log softmax_n(a2t[m, :] / tau)[m] + sum_n log softmax_m(t2a[n, :] / tau)[n] )``
+    ``-(1/B) * ( sum_m log softmax(a2t[m, :] / tau)[m] + sum_n log softmax(t2a[n, :] / tau)[n] )``
 
     With ``t2a = a2t.T`` (default) the second sum is
     ``log exp(S_g(A_n,T_n)/tau) / sum_m exp(S_g(A_m,T_n)/tau)`` exactly as printed.

@@ -1,0 +1,157 @@
+"""Table 2 pooling modes by hand, the cosine head, the head registry and the chunked scorer."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from mlatr.errors import MlatrError
+from mlatr.matching import (
+    MATCHING_HEADS,
+    Side,
+    a2t_t2a_scores,
+    build_matching_head,
+    build_matching_head_from_config,
+    chunked_scores,
+    mode_local_scores,
+    mode_scores,
+    plan_chunks,
+)
+
+R = 1 / math.sqrt(2)
+
+
+def hand_case():
+    # query: two valid positions e1, e2 (+ one padded garbage position)
+    # context: two valid positions e1, (e1+e2) scaled (+ padded garbage)
+    q = torch.tensor([[[1.0, 0.0], [0.0, 3.0], [1e9, -1e9]]], dtype=torch.float64)
+    qm = torch.tensor([[True, True, False]])
+    c = torch.tensor([[[2.0, 0.0], [-7.0, 5.0], [5.0, 5.0]]], dtype=torch.float64)
+    cm = torch.tensor([[True, False, True]])
+    # cos(q_i, c_j) over valid positions: i=0: [1, R]; i=1: [0, R]
+    return q, qm, c, cm
+
+
+@pytest.mark.parametrize("mode,want", [
+    ("max-mean", (1 + R) / 2),                    # mean_i max_j: (max(1,R) + max(0,R)) / 2
+    ("max-max", 1.0),                             # max_i max_j
+    ("mean-mean", ((1 + R) / 2 + R / 2) / 2),     # mean_i mean_j
+    ("mean-max", (1 + R) / 2),                    # max_i mean_j: max((1+R)/2, R/2)
+])
+def test_modes_by_hand(mode, want):
+    q, qm, c, cm = hand_case()
+    assert mode_scores(q, qm, c, cm, mode).item() == pytest.approx(want, rel=1e-12)
+    head = build_matching_head(mode)
+    assert head.name == mode
+    assert head.scores(Side(None, q, qm), Side(None, c, cm)).item() == pytest.approx(want, rel=1e-12)
+
+
+def test_mode_local_scores_by_hand():
+    q, qm, c, cm = hand_case()
+    assert mode_local_scores(q, qm, c, cm, "max-mean")[0, 0, :2].tolist() == pytest.approx([1.0, R])
+    want = [(1 + R) / 2, R / 2]
+    assert mode_local_scores(q, qm, c, cm, "mean-max")[0, 0, :2].tolist() == pytest.approx(want)
+
+
+def test_modes_against_loops_and_directions():
+    gen = torch.Generator().manual_seed(0)
+    q = torch.randn(3, 4, 5, generator=gen, dtype=torch.float64)
+    c = torch.randn(2, 6, 5, generator=gen, dtype=torch.float64)
+    qm = torch.rand(3, 4, generator=gen) > 0.3
+    cm = torch.rand(2, 6, generator=gen) > 0.3
+    qm[:, 0] = True
+    cm[:, 0] = True
+    agg = {"max": max, "mean": lambda xs: sum(xs) / len(xs)}
+    for mode in ("max-mean", "max-max", "mean-mean", "mean-max"):
+        over_c, over_q = mode.split("-")
+        got = mode_scores(q, qm, c, cm, mode)
+        for a in range(3):
+            for b in range(2):
+                qa, cb = q[a][qm[a]], c[b][cm[b]]
+                per_i = [agg[over_c]([float(torch.nn.functional.cosine_similarity(x, y, dim=0)) for y in cb])
+                         for x in qa]
+                assert got[a, b].item() == pytest.approx(agg[over_q](per_i), rel=1e-10)
+    sym = mode_scores(c, cm, q, qm, "mean-mean")
+    torch.testing.assert_close(sym, mode_scores(q, qm, c, cm, "mean-mean").T)
+
+
+def test_cosine_head():
+    gen = torch.Generator().manual_seed(1)
+    a = torch.randn(4, 8, generator=gen)
+    t = torch.randn(3, 8, generator=gen)
+    head = build_matching_head("cosine")
+    a2t, t2a = a2t_t2a_scores(head, Side(a), Side(t))
+    want = torch.nn.functional.cosine_similarity(a[:, None], t[None], dim=-1)
+    torch.testing.assert_close(a2t, want)
+    torch.testing.assert_close(t2a, want.T)
+    with pytest.raises(MlatrError, match="pooled"):
+        head.scores(Side(None, torch.randn(2, 3, 8)), Side(t))
+
+
+def test_registry_and_config_round_trip():
+    assert set(MATCHING_HEADS) == {"cosine", "lgmm", "max-mean", "max-max", "mean-mean", "mean-max"}
+    for name in MATCHING_HEADS:
+        head = build_matching_head(name)
+        assert build_matching_head_from_config(head.config()).config() == head.config()
+    want = {"name": "lgmm", "tau_w": 0.5, "lam": 3.0}
+    assert build_matching_head("lgmm", tau_w=0.5, lam=3).config() == want
+    with pytest.raises(MlatrError, match="unknown matching head"):
+        build_matching_head("max-min")
+    with pytest.raises(MlatrError, match="bad options"):
+        build_matching_head("lgmm", temperature=1.0)
+    with pytest.raises(MlatrError, match="no options"):
+        build_matching_head("max-mean", tau_w=1.0)
+    with pytest.raises(MlatrError, match="needs frame"):
+        build_matching_head("lgmm").scores(Side(torch.randn(2, 3)), Side(torch.randn(2, 3)))
+
+
+def test_plan_chunks_respects_budget():
+    cases = [(1000, 5000, 23_000, 200_000, 200_000, 2 << 30), (7, 9, 100, 10, 10, 1000), (5, 5, 1, 0, 0, 1),
+             (3, 50, 7, 3, 5, 60)]
+    for nq, nc, ppair, pq, pc, budget in cases:
+        bq, bc = plan_chunks(nq, nc, ppair, pq, pc, budget)
+        assert 1 <= bq <= nq and 1 <= bc <= nc
+        assert bq * bc * ppair + bq * pq + bc * pc <= budget
+    assert plan_chunks(10, 10, 1, 0, 0, 10**6) == (10, 10)
+    with pytest.raises(MlatrError, match="too small"):
+        plan_chunks(2, 2, 100, 0, 0, 50)
+
+
+@pytest.mark.parametrize("name", ["lgmm", "max-mean", "mean-max", "cosine"])
+def test_chunked_equals_unchunked(name):
+    gen = torch.Generator().manual_seed(2)
+    q = Side(torch.randn(9, 6, generator=gen), torch.randn(9, 5, 6, generator=gen),
+             torch.rand(9, 5, generator=gen) > 0.3)
+    c = Side(torch.randn(11, 6, generator=gen), torch.randn(11, 4, 6, generator=gen),
+             torch.rand(11, 4, generator=gen) > 0.3)
+    q.mask[:, 0] = True
+    c.mask[:, 0] = True
+    head = build_matching_head(name)
+    full = head.scores(q, c)
+    per_pair = head.bytes_per_pair(q, c) + head.bytes_per_item(q) + head.bytes_per_item(c)
+    budget_mb = 3 * per_pair / 2**20        # a few pairs per block
+    blocks = []
+    with torch.no_grad():
+        got = chunked_scores(head, q, c, memory_budget_mb=budget_mb, on_block=lambda d, t: blocks.append(t))
+    assert len(blocks) > 10
+    torch.testing.assert_close(got, full, rtol=1e-5, atol=1e-6)
+    # under autograd the blocks are concatenated and gradients match the unchunked ones
+    frames = q.frames.clone().requires_grad_(True)
+    pooled = q.pooled.clone().requires_grad_(True)
+    q_grad = Side(pooled, frames, q.mask)
+    chunked_scores(head, q_grad, c, memory_budget_mb=budget_mb).pow(2).sum().backward()
+    leaf = pooled if name == "cosine" else frames
+    grad_chunked = leaf.grad.clone()
+    leaf.grad = None
+    head.scores(q_grad, c).pow(2).sum().backward()
+    torch.testing.assert_close(grad_chunked, leaf.grad, rtol=1e-5, atol=1e-6)
+
+
+def test_chunked_rejects_tiny_budget():
+    q = Side(None, torch.randn(2, 3, 4))
+    with pytest.raises(MlatrError, match="too small"):
+        chunked_scores(build_matching_head("lgmm"), q, q, memory_budget_mb=1e-6)
+    with pytest.raises(MlatrError, match="positive"):
+        chunked_scores(build_matching_head("lgmm"), q, q, memory_budget_mb=0)
