@@ -21,7 +21,8 @@ from mlatr.data.importers import (
 from mlatr.data.manifest import Clip, Manifest, validate_manifest
 from mlatr.errors import InputError, MlatrError
 
-# The real ML-CLAP AudioCaps-test file lives beside the repository (../shared/data); MLATR_MLCLAP_JSON overrides.
+# The real ML-CLAP AudioCaps-test file lives beside the repository (../shared/data);
+# MLATR_MLCLAP_JSON overrides the path.
 MLCLAP_TEST = os.environ.get("MLATR_MLCLAP_JSON") or str(
     Path(__file__).resolve().parents[1].parent / "shared" / "data" / "mlclap-audiocaps-test.json")
 needs_mlclap = pytest.mark.skipif(not Path(MLCLAP_TEST).is_file(), reason=f"{MLCLAP_TEST} not present")
