@@ -379,3 +379,12 @@ def test_docstring_examples():
         module = importlib.import_module(f"mlatr.losses.{name}")
         result = doctest.testmod(module)
         assert result.failed == 0 and result.attempted > 0, name
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_cuda_tensors_with_a_cpu_generator_match_cpu():
+    audio, text = batch()
+    on_cpu = all_losses(audio, text, TAU, BIAS)
+    on_gpu = all_losses(audio.cuda(), text.cuda(), TAU, BIAS)  # MASK stays on the CPU: moved inside
+    for a, b in zip(on_cpu, on_gpu, strict=True):
+        assert float(a) == pytest.approx(float(b), rel=1e-4)

@@ -32,7 +32,7 @@ def cacl_pairs(audio: Tensor, eng: Tensor, other: Tensor, other_mask: Tensor | N
                 f"other_mask must be a bool tensor of shape ({audio.shape[0]},), "
                 f"got {other_mask.dtype} {tuple(other_mask.shape)}"
             )
-        rows = other_mask.nonzero().squeeze(1)
+        rows = other_mask.to(audio.device).nonzero().squeeze(1)
         if rows.numel() == 0:
             return pairs
         if rows.numel() < audio.shape[0]:

@@ -40,6 +40,8 @@ def kcl_pairs(audio: Tensor, text: Tensor, text_mask: Tensor | None = None) -> l
         List of :class:`~mlatr.losses.Pair` named ``"audio-text[k]"``.
     """
     check_multilingual(audio, text, text_mask)
+    if text_mask is not None:
+        text_mask = text_mask.to(text.device)
     pairs = []
     for k in range(text.shape[1]):
         if text_mask is None:

@@ -72,7 +72,7 @@ def mlclap_pairs(
     mask = text_mask
     if mask is None:
         mask = torch.ones(text.shape[:2], dtype=torch.bool, device=text.device)
-    chosen = draw_languages(mask, generator)
+    chosen = draw_languages(mask.to(text.device), generator)
     kept = (chosen >= 0).nonzero().squeeze(1)
     if kept.numel() == 0:
         return []
