@@ -73,7 +73,7 @@ def test_cli_stats_json_and_table(tmp_path, capsys):
     assert f"{p}:5: json: invalid JSON" in capsys.readouterr().err
     assert main(["data", "stats", str(p), "--skip-bad", "--json"]) == 0  # ... unless skipped and counted
     got = json.loads(capsys.readouterr().out)
-    assert got["skipped_problems"] == 1 and got["clips"] == 4
+    assert got["skipped_problems"] == 1 and got["skipped_lines"] == 1 and got["clips"] == 4
 
 
 @pytest.mark.parametrize("split", ["train", "test"])

@@ -147,6 +147,7 @@ def test_load_raises_on_first_problem_and_skip_bad_counts(tmp_path):
     # line 2: bad JSON; line 4: duplicate; line 5: two problems (empty caption, duration)
     assert [(x.line, x.field) for x in m.problems] == [(2, "json"), (4, "id"), (5, "duration"),
                                                        (5, "captions.eng[0]")]
+    assert m.skipped_lines() == 3
 
 
 def test_cli_validate_prints_problems_and_exit_codes(tmp_path, capsys):
@@ -161,6 +162,12 @@ def test_cli_validate_prints_problems_and_exit_codes(tmp_path, capsys):
     assert out[2] == f"2 problem(s) on 2 line(s) of {bad}"
     assert main(["data", "validate", str(good), "--check-audio"]) == 1
     assert capsys.readouterr().out.count("audio file not found") == 3
+
+
+def test_byte_order_mark_is_accepted(tmp_path):
+    p = tmp_path / "bom.jsonl"
+    p.write_bytes(b"\xef\xbb\xbf" + json.dumps(GOOD[2]).encode() + b"\n")
+    assert validate_manifest(p) == [] and Manifest.load(p)[0].id == "c"
 
 
 def test_missing_file_is_one_problem(tmp_path):

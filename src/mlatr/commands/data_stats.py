@@ -22,11 +22,13 @@ def run(args) -> int:
     stats = manifest_stats(m)
     if args.skip_bad:
         stats["skipped_problems"] = len(m.problems)
+        stats["skipped_lines"] = m.skipped_lines()
     if args.json:
         print(json.dumps(stats, ensure_ascii=False, indent=2))
     else:
         print(f"{args.manifest}")
         print(format_stats(stats))
         if m.problems:
-            print(f"skipped {len(m.problems)} problem(s) in malformed lines (run `mlatr data validate`)")
+            print(f"skipped {m.skipped_lines()} malformed line(s) with {len(m.problems)} problem(s) "
+                  f"(details: mlatr data validate {args.manifest})")
     return 0

@@ -137,13 +137,17 @@ class Manifest:
 
         On the first problem raise :class:`~mlatr.errors.InputError` naming ``file:line: field``; with
         ``skip_bad`` drop every line that has a problem instead, and list the problems in
-        :attr:`problems` (their count is ``len(manifest.problems)`` lines' worth of issues).
+        :attr:`problems` (a line may have several; :meth:`skipped_lines` counts the lines).
         """
         path = Path(path)
         clips, problems = _parse_file(path, stop_at_first=not skip_bad)
         if problems and not skip_bad:
             raise problems[0].to_error()
         return cls(clips=clips, root=path.resolve().parent, path=path, problems=problems)
+
+    def skipped_lines(self) -> int:
+        """Number of distinct source lines (or files) behind :attr:`problems`."""
+        return len({(p.file, p.line) for p in self.problems})
 
     def save(self, path: str | os.PathLike) -> None:
         """Write the manifest as JSONL, atomically (a reader never sees a half-written file)."""
@@ -239,7 +243,7 @@ def _parse_file(
     problem is a duplicate id are still returned (so audio checks can look at them)."""
     name = str(path)
     try:
-        fh = open(path, encoding="utf-8")
+        fh = open(path, encoding="utf-8-sig")
     except OSError as exc:
         return [], [Problem(name, None, None, f"cannot read manifest: {exc.strerror or exc}")]
     clips: list[Clip] = []

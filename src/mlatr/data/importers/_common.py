@@ -11,7 +11,7 @@ from typing import Any
 from mlatr.data.manifest import Problem
 from mlatr.errors import InputError, MlatrError
 
-AUDIO_EXTENSIONS = (".wav", ".flac", ".ogg", ".mp3", ".aiff", ".aif")
+AUDIO_EXTENSIONS = (".wav", ".flac", ".ogg", ".oga", ".opus", ".mp3", ".aiff", ".aif")
 
 
 class BadRows:

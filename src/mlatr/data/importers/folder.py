@@ -1,6 +1,6 @@
 """A folder of sound files -> manifest (captions from sidecar text files or from the file names).
 
-- Sound files: ``.wav .flac .ogg .mp3 .aiff .aif`` (any case), found recursively, in sorted order.
+- Sound files: ``.wav .flac .ogg .oga .opus .mp3 .aiff .aif`` (any case), found recursively, in sorted order.
 - English captions: the sidecar ``NAME.txt`` (or ``NAME.eng.txt``) beside ``NAME.wav``, one caption per
   line (blank lines ignored); without a sidecar, one caption made from the file name by
   :func:`caption_from_name` (``Effects/CarPassing.wav`` -> "car passing", ``wolf-die-4.ogg`` ->
@@ -117,7 +117,7 @@ def import_folder(
             continue
         try:
             info = soundfile.info(str(f))
-            duration = float(info.frames) / float(info.samplerate)
+            duration = round(float(info.frames) / float(info.samplerate), 6)
         except Exception as exc:  # soundfile raises RuntimeError / LibsndfileError / others
             bad.report(str(f), None, "audio", f"cannot read the sound file: {exc}")
             continue

@@ -25,8 +25,11 @@ How the keys are read:
   ``name`` (file name of ``wav`` or ``audio``), ``stem`` and ``id``; without it, ``wav`` (relative, so it
   can point into a copy of their data tree) or else ``audio``. The keys not used are kept in ``extra``
   as ``mlclap_wav`` / ``mlclap_audio``.
-- ``duration`` (seconds) is the clip's duration; ``duration_sample`` (samples at 16 kHz) and any other
-  key are kept in ``extra`` under their own names.
+- ``duration`` (seconds) is the clip's duration; ``duration_sample`` (its length in samples at 16 kHz:
+  160000 for 10 s) and any other key are kept in ``extra`` under their own names.
+- The top-level ``num_captions_per_audio`` is the caption count per clip that ML-CLAP's evaluation uses to
+  map caption ``i`` to clip ``i // n``; a manifest keeps each clip's captions with the clip instead, so it
+  is not needed (not stored).
 """
 
 from __future__ import annotations
