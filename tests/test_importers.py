@@ -234,6 +234,8 @@ def test_translations_long_csv_wide_csv_and_jsonl(tmp_path):
         {"id": "b", "index": 0, "caption": "雨", "lang": "jpn"}
         {"id": "a", "captions": [null, "吠える"], "lang": "ja"}
     """)
+    tsv = write(tmp_path / "cat.tsv", "id\tindex\ttext\tlang\nb\t0\tPluja\tcat\n")
+    assert merge_translations(base, [tsv])[1].captions["cat"] == ["Pluja"]
     m = merge_translations(base, [long_csv], lang="fra")
     m = merge_translations(m, [wide_csv, jsonl])
     assert m[0].captions == {"eng": ["A dog", "Barking", "Woof"], "fra": ["Un chien", None, "Ouaf"],

@@ -33,8 +33,9 @@ def read_csv_rows(
 ) -> Iterator[tuple[int, dict[str, str]]]:
     """Yield ``(line number, row)`` of a CSV file with a header (UTF-8, BOM allowed).
 
-    A missing required column is fatal (``InputError`` at line 1, never skipped); a row with a wrong
-    number of fields goes to ``bad``. Blank lines are ignored. Values are stripped of surrounding spaces.
+    Tab-separated when the name ends in ``.tsv``. A missing required column is fatal (``InputError`` at
+    line 1, never skipped); a row with a wrong number of fields goes to ``bad``. Blank lines are ignored.
+    Values are stripped of surrounding spaces.
     """
     path = Path(path)
     try:
@@ -42,7 +43,7 @@ def read_csv_rows(
     except OSError as exc:
         raise InputError(f"cannot read: {exc.strerror or exc}", str(path)) from exc
     with fh:
-        reader = csv.reader(fh)
+        reader = csv.reader(fh, delimiter=_delimiter(path))
         try:
             header = next(reader)
         except StopIteration:
@@ -71,7 +72,11 @@ def read_csv_rows(
 def header_of(path: str | os.PathLike) -> list[str]:
     """The header row of a CSV file, stripped."""
     with open(path, encoding="utf-8-sig", newline="") as fh:
-        return [h.strip() for h in next(csv.reader(fh), [])]
+        return [h.strip() for h in next(csv.reader(fh, delimiter=_delimiter(path)), [])]
+
+
+def _delimiter(path: str | os.PathLike) -> str:
+    return "\t" if Path(path).suffix.lower() == ".tsv" else ","
 
 
 def join_audio(audio_dir: str | None, name: str) -> str:
