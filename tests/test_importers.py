@@ -409,3 +409,15 @@ def test_cli_import_mlclap_and_validate(tmp_path, capsys):
     assert main(["data", "import", "-f", "mlclap-json", MLCLAP_TEST, "-o", str(out), "--split", "test"]) == 0
     assert "wrote 957 clips, 4785 captions (eng)" in capsys.readouterr().out
     assert main(["data", "validate", str(out)]) == 0
+
+
+def test_cli_import_folder_writes_paths_relative_to_the_manifest(tmp_path, capsys):
+    _tone(tmp_path / "sounds" / "Effects" / "CarPassing.wav", 0.2)
+    out = tmp_path / "data" / "lib.jsonl"
+    assert main(["data", "import", "-f", "folder", str(tmp_path / "sounds"), "-o", str(out),
+                 "--split", "test", "--no-folder-labels"]) == 0
+    assert "wrote 1 clips, 1 captions (eng)" in capsys.readouterr().out
+    assert json.loads(out.read_text()) == {
+        "id": "Effects/CarPassing", "audio": "../sounds/Effects/CarPassing.wav", "split": "test",
+        "captions": {"eng": ["car passing"]}, "duration": 0.2}
+    assert main(["data", "validate", str(out), "--check-audio"]) == 0
