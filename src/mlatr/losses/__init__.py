@@ -36,3 +36,22 @@ __all__ = [
     "siglip_loss",
     "siglip_pair",
 ]
+
+# SupCLAP support vector regularization (StaticSVR / DynamicSVR, uni / bi, constraint; Simple Reweight).
+from mlatr.losses.radius import DynamicRadius, StaticRadius  # noqa: E402
+from mlatr.losses.simple_reweight import SimpleReweight, reweighted_infonce_loss  # noqa: E402
+from mlatr.losses.svr import constraint_loss, positive_distances, support_vectors, svr_loss  # noqa: E402
+from mlatr.losses.svr_objective import SVRRegularizer, build_svr_regularizer  # noqa: E402
+
+__all__ += [
+    "DynamicRadius",
+    "SVRRegularizer",
+    "SimpleReweight",
+    "StaticRadius",
+    "build_svr_regularizer",
+    "constraint_loss",
+    "positive_distances",
+    "reweighted_infonce_loss",
+    "support_vectors",
+    "svr_loss",
+]

@@ -83,7 +83,9 @@ def support_vectors(anchor: Tensor, target: Tensor, radius: Scalar, *, normalize
     return anchor + r * (offset / distance)
 
 
-def _directional_svr(sup: Tensor, candidates: Tensor, temperature: Scalar, base: str, bias: Scalar | None) -> Tensor:
+def _directional_svr(
+    sup: Tensor, candidates: Tensor, temperature: Scalar, base: str, bias: Scalar | None
+) -> Tensor:
     """One direction of the SVR term: support-vector anchors ``sup [n, d]`` against unit ``candidates``."""
     logits = sup @ candidates.transpose(0, 1) / temperature
     if base == "infonce":
