@@ -486,3 +486,16 @@ def test_regularizer_over_scheme_pairs_is_row_weighted_and_skips_text_text():
     assert torch.allclose(term_k, (reg(audio, eng, 0.1)[0] + reg(audio, other, 0.1)[0]) / 2)
     with pytest.raises(ValueError):
         reg.over_pairs(cacl_pairs(audio, eng, other)[2:], 0.1)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_regularizer_on_cuda_matches_cpu():
+    audio, text = _batch(5, 4, seed=13, dtype=torch.float32)
+    torch.manual_seed(0)
+    reg = build_svr_regularizer("dynamic", "bi", batch_size=8, hidden=8)
+    with torch.no_grad():
+        reg.radius_model.mlp[-1].weight.normal_()
+    term_cpu, diag_cpu = reg(audio, text, 0.1)
+    term_gpu, diag_gpu = reg.cuda()(audio.cuda(), text.cuda(), torch.tensor(0.1, device="cuda"))
+    assert torch.allclose(term_gpu.cpu(), term_cpu, atol=1e-5)
+    assert torch.allclose(diag_gpu["radius"].cpu(), diag_cpu["radius"], atol=1e-5)
