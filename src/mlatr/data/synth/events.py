@@ -129,7 +129,7 @@ def bell(rng, pitch, count, n):
         out = np.zeros(m)
         for r, a in zip(ratios, amps, strict=True):
             if f0 * r < NYQUIST * 0.95:
-                out += a * np.sin(2 * np.pi * f0 * r * t) * _decay(m, 0.5 / r ** 0.5)
+                out += a * np.sin(2 * np.pi * f0 * r * t) * _decay(m, 0.3 / r ** 0.5)
         return _fade(out, 0.002)
     return _repeat(n, count, unit, 1.2)
 
@@ -248,6 +248,7 @@ def drum(rng, pitch, count, n):
         f = rng.uniform(350, 500)
         hit = np.sin(2 * np.pi * f * t) * _decay(m, 0.05) + 0.6 * _band(
             rng.standard_normal(m) * _decay(m, 0.04), 2500, None)
+    hit = _fade(hit, 0.01)
     out = np.zeros(n)
     for i, start in enumerate(range(0, n - m, period)):
         out[start:start + m] += hit * (1.0 if i % 4 == 0 else 0.6)
