@@ -15,6 +15,7 @@ COMMANDS: list[tuple[str, str]] = [
     ("data validate", "data_validate"),
     ("data import", "data_import"),
     ("data stats", "data_stats"),
+    ("data synth", "data_synth"),
 ]
 
 #: One-line help of command groups.
