@@ -59,6 +59,16 @@ def build_text_encoder(name: str, **options: Any) -> nn.Module:
     return _build(_TEXT, "text", name, options)
 
 
+def text_encoder_takes_corpus(name: str) -> bool:
+    """True when the text encoder's factory has a ``corpus`` keyword: it learns its vocabulary from the
+    training captions (the trainer passes them), as the small transformer's tokenizer does."""
+    import inspect
+
+    _load_builtin_encoders()
+    factory = _TEXT.get(name)
+    return factory is not None and "corpus" in inspect.signature(factory).parameters
+
+
 def audio_encoder_names() -> list[str]:
     _load_builtin_encoders()
     return sorted(_AUDIO)
@@ -73,6 +83,8 @@ def text_encoder_names() -> list[str]:
 BUILTIN_MODULES: list[str] = [
     "mlatr.models.small_audio",
     "mlatr.models.small_text",
+    "mlatr.models.aisfx",
+    "mlatr.models.frozen_text",
 ]
 
 
