@@ -82,7 +82,8 @@ def _local_scores(q: torch.Tensor, c: torch.Tensor, cm: torch.Tensor, tau_w: flo
     """Core of eq. 1-4 on zero-padded ``q [a, Lq, d]``, ``c [b, Lc, d]``; returns ``[a, b, Lq]``."""
     s = torch.einsum("aid,bjd->abij", q, c)                       # eq. 1, [a, b, Lq, Lc]
     col_sq = s.pow(2).sum(dim=2, keepdim=True)                      # padded i rows of s are 0
-    logits = (s / col_sq.clamp_min(NORM_EPS**2).sqrt()) / tau_w     # eq. 2, sbar / tau_w
+    scale = col_sq.clamp_min(NORM_EPS**2).rsqrt() / tau_w          # [a, b, 1, Lc], small
+    logits = s * scale                                              # eq. 2, sbar / tau_w
     logits = logits.masked_fill(~cm[None, :, None, :], float("-inf"))
     w = torch.softmax(logits, dim=-1)                               # eq. 2, padded j get weight 0
     del logits
