@@ -9,6 +9,7 @@ schemes (:mod:`mlclap`, :mod:`kcl`, :mod:`cacl`) decide which pairs a multilingu
 from mlatr.losses._common import Pair, PairSum, cosine_logits, diagonal_cross_entropy, l2_normalize
 from mlatr.losses.cacl import cacl_loss, cacl_pairs
 from mlatr.losses.clip import clip_loss, infonce_pair
+from mlatr.losses.cmsc import cmsc_loss, cmsc_loss_terms, interc_loss, intrac_loss, jnt_loss  # noqa: F401
 from mlatr.losses.kcl import kcl_loss, kcl_pairs
 from mlatr.losses.mlclap import draw_languages, mlclap_loss, mlclap_pairs
 from mlatr.losses.objectives import BASE_OBJECTIVES, PairObjective, pair_objective, pairs_loss
