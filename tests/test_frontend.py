@@ -101,3 +101,13 @@ def test_front_end_follows_the_module_dtype_and_buffers():
     assert {"window", "filterbank"} <= names and not front.state_dict()  # rebuilt from config, not saved
     out, _ = front(torch.zeros(2, 1600, dtype=torch.float64))
     assert out.dtype == torch.float32 and out.device == front.filterbank.device
+
+
+def test_front_end_stays_float32_under_autocast():
+    x = torch.randn(2, 8000)
+    front = LogMel()
+    plain, _ = front(x)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        mixed, _ = front(x)
+    assert mixed.dtype == torch.float32
+    torch.testing.assert_close(mixed, plain, rtol=0, atol=0)

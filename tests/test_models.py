@@ -79,6 +79,10 @@ def test_tokenizer_isolates_han_characters_and_serialises(tokenizer):
     assert (ids[0, 4:] == big.pad_id).all() and ids[0, 1:4].tolist() == big.encode("高い鐘")
 
 
+def test_tokenizer_training_is_deterministic(tokenizer):
+    assert CaptionTokenizer.train(CORPUS, vocab_size=300, min_frequency=2).to_json() == tokenizer.to_json()
+
+
 def test_masked_mean_ignores_masked_positions():
     x = torch.tensor([[[1.0, 2.0], [3.0, 4.0], [100.0, 100.0]]])
     mask = torch.tensor([[True, True, False]])

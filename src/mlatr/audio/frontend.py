@@ -119,10 +119,12 @@ class LogMel(nn.Module):
         if waveform.dim() != 2:
             raise ValueError(f"waveform must be [B, T], got {tuple(waveform.shape)}")
         waveform = waveform.to(device=self.window.device, dtype=torch.float32)
-        spec = torch.stft(waveform, n_fft=self.n_fft, hop_length=self.hop_length,
-                          win_length=self.win_length, window=self.window, center=True,
-                          pad_mode="constant", return_complex=True)
-        power = spec.real.square() + spec.imag.square()  # [B, n_fft//2+1, F]
-        mel = torch.einsum("bkf,km->bmf", power, self.filterbank)
-        mask = self.frame_mask(lengths, waveform.shape[1], waveform.shape[0])
-        return power_to_db(mel, mask, self.top_db), mask
+        # always float32: under AMP a float16 power spectrum overflows (|X|^2 reaches 512^2)
+        with torch.autocast(device_type=waveform.device.type, enabled=False):
+            spec = torch.stft(waveform, n_fft=self.n_fft, hop_length=self.hop_length,
+                              win_length=self.win_length, window=self.window, center=True,
+                              pad_mode="constant", return_complex=True)
+            power = spec.real.square() + spec.imag.square()  # [B, n_fft//2+1, F]
+            mel = torch.einsum("bkf,km->bmf", power, self.filterbank)
+            mask = self.frame_mask(lengths, waveform.shape[1], waveform.shape[0])
+            return power_to_db(mel, mask, self.top_db), mask
