@@ -274,9 +274,9 @@ def engine(rng, pitch, count, n):
     while pos < n:
         pulses[int(pos)] = rng.uniform(0.7, 1.0)
         pos += SAMPLE_RATE / rate * rng.uniform(0.92, 1.08)
-    cutoff = 400 if pitch == "low" else 2000
-    x = _band(np.convolve(pulses, _decay(200, 0.004), mode="same"), None, cutoff)
-    x += 0.1 * _band(rng.standard_normal(n), None, cutoff)
+    lo, hi = (20, 400) if pitch == "low" else (60, 2000)  # the high-pass removes the pulses' DC
+    x = _band(np.convolve(pulses, _decay(200, 0.004), mode="same"), lo, hi)
+    x += 0.1 * _band(rng.standard_normal(n), lo, hi)
     return _fade(x, 0.05)
 
 
