@@ -132,3 +132,16 @@ def test_bad_inputs_raise():
         lgmm_scores(q, torch.ones(2, 4, dtype=torch.bool), c, None)
     with pytest.raises(MlatrError, match="tau_w"):
         build_matching_head("lgmm", tau_w=0.0)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_half_precision_padding_gives_finite_scores_and_gradients(dtype):
+    gen = torch.Generator().manual_seed(7)
+    q, qm, c, cm = random_case(gen, dtype=torch.float32)
+    want = lgmm_scores(q, qm, c, cm)
+    q16 = q.to(dtype).requires_grad_(True)
+    c16 = c.to(dtype).requires_grad_(True)
+    out = lgmm_scores(q16, qm, c16, cm)
+    out.float().sum().backward()
+    assert torch.isfinite(q16.grad.float()).all() and torch.isfinite(c16.grad.float()).all()
+    torch.testing.assert_close(out.float(), want, atol=0.05, rtol=0.05)

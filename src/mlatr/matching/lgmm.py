@@ -29,6 +29,12 @@ from mlatr.errors import MlatrError
 NORM_EPS = 1e-8
 
 
+def sq_floor(dtype: torch.dtype) -> float:
+    """Floor for squared norms: ``NORM_EPS**2``, raised to the smallest normal number of ``dtype`` so that
+    half precision (where 1e-16 underflows to 0) still gives finite values and gradients."""
+    return max(NORM_EPS**2, torch.finfo(dtype).tiny)
+
+
 def check_frames(frames: torch.Tensor, mask: torch.Tensor | None, side: str) -> torch.Tensor:
     """Validate ``frames [N, L, d]`` and ``mask [N, L]`` (True = valid); return the bool mask.
 
@@ -67,7 +73,7 @@ def lgmm_local_scores(query: torch.Tensor, query_mask: torch.Tensor | None, cont
 
     Entries at padded query positions ``i`` are meaningless (finite) and must be ignored; use
     ``query_mask``. This is the word-to-clip (T2A) or frame-to-caption (A2T) similarity of the paper's
-    Figure 2. Norms are floored at ``NORM_EPS``.
+    Figure 2. Norms are floored at ``NORM_EPS`` (see :func:`sq_floor`).
     """
     qm = check_frames(query, query_mask, "query")
     cm = check_frames(context, context_mask, "context")
@@ -82,7 +88,7 @@ def _local_scores(q: torch.Tensor, c: torch.Tensor, cm: torch.Tensor, tau_w: flo
     """Core of eq. 1-4 on zero-padded ``q [a, Lq, d]``, ``c [b, Lc, d]``; returns ``[a, b, Lq]``."""
     s = torch.einsum("aid,bjd->abij", q, c)                       # eq. 1, [a, b, Lq, Lc]
     col_sq = s.pow(2).sum(dim=2, keepdim=True)                      # padded i rows of s are 0
-    scale = col_sq.clamp_min(NORM_EPS**2).rsqrt() / tau_w          # [a, b, 1, Lc], small
+    scale = col_sq.clamp_min(sq_floor(s.dtype)).rsqrt() / tau_w          # [a, b, 1, Lc], small
     logits = s * scale                                              # eq. 2, sbar / tau_w
     logits = logits.masked_fill(~cm[None, :, None, :], float("-inf"))
     w = torch.softmax(logits, dim=-1)                               # eq. 2, padded j get weight 0
@@ -91,8 +97,8 @@ def _local_scores(q: torch.Tensor, c: torch.Tensor, cm: torch.Tensor, tau_w: flo
     del s
     gram = c @ c.transpose(1, 2)                                    # [b, Lc, Lc]
     v_sq = (torch.matmul(w, gram.unsqueeze(0)) * w).sum(dim=-1)     # |v_i|^2, [a, b, Lq]
-    v_norm = v_sq.clamp_min(NORM_EPS**2).sqrt()
-    q_norm = q.pow(2).sum(dim=-1).clamp_min(NORM_EPS**2).sqrt()     # [a, Lq]
+    v_norm = v_sq.clamp_min(sq_floor(v_sq.dtype)).sqrt()
+    q_norm = q.pow(2).sum(dim=-1).clamp_min(sq_floor(q.dtype)).sqrt()     # [a, Lq]
     return q_dot_v / (q_norm.unsqueeze(1) * v_norm)                 # eq. 4
 
 

@@ -27,7 +27,7 @@ from __future__ import annotations
 import torch
 
 from mlatr.errors import MlatrError
-from mlatr.matching.lgmm import NORM_EPS, check_frames, zero_padding
+from mlatr.matching.lgmm import check_frames, sq_floor, zero_padding
 
 #: The Table 2 modes, as (aggregation over context positions j, aggregation over query positions i).
 POOLING_MODES: dict[str, tuple[str, str]] = {
@@ -48,8 +48,8 @@ def _masked_reduce(x: torch.Tensor, mask: torch.Tensor, how: str, dim: int) -> t
 
 def _mode_local(q: torch.Tensor, c: torch.Tensor, cm: torch.Tensor, over_context: str) -> torch.Tensor:
     """``X_j c_ij`` on zero-padded inputs: ``[a, b, Lq]``."""
-    qn = q / q.pow(2).sum(-1, keepdim=True).clamp_min(NORM_EPS**2).sqrt()
-    cn = c / c.pow(2).sum(-1, keepdim=True).clamp_min(NORM_EPS**2).sqrt()
+    qn = q / q.pow(2).sum(-1, keepdim=True).clamp_min(sq_floor(q.dtype)).sqrt()
+    cn = c / c.pow(2).sum(-1, keepdim=True).clamp_min(sq_floor(c.dtype)).sqrt()
     cos = torch.einsum("aid,bjd->abij", qn, cn)                     # [a, b, Lq, Lc]
     return _masked_reduce(cos, cm[None, :, None, :], over_context, dim=-1)
 
