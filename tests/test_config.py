@@ -11,7 +11,7 @@ def test_yaml_and_overrides(tmp_path):
     cfg = load_config(p, ["train.epochs=2", "objective.svr={radius: static}", "data.languages=[eng,fra]"])
     assert cfg.seed == 3 and cfg.optim.lr == pytest.approx(1e-4) and isinstance(cfg.optim.lr, float)
     assert cfg.objective.scheme == "kcl" and cfg.objective.svr.radius == "static"
-    assert cfg.objective.svr.beta == 0.01 and cfg.train.epochs == 2
+    assert cfg.objective.svr.beta is None and cfg.train.epochs == 2
     assert cfg.data.languages == ["eng", "fra"]
 
 

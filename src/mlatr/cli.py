@@ -16,6 +16,8 @@ COMMANDS: list[tuple[str, str]] = [
     ("data import", "data_import"),
     ("data stats", "data_stats"),
     ("data synth", "data_synth"),
+    ("train", "train"),
+    ("encode", "encode"),
 ]
 
 #: One-line help of command groups.

@@ -64,7 +64,8 @@ class SVRConfig:
     radius: str = "dynamic"  # static | dynamic
     bidirectional: bool = True
     alpha: float = 1.0
-    beta: float = 0.01
+    #: Constraint weight (Appendix B); None = 0.01 for the dynamic radius, 0 for the static one.
+    beta: float | None = None
     constraint: bool = True
 
 

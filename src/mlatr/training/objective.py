@@ -1,0 +1,67 @@
+"""The training objective: pairing scheme x base loss (+ SupCLAP's SVR regularizer).
+
+Given the pooled audio embeddings of a batch and the texts the pairing scheme selected, the
+objective builds the scheme's list of :class:`~mlatr.losses.Pair` (ML-CLAP: audio-text; KCL: one
+audio-text pair per language, ATRI eq. 9; CACL: audio-English, audio-other, English-other, ATRI
+eq. 12) and scores them with the base objective (InfoNCE or SigLIP) through
+:func:`mlatr.losses.pairs_loss`, so every scheme runs with every base loss. A SupCLAP regularizer
+(eq. 6) is added over the audio-text pairs of the same list (CACL's English-other pair is text-text
+and is not regularized).
+
+This module owns the objective's learnable parameters (SigLIP's bias, SVR's radius model) so the
+optimizer and the checkpoint see them.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor, nn
+
+from mlatr.data.pairing import Selection
+from mlatr.losses import Pair, cacl_pairs, kcl_pairs, pair_objective, pairs_loss
+from mlatr.training.config import ObjectiveConfig
+
+
+def scheme_pairs(scheme: str, audio: Tensor, text: Tensor, mask: Tensor) -> list[Pair]:
+    """The pairs of one batch: ``audio [N, d]``, ``text [N, S, d]`` gathered by the scheme's slots."""
+    if scheme == "mlclap":
+        return [Pair(audio, text[:, 0], "audio-text")]
+    if scheme == "kcl":
+        return kcl_pairs(audio, text, mask)
+    if scheme == "cacl":
+        # Clips whose caption has no translation contribute to the audio-English term only.
+        return cacl_pairs(audio, text[:, 0], text[:, 1], other_mask=mask[:, 1])
+    raise ValueError(f"unknown scheme {scheme!r}")
+
+
+class TrainingObjective(nn.Module):
+    """``forward(audio [N, d], text [N, S, d], selection, temperature) -> (loss, logs)``."""
+
+    def __init__(self, cfg: ObjectiveConfig, batch_size: int):
+        super().__init__()
+        self.scheme = cfg.scheme
+        self.base = cfg.base
+        self.bias = nn.Parameter(torch.tensor(float(cfg.siglip_bias))) if cfg.base == "siglip" else None
+        self.svr = None
+        if cfg.svr is not None:
+            from mlatr.losses.svr_objective import build_svr_regularizer
+
+            self.svr = build_svr_regularizer(
+                radius=cfg.svr.radius, direction="bi" if cfg.svr.bidirectional else "uni", base=cfg.base,
+                batch_size=batch_size, alpha=cfg.svr.alpha, beta=cfg.svr.beta if cfg.svr.constraint else 0.0,
+            )
+
+    def forward(self, audio: Tensor, text: Tensor, selection: Selection, temperature: Tensor | float
+                ) -> tuple[Tensor, dict[str, float]]:
+        mask = selection.mask.to(audio.device)
+        pairs = scheme_pairs(self.scheme, audio, text, mask)
+        objective = pair_objective(self.base, temperature, self.bias)
+        loss = pairs_loss(pairs, objective)
+        logs = {"loss_base": float(loss.detach())}
+        if self.svr is not None:
+            reg, diag = self.svr.over_pairs(pairs, temperature, self.bias)
+            loss = loss + reg
+            logs.update({f"svr_{k}": float(v) for k, v in diag.items()})
+        if self.bias is not None:
+            logs["siglip_bias"] = float(self.bias.detach())
+        return loss, logs
