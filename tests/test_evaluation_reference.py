@@ -1,7 +1,7 @@
 """An independent, per-query loop implementation of the evaluation metrics (the test oracle).
 
-Written from the definitions (DCASE / ML-CLAP; ATRI eq. 14-16), one query at a time, with plain
-Python loops; it shares no code with ``mlatr.evaluation``. Ties: a rank is 1 + the number of
+Written from the definitions (DCASE / ML-CLAP; ATRI eq. 14-16), one query at a time (a Python loop over
+queries; numpy only inside one query); it shares no code with ``mlatr.evaluation``. Ties: a rank is 1 + the number of
 candidates with a strictly greater score (the rule ``mlatr.evaluation`` documents).
 Also used by ``benchmarks/bench_evaluation.py`` as the speed reference.
 """
@@ -25,14 +25,17 @@ def reference_evaluate(audio, text, text_audio, text_lang, text_group, pivot="en
     for c in text_lang:
         if c not in langs:
             langs.append(str(c))
-    a_unit = None if audio is None else [_unit(a) for a in audio]
-    t_unit = None if text is None else [_unit(t) for t in text]
-    n_audio = len(a_unit) if scores is None else scores.shape[1]
+    a_unit = None if audio is None else np.stack([_unit(a) for a in audio])
+    t_unit = None if text is None else np.stack([_unit(t) for t in text])
+    n_audio = a_unit.shape[0] if scores is None else scores.shape[1]
 
-    def score(i, j):
+    def t2a_row(i):  # scores of caption i against every clip
+        return np.asarray(scores[i], dtype=np.float64) if scores is not None else a_unit @ t_unit[i]
+
+    def a2t_column(j, caps):  # scores of clip j against the given captions
         if scores is not None:
-            return float(scores[i][j])
-        return float(np.dot(t_unit[i], a_unit[j]))
+            return np.array([float(scores[i][j]) for i in caps])
+        return t_unit[caps] @ a_unit[j]
 
     out = {"t2a": {}, "a2t": {}}
     t2a_rank = {}
@@ -41,21 +44,23 @@ def reference_evaluate(audio, text, text_audio, text_lang, text_group, pivot="en
         # t2a: one query per caption
         ranks, ap = [], []
         for i in caps:
-            row = [score(i, j) for j in range(n_audio)]
-            target = row[int(text_audio[i])]
-            r = 1 + sum(1 for v in row if v > target)
+            row = t2a_row(i)
+            r = 1 + int(np.sum(row > row[int(text_audio[i])]))
             t2a_rank[i] = r
             ranks.append(r)
             ap.append(1.0 / r if r <= 10 else 0.0)
         out["t2a"][lang] = _summary(ranks, ap)
         # a2t: one query per clip that has a caption in this language
         best, ap = [], []
+        own_of = {}
+        for p, i in enumerate(caps):
+            own_of.setdefault(int(text_audio[i]), []).append(p)
         for j in range(n_audio):
-            own = [i for i in caps if int(text_audio[i]) == j]
+            own = own_of.get(j, [])
             if not own:
                 continue
-            col = {i: score(i, j) for i in caps}
-            own_ranks = sorted(1 + sum(1 for v in col.values() if v > col[i]) for i in own)
+            col = a2t_column(j, caps)
+            own_ranks = sorted(1 + int(np.sum(col > col[p])) for p in own)
             best.append(own_ranks[0])
             total = 0.0
             for m, r in enumerate(own_ranks, start=1):

@@ -32,7 +32,7 @@ from mlatr.evaluation.inputs import (
     float_dtype,
     to_numpy,
 )
-from mlatr.evaluation.retrieval import Ranks, rank_captions_and_clips, retrieval_metrics
+from mlatr.evaluation.retrieval import Ranks, plan_blocks, rank_captions_and_clips, retrieval_metrics
 
 DEFAULT_MEMORY_BUDGET_MB = 512.0
 
@@ -49,6 +49,15 @@ class Evaluation:
 def _unit_rows(x: np.ndarray, dtype: np.dtype) -> np.ndarray:
     x = x.astype(dtype, copy=False)
     return x / np.linalg.norm(x, axis=1, keepdims=True)
+
+
+def rowwise_dot(text: np.ndarray, audio: np.ndarray, text_audio: np.ndarray, chunk: int = 4096) -> np.ndarray:
+    """``[Nt]``: ``text[i] . audio[text_audio[i]]``, gathered ``chunk`` rows at a time."""
+    out = np.empty(text.shape[0], dtype=text.dtype)
+    for r0 in range(0, text.shape[0], chunk):
+        r1 = min(text.shape[0], r0 + chunk)
+        out[r0:r1] = np.einsum("ij,ij->i", text[r0:r1], audio[text_audio[r0:r1]])
+    return out
 
 
 def _budget_bytes(memory_budget_mb: float) -> int:
@@ -101,18 +110,21 @@ def evaluate_embeddings_with_ranks(
     a_unit, t_unit = _unit_rows(a, dtype), _unit_rows(t, dtype)
     # Target scores by a row-wise dot product; written into each block so that every comparison sees
     # the same value for a caption-clip pair (a matmul may round an entry differently).
-    own = np.einsum("ij,ij->i", t_unit, a_unit[table.text_audio])
+    own = rowwise_dot(t_unit, a_unit, table.text_audio)
+    budget = _budget_bytes(memory_budget_mb)
+    bytes_per_cell = 2 * dtype.itemsize + 1  # scores, a reused output buffer, the comparison mask
+    rows, cols = plan_blocks(table.n_text, table.n_audio, bytes_per_cell, budget)
+    out_flat = np.empty(rows * cols, dtype=dtype)
 
     def block(rows: np.ndarray, cols: slice) -> np.ndarray:
-        s = t_unit[rows] @ a_unit[cols].T
+        s = out_flat[: rows.size * (cols.stop - cols.start)].reshape(rows.size, cols.stop - cols.start)
+        np.matmul(t_unit[rows], a_unit[cols].T, out=s)
         clip = table.text_audio[rows]
         inside = (clip >= cols.start) & (clip < cols.stop)
         s[np.nonzero(inside)[0], clip[inside] - cols.start] = own[rows[inside]]
         return s
 
-    ranks = rank_captions_and_clips(
-        block, own, table, dtype.itemsize + 2, _budget_bytes(memory_budget_mb), progress=progress
-    )
+    ranks = rank_captions_and_clips(block, own, table, bytes_per_cell, budget, progress=progress)
     return Evaluation(_assemble(ranks, table, t_unit), table, ranks)
 
 

@@ -55,12 +55,12 @@ def plan_blocks(n_rows: int, n_cols: int, bytes_per_cell: int, budget_bytes: int
 
     Whole rows are preferred (one call of the scorer per row block); columns are split only when a
     single row is over budget and ``split_cols``. ``max_cells`` caps a block for cache efficiency. At
-    least one row and one column.
+    least one row and one column, at most 65535 rows (the column counts are summed in uint16).
     """
     cells = max(1, min(budget_bytes // max(1, bytes_per_cell), max_cells))
     if cells >= n_cols or not split_cols:
         cols = n_cols
-        rows = max(1, min(n_rows, cells // max(1, n_cols)))
+        rows = max(1, min(n_rows, cells // max(1, n_cols), 0xFFFF))
     else:
         cols = max(1, cells)
         rows = 1
@@ -99,6 +99,10 @@ def rank_captions_and_clips(
     row_block, col_block = plan_blocks(n_text, n_audio, bytes_per_cell, budget_bytes, split_cols)
     per_lang = [np.nonzero(table.lang_idx == k)[0] for k in range(len(table.languages))]
     n_steps = sum(-(-r.size // row_block) for r in per_lang) * -(-n_audio // col_block)
+    # One reusable comparison mask (fresh allocations cost page faults); counts are summed over the
+    # mask's bytes in uint16/uint32 (a block has at most 65535 rows, see plan_blocks' callers).
+    mask_flat = np.empty(min(row_block, max(r.size for r in per_lang)) * col_block, dtype=bool)
+    row_sum_dtype = np.uint16 if col_block <= 0xFFFF else np.uint32
     bar = None
     if progress:
         from tqdm import tqdm
@@ -112,15 +116,21 @@ def rank_captions_and_clips(
         thresholds = np.full((n_slots, n_audio), np.inf, dtype=own.dtype)
         thresholds[slot, clips[order]] = own[rows_l[order]]
         greater = np.zeros((n_slots, n_audio), dtype=np.int64)
-        for r0 in range(0, rows_l.size, row_block):
-            rows = rows_l[r0:r0 + row_block]
+        n_blocks = -(-rows_l.size // row_block)
+        step = -(-rows_l.size // n_blocks)  # equal-sized row blocks
+        for r0 in range(0, rows_l.size, step):
+            rows = rows_l[r0:r0 + step]
             target = own[rows][:, None]
             for c0 in range(0, n_audio, col_block):
                 cols = slice(c0, min(n_audio, c0 + col_block))
                 s = block(rows, cols)
-                t2a_greater[rows] += np.count_nonzero(s > target, axis=1)
+                mask = mask_flat[: s.size].reshape(s.shape)
+                bytes_ = mask.view(np.uint8)
+                np.greater(s, target, out=mask)
+                t2a_greater[rows] += np.add.reduce(bytes_, axis=1, dtype=row_sum_dtype)
                 for k in range(n_slots):
-                    greater[k, cols] += np.count_nonzero(s > thresholds[k, cols], axis=0)
+                    np.greater(s, thresholds[k, cols], out=mask)
+                    greater[k, cols] += np.add.reduce(bytes_, axis=0, dtype=np.uint16)
                 if bar is not None:
                     bar.update(1)
         a2t[rows_l[order]] = greater[slot, clips[order]] + 1
