@@ -82,3 +82,26 @@ def test_mix_never_clips():
                   background=Event("engine", "low", "loud", None, 0.0, 2.0))
     x = render_scene(scene, np.random.default_rng(0))
     assert np.abs(x).max() <= 0.99 + 1e-6
+
+
+def test_hard_negatives_share_kinds_and_differ():
+    from mlatr.data.synth.build import clip_scene, variant_parent
+    from mlatr.data.synth.scene import sample_content, vary_content
+
+    for i in range(200):
+        c = sample_content(np.random.default_rng(i))
+        v = vary_content(c, np.random.default_rng(10_000 + i))
+        assert v != c
+        assert sorted(s.kind for s in v.sequence) == sorted(s.kind for s in c.sequence)
+        assert (v.background is None) == (c.background is None)
+    parents = [variant_parent(0, "train", i) for i in range(300)]
+    share = np.mean([p is not None for p in parents])
+    assert 0.2 < share < 0.4
+    for i, p in enumerate(parents):
+        if p is not None:
+            assert p < i and parents[p] is None
+            a, b = clip_scene(0, "train", i), clip_scene(0, "train", p)
+            assert sorted(e.kind for e in a.events) == sorted(e.kind for e in b.events)
+            assert [(e.kind, e.pitch, e.loudness, e.count) for e in a.events] != [
+                (e.kind, e.pitch, e.loudness, e.count) for e in b.events]
+    assert all(variant_parent(0, "train", i, p_variant=0.0) is None for i in range(50))

@@ -47,7 +47,7 @@ def test_clips_do_not_depend_on_split_sizes_or_languages(tmp_path):
 
 
 def test_manifest_contents_and_validation(tmp_path):
-    m = build_synthetic_benchmark(tmp_path, seed=0, captions_train=2, **SMALL)
+    m = build_synthetic_benchmark(tmp_path, seed=0, captions_train=2, hard_negatives=0.9, **SMALL)
     path = tmp_path / "manifest.jsonl"
     assert validate_manifest(path, check_audio=True) == []
     loaded = Manifest.load(path)
@@ -66,6 +66,11 @@ def test_manifest_contents_and_validation(tmp_path):
         # the wav holds the rendered clip (16-bit quantisation aside)
         expected = clip_audio(0, clip.split, int(clip.id.rsplit("-", 1)[1]))
         assert np.abs(audio - expected).max() < 1.5 / 32768
+    ids = {c.id: c for c in loaded}
+    for clip in loaded:
+        if "variant_of" in clip.extra:
+            parent = ids[clip.extra["variant_of"]]
+            assert parent.split == clip.split and sorted(parent.labels) == sorted(clip.labels)
     settings = json.loads((tmp_path / "synth.json").read_text())
     assert settings["seed"] == 0 and settings["sizes"] == {"train": 4, "val": 2, "test": 2}
 

@@ -175,3 +175,32 @@ def test_noise_kinds_do_what_they_say():
                      "quiet": "loud"}
             assert any(text.count(w) > clean.count(w) for w in words)
     assert seen == {"drop_attribute", "wrong_attribute", "wrong_count", "synonym", "order", "word_slip"}
+
+
+def test_clean_captions_are_true_of_their_scene_and_mostly_of_no_other():
+    from mlatr.data.synth.build import _CAPTIONS, clip_rng, clip_scene
+    from mlatr.data.synth.captions import plan_fits, sample_plans
+
+    scenes = [clip_scene(0, "test", i) for i in range(60)]
+    fits = []
+    for i, scene in enumerate(scenes):
+        for p in sample_plans(scene, clip_rng(0, "test", i, _CAPTIONS), 5):
+            assert plan_fits(p, scene)
+            fits.append(sum(plan_fits(p, s) for s in scenes))
+    unique = np.mean(np.array(fits) == 1)
+    assert 0.6 < unique < 0.98  # discriminative, but omitted attributes leave some ambiguity
+
+
+def test_plan_fits_rejects_a_false_attribute():
+    from mlatr.data.synth.captions import plan_fits
+    from mlatr.data.synth.scene import Event, Scene
+
+    scene = Scene(3.0, (Event("knock", "low", "loud", 2, 0.2, 0.5), Event("hum", "high", "quiet", None, 1.0, 1.0)))
+    ok = plan([Mention("knock", "low", None, 2, False, 0), Mention("hum", None, "quiet", None, True, 1)])
+    assert plan_fits(ok, scene)
+    for bad in ([Mention("knock", "high", None, 2, True, 0), Mention("hum", None, None, None)],
+                [Mention("knock", None, None, 3, True, 0), Mention("hum", None, None, None)],
+                [Mention("knock", None, None, 1, True, 0), Mention("hum", None, None, None)],
+                [Mention("hum", None, None, None), Mention("knock", None, None, 2, True, 0)]):
+        assert not plan_fits(plan(bad), scene)
+    assert not plan_fits(plan([ok.mentions[0]], ok.mentions[1]), scene)  # "while" is not "followed by"

@@ -27,6 +27,9 @@ def add_arguments(parser) -> None:
                         help="per-language rate of translation-like caption errors, e.g. fra=0.1,jpn=0.2")
     parser.add_argument("--noise-splits", default="train", metavar="S1,S2",
                         help="splits the noise applies to (default: train; evaluation stays clean)")
+    parser.add_argument("--hard-negatives", type=float, default=0.3, metavar="P",
+                        help="fraction of clips that vary an earlier clip: same kinds, other attributes "
+                             "or order (default 0.3)")
     parser.add_argument("--workers", type=int, default=2, help="processes rendering audio (default 2)")
     parser.add_argument("--quiet", action="store_true", help="no progress bars")
 
@@ -68,7 +71,8 @@ def run(args) -> int:
     manifest = build_synthetic_benchmark(
         args.out, n_train=args.train, n_val=args.val, n_test=args.test, seed=args.seed,
         languages=languages, captions_train=args.train_captions, captions_eval=args.eval_captions,
-        noise=parse_noise(args.noise), noise_splits=splits, workers=args.workers, progress=not args.quiet,
+        noise=parse_noise(args.noise), noise_splits=splits, hard_negatives=args.hard_negatives,
+        workers=args.workers, progress=not args.quiet,
     )
     print(describe(manifest))
     print(f"wrote {manifest.path}")

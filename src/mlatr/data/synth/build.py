@@ -25,13 +25,15 @@ from mlatr.data.synth.events import SAMPLE_RATE
 from mlatr.data.synth.languages import SUPPORTED
 from mlatr.data.synth.noise import apply_noise
 from mlatr.data.synth.render import render_scene
-from mlatr.data.synth.scene import Scene, sample_scene
+from mlatr.data.synth.scene import Scene, layout_scene, sample_content, vary_content
 from mlatr.errors import MlatrError
 from mlatr.io_utils import atomic_write_json, atomic_write_with
 
 SPLITS = ("train", "val", "test")
 _SPLIT_CODE = {"train": 0, "val": 1, "test": 2}
-_SCENE, _CAPTIONS, _AUDIO, _NOISE = 0, 1, 2, 3
+_SCENE, _CAPTIONS, _AUDIO, _NOISE, _VARIANT = 0, 1, 2, 3, 4
+#: Fraction of clips that are hard negatives (a variant) of an earlier clip of their split.
+P_VARIANT = 0.3
 FORMAT_VERSION = 1
 
 
@@ -44,13 +46,42 @@ def clip_id(split: str, index: int) -> str:
     return f"synth-{split}-{index:05d}"
 
 
-def clip_scene(seed: int, split: str, index: int) -> Scene:
-    return sample_scene(clip_rng(seed, split, index, _SCENE))
+def _is_variant(seed: int, split: str, index: int, p_variant: float) -> bool:
+    return index > 0 and clip_rng(seed, split, index, _VARIANT).random() < p_variant
 
 
-def clip_audio(seed: int, split: str, index: int) -> np.ndarray:
+def variant_parent(seed: int, split: str, index: int, p_variant: float = P_VARIANT) -> int | None:
+    """The earlier clip of the same split whose content clip ``index`` varies, or ``None``.
+
+    A fraction ``p_variant`` of clips are hard negatives of an earlier clip that is not itself a
+    variant (:func:`~mlatr.data.synth.scene.vary_content`); the choice depends only on the two clips'
+    own generators, never on the split sizes.
+    """
+    if not _is_variant(seed, split, index, p_variant):
+        return None
+    rng = clip_rng(seed, split, index, _VARIANT)
+    rng.random()
+    for _ in range(8):
+        j = int(rng.integers(index))
+        if not _is_variant(seed, split, j, p_variant):
+            return j
+    return None
+
+
+def clip_scene(seed: int, split: str, index: int, p_variant: float = P_VARIANT) -> Scene:
+    """The scene of clip ``index`` of ``split``: its own content, or a variant of an earlier clip's."""
+    rng = clip_rng(seed, split, index, _SCENE)
+    parent = variant_parent(seed, split, index, p_variant)
+    if parent is None:
+        content = sample_content(rng)
+    else:
+        content = vary_content(sample_content(clip_rng(seed, split, parent, _SCENE)), rng)
+    return layout_scene(content, rng)
+
+
+def clip_audio(seed: int, split: str, index: int, p_variant: float = P_VARIANT) -> np.ndarray:
     """The waveform of clip ``index`` of ``split`` (float32, 16 kHz)."""
-    return render_scene(clip_scene(seed, split, index), clip_rng(seed, split, index, _AUDIO))
+    return render_scene(clip_scene(seed, split, index, p_variant), clip_rng(seed, split, index, _AUDIO))
 
 
 @dataclass(frozen=True)
@@ -60,6 +91,7 @@ class _Job:
     index: int
     path: str
     frames: int
+    p_variant: float
 
 
 def _wav_complete(path: str, frames: int) -> bool:
@@ -75,20 +107,27 @@ def _wav_complete(path: str, frames: int) -> bool:
 def _render_job(job: _Job) -> str:
     import soundfile as sf
 
-    audio = clip_audio(job.seed, job.split, job.index)
+    audio = clip_audio(job.seed, job.split, job.index, job.p_variant)
     atomic_write_with(job.path, lambda fh: sf.write(fh, audio, SAMPLE_RATE, format="WAV", subtype="PCM_16"))
     return job.path
 
 
 def clip_record(
     seed: int, split: str, index: int, languages: Sequence[str], n_captions: int,
-    noise: dict[str, float] | None = None,
+    noise: dict[str, float] | None = None, p_variant: float = P_VARIANT,
 ) -> tuple[Clip, Scene]:
-    """The manifest entry of one clip (audio path relative to the benchmark folder) and its scene."""
-    scene = clip_scene(seed, split, index)
+    """The manifest entry of one clip (audio path relative to the benchmark folder) and its scene.
+
+    ``extra`` holds the scene description (``scene``), the clip it is a hard negative of
+    (``variant_of``, when it is one) and the kind of error of each noisy caption (``caption_noise``).
+    """
+    scene = clip_scene(seed, split, index, p_variant)
     plans = sample_plans(scene, clip_rng(seed, split, index, _CAPTIONS), n_captions)
     captions = captions_for_plans(plans, languages)
     extra: dict = {"scene": scene.to_json()}
+    parent = variant_parent(seed, split, index, p_variant)
+    if parent is not None:
+        extra["variant_of"] = clip_id(split, parent)
     if noise:
         rngs = {lang: clip_rng(seed, split, index, _NOISE, zlib.crc32(lang.encode())) for lang in noise}
         captions, record = apply_noise(captions, plans, noise, rngs)
@@ -101,7 +140,8 @@ def clip_record(
 
 
 def _check(
-    languages: Sequence[str], noise: dict[str, float], sizes: Iterable[int], k: int, k_eval: int
+    languages: Sequence[str], noise: dict[str, float], sizes: Iterable[int], k: int, k_eval: int,
+    p_variant: float,
 ) -> None:
     unknown = [lang for lang in languages if lang not in SUPPORTED]
     if unknown:
@@ -116,6 +156,8 @@ def _check(
             raise MlatrError(f"synthetic benchmark: noise rate for {lang} must be in [0, 1], got {p}")
     if any(n < 0 for n in sizes):
         raise MlatrError("synthetic benchmark: split sizes must be >= 0")
+    if not 0.0 <= p_variant <= 1.0:
+        raise MlatrError(f"synthetic benchmark: hard_negatives must be in [0, 1], got {p_variant}")
     if k < 1 or k_eval < 1:
         raise MlatrError("synthetic benchmark: captions per clip must be >= 1")
 
@@ -131,6 +173,7 @@ def build_synthetic_benchmark(
     captions_eval: int = 5,
     noise: dict[str, float] | None = None,
     noise_splits: Sequence[str] = ("train",),
+    hard_negatives: float = P_VARIANT,
     workers: int = 1,
     progress: bool = True,
 ) -> Manifest:
@@ -140,13 +183,14 @@ def build_synthetic_benchmark(
     (5, like AudioCaps/Clotho evaluation). ``noise`` maps languages to the probability that a caption
     is corrupted like a translation error (:mod:`.noise`), applied to the splits in ``noise_splits``
     (default: train only, so that evaluation references stay clean). Wavs already present with the
-    right length are kept, so an interrupted build resumes.
+    right length are kept, so an interrupted build resumes. ``hard_negatives`` is the fraction of
+    clips that vary an earlier clip of their split (same kinds, other attributes or order).
     """
     from tqdm import tqdm
 
     languages = list(dict.fromkeys(languages))
     noise = {k: float(v) for k, v in (noise or {}).items() if v}
-    _check(languages, noise, (n_train, n_val, n_test), captions_train, captions_eval)
+    _check(languages, noise, (n_train, n_val, n_test), captions_train, captions_eval, hard_negatives)
     out = Path(out_dir)
     (out / "audio").mkdir(parents=True, exist_ok=True)
 
@@ -158,11 +202,11 @@ def build_synthetic_benchmark(
         k = captions_train if split == "train" else captions_eval
         split_noise = noise if split in noise_splits else None
         for i in range(sizes[split]):
-            clip, scene = clip_record(seed, split, i, languages, k, split_noise)
+            clip, scene = clip_record(seed, split, i, languages, k, split_noise, hard_negatives)
             clips.append(clip)
             path = str(out / clip.audio)
             if not _wav_complete(path, scene.num_samples):
-                jobs.append(_Job(seed, split, i, path, scene.num_samples))
+                jobs.append(_Job(seed, split, i, path, scene.num_samples, hard_negatives))
             bar.update()
     bar.close()
 
@@ -182,7 +226,7 @@ def build_synthetic_benchmark(
     atomic_write_json(out / "synth.json", {
         "format_version": FORMAT_VERSION, "seed": seed, "sizes": sizes, "languages": languages,
         "captions_train": captions_train, "captions_eval": captions_eval, "noise": noise,
-        "noise_splits": list(noise_splits), "sample_rate": SAMPLE_RATE,
+        "noise_splits": list(noise_splits), "hard_negatives": hard_negatives, "sample_rate": SAMPLE_RATE,
     })
     return manifest
 

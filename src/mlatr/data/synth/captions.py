@@ -82,3 +82,21 @@ def sample_plans(
 def captions_for_plans(plans: Sequence[CaptionPlan], languages: Sequence[str]) -> dict[str, list[str]]:
     """``{lang: [caption of plan 0, caption of plan 1, ...]}``: equal-length lists aligned by index."""
     return {lang: [realise(p, lang) for p in plans] for lang in languages}
+
+
+def plan_fits(plan: CaptionPlan, scene: Scene) -> bool:
+    """Whether the caption of ``plan`` is a true description of ``scene``.
+
+    True when the scene has the same structure and kinds in the same order, and every attribute the
+    caption states holds: a mentioned pitch or loudness, a spelled-out count, and singular vs plural.
+    A clean caption fits its own scene; how many other clips it fits measures its ambiguity.
+    """
+    events = scene.events
+    if len(events) != len(plan.mentions) or len(scene.sequence) != plan.n_foreground:
+        return False
+    for m, e in zip(plan.mentions, events, strict=True):
+        if m.kind != e.kind or (m.pitch and m.pitch != e.pitch) or (m.loudness and m.loudness != e.loudness):
+            return False
+        if e.count is not None and (m.plural != (e.count > 1) or (m.numeral and m.numeral != e.count)):
+            return False
+    return True

@@ -3,8 +3,9 @@
 A scene is a foreground *sequence* of 1-3 events played one after the other ("A followed by B") and
 optionally a continuous *background* event under the whole clip ("A while B"); 3 events at most in all.
 Each event has a kind (:mod:`.events`), a pitch (low/high), a loudness (quiet/loud), a count for
-countable kinds, and its onset and length in seconds. Everything the captions say is in the scene, and
-the renderer makes all of it audible.
+countable kinds, and its onset and length in seconds. :func:`vary_content` makes hard negatives: the
+same kinds with other attributes or another order, so that kinds alone do not identify a clip.
+Everything the captions say is in the scene, and the renderer makes all of it audible.
 """
 
 from __future__ import annotations
@@ -62,15 +63,33 @@ class Scene:
                 "background": asdict(self.background) if self.background else None}
 
 
-def _attrs(rng: np.random.Generator, kind: str) -> tuple[str, str, int | None]:
+@dataclass(frozen=True)
+class Sound:
+    """What an event is, without where it is: kind, pitch, loudness, count (``None`` if continuous)."""
+
+    kind: str
+    pitch: str
+    loudness: str
+    count: int | None
+
+
+@dataclass(frozen=True)
+class Content:
+    """What a scene holds: foreground sounds in order, and a continuous background sound or ``None``."""
+
+    sequence: tuple[Sound, ...]
+    background: Sound | None = None
+
+
+def _sound(rng: np.random.Generator, kind: str) -> Sound:
     pitch = PITCHES[int(rng.integers(2))]
     loud = LOUDNESSES[int(rng.integers(2))]
     count = int(rng.choice([1, 2, 3], p=[0.4, 0.35, 0.25])) if KINDS[kind].countable else None
-    return pitch, loud, count
+    return Sound(kind, pitch, loud, count)
 
 
-def sample_scene(rng: np.random.Generator) -> Scene:
-    """Draw one scene: 1 event (30%), 2 (40%) or 3 (30%); with 2+ events a background 40% of the time."""
+def sample_content(rng: np.random.Generator) -> Content:
+    """1 event (30%), 2 (40%) or 3 (30%) of distinct kinds; with 2+, a continuous background 40% of times."""
     n = int(rng.choice([1, 2, 3], p=[0.3, 0.4, 0.3]))
     overlap = n >= 2 and rng.random() < 0.4
     names = list(KINDS)
@@ -81,16 +100,54 @@ def sample_scene(rng: np.random.Generator) -> Scene:
     else:
         bg_kind = None
         fg_kinds = [names[i] for i in rng.choice(len(names), size=n, replace=False)]
+    sequence = tuple(_sound(rng, k) for k in fg_kinds)
+    return Content(sequence, _sound(rng, bg_kind) if bg_kind else None)
 
-    fg_attrs = [_attrs(rng, k) for k in fg_kinds]
+
+def vary_content(content: Content, rng: np.random.Generator) -> Content:
+    """A hard negative of ``content``: the same kinds, with at least one audible difference.
+
+    Each foreground sound flips its pitch (p = 0.4), its loudness (0.3) and changes its count (0.4);
+    a sequence of two or more swaps its first two sounds (0.4); the background flips its pitch (0.3).
+    If nothing changed, one random foreground attribute flips.
+    """
+    flip = {"low": "high", "high": "low", "quiet": "loud", "loud": "quiet"}
+    seq = []
+    for s in content.sequence:
+        pitch = flip[s.pitch] if rng.random() < 0.4 else s.pitch
+        loud = flip[s.loudness] if rng.random() < 0.3 else s.loudness
+        count = s.count
+        if count is not None and rng.random() < 0.4:
+            count = int(rng.choice([c for c in (1, 2, 3) if c != count]))
+        seq.append(Sound(s.kind, pitch, loud, count))
+    if len(seq) >= 2 and rng.random() < 0.4:
+        seq[0], seq[1] = seq[1], seq[0]
+    bg = content.background
+    if bg is not None and rng.random() < 0.3:
+        bg = Sound(bg.kind, flip[bg.pitch], bg.loudness, None)
+    out = Content(tuple(seq), bg)
+    if out == content:
+        i = int(rng.integers(len(seq)))
+        attr = ("pitch", "loudness")[int(rng.integers(2))]
+        s = seq[i]
+        seq[i] = Sound(s.kind, flip[s.pitch] if attr == "pitch" else s.pitch,
+                       flip[s.loudness] if attr == "loudness" else s.loudness, s.count)
+        out = Content(tuple(seq), bg)
+    return out
+
+
+def layout_scene(content: Content, rng: np.random.Generator) -> Scene:
+    """Place the sounds in time: lengths from counts and kinds, gaps, a 2-6 s clip around them."""
+    fg = content.sequence
+    n, overlap = len(fg), content.background is not None
     lengths = []
-    for kind, (_, _, count) in zip(fg_kinds, fg_attrs, strict=True):
-        spec = KINDS[kind]
+    for s in fg:
+        spec = KINDS[s.kind]
         if spec.countable:
-            lengths.append(count * spec.period * rng.uniform(0.9, 1.2))
+            lengths.append(s.count * spec.period * rng.uniform(0.9, 1.2))
         else:
             lengths.append(rng.uniform(0.8, 1.8))
-    gaps = [rng.uniform(0.1, 0.4) for _ in range(n - 1 if not overlap else n - 2)]
+    gaps = [rng.uniform(0.1, 0.4) for _ in range(n - 1)]
     lead = rng.uniform(0.1, 0.4) + (0.4 if overlap else 0.0)
     tail = rng.uniform(0.1, 0.4) + (0.3 if overlap else 0.0)
     room = MAX_DURATION - lead - tail - sum(gaps)
@@ -101,17 +158,22 @@ def sample_scene(rng: np.random.Generator) -> Scene:
         extra = MIN_DURATION - total
         lead, tail = lead + extra / 2, tail + extra / 2
         total = MIN_DURATION
-    n_samples = int(round(total * SAMPLE_RATE))
+    n_samples = min(int(round(total * SAMPLE_RATE)), int(MAX_DURATION * SAMPLE_RATE))
     duration = n_samples / SAMPLE_RATE
 
     seq, t = [], lead
-    for i, (kind, (pitch, loud, count), length) in enumerate(zip(fg_kinds, fg_attrs, lengths, strict=True)):
-        seq.append(Event(kind, pitch, loud, count, round(t, 4), round(length, 4)))
+    for i, (s, length) in enumerate(zip(fg, lengths, strict=True)):
+        seq.append(Event(s.kind, s.pitch, s.loudness, s.count, round(t, 4), round(length, 4)))
         t += length + (gaps[i] if i < len(gaps) else 0.0)
     background = None
-    if bg_kind is not None:
-        pitch, loud, _ = _attrs(rng, bg_kind)
+    if overlap:
+        b = content.background
         onset = rng.uniform(0.0, 0.15)
-        background = Event(bg_kind, pitch, loud, None, round(onset, 4),
+        background = Event(b.kind, b.pitch, b.loudness, None, round(onset, 4),
                            round(duration - onset - rng.uniform(0.0, 0.15), 4))
     return Scene(duration=duration, sequence=tuple(seq), background=background)
+
+
+def sample_scene(rng: np.random.Generator) -> Scene:
+    """Draw a scene: :func:`sample_content`, then :func:`layout_scene`, from one generator."""
+    return layout_scene(sample_content(rng), rng)
