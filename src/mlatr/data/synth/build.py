@@ -5,6 +5,10 @@ on how many clips the other splits have, on the languages asked for, or on the n
 building is resumable (a wav that exists with the right length is kept) and parallel (``workers``
 processes render wavs; the manifest is written once at the end, through :class:`Manifest.save`). The
 same arguments give byte-identical files.
+
+The split shapes follow the papers' data (ATRI §5.1): one caption per training clip and five per
+validation/test clip, as in AudioCaps, in the eight languages of ATRI (eng, fra, deu, spa, nld, cat,
+jpn, zho), the non-English captions being translations of the English ones index by index.
 """
 
 from __future__ import annotations

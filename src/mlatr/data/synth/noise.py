@@ -1,5 +1,9 @@
 """Per-language caption noise that mimics machine-translation errors.
 
+ATRI trains on machine-translated AudioCaps/Clotho (§5.1) and attributes the anomalies of its Table 1
+to noise in the data (§5.5.2); this module makes that noise a controlled variable of the synthetic
+benchmark, set per language.
+
 With probability ``p`` (independently per caption, for the languages given a rate) a caption is
 replaced by a corrupted realisation of its plan, made by one of:
 
