@@ -97,9 +97,11 @@ def jnt_loss(a2t: Tensor, aa: Tensor, tt: Tensor, t2a: Tensor | None = None, bet
     - prediction ``Q_m = softmax_n(a2t[m, n] / tau)`` (resp. ``t2a[m, n] = S_g(T_m, A_n)``);
     - ``KL(P || Q) = mean_m sum_n P_mn (log P_mn - log Q_mn)``.
 
-    A softmax (rather than dividing by the row sum) is used because intra-modal scores can be negative
-    and because the prediction is then the very distribution ``L_InterC`` trains. The soft labels are
-    labels: by default (``detach_targets``) no gradient flows into ``aa``/``tt`` through this term.
+    ``labels[m, n]`` (default: identity) says whether audio ``A_m`` matches text ``T_n``; the text term
+    uses its transpose. A softmax (rather than dividing by the row sum) is used because intra-modal
+    scores can be negative and because the prediction is then the very distribution ``L_InterC``
+    trains. The soft labels are labels: by default (``detach_targets``) no gradient flows into
+    ``aa``/``tt`` through this term.
     """
     a2t = _square("a2t", a2t)
     b = a2t.shape[0]
