@@ -18,6 +18,8 @@ COMMANDS: list[tuple[str, str]] = [
     ("data synth", "data_synth"),
     ("train", "train"),
     ("encode", "encode"),
+    ("eval-embeddings", "eval_embeddings"),
+    ("eval-demo", "eval_demo"),
 ]
 
 #: One-line help of command groups.

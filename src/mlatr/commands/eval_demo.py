@@ -1,0 +1,53 @@
+"""Evaluation demo: random-but-structured embeddings in 8 languages, evaluated and reported.
+
+No model and no data needed. Two synthetic embedding spaces share the same clips: "noisy" (larger
+translation noise and language offsets) and "aligned" (smaller); Japanese and Chinese are the
+noisiest languages, and a few translations are missing. Both are evaluated with the metrics of
+`mlatr eval-embeddings` and printed side by side in the layout of ATRI Tables 1-3, followed by the
+rank of the right clip per language for a few caption groups; report and plots go to --out.
+
+Example:
+  mlatr eval-demo --seed 0 --out runs/eval-demo
+"""
+
+from __future__ import annotations
+
+import argparse
+
+HELP = __doc__
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
+    parser.add_argument("--out", metavar="DIR", default="runs/eval-demo",
+                        help="folder for results.json, report.md, CSVs and plots (default: runs/eval-demo)")
+    parser.add_argument("--clips", type=int, default=500, help="number of clips (default: 500)")
+    parser.add_argument("--cases", type=int, default=4, help="caption groups to show ranks for (default: 4)")
+
+
+def run(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from mlatr.commands.eval_embeddings import emit
+    from mlatr.errors import MlatrError
+    from mlatr.evaluation import evaluate_embeddings_with_ranks
+    from mlatr.evaluation.synthetic import DEFAULT_LANGUAGE_NOISE, structured_embeddings
+
+    if args.clips < 2:
+        raise MlatrError(f"--clips: need at least 2 clips, got {args.clips}")
+    spaces = {
+        "noisy": structured_embeddings(n_clips=args.clips, seed=args.seed, language_shift=0.35),
+        "aligned": structured_embeddings(
+            n_clips=args.clips, seed=args.seed, language_shift=0.12,
+            language_noise={k: 0.3 + 0.5 * (v - 0.3) for k, v in DEFAULT_LANGUAGE_NOISE.items()},
+        ),
+    }
+    evaluations = {name: evaluate_embeddings_with_ranks(**arrays) for name, arrays in spaces.items()}
+    results = {name: ev.metrics for name, ev in evaluations.items()}
+    n_text = spaces["noisy"]["text"].shape[0]
+    print(f"eval-demo: {args.clips} clips, {n_text} captions in 8 languages (seed {args.seed}); "
+          "synthetic embeddings, not a trained model\n")
+    out = Path(args.out)
+    args.json, args.report, args.plot = str(out / "results.json"), str(out), str(out)
+    emit(results, evaluations, args)
+    return 0

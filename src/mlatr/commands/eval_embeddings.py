@@ -1,0 +1,136 @@
+"""Evaluate saved embeddings: per-language retrieval (ATRI Table 1) and consistency (Tables 2-3).
+
+EMB.npz holds exactly these arrays (np.savez):
+  audio       [Na, D] float   audio clip embeddings
+  text        [Nt, D] float   caption embeddings
+  text_audio  [Nt]    int     index of the clip each caption describes
+  text_lang   [Nt]    str     language code of each caption (ISO 639-3, e.g. eng, fra)
+  text_group  [Nt]    int/str id shared by the translations of one source caption
+
+Similarity is cosine. t2a ranks all clips per caption; a2t ranks all captions of a language per
+clip (best own caption counts); R@k and mAP10 in percent; medR/meanR 1-based; ties count as the
+better rank. Consistency (gap, dis, MRV) uses the caption groups present in every language.
+
+Examples:
+  mlatr eval-embeddings emb.npz
+  mlatr eval-embeddings emb.npz --json results.json --report report/ --plot plots/ --cases 5
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from pathlib import Path
+
+from mlatr.errors import InputError, MlatrError
+
+HELP = __doc__
+
+REQUIRED_ARRAYS = ("audio", "text", "text_audio", "text_lang", "text_group")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("npz", metavar="EMB.npz", help="embeddings file (see above)")
+    add_output_arguments(parser)
+
+
+def add_output_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--pivot", default="eng", help="reference language of gap/dis (default: eng)")
+    parser.add_argument("--json", metavar="OUT", help="write the results as JSON (NaN written as null)")
+    parser.add_argument("--report", metavar="DIR", help="write report.md and table1-3.csv to DIR")
+    parser.add_argument("--plot", metavar="DIR", help="write recall_by_language.png and rank_spread.png to DIR")
+    parser.add_argument("--cases", metavar="N", type=int, default=0,
+                        help="print, for N caption groups, the rank of the right clip per language")
+    parser.add_argument("--memory-budget-mb", type=float, default=512.0,
+                        help="memory for score blocks (default: 512); the score matrix is never held whole")
+
+
+def load_embeddings_npz(path: str | Path) -> dict:
+    """The five arrays of an embeddings NPZ; a missing file or array is an :class:`InputError`."""
+    import numpy as np
+
+    path = str(path)
+    if not Path(path).is_file():
+        raise InputError("no such file", file=path)
+    try:
+        npz = np.load(path, allow_pickle=False)
+    except Exception as exc:  # not a zip / not an npz
+        raise InputError(f"cannot read as .npz ({exc})", file=path) from exc
+    with npz:
+        present = set(npz.files)
+        for key in REQUIRED_ARRAYS:
+            if key not in present:
+                raise InputError(f"missing array {key!r} (the file holds: {', '.join(sorted(present)) or 'nothing'};"
+                                 f" required: {', '.join(REQUIRED_ARRAYS)})", file=path, field=key)
+        out = {}
+        for key in REQUIRED_ARRAYS:
+            try:
+                out[key] = npz[key]
+            except ValueError as exc:
+                raise InputError(f"cannot load ({exc}); save strings as a str array, e.g. "
+                                 "np.array(langs, dtype=str)", file=path, field=key) from exc
+    return out
+
+
+def jsonable(obj):
+    """Results with NaN/inf replaced by None and numpy scalars by Python numbers."""
+    if isinstance(obj, dict):
+        return {str(k): jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [jsonable(v) for v in obj]
+    if hasattr(obj, "item"):
+        obj = obj.item()
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    return obj
+
+
+def emit(results_by_method: dict, evaluations: dict, args: argparse.Namespace) -> None:
+    """Print the tables (and cases); write JSON, report and plots where asked."""
+    from mlatr.evaluation.cases import format_cases, rank_cases
+    from mlatr.evaluation.report import format_report, write_report
+    from mlatr.io_utils import atomic_write_json
+
+    print(format_report(results_by_method if len(results_by_method) > 1 else next(iter(results_by_method.values()))))
+    if args.cases:
+        for name, ev in evaluations.items():
+            print()
+            if len(evaluations) > 1:
+                print(f"[{name}]")
+            print(format_cases(rank_cases(ev, args.cases)))
+    single = next(iter(results_by_method.values())) if len(results_by_method) == 1 else None
+    if args.json:
+        payload = single if single is not None else results_by_method
+        if args.cases:
+            cases = {name: rank_cases(ev, args.cases) for name, ev in evaluations.items()}
+            payload = {**payload, "cases": cases[next(iter(cases))] if single is not None else cases}
+        atomic_write_json(args.json, jsonable(payload))
+        print(f"\nwrote {args.json}")
+    if args.report:
+        paths = write_report(args.report, single if single is not None else results_by_method)
+        print(f"wrote {', '.join(str(p) for p in paths)}")
+    if args.plot:
+        from mlatr.evaluation.plots import plot_rank_spread, plot_recall_by_language
+
+        d = Path(args.plot)
+        p1 = plot_recall_by_language(single if single is not None else results_by_method, d / "recall_by_language.png")
+        p2 = plot_rank_spread(next(iter(evaluations.values())) if single is not None else evaluations,
+                              d / "rank_spread.png")
+        print(f"wrote {p1}, {p2}")
+
+
+def run(args: argparse.Namespace) -> int:
+    from mlatr.evaluation import evaluate_embeddings_with_ranks
+
+    if args.cases < 0:
+        raise MlatrError(f"--cases: must be >= 0, got {args.cases}")
+    arrays = load_embeddings_npz(args.npz)
+    try:
+        ev = evaluate_embeddings_with_ranks(**arrays, pivot=args.pivot, memory_budget_mb=args.memory_budget_mb,
+                                            progress=True)
+    except InputError:
+        raise
+    except MlatrError as exc:
+        raise MlatrError(f"{args.npz}: {exc}") from exc
+    emit({"": ev.metrics}, {"": ev}, args)
+    return 0
