@@ -134,6 +134,11 @@ def check_caption_table(
     return CaptionTable(ta, lang_idx, group_idx, languages, group_ids, int(n_audio), pivot)
 
 
+def _plain(value: Any) -> Any:
+    """A numpy scalar as the Python value (for messages)."""
+    return value.item() if hasattr(value, "item") else value
+
+
 def _check_groups(group_idx, lang_idx, text_audio, group_ids, languages) -> None:
     n_lang = len(languages)
     key = group_idx * n_lang + lang_idx
@@ -143,7 +148,7 @@ def _check_groups(group_idx, lang_idx, text_audio, group_ids, languages) -> None
     if dup.size:
         a, b = int(order[dup[0]]), int(order[dup[0] + 1])
         raise MlatrError(
-            f"text_group: group {group_ids[group_idx[a]]!r} has two captions in language "
+            f"text_group: group {_plain(group_ids[group_idx[a]])!r} has two captions in language "
             f"{languages[lang_idx[a]]!r} (captions {min(a, b)} and {max(a, b)}); a group holds one "
             "caption per language (the translations of one source caption)"
         )
@@ -153,7 +158,7 @@ def _check_groups(group_idx, lang_idx, text_audio, group_ids, languages) -> None
     if bad.size:
         a, b = int(order[bad[0]]), int(order[bad[0] + 1])
         raise MlatrError(
-            f"text_group: group {group_ids[group_idx[a]]!r} spans two clips (caption {a} -> clip "
+            f"text_group: group {_plain(group_ids[group_idx[a]])!r} spans two clips (caption {a} -> clip "
             f"{int(text_audio[a])}, caption {b} -> clip {int(text_audio[b])}); translations of one "
             "caption describe the same clip"
         )
