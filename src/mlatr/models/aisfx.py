@@ -93,7 +93,10 @@ def load_aisfx_state_dict(path: str | os.PathLike) -> dict[str, torch.Tensor]:
     The file pickles ``(state_dict, {dataset: (numpy.int64 index, classes)})``; it is read with
     ``torch.load(weights_only=True)`` allow-listing only numpy's scalar and dtype reconstructors.
     """
-    from numpy._core.multiarray import scalar
+    try:
+        from numpy._core.multiarray import scalar
+    except ImportError:  # numpy < 2
+        from numpy.core.multiarray import scalar
 
     allowed = [(scalar, "numpy.core.multiarray.scalar"), (scalar, "numpy._core.multiarray.scalar"),
                np.dtype, type(np.dtype("int64"))]
