@@ -13,6 +13,8 @@ from mlatr.evaluation.evaluate import (
     evaluate_scores,
     evaluate_scores_with_ranks,
 )
+from mlatr.evaluation.plots import plot_rank_spread, plot_recall_by_language
+from mlatr.evaluation.report import format_consistency, format_report, format_table1, report_markdown, write_report
 from mlatr.evaluation.retrieval import METRIC_KEYS, Ranks
 from mlatr.evaluation.zero_shot import PROMPT_TEMPLATES, zero_shot, zero_shot_prompts
 
@@ -26,6 +28,13 @@ __all__ = [
     "evaluate_embeddings_with_ranks",
     "evaluate_scores",
     "evaluate_scores_with_ranks",
+    "format_consistency",
+    "format_report",
+    "format_table1",
+    "plot_rank_spread",
+    "plot_recall_by_language",
+    "report_markdown",
+    "write_report",
     "zero_shot",
     "zero_shot_prompts",
 ]

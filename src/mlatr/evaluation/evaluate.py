@@ -48,7 +48,7 @@ class Evaluation:
 
 def _unit_rows(x: np.ndarray, dtype: np.dtype) -> np.ndarray:
     x = x.astype(dtype, copy=False)
-    return x / np.linalg.norm(x, axis=1, keepdims=True)
+    return x / np.sqrt(np.einsum("ij,ij->i", x, x))[:, None]
 
 
 def rowwise_dot(text: np.ndarray, audio: np.ndarray, text_audio: np.ndarray, chunk: int = 4096) -> np.ndarray:
@@ -139,7 +139,8 @@ def evaluate_embeddings(
     of each caption, ``text_lang [Nt]`` language codes, ``text_group [Nt]`` ids shared by translations.
     ``pivot`` is the reference language of the consistency metrics (ATRI eq. 14-15). The score matrix
     is never held whole: blocks stay under ``memory_budget_mb``. Returns the dict described in the
-    module docstring. Metric definitions: ATRI §5.4, SupCLAP §4.1.1 (DCASE / ML-CLAP conventions).
+    module docstring. Metric definitions: ATRI §5.4, SupCLAP §4.1.1 (DCASE / ML-CLAP conventions);
+    ties count optimistically (rank = 1 + number of strictly greater scores).
     """
     return evaluate_embeddings_with_ranks(
         audio, text, text_audio, text_lang, text_group, pivot, memory_budget_mb, progress

@@ -63,7 +63,11 @@ class CaptionTable:
 
 
 def _check_finite(name: str, x: np.ndarray) -> None:
+    if np.isfinite(np.sum(x, dtype=np.float64)):  # one pass, no mask: NaN/inf would propagate
+        return
     bad = ~np.isfinite(x)
+    if not bad.any():
+        return
     if bad.any():
         row = int(np.argwhere(bad)[0][0])
         raise MlatrError(f"{name}: contains NaN or inf (first at row {row})")
@@ -79,7 +83,8 @@ def check_embeddings(name: str, x: Any) -> np.ndarray:
     if not np.issubdtype(a.dtype, np.number) or np.issubdtype(a.dtype, np.complexfloating):
         raise MlatrError(f"{name}: expected real numbers, got dtype {a.dtype}")
     _check_finite(name, a)
-    zero = ~np.any(a != 0, axis=1)
+    sq = np.einsum("ij,ij->i", a, a) if a.dtype.kind == "f" else np.einsum("ij,ij->i", a, a, dtype=np.float64)
+    zero = sq == 0
     if zero.any():
         raise MlatrError(f"{name}: row {int(np.argmax(zero))} is the zero vector (cosine undefined)")
     return a
