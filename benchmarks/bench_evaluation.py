@@ -15,6 +15,7 @@ Goal (issue 2): vectorized >= 50x faster than the loop and within 2x of the bare
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from pathlib import Path
@@ -27,13 +28,15 @@ from mlatr.evaluation import evaluate_embeddings  # noqa: E402
 from mlatr.evaluation.synthetic import structured_embeddings  # noqa: E402
 
 
-def best_of(fn, repeats: int) -> float:
-    times = []
+def best_of_interleaved(fns: list, repeats: int) -> list[float]:
+    """Best wall time of each function, the runs interleaved so that load changes hit all alike."""
+    best = [float("inf")] * len(fns)
     for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return min(times)
+        for k, fn in enumerate(fns):
+            t0 = time.perf_counter()
+            fn()
+            best[k] = min(best[k], time.perf_counter() - t0)
+    return best
 
 
 def main() -> int:
@@ -41,7 +44,7 @@ def main() -> int:
     p.add_argument("--clips", type=int, default=957)
     p.add_argument("--captions", type=int, default=5)
     p.add_argument("--dim", type=int, default=1024)
-    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--memory-budget-mb", type=float, default=512.0)
     p.add_argument("--skip-loop", action="store_true", help="do not run the (slow) per-query loop")
     args = p.parse_args()
@@ -61,8 +64,8 @@ def main() -> int:
     def vectorized():
         return evaluate_embeddings(audio, text, ta, tl, tg, memory_budget_mb=args.memory_budget_mb)
 
-    t_bare = best_of(bare, args.repeats)
-    t_vec = best_of(vectorized, args.repeats)
+    t_bare, t_vec = best_of_interleaved([bare, vectorized], args.repeats)
+    print(f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}; best of {args.repeats} runs")
     print(f"bare similarity product : {t_bare:8.3f} s")
     print(f"vectorized evaluation   : {t_vec:8.3f} s   ({t_vec / t_bare:.2f}x the bare product; goal <= 2x)")
     if not args.skip_loop:

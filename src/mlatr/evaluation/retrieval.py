@@ -11,6 +11,8 @@ language L:
   ``sum over its own captions with rank <= 10 of (m / rank_m) / n_own``, where ``rank_m`` is the m-th
   smallest own rank (m hits so far at that position) and ``n_own`` the number of the clip's captions in
   L; mAP@10 is the mean over those clips.
+- medR is the median of the 1-based ranks (``x.5`` possible for an even count; the DCASE script floors
+  the 0-based median instead), meanR their mean.
 
 **Ties** are resolved optimistically: a rank is ``1 + the number of candidates with a strictly greater
 score``. With continuous embeddings ties have probability zero; with duplicated clips or captions the
