@@ -95,7 +95,7 @@ def _text_table(header: list[str], cells: list[list[str]], title: str, separate:
 
 
 def _markdown_table(header: list[str], cells: list[list[str]], bold: set[tuple[int, int]] = frozenset()) -> str:
-    align = "|".join("---" if i < 2 else "---:" for i in range(len(header)))
+    align = "|".join("---" if h in ("Method", "Lang") else "---:" for h in header)
     out = ["| " + " | ".join(header) + " |", "|" + align + "|"]
     for i, r in enumerate(cells):
         out.append("| " + " | ".join(f"**{c}**" if (i, j) in bold else c for j, c in enumerate(r)) + " |")
