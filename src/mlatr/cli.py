@@ -16,8 +16,10 @@ COMMANDS: list[tuple[str, str]] = [
     ("data import", "data_import"),
     ("data stats", "data_stats"),
     ("data synth", "data_synth"),
+    ("demo", "demo"),
     ("train", "train"),
     ("encode", "encode"),
+    ("eval", "eval_model"),
     ("eval-embeddings", "eval_embeddings"),
     ("eval-demo", "eval_demo"),
 ]

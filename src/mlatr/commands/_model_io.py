@@ -1,23 +1,28 @@
-"""Shared by the commands that load a checkpoint and encode a manifest split (encode, eval, index)."""
+"""Shared by the commands that load a checkpoint and encode a manifest split (encode, eval)."""
 
 from __future__ import annotations
 
 
-def encode_from_args(args):
-    """Load ``args.checkpoint``, encode ``args.split`` of ``args.manifest``; returns an EncodedSplit."""
-    from mlatr.data.manifest import Manifest
-    from mlatr.encoding import encode_manifest
+def load_model_from_args(args):
+    """The checkpoint's model on ``args.device``, in eval mode, with its training config attached."""
+    from mlatr.models.dual_encoder import DualEncoder
     from mlatr.training.checkpoint import read_checkpoint
     from mlatr.training.trainer import resolve_device
 
-    device = resolve_device(args.device)
     state = read_checkpoint(args.checkpoint)
-    from mlatr.models.dual_encoder import DualEncoder
-
     model = DualEncoder.from_config(state["model_config"])
     model.load_state_dict(state["model"])
-    model.to(device).eval()
-    data_cfg = state["train_config"]["data"]
+    model.train_config = state["train_config"]
+    return model.to(resolve_device(args.device)).eval()
+
+
+def encode_from_args(args, model=None):
+    """Encode ``args.split`` of ``args.manifest`` (``all`` = every clip); returns an EncodedSplit."""
+    from mlatr.data.manifest import Manifest
+    from mlatr.encoding import encode_manifest
+
+    model = model or load_model_from_args(args)
+    data_cfg = model.train_config["data"]
     languages = args.languages.split(",") if args.languages else data_cfg["languages"]
     max_seconds = args.max_seconds or data_cfg["eval_max_seconds"]
     manifest = Manifest.load(args.manifest, skip_bad=args.skip_bad)

@@ -129,9 +129,10 @@ class TrainBatches:
                 wave = self.source.load(idx)
                 if wave is None:
                     continue
-                seg, n = crop_or_pad(wave, self.num_samples, mode="random", generator=crop)
-                waves.append(seg)
-                lengths.append(n)
+                if wave.shape[0] > self.num_samples:
+                    wave, _ = crop_or_pad(wave, self.num_samples, mode="random", generator=crop)
+                waves.append(wave)  # shorter clips are padded only to the longest of the batch
+                lengths.append(wave.shape[0])
                 rows.append(caption_row(self.manifest[idx], j, self.languages))
                 kept.append(idx)
             if len(kept) < 2:

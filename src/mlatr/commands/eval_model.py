@@ -1,0 +1,77 @@
+HELP = """Evaluate a trained model on a manifest split (recall, mAP@10, consistency, zero-shot).
+
+Encodes the split with the checkpoint, then reports exactly what `mlatr eval-embeddings` reports
+(ATRI Tables 1-3 layout; same JSON shape). When the clips carry exactly one label each (ESC-50,
+UrbanSound8K imports), also zero-shot classification with the prompt "This is a sound of {label}."
+(SupCLAP §4.2.2); clips with several labels are left out of it and counted.
+
+Example:
+  mlatr eval --checkpoint runs/kcl/best.pt --manifest data/synth/manifest.jsonl --split test --json m.json
+"""
+
+
+def add_arguments(parser):
+    parser.add_argument("--checkpoint", required=True, help="a checkpoint written by mlatr train")
+    parser.add_argument("--manifest", required=True, help="JSONL manifest")
+    parser.add_argument("--split", default="test", help="split to evaluate (default: test); 'all' for every clip")
+    parser.add_argument("--languages", help="comma-separated languages (default: the model's training languages)")
+    parser.add_argument("--pivot", default="eng", help="pivot language of the consistency metrics")
+    parser.add_argument("--json", help="write the metrics as JSON here")
+    parser.add_argument("--report", help="write Markdown/CSV tables to this folder")
+    parser.add_argument("--plot", help="write plots to this folder")
+    parser.add_argument("--zero-shot-languages", default="eng",
+                        help="prompt languages for zero-shot (labels must be in that language; default eng)")
+    parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--max-seconds", type=float, default=None, help="centre crop (default: the training config's)")
+    parser.add_argument("--device", default="auto")
+    parser.add_argument("--skip-bad", action="store_true", help="skip unreadable audio and count it")
+
+
+def run(args) -> int:
+    import numpy as np
+
+    from mlatr.commands._model_io import encode_from_args, load_model_from_args
+    from mlatr.data.manifest import Manifest
+    from mlatr.encoding import encode_texts
+    from mlatr.evaluation import evaluate_embeddings_with_ranks, format_report, zero_shot, zero_shot_prompts
+    from mlatr.io_utils import atomic_write_json
+
+    model = load_model_from_args(args)
+    enc = encode_from_args(args, model)
+    evaluation = evaluate_embeddings_with_ranks(**enc.arrays(), pivot=args.pivot)
+    metrics = evaluation.metrics
+    print(format_report(metrics))
+    if enc.skipped:
+        print(f"\nskipped {len(enc.skipped)} clips with unreadable audio")
+
+    manifest = Manifest.load(args.manifest, skip_bad=args.skip_bad)
+    if args.split != "all":
+        manifest = manifest.split(args.split)
+    clips = [manifest[i] for i in enc.clip_rows]
+    single = [i for i, c in enumerate(clips) if c.labels and len(c.labels) == 1]
+    if single:
+        classes = sorted({clips[i].labels[0] for i in single})
+        targets = np.asarray([classes.index(clips[i].labels[0]) for i in single])
+        metrics["zero_shot"] = {"classes": len(classes), "clips": len(single),
+                                "skipped_multi_label": sum(1 for c in clips if c.labels and len(c.labels) > 1)}
+        for lang in args.zero_shot_languages.split(","):
+            prompts = zero_shot_prompts(classes, lang)
+            class_emb = encode_texts(model, prompts, [lang] * len(prompts), args.batch_size)
+            metrics["zero_shot"][lang] = zero_shot(enc.audio[single], class_emb, targets)
+            zs = metrics["zero_shot"][lang]
+            print(f"\nzero-shot ({lang}, {len(classes)} classes, {len(single)} clips): "
+                  f"top-1 {zs['top1']:.2f}%, top-5 {zs['top5']:.2f}%")
+    if args.json:
+        atomic_write_json(args.json, metrics)
+    if args.report:
+        from mlatr.evaluation import write_report
+
+        write_report(args.report, metrics)
+    if args.plot:
+        from pathlib import Path
+
+        from mlatr.evaluation import plot_rank_spread, plot_recall_by_language
+
+        plot_recall_by_language(metrics, Path(args.plot) / "recall_by_language.png")
+        plot_rank_spread(evaluation, Path(args.plot) / "rank_spread.png")
+    return 0
