@@ -34,7 +34,7 @@ class SmallTextEncoder(nn.Module):
     """``texts`` (+ ``langs``) -> pooled ``[B, dim]``, token features ``[B, L, dim]``, mask ``[B, L]``."""
 
     def __init__(self, tokenizer: CaptionTokenizer | str, dim: int = 128, num_layers: int = 2,
-                 num_heads: int = 4, ff_dim: int = 256, max_length: int = 48, pooling: str = "mean",
+                 num_heads: int = 4, ff_dim: int = 256, max_length: int = 64, pooling: str = "mean",
                  languages: Sequence[str] | None = None, dropout: float = 0.1):
         super().__init__()
         if isinstance(tokenizer, str):
