@@ -60,9 +60,10 @@ class SmallCNNAudioEncoder(nn.Module):
 
     The dB scaling defaults (-20, 20) put the synthetic benchmark's log-mel (mean about -12 dB, std
     about 22 dB for full-scale clips) near zero mean, unit spread; a learnt per-bin affine follows.
-    Training note (measured on a toy tone task): like most small contrastive models, it starts with
-    near-identical embeddings (pairwise cosine about 0.98) and Adam at 1e-3 without warmup collapses
-    both towers to one point (loss stuck at log B); a linear warmup (50 steps) or lr <= 3e-4 trains.
+    Training note (measured on a toy tone task with the small text encoder): it starts with
+    near-identical clip embeddings (pairwise cosine about 0.98), and AdamW at 1e-3 with no warmup
+    (or 5e-3 even with 20 warmup steps) collapses both towers to one point (loss stuck at log B);
+    2e-3 with 20 warmup steps trains.
     """
 
     def __init__(self, channels: Sequence[int] = (16, 32, 64, 128), dim: int = 128, num_layers: int = 1,
