@@ -33,7 +33,11 @@ from mlatr.training.objective import TrainingObjective
 from mlatr.training.resources import memory_kind, peak_memory_mb, reset_peak_memory
 from mlatr.training.schedule import lr_factor
 
-#: ``callback(trainer, info)`` after each optimizer step; ``info`` holds step, epoch, loss, logs.
+#: ``callback(trainer, info)`` after each optimizer step. ``info`` holds step, epoch, loss, lr, the
+#: objective's logs, and the step's inputs: ``batch`` (TrainBatch), ``selection`` (the scheme's texts),
+#: ``audio_emb`` / ``text_emb`` (pooled unit embeddings before the step, detached; ``text_emb`` is flat,
+#: in ``selection.texts`` order). A callback may put numbers into ``trainer.extra_logs``; they are
+#: written with this step's log line (diagnostics such as SupCLAP's drift).
 StepCallback = Callable[["Trainer", dict[str, Any]], None]
 
 
@@ -71,6 +75,7 @@ class Trainer:
         self.out = Path(cfg.out_dir)
         self.device = resolve_device(cfg.train.device)
         self.callbacks = list(callbacks or [])
+        self.extra_logs: dict[str, float] = {}
         manifest = Manifest.load(cfg.data.manifest, skip_bad=cfg.data.skip_bad)
         self.manifest_problems = len(manifest.problems)
         self.train_manifest = manifest.split(cfg.data.train_split)
@@ -202,7 +207,10 @@ class Trainer:
                 info = {"type": "step", "step": self.step, "epoch": epoch + 1, "loss": float(loss.detach()),
                         "lr": self.scheduler.get_last_lr()[0], **logs}
                 for cb in self.callbacks:
-                    cb(self, info)
+                    cb(self, {**info, "batch": batch, "selection": selection,
+                              "audio_emb": audio.pooled.detach(), "text_emb": text.pooled.detach()})
+                info.update(self.extra_logs)
+                self.extra_logs.clear()
                 if self.step % max(1, cfg.train.log_every) == 0:
                     log.write(json.dumps(info) + "\n")
                     if writer is not None:
