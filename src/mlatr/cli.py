@@ -34,11 +34,11 @@ DESCRIPTION = """\
 mlatr: multilingual audio-text retrieval.
 
 Typical flow:
-  mlatr data synth -o data/synth            # build the offline synthetic benchmark
+  mlatr data synth -o data/synth --train 600   # build the offline synthetic benchmark
   mlatr data validate data/synth/manifest.jsonl
-  mlatr train --config configs/demo-kcl.yaml out_dir=runs/kcl
+  mlatr train --config configs/demo.yaml objective.scheme=kcl out_dir=runs/kcl
   mlatr eval --checkpoint runs/kcl/best.pt --manifest data/synth/manifest.jsonl --split test
-  mlatr demo                                # all of the above for ML-CLAP, CACL and KCL
+  mlatr demo                                   # all of the above for ML-CLAP, CACL and KCL
 
 Run `mlatr COMMAND --help` for the options of a command.
 """
