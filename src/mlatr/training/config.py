@@ -78,6 +78,9 @@ class ObjectiveConfig:
     #: Initial SigLIP bias (learnable), SupCLAP §2.1 / SigLIP's -10 with τ=0.1.
     siglip_bias: float = -10.0
     svr: SVRConfig | None = None
+    #: SupCLAP's "Simple Reweight" baseline (App. E.4): a learnable weight on P+ of the audio-text
+    #: pairs' InfoNCE (:class:`~mlatr.losses.simple_reweight.SimpleReweight`); InfoNCE only, no SVR.
+    reweight: bool = False
 
 
 @dataclass
@@ -225,6 +228,9 @@ def validate_config(cfg: Config) -> None:
         raise MlatrError(f"config: objective.scheme must be one of {SCHEMES}, got {o.scheme!r}")
     if o.base not in BASES:
         raise MlatrError(f"config: objective.base must be one of {BASES}, got {o.base!r}")
+    if o.reweight and (o.base != "infonce" or o.svr is not None):
+        raise MlatrError("config: objective.reweight (Simple Reweight, SupCLAP App. E.4) needs "
+                         "objective.base=infonce and no objective.svr")
     if o.svr is not None and o.svr.radius not in ("static", "dynamic"):
         raise MlatrError(f"config: objective.svr.radius must be static or dynamic, got {o.svr.radius!r}")
     if cfg.optim.name not in ("adam", "adamw"):

@@ -18,7 +18,7 @@ import torch
 from torch import Tensor, nn
 
 from mlatr.data.pairing import Selection
-from mlatr.losses import Pair, cacl_pairs, kcl_pairs, pair_objective, pairs_loss
+from mlatr.losses import Pair, PairSum, cacl_pairs, kcl_pairs, pair_objective, pairs_loss
 from mlatr.training.config import ObjectiveConfig
 
 
@@ -43,6 +43,11 @@ class TrainingObjective(nn.Module):
         self.base = cfg.base
         self.bias = nn.Parameter(torch.tensor(float(cfg.siglip_bias))) if cfg.base == "siglip" else None
         self.svr = None
+        self.reweight = None
+        if cfg.reweight:
+            from mlatr.losses.simple_reweight import SimpleReweight
+
+            self.reweight = SimpleReweight()
         if cfg.svr is not None:
             from mlatr.losses.svr_objective import build_svr_regularizer
 
@@ -56,8 +61,12 @@ class TrainingObjective(nn.Module):
         mask = selection.mask.to(audio.device)
         pairs = scheme_pairs(self.scheme, audio, text, mask)
         objective = pair_objective(self.base, temperature, self.bias)
+        if self.reweight is not None:
+            objective = _reweighted_audio_text(self.reweight, pairs, objective, temperature)
         loss = pairs_loss(pairs, objective)
         logs = {"loss_base": float(loss.detach())}
+        if self.reweight is not None:
+            logs["reweight_w"] = float(self.reweight.log_weight.detach().exp())
         if self.svr is not None:
             reg, diag = self.svr.over_pairs(pairs, temperature, self.bias)
             loss = loss + reg
@@ -65,3 +74,21 @@ class TrainingObjective(nn.Module):
         if self.bias is not None:
             logs["siglip_bias"] = float(self.bias.detach())
         return loss, logs
+
+
+def _reweighted_audio_text(reweight, pairs: list[Pair], plain, temperature):
+    """A pair objective scoring the scheme's audio-text pairs with Simple Reweight (SupCLAP App. E.4).
+
+    Audio-text pairs (names ``"audio-..."``) get :class:`~mlatr.losses.simple_reweight.SimpleReweight`'s
+    loss (the mean of both directions) as ``PairSum(loss * 2n, 2n)``, i.e. InfoNCE's normalisation, so
+    at ``w = 1`` the total equals the plain InfoNCE one; text-text pairs (CACL's) keep ``plain``.
+    """
+    audio_ids = {(id(p.anchor), id(p.target)) for p in pairs if p.name.startswith("audio-")}
+
+    def objective(anchor: Tensor, target: Tensor) -> PairSum:
+        if (id(anchor), id(target)) not in audio_ids:
+            return plain(anchor, target)
+        loss, _ = reweight(anchor, target, temperature)
+        return PairSum(total=loss * (2 * anchor.shape[0]), count=2 * anchor.shape[0])
+
+    return objective
