@@ -153,6 +153,7 @@ ScoreRows = Callable[[np.ndarray], Any]
 def evaluate_scores_with_ranks(
     scores: Any, text_audio: Any, text_lang: Any, text_group: Any, text: Any = None, pivot: str = "eng",
     n_audio: int | None = None, memory_budget_mb: float = DEFAULT_MEMORY_BUDGET_MB, progress: bool = False,
+    a2t_scores: Any = None,
 ) -> Evaluation:
     """:func:`evaluate_scores`, also returning the caption table and per-caption ranks."""
     if callable(scores):
@@ -196,7 +197,66 @@ def evaluate_scores_with_ranks(
             lambda rows, cols: rows_fn(rows), own, table, own.dtype.itemsize + 2, budget,
             split_cols=False, progress=progress,
         )
+    if a2t_scores is not None:
+        ranks = Ranks(t2a=ranks.t2a, a2t=_a2t_ranks(a2t_scores, table, budget, progress))
     return Evaluation(_assemble(ranks, table, t_unit), table, ranks)
+
+
+def _a2t_ranks(a2t_scores: Any, table: CaptionTable, budget: int, progress: bool) -> np.ndarray:
+    """a2t ranks of every caption from a separate clip x caption matrix ``[Na, Nt]`` (or a callable
+    ``a2t(clip_rows) -> [len(clip_rows), Nt]``): the same ranking core, fed the transposed matrix, so
+    the a2t rank of caption ``i`` is ``1 + #{captions k of its language: a2t[j, k] > a2t[j, i]}`` with
+    ``j`` its clip."""
+    n_audio, n_text = table.n_audio, table.n_text
+    if callable(a2t_scores):
+        fn = a2t_scores
+
+        def clip_rows(rows: np.ndarray) -> np.ndarray:
+            s = to_numpy(fn(rows))
+            if s.shape != (rows.size, n_text):
+                raise MlatrError(f"a2t_scores: the callable returned shape {tuple(s.shape)} for "
+                                 f"{rows.size} clips; expected ({rows.size}, {n_text})")
+            return s
+
+        if n_audio * n_text * 8 * 2 <= budget:
+            a = clip_rows(np.arange(n_audio))
+        else:
+            a = None
+    else:
+        a = to_numpy(a2t_scores)
+        if a.shape != (n_audio, n_text):
+            raise MlatrError(f"a2t_scores: expected shape [Na, Nt] = ({n_audio}, {n_text}), "
+                             f"got {tuple(a.shape)}")
+    if a is not None:
+        if not np.issubdtype(a.dtype, np.number):
+            raise MlatrError(f"a2t_scores: expected numbers, got dtype {a.dtype}")
+        a = a if a.dtype in (np.float32, np.float64) else a.astype(np.float64)
+        bad = ~np.isfinite(a)
+        if bad.any():
+            raise MlatrError(f"a2t_scores: contains NaN or inf (first at clip row {int(np.argwhere(bad)[0][0])})")
+        own = a[table.text_audio, np.arange(n_text)]
+
+        def block(rows: np.ndarray, cols: slice) -> np.ndarray:
+            return a[cols, rows].T
+        itemsize = a.dtype.itemsize
+    else:
+        parts = []
+        step = max(1, budget // (n_text * 16))
+        for c0 in range(0, n_audio, step):
+            clips = np.arange(c0, min(n_audio, c0 + step))
+            s = clip_rows(clips)
+            if not np.all(np.isfinite(s)):
+                raise MlatrError(f"a2t_scores: the callable returned NaN or inf for clip rows from {c0}")
+            caps = np.nonzero((table.text_audio >= c0) & (table.text_audio < clips[-1] + 1))[0]
+            parts.append((caps, s[table.text_audio[caps] - c0, caps]))
+        own = np.empty(n_text, dtype=parts[0][1].dtype if parts else np.float64)
+        for caps, vals in parts:
+            own[caps] = vals
+
+        def block(rows: np.ndarray, cols: slice) -> np.ndarray:
+            return to_numpy(clip_rows(np.arange(cols.start, cols.stop)))[:, rows].T.astype(own.dtype, copy=False)
+        itemsize = own.dtype.itemsize
+    return rank_captions_and_clips(block, own, table, itemsize + 2, budget, progress=progress).a2t
 
 
 def _checked_rows(fn: ScoreRows, n_audio: int) -> Callable[[np.ndarray], np.ndarray]:
@@ -232,6 +292,7 @@ def _own_scores(rows_fn, table: CaptionTable, budget: int) -> np.ndarray:
 def evaluate_scores(
     scores: Any, text_audio: Any, text_lang: Any, text_group: Any, text: Any = None, pivot: str = "eng",
     n_audio: int | None = None, memory_budget_mb: float = DEFAULT_MEMORY_BUDGET_MB, progress: bool = False,
+    a2t_scores: Any = None,
 ) -> dict:
     """The metrics of :func:`evaluate_embeddings` from a given score matrix (e.g. an LGMM head's).
 
@@ -241,7 +302,13 @@ def evaluate_scores(
     called twice per row: once for the target scores, once for the ranking). ``text`` (optional
     ``[Nt, D]``) enables the embedding gap/distance; without it ``gap``/``dis`` are NaN for every
     non-pivot language. MRV comes from the ranks and is always given.
+
+    ``a2t_scores`` (optional): a separate audio-to-text matrix ``[Na, Nt]`` (row = clip query), or a
+    callable ``a2t_scores(clip_rows) -> [len(clip_rows), Nt]``, for asymmetric heads such as LGMM
+    (fine-grained paper, Section 2.1: ``S_g(A, T) != S_g(T, A)``). Then the a2t metrics rank with it
+    and the t2a metrics (and MRV) with ``scores``; without it both come from ``scores`` (``a2t =
+    scores.T``, the same results).
     """
     return evaluate_scores_with_ranks(
-        scores, text_audio, text_lang, text_group, text, pivot, n_audio, memory_budget_mb, progress
+        scores, text_audio, text_lang, text_group, text, pivot, n_audio, memory_budget_mb, progress, a2t_scores
     ).metrics
