@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# Real sound libraries, offline, without root: download four Debian packages (apt-get download, no
+# install), unpack only their sound files and copyright notices (dpkg-deb --fsys-tarfile | tar), and
+# make one manifest with deterministic train/val/test splits (by a hash of each clip id).
+#
+#   scripts/get-real-sounds.sh [DEST]      # DEST defaults to data/real-sounds
+#
+# Packages (licences: docs/real-sounds.md): scratch (Media/Sounds, CC-BY-SA-3.0), minetest-data
+# (minetest_game mods' sounds, CC-BY-SA-3.0 / CC-BY-3.0 / CC0), wesnoth-1.16-data (only its sound
+# effects: data/core/sounds and sounds; GPL-2+; the 146 MB .deb is downloaded once and deleted after
+# unpacking unless KEEP_DEBS=1), sound-theme-freedesktop (GPL-2+ / CC-BY-SA-3.0 / CC-BY-3.0).
+# Layout under DEST: scratch/<Category>/Name.wav, minetest/<mod>/<name>.ogg (the "<mod>_" prefix of
+# the file names dropped, so captions read "dig cracky" not "default dig cracky"),
+# wesnoth/{core,ui,ambient,...}/..., freedesktop/<name>.oga, copyright/<package>, manifest.jsonl.
+# Idempotent: a package already unpacked is skipped. Needs apt-get (Debian/Ubuntu) and dpkg-deb.
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+dest="$(mkdir -p "${1:-$root/data/real-sounds}" && cd "${1:-$root/data/real-sounds}" && pwd)"
+py="${MLATR_PYTHON:-$root/.venv/bin/python}"
+[ -x "$py" ] || py=python3
+debs="$dest/debs"
+mkdir -p "$debs" "$dest/copyright"
+packages=(scratch minetest-data wesnoth-1.16-data sound-theme-freedesktop)
+declare -A target=([scratch]=scratch [minetest-data]=minetest [wesnoth-1.16-data]=wesnoth
+                   [sound-theme-freedesktop]=freedesktop)
+
+need=()
+for p in "${packages[@]}"; do
+  [ -f "$dest/${target[$p]}/.done" ] || need+=("$p")
+done
+if [ ${#need[@]} -gt 0 ]; then
+  if ! apt-cache show "${need[0]}" >/dev/null 2>&1; then
+    echo "[real-sounds] apt-get update" >&2
+    apt-get update -qq || { echo "[real-sounds] apt-get update failed (run it as root once)" >&2; exit 1; }
+  fi
+  echo "[real-sounds] downloading ${need[*]}" >&2
+  have=()
+  for p in "${need[@]}"; do ls "$debs/${p}"_*.deb >/dev/null 2>&1 || have+=("$p"); done
+  [ ${#have[@]} -eq 0 ] || (cd "$debs" && apt-get download -q "${have[@]}" 2>&1 | grep -v "unsandboxed" >&2 || true)
+fi
+
+sounds_re='\.(wav|ogg|oga|mp3|flac)$'
+unpack() {  # unpack <package> <tmp dir>: the package's sound files and copyright file
+  local pkg="$1" tmp="$2" deb
+  deb="$(ls "$debs/${pkg}"_*.deb 2>/dev/null | head -n1)"
+  [ -n "$deb" ] || { echo "[real-sounds] no .deb for $pkg in $debs" >&2; exit 1; }
+  # tar exits non-zero when one of the patterns matches nothing (no .flac in a package): list first
+  local members
+  members="$(dpkg-deb --fsys-tarfile "$deb" | tar -t | grep -Ei "$sounds_re|/usr/share/doc/$pkg/copyright$")"
+  dpkg-deb --fsys-tarfile "$deb" | tar -x -C "$tmp" -T <(printf '%s\n' "$members")
+  cp "$tmp/usr/share/doc/$pkg/copyright" "$dest/copyright/$pkg"
+}
+
+for p in "${need[@]}"; do
+  out="$dest/${target[$p]}"
+  tmp="$(mktemp -d "$dest/.unpack-XXXXXX")"
+  trap 'rm -rf "$tmp"' EXIT
+  echo "[real-sounds] unpacking $p" >&2
+  unpack "$p" "$tmp"
+  rm -rf "$out"; mkdir -p "$out"
+  case "$p" in
+    scratch)
+      cp -r "$tmp/usr/share/scratch/Media/Sounds/." "$out/" ;;
+    minetest-data)
+      for d in "$tmp"/usr/share/games/minetest/games/minetest_game/mods/*/sounds; do
+        mod="$(basename "$(dirname "$d")")"
+        mkdir -p "$out/$mod"
+        for f in "$d"/*; do
+          name="$(basename "$f")"
+          cp "$f" "$out/$mod/${name#"${mod}"_}"
+        done
+      done ;;
+    wesnoth-1.16-data)
+      w="$tmp/usr/share/games/wesnoth/1.16"
+      cp -r "$w/data/core/sounds" "$out/core"
+      cp -r "$w/sounds" "$out/ui" ;;
+    sound-theme-freedesktop)
+      cp "$tmp"/usr/share/sounds/freedesktop/stereo/*.oga "$out/" ;;
+  esac
+  find "$out" -type f | { grep -Eiv "$sounds_re" || true; } | xargs -r rm -f
+  rm -rf "$tmp"; trap - EXIT
+  touch "$out/.done"
+  [ "${KEEP_DEBS:-0}" = 1 ] || rm -f "$debs/${p}"_*.deb
+done
+
+manifest="$dest/manifest.jsonl"
+echo "[real-sounds] importing into $manifest" >&2
+"$py" -m mlatr data import --format folder --skip-bad "$dest" -o "$manifest"
+"$py" -m mlatr.experiments.real_sounds split "$manifest"
