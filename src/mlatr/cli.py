@@ -22,12 +22,16 @@ COMMANDS: list[tuple[str, str]] = [
     ("eval", "eval_model"),
     ("eval-embeddings", "eval_embeddings"),
     ("eval-demo", "eval_demo"),
+    ("index build", "index_build"),
+    ("search", "search"),
+    ("experiment supclap", "experiment_supclap"),
 ]
 
 #: One-line help of command groups.
 GROUPS: dict[str, str] = {
     "data": "manifests: validate, import from common formats, statistics, synthetic benchmark",
     "index": "build and update a search index of audio embeddings",
+    "experiment": "paper experiments: grids of training runs with tables and figures",
 }
 
 DESCRIPTION = """\

@@ -70,6 +70,27 @@ class SVRConfig:
 
 
 @dataclass
+class MatchingConfig:
+    """Matching head (fine-grained paper §2.1): cosine | lgmm | max-mean | max-max | mean-mean | mean-max."""
+
+    name: str = "lgmm"
+    #: LGMM softmax temperature τ_w and LogSumExp factor λ (paper §3.2: 0.25 and 10); lgmm only.
+    tau_w: float = 0.25
+    lam: float = 10.0
+
+
+@dataclass
+class CMSCConfig:
+    """Which terms of L = L_InterC + L_Jnt + L_IntraC (fine-grained paper eq. 11, Table 3) are on."""
+
+    interc: bool = True
+    jnt: bool = True
+    intrac: bool = True
+    #: Soft-label weight β of eq. 7-8 (paper: 0.3).
+    beta: float = 0.3
+
+
+@dataclass
 class ObjectiveConfig:
     #: Pairing scheme: mlclap (one random language per clip), kcl (all K), cacl (English + one other).
     scheme: str = "mlclap"
@@ -81,6 +102,11 @@ class ObjectiveConfig:
     #: SupCLAP's "Simple Reweight" baseline (App. E.4): a learnable weight on P+ of the audio-text
     #: pairs' InfoNCE (:class:`~mlatr.losses.simple_reweight.SimpleReweight`); InfoNCE only, no SVR.
     reweight: bool = False
+    #: Fine-grained matching head scoring the audio-text pairs on frames/tokens (None = pooled cosine
+    #: with the base loss above); see :mod:`mlatr.training.matching_objective`.
+    matching: MatchingConfig | None = None
+    #: Cross-modal similarity consistency terms (fine-grained paper eq. 6-11; None = off).
+    cmsc: CMSCConfig | None = None
 
 
 @dataclass
@@ -110,6 +136,8 @@ class TrainConfig:
     eval_every: int = 1
     progress: bool = True
     tensorboard: bool = False
+    #: Step diagnostics to log (:mod:`mlatr.training.diagnostics`): e.g. [drift] (SupCLAP Figure 1).
+    diagnostics: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -131,7 +159,7 @@ BASES = ("infonce", "siglip")
 
 
 def _build(cls: type, values: Any, where: str) -> Any:
-    if values is None and cls is SVRConfig:
+    if values is None and cls in (SVRConfig, MatchingConfig, CMSCConfig):
         return None
     if not isinstance(values, dict):
         raise MlatrError(f"config: {where or 'top level'}: expected a mapping, got {values!r}")
@@ -159,6 +187,8 @@ _SECTIONS: dict[tuple[type, str], type] = {
     (Config, "optim"): OptimConfig,
     (Config, "train"): TrainConfig,
     (ObjectiveConfig, "svr"): SVRConfig,
+    (ObjectiveConfig, "matching"): MatchingConfig,
+    (ObjectiveConfig, "cmsc"): CMSCConfig,
 }
 
 
@@ -231,6 +261,10 @@ def validate_config(cfg: Config) -> None:
     if o.reweight and (o.base != "infonce" or o.svr is not None):
         raise MlatrError("config: objective.reweight (Simple Reweight, SupCLAP App. E.4) needs "
                          "objective.base=infonce and no objective.svr")
+    if o.matching is not None or o.cmsc is not None:
+        from mlatr.training.matching_objective import check_matching_objective
+
+        check_matching_objective(o)
     if o.svr is not None and o.svr.radius not in ("static", "dynamic"):
         raise MlatrError(f"config: objective.svr.radius must be static or dynamic, got {o.svr.radius!r}")
     if cfg.optim.name not in ("adam", "adamw"):

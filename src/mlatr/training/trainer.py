@@ -74,7 +74,9 @@ class Trainer:
         self.cfg = cfg
         self.out = Path(cfg.out_dir)
         self.device = resolve_device(cfg.train.device)
-        self.callbacks = list(callbacks or [])
+        from mlatr.training.diagnostics import diagnostic_callbacks
+
+        self.callbacks = list(callbacks or []) + diagnostic_callbacks(cfg.train.diagnostics)
         self.extra_logs: dict[str, float] = {}
         manifest = Manifest.load(cfg.data.manifest, skip_bad=cfg.data.skip_bad)
         self.manifest_problems = len(manifest.problems)
@@ -192,7 +194,9 @@ class Trainer:
                 audio = self.model.encode_audio(batch.waveform.to(self.device), batch.lengths.to(self.device))
                 text = self.model.encode_text(selection.texts, selection.langs)
                 loss, logs = self.objective(audio.pooled.float(), selection.gather(text.pooled.float()),
-                                            selection, self.model.temperature)
+                                            selection, self.model.temperature,
+                                            **({"audio_out": audio, "text_out": text}
+                                               if self.objective.matching is not None else {}))
             if not torch.isfinite(loss):
                 raise MlatrError(f"non-finite loss at epoch {epoch + 1}, step {self.step}: lower optim.lr "
                                  "or check the data")
@@ -256,9 +260,15 @@ class Trainer:
         from mlatr.encoding import encode_manifest
         from mlatr.evaluation import evaluate_embeddings
 
+        head = self.objective.matching.head if self.objective.matching is not None else None
         enc = encode_manifest(self.model, self.val_manifest, self.cfg.data.languages,
                               batch_size=self.cfg.train.eval_batch_size,
-                              max_seconds=self.cfg.data.eval_max_seconds, source=self.val_source)
+                              max_seconds=self.cfg.data.eval_max_seconds, source=self.val_source,
+                              frames=head is not None and head.needs_frames)
+        if head is not None:  # rank with the head being trained (fine-grained paper §2.1)
+            from mlatr.evaluation.with_head import evaluate_with_head
+
+            return evaluate_with_head(head, enc)
         return evaluate_embeddings(**enc.arrays())
 
     def _state(self) -> dict[str, Any]:
@@ -267,6 +277,8 @@ class Trainer:
             "objective": self.objective.state_dict(), "train_config": self.cfg.to_dict(),
             "epoch": self.epoch, "step": self.step, "optimizer": self.optimizer.state_dict(),
             "scheduler": self.scheduler.state_dict(), "best": self.best, "history": self.history,
+            **({"matching_head": self.objective.matching.head.config()}
+               if self.objective.matching is not None else {}),
         }
 
     def summary(self) -> dict[str, Any]:

@@ -1,0 +1,299 @@
+"""SupCLAP on the synthetic benchmark: baselines vs + SVR, ablation, Simple Reweight, diagnostics.
+
+``run_supclap`` trains a grid of methods x seeds with :mod:`mlatr.experiments.runner` on the
+synthetic multilingual benchmark and the demo's model and optimizer (:func:`~mlatr.experiments.demo.
+demo_config`: same steps and clips for every method), evaluates each best-by-validation checkpoint on
+the test split and writes, under ``OUT/report``:
+
+- ``summary.md``: the rows of SupCLAP Tables 1 / 8 (InfoNCE, SigLIP, each + bi-StaticSVR and
+  + bi-DynamicSVR; CACL (ATRI) + SVR), the ablation of Table 3 (uni/bi x with/without constraint),
+  Simple Reweight (Table 7 / App. E.4), all as mean ± std over seeds (Table 4), and the overhead;
+- ``drift.png`` (Figure 1: per-step cosine between the text update and the pull ``a⁺ − t⁺``),
+  ``radius.png`` (Figure 3), ``positive_similarity.png`` (Figure 4, test split),
+  ``convergence_t2a.png`` / ``convergence_a2t.png`` (Figure 5: validation R@1 per epoch);
+- ``results.json`` with every number.
+
+Every run logs every step (``train.log_every=1``) with the drift diagnostic on, so all methods pay the
+same measuring cost. Rerunning the same command resumes: finished runs are skipped.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from mlatr.experiments.aggregate import markdown_table, overhead_rows, plot_curves, summary_rows, text_table
+from mlatr.experiments.demo import SIZES, demo_config
+from mlatr.experiments.runner import RunSpec, train_run
+from mlatr.io_utils import atomic_write_json, atomic_write_text
+from mlatr.languages import DEFAULT_LANGUAGES
+
+
+def _svr(radius: str, bi: bool = True, constraint: bool = True) -> dict[str, Any]:
+    # beta 0.01 for both radius models when the constraint is on (Appendix B, eq. 9), 0 when off.
+    return {"radius": radius, "bidirectional": bi, "constraint": constraint, "beta": 0.01 if constraint else 0.0}
+
+
+#: method key -> (label, scheme, base, extra objective keys). Labels follow SupCLAP's tables.
+METHODS: dict[str, tuple[str, str, str, dict[str, Any]]] = {
+    "infonce": ("InfoNCE", "mlclap", "infonce", {}),
+    "infonce-bi-static": ("InfoNCE-bi-StaticSVR", "mlclap", "infonce", {"svr": _svr("static")}),
+    "infonce-bi-dynamic": ("InfoNCE-bi-DynamicSVR", "mlclap", "infonce", {"svr": _svr("dynamic")}),
+    "siglip": ("SigLIP", "mlclap", "siglip", {}),
+    "siglip-bi-static": ("SigLIP-bi-StaticSVR", "mlclap", "siglip", {"svr": _svr("static")}),
+    "siglip-bi-dynamic": ("SigLIP-bi-DynamicSVR", "mlclap", "siglip", {"svr": _svr("dynamic")}),
+    "cacl": ("CACL (ATRI)", "cacl", "infonce", {}),
+    "cacl-bi-static": ("CACL-bi-StaticSVR", "cacl", "infonce", {"svr": _svr("static")}),
+    "cacl-bi-dynamic": ("CACL-bi-DynamicSVR", "cacl", "infonce", {"svr": _svr("dynamic")}),
+    "infonce-uni-dynamic-nocons": ("uni-DynamicSVR wo/ constraint", "mlclap", "infonce",
+                                   {"svr": _svr("dynamic", bi=False, constraint=False)}),
+    "infonce-uni-dynamic": ("uni-DynamicSVR", "mlclap", "infonce", {"svr": _svr("dynamic", bi=False)}),
+    "infonce-bi-dynamic-nocons": ("bi-DynamicSVR wo/ constraint", "mlclap", "infonce",
+                                  {"svr": _svr("dynamic", constraint=False)}),
+    "reweight": ("Simple Reweight", "mlclap", "infonce", {"reweight": True}),
+}
+
+#: The tables of the report: (title, method keys). A table shows the methods of the grid it has.
+TABLES = [
+    ("Baselines + SVR (SupCLAP Tables 1 / 8)",
+     ["infonce", "infonce-bi-static", "infonce-bi-dynamic", "siglip", "siglip-bi-static", "siglip-bi-dynamic",
+      "cacl", "cacl-bi-static", "cacl-bi-dynamic"]),
+    ("Ablation of the SVR components (SupCLAP Table 3)",
+     ["infonce", "infonce-uni-dynamic-nocons", "infonce-uni-dynamic", "infonce-bi-dynamic-nocons",
+      "infonce-bi-dynamic"]),
+    ("SVR vs Simple Reweight (SupCLAP Table 7, App. E.4)", ["infonce", "reweight", "infonce-bi-dynamic"]),
+]
+
+#: Methods drawn in the drift figure (InfoNCE vs SVR, as Figure 1) and in the similarity histogram.
+FIGURE_METHODS = ["infonce", "infonce-bi-static", "infonce-bi-dynamic", "siglip", "siglip-bi-dynamic"]
+
+
+def supclap_config(manifest: str, method: str, epochs: int) -> dict[str, Any]:
+    """The training config tree of one run: the demo's setup with the method's objective."""
+    _, scheme, base, extra = METHODS[method]
+    tree = demo_config(manifest, scheme, epochs, base)
+    tree["objective"].update(extra)
+    tree["train"].update({"log_every": 1, "diagnostics": ["drift"]})
+    return tree
+
+
+def run_supclap(out: str | Path, size: str = "small", seeds: list[int] = (0,), methods: list[str] | None = None,
+                progress: bool = True, log=print) -> dict[str, Any]:
+    """Train, evaluate and report the grid (see the module docstring). Returns the ``results.json`` payload."""
+    from mlatr.data.synth.build import build_synthetic_benchmark
+
+    out = Path(out)
+    methods = list(methods or METHODS)
+    preset = SIZES[size]
+    data_dir = out / "data"
+    log(f"[supclap] synthetic benchmark ({preset['train']}/{preset['val']}/{preset['test']} clips) in {data_dir}")
+    build_synthetic_benchmark(data_dir, n_train=preset["train"], n_val=preset["val"], n_test=preset["test"],
+                              seed=0, progress=progress)
+    manifest = str((data_dir / "manifest.jsonl").resolve())
+
+    results: dict[str, list[dict]] = {}
+    summaries: dict[str, list[dict]] = {}
+    logs: dict[str, list[list[dict]]] = {}
+    positives: dict[str, list[np.ndarray]] = {}
+    histories: dict[str, list[list[dict]]] = {}
+    for method in methods:
+        for seed in seeds:
+            run_dir = out / "runs" / f"{method}-seed{seed}"
+            summary = train_run(RunSpec(method, seed, supclap_config(manifest, method, preset["epochs"])), run_dir,
+                                progress=progress, log=log)
+            metrics, pos = evaluate_with_positives(run_dir, manifest, "test")
+            results.setdefault(method, []).append(metrics)
+            summaries.setdefault(method, []).append(summary)
+            positives.setdefault(method, []).append(pos)
+            steps, history = read_run_log(run_dir / "log.jsonl")
+            logs.setdefault(method, []).append(steps)
+            histories.setdefault(method, []).append(history)
+    return write_supclap_report(out / "report", size, list(seeds), results, summaries, logs, positives,
+                                histories, log=log)
+
+
+def evaluate_with_positives(run_dir: Path, manifest: str, split: str) -> tuple[dict, np.ndarray]:
+    """Test metrics of ``run_dir/best.pt`` and its positive-pair cosines (cached next to the run)."""
+    from mlatr.training.diagnostics import positive_similarities
+
+    metrics_path, pos_path = run_dir / "test_metrics.json", run_dir / "test_positive_similarity.json"
+    if metrics_path.exists() and pos_path.exists():
+        return json.loads(metrics_path.read_text()), np.asarray(json.loads(pos_path.read_text()))
+    from mlatr.data.manifest import Manifest
+    from mlatr.encoding import encode_manifest
+    from mlatr.evaluation import evaluate_embeddings
+    from mlatr.training.checkpoint import load_model
+
+    model = load_model(run_dir / "best.pt")
+    enc = encode_manifest(model, Manifest.load(manifest).split(split), list(DEFAULT_LANGUAGES), max_seconds=10.0)
+    metrics = evaluate_embeddings(**enc.arrays())
+    pos = positive_similarities(enc.audio, enc.text, enc.text_audio)
+    atomic_write_json(metrics_path, metrics)
+    atomic_write_json(pos_path, [round(float(x), 6) for x in pos])
+    return metrics, pos
+
+
+def read_run_log(path: Path) -> tuple[list[dict], list[dict]]:
+    """``(step records, epoch records)`` of a run's ``log.jsonl`` (a resumed run's repeats: last wins)."""
+    steps: dict[int, dict] = {}
+    epochs: dict[int, dict] = {}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if not line.strip():
+            continue
+        record = json.loads(line)
+        if record.get("type") == "step":
+            steps[record["step"]] = record
+        elif record.get("type") == "epoch":
+            epochs[record["epoch"]] = record
+    return [steps[k] for k in sorted(steps)], [epochs[k] for k in sorted(epochs)]
+
+
+def step_series(runs: list[list[dict]], key: str) -> tuple[np.ndarray, np.ndarray]:
+    """``(steps, mean over seeds)`` of a per-step log value (steps where every seed has it)."""
+    per_seed = [{r["step"]: r[key] for r in run if key in r} for run in runs]
+    common = sorted(set.intersection(*(set(d) for d in per_seed))) if per_seed else []
+    values = np.asarray([[d[s] for s in common] for d in per_seed], dtype=float)
+    return np.asarray(common), values.mean(axis=0) if len(common) else np.zeros(0)
+
+
+def _moving_average(y: np.ndarray, width: int) -> np.ndarray:
+    if len(y) < width or width <= 1:
+        return y
+    kernel = np.ones(width) / width
+    return np.convolve(y, kernel, mode="valid")
+
+
+def _pyplot():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def plot_step_series(logs: dict[str, list[list[dict]]], key: str, path: Path, ylabel: str, title: str,
+                     labels: dict[str, str], smooth: int = 1) -> Path | None:
+    """One line per method of a per-step value (mean over seeds; moving average of ``smooth`` steps)."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(6.4, 3.8))
+    drawn = 0
+    for method, runs in logs.items():
+        steps, values = step_series(runs, key)
+        if len(steps) == 0:
+            continue
+        y = _moving_average(values, smooth)
+        ax.plot(steps[len(steps) - len(y):], y, lw=1.4, label=labels.get(method, method))
+        drawn += 1
+    if not drawn:
+        plt.close(fig)
+        return None
+    ax.set_xlabel("optimizer step")
+    ax.set_ylabel(ylabel)
+    ax.set_title(title, fontsize=10)
+    ax.grid(alpha=0.3)
+    ax.legend(frameon=False, fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=130)
+    plt.close(fig)
+    return path
+
+
+def plot_positive_similarity(positives: dict[str, np.ndarray], path: Path, labels: dict[str, str]) -> Path:
+    """Figure 4: density of the test split's positive-pair cosine, one curve per method."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(6.4, 3.8))
+    values = np.concatenate(list(positives.values()))
+    bins = np.linspace(min(-0.2, float(values.min())), 1.0, 41)
+    for method, pos in positives.items():
+        ax.hist(pos, bins=bins, density=True, histtype="step", lw=1.5,
+                label=f"{labels.get(method, method)} (mean {pos.mean():.3f})")
+    ax.set_xlabel("cosine(caption, its clip), test split")
+    ax.set_ylabel("density")
+    ax.set_title("Positive-pair similarity (SupCLAP Figure 4)", fontsize=10)
+    ax.grid(alpha=0.3)
+    ax.legend(frameon=False, fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=130)
+    plt.close(fig)
+    return path
+
+
+def write_supclap_report(report_dir: Path, size: str, seeds: list[int], results: dict[str, list[dict]],
+                         summaries: dict[str, list[dict]], logs: dict[str, list[list[dict]]],
+                         positives: dict[str, list[np.ndarray]], histories: dict[str, list[list[dict]]],
+                         log=print) -> dict[str, Any]:
+    """Tables, figures and ``results.json`` of a finished grid (keys are :data:`METHODS` keys)."""
+    report_dir.mkdir(parents=True, exist_ok=True)
+    labels = {m: METHODS[m][0] for m in results}
+    epochs = next(iter(summaries.values()))[0]["epochs"]
+    steps = next(iter(summaries.values()))[0]["steps"]
+    md = ["# SupCLAP on the synthetic benchmark", "",
+          f"Size `{size}`, seeds {seeds}; every method: {epochs} epochs, {steps} optimizer steps of 32 clips, "
+          "the demo's model and optimizer. Test split, averages over the 8 languages; mean ± std over seeds "
+          "(sample std, SupCLAP Table 4).", ""]
+    texts, raw_tables = [], {}
+    for title, keys in TABLES:
+        present = [k for k in keys if k in results]
+        if len(present) < 2:
+            continue
+        header, rows, raw = summary_rows({labels[k]: results[k] for k in present})
+        raw_tables[title] = raw
+        md += [f"## {title}", "", markdown_table(header, rows), ""]
+        texts.append(text_table(header, rows, title))
+    oh_header, oh_rows = overhead_rows({labels[k]: v for k, v in summaries.items()})
+    md += ["## Training overhead (whole run, every method with the drift diagnostic on)", "",
+           markdown_table(oh_header, oh_rows), "",
+           "CPU: peak RSS of the training process (includes the decoded-audio cache); for one step's overhead "
+           "see `benchmarks/bench_svr_overhead.py`.", ""]
+    texts.append(text_table(oh_header, oh_rows, "Training overhead"))
+
+    diag_rows = []
+    for m in results:
+        _, drift = step_series(logs[m], "drift_cos")
+        _, perp = step_series(logs[m], "drift_perp")
+        _, radius = step_series(logs[m], "svr_radius")
+        pos = np.concatenate(positives[m])
+        diag_rows.append([labels[m], f"{drift.mean():.3f}" if len(drift) else "-",
+                          f"{perp.mean():.3f}" if len(perp) else "-",
+                          f"{radius[0]:.3f} -> {radius[-1]:.3f}" if len(radius) else "-",
+                          f"{pos.mean():.3f}", f"{np.median(pos):.3f}"])
+    diag_header = ["Method", "drift cos (mean)", "perp share (mean)", "radius first -> last step",
+                   "test pos. cos mean", "median"]
+    md += ["## Diagnostics", "", markdown_table(diag_header, diag_rows), "",
+           "drift cos: cosine between a text's update over one step and its pull a⁺ − t⁺ (higher = less "
+           "drift, SupCLAP Figure 1), mean over all steps; perp share: ||Δt_⊥|| / ||Δt||.", ""]
+    texts.append(text_table(diag_header, diag_rows, "Diagnostics"))
+
+    fig_logs = {m: logs[m] for m in FIGURE_METHODS if m in logs} or logs
+    figures = []
+    smooth = max(1, steps // 30)
+    if plot_step_series(fig_logs, "drift_cos", report_dir / "drift.png", "cos(Δt, a⁺ − t⁺)",
+                        f"Trajectory drift (SupCLAP Figure 1; moving average of {smooth} steps)", labels, smooth):
+        figures.append(("drift", "drift.png"))
+    svr_logs = {m: v for m, v in logs.items() if "svr" in METHODS[m][3]}
+    if svr_logs and plot_step_series(svr_logs, "svr_radius", report_dir / "radius.png", "semantic radius R",
+                                     "Semantic radius over training (SupCLAP Figure 3; dynamic: batch mean)",
+                                     labels):
+        figures.append(("radius", "radius.png"))
+    plot_positive_similarity({m: np.concatenate(positives[m]) for m in (fig_logs or results)},
+                             report_dir / "positive_similarity.png", labels)
+    figures.append(("positive-pair similarity", "positive_similarity.png"))
+    for direction in ("t2a", "a2t"):
+        curves = {labels[m]: [[(h["epoch"], h["val"][direction]["R1"]) for h in run if "val" in h]
+                              for run in histories[m]] for m in fig_logs}
+        plot_curves(curves, report_dir / f"convergence_{direction}.png",
+                    ylabel=f"validation {direction.upper()} R@1 (%)")
+        figures.append((f"convergence {direction.upper()} (Figure 5)", f"convergence_{direction}.png"))
+    md += ["## Figures", ""] + [f"![{name}]({file})" for name, file in figures] + [""]
+    atomic_write_text(report_dir / "summary.md", "\n".join(md))
+    payload = {"size": size, "seeds": seeds, "methods": {m: labels[m] for m in results}, "tables": raw_tables,
+               "results": results, "training": summaries,
+               "diagnostics": {row[0]: dict(zip(diag_header[1:], row[1:], strict=True)) for row in diag_rows}}
+    atomic_write_json(report_dir / "results.json", payload)
+    log("\n" + "\n\n".join(texts))
+    log(f"\n[supclap] report: {report_dir}/summary.md")
+    return payload
