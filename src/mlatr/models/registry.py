@@ -85,6 +85,7 @@ BUILTIN_MODULES: list[str] = [
     "mlatr.models.small_text",
     "mlatr.models.aisfx",
     "mlatr.models.frozen_text",
+    "mlatr.models.ced",
 ]
 
 
