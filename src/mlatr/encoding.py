@@ -32,6 +32,25 @@ class EncodedSplit:
     skipped: dict[str, str] = field(default_factory=dict)
     #: clips of the manifest kept, in the order of ``audio`` rows
     clip_rows: list[int] = field(default_factory=list)
+    #: Frame/token features for fine-grained heads (only with ``encode_manifest(frames=True)``):
+    #: ``audio_frames [Na, La, D]`` float32 torch tensors zero-padded to the longest clip, ``audio_mask
+    #: [Na, La]`` bool (True = valid); ``text_frames [Nt, Lt, D]``, ``text_mask [Nt, Lt]`` likewise.
+    audio_frames: torch.Tensor | None = None
+    audio_mask: torch.Tensor | None = None
+    text_frames: torch.Tensor | None = None
+    text_mask: torch.Tensor | None = None
+
+    def audio_side(self):
+        """The clips as a :class:`mlatr.matching.Side` (pooled + frames + mask) for a matching head."""
+        from mlatr.matching import Side
+
+        return Side(torch.from_numpy(self.audio), self.audio_frames, self.audio_mask)
+
+    def text_side(self):
+        """The captions as a :class:`mlatr.matching.Side`."""
+        from mlatr.matching import Side
+
+        return Side(torch.from_numpy(self.text), self.text_frames, self.text_mask)
 
     def arrays(self) -> dict[str, np.ndarray]:
         """The five arrays of the evaluation contract."""
@@ -44,9 +63,39 @@ class EncodedSplit:
         atomic_write_with(path, lambda fh: np.savez(fh, **arrays))
 
 
+def pad_frames(parts: list[tuple[torch.Tensor, torch.Tensor | None]]) -> tuple[torch.Tensor, torch.Tensor]:
+    """Stack per-batch ``(frames [B, L_b, D], mask [B, L_b] | None)`` into ``[N, L, D]`` float32 and a
+    bool mask ``[N, L]`` (L = the longest batch); padded positions are zero and masked out."""
+    n = sum(f.shape[0] for f, _ in parts)
+    length = max((f.shape[1] for f, _ in parts), default=0)
+    dim = parts[0][0].shape[2] if parts else 0
+    frames = torch.zeros(n, length, dim, dtype=torch.float32)
+    mask = torch.zeros(n, length, dtype=torch.bool)
+    r = 0
+    for f, m in parts:
+        b, lb = f.shape[:2]
+        frames[r:r + b, :lb] = f.float().cpu()
+        mask[r:r + b, :lb] = True if m is None else m.cpu()
+        r += b
+    return frames, mask
+
+
+def _keep_frames(out, sink: list | None) -> None:
+    if sink is None:
+        return
+    if out.frames is None:
+        from mlatr.errors import MlatrError
+
+        raise MlatrError("this encoder gives no frame/token features, which the model's matching head needs")
+    sink.append((out.frames.float().cpu(), None if out.mask is None else out.mask.cpu()))
+
+
 @torch.no_grad()
 def encode_audio(model, source: AudioSource, batch_size: int, max_seconds: float, device: torch.device,
-                 progress: bool = False, desc: str = "audio") -> tuple[list[int], np.ndarray]:
+                 progress: bool = False, desc: str = "audio", frames_sink: list | None = None
+                 ) -> tuple[list[int], np.ndarray]:
+    """Pooled clip embeddings; with ``frames_sink`` (a list) each batch's ``(frames, mask)`` is appended
+    to it as well (see :func:`pad_frames`)."""
     from tqdm import tqdm
 
     rows: list[int] = []
@@ -55,6 +104,7 @@ def encode_audio(model, source: AudioSource, batch_size: int, max_seconds: float
     for idx, wave, lens in iter_eval_audio(source, batch_size, max_seconds):
         out = model.encode_audio(wave.to(device), lens.to(device))
         chunks.append(out.pooled.float().cpu().numpy())
+        _keep_frames(out, frames_sink)
         rows.extend(idx)
         bar.update(len(idx))
     bar.close()
@@ -64,7 +114,8 @@ def encode_audio(model, source: AudioSource, batch_size: int, max_seconds: float
 
 @torch.no_grad()
 def encode_texts(model, texts: Sequence[str], langs: Sequence[str], batch_size: int,
-                 progress: bool = False, desc: str = "text") -> np.ndarray:
+                 progress: bool = False, desc: str = "text", frames_sink: list | None = None) -> np.ndarray:
+    """Pooled caption embeddings; ``frames_sink`` as in :func:`encode_audio`."""
     from tqdm import tqdm
 
     chunks = []
@@ -72,13 +123,18 @@ def encode_texts(model, texts: Sequence[str], langs: Sequence[str], batch_size: 
                       leave=False):
         out = model.encode_text(list(texts[start:start + batch_size]), list(langs[start:start + batch_size]))
         chunks.append(out.pooled.float().cpu().numpy())
+        _keep_frames(out, frames_sink)
     return np.concatenate(chunks) if chunks else np.zeros((0, 0), np.float32)
 
 
 def encode_manifest(model, manifest: Manifest, languages: Sequence[str] | None = None, batch_size: int = 64,
                     max_seconds: float = 10.0, sample_rate: int = 16000, skip_bad: bool = False,
-                    source: AudioSource | None = None, progress: bool = False) -> EncodedSplit:
+                    source: AudioSource | None = None, progress: bool = False, frames: bool = False
+                    ) -> EncodedSplit:
     """Encode every clip and every caption (in ``languages``) of ``manifest``.
+
+    ``frames=True`` also keeps the frame/token features and masks (padded, float32, on the CPU) that a
+    fine-grained matching head scores (:mod:`mlatr.matching`); they are dropped otherwise.
 
     ``source`` lets a caller reuse an :class:`AudioSource` (and its decoded-audio cache) across calls,
     e.g. the trainer's validation every epoch.
@@ -87,13 +143,21 @@ def encode_manifest(model, manifest: Manifest, languages: Sequence[str] | None =
     model.eval()
     device = next(model.parameters()).device
     source = source or AudioSource(manifest, sample_rate, cache=False, skip_bad=skip_bad)
-    rows, audio = encode_audio(model, source, batch_size, max_seconds, device, progress)
+    audio_parts: list | None = [] if frames else None
+    text_parts: list | None = [] if frames else None
+    rows, audio = encode_audio(model, source, batch_size, max_seconds, device, progress,
+                               frames_sink=audio_parts)
     kept = Manifest(clips=[manifest[i] for i in rows], root=manifest.root, path=manifest.path)
     arrays = kept.caption_arrays(languages)
-    text = encode_texts(model, arrays["texts"], list(arrays["text_lang"]), batch_size, progress)
+    text = encode_texts(model, arrays["texts"], list(arrays["text_lang"]), batch_size, progress,
+                        frames_sink=text_parts)
     model.train(was_training)
-    return EncodedSplit(
+    enc = EncodedSplit(
         audio=audio, text=text, text_audio=arrays["text_audio"], text_lang=arrays["text_lang"],
         text_group=arrays["text_group"], clip_ids=[c.id for c in kept], texts=arrays["texts"],
         skipped=dict(source.bad), clip_rows=rows,
     )
+    if frames:
+        enc.audio_frames, enc.audio_mask = pad_frames(audio_parts)
+        enc.text_frames, enc.text_mask = pad_frames(text_parts)
+    return enc

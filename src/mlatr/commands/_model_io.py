@@ -13,11 +13,15 @@ def load_model_from_args(args):
     model = DualEncoder.from_config(state["model_config"])
     model.load_state_dict(state["model"])
     model.train_config = state["train_config"]
+    from mlatr.training.matching_objective import head_from_checkpoint
+
+    model.matching_head = head_from_checkpoint(state)  # the head it ranks with (cosine unless trained with one)
     return model.to(resolve_device(args.device)).eval()
 
 
-def encode_from_args(args, model=None):
-    """Encode ``args.split`` of ``args.manifest`` (``all`` = every clip); returns an EncodedSplit."""
+def encode_from_args(args, model=None, frames: bool = False):
+    """Encode ``args.split`` of ``args.manifest`` (``all`` = every clip); returns an EncodedSplit
+    (with frame/token features when ``frames``, for a fine-grained matching head)."""
     from mlatr.data.manifest import Manifest
     from mlatr.encoding import encode_manifest
 
@@ -29,4 +33,5 @@ def encode_from_args(args, model=None):
     if args.split != "all":
         manifest = manifest.split(args.split)
     return encode_manifest(model, manifest, languages, batch_size=args.batch_size, max_seconds=max_seconds,
-                           sample_rate=data_cfg["sample_rate"], skip_bad=args.skip_bad, progress=True)
+                           sample_rate=data_cfg["sample_rate"], skip_bad=args.skip_bad, progress=True,
+                           frames=frames)

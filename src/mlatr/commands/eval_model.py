@@ -1,9 +1,13 @@
 HELP = """Evaluate a trained model on a manifest split (recall, mAP@10, consistency, zero-shot).
 
 Encodes the split with the checkpoint, then reports exactly what `mlatr eval-embeddings` reports
-(ATRI Tables 1-3 layout; same JSON shape). When the clips carry exactly one label each (ESC-50,
-UrbanSound8K imports), also zero-shot classification with the prompt "This is a sound of {label}."
-(SupCLAP §4.2.2); clips with several labels are left out of it and counted.
+(ATRI Tables 1-3 layout; same JSON shape). A model trained with a fine-grained matching head
+(objective.matching, e.g. LGMM) ranks with that head on frames and tokens: text-to-audio and
+audio-to-text scores separately (LGMM is asymmetric), block by block under --head-memory-mb; the JSON
+then also names the head ("matching_head"). Zero-shot uses the pooled embeddings.
+When the clips carry exactly one label each (ESC-50, UrbanSound8K imports), also zero-shot
+classification with the prompt "This is a sound of {label}." (SupCLAP §4.2.2); clips with several
+labels are left out of it and counted.
 
 Example:
   mlatr eval --checkpoint runs/kcl/best.pt --manifest data/synth/manifest.jsonl --split test --json m.json
@@ -25,6 +29,8 @@ def add_arguments(parser):
     parser.add_argument("--max-seconds", type=float, default=None, help="centre crop (default: the training config's)")
     parser.add_argument("--device", default="auto")
     parser.add_argument("--skip-bad", action="store_true", help="skip unreadable audio and count it")
+    parser.add_argument("--head-memory-mb", type=float, default=1024.0,
+                        help="working-memory budget of a fine-grained matching head's scoring (default 1024)")
 
 
 def run(args) -> int:
@@ -37,9 +43,19 @@ def run(args) -> int:
     from mlatr.io_utils import atomic_write_json
 
     model = load_model_from_args(args)
-    enc = encode_from_args(args, model)
-    evaluation = evaluate_embeddings_with_ranks(**enc.arrays(), pivot=args.pivot)
+    head = model.matching_head
+    enc = encode_from_args(args, model, frames=head.needs_frames)
+    if head.name == "cosine":
+        evaluation = evaluate_embeddings_with_ranks(**enc.arrays(), pivot=args.pivot)
+    else:  # the model's own fine-grained head: T2A [Nt, Na] and A2T [Na, Nt] scored separately
+        from mlatr.evaluation.with_head import evaluate_with_head_with_ranks
+
+        evaluation = evaluate_with_head_with_ranks(head, enc, pivot=args.pivot, head_memory_mb=args.head_memory_mb,
+                                                   progress=True)
     metrics = evaluation.metrics
+    if head.name != "cosine":
+        metrics["matching_head"] = head.config()
+        print(f"ranked with the model's matching head: {head!r}\n")
     print(format_report(metrics))
     if enc.skipped:
         print(f"\nskipped {len(enc.skipped)} clips with unreadable audio")

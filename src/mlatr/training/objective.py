@@ -35,7 +35,11 @@ def scheme_pairs(scheme: str, audio: Tensor, text: Tensor, mask: Tensor) -> list
 
 
 class TrainingObjective(nn.Module):
-    """``forward(audio [N, d], text [N, S, d], selection, temperature) -> (loss, logs)``."""
+    """``forward(audio [N, d], text [N, S, d], selection, temperature) -> (loss, logs)``.
+
+    With ``objective.matching`` / ``objective.cmsc`` set, ``forward`` also takes ``audio_out`` /
+    ``text_out`` (the encoders' outputs with frames and masks; texts flat in ``selection.texts`` order)
+    and delegates to :class:`~mlatr.training.matching_objective.MatchingObjective`."""
 
     def __init__(self, cfg: ObjectiveConfig, batch_size: int):
         super().__init__()
@@ -43,6 +47,12 @@ class TrainingObjective(nn.Module):
         self.base = cfg.base
         self.bias = nn.Parameter(torch.tensor(float(cfg.siglip_bias))) if cfg.base == "siglip" else None
         self.svr = None
+        #: Fine-grained head path (objective.matching / objective.cmsc), None = pooled vectors only.
+        self.matching = None
+        if cfg.matching is not None or cfg.cmsc is not None:
+            from mlatr.training.matching_objective import MatchingObjective
+
+            self.matching = MatchingObjective(cfg)
         self.reweight = None
         if cfg.reweight:
             from mlatr.losses.simple_reweight import SimpleReweight
@@ -56,8 +66,10 @@ class TrainingObjective(nn.Module):
                 batch_size=batch_size, alpha=cfg.svr.alpha, beta=cfg.svr.beta if cfg.svr.constraint else 0.0,
             )
 
-    def forward(self, audio: Tensor, text: Tensor, selection: Selection, temperature: Tensor | float
-                ) -> tuple[Tensor, dict[str, float]]:
+    def forward(self, audio: Tensor, text: Tensor, selection: Selection, temperature: Tensor | float,
+                audio_out=None, text_out=None) -> tuple[Tensor, dict[str, float]]:
+        if self.matching is not None:  # scores frames/tokens: needs the full EncoderOutputs
+            return self.matching(audio_out, text_out, selection, temperature)
         mask = selection.mask.to(audio.device)
         pairs = scheme_pairs(self.scheme, audio, text, mask)
         objective = pair_objective(self.base, temperature, self.bias)

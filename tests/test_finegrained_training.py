@@ -1,0 +1,162 @@
+"""Training, checkpointing and evaluation with a fine-grained matching head (LGMM) and CMSC."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from mlatr.errors import MlatrError
+from mlatr.losses.cmsc import cmsc_loss_terms
+from mlatr.matching import LGMMHead, Side, build_matching_head
+from mlatr.training.checkpoint import read_checkpoint
+from mlatr.training.config import load_config
+from mlatr.training.matching_objective import MatchingObjective, head_from_checkpoint
+from mlatr.training.trainer import Trainer
+from toydata import make_toy_manifest
+
+LGMM = "objective.matching={name: lgmm, tau_w: 0.5, lam: 5.0}"
+
+
+@pytest.fixture(scope="module")
+def manifest(tmp_path_factory):
+    return make_toy_manifest(tmp_path_factory.mktemp("toy"), n_train=16, n_val=6, n_test=6)
+
+
+def config(manifest, out, *extra):
+    return load_config(None, [
+        f"data.manifest={manifest}", f"out_dir={out}", "data.languages=[eng,fra,deu]",
+        "train.epochs=1", "train.batch_size=8", "data.max_seconds=1.0", "optim.warmup_steps=1",
+        "train.progress=false", "train.log_every=1",
+        "model.audio={name: small-cnn, channels: [8, 16], dim: 32, num_heads: 2, ff_dim: 64}",
+        "model.text={name: small-transformer, dim: 32, num_layers: 1, num_heads: 2, ff_dim: 64, vocab_size: 300}",
+        "model.embed_dim=16", *extra,
+    ])
+
+
+@pytest.fixture(scope="module")
+def lgmm_run(manifest, tmp_path_factory):
+    out = tmp_path_factory.mktemp("lgmm") / "run"
+    cfg = config(manifest, out, LGMM, "objective.cmsc={beta: 0.3}")
+    trainer = Trainer(cfg)
+    summary = trainer.fit()
+    return out, trainer, summary
+
+
+def test_lgmm_cmsc_trains_one_epoch_and_logs_terms(lgmm_run):
+    out, trainer, summary = lgmm_run
+    assert summary["steps"] == 2
+    import json
+
+    steps = [json.loads(x) for x in (out / "log.jsonl").read_text().splitlines()]
+    step = [r for r in steps if r["type"] == "step"][0]
+    assert {"cmsc_interc", "cmsc_jnt", "cmsc_intrac"} <= set(step)
+    assert math.isclose(step["loss"], step["cmsc_interc"] + step["cmsc_jnt"] + step["cmsc_intrac"], rel_tol=1e-5)
+    assert all(math.isfinite(p.detach().sum().item()) for p in trainer.model.parameters())
+
+
+def test_matching_objective_equals_cmsc_on_the_head_scores(manifest, tmp_path):
+    """The objective on one batch = cmsc_loss_terms over LGMMHead scores computed by hand (eq. 6-11)."""
+    cfg = config(manifest, tmp_path / "x", LGMM, "objective.cmsc={jnt: false}")
+    trainer = Trainer(cfg)
+    batch = next(iter(trainer.batches.epoch(0)))
+    sel = trainer.pairing.select(batch.rows, cfg.data.languages, torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        a = trainer.model.encode_audio(batch.waveform, batch.lengths)
+        t = trainer.model.encode_text(sel.texts, sel.langs)
+        loss, logs = trainer.objective(None, None, sel, 0.07, audio_out=a, text_out=t)
+        idx = sel.index[:, 0]
+        head = LGMMHead(0.5, 5.0)
+        A = Side(a.pooled, a.frames, a.mask)
+        T = Side(t.pooled[idx], t.frames[idx], t.mask[idx])
+        want = cmsc_loss_terms(head(A, T), head(T, A), head(A, A), head(T, T), tau=0.07, use_jnt=False)
+    assert torch.allclose(loss, want["total"], atol=1e-5)
+    assert "cmsc_jnt" not in logs
+
+
+def test_checkpoint_keeps_the_head(lgmm_run):
+    out, _, _ = lgmm_run
+    state = read_checkpoint(out / "best.pt")
+    assert state["matching_head"] == {"name": "lgmm", "tau_w": 0.5, "lam": 5.0}
+    head = head_from_checkpoint(state)
+    assert isinstance(head, LGMMHead) and (head.tau_w, head.lam) == (0.5, 5.0)
+    # older checkpoints: from the training config, else cosine
+    state.pop("matching_head")
+    assert head_from_checkpoint(state).config() == {"name": "lgmm", "tau_w": 0.5, "lam": 5.0}
+    state["train_config"]["objective"]["matching"] = None
+    assert head_from_checkpoint(state).name == "cosine"
+
+
+def test_eval_with_the_head_equals_evaluate_scores_on_its_matrices(lgmm_run, manifest, tmp_path):
+    import argparse
+    import json
+
+    from mlatr.commands import eval_model
+    from mlatr.data.manifest import Manifest
+    from mlatr.encoding import encode_manifest
+    from mlatr.evaluation import evaluate_scores
+    from mlatr.training.checkpoint import load_model
+
+    out, _, _ = lgmm_run
+    parser = argparse.ArgumentParser()
+    eval_model.add_arguments(parser)
+    args = parser.parse_args(["--checkpoint", str(out / "best.pt"), "--manifest", str(manifest),
+                              "--json", str(tmp_path / "m.json"), "--max-seconds", "1.0"])
+    assert eval_model.run(args) == 0
+    got = json.loads((tmp_path / "m.json").read_text())
+    assert got["matching_head"] == {"name": "lgmm", "tau_w": 0.5, "lam": 5.0}
+    # independently: encode with frames, score with the head directly (no chunking), evaluate
+    model = load_model(out / "best.pt")
+    enc = encode_manifest(model, Manifest.load(manifest).split("test"), ["eng", "fra", "deu"], max_seconds=1.0,
+                          frames=True)
+    head = build_matching_head("lgmm", tau_w=0.5, lam=5.0)
+    with torch.no_grad():
+        t2a = head(enc.text_side(), enc.audio_side()).numpy()
+        a2t = head(enc.audio_side(), enc.text_side()).numpy()
+    want = evaluate_scores(t2a, enc.text_audio, enc.text_lang, enc.text_group, text=enc.text, a2t_scores=a2t)
+    for task in ("t2a", "a2t"):
+        for lang, metrics in want[task].items():
+            for key, value in metrics.items():
+                assert math.isclose(got[task][lang][key], value, abs_tol=1e-6), (task, lang, key)
+    # LGMM is asymmetric: the a2t matrix is not t2a.T
+    assert not np.allclose(a2t, t2a.T, atol=1e-4)
+
+
+@pytest.mark.parametrize("extra,match", [
+    (("objective.base=siglip",), "infonce"),
+    (("objective.scheme=cacl", "objective.cmsc={}"), "cacl"),
+    (("objective.matching={name: nope}",), "nope"),
+    (("objective.cmsc={interc: false, jnt: false, intrac: false}",), "every term"),
+])
+def test_unsupported_combinations_are_refused(manifest, tmp_path, extra, match):
+    with pytest.raises(MlatrError, match=match):
+        config(manifest, tmp_path / "x", LGMM, *extra)
+
+
+def test_kcl_groups_by_language(manifest, tmp_path):
+    """KCL with a head: one InterC group per language, weighted by its clips."""
+    cfg = config(manifest, tmp_path / "x", "objective.scheme=kcl", "objective.matching={name: max-mean}")
+    trainer = Trainer(cfg)
+    batch = next(iter(trainer.batches.epoch(0)))
+    sel = trainer.pairing.select(batch.rows, cfg.data.languages, torch.Generator().manual_seed(0))
+    obj = MatchingObjective(cfg.objective)
+    with torch.no_grad():
+        a = trainer.model.encode_audio(batch.waveform, batch.lengths)
+        t = trainer.model.encode_text(sel.texts, sel.langs)
+        loss, _ = obj(a, t, sel, 0.1)
+        head = build_matching_head("max-mean")
+        total, n_all = 0.0, 0
+        for k in range(sel.index.shape[1]):
+            rows = (sel.index[:, k] >= 0).nonzero().squeeze(1)
+            A = Side(a.pooled[rows], a.frames[rows], a.mask[rows])
+            ti = sel.index[rows, k]
+            T = Side(t.pooled[ti], t.frames[ti], t.mask[ti])
+            s_at, s_ta = head(A, T), head(T, A)
+            n = rows.numel()
+            ce = -(torch.log_softmax(s_at / 0.1, 1).diagonal().sum()
+                   + torch.log_softmax(s_ta / 0.1, 1).diagonal().sum())
+            total += float(ce)  # = n * interc (eq. 6 divides by n)
+            n_all += n
+    assert math.isclose(float(loss), total / n_all, rel_tol=1e-5)
