@@ -61,18 +61,27 @@ def train_run(spec: RunSpec, run_dir: Path, progress: bool = True, log: Callable
 
 
 def evaluate_run(run_dir: Path, manifest: str, split: str, languages: list[str], max_seconds: float) -> dict:
-    """Test metrics of ``run_dir/best.pt`` (cached in ``test_metrics.json``)."""
+    """Test metrics of ``run_dir/best.pt`` (cached in ``test_metrics.json``), ranked with the model's own
+    matching head (pooled cosine unless it was trained with ``objective.matching``)."""
     out = run_dir / "test_metrics.json"
     if out.exists():
         return json.loads(out.read_text())
     from mlatr.data.manifest import Manifest
     from mlatr.encoding import encode_manifest
     from mlatr.evaluation import evaluate_embeddings
-    from mlatr.training.checkpoint import load_model
+    from mlatr.training.checkpoint import load_model, read_checkpoint
+    from mlatr.training.matching_objective import head_from_checkpoint
 
     model = load_model(run_dir / "best.pt")
+    head = head_from_checkpoint(read_checkpoint(run_dir / "best.pt"))
     test = Manifest.load(manifest).split(split)
-    enc = encode_manifest(model, test, languages, max_seconds=max_seconds)
-    metrics = evaluate_embeddings(**enc.arrays())
+    enc = encode_manifest(model, test, languages, max_seconds=max_seconds, frames=head.needs_frames)
+    if head.name == "cosine":
+        metrics = evaluate_embeddings(**enc.arrays())
+    else:
+        from mlatr.evaluation.with_head import evaluate_with_head
+
+        metrics = evaluate_with_head(head, enc)
+        metrics["matching_head"] = head.config()
     atomic_write_json(out, metrics)
     return metrics
