@@ -1,0 +1,54 @@
+HELP = """Search an index: clips for a text query in any language, or for a sound (--audio).
+
+Text queries are encoded by the index's model with the language --lang (ISO 639-3, default eng).
+The frozen multilingual text encoders (e5-small, use-multilingual) read any of their languages;
+a small trained text encoder uses --lang only if it was trained with a language embedding.
+--audio FILE ranks the indexed clips by similarity to FILE and also the indexed captions
+(sound-to-caption). --json prints one JSON object instead of a table.
+
+Examples:
+  mlatr search sounds.idx.npz "un chien aboie" --lang fra -k 5
+  mlatr search sounds.idx.npz --audio query.wav --json
+  mlatr search sounds.idx.npz "footsteps on snow" --backend faiss
+"""
+
+
+def add_arguments(parser):
+    parser.add_argument("index", metavar="INDEX", help="index written by mlatr index build")
+    parser.add_argument("query", nargs="?", default=None, help="text query (omit with --audio)")
+    parser.add_argument("-k", type=int, default=10, help="number of results (default 10)")
+    parser.add_argument("--lang", default="eng", help="language of the text query, ISO 639-3 (default eng)")
+    parser.add_argument("--audio", metavar="FILE", help="sound file to search with (sound-to-sound/caption)")
+    parser.add_argument("--backend", choices=["numpy", "faiss"], default="numpy", help="search backend")
+    parser.add_argument("--json", action="store_true", help="print JSON")
+
+
+def run(args) -> int:
+    import json
+
+    from mlatr.errors import MlatrError
+    from mlatr.search.index import Index
+
+    if (args.query is None) == (args.audio is None):
+        raise MlatrError("give either a text QUERY or --audio FILE (not both)")
+    index = Index.load(args.index, backend=args.backend)
+    if args.audio is not None:
+        clips, captions = index.search_audio(args.audio, args.k)
+        out = {"audio": args.audio, "k": args.k, "results": [h.to_dict() for h in clips],
+               "captions": [h.to_dict() for h in captions]}
+    else:
+        clips = index.search_text(args.query, args.lang, args.k)
+        captions = []
+        out = {"query": args.query, "lang": args.lang, "k": args.k, "results": [h.to_dict() for h in clips]}
+    if args.json:
+        print(json.dumps(out, ensure_ascii=False, indent=1))
+        return 0
+    print(f"{'rank':>4}  {'score':>6}  id / caption / path")
+    for h in clips:
+        cap = "; ".join(h.captions)
+        print(f"{h.rank:>4}  {h.score:6.3f}  {h.id}" + (f"  \"{cap}\"" if cap else "") + f"\n{'':14}{h.path}")
+    if captions:
+        print("\ncaptions of indexed clips:")
+        for c in captions:
+            print(f"{c.rank:>4}  {c.score:6.3f}  [{c.lang}] {c.text}  ({c.id})")
+    return 0

@@ -1,0 +1,243 @@
+"""A search index: a model's audio embeddings of a sound library, with ids, paths and captions.
+
+One ``.npz`` file, written atomically (``mlatr.io_utils.atomic_write_with``: a failed build leaves the
+previous index, or nothing, never a partial file):
+
+- ``embeddings [N, d]`` float32, unit norm: the clips' ``DualEncoder.encode_audio(...).pooled``
+  (ATRI sec. 3.1: projected and L2-normalised, so inner product = cosine, eq. 1);
+- ``caption_embeddings [M, d]`` with ``caption_clip [M]`` (row of the clip a caption describes): the
+  clips' manifest captions in ``caption_languages``, for sound-to-caption search;
+- ``meta``: a JSON string with ``format``, ``dim``, ``ids``, ``paths`` (absolute audio paths),
+  ``captions`` (per clip, ``{lang: [text | null]}``), ``caption_lang``, ``caption_text``, the model's
+  ``checkpoint`` (``path``, ``sha256``), ``model_config``, ``sample_rate``, ``max_seconds``, ``manifest``.
+
+:func:`build_index` encodes a manifest; with an existing index (``add=True``) it encodes only the clips
+whose id is not in it yet and refuses an index built by another checkpoint (its embeddings would live in
+another space). :class:`Index` loads the file and searches it (see :mod:`mlatr.search.search`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from mlatr.errors import MlatrError
+from mlatr.io_utils import atomic_write_with
+
+FORMAT = "mlatr-index-1"
+
+
+def file_sha256(path: str | os.PathLike) -> str:
+    """Hex SHA-256 of a file's bytes (read in 1 MiB chunks)."""
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+@dataclass
+class Index:
+    """Audio embeddings of a library and what is needed to search them (see the module docstring)."""
+
+    embeddings: np.ndarray  # [N, d] float32 unit norm
+    ids: list[str]
+    paths: list[str]
+    captions: list[dict[str, list[str | None]]]
+    caption_embeddings: np.ndarray  # [M, d]
+    caption_clip: np.ndarray  # [M] int64
+    caption_lang: list[str]
+    caption_text: list[str]
+    meta: dict[str, Any] = field(default_factory=dict)
+    path: Path | None = None
+    backend: str = "numpy"
+    _model: Any = field(default=None, repr=False)
+    _searchers: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    @property
+    def dim(self) -> int:
+        return int(self.embeddings.shape[1])
+
+    # ---- persistence -------------------------------------------------------------------------------
+    def save(self, path: str | os.PathLike) -> Path:
+        """Write the index as one ``.npz`` atomically; returns the path."""
+        path = Path(path)
+        meta = dict(self.meta, format=FORMAT, dim=self.dim, ids=self.ids, paths=self.paths,
+                    captions=self.captions, caption_lang=self.caption_lang, caption_text=self.caption_text)
+        arrays = {"embeddings": np.ascontiguousarray(self.embeddings, np.float32),
+                  "caption_embeddings": np.ascontiguousarray(self.caption_embeddings, np.float32),
+                  "caption_clip": np.asarray(self.caption_clip, np.int64),
+                  "meta": np.asarray(json.dumps(meta, ensure_ascii=False))}
+        atomic_write_with(path, lambda fh: np.savez(fh, **arrays))
+        self.path = path
+        return path
+
+    @classmethod
+    def load(cls, path: str | os.PathLike, backend: str = "numpy", model=None) -> Index:
+        """Read an index written by :meth:`save` / ``mlatr index build``; ``backend`` = numpy | faiss.
+
+        ``model`` (a DualEncoder) is used for queries instead of loading the index's checkpoint.
+        """
+        from mlatr.search.backends import BACKENDS
+
+        if backend not in BACKENDS:
+            raise MlatrError(f"unknown search backend {backend!r} (choose from {', '.join(BACKENDS)})")
+        path = Path(path)
+        if not path.is_file():
+            raise MlatrError(f"index not found: {path}")
+        try:
+            with np.load(path, allow_pickle=False) as z:
+                meta = json.loads(str(z["meta"]))
+                emb, cap_emb, cap_clip = z["embeddings"], z["caption_embeddings"], z["caption_clip"]
+        except (OSError, ValueError, KeyError) as exc:
+            raise MlatrError(f"{path}: not a readable mlatr index ({exc})") from exc
+        if meta.get("format") != FORMAT:
+            raise MlatrError(f"{path}: not an mlatr index (format {meta.get('format')!r}, expected {FORMAT!r})")
+        n = len(meta["ids"])
+        if emb.shape[0] != n or len(meta["paths"]) != n or cap_emb.shape[0] != len(cap_clip):
+            raise MlatrError(f"{path}: inconsistent index ({emb.shape[0]} embeddings for {n} ids)")
+        return cls(embeddings=emb, ids=list(meta["ids"]), paths=list(meta["paths"]),
+                   captions=list(meta["captions"]), caption_embeddings=cap_emb, caption_clip=cap_clip,
+                   caption_lang=list(meta["caption_lang"]), caption_text=list(meta["caption_text"]),
+                   meta={k: v for k, v in meta.items() if k not in _PER_ENTRY}, path=path, backend=backend,
+                   _model=model)
+
+    # ---- queries (implemented in mlatr.search.search) ----------------------------------------------
+    def searcher(self, which: str = "audio"):
+        """The backend over the clip (``audio``) or caption (``captions``) embeddings, built once."""
+        from mlatr.search.backends import make_backend
+
+        if which not in self._searchers:
+            emb = self.embeddings if which == "audio" else self.caption_embeddings
+            self._searchers[which] = make_backend(self.backend, emb)
+        return self._searchers[which]
+
+    def model(self):
+        """The DualEncoder that made the embeddings (loaded from the index's checkpoint on first use)."""
+        if self._model is None:
+            self._model = load_index_model(self.meta["checkpoint"])
+        return self._model
+
+    def search_text(self, query: str, lang: str = "eng", k: int = 10):
+        """Clips for a text query in ``lang`` (ISO 639-3), best first: a list of :class:`~mlatr.search.search.Hit`."""
+        from mlatr.search.search import search_text
+
+        return search_text(self, query, lang, k)
+
+    def search_audio(self, path: str | os.PathLike, k: int = 10):
+        """Sound-to-sound and sound-to-caption search: ``(clip hits, caption hits)``."""
+        from mlatr.search.search import search_audio
+
+        return search_audio(self, path, k)
+
+
+_PER_ENTRY = ("ids", "paths", "captions", "caption_lang", "caption_text")
+
+
+def load_index_model(checkpoint: dict[str, str], device: str = "cpu"):
+    """The DualEncoder of ``checkpoint`` (``{"path", "sha256"}``); refuses a file whose bytes changed."""
+    from mlatr.models.dual_encoder import DualEncoder
+    from mlatr.training.checkpoint import read_checkpoint
+
+    path = checkpoint["path"]
+    if not Path(path).is_file():
+        raise MlatrError(f"the index's checkpoint {path} is gone; the index needs its model to encode queries")
+    if file_sha256(path) != checkpoint["sha256"]:
+        raise MlatrError(f"checkpoint {path} changed since the index was built (sha256 differs): "
+                         "rebuild the index with mlatr index build")
+    state = read_checkpoint(path)
+    model = DualEncoder.from_config(state["model_config"])
+    model.load_state_dict(state["model"])
+    model.train_config = state.get("train_config") or {}
+    return model.to(device).eval()
+
+
+def empty_index(dim: int, meta: dict[str, Any]) -> Index:
+    return Index(embeddings=np.zeros((0, dim), np.float32), ids=[], paths=[], captions=[],
+                 caption_embeddings=np.zeros((0, dim), np.float32), caption_clip=np.zeros(0, np.int64),
+                 caption_lang=[], caption_text=[], meta=meta)
+
+
+@dataclass
+class BuildReport:
+    index: Index
+    added: int
+    kept: int
+    skipped: dict[str, str]
+
+
+def build_index(model, manifest, checkpoint_path: str | os.PathLike, output: str | os.PathLike, *,
+                add: bool = False, caption_languages: Sequence[str] | None = None, batch_size: int = 16,
+                max_seconds: float | None = None, sample_rate: int | None = None, skip_bad: bool = True,
+                progress: bool = False) -> BuildReport:
+    """Encode ``manifest``'s clips (and captions) with ``model`` and write the index to ``output``.
+
+    With ``add`` and an existing ``output``, only clips whose id is not in it are encoded and appended;
+    the existing index must come from the same checkpoint file (same SHA-256). ``caption_languages``
+    default to every language of the manifest. ``max_seconds`` / ``sample_rate`` default to the
+    checkpoint's training config (``data.eval_max_seconds``, ``data.sample_rate``), else 10 s / 16 kHz.
+    """
+    from mlatr.data.dataset import AudioSource
+    from mlatr.data.manifest import Manifest
+    from mlatr.encoding import encode_audio, encode_texts
+
+    checkpoint_path = Path(checkpoint_path).resolve()
+    sha = file_sha256(checkpoint_path)
+    data_cfg = (getattr(model, "train_config", None) or {}).get("data", {})
+    sample_rate = int(sample_rate or data_cfg.get("sample_rate", 16000))
+    max_seconds = float(max_seconds or data_cfg.get("eval_max_seconds", 10.0))
+    langs = list(caption_languages) if caption_languages else manifest.languages()
+    output = Path(output)
+    if add and output.exists():
+        index = Index.load(output, model=model)
+        if index.meta["checkpoint"]["sha256"] != sha:
+            raise MlatrError(f"{output} was built with checkpoint {index.meta['checkpoint']['path']} "
+                             f"(another model); rebuild it without --add")
+        if index.meta["sample_rate"] != sample_rate or index.meta["max_seconds"] != max_seconds:
+            raise MlatrError(f"{output} was built at {index.meta['sample_rate']} Hz / "
+                             f"{index.meta['max_seconds']} s; --add must use the same settings")
+        langs = list(index.meta["caption_languages"])
+    else:
+        index = empty_index(model.embed_dim, {})
+    index.meta.update(checkpoint={"path": str(checkpoint_path), "sha256": sha}, model_config=model.config(),
+                      sample_rate=sample_rate, max_seconds=max_seconds, caption_languages=langs,
+                      manifest=str(Path(manifest.path).resolve()) if manifest.path else None)
+    have = set(index.ids)
+    new_clips = [c for c in manifest.clips if c.id not in have]
+    sub = Manifest(clips=new_clips, root=manifest.root, path=manifest.path)
+    skipped: dict[str, str] = {}
+    if new_clips:
+        was_training = model.training
+        model.eval()
+        device = next(model.parameters()).device
+        source = AudioSource(sub, sample_rate, cache=False, skip_bad=skip_bad)
+        rows, audio = encode_audio(model, source, batch_size, max_seconds, device, progress, desc="index")
+        skipped = dict(source.bad)
+        kept = Manifest(clips=[sub[i] for i in rows], root=manifest.root, path=manifest.path)
+        arrays = kept.caption_arrays(langs)
+        text = encode_texts(model, arrays["texts"], list(arrays["text_lang"]), batch_size)
+        model.train(was_training)
+        base = len(index.ids)
+        index.embeddings = np.concatenate([index.embeddings, audio.astype(np.float32)])
+        index.ids += [c.id for c in kept]
+        index.paths += [str(c.audio_path(manifest.root).resolve()) for c in kept]
+        index.captions += [c.captions for c in kept]
+        if len(arrays["texts"]):
+            index.caption_embeddings = np.concatenate([index.caption_embeddings, text.astype(np.float32)])
+            index.caption_clip = np.concatenate([index.caption_clip, base + np.asarray(arrays["text_audio"])])
+            index.caption_lang += [str(x) for x in arrays["text_lang"]]
+            index.caption_text += list(arrays["texts"])
+    added = len(index.ids) - len(have)
+    index.save(output)
+    index._model = model
+    return BuildReport(index=index, added=added, kept=len(have), skipped=skipped)

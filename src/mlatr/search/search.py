@@ -1,0 +1,122 @@
+"""Queries against an :class:`~mlatr.search.index.Index`: text-to-audio, audio-to-audio, audio-to-caption.
+
+A query is encoded by the index's own model (``DualEncoder.encode_text`` / ``encode_audio``: projected,
+unit norm, ATRI sec. 3.1) and ranked by inner product = cosine (ATRI eq. 1) with the backend.
+
+The query language ``lang`` (ISO 639-3) goes to the text encoder with the text. Frozen multilingual
+backbones (``e5-small``, ``use-multilingual``) do not need it to read the text, but check it (USE has
+no Catalan); the small trained text encoder (``small-transformer``) uses it only if it was trained with a
+language embedding (``languages=[...]``), and ignores it otherwise.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import asdict, dataclass
+
+import numpy as np
+import torch
+
+from mlatr.errors import MlatrError
+
+
+@dataclass
+class Hit:
+    """One ranked clip: 1-based ``rank``, cosine ``score``, ``id``, absolute ``path``, English captions."""
+
+    rank: int
+    score: float
+    id: str
+    path: str
+    captions: list[str]
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass
+class CaptionHit:
+    """One ranked caption of an indexed clip (sound-to-caption search)."""
+
+    rank: int
+    score: float
+    text: str
+    lang: str
+    id: str
+    path: str
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def _check_k(k: int) -> int:
+    if int(k) < 1:
+        raise MlatrError(f"k must be at least 1, not {k}")
+    return int(k)
+
+
+def clip_hits(index, scores: np.ndarray, rows: np.ndarray) -> list[Hit]:
+    """Ranked :class:`Hit` list from one query's ``scores [k]`` and ``rows [k]``."""
+    return [Hit(rank=r + 1, score=float(s), id=index.ids[i], path=index.paths[i],
+                captions=[c for c in index.captions[i].get("eng", []) if c])
+            for r, (s, i) in enumerate(zip(scores.tolist(), rows.tolist(), strict=True))]
+
+
+def encode_query_text(index, query: str, lang: str) -> np.ndarray:
+    """``[d]`` unit-norm embedding of ``query`` in ``lang`` by the index's model."""
+    from mlatr import languages
+
+    if not query.strip():
+        raise MlatrError("empty text query")
+    try:
+        lang = languages.normalize(lang)
+    except ValueError as exc:
+        raise MlatrError(f"--lang: {exc}") from None
+    model = index.model()
+    with torch.no_grad():
+        out = model.encode_text([query], [lang])
+    return out.pooled[0].float().cpu().numpy()
+
+
+def encode_query_audio(index, path: str | os.PathLike) -> np.ndarray:
+    """``[d]`` unit-norm embedding of the sound file at ``path`` (centre-cropped to the index's length)."""
+    from mlatr.audio.io import crop_or_pad, load_audio
+
+    sr, max_seconds = int(index.meta["sample_rate"]), float(index.meta["max_seconds"])
+    wave = load_audio(path, sr)
+    limit = int(round(max_seconds * sr))
+    if wave.shape[0] > limit:
+        wave, _ = crop_or_pad(wave, limit, mode="center")
+    model = index.model()
+    device = next(model.parameters()).device
+    w = torch.from_numpy(np.ascontiguousarray(wave, dtype=np.float32))[None].to(device)
+    with torch.no_grad():
+        out = model.encode_audio(w, torch.tensor([w.shape[1]], device=device))
+    return out.pooled[0].float().cpu().numpy()
+
+
+def search_vector(index, query: np.ndarray, k: int = 10) -> list[Hit]:
+    """Clips nearest to an embedding ``query [d]`` (already in the index's space)."""
+    if query.shape != (index.dim,):
+        raise MlatrError(f"query embedding has shape {query.shape}, the index holds {index.dim}-d vectors")
+    scores, rows = index.searcher("audio").top_k(query[None].astype(np.float32), _check_k(k))
+    return clip_hits(index, scores[0], rows[0])
+
+
+def search_text(index, query: str, lang: str = "eng", k: int = 10) -> list[Hit]:
+    """Text-to-audio: the ``k`` clips whose embeddings are nearest to the query's."""
+    return search_vector(index, encode_query_text(index, query, lang), k)
+
+
+def search_audio(index, path: str | os.PathLike, k: int = 10) -> tuple[list[Hit], list[CaptionHit]]:
+    """Sound-to-sound (clips) and sound-to-caption (the indexed clips' captions) for the file ``path``."""
+    q = encode_query_audio(index, path)
+    clips = search_vector(index, q, k)
+    captions: list[CaptionHit] = []
+    if len(index.caption_text):
+        scores, rows = index.searcher("captions").top_k(q[None], _check_k(k))
+        for r, (s, i) in enumerate(zip(scores[0].tolist(), rows[0].tolist(), strict=True)):
+            clip = int(index.caption_clip[i])
+            captions.append(CaptionHit(rank=r + 1, score=float(s), text=index.caption_text[i],
+                                       lang=index.caption_lang[i], id=index.ids[clip], path=index.paths[clip]))
+    return clips, captions
