@@ -207,7 +207,8 @@ def plot_positive_similarity(positives: dict[str, np.ndarray], path: Path, label
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(6.4, 3.8))
     values = np.concatenate(list(positives.values()))
-    bins = np.linspace(min(-0.2, float(values.min())), 1.0, 41)
+    pad = 0.02 * max(1e-3, float(values.max() - values.min()))
+    bins = np.linspace(float(values.min()) - pad, float(values.max()) + pad, 41)
     for method, pos in positives.items():
         ax.hist(pos, bins=bins, density=True, histtype="step", lw=1.5,
                 label=f"{labels.get(method, method)} (mean {pos.mean():.3f})")
