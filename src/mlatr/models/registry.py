@@ -86,6 +86,7 @@ BUILTIN_MODULES: list[str] = [
     "mlatr.models.aisfx",
     "mlatr.models.frozen_text",
     "mlatr.models.ced",
+    "mlatr.models.hf_text",
 ]
 
 

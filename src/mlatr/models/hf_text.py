@@ -1,0 +1,285 @@
+"""Pretrained multilingual text encoders through ``transformers``, loaded from a local folder.
+
+Registry names and what each returns (``forward(texts, langs) -> EncoderOutput`` with ``pooled [B, D]``,
+token ``frames [B, L, D]`` and ``mask [B, L]``, True at real tokens):
+
+* ``sonar`` — the SONAR text encoder (Duquenne et al. 2023) in its Hugging Face layout
+  (``cointegrated/SONAR_200_text_encoder``: ``transformers``' ``M2M100Encoder`` + the NLLB tokenizer),
+  the text tower of ATRI (§5.2) and SupCLAP (§4.1.2). Each caption is tokenised with its own
+  language code, ``[lang_code] tokens [</s>]`` (the NLLB tokenizer's non-legacy source format), so a
+  batch may mix languages (ML-CLAP had to split batches by language). ``pooled`` is the mean of the
+  token states over the valid tokens (the model card's ``encode_mean_pool``, no normalisation).
+* ``labse`` — LaBSE (Feng et al. 2022; ATRI Appendix B), a ``BertModel``: ``pooled`` =
+  L2-normalised pooler output (the [CLS] state through dense + tanh), as LaBSE's sentence embedding.
+* ``xlmr`` — XLM-RoBERTa (``XLMRobertaModel``), ``pooled`` = mean over valid tokens.
+* ``bert`` — BERT (``BertModel``), the text encoder of the fine-grained paper (§2, captions cut to 30
+  tokens); ``pooled`` = the [CLS] state, ``frames`` the token states for the matching head.
+
+Weights come from ``from_pretrained(path, local_files_only=True)``: nothing is downloaded. A missing
+or wrong folder raises one :class:`MlatrError` listing the files expected there and the command that
+fetches them on a machine with internet access. ``transformers`` is imported only when an encoder is
+built (``pip install 'mlatr[hf]'``).
+
+Training options: ``freeze`` (no parameter trains), ``train_last_layers`` (only the last n layers and
+the final norm / pooler train), ``gradient_checkpointing`` (``transformers``' own, non-reentrant).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from mlatr.errors import MlatrError
+from mlatr.models.layers import masked_mean
+from mlatr.models.outputs import EncoderOutput
+from mlatr.models.registry import register_text_encoder
+
+HF_INSTALL_HINT = "pip install 'mlatr[hf]'"
+
+#: mlatr's ISO 639-3 codes -> NLLB / FLORES-200 language codes (SONAR's tokenizer).
+ISO3_TO_NLLB: dict[str, str] = {
+    "eng": "eng_Latn", "fra": "fra_Latn", "deu": "deu_Latn", "spa": "spa_Latn", "nld": "nld_Latn",
+    "cat": "cat_Latn", "jpn": "jpn_Jpan", "zho": "zho_Hans", "ita": "ita_Latn", "por": "por_Latn",
+    "rus": "rus_Cyrl", "kor": "kor_Hang", "ara": "arb_Arab", "hin": "hin_Deva", "pol": "pol_Latn",
+    "tur": "tur_Latn", "swe": "swe_Latn", "ukr": "ukr_Cyrl", "ces": "ces_Latn", "ell": "ell_Grek",
+}
+
+
+@dataclass(frozen=True)
+class HFSpec:
+    """What one registry name loads: model class, pooling, config ``model_type`` and where to get it."""
+
+    model_class: str
+    model_types: tuple[str, ...]
+    pooling: str  # mean | pooler-normalised | cls
+    hub_id: str
+    max_length: int
+    language_codes: bool = False
+    add_pooling_layer: bool | None = None
+
+
+SPECS: dict[str, HFSpec] = {
+    "sonar": HFSpec("M2M100Encoder", ("m2m_100",), "mean", "cointegrated/SONAR_200_text_encoder", 512,
+                    language_codes=True),
+    "labse": HFSpec("BertModel", ("bert",), "pooler-normalised", "setu4993/LaBSE", 128,
+                    add_pooling_layer=True),
+    "xlmr": HFSpec("XLMRobertaModel", ("xlm-roberta",), "mean", "FacebookAI/xlm-roberta-base", 128,
+                   add_pooling_layer=False),
+    "bert": HFSpec("BertModel", ("bert",), "cls", "google-bert/bert-base-uncased", 30,
+                   add_pooling_layer=False),
+}
+
+WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin", "model.safetensors.index.json",
+                "pytorch_model.bin.index.json")
+TOKENIZER_FILES = ("tokenizer.json", "sentencepiece.bpe.model", "vocab.txt")
+
+
+def _expected(name: str, path: Path, problem: str) -> MlatrError:
+    spec = SPECS[name]
+    return MlatrError(
+        f"text encoder {name!r}: {problem}. The folder {path} must hold a Hugging Face model: config.json "
+        f"(model_type {' or '.join(spec.model_types)}), the weights ({' or '.join(WEIGHT_FILES[:2])}) and the "
+        f"tokenizer (tokenizer_config.json with {' or '.join(TOKENIZER_FILES)}). On a machine with internet "
+        f"access: huggingface-cli download {spec.hub_id} --local-dir {path} (or, in Python, "
+        f"huggingface_hub.snapshot_download('{spec.hub_id}', local_dir='{path}')), then copy the folder here "
+        f"and set model.text.path to it")
+
+
+def check_model_folder(name: str, path: str | Path | None) -> Path:
+    """The folder of a ``name`` model, checked: config.json of the right ``model_type``, weights and a
+    tokenizer. Raises one :class:`MlatrError` listing the expected files and how to fetch them."""
+    if not path:
+        raise _expected(name, Path("DIR"), "no model folder given (option path)")
+    folder = Path(path).expanduser()
+    if not folder.is_dir():
+        raise _expected(name, folder, "the folder does not exist")
+    config = folder / "config.json"
+    if not config.is_file():
+        raise _expected(name, folder, "config.json is missing")
+    try:
+        model_type = json.loads(config.read_text(encoding="utf-8")).get("model_type")
+    except (OSError, ValueError) as exc:
+        raise _expected(name, folder, f"config.json is unreadable ({exc})") from exc
+    if model_type not in SPECS[name].model_types:
+        raise _expected(name, folder, f"config.json has model_type {model_type!r}, not a {name} model")
+    if not any((folder / f).is_file() for f in WEIGHT_FILES):
+        raise _expected(name, folder, "no weights file")
+    if not any((folder / f).is_file() for f in TOKENIZER_FILES):
+        raise _expected(name, folder, "no tokenizer files")
+    return folder
+
+
+def _import_transformers():
+    try:
+        import transformers
+    except ImportError as exc:
+        raise MlatrError(f"the Hugging Face text encoders need transformers: {HF_INSTALL_HINT}") from exc
+    return transformers
+
+
+def _model_class(name: str):
+    transformers = _import_transformers()
+    if SPECS[name].model_class == "M2M100Encoder":
+        from transformers.models.m2m_100.modeling_m2m_100 import M2M100Encoder
+
+        return M2M100Encoder
+    return getattr(transformers, SPECS[name].model_class)
+
+
+def _layers(model: nn.Module) -> list[nn.Module]:
+    """The transformer layers of a loaded model, in order (BERT/XLM-R ``encoder.layer``, M2M100 ``layers``)."""
+    if hasattr(model, "encoder") and hasattr(model.encoder, "layer"):
+        return list(model.encoder.layer)
+    if hasattr(model, "layers"):
+        return list(model.layers)
+    raise MlatrError(f"cannot find the layers of {type(model).__name__}")
+
+
+class HFTextEncoder(nn.Module):
+    """A ``transformers`` text model + its tokenizer: ``forward(texts, langs) -> EncoderOutput``."""
+
+    def __init__(self, name: str, path: str | None = None, max_length: int | None = None,
+                 freeze: bool = False, train_last_layers: int | None = None,
+                 gradient_checkpointing: bool = False, lang_codes: dict[str, str] | None = None,
+                 default_lang: str = "eng"):
+        super().__init__()
+        if name not in SPECS:
+            raise MlatrError(f"unknown Hugging Face text encoder {name!r}; known: {', '.join(SPECS)}")
+        self.name, self.spec = name, SPECS[name]
+        folder = check_model_folder(name, path)
+        self.path = str(path)
+        self.max_length = int(max_length if max_length is not None else self.spec.max_length)
+        self.freeze, self.train_last_layers = bool(freeze), train_last_layers
+        self.gradient_checkpointing = bool(gradient_checkpointing)
+        self.lang_codes = {**ISO3_TO_NLLB, **(lang_codes or {})}
+        self.custom_lang_codes = dict(lang_codes or {})
+        self.default_lang = default_lang
+        transformers = _import_transformers()
+        kwargs: dict[str, Any] = {"local_files_only": True}
+        if self.spec.add_pooling_layer is not None:
+            kwargs["add_pooling_layer"] = self.spec.add_pooling_layer
+        try:
+            self.tokenizer = transformers.AutoTokenizer.from_pretrained(str(folder), local_files_only=True)
+            self.model = _model_class(name).from_pretrained(str(folder), **kwargs)
+        except (OSError, ValueError, KeyError) as exc:
+            raise _expected(name, folder, f"loading failed ({type(exc).__name__}: {exc})") from exc
+        self.output_dim = int(getattr(self.model.config, "d_model", None) or self.model.config.hidden_size)
+        if self.spec.language_codes:
+            self._check_codes()
+        if self.gradient_checkpointing:
+            no_reentrant = {"use_reentrant": False}
+            if hasattr(self.model, "activation_checkpointing_enable"):  # transformers >= 5
+                self.model.activation_checkpointing_enable(activation_checkpointing_kwargs=no_reentrant)
+            else:
+                self.model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=no_reentrant)
+        self._apply_freezing()
+
+    def config(self) -> dict[str, Any]:
+        """Registry name and options; rebuilding needs the same model folder (tokenizer and architecture),
+        the trained weights then come from the saved state dict."""
+        cfg: dict[str, Any] = {"name": self.name, "path": self.path, "max_length": self.max_length,
+                               "freeze": self.freeze, "train_last_layers": self.train_last_layers,
+                               "gradient_checkpointing": self.gradient_checkpointing}
+        if self.spec.language_codes:
+            cfg.update({"lang_codes": self.custom_lang_codes, "default_lang": self.default_lang})
+        return cfg
+
+    def _check_codes(self) -> None:
+        code_id = self.tokenizer.convert_tokens_to_ids("eng_Latn")
+        if code_id is None or code_id == self.tokenizer.unk_token_id:
+            raise _expected(self.name, Path(self.path), "its tokenizer has no NLLB language codes (eng_Latn, "
+                            "fra_Latn, ...): it is not the SONAR / NLLB tokenizer")
+
+    def _apply_freezing(self) -> None:
+        layers = _layers(self.model)
+        n = self.train_last_layers
+        if n is not None and not 0 <= int(n) <= len(layers):
+            raise MlatrError(f"text encoder {self.name!r}: train_last_layers must be in [0, {len(layers)}], got {n}")
+        if self.freeze or n is not None:
+            for p in self.model.parameters():
+                p.requires_grad_(False)
+        if not self.freeze and n is not None:
+            trainable: list[nn.Module] = layers[len(layers) - int(n):] if int(n) else []
+            for attr in ("layer_norm", "pooler"):  # M2M100's final norm, BERT's pooler
+                if getattr(self.model, attr, None) is not None and int(n):
+                    trainable.append(getattr(self.model, attr))
+            for module in trainable:
+                for p in module.parameters():
+                    p.requires_grad_(True)
+
+    # ---- tokenisation ----------------------------------------------------------------------------
+    def language_code(self, lang: str | None) -> str:
+        """NLLB code of an ISO 639-3 language (or an NLLB code given as is); ``None``/``und`` -> default."""
+        if lang is None or lang == "und":
+            lang = self.default_lang
+        if "_" in lang:
+            return lang
+        if lang not in self.lang_codes:
+            raise MlatrError(f"text encoder {self.name!r}: no NLLB language code for {lang!r}; known: "
+                             f"{', '.join(sorted(self.lang_codes))} (add one with the option lang_codes: "
+                             f"{{{lang}: xxx_Latn}})")
+        return self.lang_codes[lang]
+
+    def tokenize(self, texts: Sequence[str], langs: Sequence[str] | None) -> tuple[torch.Tensor, torch.Tensor]:
+        """``texts`` -> ``input_ids [B, L]``, ``attention_mask [B, L]`` (long), on the model's device."""
+        texts = list(texts)
+        if langs is not None and len(langs) != len(texts):
+            raise MlatrError(f"text encoder {self.name!r}: {len(texts)} texts but {len(langs)} languages")
+        if not self.spec.language_codes:
+            enc = self.tokenizer(texts, padding=True, truncation=True, max_length=self.max_length,
+                                 return_tensors="pt")
+            ids, mask = enc["input_ids"], enc["attention_mask"]
+        else:
+            langs = list(langs) if langs is not None else [None] * len(texts)
+            pieces = self.tokenizer(texts, add_special_tokens=False)["input_ids"]
+            eos = self.tokenizer.eos_token_id
+            rows = []
+            for lang, body in zip(langs, pieces, strict=True):
+                code = self.language_code(lang)
+                code_id = self.tokenizer.convert_tokens_to_ids(code)
+                if code_id is None or code_id == self.tokenizer.unk_token_id:
+                    raise MlatrError(f"text encoder {self.name!r}: the tokenizer has no token {code!r}")
+                rows.append([code_id, *body[: self.max_length - 2], eos])
+            width = max((len(r) for r in rows), default=0)
+            pad = self.tokenizer.pad_token_id
+            ids = torch.full((len(rows), width), pad, dtype=torch.long)
+            mask = torch.zeros((len(rows), width), dtype=torch.long)
+            for i, row in enumerate(rows):
+                ids[i, : len(row)] = torch.tensor(row, dtype=torch.long)
+                mask[i, : len(row)] = 1
+        device = next(self.model.parameters()).device
+        return ids.to(device), mask.to(device)
+
+    # ---- forward ---------------------------------------------------------------------------------
+    def forward(self, texts: Sequence[str], langs: Sequence[str] | None = None) -> EncoderOutput:
+        ids, attention = self.tokenize(texts, langs)
+        out = self.model(input_ids=ids, attention_mask=attention)
+        frames = out.last_hidden_state
+        mask = attention.bool()
+        if self.spec.pooling == "mean":
+            pooled = masked_mean(frames, mask)
+        elif self.spec.pooling == "cls":
+            pooled = frames[:, 0]
+        else:  # LaBSE: [CLS] -> dense + tanh (the BERT pooler) -> L2 normalisation
+            pooled = torch.nn.functional.normalize(out.pooler_output, dim=-1)
+        frames = frames * mask[..., None].to(frames.dtype)
+        return EncoderOutput(pooled=pooled, frames=frames, mask=mask)
+
+
+def _factory(name: str):
+    def build(path: str | None = None, **options: Any) -> HFTextEncoder:
+        return HFTextEncoder(name, path=path, **options)
+
+    spec = SPECS[name]
+    build.__doc__ = (f"{name}: {spec.model_class} from a local copy of {spec.hub_id} (pooling: {spec.pooling}).")
+    return build
+
+
+for _name in SPECS:
+    register_text_encoder(_name)(_factory(_name))
