@@ -26,6 +26,7 @@ COMMANDS: list[tuple[str, str]] = [
     ("search", "search"),
     ("demo-real", "demo_real"),
     ("experiment supclap", "experiment_supclap"),
+    ("experiment finegrained", "experiment_finegrained"),
 ]
 
 #: One-line help of command groups.
