@@ -256,7 +256,7 @@ def train_heads(model, audio_feats, text_feats, pair_audio, val: tuple | None, e
             opt.zero_grad()
             loss.backward()
             opt.step()
-            total += float(loss) * len(idx)
+            total += float(loss.detach()) * len(idx)
         entry = {"epoch": epoch + 1, "loss": total / len(pairs)}
         if val is not None:
             va, vt = project(model, val[0], val[1])
