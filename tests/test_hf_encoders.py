@@ -6,9 +6,10 @@ import sys
 
 import pytest
 import torch
+import torch.nn.functional as F
 
 from mlatr.errors import MlatrError
-from mlatr.models.registry import build_text_encoder
+from mlatr.models.registry import build_audio_encoder, build_text_encoder
 
 transformers = pytest.importorskip("transformers")
 
@@ -211,3 +212,91 @@ def test_modules_import_without_transformers():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert "pip install 'mlatr[hf]'" in out.stdout
+
+
+# ---- HTSAT (ClapAudioModel) -------------------------------------------------------------------------
+AUDIO_CFG = {"spec_size": 64, "num_mel_bins": 16, "patch_size": 4, "patch_stride": 4, "window_size": 4,
+             "depths": [1, 1, 1], "num_attention_heads": [1, 2, 2], "patch_embeds_hidden_size": 8,
+             "hidden_size": 32, "projection_dim": 16, "enable_fusion": False}
+
+
+def test_clap_front_end_matches_the_feature_extractor():
+    from transformers import ClapFeatureExtractor
+    from transformers.audio_utils import mel_filter_bank
+
+    from mlatr.models.htsat import ClapLogMel, slaney_mel_filterbank
+
+    reference_fb = mel_filter_bank(num_frequency_bins=513, num_mel_filters=64, min_frequency=50,
+                                   max_frequency=14_000, sampling_rate=48_000, norm="slaney", mel_scale="slaney")
+    assert torch.allclose(slaney_mel_filterbank(), torch.from_numpy(reference_fb).float(), rtol=1e-4, atol=1e-8)
+    fe = ClapFeatureExtractor(frequency_min=50, frequency_max=14_000)
+    wave = torch.randn(48_000, generator=torch.Generator().manual_seed(0)) * 0.1
+    expected = fe._np_extract_fbank_features(wave.double().numpy(), fe.mel_filters_slaney)  # [frames, 64]
+    ours = ClapLogMel(input_rate=48_000).log_mel(wave[None])[0]
+    assert ours.shape == expected.shape
+    assert torch.allclose(ours, torch.from_numpy(expected).float(), atol=2e-3)
+
+
+def test_clap_front_end_fills_ten_seconds_and_resizes_long_clips():
+    from mlatr.models.htsat import ClapLogMel
+
+    fe = ClapLogMel(input_rate=48_000)
+    clip = torch.randn(1, 3 * 48_000) * 0.1
+    feats, covered = fe(clip)
+    tiled = torch.cat([clip[0]] * 3 + [torch.zeros(48_000)])[None]  # repeatpad: 3 copies then zeros
+    expected = F.interpolate(fe.log_mel(tiled)[:, None], size=(1024, 64), mode="bicubic", align_corners=True)
+    assert feats.shape == (1, 1, 1024, 64) and torch.allclose(feats, expected, atol=1e-4)
+    assert covered.tolist() == pytest.approx([0.9])
+    long = torch.randn(1, 12 * 48_000) * 0.1
+    feats, covered = fe(long)
+    expected = F.interpolate(fe.log_mel(long)[:, None], size=(1024, 64), mode="bicubic", align_corners=True)
+    assert torch.allclose(feats, expected, atol=1e-4) and covered.tolist() == [1.0]
+    _, covered = ClapLogMel(input_rate=48_000, padding="pad")(clip)
+    assert covered.tolist() == pytest.approx([0.3])
+
+
+def test_htsat_from_a_clap_folder_frames_and_padding(tmp_path):
+    torch.manual_seed(0)
+    text_cfg = {"vocab_size": 50, "hidden_size": 16, "num_hidden_layers": 1, "num_attention_heads": 2,
+                "intermediate_size": 32, "projection_dim": 16, "max_position_embeddings": 40}
+    clap = transformers.ClapModel(transformers.ClapConfig(text_config=text_cfg, audio_config=AUDIO_CFG,
+                                                          projection_dim=16))
+    clap.save_pretrained(tmp_path / "clap")  # the layout of laion/clap-htsat-unfused
+    enc = build_audio_encoder("htsat", path=str(tmp_path / "clap"), padding="pad").eval()
+    own = clap.audio_model.state_dict()
+    assert all(torch.equal(own[k], v) for k, v in enc.model.state_dict().items())
+    assert enc.load_report["missing"] == [] and any(k.startswith("text_model.") for k in enc.load_report["ignored"])
+    lengths = torch.tensor([32_000, 12_000])
+    wave = torch.randn(2, 32_000) * (torch.arange(32_000)[None] < lengths[:, None])
+    with torch.no_grad():
+        out = enc(wave, lengths)
+        assert out.pooled.shape == (2, 32) and out.frames.shape == (2, 16, 32) and enc.output_dim == 32
+        assert out.mask.sum(dim=1).tolist() == [4, 2]  # 2 s and 0.75 s of a 10 s window of 16 positions
+        for i, n in enumerate(lengths.tolist()):
+            alone = enc(wave[i:i + 1, :n])
+            assert torch.allclose(alone.pooled[0], out.pooled[i], atol=1e-4)
+        full = build_audio_encoder("htsat", path=str(tmp_path / "clap")).eval()(wave[:1])  # repeatpad
+        assert full.mask.all()
+        assert torch.allclose(full.pooled, full.frames.mean(dim=1), atol=1e-5)  # pooler = mean of the map
+    with pytest.raises(MlatrError, match="huggingface-cli download laion/clap-htsat-unfused"):
+        build_audio_encoder("htsat", path=str(tmp_path / "missing"))
+
+
+def test_htsat_config_freezing_and_checkpointing():
+    enc = build_audio_encoder("htsat", config=AUDIO_CFG)
+    rebuilt = build_audio_encoder(**enc.config())
+    rebuilt.load_state_dict(enc.state_dict())
+    wave = torch.randn(2, 16_000)
+    with torch.no_grad():
+        assert torch.allclose(rebuilt.eval()(wave).pooled, enc.eval()(wave).pooled)
+    frozen = build_audio_encoder("htsat", config=AUDIO_CFG, train_last_stages=1).train()
+    names = {n for n, p in frozen.named_parameters() if p.requires_grad}
+    assert names and all(n.startswith(("model.audio_encoder.layers.2.", "model.audio_encoder.norm.")) for n in names)
+    assert not frozen.model.audio_encoder.batch_norm.training
+    grads = []
+    for ckpt in (False, True):
+        torch.manual_seed(1)
+        model = build_audio_encoder("htsat", config=AUDIO_CFG, gradient_checkpointing=ckpt).train()
+        model(wave).pooled.square().sum().backward()
+        grads.append(torch.cat([p.grad.flatten() for p in model.parameters() if p.grad is not None]))
+    assert torch.allclose(grads[0], grads[1], atol=1e-6)

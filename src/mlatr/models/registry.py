@@ -87,6 +87,7 @@ BUILTIN_MODULES: list[str] = [
     "mlatr.models.frozen_text",
     "mlatr.models.ced",
     "mlatr.models.hf_text",
+    "mlatr.models.htsat",
 ]
 
 
