@@ -33,7 +33,9 @@ from mlatr.languages import DEFAULT_LANGUAGES
 
 
 def _svr(radius: str, bi: bool = True, constraint: bool = True) -> dict[str, Any]:
-    # beta 0.01 for both radius models when the constraint is on (Appendix B, eq. 9), 0 when off.
+    # The constraint (Appendix B, eq. 9, beta = 0.01) belongs to DynamicSVR's radius predictor; the
+    # paper's StaticSVR is a bare learnable scalar, so it runs without it.
+    constraint = constraint and radius == "dynamic"
     return {"radius": radius, "bidirectional": bi, "constraint": constraint, "beta": 0.01 if constraint else 0.0}
 
 
