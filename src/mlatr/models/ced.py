@@ -264,6 +264,7 @@ class CEDAudioEncoder(nn.Module):
                  gradient_checkpointing: bool = False, frontend: dict | None = None,
                  registry_name: str | None = None):
         super().__init__()
+        pretrained = read_ced_checkpoint(checkpoint) if checkpoint else None  # fail before building
         if size is not None and size not in CED_SIZES:
             raise MlatrError(f"CED: unknown size {size!r}; choose one of {', '.join(CED_SIZES)}")
         if size is None and (dim is None or num_heads is None):
@@ -294,8 +295,12 @@ class CEDAudioEncoder(nn.Module):
         self.norm = nn.LayerNorm(self.dim, eps=1e-6)
         self.apply(_init_weights)
         self.load_report: LoadReport | None = None
-        if checkpoint:
-            self.load_checkpoint(checkpoint, strict=self.strict)
+        if pretrained is not None:
+            report = self.load_ced_state_dict(pretrained, strict=self.strict)
+            if not report.ok:
+                import warnings
+
+                warnings.warn(f"{checkpoint}: {report.describe()}", stacklevel=2)
         self._apply_freezing()
 
     # ---- configuration ---------------------------------------------------------------------------

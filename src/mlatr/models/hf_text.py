@@ -283,3 +283,57 @@ def _factory(name: str):
 
 for _name in SPECS:
     register_text_encoder(_name)(_factory(_name))
+
+
+#: Characters of the tiny tokenizers (the toy and synthetic captions' scripts; others map to <unk>).
+_TINY_CHARS = ("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789àâäçéèêëíïîñóôöúùûüßœ'.,-"
+               "犬猫がのはをにでるたいう声音鳥車水雨风狗猫鸟车水雨声音的在了")
+
+
+def write_tiny_model(name: str, folder: str | Path, seed: int = 0, dim: int = 16, layers: int = 2) -> Path:
+    """Save a tiny random-weight model of ``name``'s class and a character-level tokenizer of its kind
+    to ``folder`` (for tests and smoke runs of the presets' tiny twins; nothing is downloaded).
+
+    sonar: ``M2M100Encoder`` + an ``NllbTokenizer`` holding the NLLB language codes as special tokens;
+    labse / bert: ``BertModel`` + a WordPiece ``BertTokenizer``; xlmr: ``XLMRobertaModel`` + a unigram
+    ``XLMRobertaTokenizer``. No dropout, so a tiny model is deterministic in training mode too.
+    """
+    transformers = _import_transformers()
+    if name not in SPECS:
+        raise MlatrError(f"unknown Hugging Face text encoder {name!r}; known: {', '.join(SPECS)}")
+    out = Path(folder)
+    out.mkdir(parents=True, exist_ok=True)
+    torch.manual_seed(seed)
+    chars = list(dict.fromkeys(_TINY_CHARS + "▁"))
+    common = {"dropout": 0.0, "attention_dropout": 0.0, "activation_dropout": 0.0}
+    if name == "sonar":
+        vocab = {s: i for i, s in enumerate(["<s>", "<pad>", "</s>", "<unk>"])}
+        vocab.update({c: len(vocab) + i for i, c in enumerate(chars)})
+        codes = list(dict.fromkeys(ISO3_TO_NLLB.values()))
+        tokenizer = transformers.NllbTokenizer(vocab=vocab, merges=[], additional_special_tokens=codes)
+        from transformers.models.m2m_100.modeling_m2m_100 import M2M100Encoder
+
+        model = M2M100Encoder(transformers.M2M100Config(
+            vocab_size=len(tokenizer), d_model=dim, encoder_layers=layers, encoder_attention_heads=2,
+            encoder_ffn_dim=2 * dim, decoder_layers=1, decoder_attention_heads=2, decoder_ffn_dim=2 * dim,
+            max_position_embeddings=256, pad_token_id=1, bos_token_id=0, eos_token_id=2, scale_embedding=True,
+            **common))
+    elif name in ("labse", "bert"):
+        vocab = {s: i for i, s in enumerate(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"])}
+        vocab.update({c: len(vocab) + i for i, c in enumerate(chars)})
+        vocab.update({f"##{c}": len(vocab) + i for i, c in enumerate(chars)})
+        tokenizer = transformers.BertTokenizer(vocab=vocab, do_lower_case=False)
+        model = transformers.BertModel(transformers.BertConfig(
+            vocab_size=len(vocab), hidden_size=dim, num_hidden_layers=layers, num_attention_heads=2,
+            intermediate_size=2 * dim, max_position_embeddings=256, hidden_dropout_prob=0.0,
+            attention_probs_dropout_prob=0.0))
+    else:
+        pieces = [("<s>", 0.0), ("<pad>", 0.0), ("</s>", 0.0), ("<unk>", 0.0)] + [(c, -1.0) for c in chars]
+        tokenizer = transformers.XLMRobertaTokenizer(vocab=pieces)
+        model = transformers.XLMRobertaModel(transformers.XLMRobertaConfig(
+            vocab_size=len(pieces) + 1, hidden_size=dim, num_hidden_layers=layers, num_attention_heads=2,
+            intermediate_size=2 * dim, max_position_embeddings=260, pad_token_id=1, hidden_dropout_prob=0.0,
+            attention_probs_dropout_prob=0.0))
+    model.save_pretrained(out)
+    tokenizer.save_pretrained(out)
+    return out

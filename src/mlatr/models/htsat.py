@@ -306,3 +306,12 @@ class HTSATAudioEncoder(nn.Module):
 def htsat(**options: Any) -> HTSATAudioEncoder:
     """HTSAT (CLAP's audio tower, 768-d) from a local ``laion/clap-htsat-unfused`` folder or a config."""
     return HTSATAudioEncoder(**options)
+
+
+#: A tiny ``ClapAudioConfig`` (16 mel bins, 64x64 image, three one-block stages, 32-d): the HTSAT tiny
+#: twin of the fine-grained presets (``configs/tiny/htsat-bert.overrides``) and the tests.
+TINY_CLAP_AUDIO_CONFIG: dict[str, Any] = {
+    "spec_size": 64, "num_mel_bins": 16, "patch_size": 4, "patch_stride": 4, "window_size": 4,
+    "depths": [1, 1, 1], "num_attention_heads": [1, 2, 2], "patch_embeds_hidden_size": 8, "hidden_size": 32,
+    "projection_dim": 16, "enable_fusion": False,
+}
