@@ -159,3 +159,12 @@ def test_reweight_objective_scores_only_audio_text_pairs():
             want = (10 * _rw_reference(a, t[:, 0], 0.1, 0.7) + 10 * _rw_reference(a, t[:, 1], 0.1, 0.7) + tt) / 30
         assert float(loss.detach()) == pytest.approx(float(want), rel=1e-5)
         assert logs["reweight_w"] == pytest.approx(math.exp(0.7), rel=1e-6)
+
+
+def test_drift_monitor_leaves_training_unchanged(manifest, tmp_path):
+    plain = Trainer(tiny_config(manifest, tmp_path / "plain", "train.epochs=1"))
+    plain.fit()
+    watched = Trainer(tiny_config(manifest, tmp_path / "watched", "train.epochs=1", "train.diagnostics=[drift]"))
+    watched.fit()
+    a, b = plain.model.state_dict(), watched.model.state_dict()
+    assert all(torch.equal(a[k], b[k]) for k in a)  # eval-mode, no-grad measurement: same RNG, same weights
