@@ -6,8 +6,8 @@ batch (default 32 clips of 6 s, one caption each). Two figures, as in SupCLAP Ta
 
 - *step time*: median wall time and median process CPU time of the step, the three variants
   interleaved step by step in one process (so machine-load changes hit all alike; CPU time is less
-  sensitive to other jobs than wall time); plus the median wall time of the objective alone (forward
-  + backward on fixed embeddings), which is where SVR's work lies;
+  sensitive to other jobs than wall time); plus the median CPU time of the objective alone (forward
+  + backward on fixed embeddings, N = batch, d = 96), which is where SVR's work lies;
 - *peak memory*: each variant in its own subprocess (peak RSS only grows within a process); on a
   GPU ``torch.cuda.max_memory_allocated``. On CPU the RSS figure includes the Python interpreter,
   torch and the allocator's caching, so it is coarse (a few MB of noise) next to SVR's extra tensors
@@ -117,11 +117,11 @@ def time_variants(batch: int, seconds: float, steps: int, warmup: int, device) -
             for _ in range(10):
                 objective_only(objective, emb_a, emb_t, inputs[4], 0.07)
             sync(device)
-            t2 = time.perf_counter()
+            c2 = time.process_time()
             if i >= warmup:
                 step_times[v].append(t1 - t0)
                 cpu_times[v].append(c1 - c0)
-                obj_times[v].append((t2 - t1) / 10)
+                obj_times[v].append((c2 - c1) / 10)
     return {v: {"step_ms": 1e3 * statistics.median(step_times[v]), "cpu_ms": 1e3 * statistics.median(cpu_times[v]),
                 "objective_ms": 1e3 * statistics.median(obj_times[v])} for v in VARIANTS}
 
@@ -174,11 +174,11 @@ def main() -> int:
     kind = memory["InfoNCE"]["kind"]
     ref_c = times["InfoNCE"]["cpu_ms"]
     print(f"{'variant':<17} {'step (ms)':>10} {'time +%':>8} {'step CPU (ms)':>14} {'CPU +%':>7} "
-          f"{'objective (ms)':>15} {kind + ' (MB)':>22} {'mem +%':>7}")
+          f"{'objective CPU (ms)':>19} {kind + ' (MB)':>22} {'mem +%':>7}")
     for v in VARIANTS:
         t, c, m = times[v]["step_ms"], times[v]["cpu_ms"], memory[v]["peak_mb"]
         print(f"{v:<17} {t:>10.1f} {100 * (t / ref_t - 1):>+8.1f} {c:>14.1f} {100 * (c / ref_c - 1):>+7.1f} "
-              f"{times[v]['objective_ms']:>15.3f} {m:>22.1f} {100 * (m / ref_m - 1):>+7.1f}")
+              f"{times[v]['objective_ms']:>19.3f} {m:>22.1f} {100 * (m / ref_m - 1):>+7.1f}")
     n, d = args.batch, 96
     extra = 4 * (4 * n * n + 8 * n * d) / 1024  # sim matrices, support vectors and their grads, float32
     print(f"SVR's extra tensors (analytic, N={n}, d={d}): ~{extra:.0f} KB; the load average was "
