@@ -50,8 +50,8 @@ def test_multilingual_query_eval_by_hand():
                                   ["eng", "fra"])
     # ranks: g0 eng -> clip1 scores 0 behind clip0 (1) and tied with clip2 (0, non-relevant) -> 3;
     # g0 fra -> clip1 0.8 first -> 1; g1 eng -> clip2 first -> 1; g1 fra -> clip2 0.6 behind clip0 0.8 -> 2
-    assert res["t2a"]["eng"]["R1"] == 0.5 and res["t2a"]["fra"]["R1"] == 0.5
-    assert res["t2a"]["eng"]["medR"] == 2.0 and res["t2a"]["avg"]["R5"] == 1.0
+    assert res["t2a"]["eng"]["R1"] == 50.0 and res["t2a"]["fra"]["R1"] == 50.0
+    assert res["t2a"]["eng"]["medR"] == 2.0 and res["t2a"]["avg"]["R5"] == 100.0
     mrv = np.mean([(3 - 2) ** 2, (1 - 2) ** 2, (1 - 1.5) ** 2, (2 - 1.5) ** 2])
     assert res["consistency"]["mrv"] == pytest.approx(mrv)
     dis = np.mean([np.linalg.norm(q[0] - q[1]), np.linalg.norm(q[2] - q[3])])
@@ -61,7 +61,7 @@ def test_multilingual_query_eval_by_hand():
     # a group without relevant clip is left out
     res = multilingual_query_eval(q, ["eng", "fra", "eng", "fra"], np.array([0, 0, 1, 1]), audio,
                                   np.array([[False, True, False], [False, False, False]]), ["eng", "fra"])
-    assert res["n_queries"] == 1 and res["t2a"]["eng"]["R1"] == 0.0 and res["t2a"]["fra"]["R1"] == 1.0
+    assert res["n_queries"] == 1 and res["t2a"]["eng"]["R1"] == 0.0 and res["t2a"]["fra"]["R1"] == 100.0
 
 
 class CountingEncoder(torch.nn.Module):

@@ -169,7 +169,8 @@ def multilingual_query_eval(query_emb, query_lang: list[str], query_group, audio
     ``query_group[i]``), ``audio_emb [Na, d]`` unit rows, ``relevant [G, Na]`` bool per group. The rank
     of a query is the 1-based position of its best-ranked relevant clip (ties counted pessimistically:
     1 + the number of clips scoring strictly above, plus the non-relevant ones tied with it); R@k = the
-    share of queries with rank <= k (ATRI eq. 13's R@k with "any relevant clip" as the hit). Groups
+    percentage of queries with rank <= k (ATRI eq. 13's R@k with "any relevant clip" as the hit; percent
+    as :func:`mlatr.evaluation.evaluate_embeddings` reports it). Groups
     without a relevant clip are left out. Consistency: ATRI eq. 14-15 (gap, dis) on the query
     embeddings and eq. 16 (MRV) on these ranks, over groups present in every language, via
     :mod:`mlatr.evaluation.consistency`.
@@ -193,8 +194,8 @@ def multilingual_query_eval(query_emb, query_lang: list[str], query_group, audio
     per_lang = {}
     for lang in languages:
         r = ranks[groups[:, lang_idx[lang]]]
-        per_lang[lang] = {"R1": float(np.mean(r <= 1)), "R5": float(np.mean(r <= 5)),
-                          "R10": float(np.mean(r <= 10)), "medR": float(np.median(r))}
+        per_lang[lang] = {"R1": 100 * float(np.mean(r <= 1)), "R5": 100 * float(np.mean(r <= 5)),
+                          "R10": 100 * float(np.mean(r <= 10)), "medR": float(np.median(r))}
     avg = {m: float(np.mean([per_lang[lang][m] for lang in languages])) for m in ("R1", "R5", "R10", "medR")}
     gap, dis = embedding_gap_and_distance(query_emb, groups, languages, pivot)
     return {"t2a": {**per_lang, "avg": avg}, "n_queries": int(groups.shape[0]),
@@ -226,6 +227,17 @@ def train_heads(model, audio_feats, text_feats, pair_audio, val: tuple | None, e
     one per clip). Keeps the heads of the epoch with the best validation t2a R@10 (``val`` =
     (audio feats, text feats, text_audio, text_lang, text_group)); returns the per-epoch log.
     """
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # [64, 512] matrices: thread hand-offs cost more than they save (35x on a busy CPU)
+    try:
+        return _train_heads(model, audio_feats, text_feats, pair_audio, val, epochs, batch_size, lr, seed, progress)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _train_heads(model, audio_feats, text_feats, pair_audio, val, epochs, batch_size, lr, seed, progress):
     import copy
 
     import numpy as np
@@ -403,23 +415,23 @@ def real_demo_report(results: dict, languages: list[str]) -> str:
     """Markdown tables of :func:`run_real_demo`'s results."""
     lines = ["# mlatr demo-real", "",
              f"Clips: {results['clips']}; aisfx features: {results['audio_features']}.", "",
-             "## Held-out test split, English captions from file names (t2a)", "",
+             "## Held-out test split, English captions from file names (t2a unless marked; percent)", "",
              "| run | R@1 | R@5 | R@10 | mAP@10 | a2t R@1 | a2t R@10 |", "|---|---:|---:|---:|---:|---:|---:|"]
     for key, run in results["runs"].items():
         e, b = run["english_test"], run["english_a2t"]
-        lines.append(f"| {key} | {e['R1']:.3f} | {e['R5']:.3f} | {e['R10']:.3f} | {e['mAP10']:.3f} | "
-                     f"{b['R1']:.3f} | {b['R10']:.3f} |")
+        lines.append(f"| {key} | {e['R1']:.1f} | {e['R5']:.1f} | {e['R10']:.1f} | {e['mAP10']:.1f} | "
+                     f"{b['R1']:.1f} | {b['R10']:.1f} |")
     first = next(iter(results["runs"].values()))["multilingual"]
     lines += ["", f"## Hand-written multilingual queries ({first['n_queries']} queries with a relevant test clip "
-              "x 8 languages; hit = a clip whose caption has a query keyword)", "",
+              "x 8 languages; hit = a test clip whose caption has a query keyword; percent)", "",
               "| run | " + " | ".join(f"{lang} R@1/R@10" for lang in languages) + " | avg R@1 | avg R@10 | MRV | "
               "mean dis |", "|---|" + "---:|" * (len(languages) + 4)]
     for key, run in results["runs"].items():
         m = run["multilingual"]
-        cells = [f"{m['t2a'][lang]['R1']:.2f}/{m['t2a'][lang]['R10']:.2f}" for lang in languages]
+        cells = [f"{m['t2a'][lang]['R1']:.0f}/{m['t2a'][lang]['R10']:.0f}" for lang in languages]
         dis = [v for v in m["consistency"]["dis"].values()]
-        lines.append(f"| {key} | " + " | ".join(cells) + f" | {m['t2a']['avg']['R1']:.3f} | "
-                     f"{m['t2a']['avg']['R10']:.3f} | {m['consistency']['mrv']:.1f} | {sum(dis) / len(dis):.3f} |")
+        lines.append(f"| {key} | " + " | ".join(cells) + f" | {m['t2a']['avg']['R1']:.1f} | "
+                     f"{m['t2a']['avg']['R10']:.1f} | {m['consistency']['mrv']:.1f} | {sum(dis) / len(dis):.3f} |")
     lines += ["", f"## Example queries (index: {results['index']['clips']} clips, text encoder "
               f"{results['index']['text_encoder']})", ""]
     for ex in results["examples"]:
