@@ -300,3 +300,14 @@ def test_htsat_config_freezing_and_checkpointing():
         model(wave).pooled.square().sum().backward()
         grads.append(torch.cat([p.grad.flatten() for p in model.parameters() if p.grad is not None]))
     assert torch.allclose(grads[0], grads[1], atol=1e-6)
+
+
+def test_half_precision_weights_load_as_float32(tmp_path):
+    from mlatr.models.hf_text import write_tiny_model
+
+    folder = write_tiny_model("bert", tmp_path / "bert")
+    model = transformers.BertModel.from_pretrained(str(folder), local_files_only=True)
+    model.half().save_pretrained(folder)  # a checkpoint stored in float16
+    enc = build_text_encoder("bert", path=str(folder))
+    assert {p.dtype for p in enc.parameters()} == {torch.float32}
+    assert enc(["a low tone"], ["eng"]).pooled.dtype == torch.float32

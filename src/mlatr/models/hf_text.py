@@ -161,7 +161,7 @@ class HFTextEncoder(nn.Module):
         self.custom_lang_codes = dict(lang_codes or {})
         self.default_lang = default_lang
         transformers = _import_transformers()
-        kwargs: dict[str, Any] = {"local_files_only": True}
+        kwargs: dict[str, Any] = {"local_files_only": True, "dtype": torch.float32}  # trainable in fp32
         if self.spec.add_pooling_layer is not None:
             kwargs["add_pooling_layer"] = self.spec.add_pooling_layer
         try:
