@@ -187,3 +187,33 @@ def test_config_rebuilds_through_the_registry():
     rebuilt = build_audio_encoder(**cfg)
     assert rebuilt.config() == cfg
     assert rebuilt.state_dict().keys() == model.state_dict().keys()
+
+
+def test_key_names_are_the_original_repositorys():
+    """Key names of RicherMans/CED's AudioTransformer (as its Zenodo checkpoints and the Hugging Face
+    conversion script utils/convert_ced_original_to_pytorch.py name them), minus front end and head."""
+    with torch.device("meta"):
+        model = CEDAudioEncoder(size="base")
+    expected = {"patch_embed.proj.weight", "patch_embed.proj.bias", "time_pos_embed", "freq_pos_embed",
+                "norm.weight", "norm.bias"}
+    expected |= {f"init_bn.1.{k}" for k in ("weight", "bias", "running_mean", "running_var", "num_batches_tracked")}
+    for i in range(12):
+        for part in ("norm1", "attn.qkv", "attn.proj", "norm2", "mlp.fc1", "mlp.fc2"):
+            expected |= {f"blocks.{i}.{part}.weight", f"blocks.{i}.{part}.bias"}
+    assert set(to_original_ced_keys(model.state_dict())) == expected
+    shapes = {k: tuple(v.shape) for k, v in model.state_dict().items()}
+    assert shapes["blocks.0.attn.qkv.weight"] == (2304, 768) and shapes["patch_embed.proj.weight"] == (768, 1, 16, 16)
+
+
+def test_attention_is_standard_multi_head_attention():
+    """The fused-qkv layout (q, k, v stacked; heads contiguous) equals torch's multi-head attention."""
+    model = tiny(seed=14).eval()
+    attn = model.blocks[0].attn
+    x = torch.randn(2, 7, 32)
+    keep = torch.tensor([[True] * 7, [True] * 4 + [False] * 3])
+    ours = attn(x, keep)
+    ref, _ = torch.nn.functional.multi_head_attention_forward(
+        x.transpose(0, 1), x.transpose(0, 1), x.transpose(0, 1), 32, 2, attn.qkv.weight, attn.qkv.bias,
+        None, None, False, 0.0, attn.proj.weight, attn.proj.bias, training=False, key_padding_mask=~keep,
+        need_weights=False)
+    assert torch.allclose(ours, ref.transpose(0, 1), atol=1e-6)
