@@ -137,3 +137,14 @@ def test_text_encoder_sizes_of_the_real_models(name, published_m):
         model = cls(configs[name])
     count = sum(p.numel() for p in model.parameters()) / 1e6
     assert abs(count - published_m) / published_m < 0.01, count
+
+
+def test_a_mistyped_encoder_option_is_named():
+    from mlatr.models.registry import build_audio_encoder, build_text_encoder
+
+    with pytest.raises(MlatrError, match="audio encoder 'ced-base'.*'chekpoint'.*checkpoint"):
+        build_audio_encoder("ced-base", chekpoint="x.pt")
+    with pytest.raises(MlatrError, match="text encoder 'sonar'.*'pth'"):
+        build_text_encoder("sonar", pth="weights/sonar")
+    with pytest.raises(MlatrError, match="audio encoder 'htsat'.*'padd'"):
+        build_audio_encoder("htsat", padd="pad")

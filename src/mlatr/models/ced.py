@@ -53,6 +53,7 @@ from torch.utils.checkpoint import checkpoint as activation_checkpoint
 
 from mlatr.audio.frontend import LogMel
 from mlatr.errors import MlatrError
+from mlatr.models.hf_text import check_options
 from mlatr.models.outputs import EncoderOutput
 from mlatr.models.registry import register_audio_encoder
 
@@ -479,6 +480,7 @@ def ced_parameter_count(size: str, include_classifier: bool = False, n_mels: int
 def _factory(size: str):
     def build(**options: Any) -> CEDAudioEncoder:
         options.pop("size", None)
+        check_options(CEDAudioEncoder, options, "audio", f"ced-{size}")
         return CEDAudioEncoder(size=size, registry_name=f"ced-{size}", **options)
 
     build.__doc__ = f"CED-{size.capitalize()} ({'/'.join(map(str, CED_SIZES[size]))} width/depth/heads)."
@@ -494,4 +496,5 @@ def ced_custom(**options: Any) -> CEDAudioEncoder:
     """A CED of explicit width/depth/heads (``dim``, ``depth``, ``num_heads``; tests, tiny presets)."""
     options.pop("name", None)
     size = options.pop("size", None)
+    check_options(CEDAudioEncoder, options, "audio", "ced")
     return CEDAudioEncoder(size=size, registry_name="ced", **options)

@@ -80,6 +80,18 @@ WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin", "model.safetensors.ind
 TOKENIZER_FILES = ("tokenizer.json", "sentencepiece.bpe.model", "vocab.txt")
 
 
+def check_options(target: Any, options: dict[str, Any], kind: str, name: str) -> None:
+    """Raise :class:`MlatrError` naming the option when ``target(**options)`` would not bind (a typo in a
+    config's ``model.audio`` / ``model.text`` must not surface as a bare ``TypeError``)."""
+    import inspect
+
+    try:
+        inspect.signature(target).bind(**options)
+    except TypeError as exc:
+        known = [p for p in inspect.signature(target).parameters if p not in ("self", "name", "registry_name")]
+        raise MlatrError(f"{kind} encoder {name!r}: {exc}; its options are: {', '.join(known)}") from None
+
+
 def _expected(name: str, path: Path, problem: str) -> MlatrError:
     spec = SPECS[name]
     return MlatrError(
@@ -274,6 +286,7 @@ class HFTextEncoder(nn.Module):
 
 def _factory(name: str):
     def build(path: str | None = None, **options: Any) -> HFTextEncoder:
+        check_options(HFTextEncoder, {"name": name, "path": path, **options}, "text", name)
         return HFTextEncoder(name, path=path, **options)
 
     spec = SPECS[name]

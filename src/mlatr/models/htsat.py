@@ -40,7 +40,7 @@ from torch import nn
 
 from mlatr.errors import MlatrError
 from mlatr.models.aisfx import resample_waveform, sinc_resample_kernel
-from mlatr.models.hf_text import HF_INSTALL_HINT, WEIGHT_FILES
+from mlatr.models.hf_text import HF_INSTALL_HINT, WEIGHT_FILES, check_options
 from mlatr.models.outputs import EncoderOutput
 from mlatr.models.registry import register_audio_encoder
 
@@ -305,6 +305,7 @@ class HTSATAudioEncoder(nn.Module):
 @register_audio_encoder("htsat")
 def htsat(**options: Any) -> HTSATAudioEncoder:
     """HTSAT (CLAP's audio tower, 768-d) from a local ``laion/clap-htsat-unfused`` folder or a config."""
+    check_options(HTSATAudioEncoder, options, "audio", "htsat")
     return HTSATAudioEncoder(**options)
 
 
