@@ -38,3 +38,9 @@ def test_experiment_supclap_tiny(tmp_path, monkeypatch):
     assert main(["experiment", "supclap", "--size", "tiny", "--methods", "infonce,infonce-bi-static",
                  "--out", str(out), "--no-progress"]) == 0
     assert json.loads((report / "results.json").read_text())["results"] == results["results"]
+    # --report-only reports the finished runs it finds, trains nothing
+    assert main(["experiment", "supclap", "--size", "tiny", "--methods", "infonce,siglip", "--report-only",
+                 "--out", str(out), "--no-progress"]) == 0
+    only = json.loads((report / "results.json").read_text())
+    assert list(only["methods"]) == ["infonce"] and not (out / "runs" / "siglip-seed0").exists()
+    assert only["results"]["infonce"] == results["results"]["infonce"]

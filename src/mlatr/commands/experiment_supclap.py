@@ -9,6 +9,7 @@ convergence. Rerunning the same command resumes: finished runs are skipped.
 Examples:
   mlatr experiment supclap --size small --out runs/supclap
   mlatr experiment supclap --size small --seeds 0,1,2 --methods infonce,infonce-bi-dynamic
+  mlatr experiment supclap --size small --report-only     # tables of whatever has finished
 """
 
 
@@ -24,6 +25,8 @@ def add_arguments(parser):
     parser.add_argument("--seeds", default="0", help="comma-separated seeds (default: 0)")
     parser.add_argument("--methods", default=",".join(METHODS),
                         help="comma-separated methods (default: all): " + ", ".join(METHODS))
+    parser.add_argument("--report-only", action="store_true",
+                        help="train nothing: report the finished runs of --methods found in OUT (any seed)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
 
 
@@ -40,5 +43,6 @@ def run(args) -> int:
     if unknown or not methods or not seeds:
         raise MlatrError(f"--methods: unknown {unknown} (known: {', '.join(METHODS)})" if unknown
                          else "--methods and --seeds must not be empty")
-    run_supclap(args.out, size=args.size, seeds=seeds, methods=methods, progress=not args.no_progress)
+    run_supclap(args.out, size=args.size, seeds=seeds, methods=methods, progress=not args.no_progress,
+                report_only=args.report_only)
     return 0

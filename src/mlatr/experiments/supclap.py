@@ -83,17 +83,22 @@ def supclap_config(manifest: str, method: str, epochs: int) -> dict[str, Any]:
 
 
 def run_supclap(out: str | Path, size: str = "small", seeds: list[int] = (0,), methods: list[str] | None = None,
-                progress: bool = True, log=print) -> dict[str, Any]:
-    """Train, evaluate and report the grid (see the module docstring). Returns the ``results.json`` payload."""
+                progress: bool = True, report_only: bool = False, log=print) -> dict[str, Any]:
+    """Train, evaluate and report the grid (see the module docstring). Returns the ``results.json`` payload.
+
+    ``report_only``: train nothing; report every finished run of ``methods`` found under ``OUT/runs``
+    (whatever its seed), e.g. after stopping a long grid or combining grids run with other ``--seeds``.
+    """
     from mlatr.data.synth.build import build_synthetic_benchmark
 
     out = Path(out)
     methods = list(methods or METHODS)
     preset = SIZES[size]
     data_dir = out / "data"
-    log(f"[supclap] synthetic benchmark ({preset['train']}/{preset['val']}/{preset['test']} clips) in {data_dir}")
-    build_synthetic_benchmark(data_dir, n_train=preset["train"], n_val=preset["val"], n_test=preset["test"],
-                              seed=0, progress=progress)
+    if not report_only:
+        log(f"[supclap] synthetic benchmark ({preset['train']}/{preset['val']}/{preset['test']} clips) in {data_dir}")
+        build_synthetic_benchmark(data_dir, n_train=preset["train"], n_val=preset["val"], n_test=preset["test"],
+                                  seed=0, progress=progress)
     manifest = str((data_dir / "manifest.jsonl").resolve())
 
     results: dict[str, list[dict]] = {}
@@ -101,11 +106,15 @@ def run_supclap(out: str | Path, size: str = "small", seeds: list[int] = (0,), m
     logs: dict[str, list[list[dict]]] = {}
     positives: dict[str, list[np.ndarray]] = {}
     histories: dict[str, list[list[dict]]] = {}
+    used_seeds: set[int] = set()
     for method in methods:
-        for seed in seeds:
+        for seed in (finished_seeds(out, method) if report_only else seeds):
             run_dir = out / "runs" / f"{method}-seed{seed}"
-            summary = train_run(RunSpec(method, seed, supclap_config(manifest, method, preset["epochs"])), run_dir,
-                                progress=progress, log=log)
+            if report_only:
+                summary = json.loads((run_dir / "summary.json").read_text())
+            else:
+                summary = train_run(RunSpec(method, seed, supclap_config(manifest, method, preset["epochs"])),
+                                    run_dir, progress=progress, log=log)
             metrics, pos = evaluate_with_positives(run_dir, manifest, "test")
             results.setdefault(method, []).append(metrics)
             summaries.setdefault(method, []).append(summary)
@@ -113,8 +122,24 @@ def run_supclap(out: str | Path, size: str = "small", seeds: list[int] = (0,), m
             steps, history = read_run_log(run_dir / "log.jsonl")
             logs.setdefault(method, []).append(steps)
             histories.setdefault(method, []).append(history)
-    return write_supclap_report(out / "report", size, list(seeds), results, summaries, logs, positives,
+            used_seeds.add(seed)
+    if not results:
+        from mlatr.errors import MlatrError
+
+        raise MlatrError(f"{out / 'runs'}: no finished run of the methods {methods}")
+    return write_supclap_report(out / "report", size, sorted(used_seeds), results, summaries, logs, positives,
                                 histories, log=log)
+
+
+def finished_seeds(out: Path, method: str) -> list[int]:
+    """Seeds of ``method`` whose run under ``out/runs`` has finished (``summary.json`` present)."""
+    prefix = f"{method}-seed"
+    found = []
+    for path in (Path(out) / "runs").glob(f"{prefix}*/summary.json"):
+        tail = path.parent.name[len(prefix):]
+        if tail.isdigit():
+            found.append(int(tail))
+    return sorted(found)
 
 
 def evaluate_with_positives(run_dir: Path, manifest: str, split: str) -> tuple[dict, np.ndarray]:
@@ -235,7 +260,8 @@ def write_supclap_report(report_dir: Path, size: str, seeds: list[int], results:
     epochs = next(iter(summaries.values()))[0]["epochs"]
     steps = next(iter(summaries.values()))[0]["steps"]
     md = ["# SupCLAP on the synthetic benchmark", "",
-          f"Size `{size}`, seeds {seeds}; every method: {epochs} epochs, {steps} optimizer steps of 32 clips, "
+          f"Size `{size}`, seeds {seeds} (per method: the `seeds` column); every method: {epochs} epochs, "
+          f"{steps} optimizer steps of 32 clips, "
           "the demo's model and optimizer. Test split, averages over the 8 languages; mean ± std over seeds "
           "(sample std, SupCLAP Table 4).", ""]
     texts, raw_tables = [], {}
