@@ -203,21 +203,27 @@ def _pyplot():
 
 
 def plot_step_series(logs: dict[str, list[list[dict]]], key: str, path: Path, ylabel: str, title: str,
-                     labels: dict[str, str], smooth: int = 1) -> Path | None:
-    """One line per method of a per-step value (mean over seeds; moving average of ``smooth`` steps)."""
+                     labels: dict[str, str], smooth: int = 1, log_scale: bool = False) -> Path | None:
+    """One line per method of a per-step value (mean over seeds; moving average of ``smooth`` steps).
+
+    ``log_scale``: logarithmic y axis when every value drawn is > 0 (radii that differ by decades).
+    """
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(6.4, 3.8))
-    drawn = 0
+    drawn, positive = 0, True
     for method, runs in logs.items():
         steps, values = step_series(runs, key)
         if len(steps) == 0:
             continue
         y = _moving_average(values, smooth)
+        positive = positive and bool((y > 0).all())
         ax.plot(steps[len(steps) - len(y):], y, lw=1.4, label=labels.get(method, method))
         drawn += 1
     if not drawn:
         plt.close(fig)
         return None
+    if log_scale and positive:
+        ax.set_yscale("log")
     ax.set_xlabel("optimizer step")
     ax.set_ylabel(ylabel)
     ax.set_title(title, fontsize=10)
@@ -306,7 +312,7 @@ def write_supclap_report(report_dir: Path, size: str, seeds: list[int], results:
     svr_logs = {m: v for m, v in logs.items() if "svr" in METHODS[m][3]}
     if svr_logs and plot_step_series(svr_logs, "svr_radius", report_dir / "radius.png", "semantic radius R",
                                      "Semantic radius over training (SupCLAP Figure 3; dynamic: batch mean)",
-                                     labels):
+                                     labels, log_scale=True):
         figures.append(("radius", "radius.png"))
     plot_positive_similarity({m: np.concatenate(positives[m]) for m in (fig_logs or results)},
                              report_dir / "positive_similarity.png", labels)
