@@ -21,6 +21,7 @@ def add_arguments(parser):
                             for k, v in SIZES.items()))
     parser.add_argument("--seeds", default="0", help="comma-separated seeds (default: 0)")
     parser.add_argument("--schemes", default="mlclap,cacl,kcl", help="pairing schemes to compare")
+    parser.add_argument("--epochs", type=int, help="training epochs (default: the size's)")
     parser.add_argument("--base", choices=["infonce", "siglip"], default="infonce", help="base loss")
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
 
@@ -38,5 +39,5 @@ def run(args) -> int:
         if s not in ("mlclap", "cacl", "kcl"):
             raise MlatrError(f"--schemes: unknown scheme {s!r} (mlclap, cacl, kcl)")
     run_demo(args.out, size=args.size, seeds=seeds, schemes=schemes, base=args.base,
-             progress=not args.no_progress)
+             progress=not args.no_progress, epochs=args.epochs)
     return 0

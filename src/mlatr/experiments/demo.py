@@ -26,7 +26,7 @@ from mlatr.languages import DEFAULT_LANGUAGES
 #: Benchmark size and training length per ``--size``.
 SIZES: dict[str, dict[str, int]] = {
     "tiny": {"train": 64, "val": 16, "test": 16, "epochs": 1},  # a smoke run: checks the installation
-    "small": {"train": 600, "val": 100, "test": 100, "epochs": 6},
+    "small": {"train": 600, "val": 100, "test": 100, "epochs": 12},
     "medium": {"train": 2000, "val": 200, "test": 200, "epochs": 15},
     "large": {"train": 6000, "val": 500, "test": 500, "epochs": 30},
 }
@@ -54,13 +54,13 @@ def demo_config(manifest: str, scheme: str, epochs: int, base: str = "infonce") 
 
 def run_demo(out: str | Path, size: str = "small", seeds: list[int] = (0,),
              schemes: list[str] = ("mlclap", "cacl", "kcl"), base: str = "infonce", progress: bool = True,
-             log=print) -> dict[str, Any]:
+             epochs: int | None = None, log=print) -> dict[str, Any]:
     from mlatr.data.synth.build import build_synthetic_benchmark
     from mlatr.evaluation import format_report, plot_recall_by_language, write_report
     from mlatr.experiments.aggregate import mean_std
 
     out = Path(out)
-    preset = SIZES[size]
+    preset = dict(SIZES[size], **({"epochs": epochs} if epochs else {}))
     data_dir = out / "data"
     log(f"[demo] synthetic benchmark ({preset['train']}/{preset['val']}/{preset['test']} clips, "
         f"{len(DEFAULT_LANGUAGES)} languages) in {data_dir}")
