@@ -12,10 +12,9 @@ from mlatr.errors import MlatrError
 from mlatr.losses.cmsc import cmsc_loss_terms
 from mlatr.matching import LGMMHead, Side, build_matching_head
 from mlatr.training.checkpoint import read_checkpoint
-from mlatr.training.config import load_config
 from mlatr.training.matching_objective import MatchingObjective, head_from_checkpoint
 from mlatr.training.trainer import Trainer
-from toydata import make_toy_manifest
+from toydata import make_toy_manifest, tiny_config
 
 LGMM = "objective.matching={name: lgmm, tau_w: 0.5, lam: 5.0}"
 
@@ -25,21 +24,10 @@ def manifest(tmp_path_factory):
     return make_toy_manifest(tmp_path_factory.mktemp("toy"), n_train=16, n_val=6, n_test=6)
 
 
-def config(manifest, out, *extra):
-    return load_config(None, [
-        f"data.manifest={manifest}", f"out_dir={out}", "data.languages=[eng,fra,deu]",
-        "train.epochs=1", "train.batch_size=8", "data.max_seconds=1.0", "optim.warmup_steps=1",
-        "train.progress=false", "train.log_every=1",
-        "model.audio={name: small-cnn, channels: [8, 16], dim: 32, num_heads: 2, ff_dim: 64}",
-        "model.text={name: small-transformer, dim: 32, num_layers: 1, num_heads: 2, ff_dim: 64, vocab_size: 300}",
-        "model.embed_dim=16", *extra,
-    ])
-
-
 @pytest.fixture(scope="module")
 def lgmm_run(manifest, tmp_path_factory):
     out = tmp_path_factory.mktemp("lgmm") / "run"
-    cfg = config(manifest, out, LGMM, "objective.cmsc={beta: 0.3}")
+    cfg = tiny_config(manifest, out, LGMM, "objective.cmsc={beta: 0.3}", epochs=1)
     trainer = Trainer(cfg)
     summary = trainer.fit()
     return out, trainer, summary
@@ -59,7 +47,7 @@ def test_lgmm_cmsc_trains_one_epoch_and_logs_terms(lgmm_run):
 
 def test_matching_objective_equals_cmsc_on_the_head_scores(manifest, tmp_path):
     """The objective on one batch = cmsc_loss_terms over LGMMHead scores computed by hand (eq. 6-11)."""
-    cfg = config(manifest, tmp_path / "x", LGMM, "objective.cmsc={jnt: false}")
+    cfg = tiny_config(manifest, tmp_path / "x", LGMM, "objective.cmsc={jnt: false}", epochs=1)
     trainer = Trainer(cfg)
     batch = next(iter(trainer.batches.epoch(0)))
     sel = trainer.pairing.select(batch.rows, cfg.data.languages, torch.Generator().manual_seed(0))
@@ -132,12 +120,12 @@ def test_eval_with_the_head_equals_evaluate_scores_on_its_matrices(lgmm_run, man
 ])
 def test_unsupported_combinations_are_refused(manifest, tmp_path, extra, match):
     with pytest.raises(MlatrError, match=match):
-        config(manifest, tmp_path / "x", LGMM, *extra)
+        tiny_config(manifest, tmp_path / "x", LGMM, *extra, epochs=1)
 
 
 def test_kcl_groups_by_language(manifest, tmp_path):
     """KCL with a head: one InterC group per language, weighted by its clips."""
-    cfg = config(manifest, tmp_path / "x", "objective.scheme=kcl", "objective.matching={name: max-mean}")
+    cfg = tiny_config(manifest, tmp_path / "x", "objective.scheme=kcl", "objective.matching={name: max-mean}", epochs=1)
     trainer = Trainer(cfg)
     batch = next(iter(trainer.batches.epoch(0)))
     sel = trainer.pairing.select(batch.rows, cfg.data.languages, torch.Generator().manual_seed(0))

@@ -15,7 +15,7 @@ from mlatr.search.backends import FaissBackend, top_k_numpy
 from mlatr.training.checkpoint import load_model
 from mlatr.training.config import load_config
 from mlatr.training.trainer import Trainer
-from toydata import make_toy_manifest
+from toydata import TINY_MODEL, make_toy_manifest
 
 
 @pytest.fixture(scope="module")
@@ -25,10 +25,7 @@ def trained(tmp_path_factory):
     cfg = load_config(None, [
         f"data.manifest={manifest}", f"out_dir={root / 'run'}", "data.languages=[eng,fra,deu]",
         "train.epochs=1", "train.batch_size=6", "data.max_seconds=1.0", "data.eval_max_seconds=2.0",
-        "optim.warmup_steps=1", "train.progress=false",
-        "model.audio={name: small-cnn, channels: [8, 16], dim: 32, num_heads: 2, ff_dim: 64}",
-        "model.text={name: small-transformer, dim: 32, num_layers: 1, num_heads: 2, ff_dim: 64, vocab_size: 300}",
-        "model.embed_dim=16",
+        "optim.warmup_steps=1", "train.progress=false", *TINY_MODEL,
     ])
     Trainer(cfg).fit()
     return manifest, root / "run" / "last.pt"

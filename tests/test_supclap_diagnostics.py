@@ -12,10 +12,9 @@ from torch import nn
 
 from mlatr.data.pairing import Selection
 from mlatr.errors import MlatrError
-from mlatr.training.config import load_config
 from mlatr.training.diagnostics import DriftMonitor, drift_cosines, positive_similarities, text_owner
 from mlatr.training.trainer import Trainer
-from toydata import make_toy_manifest
+from toydata import make_toy_manifest, tiny_config
 
 
 def test_drift_cosines_hand_values():
@@ -93,17 +92,6 @@ def test_positive_similarities_against_a_loop():
 @pytest.fixture(scope="module")
 def manifest(tmp_path_factory):
     return make_toy_manifest(tmp_path_factory.mktemp("toy"), n_train=16, n_val=4, n_test=4)
-
-
-def tiny_config(manifest, out, *extra):
-    return load_config(None, [
-        f"data.manifest={manifest}", f"out_dir={out}", "data.languages=[eng,fra,deu]",
-        "train.epochs=2", "train.batch_size=8", "data.max_seconds=1.0", "optim.warmup_steps=1",
-        "train.progress=false", "train.log_every=1",
-        "model.audio={name: small-cnn, channels: [8, 16], dim: 32, num_heads: 2, ff_dim: 64}",
-        "model.text={name: small-transformer, dim: 32, num_layers: 1, num_heads: 2, ff_dim: 64, vocab_size: 300}",
-        "model.embed_dim=16", *extra,
-    ])
 
 
 def test_reweight_and_drift_train_through_the_config(manifest, tmp_path):

@@ -7,9 +7,8 @@ import torch
 
 from mlatr.errors import MlatrError
 from mlatr.training.checkpoint import read_checkpoint
-from mlatr.training.config import load_config
 from mlatr.training.trainer import Trainer
-from toydata import make_toy_manifest
+from toydata import make_toy_manifest, tiny_config
 
 
 @pytest.fixture(scope="module")
@@ -17,20 +16,9 @@ def manifest(tmp_path_factory):
     return make_toy_manifest(tmp_path_factory.mktemp("toy"), n_train=16, n_val=6, n_test=6)
 
 
-def config(manifest, out, *extra):
-    return load_config(None, [
-        f"data.manifest={manifest}", f"out_dir={out}", "data.languages=[eng,fra,deu]",
-        "train.epochs=2", "train.batch_size=8", "data.max_seconds=1.0", "optim.warmup_steps=1",
-        "train.progress=false", "train.log_every=1",
-        "model.audio={name: small-cnn, channels: [8, 16], dim: 32, num_heads: 2, ff_dim: 64}",
-        "model.text={name: small-transformer, dim: 32, num_layers: 1, num_heads: 2, ff_dim: 64, vocab_size: 300}",
-        "model.embed_dim=16", *extra,
-    ])
-
-
 @pytest.mark.parametrize("scheme,base", [("mlclap", "infonce"), ("kcl", "siglip"), ("cacl", "infonce")])
 def test_each_scheme_trains_and_logs(manifest, tmp_path, scheme, base):
-    cfg = config(manifest, tmp_path / "run", f"objective.scheme={scheme}", f"objective.base={base}")
+    cfg = tiny_config(manifest, tmp_path / "run", f"objective.scheme={scheme}", f"objective.base={base}")
     summary = Trainer(cfg).fit()
     assert summary["epochs"] == 2 and summary["steps"] == 4  # 16 clips / batch 8 = 2 steps per epoch
     # texts per epoch: ML-CLAP 1 per clip, KCL K=3 per clip, CACL 2 per clip
@@ -46,16 +34,16 @@ def test_each_scheme_trains_and_logs(manifest, tmp_path, scheme, base):
 
 
 def test_resume_is_bit_exact(manifest, tmp_path):
-    full = Trainer(config(manifest, tmp_path / "full", "objective.scheme=mlclap")).fit()
+    full = Trainer(tiny_config(manifest, tmp_path / "full", "objective.scheme=mlclap")).fit()
 
     def interrupt(trainer, info):  # dies at the first step of epoch 2, after epoch 1's checkpoint
         if info["epoch"] == 2:
             raise KeyboardInterrupt
 
     with pytest.raises(KeyboardInterrupt):
-        Trainer(config(manifest, tmp_path / "part", "objective.scheme=mlclap"), callbacks=[interrupt]).fit()
+        Trainer(tiny_config(manifest, tmp_path / "part", "objective.scheme=mlclap"), callbacks=[interrupt]).fit()
     assert read_checkpoint(tmp_path / "part" / "last.pt")["epoch"] == 1
-    resumed = Trainer(config(manifest, tmp_path / "part", "objective.scheme=mlclap"), resume=True).fit()
+    resumed = Trainer(tiny_config(manifest, tmp_path / "part", "objective.scheme=mlclap"), resume=True).fit()
     a = read_checkpoint(tmp_path / "full" / "last.pt")
     b = read_checkpoint(tmp_path / "part" / "last.pt")
     assert a["model"].keys() == b["model"].keys()
@@ -66,21 +54,21 @@ def test_resume_is_bit_exact(manifest, tmp_path):
 
 
 def test_existing_run_needs_resume_flag(manifest, tmp_path):
-    cfg = config(manifest, tmp_path / "run", "train.epochs=1")
+    cfg = tiny_config(manifest, tmp_path / "run", "train.epochs=1")
     Trainer(cfg).fit()
     with pytest.raises(MlatrError, match="--resume"):
-        Trainer(config(manifest, tmp_path / "run", "train.epochs=1"))
+        Trainer(tiny_config(manifest, tmp_path / "run", "train.epochs=1"))
 
 
 def test_resume_refuses_another_config(manifest, tmp_path):
-    Trainer(config(manifest, tmp_path / "run", "train.epochs=1")).fit()
+    Trainer(tiny_config(manifest, tmp_path / "run", "train.epochs=1")).fit()
     with pytest.raises(MlatrError, match="another configuration"):
-        Trainer(config(manifest, tmp_path / "run", "train.epochs=1", "optim.lr=0.5"), resume=True)
+        Trainer(tiny_config(manifest, tmp_path / "run", "train.epochs=1", "optim.lr=0.5"), resume=True)
 
 
 @pytest.mark.parametrize("scheme", ["mlclap", "cacl"])
 def test_svr_composes_with_schemes(manifest, tmp_path, scheme):
-    cfg = config(manifest, tmp_path / "run", f"objective.scheme={scheme}", "train.epochs=1",
+    cfg = tiny_config(manifest, tmp_path / "run", f"objective.scheme={scheme}", "train.epochs=1",
                  "objective.svr={radius: dynamic, bidirectional: true}")
     summary = Trainer(cfg).fit()
     assert summary["svr"] is True

@@ -45,3 +45,22 @@ def make_toy_manifest(root: Path, n_train: int = 24, n_val: int = 8, n_test: int
     path = root / "manifest.jsonl"
     path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
     return path
+
+
+#: The overrides of a tiny model (a few thousand parameters) that trains in seconds on the toy data.
+TINY_MODEL = [
+    "model.audio={name: small-cnn, channels: [8, 16], dim: 32, num_heads: 2, ff_dim: 64}",
+    "model.text={name: small-transformer, dim: 32, num_layers: 1, num_heads: 2, ff_dim: 64, vocab_size: 300}",
+    "model.embed_dim=16",
+]
+
+
+def tiny_config(manifest, out, *extra, epochs: int = 2):
+    """A training config for the toy data: tiny model, batch 8, 1 s crops, eng/fra/deu."""
+    from mlatr.training.config import load_config
+
+    return load_config(None, [
+        f"data.manifest={manifest}", f"out_dir={out}", "data.languages=[eng,fra,deu]",
+        f"train.epochs={epochs}", "train.batch_size=8", "data.max_seconds=1.0", "optim.warmup_steps=1",
+        "train.progress=false", "train.log_every=1", *TINY_MODEL, *extra,
+    ])
