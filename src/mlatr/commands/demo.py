@@ -12,32 +12,18 @@ Examples:
 
 
 def add_arguments(parser):
-    from mlatr.experiments.demo import SIZES
+    from mlatr.commands._grid_args import add_grid_arguments
 
-    parser.add_argument("--out", default="mlatr-demo", help="output folder (default: mlatr-demo)")
-    parser.add_argument("--size", choices=sorted(SIZES), default="small",
-                        help="benchmark size and epochs: " + "; ".join(
-                            f"{k}: {v['train']}/{v['val']}/{v['test']} clips, {v['epochs']} epochs"
-                            for k, v in SIZES.items()))
-    parser.add_argument("--seeds", default="0", help="comma-separated seeds (default: 0)")
-    parser.add_argument("--schemes", default="mlclap,cacl,kcl", help="pairing schemes to compare")
+    add_grid_arguments(parser, "mlatr-demo", ["mlclap", "cacl", "kcl"], method_flag="--schemes")
     parser.add_argument("--epochs", type=int, help="training epochs (default: the size's)")
     parser.add_argument("--base", choices=["infonce", "siglip"], default="infonce", help="base loss")
-    parser.add_argument("--no-progress", action="store_true", help="no progress bars")
 
 
 def run(args) -> int:
-    from mlatr.errors import MlatrError
+    from mlatr.commands._grid_args import parse_methods, parse_seeds
     from mlatr.experiments.demo import run_demo
 
-    try:
-        seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
-    except ValueError:
-        raise MlatrError(f"--seeds: expected comma-separated integers, got {args.seeds!r}") from None
-    schemes = [s.strip() for s in args.schemes.split(",") if s.strip()]
-    for s in schemes:
-        if s not in ("mlclap", "cacl", "kcl"):
-            raise MlatrError(f"--schemes: unknown scheme {s!r} (mlclap, cacl, kcl)")
-    run_demo(args.out, size=args.size, seeds=seeds, schemes=schemes, base=args.base,
+    run_demo(args.out, size=args.size, seeds=parse_seeds(args.seeds),
+             schemes=parse_methods(args.schemes, ["mlclap", "cacl", "kcl"], "--schemes"), base=args.base,
              progress=not args.no_progress, epochs=args.epochs)
     return 0

@@ -14,33 +14,16 @@ Examples:
 
 
 def add_arguments(parser):
-    from mlatr.experiments.demo import SIZES
+    from mlatr.commands._grid_args import add_grid_arguments
     from mlatr.experiments.finegrained import METHODS
 
-    parser.add_argument("--out", default="mlatr-finegrained", help="output folder (default: mlatr-finegrained)")
-    parser.add_argument("--size", choices=sorted(SIZES), default="small",
-                        help="benchmark size and epochs: " + "; ".join(
-                            f"{k}: {v['train']}/{v['val']}/{v['test']} clips, {v['epochs']} epochs"
-                            for k, v in SIZES.items()))
-    parser.add_argument("--seeds", default="0", help="comma-separated seeds (default: 0)")
-    parser.add_argument("--methods", default=",".join(METHODS),
-                        help=f"comma-separated methods (default: all): {', '.join(METHODS)}")
-    parser.add_argument("--no-progress", action="store_true", help="no progress bars")
+    add_grid_arguments(parser, "mlatr-finegrained", list(METHODS))
 
 
 def run(args) -> int:
-    from mlatr.errors import MlatrError
+    from mlatr.commands._grid_args import parse_methods, parse_seeds
     from mlatr.experiments.finegrained import METHODS, run_finegrained
 
-    try:
-        seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
-    except ValueError:
-        raise MlatrError(f"--seeds: expected comma-separated integers, got {args.seeds!r}") from None
-    if not seeds:
-        raise MlatrError("--seeds: give at least one seed")
-    methods = [m.strip() for m in args.methods.split(",") if m.strip()]
-    unknown = [m for m in methods if m not in METHODS]
-    if unknown or not methods:
-        raise MlatrError(f"--methods: unknown {', '.join(unknown) or '(none given)'}; known: {', '.join(METHODS)}")
-    run_finegrained(args.out, size=args.size, seeds=seeds, methods=methods, progress=not args.no_progress)
+    run_finegrained(args.out, size=args.size, seeds=parse_seeds(args.seeds),
+                    methods=parse_methods(args.methods, METHODS), progress=not args.no_progress)
     return 0

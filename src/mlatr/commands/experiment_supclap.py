@@ -14,35 +14,18 @@ Examples:
 
 
 def add_arguments(parser):
-    from mlatr.experiments.demo import SIZES
+    from mlatr.commands._grid_args import add_grid_arguments
     from mlatr.experiments.supclap import METHODS
 
-    parser.add_argument("--out", default="mlatr-supclap", help="output folder (default: mlatr-supclap)")
-    parser.add_argument("--size", choices=sorted(SIZES), default="small",
-                        help="benchmark size and epochs: " + "; ".join(
-                            f"{k}: {v['train']}/{v['val']}/{v['test']} clips, {v['epochs']} epochs"
-                            for k, v in SIZES.items()))
-    parser.add_argument("--seeds", default="0", help="comma-separated seeds (default: 0)")
-    parser.add_argument("--methods", default=",".join(METHODS),
-                        help="comma-separated methods (default: all): " + ", ".join(METHODS))
+    add_grid_arguments(parser, "mlatr-supclap", list(METHODS))
     parser.add_argument("--report-only", action="store_true",
                         help="train nothing: report the finished runs of --methods found in OUT (any seed)")
-    parser.add_argument("--no-progress", action="store_true", help="no progress bars")
 
 
 def run(args) -> int:
-    from mlatr.errors import MlatrError
+    from mlatr.commands._grid_args import parse_methods, parse_seeds
     from mlatr.experiments.supclap import METHODS, run_supclap
 
-    try:
-        seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
-    except ValueError:
-        raise MlatrError(f"--seeds: expected comma-separated integers, got {args.seeds!r}") from None
-    methods = [m.strip() for m in args.methods.split(",") if m.strip()]
-    unknown = [m for m in methods if m not in METHODS]
-    if unknown or not methods or not seeds:
-        raise MlatrError(f"--methods: unknown {unknown} (known: {', '.join(METHODS)})" if unknown
-                         else "--methods and --seeds must not be empty")
-    run_supclap(args.out, size=args.size, seeds=seeds, methods=methods, progress=not args.no_progress,
-                report_only=args.report_only)
+    run_supclap(args.out, size=args.size, seeds=parse_seeds(args.seeds), methods=parse_methods(args.methods, METHODS),
+                progress=not args.no_progress, report_only=args.report_only)
     return 0

@@ -27,8 +27,8 @@ from mlatr.languages import DEFAULT_LANGUAGES
 SIZES: dict[str, dict[str, int]] = {
     "tiny": {"train": 64, "val": 16, "test": 16, "epochs": 1},  # a smoke run: checks the installation
     "small": {"train": 600, "val": 100, "test": 100, "epochs": 12},
-    "medium": {"train": 2000, "val": 200, "test": 200, "epochs": 15},
-    "large": {"train": 6000, "val": 500, "test": 500, "epochs": 30},
+    "medium": {"train": 2000, "val": 200, "test": 200, "epochs": 25},
+    "large": {"train": 6000, "val": 500, "test": 500, "epochs": 40},
 }
 
 SCHEME_NAMES = {"mlclap": "ML-CLAP", "cacl": "CACL", "kcl": "KCL"}
