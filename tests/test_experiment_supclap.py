@@ -4,13 +4,14 @@ import json
 
 import numpy as np
 
+import mlatr.experiments.demo as demo
 import mlatr.experiments.supclap as supclap
 from mlatr.cli import main
 
 
 def test_experiment_supclap_tiny(tmp_path, monkeypatch):
     # the tiny preset with smaller eval splits: 64 training clips = 2 steps of 32 (drift needs a second step)
-    monkeypatch.setitem(supclap.SIZES, "tiny", {"train": 64, "val": 8, "test": 8, "epochs": 1})
+    monkeypatch.setitem(demo.SIZES, "tiny", {"train": 64, "val": 8, "test": 8, "epochs": 1})
     out = tmp_path / "sc"
     rc = main(["experiment", "supclap", "--size", "tiny", "--methods", "infonce,infonce-bi-static",
                "--out", str(out), "--no-progress"])

@@ -52,21 +52,32 @@ def demo_config(manifest: str, scheme: str, epochs: int, base: str = "infonce") 
     }
 
 
+def prepare_benchmark(out: Path, size: str, progress: bool = True, log=print, tag: str = "demo",
+                      build: bool = True) -> tuple[str, dict[str, int]]:
+    """The synthetic benchmark of ``size`` in ``out/data`` (built or resumed unless ``build`` is False).
+
+    Returns the manifest's absolute path and the size preset (clip counts, epochs)."""
+    from mlatr.data.synth.build import build_synthetic_benchmark
+
+    preset = SIZES[size]
+    data_dir = Path(out) / "data"
+    if build:
+        log(f"[{tag}] synthetic benchmark ({preset['train']}/{preset['val']}/{preset['test']} clips, "
+            f"{len(DEFAULT_LANGUAGES)} languages) in {data_dir}")
+        build_synthetic_benchmark(data_dir, n_train=preset["train"], n_val=preset["val"], n_test=preset["test"],
+                                  seed=0, progress=progress)
+    return str((data_dir / "manifest.jsonl").resolve()), preset
+
+
 def run_demo(out: str | Path, size: str = "small", seeds: list[int] = (0,),
              schemes: list[str] = ("mlclap", "cacl", "kcl"), base: str = "infonce", progress: bool = True,
              epochs: int | None = None, log=print) -> dict[str, Any]:
-    from mlatr.data.synth.build import build_synthetic_benchmark
     from mlatr.evaluation import format_report, plot_recall_by_language, write_report
     from mlatr.experiments.aggregate import mean_std
 
     out = Path(out)
-    preset = dict(SIZES[size], **({"epochs": epochs} if epochs else {}))
-    data_dir = out / "data"
-    log(f"[demo] synthetic benchmark ({preset['train']}/{preset['val']}/{preset['test']} clips, "
-        f"{len(DEFAULT_LANGUAGES)} languages) in {data_dir}")
-    build_synthetic_benchmark(data_dir, n_train=preset["train"], n_val=preset["val"], n_test=preset["test"],
-                              seed=0, progress=progress)
-    manifest = str((data_dir / "manifest.jsonl").resolve())
+    manifest, preset = prepare_benchmark(out, size, progress, log)
+    preset = dict(preset, **({"epochs": epochs} if epochs else {}))
 
     results: dict[str, list[dict]] = {}
     summaries: dict[str, list[dict]] = {}

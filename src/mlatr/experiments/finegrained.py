@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from mlatr.experiments.aggregate import markdown_table, overhead_rows, summary_rows, text_table
-from mlatr.experiments.demo import SIZES, demo_config
+from mlatr.experiments.demo import demo_config, prepare_benchmark
 from mlatr.experiments.runner import RunSpec, evaluate_run, train_run
 from mlatr.io_utils import atomic_write_json, atomic_write_text
 from mlatr.languages import DEFAULT_LANGUAGES
@@ -69,17 +69,9 @@ def finegrained_config(manifest: str, method: str, epochs: int) -> dict[str, Any
 def run_finegrained(out: str | Path, size: str = "small", seeds: list[int] = (0,),
                     methods: list[str] | None = None, progress: bool = True, log=print) -> dict[str, Any]:
     """Train, evaluate and report the grid (see the module docstring); returns the results.json payload."""
-    from mlatr.data.synth.build import build_synthetic_benchmark
-
     out = Path(out)
     methods = list(methods or METHODS)
-    preset = SIZES[size]
-    data_dir = out / "data"
-    log(f"[finegrained] synthetic benchmark ({preset['train']}/{preset['val']}/{preset['test']} clips) "
-        f"in {data_dir}")
-    build_synthetic_benchmark(data_dir, n_train=preset["train"], n_val=preset["val"], n_test=preset["test"],
-                              seed=0, progress=progress)
-    manifest = str((data_dir / "manifest.jsonl").resolve())
+    manifest, preset = prepare_benchmark(out, size, progress, log, tag="finegrained")
     results: dict[str, list[dict]] = {}
     summaries: dict[str, list[dict]] = {}
     for method in methods:

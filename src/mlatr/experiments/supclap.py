@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from mlatr.experiments.aggregate import markdown_table, overhead_rows, plot_curves, summary_rows, text_table
-from mlatr.experiments.demo import SIZES, demo_config
+from mlatr.experiments.demo import demo_config, prepare_benchmark
 from mlatr.experiments.runner import RunSpec, train_run
 from mlatr.io_utils import atomic_write_json, atomic_write_text
 from mlatr.languages import DEFAULT_LANGUAGES
@@ -89,17 +89,9 @@ def run_supclap(out: str | Path, size: str = "small", seeds: list[int] = (0,), m
     ``report_only``: train nothing; report every finished run of ``methods`` found under ``OUT/runs``
     (whatever its seed), e.g. after stopping a long grid or combining grids run with other ``--seeds``.
     """
-    from mlatr.data.synth.build import build_synthetic_benchmark
-
     out = Path(out)
     methods = list(methods or METHODS)
-    preset = SIZES[size]
-    data_dir = out / "data"
-    if not report_only:
-        log(f"[supclap] synthetic benchmark ({preset['train']}/{preset['val']}/{preset['test']} clips) in {data_dir}")
-        build_synthetic_benchmark(data_dir, n_train=preset["train"], n_val=preset["val"], n_test=preset["test"],
-                                  seed=0, progress=progress)
-    manifest = str((data_dir / "manifest.jsonl").resolve())
+    manifest, preset = prepare_benchmark(out, size, progress, log, tag="supclap", build=not report_only)
 
     results: dict[str, list[dict]] = {}
     summaries: dict[str, list[dict]] = {}
