@@ -65,7 +65,8 @@ def pair_objective(
     raise MlatrError(f"unknown base loss {base!r}; expected one of {', '.join(BASE_OBJECTIVES)}")
 
 
-def pairs_loss(pairs: Sequence[Pair], objective: PairObjective) -> Tensor:
+def pairs_loss(pairs: Sequence[Pair], objective: PairObjective,
+               audio_text_objective: PairObjective | None = None) -> Tensor:
     """``sum_p total_p / sum_p count_p`` over the pairs a scheme produced.
 
     With InfoNCE this is exactly the papers' normalisation: KCL's ``1/(2NK)`` (ATRI eq. 9, ``K``
@@ -76,12 +77,16 @@ def pairs_loss(pairs: Sequence[Pair], objective: PairObjective) -> Tensor:
     Inputs:
         pairs: non-empty list of :class:`~mlatr.losses.Pair`.
         objective: from :func:`pair_objective`.
+        audio_text_objective: if given, scores the audio-text pairs instead (names starting with
+            ``"audio-"``, the naming contract of the scheme functions), e.g. SupCLAP's Simple Reweight
+            baseline; text-text pairs (CACL's English-other) keep ``objective``.
 
     Returns:
         Scalar tensor.
     """
     if not pairs:
         raise ValueError("pairs_loss: no pairs to contrast (every caption is masked out?)")
-    sums = [objective(p.anchor, p.target) for p in pairs]
+    sums = [(audio_text_objective if audio_text_objective is not None and p.name.startswith("audio-")
+             else objective)(p.anchor, p.target) for p in pairs]
     total = torch.stack([s.total for s in sums]).sum()
     return total / sum(s.count for s in sums)

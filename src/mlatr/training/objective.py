@@ -73,9 +73,8 @@ class TrainingObjective(nn.Module):
         mask = selection.mask.to(audio.device)
         pairs = scheme_pairs(self.scheme, audio, text, mask)
         objective = pair_objective(self.base, temperature, self.bias)
-        if self.reweight is not None:
-            objective = _reweighted_audio_text(self.reweight, pairs, objective, temperature)
-        loss = pairs_loss(pairs, objective)
+        reweighted = _reweighted_objective(self.reweight, temperature) if self.reweight is not None else None
+        loss = pairs_loss(pairs, objective, audio_text_objective=reweighted)
         logs = {"loss_base": float(loss.detach())}
         if self.reweight is not None:
             logs["reweight_w"] = float(self.reweight.log_weight.detach().exp())
@@ -88,18 +87,15 @@ class TrainingObjective(nn.Module):
         return loss, logs
 
 
-def _reweighted_audio_text(reweight, pairs: list[Pair], plain, temperature):
-    """A pair objective scoring the scheme's audio-text pairs with Simple Reweight (SupCLAP App. E.4).
+def _reweighted_objective(reweight, temperature):
+    """Simple Reweight (SupCLAP App. E.4) as a pair objective for the scheme's audio-text pairs.
 
-    Audio-text pairs (names ``"audio-..."``) get :class:`~mlatr.losses.simple_reweight.SimpleReweight`'s
-    loss (the mean of both directions) as ``PairSum(loss * 2n, 2n)``, i.e. InfoNCE's normalisation, so
-    at ``w = 1`` the total equals the plain InfoNCE one; text-text pairs (CACL's) keep ``plain``.
+    :class:`~mlatr.losses.simple_reweight.SimpleReweight`'s loss (the mean of both directions) is
+    returned as ``PairSum(loss * 2n, 2n)``, InfoNCE's normalisation, so at ``w = 1`` the total equals
+    the plain InfoNCE one.
     """
-    audio_ids = {(id(p.anchor), id(p.target)) for p in pairs if p.name.startswith("audio-")}
 
     def objective(anchor: Tensor, target: Tensor) -> PairSum:
-        if (id(anchor), id(target)) not in audio_ids:
-            return plain(anchor, target)
         loss, _ = reweight(anchor, target, temperature)
         return PairSum(total=loss * (2 * anchor.shape[0]), count=2 * anchor.shape[0])
 
