@@ -91,6 +91,27 @@ def overhead_rows(summaries: dict[str, list[dict]]) -> tuple[list[str], list[lis
     return header, rows
 
 
+def grid_tables(tables: list[tuple[str, list[str]]], results: dict[str, list[dict]], labels: dict[str, str],
+                min_methods: int = 2) -> tuple[list[str], list[str], dict[str, dict]]:
+    """The summary table of each ``(title, method keys)`` in ``tables`` over the methods that have results.
+
+    A table is left out when fewer than ``min_methods`` of its methods have results. Returns Markdown
+    lines (a ``## title`` section per table), the text tables, and the raw ``(mean, std)`` numbers by title.
+    """
+    md: list[str] = []
+    texts: list[str] = []
+    raw_tables: dict[str, dict] = {}
+    for title, keys in tables:
+        present = [k for k in keys if k in results]
+        if len(present) < max(1, min_methods):
+            continue
+        header, rows, raw = summary_rows({labels[k]: results[k] for k in present})
+        raw_tables[title] = raw
+        md += [f"## {title}", "", markdown_table(header, rows), ""]
+        texts.append(text_table(header, rows, title))
+    return md, texts, raw_tables
+
+
 def text_table(header: list[str], rows: list[list[str]], title: str) -> str:
     widths = [max(len(str(x)) for x in col) for col in zip(header, *rows, strict=True)]
     line = "  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True))

@@ -26,7 +26,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from mlatr.experiments.aggregate import markdown_table, overhead_rows, summary_rows, text_table
+from mlatr.experiments.aggregate import grid_tables, markdown_table, overhead_rows, text_table
 from mlatr.experiments.demo import demo_config, prepare_benchmark
 from mlatr.experiments.runner import RunSpec, evaluate_run, train_run
 from mlatr.io_utils import atomic_write_json, atomic_write_text
@@ -102,17 +102,9 @@ def write_finegrained_report(report_dir: Path, size: str, seeds: list[int], resu
           "of 32 clips (ML-CLAP pairing), the demo's model and optimizer, tau = 0.07. Each model is evaluated "
           "with its own matching head (T2A and A2T scored separately); test split, averages over the "
           f"{len(DEFAULT_LANGUAGES)} languages; mean ± std over seeds.", ""]
-    texts, raw_tables = [], {}
-    for title, keys in TABLES:
-        present = [k for k in keys if k in results]
-        if len(present) < 2 and len(TABLES) > 1 and len(results) > 1:
-            continue
-        if not present:
-            continue
-        header, rows, raw = summary_rows({labels[k]: results[k] for k in present})
-        raw_tables[title] = raw
-        md += [f"## {title}", "", markdown_table(header, rows), ""]
-        texts.append(text_table(header, rows, title))
+    # With a single method every table shows it; with several, a table needs two to compare.
+    table_md, texts, raw_tables = grid_tables(TABLES, results, labels, min_methods=2 if len(results) > 1 else 1)
+    md += table_md
     oh_header, oh_rows = overhead_rows({labels[k]: v for k, v in summaries.items()})
     md += ["## Training overhead", "", markdown_table(oh_header, oh_rows), ""]
     texts.append(text_table(oh_header, oh_rows, "Training overhead"))

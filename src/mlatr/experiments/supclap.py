@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from mlatr.experiments.aggregate import markdown_table, overhead_rows, plot_curves, summary_rows, text_table
+from mlatr.experiments.aggregate import grid_tables, markdown_table, overhead_rows, plot_curves, text_table
 from mlatr.experiments.demo import demo_config, prepare_benchmark
 from mlatr.experiments.runner import RunSpec, train_run
 from mlatr.io_utils import atomic_write_json, atomic_write_text
@@ -262,15 +262,8 @@ def write_supclap_report(report_dir: Path, size: str, seeds: list[int], results:
           f"{steps} optimizer steps of 32 clips, "
           "the demo's model and optimizer. Test split, averages over the 8 languages; mean ± std over seeds "
           "(sample std, SupCLAP Table 4).", ""]
-    texts, raw_tables = [], {}
-    for title, keys in TABLES:
-        present = [k for k in keys if k in results]
-        if len(present) < 2:
-            continue
-        header, rows, raw = summary_rows({labels[k]: results[k] for k in present})
-        raw_tables[title] = raw
-        md += [f"## {title}", "", markdown_table(header, rows), ""]
-        texts.append(text_table(header, rows, title))
+    table_md, texts, raw_tables = grid_tables(TABLES, results, labels)
+    md += table_md
     oh_header, oh_rows = overhead_rows({labels[k]: v for k, v in summaries.items()})
     md += ["## Training overhead (whole run, every method with the drift diagnostic on)", "",
            markdown_table(oh_header, oh_rows), "",
