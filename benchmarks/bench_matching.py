@@ -16,7 +16,10 @@ Two measurements:
    the figure is an upper bound. Blocks are processed one at a time, so the peak does not depend on
    ``--clips``: a run with fewer clips (same captions) has the same block shape and peak, and its time
    scales linearly with the number of clips. Wall time and process CPU time are both reported (the
-   latter is the useful figure on a shared machine).
+   latter is the useful figure on a shared machine). ``--block-target-mb`` sets the preferred block
+   size below the budget (default: the library's CPU default, cache-sized blocks; ``inf``: the largest
+   blocks the budget allows, the behaviour before the target existed); ``--compare-targets`` runs
+   both and prints the speed ratio.
 
 Usage: ``python benchmarks/bench_matching.py [batch|testset|all] [--threads N] ...``; prints one JSON
 object per measurement.
@@ -113,7 +116,8 @@ def testset_child(args) -> dict:
     audio_side, text_side = Side(None, audio, am), Side(None, text, tm)
     directions = [("a2t", audio_side, text_side)] + ([("t2a", text_side, audio_side)] if args.both else [])
     out = {"measure": "testset", "clips": args.clips, "captions": args.captions, "La": args.la, "Lt": args.lt,
-           "d": args.dim, "budget_mb": args.budget_mb, "threads": torch.get_num_threads(),
+           "d": args.dim, "budget_mb": args.budget_mb, "block_target_mb": args.block_target_mb,
+           "threads": torch.get_num_threads(),
            "inputs_mb": round((audio.nbytes + text.nbytes) / 2**20, 1)}
     for name, q, c in directions:
         rss_before = _rss_bytes()
@@ -122,7 +126,8 @@ def testset_child(args) -> dict:
         t0 = time.perf_counter()
         with torch.no_grad():
             scores = chunked_scores(head, q, c, memory_budget_mb=args.budget_mb,
-                                    on_block=lambda done, total, seen=blocks: seen.append(total))
+                                    on_block=lambda done, total, seen=blocks: seen.append(total),
+                                    block_target_mb=args.block_target_mb)
         elapsed = time.perf_counter() - t0
         out[f"{name}_cpu_s"] = round(time.process_time() - cpu0, 2)
         peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024   # Linux: kilobytes
@@ -135,13 +140,27 @@ def testset_child(args) -> dict:
     return out
 
 
-def bench_testset(args) -> dict:
+def bench_testset(args, block_target_mb: float | None = None) -> dict:
     cmd = [sys.executable, __file__, "_testset_child", "--threads", str(args.threads),
            "--clips", str(args.clips), "--captions", str(args.captions), "--la", str(args.la),
            "--lt", str(args.lt), "--dim", str(args.dim), "--budget-mb", str(args.budget_mb)]
     cmd += ["--both"] if args.both else []
+    target = args.block_target_mb if block_target_mb is None else block_target_mb
+    cmd += [] if target is None else ["--block-target-mb", str(target)]
     res = subprocess.run(cmd, capture_output=True, text=True, check=True)
     return json.loads(res.stdout.strip().splitlines()[-1])
+
+
+def compare_targets(args) -> dict:
+    """The test set scored with cache-sized blocks (the CPU default) and with the largest blocks the
+    budget allows; CPU seconds of each and their ratio."""
+    small, large = bench_testset(args, None), bench_testset(args, float("inf"))
+    out = {"measure": "block_target", "default_target": small, "budget_sized_blocks": large}
+    for name in ("a2t", "t2a"):
+        if f"{name}_cpu_s" in small:
+            out[f"{name}_speedup_cpu"] = round(large[f"{name}_cpu_s"] / small[f"{name}_cpu_s"], 2)
+            out[f"{name}_speedup_wall"] = round(large[f"{name}_s"] / small[f"{name}_s"], 2)
+    return out
 
 
 def main(argv=None) -> int:
@@ -158,6 +177,10 @@ def main(argv=None) -> int:
     p.add_argument("--captions", type=int, default=5000)
     p.add_argument("--budget-mb", type=float, default=2048.0)
     p.add_argument("--both", action="store_true", help="test set: also T2A")
+    p.add_argument("--block-target-mb", type=float, default=None,
+                   help="preferred block working set (default: the library's CPU default; inf: none)")
+    p.add_argument("--compare-targets", action="store_true",
+                   help="test set: run with the default target and with none, print the ratio")
     args = p.parse_args(argv)
     torch.set_num_threads(args.threads)
     if args.what == "_testset_child":
@@ -166,7 +189,7 @@ def main(argv=None) -> int:
     if args.what in ("batch", "all"):
         print(json.dumps(bench_batch(args)), flush=True)
     if args.what in ("testset", "all"):
-        print(json.dumps(bench_testset(args)), flush=True)
+        print(json.dumps(compare_targets(args) if args.compare_targets else bench_testset(args)), flush=True)
     return 0
 
 

@@ -119,6 +119,48 @@ def test_plan_chunks_respects_budget():
         plan_chunks(2, 2, 100, 0, 0, 50)
 
 
+def test_plan_chunks_target_gives_balanced_cache_sized_blocks():
+    def cost(bq, bc, ppair, pq, pc):
+        return bq * bc * ppair + bq * pq + bc * pc
+
+    # test-set shape: 4000 captions x 100 clips, 37 kB per pair; 48 MB target inside a 1 GB budget
+    bq, bc = plan_chunks(4000, 100, 37_000, 10_000, 80_000, 1 << 30, target_bytes=48 << 20)
+    assert cost(bq, bc, 37_000, 10_000, 80_000) <= 48 << 20
+    assert bc < 100 and 0.5 <= bq / bc <= 2          # balanced, not whole contexts x a sliver of queries
+    # the block is (nearly) as large as the target allows: one more query would not fit
+    assert cost(bq + 1, bc, 37_000, 10_000, 80_000) > 48 << 20
+    # few queries: they all go in, and the contexts take the remaining room
+    bq, bc = plan_chunks(3, 10_000, 1_000, 0, 0, 1 << 30, target_bytes=1_000_000)
+    assert (bq, bc) == (3, 333)
+    # everything fits the target: one block
+    assert plan_chunks(10, 10, 1, 0, 0, 10**6, target_bytes=1000) == (10, 10)
+    # a pair larger than the target but within the budget: the target is dropped, the budget holds
+    bq, bc = plan_chunks(4, 4, 100, 0, 0, 1000, target_bytes=50)
+    assert bq * bc * 100 <= 1000 and bq * bc >= 8
+    # the budget stays a hard bound below the target
+    bq, bc = plan_chunks(100, 100, 10, 0, 0, 1000, target_bytes=10**6)
+    assert bq * bc * 10 <= 1000
+
+
+def test_chunked_scores_block_target_changes_blocks_not_values():
+    gen = torch.Generator().manual_seed(3)
+    q = Side(None, torch.randn(40, 6, 8, generator=gen), torch.rand(40, 6, generator=gen) > 0.3)
+    c = Side(None, torch.randn(30, 5, 8, generator=gen), torch.rand(30, 5, generator=gen) > 0.3)
+    q.mask[:, 0] = True
+    c.mask[:, 0] = True
+    head = build_matching_head("lgmm")
+    counts = {}
+    results = {}
+    for target in (float("inf"), 0.05):
+        blocks = []
+        with torch.no_grad():
+            results[target] = chunked_scores(head, q, c, memory_budget_mb=64, block_target_mb=target,
+                                             on_block=lambda d, t, blocks=blocks: blocks.append(t))
+        counts[target] = blocks[-1]
+    assert counts[float("inf")] == 1 and counts[0.05] > 4
+    torch.testing.assert_close(results[0.05], results[float("inf")], rtol=1e-5, atol=1e-6)
+
+
 @pytest.mark.parametrize("name", ["lgmm", "max-mean", "mean-max", "cosine"])
 def test_chunked_equals_unchunked(name):
     gen = torch.Generator().manual_seed(2)
