@@ -14,7 +14,11 @@ from mlatr.experiments.finegrained import hard_negative_triple
 def test_tiny_lgmm_writes_summary_and_heatmap(tmp_path):
     out = tmp_path / "fg"
     assert main(["experiment", "finegrained", "--size", "tiny", "--methods", "lgmm", "--out", str(out),
-                 "--no-progress"]) == 0
+                 "--no-progress", "--eval-every", "2"]) == 0
+    run = out / "runs" / "lgmm-seed0"
+    assert "eval_every: 2" in (run / "config.yaml").read_text()
+    log = [json.loads(line) for line in (run / "log.jsonl").read_text().splitlines()]
+    assert [r["epoch"] for r in log if r["type"] == "epoch" and "val" in r] == [1]  # the last epoch
     report = out / "report"
     results = json.loads((report / "results.json").read_text())
     assert list(results["methods"]) == ["lgmm"]
@@ -44,3 +48,5 @@ def test_unknown_method_is_refused(tmp_path, capsys):
     assert main(["experiment", "finegrained", "--methods", "lgmm,nope", "--out", str(tmp_path)]) != 0
     assert "--methods: unknown nope" in capsys.readouterr().err
     assert not (tmp_path / "data").exists()
+    assert main(["experiment", "finegrained", "--eval-every", "0", "--out", str(tmp_path)]) != 0
+    assert "--eval-every: must be at least 1" in capsys.readouterr().err

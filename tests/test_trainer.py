@@ -76,3 +76,12 @@ def test_svr_composes_with_schemes(manifest, tmp_path, scheme):
     step = next(r for r in steps if r["type"] == "step")
     assert step["svr_radius"] > 0 and "svr_constraint" in step
     assert any(k.startswith("svr.radius_model") for k in read_checkpoint(tmp_path / "run" / "last.pt")["objective"])
+
+
+def test_eval_every_validates_on_schedule_and_after_the_last_epoch(manifest, tmp_path):
+    summary = Trainer(tiny_config(manifest, tmp_path / "run", "train.epochs=3", "train.eval_every=2")).fit()
+    epochs = [json.loads(line) for line in (tmp_path / "run" / "log.jsonl").read_text().splitlines()]
+    validated = [r["epoch"] for r in epochs if r["type"] == "epoch" and "val" in r]
+    assert validated == [2, 3]                      # epoch 2 by the schedule, epoch 3 because it is the last
+    assert summary["best_epoch"] in (2, 3)
+    assert read_checkpoint(tmp_path / "run" / "best.pt")["epoch"] == summary["best_epoch"]

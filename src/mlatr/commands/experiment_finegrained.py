@@ -15,15 +15,23 @@ Examples:
 
 def add_arguments(parser):
     from mlatr.commands._grid_args import add_grid_arguments
-    from mlatr.experiments.finegrained import METHODS
+    from mlatr.experiments.finegrained import EVAL_EVERY, METHODS
 
     add_grid_arguments(parser, "mlatr-finegrained", list(METHODS))
+    parser.add_argument("--eval-every", type=int, default=EVAL_EVERY,
+                        help=f"validate every N epochs and after the last (default: {EVAL_EVERY}; frame-level "
+                             "heads make validation cost about two training epochs)")
 
 
 def run(args) -> int:
     from mlatr.commands._grid_args import parse_methods, parse_seeds
+    from mlatr.errors import MlatrError
     from mlatr.experiments.finegrained import METHODS, run_finegrained
 
+    if args.eval_every < 1:
+        raise MlatrError(f"--eval-every: must be at least 1, got {args.eval_every}")
+
     run_finegrained(args.out, size=args.size, seeds=parse_seeds(args.seeds),
-                    methods=parse_methods(args.methods, METHODS), progress=not args.no_progress)
+                    methods=parse_methods(args.methods, METHODS), progress=not args.no_progress,
+                    eval_every=args.eval_every)
     return 0

@@ -132,7 +132,8 @@ class TrainConfig:
     eval_batch_size: int = 64
     device: str = "auto"
     log_every: int = 10
-    #: Evaluate on the validation split every N epochs (best checkpoint by average R@1).
+    #: Evaluate on the validation split every N epochs and after the last one (best checkpoint by
+    #: average R@1); 0 = never (best.pt is then the last epoch).
     eval_every: int = 1
     progress: bool = True
     tensorboard: bool = False

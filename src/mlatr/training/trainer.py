@@ -151,7 +151,7 @@ class Trainer:
             while self.epoch < cfg.train.epochs:
                 record = self._train_epoch(self.epoch, log, writer)
                 self.epoch += 1
-                if cfg.train.eval_every > 0 and self.epoch % cfg.train.eval_every == 0:
+                if self._validates_after(self.epoch):
                     record["val"] = self.validate()
                     record["val_score"] = validation_score(record["val"])
                     if record["val_score"] > self.best["score"]:
@@ -256,6 +256,12 @@ class Trainer:
         return SummaryWriter(str(self.out / "tensorboard"))
 
     # ---- validation, state -----------------------------------------------------------------------
+    def _validates_after(self, epoch: int) -> bool:
+        """Whether epoch ``epoch`` (1-based, just finished) is validated: every ``train.eval_every``
+        epochs and always the last one, so the final weights are never left unscored."""
+        every = self.cfg.train.eval_every
+        return every > 0 and (epoch % every == 0 or epoch == self.cfg.train.epochs)
+
     def validate(self) -> dict[str, Any]:
         from mlatr.encoding import encode_manifest
         from mlatr.evaluation import evaluate_embeddings
