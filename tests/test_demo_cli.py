@@ -40,6 +40,14 @@ def test_demo_rerun_resumes_without_training(demo_dir, capsys):
     assert out.count("already trained") == 3
 
 
+def test_rerun_refuses_a_finished_run_of_another_config(demo_dir, capsys):
+    # --epochs 2 changes every run's config: the finished 1-epoch runs must not be passed off as them
+    assert main(["demo", "--size", "tiny", "--epochs", "2", "--out", str(demo_dir), "--no-progress"]) != 0
+    err = capsys.readouterr().err
+    assert "holds a finished run trained with another config" in err and "mlclap-seed0" in err
+    assert "epochs: 1" in (demo_dir / "runs" / "mlclap-seed0" / "run-config.yaml").read_text()
+
+
 def test_eval_and_encode_match_eval_embeddings(demo_dir, tmp_path):
     ckpt = demo_dir / "runs" / "kcl-seed0" / "best.pt"
     manifest = demo_dir / "data" / "manifest.jsonl"

@@ -37,14 +37,21 @@ class RunSpec:
 
 
 def train_run(spec: RunSpec, run_dir: Path, progress: bool = True, log: Callable[[str], None] = print) -> dict:
-    """Train ``spec`` in a subprocess unless ``run_dir/summary.json`` exists; resume a partial run."""
+    """Train ``spec`` in a subprocess unless ``run_dir`` holds a finished run of the same config (then
+    its summary is returned); resume a partial run. A finished run of another config (e.g. left by an
+    older version, or other options into the same ``--out``) is refused, never silently reused."""
     summary_path = run_dir / "summary.json"
+    tree = dict(spec.config, seed=spec.seed, out_dir=str(run_dir))
+    config_path = run_dir / "run-config.yaml"
     if summary_path.exists():
+        stored = yaml.safe_load(config_path.read_text()) if config_path.exists() else None
+        if stored != yaml.safe_load(yaml.safe_dump(tree, sort_keys=False, allow_unicode=True)):
+            raise MlatrError(f"[{spec.name}] {run_dir} holds a finished run trained with another config "
+                             f"({config_path.name} differs); remove that folder to retrain it, or use another "
+                             "output folder")
         log(f"[{spec.name}] already trained: {summary_path}")
         return json.loads(summary_path.read_text())
     run_dir.mkdir(parents=True, exist_ok=True)
-    tree = dict(spec.config, seed=spec.seed, out_dir=str(run_dir))
-    config_path = run_dir / "run-config.yaml"
     atomic_write_text(config_path, yaml.safe_dump(tree, sort_keys=False, allow_unicode=True))
     cmd = [sys.executable, "-m", "mlatr", "train", "--config", str(config_path)]
     if (run_dir / "last.pt").exists():
