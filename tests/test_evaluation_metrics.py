@@ -183,6 +183,23 @@ def test_zero_shot_by_hand():
     assert out["top1"] == pytest.approx(100 / 3)  # clip 0 has class 1 second
 
 
+def test_zero_shot_from_scores_by_hand():
+    from mlatr.errors import MlatrError
+    from mlatr.evaluation import zero_shot_from_scores
+
+    scores = np.array([[0.9, 0.1, 0.2, 0.0, 0.0, 0.0, 0.3],    # class 0 first
+                       [0.5, 0.5, 0.1, 0.0, 0.0, 0.0, 0.0],    # class 1 tied first: optimistic rank 1
+                       [0.6, 0.5, 0.4, 0.3, 0.2, 0.1, 0.7]])   # class 5 ranked 7th of 7
+    out = zero_shot_from_scores(scores, np.array([0, 1, 5]))
+    assert out == {"top1": pytest.approx(200 / 3), "top5": pytest.approx(200 / 3)}
+    out = zero_shot_from_scores(scores, np.array([2, 2, 4]))  # ranks 3, 3, 6
+    assert out == {"top1": 0.0, "top5": pytest.approx(200 / 3)}
+    with pytest.raises(MlatrError, match="out of range"):
+        zero_shot_from_scores(scores, np.array([0, 1, 7]))
+    with pytest.raises(MlatrError, match="NaN"):
+        zero_shot_from_scores(np.full((1, 2), np.nan), np.array([0]))
+
+
 def test_prompts():
     want = ["This is a sound of dog.", "This is a sound of car horn."]
     assert zero_shot_prompts(["dog", "car_horn"]) == want

@@ -110,6 +110,20 @@ def test_eval_with_the_head_equals_evaluate_scores_on_its_matrices(lgmm_run, man
                 assert math.isclose(got[task][lang][key], value, abs_tol=1e-6), (task, lang, key)
     # LGMM is asymmetric: the a2t matrix is not t2a.T
     assert not np.allclose(a2t, t2a.T, atol=1e-4)
+    # zero-shot (the toy clips carry one label each) ranks the prompts with the head, clip frames as query
+    from mlatr.evaluation import zero_shot_prompts
+
+    test = Manifest.load(manifest).split("test")
+    classes = sorted({c.labels[0] for c in test})
+    targets = np.asarray([classes.index(test[i].labels[0]) for i in enc.clip_rows])
+    with torch.no_grad():
+        prompts = model.encode_text(zero_shot_prompts(classes, "eng"), ["eng"] * len(classes))
+        scores = head(enc.audio_side(), Side(prompts.pooled, prompts.frames, prompts.mask)).numpy()
+    own = scores[np.arange(len(targets)), targets]
+    ranks = 1 + (scores > own[:, None]).sum(axis=1)
+    assert got["zero_shot"]["scored_with"] == "lgmm" and len(classes) >= 2
+    assert got["zero_shot"]["eng"]["top1"] == pytest.approx(100.0 * np.mean(ranks == 1))
+    assert got["zero_shot"]["eng"]["top5"] == pytest.approx(100.0 * np.mean(ranks <= 5))
 
 
 @pytest.mark.parametrize("extra,match", [

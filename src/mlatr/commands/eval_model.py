@@ -4,7 +4,8 @@ Encodes the split with the checkpoint, then reports exactly what `mlatr eval-emb
 (ATRI Tables 1-3 layout; same JSON shape). A model trained with a fine-grained matching head
 (objective.matching, e.g. LGMM) ranks with that head on frames and tokens: text-to-audio and
 audio-to-text scores separately (LGMM is asymmetric), block by block under --head-memory-mb; the JSON
-then also names the head ("matching_head"). Zero-shot uses the pooled embeddings.
+then also names the head ("matching_head"). Zero-shot ranks the class prompts with the same head
+(audio-to-text direction; pooled cosine for models without one).
 When the clips carry exactly one label each (ESC-50, UrbanSound8K imports), also zero-shot
 classification with the prompt "This is a sound of {label}." (SupCLAP §4.2.2); clips with several
 labels are left out of it and counted.
@@ -70,10 +71,14 @@ def run(args) -> int:
         targets = np.asarray([classes.index(clips[i].labels[0]) for i in single])
         metrics["zero_shot"] = {"classes": len(classes), "clips": len(single),
                                 "skipped_multi_label": sum(1 for c in clips if c.labels and len(c.labels) > 1)}
+        metrics["zero_shot"]["scored_with"] = head.name
         for lang in args.zero_shot_languages.split(","):
             prompts = zero_shot_prompts(classes, lang)
-            class_emb = encode_texts(model, prompts, [lang] * len(prompts), args.batch_size)
-            metrics["zero_shot"][lang] = zero_shot(enc.audio[single], class_emb, targets)
+            if head.name == "cosine":
+                class_emb = encode_texts(model, prompts, [lang] * len(prompts), args.batch_size)
+                metrics["zero_shot"][lang] = zero_shot(enc.audio[single], class_emb, targets)
+            else:
+                metrics["zero_shot"][lang] = _head_zero_shot(model, head, enc, single, prompts, lang, targets, args)
             zs = metrics["zero_shot"][lang]
             print(f"\nzero-shot ({lang}, {len(classes)} classes, {len(single)} clips): "
                   f"top-1 {zs['top1']:.2f}%, top-5 {zs['top5']:.2f}%")
@@ -91,3 +96,21 @@ def run(args) -> int:
         plot_recall_by_language(metrics, Path(args.plot) / "recall_by_language.png")
         plot_rank_spread(evaluation, Path(args.plot) / "rank_spread.png")
     return 0
+
+
+def _head_zero_shot(model, head, enc, rows: list[int], prompts: list[str], lang: str, targets, args) -> dict:
+    """Zero-shot of the clips ``rows`` of ``enc`` against ``prompts``, ranked with the model's head."""
+    from mlatr.encoding import encode_texts, pad_frames
+    from mlatr.evaluation.with_head import zero_shot_with_head
+    from mlatr.matching import Side
+
+    sink: list = []
+    pooled = encode_texts(model, prompts, [lang] * len(prompts), args.batch_size, frames_sink=sink)
+    frames, mask = pad_frames(sink)
+    import torch
+
+    audio = enc.audio_side()
+    index = torch.as_tensor(rows, dtype=torch.long)
+    clips = Side(audio.pooled[index], audio.frames[index], audio.mask[index])
+    return zero_shot_with_head(head, clips, Side(torch.from_numpy(pooled), frames, mask), targets,
+                               args.head_memory_mb)

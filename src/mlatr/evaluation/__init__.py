@@ -16,7 +16,7 @@ from mlatr.evaluation.evaluate import (
 from mlatr.evaluation.plots import plot_rank_spread, plot_recall_by_language
 from mlatr.evaluation.report import format_consistency, format_report, format_table1, report_markdown, write_report
 from mlatr.evaluation.retrieval import METRIC_KEYS, Ranks
-from mlatr.evaluation.zero_shot import PROMPT_TEMPLATES, zero_shot, zero_shot_prompts
+from mlatr.evaluation.zero_shot import PROMPT_TEMPLATES, zero_shot, zero_shot_from_scores, zero_shot_prompts
 
 __all__ = [
     "DEFAULT_MEMORY_BUDGET_MB",
@@ -36,5 +36,6 @@ __all__ = [
     "report_markdown",
     "write_report",
     "zero_shot",
+    "zero_shot_from_scores",
     "zero_shot_prompts",
 ]

@@ -69,6 +69,22 @@ def evaluate_with_head(head, enc, pivot: str = "eng", **options: Any) -> dict:
     return evaluate_with_head_with_ranks(head, enc, pivot, **options).metrics
 
 
+def zero_shot_with_head(head, audio, prompts, targets, memory_budget_mb: float = HEAD_MEMORY_BUDGET_MB
+                        ) -> dict[str, float]:
+    """Zero-shot top-1 / top-5 (percent) ranking the class prompts with ``head``: scores are
+    ``head.scores(audio, prompts)`` ``[N, C]`` (audio as the query, the audio-to-text direction: for LGMM
+    the clip's frames are aggregated, eq. 5), computed block by block. ``audio`` and ``prompts`` are
+    :class:`~mlatr.matching.Side` objects (frames and masks for frame-level heads)."""
+    import torch
+
+    from mlatr.evaluation.zero_shot import zero_shot_from_scores
+    from mlatr.matching import chunked_scores
+
+    with torch.no_grad():
+        scores = chunked_scores(head, audio, prompts, memory_budget_mb)
+    return zero_shot_from_scores(scores.float().numpy(), targets)
+
+
 def needs_frames(head) -> bool:
     """Whether ``head`` scores frame/token features (so the split must be encoded with ``frames=True``)."""
     return head is not None and bool(head.needs_frames)

@@ -1,8 +1,10 @@
 """Zero-shot audio classification with text prompts (SupCLAP §4.2.2, Table 2; CLAP-style).
 
 Each class label becomes a prompt (``"This is a sound of {label}."`` or its translation), the text
-encoder embeds the prompts, and a clip is assigned the classes of highest cosine similarity. Top-1 and
-top-5 accuracy are reported in percent.
+encoder embeds the prompts, and a clip is assigned the classes of highest similarity: the cosine of the
+pooled embeddings (:func:`zero_shot`), or any clip x class score matrix (:func:`zero_shot_from_scores`),
+e.g. a fine-grained model's own matching head (:func:`mlatr.evaluation.with_head.zero_shot_with_head`).
+Top-1 and top-5 accuracy are reported in percent.
 """
 
 from __future__ import annotations
@@ -55,20 +57,42 @@ def zero_shot(audio_emb: Any, class_text_emb: Any, targets: Any) -> dict[str, fl
     c = check_embeddings("class_text_emb", class_text_emb)
     if a.shape[1] != c.shape[1]:
         raise MlatrError(f"audio_emb, class_text_emb: embedding sizes differ ({a.shape[1]} vs {c.shape[1]})")
-    t = to_numpy(targets)
-    if t.ndim != 1 or t.shape[0] != a.shape[0]:
-        raise MlatrError(f"targets: expected shape ({a.shape[0]},), got {tuple(t.shape)}")
-    if not np.issubdtype(t.dtype, np.integer):
-        raise MlatrError(f"targets: expected integer class indices, got dtype {t.dtype}")
-    bad = (t < 0) | (t >= c.shape[0])
-    if bad.any():
-        i = int(np.argmax(bad))
-        raise MlatrError(f"targets: class {int(t[i])} at clip {i} is out of range ({c.shape[0]} classes)")
+    t = _check_targets(targets, a.shape[0], c.shape[0])
     dtype = float_dtype(a, c)
     a = a.astype(dtype) / np.linalg.norm(a.astype(dtype), axis=1, keepdims=True)
     c = c.astype(dtype) / np.linalg.norm(c.astype(dtype), axis=1, keepdims=True)
     s = a @ c.T
-    own = np.einsum("ij,ij->i", a, c[t])
-    s[np.arange(t.size), t] = own
-    rank = 1 + np.count_nonzero(s > own[:, None], axis=1)
+    # the true class's score from the same dot product as a single pair, so that a tie is a tie
+    s[np.arange(t.size), t] = np.einsum("ij,ij->i", a, c[t])
+    return _accuracy(s, t)
+
+
+def zero_shot_from_scores(scores: Any, targets: Any) -> dict[str, float]:
+    """Top-1 / top-5 zero-shot accuracy in percent from a score matrix ``scores [N, C]`` (row = clip,
+    column = class prompt, higher = more similar) and ``targets [N]``; ranks as in :func:`zero_shot`."""
+    s = to_numpy(scores)
+    if s.ndim != 2 or s.shape[1] == 0:
+        raise MlatrError(f"scores: expected a [clips, classes] matrix, got shape {tuple(s.shape)}")
+    if not np.isfinite(s).all():
+        raise MlatrError("scores: contains NaN or infinite values")
+    return _accuracy(s, _check_targets(targets, s.shape[0], s.shape[1]))
+
+
+def _check_targets(targets: Any, n_clips: int, n_classes: int) -> np.ndarray:
+    t = to_numpy(targets)
+    if t.ndim != 1 or t.shape[0] != n_clips:
+        raise MlatrError(f"targets: expected shape ({n_clips},), got {tuple(t.shape)}")
+    if not np.issubdtype(t.dtype, np.integer):
+        raise MlatrError(f"targets: expected integer class indices, got dtype {t.dtype}")
+    bad = (t < 0) | (t >= n_classes)
+    if bad.any():
+        i = int(np.argmax(bad))
+        raise MlatrError(f"targets: class {int(t[i])} at clip {i} is out of range ({n_classes} classes)")
+    return t
+
+
+def _accuracy(scores: np.ndarray, targets: np.ndarray) -> dict[str, float]:
+    """Rank of the true class = 1 + number of classes scoring strictly higher (ties optimistic)."""
+    own = scores[np.arange(targets.size), targets]
+    rank = 1 + np.count_nonzero(scores > own[:, None], axis=1)
     return {"top1": 100.0 * float(np.mean(rank <= 1)), "top5": 100.0 * float(np.mean(rank <= 5))}
