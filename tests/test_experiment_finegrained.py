@@ -42,6 +42,8 @@ def test_tiny_lgmm_writes_summary_and_heatmap(tmp_path):
         c.extra["variant_of"] for c in test if (c.extra or {}).get("variant_of")}
     assert all(cid in family for cid in fig["clips"])
     assert panel["caption"] == by_id[fig["clips"][0]].captions["eng"][0]
+    assert fig["negative_captions"] == [by_id[c].captions["eng"][0] for c in fig["clips"][1:]]
+    assert all(f'("{cap}")' in md for cap in fig["negative_captions"])
 
 
 def test_unknown_method_is_refused(tmp_path, capsys):

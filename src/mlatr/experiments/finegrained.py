@@ -121,7 +121,10 @@ def write_finegrained_report(report_dir: Path, size: str, seeds: list[int], resu
     if figure is not None:
         md += ["## Word-to-clip similarities (Figure 2)", "",
                f"Caption: \"{figure['caption']}\" (clip {figure['clips'][0]}); hard negatives "
-               f"{', '.join(figure['clips'][1:])}. Rows: A0 = its clip, A1/A2 = hard negatives; columns: "
+               + ", ".join(f"{cid} (\"{cap}\")" for cid, cap in zip(figure["clips"][1:],
+                                                                     figure.get("negative_captions", []),
+                                                                     strict=False))
+               + ". Rows: A0 = its clip, A1/A2 = hard negatives; columns: "
                "the caption's tokens; cell = S(f_t,j, v_j), the cosine of token j with its audio-aware "
                "vector (eq. 4, caption as the query). Sentence scores S_g (T2A) per panel: "
                + "; ".join(f"{p['title']}: " + ", ".join(f"A{i} {s:.3f}" for i, s in enumerate(p["sentence"]))
@@ -195,6 +198,8 @@ def word_to_clip_similarities(model, head, manifest, positive: int, negatives: l
         sentence = head.scores(text_side, audio_side)[0]  # [3]
     length = int(text.mask[0].sum())
     return {"caption": caption, "clips": [manifest[i].id for i in rows],
+            "negative_captions": [manifest[i].captions[lang][0] if manifest[i].captions.get(lang) else ""
+                                  for i in negatives],
             "tokens": caption_token_labels(model, caption, length),
             "local": local[:, :length].tolist(), "sentence": sentence.tolist()}
 
@@ -239,12 +244,14 @@ def word_to_clip_figure(runs: list[tuple[str, Path]], manifest_path: str, png: P
                     color="white" if v < data.mean() else "black")
         ax.set_title(p["title"], fontsize=9)
         fig.colorbar(im, ax=ax, fraction=0.02, pad=0.01)
-    fig.suptitle(f"Word-to-clip similarity: \"{panels[0]['caption']}\" (A0 = its clip, A1/A2 = hard negatives)",
-                 fontsize=9)
+    negatives = "; ".join(f"A{i}: \"{cap}\"" for i, cap in enumerate(panels[0]["negative_captions"], start=1))
+    fig.suptitle(f"Word-to-clip similarity: \"{panels[0]['caption']}\" (A0 = its clip)\n"
+                 f"hard negatives {negatives}", fontsize=9)
     fig.tight_layout()
     png.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(png, dpi=130)
     plt.close(fig)
-    figure = {"caption": panels[0]["caption"], "clips": panels[0]["clips"], "panels": panels}
+    figure = {"caption": panels[0]["caption"], "clips": panels[0]["clips"],
+              "negative_captions": panels[0]["negative_captions"], "panels": panels}
     atomic_write_json(json_path, figure)
     return figure
