@@ -3,10 +3,14 @@
 Two measurements:
 
 1. ``batch``: a training batch, B=128 clips x B captions, La=32 frames, Lt=30 tokens, d=512. The
-   batched :func:`mlatr.matching.lgmm_scores` (A2T and T2A, forward; and forward+backward) against a
-   naive per-pair loop (eq. 1-5 for one pair at a time on its unpadded features, with an explicit v_i).
-   The loop is timed on ``--loop-pairs`` pairs and extrapolated linearly to B*B pairs (stated in the
-   output); its scores are checked against the batched ones on those pairs.
+   batched :func:`mlatr.matching.lgmm_scores` (A2T and T2A, forward; and forward+backward) and the
+   block-wise :func:`mlatr.matching.chunked_scores` (A2T forward, cache-sized blocks) against a naive
+   per-pair loop (eq. 1-5 for one pair at a time on its unpadded features, with an explicit v_i). The
+   loop is timed on ``--loop-pairs`` pairs and extrapolated linearly to B*B pairs (stated in the
+   output); its scores are checked against the batched ones on those pairs. Also printed: the time of
+   eq. 1's product alone (one ``[B*La, d] x [d, B*Lt]`` matrix product), which any exact LGMM must
+   compute and the loop computes too, so ``loop / product`` bounds the speed-up a batched CPU
+   implementation can reach (``speedup_bound_from_product``).
 2. ``testset``: a whole test set, 1000 clips x 5000 captions, A2T (and T2A with ``--both``) with
    :func:`mlatr.matching.chunked_scores` under ``torch.no_grad()`` and ``--budget-mb`` (default 2048).
    Peak memory is measured in a fresh subprocess as ``ru_maxrss`` (peak resident set size of the whole
@@ -74,6 +78,11 @@ def bench_batch(args) -> dict:
     text, tm = features(b, args.lt, d, 6, gen)
     fwd_a2t = best_of(lambda: lgmm_scores(audio, am, text, tm), args.repeats)
     fwd_t2a = best_of(lambda: lgmm_scores(text, tm, audio, am), args.repeats)
+    head = build_matching_head("lgmm")
+    with torch.no_grad():
+        fwd_chunked = best_of(lambda: chunked_scores(head, Side(None, audio, am), Side(None, text, tm)),
+                              args.repeats)
+        product = best_of(lambda: audio.reshape(-1, d) @ text.reshape(-1, d).T, args.repeats)
     a_req, t_req = audio.clone().requires_grad_(True), text.clone().requires_grad_(True)
 
     def fwd_bwd():
@@ -98,6 +107,10 @@ def bench_batch(args) -> dict:
         "loop_pairs_timed": len(pairs), "loop_s_per_pair": per_pair,
         "loop_a2t_forward_s_extrapolated_to_BxB": round(loop_full, 3),
         "speedup_a2t_forward": round(loop_full / fwd_a2t, 1),
+        "chunked_a2t_forward_s": round(fwd_chunked, 4),
+        "speedup_chunked_a2t_forward": round(loop_full / fwd_chunked, 1),
+        "eq1_product_only_s": round(product, 4),
+        "speedup_bound_from_product": round(loop_full / product, 1),
         "max_abs_diff_loop_vs_batched": max_err,
     }
 
