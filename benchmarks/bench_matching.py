@@ -4,7 +4,8 @@ Two measurements:
 
 1. ``batch``: a training batch, B=128 clips x B captions, La=32 frames, Lt=30 tokens, d=512. The
    batched :func:`mlatr.matching.lgmm_scores` (A2T and T2A, forward; and forward+backward) and the
-   block-wise :func:`mlatr.matching.chunked_scores` (A2T forward, cache-sized blocks) against a naive
+   block-wise :func:`mlatr.matching.chunked_scores` (A2T forward, cache-sized blocks; and both
+   directions forward+backward, as training computes them) against a naive
    per-pair loop (eq. 1-5 for one pair at a time on its unpadded features, with an explicit v_i). The
    loop is timed on ``--loop-pairs`` pairs and extrapolated linearly to B*B pairs (stated in the
    output); its scores are checked against the batched ones on those pairs. Also printed: the time of
@@ -89,6 +90,13 @@ def bench_batch(args) -> dict:
         (lgmm_scores(a_req, am, t_req, tm).sum() + lgmm_scores(t_req, tm, a_req, am).sum()).backward()
     fb_both = best_of(fwd_bwd, args.repeats)
 
+    def fwd_bwd_blocks():  # what training does (MatchingObjective): block-wise under autograd
+        a_side, t_side = Side(None, a_req, am), Side(None, t_req, tm)
+        budget = 1 << 20
+        (chunked_scores(head, a_side, t_side, budget).sum() + chunked_scores(head, t_side, a_side, budget).sum()
+         ).backward()
+    fb_blocks = best_of(fwd_bwd_blocks, args.repeats)
+
     batched = lgmm_scores(audio, am, text, tm)
     pairs = [(i % b, (i * 7919) % b) for i in range(args.loop_pairs)]
     a_list = [audio[i][am[i]] for i in range(b)]
@@ -104,6 +112,7 @@ def bench_batch(args) -> dict:
         "measure": "batch", "B": b, "La": args.la, "Lt": args.lt, "d": d, "threads": torch.get_num_threads(),
         "batched_a2t_forward_s": round(fwd_a2t, 4), "batched_t2a_forward_s": round(fwd_t2a, 4),
         "batched_both_directions_forward_backward_s": round(fb_both, 4),
+        "blockwise_both_directions_forward_backward_s": round(fb_blocks, 4),
         "loop_pairs_timed": len(pairs), "loop_s_per_pair": per_pair,
         "loop_a2t_forward_s_extrapolated_to_BxB": round(loop_full, 3),
         "speedup_a2t_forward": round(loop_full / fwd_a2t, 1),

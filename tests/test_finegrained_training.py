@@ -64,6 +64,44 @@ def test_matching_objective_equals_cmsc_on_the_head_scores(manifest, tmp_path):
     assert "cmsc_jnt" not in logs
 
 
+def test_objective_scores_block_wise_with_the_unchunked_loss_and_gradients(monkeypatch):
+    """Training scores the batch in blocks (cache-sized on CPU); loss and gradients equal the
+    unchunked head's. A tiny block target forces many blocks on this small batch."""
+    import mlatr.matching.chunked as chunked
+    from mlatr.training.config import CMSCConfig, MatchingConfig, ObjectiveConfig
+    from mlatr.training.matching_objective import MatchingObjective
+
+    gen = torch.Generator().manual_seed(5)
+    audio = torch.randn(6, 7, 8, generator=gen)
+    text = torch.randn(6, 5, 8, generator=gen)
+    am, tm = torch.rand(6, 7, generator=gen) > 0.3, torch.rand(6, 5, generator=gen) > 0.3
+    am[:, 0] = tm[:, 0] = True
+    objective = MatchingObjective(ObjectiveConfig(scheme="mlclap", matching=MatchingConfig(), cmsc=CMSCConfig()))
+    blocks = []
+    real = chunked.chunked_scores
+
+    def counting(*args, **kwargs):
+        kwargs["on_block"] = lambda done, total: blocks.append(total)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(chunked, "CPU_BLOCK_TARGET_MB", 0.01)
+    monkeypatch.setattr("mlatr.training.matching_objective.chunked_scores", counting)
+    grads = []
+    for blockwise in (True, False):
+        a, t = audio.clone().requires_grad_(True), text.clone().requires_grad_(True)
+        A, T = Side(a.mean(1), a, am), Side(t.mean(1), t, tm)
+        if blockwise:
+            terms = objective._group_terms(A, T, 0.07)
+        else:
+            head = objective.head
+            terms = cmsc_loss_terms(head(A, T), head(T, A), head(A, A), head(T, T), tau=0.07)
+        terms["total"].backward()
+        grads.append((terms["total"].detach(), a.grad, t.grad))
+    assert blocks and max(blocks) > 4
+    for got, want in zip(grads[0], grads[1], strict=True):
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
+
+
 def test_checkpoint_keeps_the_head(lgmm_run):
     out, _, _ = lgmm_run
     state = read_checkpoint(out / "best.pt")

@@ -175,14 +175,17 @@ class CMSCScores:
     tt: Tensor | None = None
 
 
-def cmsc_similarities(head, audio, text, intra: bool = True) -> CMSCScores:
+def cmsc_similarities(head, audio, text, intra: bool = True, score=None) -> CMSCScores:
     """Score a batch with one matching head (Section 2.2: "intra-modal similarities are calculated with
     the matching method in Section 2.1"): ``a2t = head(audio, text)``, ``t2a = head(text, audio)``,
     ``aa = head(audio, audio)``, ``tt = head(text, text)`` (the last two only if ``intra``).
-    ``audio``/``text`` carry ``pooled``/``frames``/``mask`` as :mod:`mlatr.matching.heads` expects."""
+    ``audio``/``text`` carry ``pooled``/``frames``/``mask`` as :mod:`mlatr.matching.heads` expects.
+    ``score(query, context)`` replaces ``head.scores`` when given (e.g. block-wise scoring with
+    :func:`mlatr.matching.chunked_scores`; same values)."""
+    score = head.scores if score is None else score
     return CMSCScores(
-        a2t=head.scores(audio, text),
-        t2a=head.scores(text, audio),
-        aa=head.scores(audio, audio) if intra else None,
-        tt=head.scores(text, text) if intra else None,
+        a2t=score(audio, text),
+        t2a=score(text, audio),
+        aa=score(audio, audio) if intra else None,
+        tt=score(text, text) if intra else None,
     )
