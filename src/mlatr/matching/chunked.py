@@ -23,7 +23,7 @@ from mlatr.matching.heads import HasFeatures, MatchingHead, side_length, slice_s
 
 #: Preferred working set of one block on CPU. Blocks near the size of the last-level cache run the
 #: LGMM element-wise passes (eq. 2's normalisation and softmax) about twice as fast as blocks of a few
-#: hundred MB; see ``benchmarks/bench_matching.py`` and docs/architecture.md for the figures.
+#: hundred MB; ``benchmarks/bench_matching.py --compare-targets`` measures it (figures in the README).
 CPU_BLOCK_TARGET_MB = 48.0
 
 
