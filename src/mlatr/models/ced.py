@@ -53,6 +53,7 @@ from torch.utils.checkpoint import checkpoint as activation_checkpoint
 
 from mlatr.audio.frontend import LogMel
 from mlatr.errors import MlatrError
+from mlatr.models.freezing import freeze_all_but_last
 from mlatr.models.hf_text import check_options
 from mlatr.models.outputs import EncoderOutput
 from mlatr.models.registry import register_audio_encoder
@@ -315,20 +316,8 @@ class CEDAudioEncoder(nn.Module):
                 "gradient_checkpointing": self.gradient_checkpointing, "frontend": self.frontend.config()}
 
     def _apply_freezing(self) -> None:
-        if self.train_last_blocks is not None and not 0 <= int(self.train_last_blocks) <= self.depth:
-            raise MlatrError(f"CED: train_last_blocks must be in [0, {self.depth}], got {self.train_last_blocks}")
-        if self.freeze:
-            for p in self.parameters():
-                p.requires_grad_(False)
-        elif self.train_last_blocks is not None:
-            n = int(self.train_last_blocks)
-            for p in self.parameters():
-                p.requires_grad_(False)
-            for block in list(self.blocks)[self.depth - n:]:
-                for p in block.parameters():
-                    p.requires_grad_(True)
-            for p in self.norm.parameters():
-                p.requires_grad_(True)
+        freeze_all_but_last(self, self.blocks, self.train_last_blocks, self.freeze, finals=[self.norm], owner="CED",
+                            option="train_last_blocks")
 
     def train(self, mode: bool = True) -> CEDAudioEncoder:
         """As ``nn.Module.train``; a frozen input norm (``freeze`` or ``train_last_blocks``) stays in

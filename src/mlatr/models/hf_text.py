@@ -36,6 +36,7 @@ import torch
 from torch import nn
 
 from mlatr.errors import MlatrError
+from mlatr.models.freezing import freeze_all_but_last
 from mlatr.models.layers import masked_mean
 from mlatr.models.outputs import EncoderOutput
 from mlatr.models.registry import register_text_encoder
@@ -209,21 +210,11 @@ class HFTextEncoder(nn.Module):
                             "fra_Latn, ...): it is not the SONAR / NLLB tokenizer")
 
     def _apply_freezing(self) -> None:
-        layers = _layers(self.model)
         n = self.train_last_layers
-        if n is not None and not 0 <= int(n) <= len(layers):
-            raise MlatrError(f"text encoder {self.name!r}: train_last_layers must be in [0, {len(layers)}], got {n}")
-        if self.freeze or n is not None:
-            for p in self.model.parameters():
-                p.requires_grad_(False)
-        if not self.freeze and n is not None:
-            trainable: list[nn.Module] = layers[len(layers) - int(n):] if int(n) else []
-            for attr in ("layer_norm", "pooler"):  # M2M100's final norm, BERT's pooler
-                if getattr(self.model, attr, None) is not None and int(n):
-                    trainable.append(getattr(self.model, attr))
-            for module in trainable:
-                for p in module.parameters():
-                    p.requires_grad_(True)
+        finals = [getattr(self.model, attr) for attr in ("layer_norm", "pooler")  # M2M100's final norm, BERT's pooler
+                  if getattr(self.model, attr, None) is not None] if n else []
+        freeze_all_but_last(self.model, _layers(self.model), n, self.freeze, finals=finals,
+                            owner=f"text encoder {self.name!r}", option="train_last_layers")
 
     # ---- tokenisation ----------------------------------------------------------------------------
     def language_code(self, lang: str | None) -> str:

@@ -40,6 +40,7 @@ from torch import nn
 
 from mlatr.errors import MlatrError
 from mlatr.models.aisfx import resample_waveform, sinc_resample_kernel
+from mlatr.models.freezing import freeze_all_but_last
 from mlatr.models.hf_text import HF_INSTALL_HINT, WEIGHT_FILES, check_options
 from mlatr.models.outputs import EncoderOutput
 from mlatr.models.registry import register_audio_encoder
@@ -272,17 +273,10 @@ class HTSATAudioEncoder(nn.Module):
                 "gradient_checkpointing": self.gradient_checkpointing}
 
     def _apply_freezing(self) -> None:
-        stages = list(self.model.audio_encoder.layers)
         n = self.train_last_stages
-        if n is not None and not 0 <= int(n) <= len(stages):
-            raise MlatrError(f"htsat: train_last_stages must be in [0, {len(stages)}], got {n}")
-        if self.freeze or n is not None:
-            for p in self.model.parameters():
-                p.requires_grad_(False)
-        if not self.freeze and n:
-            for module in [*stages[len(stages) - int(n):], self.model.audio_encoder.norm]:
-                for p in module.parameters():
-                    p.requires_grad_(True)
+        encoder = self.model.audio_encoder
+        freeze_all_but_last(self.model, encoder.layers, n, self.freeze, finals=[encoder.norm] if n else [],
+                            owner="htsat", option="train_last_stages")
 
     def train(self, mode: bool = True) -> HTSATAudioEncoder:
         super().train(mode)
