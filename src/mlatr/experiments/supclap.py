@@ -216,15 +216,7 @@ def plot_step_series(logs: dict[str, list[list[dict]]], key: str, path: Path, yl
         return None
     if log_scale and positive:
         ax.set_yscale("log")
-    ax.set_xlabel("optimizer step")
-    ax.set_ylabel(ylabel)
-    ax.set_title(title, fontsize=10)
-    ax.grid(alpha=0.3)
-    ax.legend(frameon=False, fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=130)
-    plt.close(fig)
-    return path
+    return _save_axes(plt, fig, ax, path, "optimizer step", ylabel, title)
 
 
 def plot_positive_similarity(positives: dict[str, np.ndarray], path: Path, labels: dict[str, str]) -> Path:
@@ -237,9 +229,15 @@ def plot_positive_similarity(positives: dict[str, np.ndarray], path: Path, label
     for method, pos in positives.items():
         ax.hist(pos, bins=bins, density=True, histtype="step", lw=1.5,
                 label=f"{labels.get(method, method)} (mean {pos.mean():.3f})")
-    ax.set_xlabel("cosine(caption, its clip), test split")
-    ax.set_ylabel("density")
-    ax.set_title("Positive-pair similarity (SupCLAP Figure 4)", fontsize=10)
+    return _save_axes(plt, fig, ax, path, "cosine(caption, its clip), test split", "density",
+                      "Positive-pair similarity (SupCLAP Figure 4)")
+
+
+def _save_axes(plt, fig, ax, path: Path, xlabel: str, ylabel: str, title: str) -> Path:
+    """Label, grid and legend ``ax`` the same way for every SupCLAP figure; write ``path`` and close."""
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title, fontsize=10)
     ax.grid(alpha=0.3)
     ax.legend(frameon=False, fontsize=8)
     fig.tight_layout()
