@@ -37,24 +37,42 @@ def loop_interc(a2t, t2a, tau=TAU):
     return -total / b
 
 
-def loop_kl_rows(target, pred, tau=TAU):
-    b = len(target)
+def loop_softmax_row(row, tau=TAU):
+    z = sum(math.exp(x / tau) for x in row)
+    return [math.exp(x / tau) / z for x in row]
+
+
+def loop_kl(target_rows, pred, tau=TAU):
+    """mean_m sum_n P_mn log(P_mn / Q_mn), Q = row softmax of pred / tau; P given as probabilities."""
+    b = len(target_rows)
     total = 0.0
     for m in range(b):
-        zp = sum(math.exp(target[m][n] / tau) for n in range(b))
-        zq = sum(math.exp(pred[m][n] / tau) for n in range(b))
-        for n in range(b):
-            p = math.exp(target[m][n] / tau) / zp
-            q = math.exp(pred[m][n] / tau) / zq
-            total += p * math.log(p / q)
+        q = loop_softmax_row(pred[m], tau)
+        total += sum(p * math.log(p / q[n]) for n, p in enumerate(target_rows[m]) if p > 0)
     return total / b
 
 
-def loop_jnt(a2t, t2a, aa, tt, beta=BETA, tau=TAU):
+def loop_targets(intra, labels, beta=BETA, tau=TAU, mixture="probability"):
+    """Eq. 7-8 soft labels, one explicit row at a time (labels: 0/1 lists; rows normalised to sum 1)."""
+    b = len(intra)
+    rows = []
+    for m in range(b):
+        if mixture == "probability":
+            soft = loop_softmax_row(intra[m], tau)
+            k = sum(labels[m])
+            rows.append([beta * soft[n] + (1 - beta) * labels[m][n] / k for n in range(b)])
+        else:
+            rows.append(loop_softmax_row([beta * intra[m][n] + (1 - beta) * labels[m][n] for n in range(b)], tau))
+    return rows
+
+
+def loop_jnt(a2t, t2a, aa, tt, beta=BETA, tau=TAU, labels=None, mixture="probability"):
     b = len(a2t)
-    sa = [[beta * aa[m][n] + (1 - beta) * (m == n) for n in range(b)] for m in range(b)]
-    st = [[beta * tt[m][n] + (1 - beta) * (m == n) for n in range(b)] for m in range(b)]
-    return loop_kl_rows(sa, a2t, tau) / 2 + loop_kl_rows(st, t2a, tau) / 2
+    y = labels or [[1 if m == n else 0 for n in range(b)] for m in range(b)]
+    y_t = [[y[n][m] for n in range(b)] for m in range(b)]
+    pa = loop_targets(aa, y, beta, tau, mixture)
+    pt = loop_targets(tt, y_t, beta, tau, mixture)
+    return loop_kl(pa, a2t, tau) / 2 + loop_kl(pt, t2a, tau) / 2
 
 
 def loop_intrac(a2t, t2a, aa, tt, tau=TAU):
@@ -78,32 +96,62 @@ def test_interc_against_loop():
         loop_interc(a2t.tolist(), a2t.T.tolist(), 0.5), rel=1e-10)
 
 
-def test_jnt_against_loop():
+@pytest.mark.parametrize("mixture", ["probability", "logit"])
+def test_jnt_against_loop(mixture):
     a2t, t2a, aa, tt = mats(1)
-    want = loop_jnt(a2t.tolist(), t2a.tolist(), aa.tolist(), tt.tolist())
-    assert jnt_loss(a2t, aa, tt, t2a).item() == pytest.approx(want, rel=1e-10)
-    want_t = loop_jnt(a2t.tolist(), a2t.T.tolist(), aa.tolist(), tt.tolist())
-    assert jnt_loss(a2t, aa, tt).item() == pytest.approx(want_t, rel=1e-10)
+    want = loop_jnt(a2t.tolist(), t2a.tolist(), aa.tolist(), tt.tolist(), mixture=mixture)
+    assert jnt_loss(a2t, aa, tt, t2a, mixture=mixture).item() == pytest.approx(want, rel=1e-10)
+    want_t = loop_jnt(a2t.tolist(), a2t.T.tolist(), aa.tolist(), tt.tolist(), mixture=mixture)
+    assert jnt_loss(a2t, aa, tt, mixture=mixture).item() == pytest.approx(want_t, rel=1e-10)
 
 
-def test_jnt_is_zero_when_cross_modal_matches_soft_labels():
+def test_jnt_with_several_matches_per_row_against_loop():
+    a2t, t2a, aa, tt = mats(6)
+    y = [[1, 1, 0, 0], [1, 1, 0, 0], [0, 0, 1, 0], [0, 1, 0, 1]]  # two captions of clip 0; asymmetric
+    labels = torch.tensor(y, dtype=torch.bool)
+    for mixture in ("probability", "logit"):
+        want = loop_jnt(a2t.tolist(), t2a.tolist(), aa.tolist(), tt.tolist(), labels=y, mixture=mixture)
+        got = jnt_loss(a2t, aa, tt, t2a, labels=labels, mixture=mixture).item()
+        assert got == pytest.approx(want, rel=1e-10)
+    with pytest.raises(MlatrError, match="at least one match"):
+        jnt_loss(a2t, aa, tt, labels=torch.zeros(4, 4, dtype=torch.bool))
+
+
+def test_soft_labels_stay_soft_in_probability_space():
+    """The reason for the default: at tau = 0.07 the logit mixture gives the match a margin of at least
+    (1 - beta) / tau = 10 and leaves almost no mass elsewhere, even for a near-duplicate; the probability
+    mixture hands a near-duplicate a share of the beta = 0.3 that the intra-modal softmax spreads."""
+    g = torch.Generator().manual_seed(3)
+    base = torch.randn(16, 8, generator=g, dtype=torch.float64)
+    pairs = torch.cat([base, base + 0.15 * torch.randn(16, 8, generator=g, dtype=torch.float64)])
+    u = torch.nn.functional.normalize(pairs, dim=1)  # rows i and i + 16 are near-duplicates
+    aa = u @ u.T  # a cosine matrix, self-similarity 1 on the diagonal like a head's S(A_m, A_m)
+    twin = torch.arange(32).roll(16)
+    assert float(aa[torch.arange(32), twin].min()) > 0.9
+    prob = soft_labels(aa, BETA, tau=TAU)
+    logit = soft_labels(aa, BETA, tau=TAU, mixture="logit")
+    for p in (prob, logit):
+        torch.testing.assert_close(p.sum(1), torch.ones(32, dtype=aa.dtype))
+    off = ~torch.eye(32, dtype=torch.bool)
+    assert float(logit[off].reshape(32, 31).sum(1).max()) < 31 * math.exp(-(1 - BETA) / TAU)  # <= 0.14 %
+    assert float(prob[torch.arange(32), twin].min()) > 0.02        # the near-duplicate keeps a soft label
+    assert float(prob[torch.arange(32), twin].mean()) > 100 * float(logit[torch.arange(32), twin].mean())
+    # beta = 0 is the binary label alone in both readings; beta = 1 the intra-modal softmax alone
+    eye = torch.eye(32, dtype=aa.dtype)
+    torch.testing.assert_close(soft_labels(aa, 0.0), eye)
+    torch.testing.assert_close(soft_labels(aa, 1.0), torch.softmax(aa / TAU, dim=1))
+    with pytest.raises(MlatrError, match="mixture"):
+        soft_labels(aa, mixture="sum")
+
+
+def test_jnt_is_zero_when_prediction_equals_the_soft_labels():
     _, _, aa, tt = mats(2)
-    a2t = soft_labels(aa, BETA)
-    t2a = soft_labels(tt, BETA) + 0.123          # a constant shift leaves the row softmax unchanged
+    a2t = TAU * soft_labels(aa, BETA).log()          # softmax(a2t / tau) == the target rows
+    t2a = TAU * soft_labels(tt, BETA).log() + 0.123  # a constant shift leaves the row softmax unchanged
     assert jnt_loss(a2t, aa, tt, t2a).item() == pytest.approx(0.0, abs=1e-12)
     bumped = a2t.clone()
     bumped[0, 1] += 0.8
     assert jnt_loss(bumped, aa, tt, t2a).item() > 1e-3
-
-
-def test_soft_labels_and_labels_argument():
-    _, _, aa, tt = mats(3)
-    y = torch.tensor([[1, 1, 0, 0], [1, 1, 0, 0], [0, 0, 1, 0], [0, 0, 0, 1]], dtype=torch.bool)
-    torch.testing.assert_close(soft_labels(aa, 0.3, y), 0.3 * aa + 0.7 * y.double())
-    torch.testing.assert_close(soft_labels(aa), 0.3 * aa + 0.7 * torch.eye(4, dtype=aa.dtype))
-    a2t = torch.rand(4, 4, generator=torch.Generator().manual_seed(9), dtype=torch.float64)
-    # with a non-identity Y the loss uses it
-    assert jnt_loss(a2t, aa, tt, labels=y).item() != pytest.approx(jnt_loss(a2t, aa, tt).item())
 
 
 def test_jnt_targets_are_detached_by_default():

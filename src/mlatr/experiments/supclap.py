@@ -31,12 +31,18 @@ from mlatr.experiments.runner import RunSpec, train_run
 from mlatr.io_utils import atomic_write_json, atomic_write_text
 from mlatr.languages import DEFAULT_LANGUAGES
 
+#: mlatr's form of SVR before the fidelity fix (issue 11), kept as one ablation row: support vectors scored
+#: by a dot product, a softplus radius fed sorted, detached cosines.
+EARLIER_FORM = {"similarity": "dot", "radius_output": "softplus", "radius_input": "cosine", "sort_negatives": True,
+                "detach_radius_input": True}
 
-def _svr(radius: str, bi: bool = True, constraint: bool = True) -> dict[str, Any]:
+
+def _svr(radius: str, bi: bool = True, constraint: bool = True, **options: Any) -> dict[str, Any]:
     # The constraint (Appendix B, eq. 9, beta = 0.01) belongs to DynamicSVR's radius predictor; the
     # paper's StaticSVR is a bare learnable scalar, so it runs without it.
     constraint = constraint and radius == "dynamic"
-    return {"radius": radius, "bidirectional": bi, "constraint": constraint, "beta": 0.01 if constraint else 0.0}
+    return {"radius": radius, "bidirectional": bi, "constraint": constraint, "beta": 0.01 if constraint else 0.0,
+            **options}
 
 
 #: method key -> (label, scheme, base, extra objective keys). Labels follow SupCLAP's tables.
@@ -55,7 +61,10 @@ METHODS: dict[str, tuple[str, str, str, dict[str, Any]]] = {
     "infonce-uni-dynamic": ("uni-DynamicSVR", "mlclap", "infonce", {"svr": _svr("dynamic", bi=False)}),
     "infonce-bi-dynamic-nocons": ("bi-DynamicSVR wo/ constraint", "mlclap", "infonce",
                                   {"svr": _svr("dynamic", constraint=False)}),
+    "infonce-uni-static": ("uni-StaticSVR", "mlclap", "infonce", {"svr": _svr("static", bi=False)}),
     "reweight": ("Simple Reweight", "mlclap", "infonce", {"reweight": True}),
+    "infonce-bi-dynamic-earlier": ("bi-DynamicSVR, earlier mlatr form (dot, softplus, sorted, detached)",
+                                   "mlclap", "infonce", {"svr": _svr("dynamic", **EARLIER_FORM)}),
 }
 
 #: The tables of the report: (title, method keys). A table shows the methods of the grid it has.
@@ -64,13 +73,18 @@ TABLES = [
      ["infonce", "infonce-bi-static", "infonce-bi-dynamic", "siglip", "siglip-bi-static", "siglip-bi-dynamic",
       "cacl", "cacl-bi-static", "cacl-bi-dynamic"]),
     ("Ablation of the SVR components (SupCLAP Table 3)",
-     ["infonce", "infonce-uni-dynamic-nocons", "infonce-uni-dynamic", "infonce-bi-dynamic-nocons",
-      "infonce-bi-dynamic"]),
+     ["infonce", "infonce-bi-dynamic", "infonce-bi-dynamic-nocons", "infonce-uni-dynamic",
+      "infonce-uni-dynamic-nocons", "infonce-bi-static", "infonce-uni-static"]),
     ("SVR vs Simple Reweight (SupCLAP Table 7, App. E.4)", ["infonce", "reweight", "infonce-bi-dynamic"]),
+    ("SupCLAP as defined (cosine-scored support vectors, real-valued radius from cos/tau) vs mlatr's earlier form",
+     ["infonce", "infonce-bi-dynamic", "infonce-bi-dynamic-earlier"]),
 ]
 
 #: Methods drawn in the drift figure (InfoNCE vs SVR, as Figure 1) and in the similarity histogram.
 FIGURE_METHODS = ["infonce", "infonce-bi-static", "infonce-bi-dynamic", "siglip", "siglip-bi-dynamic"]
+
+#: Methods drawn in the radius figure (Figure 3: bi-StaticSVR and bi-DynamicSVR, and the earlier form).
+RADIUS_FIGURE_METHODS = ["infonce-bi-static", "infonce-bi-dynamic", "infonce-bi-dynamic-earlier"]
 
 
 def supclap_config(manifest: str, method: str, epochs: int) -> dict[str, Any]:
@@ -178,6 +192,10 @@ def step_series(runs: list[list[dict]], key: str) -> tuple[np.ndarray, np.ndarra
     return np.asarray(common), values.mean(axis=0) if len(common) else np.zeros(0)
 
 
+def _first_last(values: np.ndarray) -> str:
+    return f"{values[0]:.3f} -> {values[-1]:.3f}" if len(values) else "-"
+
+
 def _moving_average(y: np.ndarray, width: int) -> np.ndarray:
     if len(y) < width or width <= 1:
         return y
@@ -195,28 +213,50 @@ def _pyplot():
 
 
 def plot_step_series(logs: dict[str, list[list[dict]]], key: str, path: Path, ylabel: str, title: str,
-                     labels: dict[str, str], smooth: int = 1, log_scale: bool = False) -> Path | None:
-    """One line per method of a per-step value (mean over seeds; moving average of ``smooth`` steps).
-
-    ``log_scale``: logarithmic y axis when every value drawn is > 0 (radii that differ by decades).
-    """
+                     labels: dict[str, str], smooth: int = 1) -> Path | None:
+    """One line per method of a per-step value (mean over seeds; moving average of ``smooth`` steps)."""
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(6.4, 3.8))
-    drawn, positive = 0, True
+    drawn = 0
     for method, runs in logs.items():
         steps, values = step_series(runs, key)
         if len(steps) == 0:
             continue
         y = _moving_average(values, smooth)
-        positive = positive and bool((y > 0).all())
         ax.plot(steps[len(steps) - len(y):], y, lw=1.4, label=labels.get(method, method))
         drawn += 1
     if not drawn:
         plt.close(fig)
         return None
-    if log_scale and positive:
-        ax.set_yscale("log")
     return _save_axes(plt, fig, ax, path, "optimizer step", ylabel, title)
+
+
+def plot_radius_and_distance(logs: dict[str, list[list[dict]]], path: Path, labels: dict[str, str],
+                             smooth: int = 1) -> Path | None:
+    """Figure 3 with what the radius is measured against: per SVR method, the semantic radius R (solid;
+    dynamic: batch mean) and the batch mean of ``||a⁺ − t⁺||`` (dashed, same colour), mean over seeds.
+    Appendix B's constraint wants ``0 <= R <= ||a⁺ − t⁺||``; §4.3 reads a radius that falls below the
+    distance as pairs align as the trade-off being learned."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(6.4, 3.8))
+    drawn = 0
+    for method, runs in logs.items():
+        steps, radius = step_series(runs, "svr_radius")
+        _, distance = step_series(runs, "svr_distance")
+        if len(steps) == 0:
+            continue
+        r, d = _moving_average(radius, smooth), _moving_average(distance, smooth)
+        x = steps[len(steps) - len(r):]
+        (line,) = ax.plot(x, r, lw=1.4, label=f"{labels.get(method, method)}: R")
+        if len(d) == len(r):
+            ax.plot(x, d, lw=1.0, ls="--", color=line.get_color(), label=f"{labels.get(method, method)}: ||a⁺−t⁺||")
+        drawn += 1
+    if not drawn:
+        plt.close(fig)
+        return None
+    ax.axhline(0.0, color="0.6", lw=0.8)
+    return _save_axes(plt, fig, ax, path, "optimizer step", "radius / distance",
+                      f"Semantic radius vs positive distance (SupCLAP Figure 3; moving average of {smooth} steps)")
 
 
 def plot_positive_similarity(positives: dict[str, np.ndarray], path: Path, labels: dict[str, str]) -> Path:
@@ -274,13 +314,14 @@ def write_supclap_report(report_dir: Path, size: str, seeds: list[int], results:
         _, drift = step_series(logs[m], "drift_cos")
         _, perp = step_series(logs[m], "drift_perp")
         _, radius = step_series(logs[m], "svr_radius")
+        _, distance = step_series(logs[m], "svr_distance")
         pos = np.concatenate(positives[m])
         diag_rows.append([labels[m], f"{drift.mean():.3f}" if len(drift) else "-",
                           f"{perp.mean():.3f}" if len(perp) else "-",
-                          f"{radius[0]:.3f} -> {radius[-1]:.3f}" if len(radius) else "-",
+                          _first_last(radius), _first_last(distance),
                           f"{pos.mean():.3f}", f"{np.median(pos):.3f}"])
     diag_header = ["Method", "drift cos (mean)", "perp share (mean)", "radius first -> last step",
-                   "test pos. cos mean", "median"]
+                   "||a⁺−t⁺|| first -> last step", "test pos. cos mean", "median"]
     md += ["## Diagnostics", "", markdown_table(diag_header, diag_rows), "",
            "drift cos: cosine between a text's update over one step and its pull a⁺ − t⁺ (higher = less "
            "drift, SupCLAP Figure 1), mean over all steps; perp share: ||Δt_⊥|| / ||Δt||.", ""]
@@ -292,11 +333,9 @@ def write_supclap_report(report_dir: Path, size: str, seeds: list[int], results:
     if plot_step_series(fig_logs, "drift_cos", report_dir / "drift.png", "cos(Δt, a⁺ − t⁺)",
                         f"Trajectory drift (SupCLAP Figure 1; moving average of {smooth} steps)", labels, smooth):
         figures.append(("drift", "drift.png"))
-    svr_logs = {m: v for m, v in logs.items() if "svr" in METHODS[m][3]}
-    if svr_logs and plot_step_series(svr_logs, "svr_radius", report_dir / "radius.png", "semantic radius R",
-                                     "Semantic radius over training (SupCLAP Figure 3; dynamic: batch mean)",
-                                     labels, log_scale=True):
-        figures.append(("radius", "radius.png"))
+    svr_logs = {m: v for m, v in logs.items() if "svr" in METHODS[m][3] and m in RADIUS_FIGURE_METHODS}
+    if svr_logs and plot_radius_and_distance(svr_logs, report_dir / "radius.png", labels, smooth):
+        figures.append(("radius vs ||a⁺−t⁺|| (Figure 3)", "radius.png"))
     plot_positive_similarity({m: np.concatenate(positives[m]) for m in (fig_logs or results)},
                              report_dir / "positive_similarity.png", labels)
     figures.append(("positive-pair similarity", "positive_similarity.png"))

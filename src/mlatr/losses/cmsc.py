@@ -22,7 +22,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor
 
 from mlatr.errors import MlatrError
@@ -63,51 +62,81 @@ def interc_loss(a2t: Tensor, t2a: Tensor | None = None, tau: float = TAU) -> Ten
     return -(a_term + t_term) / b
 
 
-def soft_labels(intra: Tensor, beta: float = BETA, labels: Tensor | None = None) -> Tensor:
-    """Soft labels of eq. 7-8: ``S_hat[m, n] = beta * intra[m, n] + (1 - beta) * Y[m, n]``.
+#: How eq. 7-8 mix the intra-modal similarities with the binary labels (:func:`soft_labels`).
+SOFT_LABEL_MIXTURES = ("probability", "logit")
 
-    ``labels`` is the binary cross-modal match matrix ``Y [B, B]`` (bool or float); the default is the
-    identity (``A_m`` matches ``T_n`` iff ``m == n``). Pass it when a batch holds several captions of
-    one clip.
+
+def match_distribution(labels: Tensor) -> Tensor:
+    """``Y`` (float ``[B, B]``) with every row divided by its sum: uniform over each row's matches.
+
+    Raises :class:`MlatrError` when a row has no match (eq. 7-8 need at least one positive per anchor).
+    """
+    counts = labels.sum(dim=1, keepdim=True)  # [B, 1]
+    if bool((counts <= 0).any()):
+        raise MlatrError("cmsc: every row of the label matrix needs at least one match")
+    return labels / counts
+
+
+def soft_labels(intra: Tensor, beta: float = BETA, labels: Tensor | None = None, tau: float = TAU,
+                mixture: str = "probability") -> Tensor:
+    """The soft-label distributions of eq. 7-8, one per anchor row: ``[B, B]``, rows sum to 1.
+
+    ``S_hat(A_m, A_n) = beta * S(A_m, A_n) + (1 - beta) * y(A_m, T_n)`` mixes a weak intra-modal label with
+    the binary cross-modal label ``Y`` (``labels``, bool or float; default: the identity, ``A_m`` matches
+    ``T_n`` iff ``m == n``; pass it when a batch holds several captions of one clip). The paper does not say
+    how the mixture becomes the distribution ``{S_hat(A_m, A_n)}``; two readings:
+
+    - ``mixture="probability"`` (default): mix distributions, ``P_m = beta * softmax_n(intra[m, n] / tau)
+      + (1 - beta) * Y_m / sum(Y_m)``. The binary label keeps weight ``1 - beta`` on the matches and the
+      intra-modal softmax spreads ``beta`` over the candidates by similarity: the weak label eq. 7
+      intends. At ``tau = 0.07`` that softmax still favours the anchor itself (self-similarity 1), so the
+      mass that leaves the matches goes to near-duplicates, the items a binary label wrongly calls negative.
+    - ``mixture="logit"``: mix scores, then one softmax, ``P_m = softmax_n((beta * intra[m, n]
+      + (1 - beta) * Y[m, n]) / tau)``. At ``tau = 0.07`` the label gives the diagonal a logit margin of
+      ``(1 - beta) / tau = 10``, so almost all mass sits on the matches and ``L_Jnt`` becomes a second
+      ``L_InterC`` (kept as an option: mlatr's earlier form).
     """
     intra = _square("intra", intra)
+    if mixture not in SOFT_LABEL_MIXTURES:
+        raise MlatrError(f"cmsc: unknown soft-label mixture {mixture!r}; expected one of "
+                         f"{', '.join(SOFT_LABEL_MIXTURES)}")
     if labels is None:
         labels = torch.eye(intra.shape[0], dtype=intra.dtype, device=intra.device)
     labels = _square("labels", labels, intra.shape[0]).to(intra.dtype)
-    return beta * intra + (1.0 - beta) * labels
+    if mixture == "logit":
+        return torch.softmax((beta * intra + (1.0 - beta) * labels) / tau, dim=1)
+    return beta * torch.softmax(intra / tau, dim=1) + (1.0 - beta) * match_distribution(labels)
 
 
-def _row_kl(target_scores: Tensor, pred_scores: Tensor, tau: float) -> Tensor:
-    """``mean_m KL(softmax(target[m]/tau) || softmax(pred[m]/tau))``."""
-    log_p = torch.log_softmax(target_scores / tau, dim=1)
-    log_q = torch.log_softmax(pred_scores / tau, dim=1)
-    return F.kl_div(log_q, log_p, log_target=True, reduction="batchmean")
+def _row_kl(target: Tensor, pred_scores: Tensor, tau: float) -> Tensor:
+    """``mean_m KL(target[m] || softmax(pred[m]/tau))`` for target distributions ``[B, B]`` (0 log 0 = 0)."""
+    log_q = torch.log_softmax(pred_scores / tau, dim=1)  # [B, B]
+    return (torch.xlogy(target, target) - target * log_q).sum(dim=1).mean()
 
 
 def jnt_loss(a2t: Tensor, aa: Tensor, tt: Tensor, t2a: Tensor | None = None, beta: float = BETA,
-             tau: float = TAU, labels: Tensor | None = None, detach_targets: bool = True) -> Tensor:
+             tau: float = TAU, labels: Tensor | None = None, detach_targets: bool = True,
+             mixture: str = "probability") -> Tensor:
     """Joint inter- and intra-modal soft supervision ``L_Jnt`` (eq. 7-9).
 
-    ``L_Jnt = KL(S_hat(A,A) || S_g(A,T)) / 2 + KL(S_hat(T,T) || S_g(T,A)) / 2`` where the paper says
-    only "the distribution of {S_hat(A_m, A_n)}". Both sides are made distributions the same way, row
-    by row (anchor ``m``, over the ``B`` candidates ``n``), with the contrastive temperature:
+    ``L_Jnt = KL(S_hat(A,A) || S_g(A,T)) / 2 + KL(S_hat(T,T) || S_g(T,A)) / 2``, row by row (anchor ``m``,
+    over the ``B`` candidates ``n``):
 
-    - target ``P_m = softmax_n(S_hat[m, n] / tau)`` with ``S_hat = beta * aa + (1 - beta) * Y`` (eq. 7;
-      ``tt`` for the text term, eq. 8);
-    - prediction ``Q_m = softmax_n(a2t[m, n] / tau)`` (resp. ``t2a[m, n] = S_g(T_m, A_n)``);
+    - target ``P_m``: :func:`soft_labels` of ``aa`` (eq. 7; ``tt`` for the text term, eq. 8) with the
+      given ``mixture`` (default: distributions mixed in probability space);
+    - prediction ``Q_m = softmax_n(a2t[m, n] / tau)`` (resp. ``t2a[m, n] = S_g(T_m, A_n)``): the very
+      distribution ``L_InterC`` trains;
     - ``KL(P || Q) = mean_m sum_n P_mn (log P_mn - log Q_mn)``.
 
-    ``labels[m, n]`` (default: identity) says whether audio ``A_m`` matches text ``T_n``; the text term
-    uses its transpose. A softmax (rather than dividing by the row sum) is used because intra-modal
-    scores can be negative and because the prediction is then the very distribution ``L_InterC``
-    trains. The soft labels are labels: by default (``detach_targets``) no gradient flows into
-    ``aa``/``tt`` through this term.
+    ``labels[m, n]`` (default: identity) says whether audio ``A_m`` matches text ``T_n``; rows with several
+    matches spread the label mass evenly over them; the text term uses the transpose. The soft labels are
+    labels: by default (``detach_targets``) no gradient flows into ``aa``/``tt`` through this term.
     """
     a2t = _square("a2t", a2t)
     b = a2t.shape[0]
     t2a = _t2a(a2t, t2a)
-    target_a = soft_labels(_square("aa", aa, b), beta, labels)
-    target_t = soft_labels(_square("tt", tt, b), beta, None if labels is None else labels.T)
+    target_a = soft_labels(_square("aa", aa, b), beta, labels, tau, mixture)
+    target_t = soft_labels(_square("tt", tt, b), beta, None if labels is None else labels.T, tau, mixture)
     if detach_targets:
         target_a, target_t = target_a.detach(), target_t.detach()
     return _row_kl(target_a, a2t, tau) / 2 + _row_kl(target_t, t2a, tau) / 2
@@ -141,7 +170,7 @@ def cmsc_loss_terms(a2t: Tensor, t2a: Tensor | None = None, aa: Tensor | None = 
                     tt: Tensor | None = None, *, tau: float = TAU, beta: float = BETA,
                     labels: Tensor | None = None,
                     use_interc: bool = True, use_jnt: bool = True, use_intrac: bool = True,
-                    detach_targets: bool = True) -> dict[str, Tensor]:
+                    detach_targets: bool = True, mixture: str = "probability") -> dict[str, Tensor]:
     """The enabled terms of eq. 11 and their sum: ``{"interc", "jnt", "intrac", "total"}`` (disabled terms
     are absent). The switches give Table 3's ablation rows: ``L``, ``-L_Jnt`` (``use_jnt=False``),
     ``-L_IntraC`` (``use_intrac=False``), ``-L_IntraC - L_Jnt`` (both off: ``L_InterC`` alone, the
@@ -152,7 +181,7 @@ def cmsc_loss_terms(a2t: Tensor, t2a: Tensor | None = None, aa: Tensor | None = 
     if use_interc:
         terms["interc"] = interc_loss(a2t, t2a, tau)
     if use_jnt:
-        terms["jnt"] = jnt_loss(a2t, aa, tt, t2a, beta, tau, labels, detach_targets)
+        terms["jnt"] = jnt_loss(a2t, aa, tt, t2a, beta, tau, labels, detach_targets, mixture)
     if use_intrac:
         terms["intrac"] = intrac_loss(a2t, aa, tt, t2a, tau)
     terms["total"] = torch.stack(list(terms.values())).sum()

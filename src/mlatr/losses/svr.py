@@ -5,7 +5,9 @@ SupCLAP moves each anchor embedding a distance ``R`` (the *semantic radius*) tow
 are these support vectors. Differentiating through the unit direction rescales the component of every
 negative's pushing force perpendicular to the pulling direction by ``1 - R / ||a+ - t+||`` while
 leaving the parallel component as it is (Appendix D, eq. 13-18); this is what controls the
-"optimization trajectory drift" of §2.
+"optimization trajectory drift" of §2. The support vector is scored with the scaled cosine of §3.1
+(renormalised first); the dot product of the unnormalised vector (Appendix D's linearisation) is an
+option of :func:`svr_loss`.
 
 All functions here are pure: tensors in, tensors out. The radius comes from a radius model
 (:mod:`mlatr.losses.radius`); :class:`~mlatr.losses.svr_objective.SVRRegularizer` joins the two.
@@ -22,6 +24,11 @@ from mlatr.losses._common import Scalar, check_pair, check_positive, l2_normaliz
 
 #: Base losses the SVR term can be built on (§4.2.1: InfoNCE and SigLIP).
 SVR_BASES = ("infonce", "siglip")
+
+#: How a support vector is scored against the candidates: ``"cosine"`` (§3.1's ``s = cos/tau`` applied
+#: to ``t_sup``, the default) or ``"dot"`` (``t_sup . a / tau`` on the unnormalised support vector, the
+#: linearised form Appendix D analyses).
+SVR_SIMILARITIES = ("cosine", "dot")
 
 #: Smallest ``||target - anchor||`` used as a divisor; coincident pairs get a zero direction.
 DIRECTION_EPS = 1e-8
@@ -84,10 +91,12 @@ def support_vectors(anchor: Tensor, target: Tensor, radius: Scalar, *, normalize
 
 
 def _directional_svr(
-    sup: Tensor, candidates: Tensor, temperature: Scalar, base: str, bias: Scalar | None
+    sup: Tensor, candidates: Tensor, temperature: Scalar, base: str, bias: Scalar | None, similarity: str
 ) -> Tensor:
     """One direction of the SVR term: support-vector anchors ``sup [n, d]`` against unit ``candidates``."""
-    logits = sup @ candidates.transpose(0, 1) / temperature
+    if similarity == "cosine":
+        sup = l2_normalize(sup)
+    logits = sup @ candidates.transpose(0, 1) / temperature  # [n, n]
     if base == "infonce":
         return -torch.log_softmax(logits, dim=1).diagonal().mean()
     n = logits.shape[0]
@@ -103,24 +112,32 @@ def svr_loss(
     radius_a2t: Scalar | None = None,
     base: str = "infonce",
     bias: Scalar | None = None,
+    similarity: str = "cosine",
 ) -> Tensor:
     """The support vector regularization term ``L_svr`` (SupCLAP §3.1 eq. 6; "uni" / "bi", §4.1.2).
 
     With ``a_j``, ``t_i`` the L2-normalised rows and ``s_i = t_i + R_i (a_i - t_i)/||a_i - t_i||`` the
     text support vectors (:func:`support_vectors`), the text-to-audio term is, for ``base="infonce"``,
 
-        ``L_t2a = -1/N sum_i log( exp(s_i . a_i / tau) / sum_j exp(s_i . a_j / tau) )``
+        ``L_t2a = -1/N sum_i log( exp(cos(s_i, a_i) / tau) / sum_j exp(cos(s_i, a_j) / tau) )``
 
-    (eq. 6: a softmax over all clips of the batch, the own clip included). The support vectors are not
-    renormalised, so ``s_i . a_j`` is a dot product, not a cosine. With ``radius_a2t`` the audio
-    side is regularised as well ("bi"): ``q_i = a_i + R'_i (t_i - a_i)/||t_i - a_i||`` against the
-    texts, ``L_a2t`` likewise, and the result is ``L_t2a + L_a2t`` (a sum of the two directional
-    means, as eq. 5 sums the two InfoNCE directions). ``R = 0`` gives back the plain InfoNCE t2a term.
+    (eq. 6: a softmax over all clips of the batch, the own clip included). §3.1 defines the affinity as
+    the scaled cosine ``s(a, t) = cos(a, t) / tau`` and eq. 6 applies it to ``t_sup``, so each support
+    vector is renormalised before it is scored (``similarity="cosine"``, the default). The loss is then
+    smallest for a radius near ``||a_i - t_i||`` (the support vector reaches its clip) and grows past it,
+    the regime of the paper's Figure 3. ``similarity="dot"`` scores the unnormalised support vector,
+    ``s_i . a_j / tau``: the linearised map whose Jacobian Appendix D analyses; there a larger ``R`` acts
+    like a larger logit scale and the term falls monotonically in ``R``.
+
+    With ``radius_a2t`` the audio side is regularised as well ("bi"):
+    ``q_i = a_i + R'_i (t_i - a_i)/||t_i - a_i||`` against the texts, ``L_a2t`` likewise, and the result
+    is ``L_t2a + L_a2t`` (a sum of the two directional means, as eq. 5 sums the two InfoNCE directions).
+    ``R = 0`` gives back the plain InfoNCE t2a term (in both similarity forms).
 
     ``base="siglip"`` replaces the softmax by SigLIP's pairwise sigmoid loss with the support vectors
     as the anchors (same normalisation as :func:`~mlatr.losses.siglip_loss`, ``1/N`` over anchors):
 
-        ``L_t2a = -1/N sum_i sum_j log sigmoid(z_ij (s_i . a_j / tau + b))``, ``z_ij = +1 if i == j else -1``,
+        ``L_t2a = -1/N sum_i sum_j log sigmoid(z_ij (cos(s_i, a_j) / tau + b))``, ``z_ij = +1 if i == j else -1``,
 
     and ``L_a2t`` with ``q_i`` against the texts; "bi" again sums the two.
 
@@ -130,12 +147,13 @@ def svr_loss(
         radius_t2a: radius of the text support vectors: scalar or ``[N]`` / ``[N, 1]``.
         radius_a2t: radius of the audio support vectors; ``None`` (default) = uni (t2a only).
         base: ``"infonce"`` or ``"siglip"``. bias: SigLIP's ``b`` (required for ``"siglip"``).
+        similarity: ``"cosine"`` (default, §3.1) or ``"dot"`` (Appendix D's linearised form).
 
     Returns:
         Scalar tensor.
 
     Raises:
-        MlatrError: unknown ``base``, or ``"siglip"`` without a bias.
+        MlatrError: unknown ``base`` or ``similarity``, or ``"siglip"`` without a bias.
 
     Example:
         >>> import torch
@@ -153,11 +171,14 @@ def svr_loss(
         raise MlatrError(f"unknown SVR base loss {base!r}; expected one of {', '.join(SVR_BASES)}")
     if base == "siglip" and bias is None:
         raise MlatrError("SVR with base loss 'siglip' needs the SigLIP bias")
+    if similarity not in SVR_SIMILARITIES:
+        raise MlatrError(f"unknown SVR similarity {similarity!r}; expected one of {', '.join(SVR_SIMILARITIES)}")
     a, t = l2_normalize(audio), l2_normalize(text)
-    loss = _directional_svr(support_vectors(t, a, radius_t2a, normalize=False), a, temperature, base, bias)
+    t_sup = support_vectors(t, a, radius_t2a, normalize=False)  # [N, d]
+    loss = _directional_svr(t_sup, a, temperature, base, bias, similarity)
     if radius_a2t is not None:
-        a_sup = support_vectors(a, t, radius_a2t, normalize=False)
-        loss = loss + _directional_svr(a_sup, t, temperature, base, bias)
+        a_sup = support_vectors(a, t, radius_a2t, normalize=False)  # [N, d]
+        loss = loss + _directional_svr(a_sup, t, temperature, base, bias, similarity)
     return loss
 
 

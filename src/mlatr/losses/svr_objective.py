@@ -20,7 +20,7 @@ from torch import Tensor, nn
 from mlatr.errors import MlatrError
 from mlatr.losses._common import Pair, Scalar, check_pair, l2_normalize
 from mlatr.losses.radius import DEFAULT_INIT_RADIUS, DynamicRadius, StaticRadius
-from mlatr.losses.svr import SVR_BASES, constraint_loss, positive_distances, svr_loss
+from mlatr.losses.svr import SVR_BASES, SVR_SIMILARITIES, constraint_loss, positive_distances, svr_loss
 
 #: Radius models by name (SupCLAP §3.2) and SVR directions (§4.1.2).
 RADIUS_KINDS = ("static", "dynamic")
@@ -34,9 +34,10 @@ DEFAULT_ALPHA = 1.0
 class SVRRegularizer(nn.Module):
     """``scale * (alpha * L_svr + beta * L_cons)`` for one aligned (audio, text) pair set (SupCLAP eq. 9).
 
-    - ``L_svr``: :func:`~mlatr.losses.svr_loss` (eq. 6) with radii from ``radius_model``: for the
-      text-to-audio direction the model reads ``sim = cos(t_i, a_j)`` (row = text), for the
-      audio-to-text direction ("bi") it reads the transpose. One model serves both directions unless
+    - ``L_svr``: :func:`~mlatr.losses.svr_loss` (eq. 6, support vectors scored by ``similarity``) with
+      radii from ``radius_model``: for the text-to-audio direction the model reads
+      ``(sim, tau)``, ``sim = cos(t_i, a_j)`` (row = text), for the audio-to-text direction ("bi") the
+      transpose. One model serves both directions unless
       ``radius_model_a2t`` is given (the paper reports one radius curve per model, Figure 3).
     - ``L_cons``: :func:`~mlatr.losses.constraint_loss` (Appendix B) of every radius used (t2a, plus
       a2t for "bi", summed); ``beta = 0`` turns it off.
@@ -54,8 +55,9 @@ class SVRRegularizer(nn.Module):
     Returns:
         ``(term, diagnostics)``: ``term`` a scalar tensor to add to the base loss; ``diagnostics`` a dict
         of detached 0-d tensors: ``svr_loss`` (``L_svr``), ``constraint`` (``L_cons``), ``radius`` (mean
-        of all radii used), ``radius_t2a`` and, for "bi", ``radius_a2t`` (batch means), and
-        ``suppression`` (mean of ``1 - R_i / ||a_i - t_i||`` for t2a, the factor of eq. 8).
+        of all radii used), ``radius_t2a`` and, for "bi", ``radius_a2t`` (batch means),
+        ``distance`` (batch mean of ``||a_i - t_i||``, what the radius is compared with: Figure 3,
+        Appendix B) and ``suppression`` (mean of ``1 - R_i / ||a_i - t_i||`` for t2a, the factor of eq. 8).
     """
 
     def __init__(
@@ -68,10 +70,13 @@ class SVRRegularizer(nn.Module):
         base: str = "infonce",
         scale: float | None = None,
         radius_model_a2t: nn.Module | None = None,
+        similarity: str = "cosine",
     ) -> None:
         super().__init__()
         if base not in SVR_BASES:
             raise MlatrError(f"unknown SVR base loss {base!r}; expected one of {', '.join(SVR_BASES)}")
+        if similarity not in SVR_SIMILARITIES:
+            raise MlatrError(f"unknown SVR similarity {similarity!r}; expected one of {', '.join(SVR_SIMILARITIES)}")
         if alpha < 0 or beta < 0:
             raise MlatrError(f"SVR weights must be >= 0, got alpha={alpha}, beta={beta}")
         self.radius_model = radius_model
@@ -80,23 +85,25 @@ class SVRRegularizer(nn.Module):
         self.alpha = float(alpha)
         self.beta = float(beta)
         self.base = base
+        self.similarity = similarity
         self.scale = float(scale) if scale is not None else (0.5 if base == "infonce" else 1.0)
 
-    def radii(self, audio: Tensor, text: Tensor) -> tuple[Tensor, Tensor | None]:
+    def radii(self, audio: Tensor, text: Tensor, temperature: Scalar) -> tuple[Tensor, Tensor | None]:
         """``(R_t2a, R_a2t or None)`` for the pair set: 0-d (static) or ``[N]`` (dynamic) tensors."""
-        sim_t2a = l2_normalize(text) @ l2_normalize(audio).transpose(0, 1)
-        r_t2a = self.radius_model(sim_t2a)
+        sim_t2a = l2_normalize(text) @ l2_normalize(audio).transpose(0, 1)  # [N, N], row = text
+        r_t2a = self.radius_model(sim_t2a, temperature)
         if not self.bidirectional:
             return r_t2a, None
         model_a2t = self.radius_model_a2t if self.radius_model_a2t is not None else self.radius_model
-        return r_t2a, model_a2t(sim_t2a.transpose(0, 1))
+        return r_t2a, model_a2t(sim_t2a.transpose(0, 1), temperature)
 
     def forward(
         self, audio: Tensor, text: Tensor, temperature: Scalar, bias: Scalar | None = None
     ) -> tuple[Tensor, dict[str, Tensor]]:
         check_pair(audio, text, "SVRRegularizer(audio, text)")
-        r_t2a, r_a2t = self.radii(audio, text)
-        svr = svr_loss(audio, text, temperature, r_t2a, r_a2t, base=self.base, bias=bias)
+        r_t2a, r_a2t = self.radii(audio, text, temperature)
+        svr = svr_loss(audio, text, temperature, r_t2a, r_a2t, base=self.base, bias=bias,
+                       similarity=self.similarity)
         cons = constraint_loss(audio, text, r_t2a)
         if r_a2t is not None:
             cons = cons + constraint_loss(audio, text, r_a2t)
@@ -106,6 +113,7 @@ class SVRRegularizer(nn.Module):
             "svr_loss": svr.detach(),
             "constraint": cons.detach(),
             "radius_t2a": r_t2a.detach().mean(),
+            "distance": distance.mean(),
             "suppression": (1.0 - r_t2a.detach() / distance.clamp_min(1e-8)).mean(),
         }
         if r_a2t is not None:
@@ -146,7 +154,8 @@ class SVRRegularizer(nn.Module):
 
     def extra_repr(self) -> str:
         direction = "bi" if self.bidirectional else "uni"
-        return f"{direction}, base={self.base!r}, alpha={self.alpha}, beta={self.beta}, scale={self.scale}"
+        return (f"{direction}, base={self.base!r}, similarity={self.similarity!r}, alpha={self.alpha}, "
+                f"beta={self.beta}, scale={self.scale}")
 
 
 def build_svr_regularizer(
@@ -161,6 +170,11 @@ def build_svr_regularizer(
     hidden: int = 64,
     separate_a2t_radius: bool = False,
     scale: float | None = None,
+    similarity: str = "cosine",
+    radius_output: str = "identity",
+    radius_input: str = "logits",
+    sort_negatives: bool = False,
+    detach_radius_input: bool = False,
 ) -> SVRRegularizer:
     """An :class:`SVRRegularizer` for one of SupCLAP's variants ("bi-DynamicSVR", "uni-StaticSVR", ...).
 
@@ -175,6 +189,13 @@ def build_svr_regularizer(
         hidden: MLP width of the dynamic predictor.
         separate_a2t_radius: a second radius model for the audio-to-text direction.
         scale: see :class:`SVRRegularizer`.
+        similarity: how support vectors are scored, ``"cosine"`` (§3.1, default) or ``"dot"``
+            (:func:`~mlatr.losses.svr_loss`).
+        radius_output, radius_input, sort_negatives, detach_radius_input: the dynamic predictor's
+            ``output``, ``input``, ``sort_negatives`` and ``detach_input`` (:class:`~mlatr.losses.DynamicRadius`;
+            the defaults are the paper's reading). The pre-fidelity-fix form of mlatr was ``similarity="dot"``,
+            ``radius_output="softplus"``, ``radius_input="cosine"``, ``sort_negatives=True``,
+            ``detach_radius_input=True``.
 
     Raises:
         MlatrError: unknown names, or ``"dynamic"`` without a batch size.
@@ -189,7 +210,8 @@ def build_svr_regularizer(
     def make() -> nn.Module:
         if radius == "static":
             return StaticRadius(init_radius)
-        return DynamicRadius(batch_size, hidden=hidden, init=init_radius)
+        return DynamicRadius(batch_size, hidden=hidden, init=init_radius, output=radius_output, input=radius_input,
+                             sort_negatives=sort_negatives, detach_input=detach_radius_input)
 
     if beta is None:
         beta = DEFAULT_BETA if radius == "dynamic" else 0.0
@@ -202,4 +224,5 @@ def build_svr_regularizer(
         base=base,
         scale=scale,
         radius_model_a2t=make() if (bidirectional and separate_a2t_radius) else None,
+        similarity=similarity,
     )

@@ -25,6 +25,9 @@ import yaml
 
 from mlatr.errors import MlatrError
 from mlatr.languages import DEFAULT_LANGUAGES
+from mlatr.losses.radius import RADIUS_INPUTS, RADIUS_OUTPUTS
+from mlatr.losses.svr import SVR_SIMILARITIES
+from mlatr.losses.svr_objective import RADIUS_KINDS
 
 
 @dataclass
@@ -67,6 +70,14 @@ class SVRConfig:
     #: Constraint weight (Appendix B); None = 0.01 for the dynamic radius, 0 for the static one.
     beta: float | None = None
     constraint: bool = True
+    #: How a support vector is scored: cosine (§3.1, renormalised) | dot (Appendix D's linearised form).
+    similarity: str = "cosine"
+    #: Dynamic radius predictor (§3.2): output identity (R real, the paper) | softplus (R > 0); input
+    #: logits (cos/tau, the paper) | cosine; negatives in batch order or sorted; input detached or not.
+    radius_output: str = "identity"
+    radius_input: str = "logits"
+    sort_negatives: bool = False
+    detach_radius_input: bool = False
 
 
 @dataclass
@@ -88,6 +99,9 @@ class CMSCConfig:
     intrac: bool = True
     #: Soft-label weight β of eq. 7-8 (paper: 0.3).
     beta: float = 0.3
+    #: How eq. 7-8 mix intra-modal similarity and binary label: probability (mix distributions, default)
+    #: | logit (one softmax of the mixed scores); see :func:`mlatr.losses.cmsc.soft_labels`.
+    mixture: str = "probability"
 
 
 @dataclass
@@ -266,8 +280,12 @@ def validate_config(cfg: Config) -> None:
         from mlatr.training.matching_objective import check_matching_objective
 
         check_matching_objective(o)
-    if o.svr is not None and o.svr.radius not in ("static", "dynamic"):
-        raise MlatrError(f"config: objective.svr.radius must be static or dynamic, got {o.svr.radius!r}")
+    if o.svr is not None:
+        for key, allowed in (("radius", RADIUS_KINDS), ("similarity", SVR_SIMILARITIES),
+                             ("radius_output", RADIUS_OUTPUTS), ("radius_input", RADIUS_INPUTS)):
+            if getattr(o.svr, key) not in allowed:
+                raise MlatrError(f"config: objective.svr.{key} must be one of {', '.join(allowed)}, "
+                                 f"got {getattr(o.svr, key)!r}")
     if cfg.optim.name not in ("adam", "adamw"):
         raise MlatrError(f"config: optim.name must be adam or adamw, got {cfg.optim.name!r}")
     if cfg.optim.schedule not in ("cosine", "constant"):

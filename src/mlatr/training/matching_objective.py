@@ -34,7 +34,7 @@ from torch import Tensor
 
 from mlatr.data.pairing import Selection
 from mlatr.errors import MlatrError
-from mlatr.losses.cmsc import cmsc_loss_terms, cmsc_similarities, interc_loss
+from mlatr.losses.cmsc import SOFT_LABEL_MIXTURES, cmsc_loss_terms, cmsc_similarities, interc_loss
 from mlatr.matching.chunked import chunked_scores
 from mlatr.matching.heads import MatchingHead, Side, build_matching_head
 
@@ -78,6 +78,9 @@ def check_matching_objective(objective_cfg) -> None:
             raise MlatrError("config: objective.cmsc switches every term off (interc, jnt, intrac)")
         if not 0.0 <= c.beta <= 1.0:
             raise MlatrError(f"config: objective.cmsc.beta must be in [0, 1], got {c.beta}")
+        if c.mixture not in SOFT_LABEL_MIXTURES:
+            raise MlatrError(f"config: objective.cmsc.mixture must be one of {', '.join(SOFT_LABEL_MIXTURES)}, "
+                             f"got {c.mixture!r}")
         if o.scheme == "cacl":
             raise MlatrError("config: objective.cmsc does not combine with scheme cacl (its English-other "
                              "pair is text-text); use mlclap or kcl")
@@ -152,7 +155,8 @@ class MatchingObjective:
             return None  # L_IntraC needs two pairs
         s = cmsc_similarities(self.head, anchor, target, intra=self.cmsc.jnt or self.cmsc.intrac, score=self._scores)
         return cmsc_loss_terms(s.a2t, s.t2a, s.aa, s.tt, tau=temperature, beta=self.cmsc.beta,
-                               use_interc=self.cmsc.interc, use_jnt=self.cmsc.jnt, use_intrac=self.cmsc.intrac)
+                               use_interc=self.cmsc.interc, use_jnt=self.cmsc.jnt, use_intrac=self.cmsc.intrac,
+                               mixture=self.cmsc.mixture)
 
     def _scores(self, query: Side, context: Side) -> Tensor:
         """``head.scores(query, context)`` computed block by block (:func:`~mlatr.matching.chunked_scores`):

@@ -64,6 +64,8 @@ class TrainingObjective(nn.Module):
             self.svr = build_svr_regularizer(
                 radius=cfg.svr.radius, direction="bi" if cfg.svr.bidirectional else "uni", base=cfg.base,
                 batch_size=batch_size, alpha=cfg.svr.alpha, beta=cfg.svr.beta if cfg.svr.constraint else 0.0,
+                similarity=cfg.svr.similarity, radius_output=cfg.svr.radius_output, radius_input=cfg.svr.radius_input,
+                sort_negatives=cfg.svr.sort_negatives, detach_radius_input=cfg.svr.detach_radius_input,
             )
 
     def forward(self, audio: Tensor, text: Tensor, selection: Selection, temperature: Tensor | float,
