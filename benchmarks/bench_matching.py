@@ -43,7 +43,7 @@ import time
 import torch
 
 from mlatr.matching import build_matching_head, chunked_scores, lgmm_scores
-from mlatr.matching.heads import Side
+from mlatr.models.outputs import EncoderOutput
 
 
 def loop_pair(q: torch.Tensor, c: torch.Tensor, tau_w: float = 0.25, lam: float = 10.0) -> torch.Tensor:
@@ -81,8 +81,8 @@ def bench_batch(args) -> dict:
     fwd_t2a = best_of(lambda: lgmm_scores(text, tm, audio, am), args.repeats)
     head = build_matching_head("lgmm")
     with torch.no_grad():
-        fwd_chunked = best_of(lambda: chunked_scores(head, Side(None, audio, am), Side(None, text, tm)),
-                              args.repeats)
+        audio_side, text_side = EncoderOutput(None, audio, am), EncoderOutput(None, text, tm)
+        fwd_chunked = best_of(lambda: chunked_scores(head, audio_side, text_side), args.repeats)
         product = best_of(lambda: audio.reshape(-1, d) @ text.reshape(-1, d).T, args.repeats)
     a_req, t_req = audio.clone().requires_grad_(True), text.clone().requires_grad_(True)
 
@@ -91,7 +91,7 @@ def bench_batch(args) -> dict:
     fb_both = best_of(fwd_bwd, args.repeats)
 
     def fwd_bwd_blocks():  # what training does (MatchingObjective): block-wise under autograd
-        a_side, t_side = Side(None, a_req, am), Side(None, t_req, tm)
+        a_side, t_side = EncoderOutput(None, a_req, am), EncoderOutput(None, t_req, tm)
         budget = 1 << 20
         (chunked_scores(head, a_side, t_side, budget).sum() + chunked_scores(head, t_side, a_side, budget).sum()
          ).backward()
@@ -135,7 +135,7 @@ def testset_child(args) -> dict:
     audio, am = features(args.clips, args.la, args.dim, args.la // 2, gen)
     text, tm = features(args.captions, args.lt, args.dim, 6, gen)
     head = build_matching_head("lgmm")
-    audio_side, text_side = Side(None, audio, am), Side(None, text, tm)
+    audio_side, text_side = EncoderOutput(None, audio, am), EncoderOutput(None, text, tm)
     directions = [("a2t", audio_side, text_side)] + ([("t2a", text_side, audio_side)] if args.both else [])
     out = {"measure": "testset", "clips": args.clips, "captions": args.captions, "La": args.la, "Lt": args.lt,
            "d": args.dim, "budget_mb": args.budget_mb, "block_target_mb": args.block_target_mb,

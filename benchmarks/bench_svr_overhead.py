@@ -42,10 +42,11 @@ def build(variant: str, batch: int, seconds: float, device):
     import torch
 
     from mlatr.experiments.demo import demo_config
+    from mlatr.losses.schemes import Selection
     from mlatr.models import build_audio_encoder, build_text_encoder
     from mlatr.models.dual_encoder import DualEncoder
     from mlatr.training.config import ObjectiveConfig, SVRConfig
-    from mlatr.training.objective import TrainingObjective
+    from mlatr.training.objective import build_objective
 
     g = torch.Generator().manual_seed(0)
     captions = [" ".join(WORDS[int(i)] for i in torch.randint(len(WORDS), (8,), generator=g)) for _ in range(batch)]
@@ -57,35 +58,33 @@ def build(variant: str, batch: int, seconds: float, device):
                         build_text_encoder(text_opts.pop("name"), **text_opts),
                         embed_dim=model_cfg["embed_dim"], temperature=model_cfg["temperature"]).to(device).train()
     svr = VARIANTS[variant]
-    objective = TrainingObjective(ObjectiveConfig(scheme="mlclap", svr=SVRConfig(**svr) if svr else None),
-                                  batch).to(device)
+    objective = build_objective(ObjectiveConfig(scheme="mlclap", svr=SVRConfig(**svr) if svr else None),
+                                batch).to(device)
     params = list(model.parameters()) + list(objective.parameters())
     optimizer = torch.optim.AdamW(params, lr=1e-4)
     wave = 0.1 * torch.randn(batch, int(16000 * seconds), generator=g).to(device)
     lengths = torch.full((batch,), wave.shape[1], dtype=torch.long, device=device)
 
-    class Sel:  # the objective reads only the selection's mask (one caption per clip)
-        mask = torch.ones(batch, 1, dtype=torch.bool)
-
-    return model, objective, optimizer, (wave, lengths, captions, ["eng"] * batch, Sel)
+    sel = Selection(captions, ["eng"] * batch, torch.arange(batch)[:, None], [["eng"]] * batch)  # one caption a clip
+    return model, objective, optimizer, (wave, lengths, captions, ["eng"] * batch, sel)
 
 
 def train_step(model, objective, optimizer, inputs) -> float:
     wave, lengths, captions, langs, sel = inputs
     optimizer.zero_grad(set_to_none=True)
-    audio = model.encode_audio(wave, lengths).pooled
-    text = model.encode_text(captions, langs).pooled
-    loss, _ = objective(audio, text.unsqueeze(1), sel, model.temperature)
+    loss = objective(model.encode_audio(wave, lengths), model.encode_text(captions, langs), sel,
+                     model.temperature).total
     loss.backward()
     optimizer.step()
     return float(loss.detach())
 
 
 def objective_only(objective, audio, text, sel, temperature) -> None:
+    from mlatr.models.outputs import EncoderOutput
+
     a = audio.detach().requires_grad_(True)
     t = text.detach().requires_grad_(True)
-    loss, _ = objective(a, t.unsqueeze(1), sel, temperature)
-    loss.backward()
+    objective(EncoderOutput(a), EncoderOutput(t), sel, temperature).total.backward()
 
 
 def sync(device) -> None:

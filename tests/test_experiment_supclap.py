@@ -5,8 +5,8 @@ import json
 import numpy as np
 
 import mlatr.experiments.demo as demo
-import mlatr.experiments.supclap as supclap
 from mlatr.cli import main
+from mlatr.experiments.runner import read_step_log
 
 
 def test_experiment_supclap_tiny(tmp_path, monkeypatch):
@@ -27,7 +27,7 @@ def test_experiment_supclap_tiny(tmp_path, monkeypatch):
         metrics = json.loads((run / "test_metrics.json").read_text())
         r1 = metrics["t2a"]["avg"]["R1"]
         assert f"| {label} | 1 | {r1:.2f} |" in md  # the table row is this run's test R@1
-        steps, _ = supclap.read_run_log(run / "log.jsonl")
+        steps = read_step_log(run / "log.jsonl")
         assert [s["step"] for s in steps] == [1, 2]
         drift = np.mean([s["drift_cos"] for s in steps if "drift_cos" in s])
         assert results["diagnostics"][label]["drift cos (mean)"] == f"{drift:.3f}"
@@ -35,6 +35,9 @@ def test_experiment_supclap_tiny(tmp_path, monkeypatch):
         assert len(pos) == 8 * 8 * 5  # 8 test clips x 8 languages x 5 captions
     static = results["diagnostics"]["InfoNCE-bi-StaticSVR"]["radius first -> last step"]
     assert static != "-" and results["diagnostics"]["InfoNCE"]["radius first -> last step"] == "-"
+    svr_steps = read_step_log(out / "runs" / "infonce-bi-static-seed0" / "log.jsonl")
+    first, last = (f"{svr_steps[i]['svr_distance']:.3f}" for i in (0, -1))  # the distance R is plotted against
+    assert results["diagnostics"]["InfoNCE-bi-StaticSVR"]["||a⁺−t⁺|| first -> last step"] == f"{first} -> {last}"
     # rerunning resumes: nothing is retrained, the same report comes out
     assert main(["experiment", "supclap", "--size", "tiny", "--methods", "infonce,infonce-bi-static",
                  "--out", str(out), "--no-progress"]) == 0

@@ -10,9 +10,10 @@ import torch
 
 from mlatr.errors import MlatrError
 from mlatr.losses.cmsc import cmsc_loss_terms
-from mlatr.matching import LGMMHead, Side, build_matching_head
-from mlatr.training.checkpoint import read_checkpoint
-from mlatr.training.matching_objective import MatchingObjective, head_from_checkpoint
+from mlatr.matching import LGMMHead, build_matching_head
+from mlatr.models.outputs import EncoderOutput
+from mlatr.training.checkpoint import head_of, read_checkpoint
+from mlatr.training.objective import build_objective
 from mlatr.training.trainer import Trainer
 from toydata import make_toy_manifest, tiny_config
 
@@ -40,8 +41,8 @@ def test_lgmm_cmsc_trains_one_epoch_and_logs_terms(lgmm_run):
 
     steps = [json.loads(x) for x in (out / "log.jsonl").read_text().splitlines()]
     step = [r for r in steps if r["type"] == "step"][0]
-    assert {"cmsc_interc", "cmsc_jnt", "cmsc_intrac"} <= set(step)
-    assert math.isclose(step["loss"], step["cmsc_interc"] + step["cmsc_jnt"] + step["cmsc_intrac"], rel_tol=1e-5)
+    assert {"loss_interc", "loss_jnt", "loss_intrac"} <= set(step)
+    assert math.isclose(step["loss"], step["loss_interc"] + step["loss_jnt"] + step["loss_intrac"], rel_tol=1e-6)
     assert all(math.isfinite(p.detach().sum().item()) for p in trainer.model.parameters())
 
 
@@ -50,33 +51,36 @@ def test_matching_objective_equals_cmsc_on_the_head_scores(manifest, tmp_path):
     cfg = tiny_config(manifest, tmp_path / "x", LGMM, "objective.cmsc={jnt: false}", epochs=1)
     trainer = Trainer(cfg)
     batch = next(iter(trainer.batches.epoch(0)))
-    sel = trainer.pairing.select(batch.rows, cfg.data.languages, torch.Generator().manual_seed(0))
+    sel = trainer.objective.scheme.select(batch.rows, cfg.data.languages, torch.Generator().manual_seed(0))
     with torch.no_grad():
         a = trainer.model.encode_audio(batch.waveform, batch.lengths)
         t = trainer.model.encode_text(sel.texts, sel.langs)
-        loss, logs = trainer.objective(None, None, sel, 0.07, audio_out=a, text_out=t)
+        out = trainer.objective(a, t, sel, 0.07)
         idx = sel.index[:, 0]
         head = LGMMHead(0.5, 5.0)
-        A = Side(a.pooled, a.frames, a.mask)
-        T = Side(t.pooled[idx], t.frames[idx], t.mask[idx])
+        A = EncoderOutput(a.pooled, a.frames, a.mask)
+        T = EncoderOutput(t.pooled[idx], t.frames[idx], t.mask[idx])
         want = cmsc_loss_terms(head(A, T), head(T, A), head(A, A), head(T, T), tau=0.07, use_jnt=False)
-    assert torch.allclose(loss, want["total"], atol=1e-5)
-    assert "cmsc_jnt" not in logs
+    assert torch.allclose(out.total, want["total"], atol=1e-5)
+    assert set(out.terms) == {"interc", "intrac"}
+    for name in out.terms:
+        assert torch.allclose(out.terms[name], want[name], atol=1e-5)
 
 
 def test_objective_scores_block_wise_with_the_unchunked_loss_and_gradients(monkeypatch):
     """Training scores the batch in blocks (cache-sized on CPU); loss and gradients equal the
     unchunked head's. A tiny block target forces many blocks on this small batch."""
     import mlatr.matching.chunked as chunked
+    from mlatr.losses.schemes import Selection
     from mlatr.training.config import CMSCConfig, MatchingConfig, ObjectiveConfig
-    from mlatr.training.matching_objective import MatchingObjective
 
     gen = torch.Generator().manual_seed(5)
     audio = torch.randn(6, 7, 8, generator=gen)
     text = torch.randn(6, 5, 8, generator=gen)
     am, tm = torch.rand(6, 7, generator=gen) > 0.3, torch.rand(6, 5, generator=gen) > 0.3
     am[:, 0] = tm[:, 0] = True
-    objective = MatchingObjective(ObjectiveConfig(scheme="mlclap", matching=MatchingConfig(), cmsc=CMSCConfig()))
+    objective = build_objective(ObjectiveConfig(scheme="mlclap", matching=MatchingConfig(), cmsc=CMSCConfig()), 6)
+    selection = Selection([f"t{i}" for i in range(6)], ["eng"] * 6, torch.arange(6)[:, None], [["eng"]] * 6)
     blocks = []
     real = chunked.chunked_scores
 
@@ -85,18 +89,18 @@ def test_objective_scores_block_wise_with_the_unchunked_loss_and_gradients(monke
         return real(*args, **kwargs)
 
     monkeypatch.setattr(chunked, "CPU_BLOCK_TARGET_MB", 0.01)
-    monkeypatch.setattr("mlatr.training.matching_objective.chunked_scores", counting)
+    monkeypatch.setattr("mlatr.training.objective.chunked_scores", counting)
     grads = []
     for blockwise in (True, False):
         a, t = audio.clone().requires_grad_(True), text.clone().requires_grad_(True)
-        A, T = Side(a.mean(1), a, am), Side(t.mean(1), t, tm)
+        A, T = EncoderOutput(a.mean(1), a, am), EncoderOutput(t.mean(1), t, tm)
         if blockwise:
-            terms = objective._group_terms(A, T, 0.07)
+            total = objective(A, T, selection, 0.07).total
         else:
             head = objective.head
-            terms = cmsc_loss_terms(head(A, T), head(T, A), head(A, A), head(T, T), tau=0.07)
-        terms["total"].backward()
-        grads.append((terms["total"].detach(), a.grad, t.grad))
+            total = cmsc_loss_terms(head(A, T), head(T, A), head(A, A), head(T, T), tau=0.07)["total"]
+        total.backward()
+        grads.append((total.detach(), a.grad, t.grad))
     assert blocks and max(blocks) > 4
     for got, want in zip(grads[0], grads[1], strict=True):
         torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
@@ -106,13 +110,13 @@ def test_checkpoint_keeps_the_head(lgmm_run):
     out, _, _ = lgmm_run
     state = read_checkpoint(out / "best.pt")
     assert state["matching_head"] == {"name": "lgmm", "tau_w": 0.5, "lam": 5.0}
-    head = head_from_checkpoint(state)
+    head = head_of(state)
     assert isinstance(head, LGMMHead) and (head.tau_w, head.lam) == (0.5, 5.0)
     # older checkpoints: from the training config, else cosine
     state.pop("matching_head")
-    assert head_from_checkpoint(state).config() == {"name": "lgmm", "tau_w": 0.5, "lam": 5.0}
+    assert head_of(state).config() == {"name": "lgmm", "tau_w": 0.5, "lam": 5.0}
     state["train_config"]["objective"]["matching"] = None
-    assert head_from_checkpoint(state).name == "cosine"
+    assert head_of(state).name == "cosine"
 
 
 def test_eval_with_the_head_equals_evaluate_scores_on_its_matrices(lgmm_run, manifest, tmp_path):
@@ -134,7 +138,9 @@ def test_eval_with_the_head_equals_evaluate_scores_on_its_matrices(lgmm_run, man
     got = json.loads((tmp_path / "m.json").read_text())
     assert got["matching_head"] == {"name": "lgmm", "tau_w": 0.5, "lam": 5.0}
     # independently: encode with frames, score with the head directly (no chunking), evaluate
-    model = load_model(out / "best.pt")
+    loaded = load_model(out / "best.pt")
+    assert loaded.head.config() == {"name": "lgmm", "tau_w": 0.5, "lam": 5.0}
+    model = loaded.model
     enc = encode_manifest(model, Manifest.load(manifest).split("test"), ["eng", "fra", "deu"], max_seconds=1.0,
                           frames=True)
     head = build_matching_head("lgmm", tau_w=0.5, lam=5.0)
@@ -156,7 +162,7 @@ def test_eval_with_the_head_equals_evaluate_scores_on_its_matrices(lgmm_run, man
     targets = np.asarray([classes.index(test[i].labels[0]) for i in enc.clip_rows])
     with torch.no_grad():
         prompts = model.encode_text(zero_shot_prompts(classes, "eng"), ["eng"] * len(classes))
-        scores = head(enc.audio_side(), Side(prompts.pooled, prompts.frames, prompts.mask)).numpy()
+        scores = head(enc.audio_side(), EncoderOutput(prompts.pooled, prompts.frames, prompts.mask)).numpy()
     own = scores[np.arange(len(targets)), targets]
     ranks = 1 + (scores > own[:, None]).sum(axis=1)
     assert got["zero_shot"]["scored_with"] == "lgmm" and len(classes) >= 2
@@ -180,19 +186,19 @@ def test_kcl_groups_by_language(manifest, tmp_path):
     cfg = tiny_config(manifest, tmp_path / "x", "objective.scheme=kcl", "objective.matching={name: max-mean}", epochs=1)
     trainer = Trainer(cfg)
     batch = next(iter(trainer.batches.epoch(0)))
-    sel = trainer.pairing.select(batch.rows, cfg.data.languages, torch.Generator().manual_seed(0))
-    obj = MatchingObjective(cfg.objective)
+    obj = build_objective(cfg.objective, cfg.train.batch_size)
+    sel = obj.scheme.select(batch.rows, cfg.data.languages, torch.Generator().manual_seed(0))
     with torch.no_grad():
         a = trainer.model.encode_audio(batch.waveform, batch.lengths)
         t = trainer.model.encode_text(sel.texts, sel.langs)
-        loss, _ = obj(a, t, sel, 0.1)
+        loss = obj(a, t, sel, 0.1).total
         head = build_matching_head("max-mean")
         total, n_all = 0.0, 0
         for k in range(sel.index.shape[1]):
             rows = (sel.index[:, k] >= 0).nonzero().squeeze(1)
-            A = Side(a.pooled[rows], a.frames[rows], a.mask[rows])
+            A = EncoderOutput(a.pooled[rows], a.frames[rows], a.mask[rows])
             ti = sel.index[rows, k]
-            T = Side(t.pooled[ti], t.frames[ti], t.mask[ti])
+            T = EncoderOutput(t.pooled[ti], t.frames[ti], t.mask[ti])
             s_at, s_ta = head(A, T), head(T, A)
             n = rows.numel()
             ce = -(torch.log_softmax(s_at / 0.1, 1).diagonal().sum()

@@ -17,7 +17,8 @@ from mlatr.losses.cmsc import (
     jnt_loss,
     soft_labels,
 )
-from mlatr.matching import Side, build_matching_head
+from mlatr.matching import build_matching_head
+from mlatr.models.outputs import EncoderOutput
 
 TAU, BETA = 0.07, 0.3
 
@@ -213,8 +214,8 @@ def test_cmsc_on_head_scores_trains(name):
     text_frames = torch.randn(b, 4, d, generator=gen, requires_grad=True)
     text_mask = torch.rand(b, 4, generator=gen) > 0.3
     text_mask[:, 0] = True
-    audio = Side(audio_frames.mean(1), audio_frames, None)
-    text = Side(text_frames.mean(1), text_frames, text_mask)
+    audio = EncoderOutput(audio_frames.mean(1), audio_frames, None)
+    text = EncoderOutput(text_frames.mean(1), text_frames, text_mask)
     head = build_matching_head(name)
     s = cmsc_similarities(head, audio, text)
     assert s.a2t.shape == s.t2a.shape == s.aa.shape == s.tt.shape == (b, b)

@@ -21,7 +21,7 @@ from mlatr.losses import (
     kcl_pairs,
     mlclap_loss,
     mlclap_pairs,
-    pair_objective,
+    pair_loss,
     pairs_loss,
     siglip_loss,
 )
@@ -308,7 +308,7 @@ def test_custom_pair_objective_composes_with_schemes():
 
     assert float(kcl_loss(audio, text, TAU, text_mask=MASK, base=count_rows)) == pytest.approx(0.5)
     assert seen == MASK.sum(0).tolist()
-    objective = pair_objective("infonce", TAU)
+    objective = pair_loss("infonce", TAU)
     both = pairs_loss([Pair(audio, text[:, 0], "a"), Pair(audio, text[:, 1], "b")], objective)
     close(both, (float(clip_loss(audio, text[:, 0], TAU)) + float(clip_loss(audio, text[:, 1], TAU))) / 2)
 
@@ -375,7 +375,7 @@ def test_gradcheck_float64():
 
 
 def test_docstring_examples():
-    for name in ("clip", "siglip", "kcl", "cacl", "mlclap", "objectives"):
+    for name in ("clip", "siglip", "kcl", "cacl", "mlclap", "pair_losses", "schemes", "radius", "svr"):
         module = importlib.import_module(f"mlatr.losses.{name}")
         result = doctest.testmod(module)
         assert result.failed == 0 and result.attempted > 0, name

@@ -10,7 +10,6 @@ import torch
 from mlatr.errors import MlatrError
 from mlatr.matching import (
     MATCHING_HEADS,
-    Side,
     a2t_t2a_scores,
     build_matching_head,
     build_matching_head_from_config,
@@ -19,6 +18,7 @@ from mlatr.matching import (
     mode_scores,
     plan_chunks,
 )
+from mlatr.models.outputs import EncoderOutput
 
 R = 1 / math.sqrt(2)
 
@@ -45,7 +45,7 @@ def test_modes_by_hand(mode, want):
     assert mode_scores(q, qm, c, cm, mode).item() == pytest.approx(want, rel=1e-12)
     head = build_matching_head(mode)
     assert head.name == mode
-    assert head.scores(Side(None, q, qm), Side(None, c, cm)).item() == pytest.approx(want, rel=1e-12)
+    assert head.scores(EncoderOutput(None, q, qm), EncoderOutput(None, c, cm)).item() == pytest.approx(want, rel=1e-12)
 
 
 def test_mode_local_scores_by_hand():
@@ -82,12 +82,12 @@ def test_cosine_head():
     a = torch.randn(4, 8, generator=gen)
     t = torch.randn(3, 8, generator=gen)
     head = build_matching_head("cosine")
-    a2t, t2a = a2t_t2a_scores(head, Side(a), Side(t))
+    a2t, t2a = a2t_t2a_scores(head, EncoderOutput(a), EncoderOutput(t))
     want = torch.nn.functional.cosine_similarity(a[:, None], t[None], dim=-1)
     torch.testing.assert_close(a2t, want)
     torch.testing.assert_close(t2a, want.T)
     with pytest.raises(MlatrError, match="pooled"):
-        head.scores(Side(None, torch.randn(2, 3, 8)), Side(t))
+        head.scores(EncoderOutput(None, torch.randn(2, 3, 8)), EncoderOutput(t))
 
 
 def test_registry_and_config_round_trip():
@@ -104,7 +104,7 @@ def test_registry_and_config_round_trip():
     with pytest.raises(MlatrError, match="no options"):
         build_matching_head("max-mean", tau_w=1.0)
     with pytest.raises(MlatrError, match="needs frame"):
-        build_matching_head("lgmm").scores(Side(torch.randn(2, 3)), Side(torch.randn(2, 3)))
+        build_matching_head("lgmm").scores(EncoderOutput(torch.randn(2, 3)), EncoderOutput(torch.randn(2, 3)))
 
 
 def test_plan_chunks_respects_budget():
@@ -144,8 +144,8 @@ def test_plan_chunks_target_gives_balanced_cache_sized_blocks():
 
 def test_chunked_scores_block_target_changes_blocks_not_values():
     gen = torch.Generator().manual_seed(3)
-    q = Side(None, torch.randn(40, 6, 8, generator=gen), torch.rand(40, 6, generator=gen) > 0.3)
-    c = Side(None, torch.randn(30, 5, 8, generator=gen), torch.rand(30, 5, generator=gen) > 0.3)
+    q = EncoderOutput(None, torch.randn(40, 6, 8, generator=gen), torch.rand(40, 6, generator=gen) > 0.3)
+    c = EncoderOutput(None, torch.randn(30, 5, 8, generator=gen), torch.rand(30, 5, generator=gen) > 0.3)
     q.mask[:, 0] = True
     c.mask[:, 0] = True
     head = build_matching_head("lgmm")
@@ -164,9 +164,9 @@ def test_chunked_scores_block_target_changes_blocks_not_values():
 @pytest.mark.parametrize("name", ["lgmm", "max-mean", "mean-max", "cosine"])
 def test_chunked_equals_unchunked(name):
     gen = torch.Generator().manual_seed(2)
-    q = Side(torch.randn(9, 6, generator=gen), torch.randn(9, 5, 6, generator=gen),
+    q = EncoderOutput(torch.randn(9, 6, generator=gen), torch.randn(9, 5, 6, generator=gen),
              torch.rand(9, 5, generator=gen) > 0.3)
-    c = Side(torch.randn(11, 6, generator=gen), torch.randn(11, 4, 6, generator=gen),
+    c = EncoderOutput(torch.randn(11, 6, generator=gen), torch.randn(11, 4, 6, generator=gen),
              torch.rand(11, 4, generator=gen) > 0.3)
     q.mask[:, 0] = True
     c.mask[:, 0] = True
@@ -182,7 +182,7 @@ def test_chunked_equals_unchunked(name):
     # under autograd the blocks are concatenated and gradients match the unchunked ones
     frames = q.frames.clone().requires_grad_(True)
     pooled = q.pooled.clone().requires_grad_(True)
-    q_grad = Side(pooled, frames, q.mask)
+    q_grad = EncoderOutput(pooled, frames, q.mask)
     chunked_scores(head, q_grad, c, memory_budget_mb=budget_mb).pow(2).sum().backward()
     leaf = pooled if name == "cosine" else frames
     grad_chunked = leaf.grad.clone()
@@ -192,7 +192,7 @@ def test_chunked_equals_unchunked(name):
 
 
 def test_chunked_rejects_tiny_budget():
-    q = Side(None, torch.randn(2, 3, 4))
+    q = EncoderOutput(None, torch.randn(2, 3, 4))
     with pytest.raises(MlatrError, match="too small"):
         chunked_scores(build_matching_head("lgmm"), q, q, memory_budget_mb=1e-6)
     with pytest.raises(MlatrError, match="positive"):

@@ -8,7 +8,8 @@ import pytest
 import torch
 
 from mlatr.errors import MlatrError
-from mlatr.matching import LGMMHead, Side, build_matching_head, lgmm_local_scores, lgmm_scores
+from mlatr.matching import LGMMHead, build_matching_head, lgmm_local_scores, lgmm_scores
+from mlatr.models.outputs import EncoderOutput
 
 
 def reference_pair(q: torch.Tensor, c: torch.Tensor, tau_w: float, lam: float) -> float:
@@ -95,8 +96,8 @@ def test_directions_and_head():
     am = torch.ones(3, 6, dtype=torch.bool)
     tm = torch.tensor([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1]], dtype=torch.bool)
     head = build_matching_head("lgmm", tau_w=0.25, lam=10.0)
-    a2t = head.scores(Side(None, audio, am), Side(None, text, tm))
-    t2a = head.scores(Side(None, text, tm), Side(None, audio, am))
+    a2t = head.scores(EncoderOutput(None, audio, am), EncoderOutput(None, text, tm))
+    t2a = head.scores(EncoderOutput(None, text, tm), EncoderOutput(None, audio, am))
     assert a2t.shape == (3, 2) and t2a.shape == (2, 3)
     torch.testing.assert_close(a2t, lgmm_scores(audio, am, text, tm))
     torch.testing.assert_close(t2a, lgmm_scores(text, tm, audio, am))
@@ -117,7 +118,7 @@ def test_local_scores_shape_and_pooling():
     lse = torch.stack([torch.logsumexp(10 * local[a][:, qm[a]], dim=-1) / 10 for a in range(3)])
     torch.testing.assert_close(lse, lgmm_scores(q, qm, c, cm))
     head = LGMMHead()
-    torch.testing.assert_close(head.local_scores(Side(None, q, qm), Side(None, c, cm)), local)
+    torch.testing.assert_close(head.local_scores(EncoderOutput(None, q, qm), EncoderOutput(None, c, cm)), local)
 
 
 def test_bad_inputs_raise():

@@ -32,9 +32,7 @@ def trained(tmp_path_factory):
 
 
 def _model(ckpt):
-    model = load_model(ckpt)
-    model.train_config = {"data": {"sample_rate": 16000, "eval_max_seconds": 2.0}}
-    return model.eval()
+    return load_model(ckpt)
 
 
 def test_build_and_text_search_equal_brute_force(trained, tmp_path):
@@ -42,7 +40,7 @@ def test_build_and_text_search_equal_brute_force(trained, tmp_path):
     manifest = Manifest.load(manifest_path)
     model = _model(ckpt)
     out = tmp_path / "toy.idx.npz"
-    rep = build_index(model, manifest, ckpt, out, caption_languages=["eng", "fra"])
+    rep = build_index(model, manifest, out, caption_languages=["eng", "fra"])
     assert rep.added == len(manifest) == 20 and rep.kept == 0
     index = Index.load(out)
     assert index.ids == [c.id for c in manifest.clips]
@@ -53,12 +51,12 @@ def test_build_and_text_search_equal_brute_force(trained, tmp_path):
     from mlatr.audio.io import load_audio
     wave = torch.from_numpy(load_audio(manifest.clips[5].audio_path(manifest.root), 16000))[None]
     with torch.no_grad():
-        own = model.encode_audio(wave, torch.tensor([wave.shape[1]])).pooled[0].numpy()
+        own = model.model.encode_audio(wave, torch.tensor([wave.shape[1]])).pooled[0].numpy()
     assert np.allclose(index.embeddings[5], own, atol=1e-5)
     # text search = brute-force ranking of cosines with the model's query embedding
     hits = index.search_text("un son aigu double", lang="fra", k=7)
     with torch.no_grad():
-        q = model.encode_text(["un son aigu double"], ["fra"]).pooled[0].numpy()
+        q = model.model.encode_text(["un son aigu double"], ["fra"]).pooled[0].numpy()
     cos = index.embeddings @ q
     expected = sorted(range(len(cos)), key=lambda i: (-cos[i], i))[:7]
     assert [h.id for h in hits] == [index.ids[i] for i in expected]
@@ -86,7 +84,7 @@ def test_top_k_ties_and_faiss_equals_numpy():
 def test_faiss_index_search_equals_numpy(trained, tmp_path):
     manifest_path, ckpt = trained
     out = tmp_path / "toy.idx.npz"
-    build_index(_model(ckpt), Manifest.load(manifest_path), ckpt, out, caption_languages=["eng"])
+    build_index(_model(ckpt), Manifest.load(manifest_path), out, caption_languages=["eng"])
     a = Index.load(out).search_text("a single low tone", k=20)
     b = Index.load(out, backend="faiss").search_text("a single low tone", k=20)
     assert [h.id for h in a] == [h.id for h in b]
@@ -98,30 +96,30 @@ def test_incremental_add_encodes_only_new_clips(trained, tmp_path):
     manifest = Manifest.load(manifest_path)
     model = _model(ckpt)
     calls = []
-    original = model.encode_audio
-    model.encode_audio = lambda w, lens=None: (calls.append(w.shape[0]), original(w, lens))[1]
+    original = model.model.encode_audio
+    model.model.encode_audio = lambda w, lens=None: (calls.append(w.shape[0]), original(w, lens))[1]
     out = tmp_path / "inc.idx.npz"
     first = Manifest(clips=manifest.clips[:12], root=manifest.root, path=manifest.path)
-    build_index(model, first, ckpt, out, batch_size=5, caption_languages=["eng"])
+    build_index(model, first, out, batch_size=5, caption_languages=["eng"])
     assert sum(calls) == 12
     calls.clear()
-    rep = build_index(model, manifest, ckpt, out, add=True, batch_size=5)
+    rep = build_index(model, manifest, out, add=True, batch_size=5)
     assert sum(calls) == 8 and rep.added == 8 and rep.kept == 12
     inc = Index.load(out)
     calls.clear()
-    full = build_index(model, manifest, ckpt, tmp_path / "full.idx.npz", caption_languages=["eng"]).index
+    full = build_index(model, manifest, tmp_path / "full.idx.npz", caption_languages=["eng"]).index
     assert inc.ids == full.ids and np.allclose(inc.embeddings, full.embeddings, atol=1e-5)
     assert inc.caption_text == full.caption_text and np.array_equal(inc.caption_clip, full.caption_clip)
     # nothing new: no encoder call at all
     calls.clear()
-    assert build_index(model, manifest, ckpt, out, add=True).added == 0 and calls == []
+    assert build_index(model, manifest, out, add=True).added == 0 and calls == []
     # another checkpoint: --add refused
     other = tmp_path / "other.pt"
     shutil.copy(ckpt, other)
     with open(other, "ab") as fh:
         fh.write(b"\0")
     with pytest.raises(MlatrError, match="another model"):
-        build_index(model, manifest, other, out, add=True)
+        build_index(load_model(other), manifest, out, add=True)
 
 
 def test_failed_build_leaves_no_partial_index(trained, tmp_path):
@@ -129,10 +127,10 @@ def test_failed_build_leaves_no_partial_index(trained, tmp_path):
     manifest = Manifest.load(manifest_path)
     model = _model(ckpt)
     out = tmp_path / "a.idx.npz"
-    build_index(model, Manifest(clips=manifest.clips[:4], root=manifest.root, path=manifest.path), ckpt, out,
+    build_index(model, Manifest(clips=manifest.clips[:4], root=manifest.root, path=manifest.path), out,
                 caption_languages=["eng"])
     before = out.read_bytes()
-    original = model.encode_audio
+    original = model.model.encode_audio
     seen = []
 
     def failing(w, lens=None):
@@ -141,14 +139,14 @@ def test_failed_build_leaves_no_partial_index(trained, tmp_path):
             raise RuntimeError("disk on fire")
         return original(w, lens)
 
-    model.encode_audio = failing
+    model.model.encode_audio = failing
     with pytest.raises(RuntimeError):
-        build_index(model, manifest, ckpt, out, add=True, batch_size=4)
+        build_index(model, manifest, out, add=True, batch_size=4)
     assert out.read_bytes() == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a.idx.npz"]
     seen.clear()
     with pytest.raises(RuntimeError):
-        build_index(model, manifest, ckpt, tmp_path / "b.idx.npz", batch_size=4)
+        build_index(model, manifest, tmp_path / "b.idx.npz", batch_size=4)
     assert not (tmp_path / "b.idx.npz").exists()
 
 
@@ -157,7 +155,7 @@ def test_write_failure_keeps_previous_index(trained, tmp_path, monkeypatch):
     manifest = Manifest.load(manifest_path)
     model = _model(ckpt)
     out = tmp_path / "a.idx.npz"
-    build_index(model, Manifest(clips=manifest.clips[:3], root=manifest.root, path=manifest.path), ckpt, out,
+    build_index(model, Manifest(clips=manifest.clips[:3], root=manifest.root, path=manifest.path), out,
                 caption_languages=["eng"])
     before = out.read_bytes()
 
@@ -167,7 +165,7 @@ def test_write_failure_keeps_previous_index(trained, tmp_path, monkeypatch):
 
     monkeypatch.setattr(np, "savez", half_written)
     with pytest.raises(OSError):
-        build_index(model, manifest, ckpt, out, add=True)
+        build_index(model, manifest, out, add=True)
     assert out.read_bytes() == before and [p.name for p in tmp_path.iterdir()] == ["a.idx.npz"]
     monkeypatch.undo()
     assert len(Index.load(out)) == 3

@@ -10,8 +10,8 @@ import pytest
 import torch
 from torch import nn
 
-from mlatr.data.pairing import Selection
 from mlatr.errors import MlatrError
+from mlatr.losses.schemes import Selection
 from mlatr.training.diagnostics import DriftMonitor, drift_cosines, positive_similarities, text_owner
 from mlatr.training.trainer import Trainer
 from toydata import make_toy_manifest, tiny_config
@@ -129,17 +129,22 @@ def _rw_reference(a, t, tau, c):
 
 def test_reweight_objective_scores_only_audio_text_pairs():
     from mlatr.losses import infonce_pair
+    from mlatr.models.outputs import EncoderOutput
     from mlatr.training.config import ObjectiveConfig
-    from mlatr.training.objective import TrainingObjective
+    from mlatr.training.objective import build_objective
 
     g = torch.Generator().manual_seed(1)
     a, t = torch.randn(5, 8, generator=g), torch.randn(5, 2, 8, generator=g)
-    sel = SimpleNamespace(mask=torch.ones(5, 2, dtype=torch.bool))
+    index = torch.arange(10).reshape(5, 2)  # clip i's captions are flat texts 2i, 2i + 1
+    sel = Selection([""] * 10, ["eng"] * 10, index, [["eng", "fra"]] * 5)
     for scheme in ("mlclap", "cacl"):
-        obj = TrainingObjective(ObjectiveConfig(scheme=scheme, reweight=True), 5)
+        obj = build_objective(ObjectiveConfig(scheme=scheme, reweight=True), 5)
         with torch.no_grad():
             obj.reweight.log_weight.fill_(0.7)
-        loss, logs = obj(a, t, sel, 0.1)
+        selection = sel if scheme == "cacl" else Selection([""] * 5, ["eng"] * 5, index[:, :1] // 2, [["eng"]] * 5)
+        flat = t.reshape(10, 8) if scheme == "cacl" else t[:, 0]
+        out = obj(EncoderOutput(a), EncoderOutput(flat), selection, 0.1)
+        loss, logs = out.total, out.log_values()
         if scheme == "mlclap":
             want = _rw_reference(a, t[:, 0], 0.1, 0.7)
         else:  # ATRI eq. 12: three pairs of 2N terms; the English-other pair stays plain InfoNCE

@@ -17,6 +17,7 @@ import torch
 from mlatr.data.dataset import AudioSource, iter_eval_audio
 from mlatr.data.manifest import Manifest
 from mlatr.io_utils import atomic_write_with
+from mlatr.models.outputs import EncoderOutput
 
 
 @dataclass
@@ -40,17 +41,13 @@ class EncodedSplit:
     text_frames: torch.Tensor | None = None
     text_mask: torch.Tensor | None = None
 
-    def audio_side(self):
-        """The clips as a :class:`mlatr.matching.Side` (pooled + frames + mask) for a matching head."""
-        from mlatr.matching import Side
+    def audio_side(self) -> EncoderOutput:
+        """The clips (pooled + frames + mask) as one side of a match for a matching head."""
+        return EncoderOutput(torch.from_numpy(self.audio), self.audio_frames, self.audio_mask)
 
-        return Side(torch.from_numpy(self.audio), self.audio_frames, self.audio_mask)
-
-    def text_side(self):
-        """The captions as a :class:`mlatr.matching.Side`."""
-        from mlatr.matching import Side
-
-        return Side(torch.from_numpy(self.text), self.text_frames, self.text_mask)
+    def text_side(self) -> EncoderOutput:
+        """The captions as one side of a match."""
+        return EncoderOutput(torch.from_numpy(self.text), self.text_frames, self.text_mask)
 
     def arrays(self) -> dict[str, np.ndarray]:
         """The five arrays of the evaluation contract."""

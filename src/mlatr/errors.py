@@ -7,8 +7,11 @@ raises :class:`MlatrError` or a subclass; the CLI prints its message and exits n
 from __future__ import annotations
 
 
-class MlatrError(Exception):
-    """A problem in the user's input, with a message that says where and what."""
+class MlatrError(ValueError):
+    """A problem in the user's input or an invalid argument, with a message that says where and what.
+
+    A :class:`ValueError`, so callers of the Python API that catch ``ValueError`` keep working.
+    """
 
 
 class InputError(MlatrError):

@@ -6,6 +6,10 @@ consistency metrics (ATRI eq. 14-16) and the anchor of CACL (ATRI eq. 12).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
+from mlatr.errors import MlatrError
+
 PIVOT = "eng"
 
 #: ISO 639-3 code -> English name, for every language mlatr knows.
@@ -50,10 +54,29 @@ def is_known(code: str) -> bool:
 
 
 def normalize(code: str) -> str:
-    """Map an ISO 639-1/639-2/639-3 code (any case) to ISO 639-3; raise ``ValueError`` if unknown."""
-    c = code.strip().lower()
+    """Map an ISO 639-1/639-2/639-3 code (any case) to ISO 639-3; raise :class:`MlatrError` (a
+    ``ValueError``) naming the supported codes if it is unknown."""
+    c = str(code).strip().lower()
     c = ALIASES.get(c, c)
     if c not in LANGUAGE_NAMES:
         known = ", ".join(sorted(LANGUAGE_NAMES))
-        raise ValueError(f"unknown language code {code!r} (known ISO 639-3 codes: {known})")
+        raise MlatrError(f"unknown language code {code!r} (known ISO 639-3 codes: {known}; "
+                         "ISO 639-1 codes such as fr are accepted too)")
     return c
+
+
+def normalize_all(codes: Iterable[str]) -> list[str]:
+    """:func:`normalize` of each code, in order; a code given twice is an error."""
+    out = [normalize(c) for c in codes]
+    repeated = sorted({c for c in out if out.count(c) > 1})
+    if repeated:
+        raise MlatrError(f"language {repeated[0]} is given twice")
+    return out
+
+
+def parse_language_list(text: str) -> list[str]:
+    """A comma-separated list of language codes (``"eng,fr,deu"``) as ISO 639-3 codes."""
+    codes = [c for c in (part.strip() for part in text.split(",")) if c]
+    if not codes:
+        raise MlatrError(f"no language code in {text!r}")
+    return normalize_all(codes)

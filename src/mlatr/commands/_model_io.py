@@ -1,37 +1,29 @@
-"""Shared by the commands that load a checkpoint and encode a manifest split (encode, eval)."""
+"""Shared by the commands that load a checkpoint and encode a manifest split (encode, eval, index build)."""
 
 from __future__ import annotations
 
+from mlatr.languages import parse_language_list
+
 
 def load_model_from_args(args):
-    """The checkpoint's model on ``args.device``, in eval mode, with its training config attached."""
-    from mlatr.models.dual_encoder import DualEncoder
-    from mlatr.training.checkpoint import read_checkpoint
-    from mlatr.training.trainer import resolve_device
+    """The :class:`~mlatr.training.checkpoint.LoadedModel` of ``args.checkpoint`` on ``args.device``."""
+    from mlatr.training.checkpoint import load_model
 
-    state = read_checkpoint(args.checkpoint)
-    model = DualEncoder.from_config(state["model_config"])
-    model.load_state_dict(state["model"])
-    model.train_config = state["train_config"]
-    from mlatr.training.matching_objective import head_from_checkpoint
-
-    model.matching_head = head_from_checkpoint(state)  # the head it ranks with (cosine unless trained with one)
-    return model.to(resolve_device(args.device)).eval()
+    return load_model(args.checkpoint, args.device)
 
 
-def encode_from_args(args, model=None, frames: bool = False):
-    """Encode ``args.split`` of ``args.manifest`` (``all`` = every clip); returns an EncodedSplit
-    (with frame/token features when ``frames``, for a fine-grained matching head)."""
+def encode_from_args(args, loaded=None):
+    """Encode ``args.split`` of ``args.manifest`` (``all`` = every clip) with the model (frame/token features
+    too when its matching head scores them); returns an :class:`~mlatr.encoding.EncodedSplit`."""
     from mlatr.data.manifest import Manifest
     from mlatr.encoding import encode_manifest
 
-    model = model or load_model_from_args(args)
-    data_cfg = model.train_config["data"]
-    languages = args.languages.split(",") if args.languages else data_cfg["languages"]
-    max_seconds = args.max_seconds or data_cfg["eval_max_seconds"]
+    loaded = loaded or load_model_from_args(args)
+    languages = parse_language_list(args.languages) if args.languages else loaded.data["languages"]
+    max_seconds = args.max_seconds or loaded.data["eval_max_seconds"]
     manifest = Manifest.load(args.manifest, skip_bad=args.skip_bad)
     if args.split != "all":
         manifest = manifest.split(args.split)
-    return encode_manifest(model, manifest, languages, batch_size=args.batch_size, max_seconds=max_seconds,
-                           sample_rate=data_cfg["sample_rate"], skip_bad=args.skip_bad, progress=True,
-                           frames=frames)
+    return encode_manifest(loaded.model, manifest, languages, batch_size=args.batch_size, max_seconds=max_seconds,
+                           sample_rate=loaded.data["sample_rate"], skip_bad=args.skip_bad, progress=True,
+                           frames=loaded.head.needs_frames)

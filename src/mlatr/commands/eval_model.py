@@ -39,20 +39,17 @@ def run(args) -> int:
 
     from mlatr.commands._model_io import encode_from_args, load_model_from_args
     from mlatr.data.manifest import Manifest
-    from mlatr.encoding import encode_texts
-    from mlatr.evaluation import evaluate_embeddings_with_ranks, format_report, zero_shot, zero_shot_prompts
+    from mlatr.evaluation import format_report, zero_shot_prompts
+    from mlatr.evaluation.with_head import evaluate_with_head_with_ranks, zero_shot_with_model
     from mlatr.io_utils import atomic_write_json
 
-    model = load_model_from_args(args)
-    head = model.matching_head
-    enc = encode_from_args(args, model, frames=head.needs_frames)
-    if head.name == "cosine":
-        evaluation = evaluate_embeddings_with_ranks(**enc.arrays(), pivot=args.pivot)
-    else:  # the model's own fine-grained head: T2A [Nt, Na] and A2T [Na, Nt] scored separately
-        from mlatr.evaluation.with_head import evaluate_with_head_with_ranks
-
-        evaluation = evaluate_with_head_with_ranks(head, enc, pivot=args.pivot, head_memory_mb=args.head_memory_mb,
-                                                   progress=True)
+    loaded = load_model_from_args(args)
+    head = loaded.head
+    enc = encode_from_args(args, loaded)
+    # The model's own head ranks (pooled cosine unless trained with a fine-grained one; T2A [Nt, Na] and
+    # A2T [Na, Nt] scored separately for an asymmetric head).
+    evaluation = evaluate_with_head_with_ranks(head, enc, pivot=args.pivot, head_memory_mb=args.head_memory_mb,
+                                               progress=True)
     metrics = evaluation.metrics
     if head.name != "cosine":
         metrics["matching_head"] = head.config()
@@ -60,7 +57,6 @@ def run(args) -> int:
     print(format_report(metrics))
     if enc.skipped:
         print(f"\nskipped {len(enc.skipped)} clips with unreadable audio")
-
     manifest = Manifest.load(args.manifest, skip_bad=args.skip_bad)
     if args.split != "all":
         manifest = manifest.split(args.split)
@@ -70,16 +66,13 @@ def run(args) -> int:
         classes = sorted({clips[i].labels[0] for i in single})
         targets = np.asarray([classes.index(clips[i].labels[0]) for i in single])
         metrics["zero_shot"] = {"classes": len(classes), "clips": len(single),
-                                "skipped_multi_label": sum(1 for c in clips if c.labels and len(c.labels) > 1)}
-        metrics["zero_shot"]["scored_with"] = head.name
+                                "skipped_multi_label": sum(1 for c in clips if c.labels and len(c.labels) > 1),
+                                "scored_with": head.name}
         for lang in args.zero_shot_languages.split(","):
             prompts = zero_shot_prompts(classes, lang)
-            if head.name == "cosine":
-                class_emb = encode_texts(model, prompts, [lang] * len(prompts), args.batch_size)
-                metrics["zero_shot"][lang] = zero_shot(enc.audio[single], class_emb, targets)
-            else:
-                metrics["zero_shot"][lang] = _head_zero_shot(model, head, enc, single, prompts, lang, targets, args)
-            zs = metrics["zero_shot"][lang]
+            zs = zero_shot_with_model(loaded, enc, single, prompts, lang, targets, args.batch_size,
+                                      args.head_memory_mb)
+            metrics["zero_shot"][lang] = zs
             print(f"\nzero-shot ({lang}, {len(classes)} classes, {len(single)} clips): "
                   f"top-1 {zs['top1']:.2f}%, top-5 {zs['top5']:.2f}%")
     if args.json:
@@ -96,21 +89,3 @@ def run(args) -> int:
         plot_recall_by_language(metrics, Path(args.plot) / "recall_by_language.png")
         plot_rank_spread(evaluation, Path(args.plot) / "rank_spread.png")
     return 0
-
-
-def _head_zero_shot(model, head, enc, rows: list[int], prompts: list[str], lang: str, targets, args) -> dict:
-    """Zero-shot of the clips ``rows`` of ``enc`` against ``prompts``, ranked with the model's head."""
-    from mlatr.encoding import encode_texts, pad_frames
-    from mlatr.evaluation.with_head import zero_shot_with_head
-    from mlatr.matching import Side
-
-    sink: list = []
-    pooled = encode_texts(model, prompts, [lang] * len(prompts), args.batch_size, frames_sink=sink)
-    frames, mask = pad_frames(sink)
-    import torch
-
-    audio = enc.audio_side()
-    index = torch.as_tensor(rows, dtype=torch.long)
-    clips = Side(audio.pooled[index], audio.frames[index], audio.mask[index])
-    return zero_shot_with_head(head, clips, Side(torch.from_numpy(pooled), frames, mask), targets,
-                               args.head_memory_mb)

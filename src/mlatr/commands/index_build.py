@@ -31,15 +31,16 @@ def run(args) -> int:
 
     from mlatr.commands._model_io import load_model_from_args
     from mlatr.data.manifest import Manifest
+    from mlatr.languages import parse_language_list
     from mlatr.search.index import build_index
 
     model = load_model_from_args(args)
     manifest = Manifest.load(args.manifest)
     if args.split != "all":
         manifest = manifest.split(args.split)
-    langs = [x.strip() for x in args.caption_langs.split(",") if x.strip()] if args.caption_langs else None
+    langs = parse_language_list(args.caption_langs) if args.caption_langs else None
     t0 = time.perf_counter()
-    report = build_index(model, manifest, args.checkpoint, args.output, add=args.add, caption_languages=langs,
+    report = build_index(model, manifest, args.output, add=args.add, caption_languages=langs,
                          batch_size=args.batch_size, max_seconds=args.max_seconds,
                          progress=not args.no_progress)
     dt = time.perf_counter() - t0

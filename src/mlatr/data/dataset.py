@@ -3,7 +3,7 @@
 Training (:class:`TrainBatches`): each epoch shuffles the clips with a generator derived from
 ``(seed, epoch)``; for each clip it draws one source caption index ``j`` (the same ``j`` in every
 language, so the row holds translations of one caption) and a random crop. The pairing scheme
-(:mod:`mlatr.data.pairing`) then decides which languages of the row are encoded. Because every random
+(:mod:`mlatr.losses.schemes`) then decides which languages of the row are encoded. Because every random
 choice of epoch ``e`` comes from generators seeded by ``(seed, e)``, a run resumed at an epoch boundary
 replays exactly what an uninterrupted run would have done.
 

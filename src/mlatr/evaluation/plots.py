@@ -16,15 +16,7 @@ from mlatr.evaluation.consistency import complete_groups
 from mlatr.evaluation.evaluate import Evaluation
 from mlatr.evaluation.report import as_methods
 from mlatr.io_utils import atomic_write_with
-
-
-def _pyplot():
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
+from mlatr.plotting import pyplot
 
 
 def _save(fig, path: str | Path) -> Path:
@@ -36,7 +28,7 @@ def _save(fig, path: str | Path) -> Path:
 
 def plot_recall_by_language(results: dict, path: str | Path, metric: str = "R1") -> Path:
     """Grouped bars of ``metric`` per language (+ avg) for T2A and A2T, one colour per method."""
-    plt = _pyplot()
+    plt = pyplot()
     methods = as_methods(results)
     langs = [lg for lg in next(iter(methods.values()))["t2a"] if lg != "avg"] + ["avg"]
     x = np.arange(len(langs))
@@ -72,7 +64,7 @@ def plot_rank_spread(evaluations: Evaluation | dict[str, Evaluation], path: str 
     """Left: per language, |t2a rank - group mean rank| over the groups present in every language
     (box plot, log scale). Right: cumulative share of caption groups by their rank standard deviation
     across languages, with the MRV (the mean squared deviation, ATRI eq. 16) in the legend."""
-    plt = _pyplot()
+    plt = pyplot()
     evals = {"": evaluations} if isinstance(evaluations, Evaluation) else dict(evaluations)
     first = next(iter(evals.values()))
     langs = first.table.languages

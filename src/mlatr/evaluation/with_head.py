@@ -14,13 +14,19 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import torch
+from tqdm import tqdm
 
+from mlatr.encoding import encode_texts, pad_frames
 from mlatr.evaluation.evaluate import (
     DEFAULT_MEMORY_BUDGET_MB,
     Evaluation,
     evaluate_embeddings_with_ranks,
     evaluate_scores_with_ranks,
 )
+from mlatr.evaluation.zero_shot import zero_shot_from_scores
+from mlatr.matching import chunked_scores
+from mlatr.models.outputs import EncoderOutput
 
 #: Working-memory budget of the head's block-wise scoring (the score matrices are not counted).
 HEAD_MEMORY_BUDGET_MB = 1024.0
@@ -30,11 +36,6 @@ def head_score_matrices(head, enc, memory_budget_mb: float = HEAD_MEMORY_BUDGET_
                         progress: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """``(t2a [Nt, Na], a2t [Na, Nt])`` float32 scores of an :class:`~mlatr.encoding.EncodedSplit`
     (encoded with ``frames=True`` for frame-based heads)."""
-    import torch
-    from tqdm import tqdm
-
-    from mlatr.matching import chunked_scores
-
     audio, text = enc.audio_side(), enc.text_side()
     out = []
     for name, query, context in (("t2a", text, audio), ("a2t", audio, text)):
@@ -74,15 +75,23 @@ def zero_shot_with_head(head, audio, prompts, targets, memory_budget_mb: float =
     """Zero-shot top-1 / top-5 (percent) ranking the class prompts with ``head``: scores are
     ``head.scores(audio, prompts)`` ``[N, C]`` (audio as the query, the audio-to-text direction: for LGMM
     the clip's frames are aggregated, eq. 5), computed block by block. ``audio`` and ``prompts`` are
-    :class:`~mlatr.matching.Side` objects (frames and masks for frame-level heads)."""
-    import torch
-
-    from mlatr.evaluation.zero_shot import zero_shot_from_scores
-    from mlatr.matching import chunked_scores
-
+    :class:`~mlatr.models.outputs.EncoderOutput` s (frames and masks for frame-level heads); with the
+    cosine head this is :func:`~mlatr.evaluation.zero_shot` on the pooled vectors."""
     with torch.no_grad():
         scores = chunked_scores(head, audio, prompts, memory_budget_mb)
     return zero_shot_from_scores(scores.float().numpy(), targets)
+
+
+def zero_shot_with_model(loaded, enc, rows: list[int], prompts: list[str], lang: str, targets,
+                         batch_size: int = 64, memory_budget_mb: float = HEAD_MEMORY_BUDGET_MB) -> dict[str, float]:
+    """Zero-shot classification (SupCLAP §4.2.2) of the clips ``rows`` of an encoded split against the class
+    ``prompts`` in ``lang``, encoded and ranked by a :class:`~mlatr.training.checkpoint.LoadedModel` with its
+    own head."""
+    sink: list | None = [] if loaded.head.needs_frames else None
+    pooled = encode_texts(loaded.model, prompts, [lang] * len(prompts), batch_size, frames_sink=sink)
+    classes = EncoderOutput(torch.from_numpy(pooled), *(pad_frames(sink) if sink is not None else (None, None)))
+    clips = enc.audio_side().rows(torch.as_tensor(rows, dtype=torch.long))
+    return zero_shot_with_head(loaded.head, clips, classes, targets, memory_budget_mb)
 
 
 def needs_frames(head) -> bool:

@@ -12,6 +12,8 @@ from typing import Any
 
 import numpy as np
 
+from mlatr.plotting import pyplot
+
 
 def mean_std(results: list[Any]) -> tuple[Any, Any]:
     """Element-wise mean and sample std of nested dicts of numbers with the same keys."""
@@ -128,11 +130,7 @@ def markdown_table(header: list[str], rows: list[list[str]]) -> str:
 
 def plot_curves(curves: dict[str, list[list[tuple[int, float]]]], path, ylabel: str = "validation avg R@1 (%)"):
     """One line per method (mean over seeds, band = min..max) of a per-epoch quantity."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(6.0, 3.8))
     for name, seeds in curves.items():
         epochs = sorted({e for seed in seeds for e, _ in seed})

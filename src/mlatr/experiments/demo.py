@@ -9,17 +9,15 @@ Everything is resumable: rerunning the same command skips what is done.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
-from mlatr.experiments.aggregate import (
-    markdown_table,
-    overhead_rows,
-    plot_curves,
-    summary_rows,
-    text_table,
-)
-from mlatr.experiments.runner import RunSpec, evaluate_run, train_run
+from mlatr.data.synth.build import build_synthetic_benchmark
+from mlatr.evaluation import format_report, plot_recall_by_language, write_report
+from mlatr.experiments.aggregate import markdown_table, mean_std, overhead_rows, plot_curves, summary_rows, text_table
+from mlatr.experiments.runner import Row, run_grid, validation_curve
 from mlatr.io_utils import atomic_write_json, atomic_write_text
 from mlatr.languages import DEFAULT_LANGUAGES
 
@@ -57,8 +55,6 @@ def prepare_benchmark(out: Path, size: str, progress: bool = True, log=print, ta
     """The synthetic benchmark of ``size`` in ``out/data`` (built or resumed unless ``build`` is False).
 
     Returns the manifest's absolute path and the size preset (clip counts, epochs)."""
-    from mlatr.data.synth.build import build_synthetic_benchmark
-
     preset = SIZES[size]
     data_dir = Path(out) / "data"
     if build:
@@ -69,29 +65,29 @@ def prepare_benchmark(out: Path, size: str, progress: bool = True, log=print, ta
     return str((data_dir / "manifest.jsonl").resolve()), preset
 
 
+def demo_rows(schemes: Sequence[str], base: str = "infonce") -> list[Row]:
+    """The demo's grid rows: one per pairing scheme, all with the same base loss."""
+    suffix = "" if base == "infonce" else f"-{base}"
+    label = "" if base == "infonce" else f" ({base})"
+    return [Row(f"{scheme}{suffix}", SCHEME_NAMES.get(scheme, scheme) + label,
+                partial(_scheme_config, scheme=scheme, base=base)) for scheme in schemes]
+
+
+def _scheme_config(manifest: str, epochs: int, scheme: str, base: str) -> dict[str, Any]:
+    return demo_config(manifest, scheme, epochs, base)
+
+
 def run_demo(out: str | Path, size: str = "small", seeds: list[int] = (0,),
              schemes: list[str] = ("mlclap", "cacl", "kcl"), base: str = "infonce", progress: bool = True,
              epochs: int | None = None, log=print) -> dict[str, Any]:
-    from mlatr.evaluation import format_report, plot_recall_by_language, write_report
-    from mlatr.experiments.aggregate import mean_std
-
     out = Path(out)
     manifest, preset = prepare_benchmark(out, size, progress, log)
     preset = dict(preset, **({"epochs": epochs} if epochs else {}))
-
-    results: dict[str, list[dict]] = {}
-    summaries: dict[str, list[dict]] = {}
-    curves: dict[str, list[list[tuple[int, float]]]] = {}
-    for scheme in schemes:
-        name = SCHEME_NAMES.get(scheme, scheme) + ("" if base == "infonce" else f" ({base})")
-        for seed in seeds:
-            spec = RunSpec(scheme, seed, demo_config(manifest, scheme, preset["epochs"], base))
-            run_dir = out / "runs" / f"{scheme}{'' if base == 'infonce' else '-' + base}-seed{seed}"
-            summary = train_run(spec, run_dir, progress=progress, log=log)
-            metrics = evaluate_run(run_dir, manifest, "test", list(DEFAULT_LANGUAGES), max_seconds=10.0)
-            results.setdefault(name, []).append(metrics)
-            summaries.setdefault(name, []).append(summary)
-            curves.setdefault(name, []).append(_val_curve(run_dir / "last.pt"))
+    runs = run_grid(out, demo_rows(schemes, base), seeds, manifest, preset["epochs"], progress=progress, log=log)
+    labels = runs.labels
+    results = {labels[k]: v for k, v in runs.metrics.items()}
+    summaries = {labels[k]: v for k, v in runs.summaries.items()}
+    curves = {labels[k]: [validation_curve(h) for h in v] for k, v in runs.histories.items()}
 
     header, rows, raw = summary_rows(results)
     oh_header, oh_rows = overhead_rows(summaries)
@@ -122,11 +118,3 @@ def run_demo(out: str | Path, size: str = "small", seeds: list[int] = (0,),
     log("\n" + text)
     log(f"\n[demo] report: {report_dir}/summary.md (tables, plots, results.json)")
     return payload
-
-
-def _val_curve(checkpoint: Path) -> list[tuple[int, float]]:
-    """(epoch, validation avg R@1) from the run's history (the checkpoint's, which resume keeps exact)."""
-    from mlatr.training.checkpoint import read_checkpoint
-
-    history = read_checkpoint(checkpoint)["history"]
-    return [(h["epoch"], h["val_score"]) for h in history if "val_score" in h]

@@ -23,14 +23,22 @@ Rerunning the same command resumes: finished runs are skipped.
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+import torch
+
+from mlatr.data.dataset import AudioSource, iter_eval_audio
+from mlatr.data.manifest import Manifest
 from mlatr.experiments.aggregate import grid_tables, markdown_table, overhead_rows, text_table
 from mlatr.experiments.demo import demo_config, prepare_benchmark
-from mlatr.experiments.runner import RunSpec, evaluate_run, train_run
+from mlatr.experiments.runner import Row, run_grid
 from mlatr.io_utils import atomic_write_json, atomic_write_text
 from mlatr.languages import DEFAULT_LANGUAGES
+from mlatr.plotting import pyplot
+from mlatr.training.checkpoint import load_model
 
 LGMM = {"name": "lgmm", "tau_w": 0.25, "lam": 10.0}  # §3.2
 
@@ -68,7 +76,7 @@ FIGURE_METHODS = [("lgmm-cmsc", "LGMM + CMSC"), ("lgmm", "LGMM"), ("max-mean", "
 EVAL_EVERY = 3
 
 
-def finegrained_config(manifest: str, method: str, epochs: int, eval_every: int = EVAL_EVERY) -> dict[str, Any]:
+def finegrained_config(manifest: str, epochs: int, method: str, eval_every: int = EVAL_EVERY) -> dict[str, Any]:
     """The training config tree of one run: the demo's ML-CLAP setup with the method's head / loss,
     validated every ``eval_every`` epochs (and at the last epoch when it is not a multiple)."""
     tree = demo_config(manifest, "mlclap", epochs)
@@ -82,26 +90,18 @@ def run_finegrained(out: str | Path, size: str = "small", seeds: list[int] = (0,
                     log=print) -> dict[str, Any]:
     """Train, evaluate and report the grid (see the module docstring); returns the results.json payload."""
     out = Path(out)
-    methods = list(methods or METHODS)
     manifest, preset = prepare_benchmark(out, size, progress, log, tag="finegrained")
-    results: dict[str, list[dict]] = {}
-    summaries: dict[str, list[dict]] = {}
-    for method in methods:
-        for seed in seeds:
-            run_dir = out / "runs" / f"{method}-seed{seed}"
-            spec = RunSpec(method, seed, finegrained_config(manifest, method, preset["epochs"], eval_every))
-            summaries.setdefault(method, []).append(train_run(spec, run_dir, progress=progress, log=log))
-            results.setdefault(method, []).append(
-                evaluate_run(run_dir, manifest, "test", list(DEFAULT_LANGUAGES), max_seconds=10.0))
+    rows = [Row(m, METHODS[m][0], partial(finegrained_config, method=m, eval_every=eval_every))
+            for m in (methods or METHODS)]
+    runs = run_grid(out, rows, seeds, manifest, preset["epochs"], progress=progress, log=log)
     report_dir = out / "report"
     report_dir.mkdir(parents=True, exist_ok=True)
     figure = None
-    panels = [(m, title) for m, title in FIGURE_METHODS if m in results]
+    panels = [(m, title) for m, title in FIGURE_METHODS if m in runs.metrics]
     if panels:
-        runs = [(title, out / "runs" / f"{m}-seed{seeds[0]}" / "best.pt") for m, title in panels]
-        figure = word_to_clip_figure(runs, manifest, report_dir / "word_to_clip.png",
-                                     report_dir / "word_to_clip.json")
-    return write_finegrained_report(report_dir, size, list(seeds), results, summaries, figure, log=log)
+        figure = word_to_clip_figure([(title, runs.run_dirs[m][0] / "best.pt") for m, title in panels], manifest,
+                                     report_dir / "word_to_clip.png", report_dir / "word_to_clip.json")
+    return write_finegrained_report(report_dir, size, list(seeds), runs.metrics, runs.summaries, figure, log=log)
 
 
 def write_finegrained_report(report_dir: Path, size: str, seeds: list[int], results: dict[str, list[dict]],
@@ -178,12 +178,6 @@ def word_to_clip_similarities(model, head, manifest, positive: int, negatives: l
                               max_seconds: float = 10.0) -> dict[str, Any]:
     """Figure 2's numbers: ``local [3, Lt]`` word-to-clip similarities of the positive clip's first
     ``lang`` caption against A0 (its clip) and two hard negatives, and the sentence scores ``S_g``."""
-    import torch
-
-    from mlatr.data.dataset import AudioSource, iter_eval_audio
-    from mlatr.data.manifest import Manifest
-    from mlatr.matching import Side
-
     rows = [positive, *negatives]
     sub = Manifest(clips=[manifest[i] for i in rows], root=manifest.root, path=manifest.path)
     caption = manifest[positive].captions[lang][0]
@@ -193,9 +187,9 @@ def word_to_clip_similarities(model, head, manifest, positive: int, negatives: l
         order, wave, lens = waves
         audio = model.encode_audio(wave, lens)
         back = [list(order).index(k) for k in range(len(rows))]
-        audio_side = Side(audio.pooled[back], audio.frames[back], audio.mask[back])
-        text = model.encode_text([caption], [lang])
-        text_side = Side(text.pooled, text.frames, text.mask)
+        audio_side = audio.rows(torch.as_tensor(back))
+        text_side = model.encode_text([caption], [lang])
+        text = text_side
         local = head.local_scores(text_side, audio_side)[0]  # [3, Lt]
         sentence = head.scores(text_side, audio_side)[0]  # [3]
     length = int(text.mask[0].sum())
@@ -210,26 +204,18 @@ def word_to_clip_figure(runs: list[tuple[str, Path]], manifest_path: str, png: P
                         split: str = "test", lang: str = "eng") -> dict[str, Any] | None:
     """Figure 2 for each ``(title, checkpoint)``: one heatmap panel per model (rows A0-A2, columns the
     caption's tokens). Writes ``png`` and the numbers to ``json_path``; None if no hard-negative triple."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    import numpy as np
-
-    from mlatr.data.manifest import Manifest
-    from mlatr.training.checkpoint import load_model, read_checkpoint
-    from mlatr.training.matching_objective import head_from_checkpoint
-
+    plt = pyplot()
     manifest = Manifest.load(manifest_path).split(split)
     triple = hard_negative_triple(manifest, lang)
     if triple is None:
         return None
     panels = []
     for title, ckpt in runs:
-        head = head_from_checkpoint(read_checkpoint(ckpt))
+        loaded = load_model(ckpt)
+        head = loaded.head
         if not head.needs_frames:
             continue
-        numbers = word_to_clip_similarities(load_model(ckpt), head, manifest, triple[0], triple[1], lang)
+        numbers = word_to_clip_similarities(loaded.model, head, manifest, triple[0], triple[1], lang)
         panels.append({"title": f"{title} ({head.name})", **numbers})
     if not panels:
         return None

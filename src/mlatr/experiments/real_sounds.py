@@ -306,10 +306,10 @@ def run_real_demo(manifest_path: str | Path, out: str | Path, text_encoders: lis
 
     from mlatr.evaluation import evaluate_embeddings
     from mlatr.io_utils import atomic_write_json, atomic_write_text
+    from mlatr.matching import build_matching_head
     from mlatr.models.dual_encoder import DualEncoder
     from mlatr.models.registry import build_audio_encoder, build_text_encoder
-    from mlatr.search.index import Index
-    from mlatr.training.checkpoint import save_checkpoint
+    from mlatr.training.checkpoint import LoadedModel, save_checkpoint
 
     out = Path(out)
     (out / "cache").mkdir(parents=True, exist_ok=True)
@@ -374,9 +374,9 @@ def run_real_demo(manifest_path: str | Path, out: str | Path, text_encoders: lis
     data_cfg = {"data": {"sample_rate": 16000, "eval_max_seconds": max_seconds, "languages": qlangs}}
     save_checkpoint(out / "model.pt", {"model_config": model.config(), "model": model.state_dict(),
                                        "train_config": data_cfg, "epoch": epochs, "step": 0})
-    index = index_from_features(model, manifest, feats, out / "model.pt", max_seconds)
+    loaded = LoadedModel(model.eval(), build_matching_head("cosine"), data_cfg, out / "model.pt")
+    index = index_from_features(loaded, manifest, feats, max_seconds)
     index.save(out / "sounds.idx.npz")
-    index = Index.load(out / "sounds.idx.npz", model=model)
     results["examples"] = [{"query": q, "lang": lang,
                             "hits": [h.to_dict() for h in index.search_text(q, lang, 3)]}
                            for q, lang in EXAMPLE_QUERIES]
@@ -386,28 +386,21 @@ def run_real_demo(manifest_path: str | Path, out: str | Path, text_encoders: lis
     return results
 
 
-def index_from_features(model, manifest: Manifest, feats, checkpoint, max_seconds: float):
+def index_from_features(loaded, manifest: Manifest, feats, max_seconds: float):
     """The index ``build_index`` would write, from already computed frozen-backbone features (same
     embeddings: the heads applied to the encoder's pooled output, then L2-normalised)."""
-    import numpy as np
-
     from mlatr.search.index import empty_index, file_sha256
 
+    model, checkpoint = loaded.model, Path(loaded.path)
     arr = manifest.caption_arrays(["eng"])
     text = model.text_encoder.embed_numpy(arr["texts"], list(arr["text_lang"]))
     a, t = project(model, feats, text)
     index = empty_index(model.embed_dim, {
-        "checkpoint": {"path": str(Path(checkpoint).resolve()), "sha256": file_sha256(checkpoint)},
+        "checkpoint": {"path": str(checkpoint.resolve()), "sha256": file_sha256(checkpoint)},
         "model_config": model.config(), "sample_rate": 16000, "max_seconds": max_seconds,
-        "caption_languages": ["eng"], "manifest": str(Path(manifest.path).resolve()) if manifest.path else None})
-    index.embeddings = a.astype(np.float32)
-    index.ids = [c.id for c in manifest.clips]
-    index.paths = [str(c.audio_path(manifest.root).resolve()) for c in manifest.clips]
-    index.captions = [c.captions for c in manifest.clips]
-    index.caption_embeddings = t.astype(np.float32)
-    index.caption_clip = np.asarray(arr["text_audio"], np.int64)
-    index.caption_lang = [str(x) for x in arr["text_lang"]]
-    index.caption_text = list(arr["texts"])
+        "caption_languages": ["eng"], "manifest": str(Path(manifest.path).resolve()) if manifest.path else None},
+        loaded)
+    index.append(manifest.clips, manifest.root, a, arr, t)
     return index
 
 

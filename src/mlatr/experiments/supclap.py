@@ -19,7 +19,7 @@ same measuring cost. Rerunning the same command resumes: finished runs are skipp
 
 from __future__ import annotations
 
-import json
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -27,9 +27,9 @@ import numpy as np
 
 from mlatr.experiments.aggregate import grid_tables, markdown_table, overhead_rows, plot_curves, text_table
 from mlatr.experiments.demo import demo_config, prepare_benchmark
-from mlatr.experiments.runner import RunSpec, train_run
+from mlatr.experiments.runner import GridRuns, Row, run_grid, validation_curve
 from mlatr.io_utils import atomic_write_json, atomic_write_text
-from mlatr.languages import DEFAULT_LANGUAGES
+from mlatr.plotting import pyplot
 
 #: mlatr's form of SVR before the fidelity fix (issue 11), kept as one ablation row: support vectors scored
 #: by a dot product, a softplus radius fed sorted, detached cosines.
@@ -87,13 +87,17 @@ FIGURE_METHODS = ["infonce", "infonce-bi-static", "infonce-bi-dynamic", "siglip"
 RADIUS_FIGURE_METHODS = ["infonce-bi-static", "infonce-bi-dynamic", "infonce-bi-dynamic-earlier"]
 
 
-def supclap_config(manifest: str, method: str, epochs: int) -> dict[str, Any]:
+def supclap_config(manifest: str, epochs: int, method: str) -> dict[str, Any]:
     """The training config tree of one run: the demo's setup with the method's objective."""
     _, scheme, base, extra = METHODS[method]
     tree = demo_config(manifest, scheme, epochs, base)
     tree["objective"].update(extra)
     tree["train"].update({"log_every": 1, "diagnostics": ["drift"]})
     return tree
+
+
+def supclap_rows(methods: list[str]) -> list[Row]:
+    return [Row(m, METHODS[m][0], partial(supclap_config, method=m)) for m in methods]
 
 
 def run_supclap(out: str | Path, size: str = "small", seeds: list[int] = (0,), methods: list[str] | None = None,
@@ -104,84 +108,10 @@ def run_supclap(out: str | Path, size: str = "small", seeds: list[int] = (0,), m
     (whatever its seed), e.g. after stopping a long grid or combining grids run with other ``--seeds``.
     """
     out = Path(out)
-    methods = list(methods or METHODS)
     manifest, preset = prepare_benchmark(out, size, progress, log, tag="supclap", build=not report_only)
-
-    results: dict[str, list[dict]] = {}
-    summaries: dict[str, list[dict]] = {}
-    logs: dict[str, list[list[dict]]] = {}
-    positives: dict[str, list[np.ndarray]] = {}
-    histories: dict[str, list[list[dict]]] = {}
-    used_seeds: set[int] = set()
-    for method in methods:
-        for seed in (finished_seeds(out, method) if report_only else seeds):
-            run_dir = out / "runs" / f"{method}-seed{seed}"
-            if report_only:
-                summary = json.loads((run_dir / "summary.json").read_text())
-            else:
-                summary = train_run(RunSpec(method, seed, supclap_config(manifest, method, preset["epochs"])),
-                                    run_dir, progress=progress, log=log)
-            metrics, pos = evaluate_with_positives(run_dir, manifest, "test")
-            results.setdefault(method, []).append(metrics)
-            summaries.setdefault(method, []).append(summary)
-            positives.setdefault(method, []).append(pos)
-            steps, history = read_run_log(run_dir / "log.jsonl")
-            logs.setdefault(method, []).append(steps)
-            histories.setdefault(method, []).append(history)
-            used_seeds.add(seed)
-    if not results:
-        from mlatr.errors import MlatrError
-
-        raise MlatrError(f"{out / 'runs'}: no finished run of the methods {methods}")
-    return write_supclap_report(out / "report", size, sorted(used_seeds), results, summaries, logs, positives,
-                                histories, log=log)
-
-
-def finished_seeds(out: Path, method: str) -> list[int]:
-    """Seeds of ``method`` whose run under ``out/runs`` has finished (``summary.json`` present)."""
-    prefix = f"{method}-seed"
-    found = []
-    for path in (Path(out) / "runs").glob(f"{prefix}*/summary.json"):
-        tail = path.parent.name[len(prefix):]
-        if tail.isdigit():
-            found.append(int(tail))
-    return sorted(found)
-
-
-def evaluate_with_positives(run_dir: Path, manifest: str, split: str) -> tuple[dict, np.ndarray]:
-    """Test metrics of ``run_dir/best.pt`` and its positive-pair cosines (cached next to the run)."""
-    from mlatr.training.diagnostics import positive_similarities
-
-    metrics_path, pos_path = run_dir / "test_metrics.json", run_dir / "test_positive_similarity.json"
-    if metrics_path.exists() and pos_path.exists():
-        return json.loads(metrics_path.read_text()), np.asarray(json.loads(pos_path.read_text()))
-    from mlatr.data.manifest import Manifest
-    from mlatr.encoding import encode_manifest
-    from mlatr.evaluation import evaluate_embeddings
-    from mlatr.training.checkpoint import load_model
-
-    model = load_model(run_dir / "best.pt")
-    enc = encode_manifest(model, Manifest.load(manifest).split(split), list(DEFAULT_LANGUAGES), max_seconds=10.0)
-    metrics = evaluate_embeddings(**enc.arrays())
-    pos = positive_similarities(enc.audio, enc.text, enc.text_audio)
-    atomic_write_json(metrics_path, metrics)
-    atomic_write_json(pos_path, [round(float(x), 6) for x in pos])
-    return metrics, pos
-
-
-def read_run_log(path: Path) -> tuple[list[dict], list[dict]]:
-    """``(step records, epoch records)`` of a run's ``log.jsonl`` (a resumed run's repeats: last wins)."""
-    steps: dict[int, dict] = {}
-    epochs: dict[int, dict] = {}
-    for line in path.read_text(encoding="utf-8").splitlines():
-        if not line.strip():
-            continue
-        record = json.loads(line)
-        if record.get("type") == "step":
-            steps[record["step"]] = record
-        elif record.get("type") == "epoch":
-            epochs[record["epoch"]] = record
-    return [steps[k] for k in sorted(steps)], [epochs[k] for k in sorted(epochs)]
+    runs = run_grid(out, supclap_rows(list(methods or METHODS)), seeds, manifest, preset["epochs"],
+                    progress=progress, report_only=report_only, log=log)
+    return write_supclap_report(out / "report", size, runs, log=log)
 
 
 def step_series(runs: list[list[dict]], key: str) -> tuple[np.ndarray, np.ndarray]:
@@ -203,19 +133,12 @@ def _moving_average(y: np.ndarray, width: int) -> np.ndarray:
     return np.convolve(y, kernel, mode="valid")
 
 
-def _pyplot():
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
 
 
 def plot_step_series(logs: dict[str, list[list[dict]]], key: str, path: Path, ylabel: str, title: str,
                      labels: dict[str, str], smooth: int = 1) -> Path | None:
     """One line per method of a per-step value (mean over seeds; moving average of ``smooth`` steps)."""
-    plt = _pyplot()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(6.4, 3.8))
     drawn = 0
     for method, runs in logs.items():
@@ -237,7 +160,7 @@ def plot_radius_and_distance(logs: dict[str, list[list[dict]]], path: Path, labe
     dynamic: batch mean) and the batch mean of ``||a⁺ − t⁺||`` (dashed, same colour), mean over seeds.
     Appendix B's constraint wants ``0 <= R <= ||a⁺ − t⁺||``; §4.3 reads a radius that falls below the
     distance as pairs align as the trade-off being learned."""
-    plt = _pyplot()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(6.4, 3.8))
     drawn = 0
     for method, runs in logs.items():
@@ -261,7 +184,7 @@ def plot_radius_and_distance(logs: dict[str, list[list[dict]]], path: Path, labe
 
 def plot_positive_similarity(positives: dict[str, np.ndarray], path: Path, labels: dict[str, str]) -> Path:
     """Figure 4: density of the test split's positive-pair cosine, one curve per method."""
-    plt = _pyplot()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(6.4, 3.8))
     values = np.concatenate(list(positives.values()))
     pad = 0.02 * max(1e-3, float(values.max() - values.min()))
@@ -286,13 +209,12 @@ def _save_axes(plt, fig, ax, path: Path, xlabel: str, ylabel: str, title: str) -
     return path
 
 
-def write_supclap_report(report_dir: Path, size: str, seeds: list[int], results: dict[str, list[dict]],
-                         summaries: dict[str, list[dict]], logs: dict[str, list[list[dict]]],
-                         positives: dict[str, list[np.ndarray]], histories: dict[str, list[list[dict]]],
-                         log=print) -> dict[str, Any]:
-    """Tables, figures and ``results.json`` of a finished grid (keys are :data:`METHODS` keys)."""
+def write_supclap_report(report_dir: Path, size: str, runs: GridRuns, log=print) -> dict[str, Any]:
+    """Tables, figures and ``results.json`` of a finished grid (row keys are :data:`METHODS` keys)."""
     report_dir.mkdir(parents=True, exist_ok=True)
-    labels = {m: METHODS[m][0] for m in results}
+    results, summaries, logs, positives = runs.metrics, runs.summaries, runs.steps, runs.positives
+    seeds = runs.all_seeds()
+    labels = runs.labels
     epochs = next(iter(summaries.values()))[0]["epochs"]
     steps = next(iter(summaries.values()))[0]["steps"]
     md = ["# SupCLAP on the synthetic benchmark", "",
@@ -340,8 +262,7 @@ def write_supclap_report(report_dir: Path, size: str, seeds: list[int], results:
                              report_dir / "positive_similarity.png", labels)
     figures.append(("positive-pair similarity", "positive_similarity.png"))
     for direction in ("t2a", "a2t"):
-        curves = {labels[m]: [[(h["epoch"], h["val"][direction]["R1"]) for h in run if "val" in h]
-                              for run in histories[m]] for m in fig_logs}
+        curves = {labels[m]: [validation_curve(h, direction) for h in runs.histories[m]] for m in fig_logs}
         plot_curves(curves, report_dir / f"convergence_{direction}.png",
                     ylabel=f"validation {direction.upper()} R@1 (%)")
         figures.append((f"convergence {direction.upper()} (Figure 5)", f"convergence_{direction}.png"))

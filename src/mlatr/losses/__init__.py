@@ -1,58 +1,51 @@
 """Functional losses for audio-text contrastive learning: tensors in, scalar tensor out.
 
-Base objectives (:mod:`clip`, :mod:`siglip`) score one aligned pair of embedding sets; pairing
-schemes (:mod:`mlclap`, :mod:`kcl`, :mod:`cacl`) decide which pairs a multilingual batch yields;
-:func:`pairs_loss` joins any scheme with any objective. Inputs are L2-normalised inside and logits are
-``cosine / temperature``; temperatures and biases may be floats or learnable scalar tensors.
+Base losses (:mod:`clip`, :mod:`siglip`) score one aligned pair of embedding sets; pairing schemes
+(:mod:`schemes`: ML-CLAP, KCL, CACL) decide which captions a multilingual batch encodes and which pairs it
+yields; :func:`pairs_loss` joins any scheme with any base loss. Inputs are L2-normalised inside and logits
+are ``cosine / temperature``; temperatures and biases may be floats or learnable scalar tensors.
 """
 
+import warnings
+
 from mlatr.losses._common import Pair, PairSum, cosine_logits, diagonal_cross_entropy, l2_normalize
-from mlatr.losses.cacl import cacl_loss, cacl_pairs
+from mlatr.losses.cacl import cacl_loss
 from mlatr.losses.clip import clip_loss, infonce_pair
-from mlatr.losses.cmsc import cmsc_loss, cmsc_loss_terms, interc_loss, intrac_loss, jnt_loss  # noqa: F401
-from mlatr.losses.kcl import kcl_loss, kcl_pairs
-from mlatr.losses.mlclap import draw_languages, mlclap_loss, mlclap_pairs
-from mlatr.losses.objectives import BASE_OBJECTIVES, PairObjective, pair_objective, pairs_loss
+from mlatr.losses.cmsc import cmsc_loss, cmsc_loss_terms, interc_loss, intrac_loss, jnt_loss
+from mlatr.losses.kcl import kcl_loss
+from mlatr.losses.mlclap import mlclap_loss, mlclap_pairs
+from mlatr.losses.pair_losses import BASE_LOSSES, PairLoss, pair_loss, pairs_loss
+from mlatr.losses.radius import DynamicRadius, StaticRadius
+from mlatr.losses.schemes import (
+    SCHEME_NAMES,
+    Scheme,
+    Selection,
+    build_scheme,
+    cacl_pairs,
+    draw_languages,
+    kcl_pairs,
+)
 from mlatr.losses.siglip import siglip_loss, siglip_pair
+from mlatr.losses.simple_reweight import SimpleReweight, reweighted_infonce_loss
+from mlatr.losses.svr import constraint_loss, positive_distances, support_vectors, svr_loss
+from mlatr.losses.svr_regularizer import SVRRegularizer, build_svr_regularizer
 
 __all__ = [
-    "BASE_OBJECTIVES",
-    "Pair",
-    "PairObjective",
-    "PairSum",
-    "cacl_loss",
-    "cacl_pairs",
-    "clip_loss",
-    "cosine_logits",
-    "diagonal_cross_entropy",
-    "draw_languages",
-    "infonce_pair",
-    "kcl_loss",
-    "kcl_pairs",
-    "l2_normalize",
-    "mlclap_loss",
-    "mlclap_pairs",
-    "pair_objective",
-    "pairs_loss",
-    "siglip_loss",
-    "siglip_pair",
+    "BASE_LOSSES", "DynamicRadius", "Pair", "PairLoss", "PairSum", "SCHEME_NAMES", "SVRRegularizer", "Scheme",
+    "Selection", "SimpleReweight", "StaticRadius", "build_scheme", "build_svr_regularizer", "cacl_loss",
+    "cacl_pairs", "clip_loss", "cmsc_loss", "cmsc_loss_terms", "constraint_loss", "cosine_logits",
+    "diagonal_cross_entropy", "draw_languages", "infonce_pair", "interc_loss", "intrac_loss", "jnt_loss",
+    "kcl_loss", "kcl_pairs", "l2_normalize", "mlclap_loss", "mlclap_pairs", "pair_loss", "pairs_loss",
+    "positive_distances", "reweighted_infonce_loss", "siglip_loss", "siglip_pair", "support_vectors", "svr_loss",
 ]
 
-# SupCLAP support vector regularization (StaticSVR / DynamicSVR, uni / bi, constraint; Simple Reweight).
-from mlatr.losses.radius import DynamicRadius, StaticRadius  # noqa: E402
-from mlatr.losses.simple_reweight import SimpleReweight, reweighted_infonce_loss  # noqa: E402
-from mlatr.losses.svr import constraint_loss, positive_distances, support_vectors, svr_loss  # noqa: E402
-from mlatr.losses.svr_objective import SVRRegularizer, build_svr_regularizer  # noqa: E402
+#: Names of the 0.1 API kept working, with the name that replaced each.
+_DEPRECATED = {"PairObjective": "PairLoss", "pair_objective": "pair_loss", "BASE_OBJECTIVES": "BASE_LOSSES"}
 
-__all__ += [
-    "DynamicRadius",
-    "SVRRegularizer",
-    "SimpleReweight",
-    "StaticRadius",
-    "build_svr_regularizer",
-    "constraint_loss",
-    "positive_distances",
-    "reweighted_infonce_loss",
-    "support_vectors",
-    "svr_loss",
-]
+
+def __getattr__(name: str):
+    if name in _DEPRECATED:
+        warnings.warn(f"mlatr.losses.{name} is deprecated; use mlatr.losses.{_DEPRECATED[name]}",
+                      DeprecationWarning, stacklevel=2)
+        return globals()[_DEPRECATED[name]]
+    raise AttributeError(f"module 'mlatr.losses' has no attribute {name!r}")

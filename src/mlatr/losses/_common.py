@@ -2,7 +2,7 @@
 
 A *pairing scheme* (ML-CLAP, KCL, CACL) turns a batch into a list of :class:`Pair` s: two aligned
 sets of embeddings ``anchor [n, d]`` and ``target [n, d]`` where row ``i`` of one matches row ``i`` of
-the other and every other row is a negative. A *pair objective* (InfoNCE, SigLIP, ...) scores one
+the other and every other row is a negative. A *pair loss* (InfoNCE, SigLIP, ...) scores one
 pair and returns a :class:`PairSum`: the loss summed over its terms and the number of terms it
 normalises by. A scheme's loss is ``sum(totals) / sum(counts)`` (:func:`mlatr.losses.pairs_loss`),
 which reproduces the papers' normalisers exactly (ATRI eq. 9: ``1/(2NK)``; eq. 12: ``1/(6N)``).
@@ -11,6 +11,7 @@ which reproduces the papers' normalisers exactly (ATRI eq. 9: ``1/(2NK)``; eq. 1
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -24,24 +25,49 @@ Scalar = float | Tensor
 class Pair:
     """Two aligned embedding sets a scheme asks to contrast: ``anchor[i]`` matches ``target[i]``.
 
-    ``anchor`` and ``target`` are ``[n, d]`` (not necessarily normalised); ``name`` says what they
-    are, for logs and for per-pair regularizers. Names the schemes use: ML-CLAP ``"audio-text"``;
-    KCL ``"audio-text[k]"`` (k = language column); CACL ``"audio-eng"``, ``"audio-other"``,
-    ``"eng-other"``. A name starts with ``"audio-"`` exactly when ``anchor`` holds audio embeddings
-    and ``target`` text embeddings (the pairs an audio-text regularizer such as SVR applies to).
+    ``anchor`` and ``target`` are ``[n, d]`` tensors (not necessarily normalised) or, for a matching
+    head that scores frames, :class:`~mlatr.models.outputs.EncoderOutput` s of ``n`` items (:meth:`pooled`
+    gives the tensor pair); ``name`` says what they are, for logs and for per-pair regularizers. Names
+    the schemes use: ML-CLAP ``"audio-text"``; KCL ``"audio-text[k]"`` (k = language column); CACL
+    ``"audio-eng"``, ``"audio-other"``, ``"eng-other"``. A name starts with ``"audio-"`` exactly when
+    ``anchor`` holds audio embeddings and ``target`` text embeddings (the pairs an audio-text regularizer
+    such as SVR applies to).
     """
 
-    anchor: Tensor
-    target: Tensor
+    anchor: Any
+    target: Any
     name: str
+
+    def pooled(self) -> Pair:
+        """The same pair with the pooled ``[n, d]`` vectors of each side."""
+        return Pair(_pooled(self.anchor), _pooled(self.target), self.name)
+
+    @property
+    def size(self) -> int:
+        """Number of aligned rows ``n``."""
+        return int(_pooled(self.anchor).shape[0])
 
 
 @dataclass(frozen=True)
 class PairSum:
-    """One pair objective's result: ``total`` (scalar tensor, summed over terms) and ``count`` (int)."""
+    """One pair loss's result: ``total`` (scalar tensor, summed over terms) and ``count`` (int)."""
 
     total: Tensor
     count: int
+
+
+def _pooled(side: Any) -> Tensor:
+    return side if isinstance(side, Tensor) else side.pooled
+
+
+def take_rows(side: Any, rows: Tensor) -> Any:
+    """Rows ``rows`` of a tensor ``[N, ...]`` or of an :class:`~mlatr.models.outputs.EncoderOutput`."""
+    return side.index_select(0, rows) if isinstance(side, Tensor) else side.rows(rows)
+
+
+def take_slot(side: Any, k: int) -> Any:
+    """Slot ``k`` of slotted texts: ``side[:, k]`` of a tensor ``[N, S, ...]`` or of an EncoderOutput."""
+    return side[:, k] if isinstance(side, Tensor) else side.slot(k)
 
 
 def l2_normalize(x: Tensor, eps: float = 1e-12) -> Tensor:

@@ -1,4 +1,4 @@
-"""Symmetric InfoNCE (the CLIP / CLAP contrastive loss) and its pair objective."""
+"""Symmetric InfoNCE (the CLIP / CLAP contrastive loss) and its pair loss."""
 
 from __future__ import annotations
 

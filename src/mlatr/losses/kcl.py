@@ -2,56 +2,11 @@
 
 from __future__ import annotations
 
-import torch
 from torch import Tensor
 
-from mlatr.losses._common import Pair, Scalar
-from mlatr.losses.objectives import PairObjective, pair_objective, pairs_loss
-
-
-def check_multilingual(audio: Tensor, text: Tensor, text_mask: Tensor | None) -> None:
-    """Raise ``ValueError`` unless ``audio [N, d]``, ``text [N, K, d]``, ``text_mask [N, K]`` bool agree."""
-    if audio.dim() != 2 or text.dim() != 3:
-        raise ValueError(
-            f"expected audio [N, d] and text [N, K, d], got {tuple(audio.shape)} and {tuple(text.shape)}"
-        )
-    if text.shape[0] != audio.shape[0] or text.shape[2] != audio.shape[1]:
-        raise ValueError(f"audio {tuple(audio.shape)} and text {tuple(text.shape)} disagree on N or d")
-    if text_mask is not None:
-        if text_mask.dtype != torch.bool or tuple(text_mask.shape) != tuple(text.shape[:2]):
-            raise ValueError(
-                f"text_mask must be a bool tensor of shape {tuple(text.shape[:2])}, "
-                f"got {text_mask.dtype} {tuple(text_mask.shape)}"
-            )
-
-
-def kcl_pairs(audio: Tensor, text: Tensor, text_mask: Tensor | None = None) -> list[Pair]:
-    """The pairs of 1-to-K contrastive learning: one (audio, language-k captions) pair per language.
-
-    Pair ``k`` holds the clips that have a caption in language ``k`` (all clips without a mask) and
-    those captions, so language ``k``'s negatives are other clips' language-``k`` captions only, as
-    in the denominators of ATRI eq. 10-11. Languages with no caption in the batch give no pair.
-
-    Inputs:
-        audio: ``[N, d]``; text: ``[N, K, d]`` (``text[i, k]`` is clip ``i``'s caption in language
-            ``k``); text_mask: ``[N, K]`` bool, True where the caption exists (None = all exist).
-
-    Returns:
-        List of :class:`~mlatr.losses.Pair` named ``"audio-text[k]"``.
-    """
-    check_multilingual(audio, text, text_mask)
-    if text_mask is not None:
-        text_mask = text_mask.to(text.device)
-    pairs = []
-    for k in range(text.shape[1]):
-        if text_mask is None:
-            pairs.append(Pair(audio, text[:, k], f"audio-text[{k}]"))
-            continue
-        rows = text_mask[:, k].nonzero().squeeze(1)
-        if rows.numel():
-            anchor, target = audio.index_select(0, rows), text[:, k].index_select(0, rows)
-            pairs.append(Pair(anchor, target, f"audio-text[{k}]"))
-    return pairs
+from mlatr.losses._common import Scalar
+from mlatr.losses.pair_losses import PairLoss, pair_loss, pairs_loss
+from mlatr.losses.schemes import kcl_pairs
 
 
 def kcl_loss(
@@ -59,7 +14,7 @@ def kcl_loss(
     text: Tensor,
     temperature: Scalar,
     text_mask: Tensor | None = None,
-    base: str | PairObjective = "infonce",
+    base: str | PairLoss = "infonce",
     bias: Scalar | None = None,
 ) -> Tensor:
     """1-to-K contrastive loss, ATRI §4.1 eq. 9-11: ``L_kcl = 1/(2NK) (L^{a2t}_kcl + L^{t2a}_kcl)``.
@@ -82,7 +37,7 @@ def kcl_loss(
             L2-normalised inside.
         temperature: ``tau > 0``, float or scalar tensor (learnable).
         text_mask: ``[N, K]`` bool, True where the caption exists; None = all exist.
-        base: ``"infonce"`` (ATRI), ``"siglip"`` or a pair objective ``(u, v) -> PairSum``.
+        base: ``"infonce"`` (ATRI), ``"siglip"`` or a pair loss ``(u, v) -> PairSum``.
         bias: SigLIP bias (needed for ``base="siglip"``).
 
     Returns:
@@ -102,4 +57,4 @@ def kcl_loss(
         Yin et al., "ATRI: Mitigating Multilingual Audio Text Retrieval Inconsistencies by Reducing
         Data Distribution Errors", ACL 2025, §4.1, eq. 9-11.
     """
-    return pairs_loss(kcl_pairs(audio, text, text_mask), pair_objective(base, temperature, bias))
+    return pairs_loss(kcl_pairs(audio, text, text_mask), pair_loss(base, temperature, bias))

@@ -1,56 +1,19 @@
-"""The ML-CLAP baseline: one randomly drawn language per clip, then symmetric InfoNCE."""
+"""The ML-CLAP baseline on dense multilingual embeddings: one drawn language per clip, then symmetric InfoNCE.
+
+Training draws the language before encoding (:class:`~mlatr.losses.schemes.MLCLAPScheme`, so only the
+drawn captions are encoded); these functions take every language already encoded, ``text [N, K, d]``, and
+draw with the same rule (:func:`~mlatr.losses.schemes.draw_languages`): the same generator state picks
+the same languages in both.
+"""
 
 from __future__ import annotations
 
 import torch
 from torch import Tensor
 
-from mlatr.losses._common import Pair, Scalar
-from mlatr.losses.kcl import check_multilingual
-from mlatr.losses.objectives import PairObjective, pair_objective, pairs_loss
-
-
-def draw_languages(
-    text_mask: Tensor, generator: torch.Generator | None = None, exclude: int | None = None
-) -> Tensor:
-    """For each clip, one language index drawn uniformly among those it has a caption in.
-
-    This is ATRI's ``q_i <-R- {1..K}`` (§3.1 eq. 4, ML-CLAP) or, with ``exclude=0`` (the English
-    column), ``q_i <-R- {2..K}`` of CACL (§4.2).
-
-    Inputs:
-        text_mask: ``[N, K]`` bool, True where clip ``i`` has a caption in language ``k``.
-        generator: the ``torch.Generator`` the draw comes from (its device is used for the draw).
-            Required whenever some clip has more than one candidate: randomness is never implicit.
-        exclude: a language column never to draw (e.g. 0 = English for CACL's other language).
-
-    Returns:
-        ``[N]`` long tensor on ``text_mask``'s device; ``-1`` for a clip with no candidate language.
-
-    Example:
-        >>> import torch
-        >>> mask = torch.tensor([[True, False, True], [False, True, False]])
-        >>> draw_languages(mask, torch.Generator().manual_seed(0), exclude=0).tolist()
-        [2, 1]
-    """
-    if text_mask.dim() != 2 or text_mask.dtype != torch.bool:
-        raise ValueError(
-            f"text_mask must be a [N, K] bool tensor, got {text_mask.dtype} {tuple(text_mask.shape)}"
-        )
-    candidates = text_mask.clone()
-    if exclude is not None:
-        candidates[:, exclude] = False
-    counts = candidates.sum(dim=1)
-    if generator is None and bool((counts > 1).any()):
-        raise ValueError("drawing languages needs an explicit torch.Generator (some clip has several)")
-    device = generator.device if generator is not None else candidates.device
-    weights = candidates.to(device=device, dtype=torch.float32)
-    present = counts.to(device) > 0
-    chosen = torch.full((candidates.shape[0],), -1, dtype=torch.long, device=device)
-    if bool(present.any()):
-        picks = torch.multinomial(weights[present], 1, generator=generator).squeeze(1)
-        chosen[present] = picks
-    return chosen.to(text_mask.device)
+from mlatr.losses._common import Pair, Scalar, take_rows
+from mlatr.losses.pair_losses import PairLoss, pair_loss, pairs_loss
+from mlatr.losses.schemes import check_multilingual, draw_languages
 
 
 def mlclap_pairs(
@@ -76,8 +39,8 @@ def mlclap_pairs(
     kept = (chosen >= 0).nonzero().squeeze(1)
     if kept.numel() == 0:
         return []
-    captions = text[kept, chosen[kept]]
-    return [Pair(audio.index_select(0, kept), captions, "audio-text")]
+    captions = text[kept, chosen[kept]]  # [n, d]
+    return [Pair(take_rows(audio, kept), captions, "audio-text")]
 
 
 def mlclap_loss(
@@ -86,7 +49,7 @@ def mlclap_loss(
     temperature: Scalar,
     text_mask: Tensor | None = None,
     generator: torch.Generator | None = None,
-    base: str | PairObjective = "infonce",
+    base: str | PairLoss = "infonce",
     bias: Scalar | None = None,
 ) -> Tensor:
     """ML-CLAP's multilingual objective (ATRI §3.1 eq. 4-5): a random language per clip, then CLIP loss.
@@ -102,7 +65,7 @@ def mlclap_loss(
         text_mask: ``[N, K]`` bool, True where the caption exists; None = all exist.
         generator: explicit ``torch.Generator`` for the draw (required unless each clip has a
             single caption); the same generator state gives the same languages.
-        base: ``"infonce"`` (ML-CLAP), ``"siglip"`` or a pair objective. bias: SigLIP bias.
+        base: ``"infonce"`` (ML-CLAP), ``"siglip"`` or a pair loss. bias: SigLIP bias.
 
     Returns:
         Scalar tensor.
@@ -118,4 +81,4 @@ def mlclap_loss(
         Yin et al., "ATRI", ACL 2025, §3.1 eq. 4-5.
     """
     pairs = mlclap_pairs(audio, text, text_mask, generator)
-    return pairs_loss(pairs, pair_objective(base, temperature, bias))
+    return pairs_loss(pairs, pair_loss(base, temperature, bias))

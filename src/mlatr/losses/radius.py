@@ -105,7 +105,7 @@ class DynamicRadius(nn.Module):
     Example:
         >>> import torch
         >>> model = DynamicRadius(batch_size=8, init=-0.2)
-        >>> model(torch.eye(5), temperature=0.07).tolist()
+        >>> [round(r, 6) for r in model(torch.eye(5), temperature=0.07).tolist()]
         [-0.2, -0.2, -0.2, -0.2, -0.2]
     """
 

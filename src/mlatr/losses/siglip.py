@@ -1,4 +1,4 @@
-"""Pairwise sigmoid loss (SigLIP) and its pair objective."""
+"""Pairwise sigmoid loss (SigLIP) and its pair loss."""
 
 from __future__ import annotations
 

@@ -10,7 +10,7 @@ leaving the parallel component as it is (Appendix D, eq. 13-18); this is what co
 option of :func:`svr_loss`.
 
 All functions here are pure: tensors in, tensors out. The radius comes from a radius model
-(:mod:`mlatr.losses.radius`); :class:`~mlatr.losses.svr_objective.SVRRegularizer` joins the two.
+(:mod:`mlatr.losses.radius`); :class:`~mlatr.losses.svr_regularizer.SVRRegularizer` joins the two.
 """
 
 from __future__ import annotations
@@ -21,9 +21,7 @@ from torch import Tensor
 
 from mlatr.errors import MlatrError
 from mlatr.losses._common import Scalar, check_pair, check_positive, l2_normalize
-
-#: Base losses the SVR term can be built on (§4.2.1: InfoNCE and SigLIP).
-SVR_BASES = ("infonce", "siglip")
+from mlatr.losses.pair_losses import BASE_LOSSES
 
 #: How a support vector is scored against the candidates: ``"cosine"`` (§3.1's ``s = cos/tau`` applied
 #: to ``t_sup``, the default) or ``"dot"`` (``t_sup . a / tau`` on the unnormalised support vector, the
@@ -167,8 +165,8 @@ def svr_loss(
     """
     check_pair(audio, text, "svr_loss(audio, text)")
     check_positive(temperature)
-    if base not in SVR_BASES:
-        raise MlatrError(f"unknown SVR base loss {base!r}; expected one of {', '.join(SVR_BASES)}")
+    if base not in BASE_LOSSES:
+        raise MlatrError(f"unknown SVR base loss {base!r}; expected one of {', '.join(BASE_LOSSES)}")
     if base == "siglip" and bias is None:
         raise MlatrError("SVR with base loss 'siglip' needs the SigLIP bias")
     if similarity not in SVR_SIMILARITIES:

@@ -12,7 +12,6 @@ from mlatr.matching.heads import (
     LGMMHead,
     MatchingHead,
     PoolingModeHead,
-    Side,
     a2t_t2a_scores,
     build_matching_head,
     build_matching_head_from_config,
@@ -22,7 +21,19 @@ from mlatr.matching.pooling_modes import POOLING_MODES, mode_local_scores, mode_
 
 __all__ = [
     "MATCHING_HEADS", "POOLING_MODES", "CosineHead", "HasFeatures", "LGMMHead", "MatchingHead",
-    "PoolingModeHead", "Side", "a2t_t2a_scores", "build_matching_head", "build_matching_head_from_config",
+    "PoolingModeHead", "a2t_t2a_scores", "build_matching_head", "build_matching_head_from_config",
     "chunked_scores", "lgmm_local_scores", "lgmm_scores", "lse_pool", "mode_local_scores", "mode_scores",
     "plan_chunks",
 ]
+
+
+def __getattr__(name: str):
+    if name == "Side":  # 0.1 name of one side of a match; one concept, one name: EncoderOutput
+        import warnings
+
+        from mlatr.models.outputs import EncoderOutput
+
+        warnings.warn("mlatr.matching.Side is deprecated; use mlatr.models.outputs.EncoderOutput",
+                      DeprecationWarning, stacklevel=2)
+        return EncoderOutput
+    raise AttributeError(f"module 'mlatr.matching' has no attribute {name!r}")

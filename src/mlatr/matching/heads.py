@@ -1,8 +1,8 @@
 """Matching heads: one interface over global cosine, LGMM and the Table 2 pooling modes.
 
-A head turns two sets of encoded items into a score matrix. Each side is any object with the
-attributes ``pooled [N, d]``, ``frames [N, L, d] | None`` and ``mask [N, L] | None`` -- an
-:class:`mlatr.models.outputs.EncoderOutput`, the dual encoder's ``Embedded``, or :class:`Side`.
+A head turns two sets of encoded items into a score matrix. Each side is an
+:class:`~mlatr.models.outputs.EncoderOutput` (or any object with its attributes ``pooled [N, d]``,
+``frames [N, L, d] | None`` and ``mask [N, L] | None``).
 
 Direction convention (LGMM and two of the modes are asymmetric):
 
@@ -19,7 +19,6 @@ rebuilds it (e.g. from a checkpoint).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol
 
 import torch
@@ -27,6 +26,7 @@ import torch
 from mlatr.errors import MlatrError
 from mlatr.matching.lgmm import check_frames, lgmm_local_scores, lgmm_scores
 from mlatr.matching.pooling_modes import POOLING_MODES, mode_local_scores, mode_scores
+from mlatr.models.outputs import EncoderOutput
 
 
 class HasFeatures(Protocol):
@@ -37,15 +37,6 @@ class HasFeatures(Protocol):
     mask: torch.Tensor | None
 
 
-@dataclass
-class Side:
-    """Plain container for one side of a match: ``pooled [N, d]``, ``frames [N, L, d]``, ``mask [N, L]``."""
-
-    pooled: torch.Tensor | None = None
-    frames: torch.Tensor | None = None
-    mask: torch.Tensor | None = None
-
-
 def side_length(side: HasFeatures) -> int:
     """Number of items in ``side``."""
     t = side.frames if side.frames is not None else side.pooled
@@ -54,9 +45,9 @@ def side_length(side: HasFeatures) -> int:
     return int(t.shape[0])
 
 
-def slice_side(side: HasFeatures, start: int, stop: int) -> Side:
+def slice_side(side: HasFeatures, start: int, stop: int) -> EncoderOutput:
     """Items ``start:stop`` of ``side`` (views, no copy)."""
-    return Side(
+    return EncoderOutput(
         pooled=None if side.pooled is None else side.pooled[start:stop],
         frames=None if side.frames is None else side.frames[start:stop],
         mask=None if side.mask is None else side.mask[start:stop],
@@ -94,8 +85,8 @@ class MatchingHead:
                       context_mask: torch.Tensor | None = None, query_pooled: torch.Tensor | None = None,
                       context_pooled: torch.Tensor | None = None) -> torch.Tensor:
         """Same as :meth:`scores`, with the tensors passed one by one."""
-        return self.scores(Side(query_pooled, query_frames, query_mask),
-                           Side(context_pooled, context_frames, context_mask))
+        return self.scores(EncoderOutput(query_pooled, query_frames, query_mask),
+                           EncoderOutput(context_pooled, context_frames, context_mask))
 
     def local_scores(self, query: HasFeatures, context: HasFeatures) -> torch.Tensor:
         """``[Nq, Nc, Lq]`` per-query-position similarities before the last pooling (Figure 2's
@@ -240,7 +231,7 @@ def a2t_t2a_scores(head: MatchingHead, audio: HasFeatures,
 
 
 __all__ = [
-    "CosineHead", "HasFeatures", "LGMMHead", "MATCHING_HEADS", "MatchingHead", "PoolingModeHead", "Side",
+    "CosineHead", "HasFeatures", "LGMMHead", "MATCHING_HEADS", "MatchingHead", "PoolingModeHead",
     "a2t_t2a_scores", "build_matching_head", "build_matching_head_from_config", "check_frames", "side_length",
     "slice_side",
 ]

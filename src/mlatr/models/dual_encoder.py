@@ -23,9 +23,6 @@ from mlatr.models.outputs import EncoderOutput
 from mlatr.models.projection import ProjectionHead
 from mlatr.models.registry import build_audio_encoder, build_text_encoder
 
-#: The name docs/architecture.md gives the dual encoder's outputs: the same class as the encoders'.
-Embedded = EncoderOutput
-
 
 def _project(head: ProjectionHead, out: EncoderOutput) -> EncoderOutput:
     """Project pooled and frame features with ``head``; L2-normalise each vector; zero padded frames."""

@@ -1,4 +1,4 @@
-"""What encoders return."""
+"""What encoders return: one set of encoded items (audio clips or texts)."""
 
 from __future__ import annotations
 
@@ -9,14 +9,43 @@ import torch
 
 @dataclass
 class EncoderOutput:
-    """Output of an audio or text encoder (before or after projection).
+    """Encoded items: an audio or text encoder's output (before or after projection), one side of a match.
 
     Attributes:
-        pooled: ``[B, D]`` one vector per input.
+        pooled: ``[B, D]`` one vector per item (``None`` only for a frames-only side handed to a head).
         frames: ``[B, L, D]`` audio frames or text tokens, or ``None`` if the encoder has none.
         mask: ``[B, L]`` bool, True at valid positions, or ``None`` (all valid / no frames).
+
+    Slotted texts (``Selection.gather``) have one more axis after the batch: ``pooled [B, S, D]``,
+    ``frames [B, S, L, D]``, ``mask [B, S, L]``.
     """
 
-    pooled: torch.Tensor
+    pooled: torch.Tensor | None = None
     frames: torch.Tensor | None = None
     mask: torch.Tensor | None = None
+
+    def map(self, fn) -> EncoderOutput:
+        """``fn`` applied to every field that is set (pooled, frames, mask)."""
+        return EncoderOutput(*(None if t is None else fn(t) for t in (self.pooled, self.frames, self.mask)))
+
+    def rows(self, index: torch.Tensor) -> EncoderOutput:
+        """Items ``index`` (a ``[n]`` long tensor) of every field."""
+        return self.map(lambda t: t.index_select(0, index))
+
+    def slice(self, start: int, stop: int) -> EncoderOutput:
+        """Items ``start:stop`` of every field (views)."""
+        return self.map(lambda t: t[start:stop])
+
+    def slot(self, k: int) -> EncoderOutput:
+        """Slot ``k`` of slotted texts (``[B, S, ...]`` -> ``[B, ...]``)."""
+        return self.map(lambda t: t[:, k])
+
+    def float(self) -> EncoderOutput:
+        """Float32 pooled vectors and frames (masks unchanged)."""
+        return EncoderOutput(*(None if t is None else t.float() for t in (self.pooled, self.frames)), self.mask)
+
+    def __len__(self) -> int:
+        t = self.pooled if self.pooled is not None else self.frames
+        if t is None:
+            raise ValueError("an EncoderOutput with neither pooled vectors nor frames")
+        return int(t.shape[0])

@@ -8,7 +8,7 @@ Python API::
         print(hit.rank, hit.score, hit.id, hit.path)
     clips, captions = index.search_audio("query.wav", k=5)
 
-``build_index(model, manifest, checkpoint, output, add=...)`` writes one (``mlatr index build``).
+``build_index(load_model(checkpoint), manifest, output, add=...)`` writes one (``mlatr index build``).
 """
 
 from mlatr.search.index import BuildReport, Index, build_index

@@ -11,9 +11,11 @@ previous index, or nothing, never a partial file):
   ``captions`` (per clip, ``{lang: [text | null]}``), ``caption_lang``, ``caption_text``, the model's
   ``checkpoint`` (``path``, ``sha256``), ``model_config``, ``sample_rate``, ``max_seconds``, ``manifest``.
 
-:func:`build_index` encodes a manifest; with an existing index (``add=True``) it encodes only the clips
-whose id is not in it yet and refuses an index built by another checkpoint (its embeddings would live in
-another space). :class:`Index` loads the file and searches it (see :mod:`mlatr.search.search`).
+:func:`build_index` encodes a manifest with a :class:`~mlatr.training.checkpoint.LoadedModel`; with an
+existing index (``add=True``) it encodes only the clips whose id is not in it yet and refuses an index
+built by another checkpoint (its embeddings would live in another space). :meth:`Index.append` is the one
+place an index grows (``build_index`` and callers that already hold the embeddings, e.g. the real-sound
+demo's cached features). :class:`Index` loads the file and searches it (see :mod:`mlatr.search.search`).
 """
 
 from __future__ import annotations
@@ -28,8 +30,14 @@ from typing import Any
 
 import numpy as np
 
+from mlatr.data.dataset import AudioSource
+from mlatr.data.manifest import Clip, Manifest
+from mlatr.encoding import encode_audio, encode_texts
 from mlatr.errors import MlatrError
 from mlatr.io_utils import atomic_write_with
+from mlatr.search.backends import BACKENDS, make_backend
+from mlatr.search.search import search_audio, search_text
+from mlatr.training.checkpoint import LoadedModel, load_model
 
 FORMAT = "mlatr-index-1"
 
@@ -83,13 +91,12 @@ class Index:
         return path
 
     @classmethod
-    def load(cls, path: str | os.PathLike, backend: str = "numpy", model=None) -> Index:
+    def load(cls, path: str | os.PathLike, backend: str = "numpy", model: LoadedModel | None = None) -> Index:
         """Read an index written by :meth:`save` / ``mlatr index build``; ``backend`` = numpy | faiss.
 
-        ``model`` (a DualEncoder) is used for queries instead of loading the index's checkpoint.
+        ``model`` (a :class:`~mlatr.training.checkpoint.LoadedModel`) is used for queries instead of
+        loading the index's checkpoint.
         """
-        from mlatr.search.backends import BACKENDS
-
         if backend not in BACKENDS:
             raise MlatrError(f"unknown search backend {backend!r} (choose from {', '.join(BACKENDS)})")
         path = Path(path)
@@ -115,57 +122,64 @@ class Index:
     # ---- queries (implemented in mlatr.search.search) ----------------------------------------------
     def searcher(self, which: str = "audio"):
         """The backend over the clip (``audio``) or caption (``captions``) embeddings, built once."""
-        from mlatr.search.backends import make_backend
-
         if which not in self._searchers:
             emb = self.embeddings if which == "audio" else self.caption_embeddings
             self._searchers[which] = make_backend(self.backend, emb)
         return self._searchers[which]
 
-    def model(self):
-        """The DualEncoder that made the embeddings (loaded from the index's checkpoint on first use)."""
+    def model(self) -> LoadedModel:
+        """The model that made the embeddings (loaded from the index's checkpoint on first use)."""
         if self._model is None:
             self._model = load_index_model(self.meta["checkpoint"])
         return self._model
 
+    def append(self, clips: Sequence[Clip], root: str | os.PathLike, audio: np.ndarray, caption_arrays: dict,
+               caption_embeddings: np.ndarray) -> None:
+        """Add ``clips`` (audio relative to ``root``) with their embeddings ``audio [n, d]`` and their captions:
+        ``caption_arrays`` as :meth:`~mlatr.data.manifest.Manifest.caption_arrays` gives them (``texts``,
+        ``text_lang``, ``text_audio`` = row within ``clips``) and ``caption_embeddings [m, d]``."""
+        if audio.shape != (len(clips), self.dim):
+            raise MlatrError(f"index append: {audio.shape} audio embeddings for {len(clips)} clips of dim {self.dim}")
+        base = len(self.ids)
+        self.embeddings = np.concatenate([self.embeddings, audio.astype(np.float32)])
+        self.ids += [c.id for c in clips]
+        self.paths += [str(c.audio_path(root).resolve()) for c in clips]
+        self.captions += [c.captions for c in clips]
+        if len(caption_arrays["texts"]):
+            self.caption_embeddings = np.concatenate([self.caption_embeddings, caption_embeddings.astype(np.float32)])
+            self.caption_clip = np.concatenate([self.caption_clip, base + np.asarray(caption_arrays["text_audio"])])
+            self.caption_lang += [str(x) for x in caption_arrays["text_lang"]]
+            self.caption_text += list(caption_arrays["texts"])
+        self._searchers.clear()
+
     def search_text(self, query: str, lang: str = "eng", k: int = 10):
         """Clips for a text query in ``lang`` (ISO 639-3), best first: a list of :class:`~mlatr.search.search.Hit`."""
-        from mlatr.search.search import search_text
-
         return search_text(self, query, lang, k)
 
     def search_audio(self, path: str | os.PathLike, k: int = 10):
         """Sound-to-sound and sound-to-caption search: ``(clip hits, caption hits)``."""
-        from mlatr.search.search import search_audio
-
         return search_audio(self, path, k)
 
 
 _PER_ENTRY = ("ids", "paths", "captions", "caption_lang", "caption_text")
 
 
-def load_index_model(checkpoint: dict[str, str], device: str = "cpu"):
-    """The DualEncoder of ``checkpoint`` (``{"path", "sha256"}``); refuses a file whose bytes changed."""
-    from mlatr.models.dual_encoder import DualEncoder
-    from mlatr.training.checkpoint import read_checkpoint
-
+def load_index_model(checkpoint: dict[str, str], device: str = "cpu") -> LoadedModel:
+    """The model of ``checkpoint`` (``{"path", "sha256"}``); refuses a file whose bytes changed."""
     path = checkpoint["path"]
     if not Path(path).is_file():
         raise MlatrError(f"the index's checkpoint {path} is gone; the index needs its model to encode queries")
     if file_sha256(path) != checkpoint["sha256"]:
         raise MlatrError(f"checkpoint {path} changed since the index was built (sha256 differs): "
                          "rebuild the index with mlatr index build")
-    state = read_checkpoint(path)
-    model = DualEncoder.from_config(state["model_config"])
-    model.load_state_dict(state["model"])
-    model.train_config = state.get("train_config") or {}
-    return model.to(device).eval()
+    return load_model(path, device)
 
 
-def empty_index(dim: int, meta: dict[str, Any]) -> Index:
+def empty_index(dim: int, meta: dict[str, Any], model: LoadedModel | None = None) -> Index:
+    """An index of no clip yet (``model``: the model that will make its embeddings and encode its queries)."""
     return Index(embeddings=np.zeros((0, dim), np.float32), ids=[], paths=[], captions=[],
                  caption_embeddings=np.zeros((0, dim), np.float32), caption_clip=np.zeros(0, np.int64),
-                 caption_lang=[], caption_text=[], meta=meta)
+                 caption_lang=[], caption_text=[], meta=meta, _model=model)
 
 
 @dataclass
@@ -176,30 +190,27 @@ class BuildReport:
     skipped: dict[str, str]
 
 
-def build_index(model, manifest, checkpoint_path: str | os.PathLike, output: str | os.PathLike, *,
-                add: bool = False, caption_languages: Sequence[str] | None = None, batch_size: int = 16,
-                max_seconds: float | None = None, sample_rate: int | None = None, skip_bad: bool = True,
-                progress: bool = False) -> BuildReport:
-    """Encode ``manifest``'s clips (and captions) with ``model`` and write the index to ``output``.
+def build_index(loaded: LoadedModel, manifest: Manifest, output: str | os.PathLike, *, add: bool = False,
+                caption_languages: Sequence[str] | None = None, batch_size: int = 16, max_seconds: float | None = None,
+                sample_rate: int | None = None, skip_bad: bool = True, progress: bool = False) -> BuildReport:
+    """Encode ``manifest``'s clips (and captions) with ``loaded`` and write the index to ``output``.
 
     With ``add`` and an existing ``output``, only clips whose id is not in it are encoded and appended;
     the existing index must come from the same checkpoint file (same SHA-256). ``caption_languages``
     default to every language of the manifest. ``max_seconds`` / ``sample_rate`` default to the
-    checkpoint's training config (``data.eval_max_seconds``, ``data.sample_rate``), else 10 s / 16 kHz.
+    model's training data settings (``eval_max_seconds``, ``sample_rate``).
     """
-    from mlatr.data.dataset import AudioSource
-    from mlatr.data.manifest import Manifest
-    from mlatr.encoding import encode_audio, encode_texts
-
-    checkpoint_path = Path(checkpoint_path).resolve()
+    if loaded.path is None:
+        raise MlatrError("build_index needs a model loaded from a checkpoint file (the index records it)")
+    checkpoint_path = Path(loaded.path).resolve()
     sha = file_sha256(checkpoint_path)
-    data_cfg = (getattr(model, "train_config", None) or {}).get("data", {})
-    sample_rate = int(sample_rate or data_cfg.get("sample_rate", 16000))
-    max_seconds = float(max_seconds or data_cfg.get("eval_max_seconds", 10.0))
+    sample_rate = int(sample_rate or loaded.data["sample_rate"])
+    max_seconds = float(max_seconds or loaded.data["eval_max_seconds"])
     langs = list(caption_languages) if caption_languages else manifest.languages()
     output = Path(output)
+    model = loaded.model
     if add and output.exists():
-        index = Index.load(output, model=model)
+        index = Index.load(output, model=loaded)
         if index.meta["checkpoint"]["sha256"] != sha:
             raise MlatrError(f"{output} was built with checkpoint {index.meta['checkpoint']['path']} "
                              f"(another model); rebuild it without --add")
@@ -208,7 +219,7 @@ def build_index(model, manifest, checkpoint_path: str | os.PathLike, output: str
                              f"{index.meta['max_seconds']} s; --add must use the same settings")
         langs = list(index.meta["caption_languages"])
     else:
-        index = empty_index(model.embed_dim, {})
+        index = empty_index(model.embed_dim, {}, loaded)
     index.meta.update(checkpoint={"path": str(checkpoint_path), "sha256": sha}, model_config=model.config(),
                       sample_rate=sample_rate, max_seconds=max_seconds, caption_languages=langs,
                       manifest=str(Path(manifest.path).resolve()) if manifest.path else None)
@@ -217,27 +228,13 @@ def build_index(model, manifest, checkpoint_path: str | os.PathLike, output: str
     sub = Manifest(clips=new_clips, root=manifest.root, path=manifest.path)
     skipped: dict[str, str] = {}
     if new_clips:
-        was_training = model.training
-        model.eval()
-        device = next(model.parameters()).device
         source = AudioSource(sub, sample_rate, cache=False, skip_bad=skip_bad)
-        rows, audio = encode_audio(model, source, batch_size, max_seconds, device, progress, desc="index")
+        rows, audio = encode_audio(model, source, batch_size, max_seconds, loaded.device, progress, desc="index")
         skipped = dict(source.bad)
-        kept = Manifest(clips=[sub[i] for i in rows], root=manifest.root, path=manifest.path)
-        arrays = kept.caption_arrays(langs)
+        kept = [sub[i] for i in rows]
+        arrays = Manifest(clips=kept, root=manifest.root, path=manifest.path).caption_arrays(langs)
         text = encode_texts(model, arrays["texts"], list(arrays["text_lang"]), batch_size)
-        model.train(was_training)
-        base = len(index.ids)
-        index.embeddings = np.concatenate([index.embeddings, audio.astype(np.float32)])
-        index.ids += [c.id for c in kept]
-        index.paths += [str(c.audio_path(manifest.root).resolve()) for c in kept]
-        index.captions += [c.captions for c in kept]
-        if len(arrays["texts"]):
-            index.caption_embeddings = np.concatenate([index.caption_embeddings, text.astype(np.float32)])
-            index.caption_clip = np.concatenate([index.caption_clip, base + np.asarray(arrays["text_audio"])])
-            index.caption_lang += [str(x) for x in arrays["text_lang"]]
-            index.caption_text += list(arrays["texts"])
+        index.append(kept, manifest.root, audio, arrays, text)
     added = len(index.ids) - len(have)
     index.save(output)
-    index._model = model
     return BuildReport(index=index, added=added, kept=len(have), skipped=skipped)

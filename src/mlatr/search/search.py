@@ -17,6 +17,8 @@ from dataclasses import asdict, dataclass
 import numpy as np
 import torch
 
+from mlatr import languages
+from mlatr.audio.io import crop_or_pad, load_audio
 from mlatr.errors import MlatrError
 
 
@@ -64,15 +66,13 @@ def clip_hits(index, scores: np.ndarray, rows: np.ndarray) -> list[Hit]:
 
 def encode_query_text(index, query: str, lang: str) -> np.ndarray:
     """``[d]`` unit-norm embedding of ``query`` in ``lang`` by the index's model."""
-    from mlatr import languages
-
     if not query.strip():
         raise MlatrError("empty text query")
     try:
         lang = languages.normalize(lang)
     except ValueError as exc:
         raise MlatrError(f"--lang: {exc}") from None
-    model = index.model()
+    model = index.model().model
     with torch.no_grad():
         out = model.encode_text([query], [lang])
     return out.pooled[0].float().cpu().numpy()
@@ -80,15 +80,13 @@ def encode_query_text(index, query: str, lang: str) -> np.ndarray:
 
 def encode_query_audio(index, path: str | os.PathLike) -> np.ndarray:
     """``[d]`` unit-norm embedding of the sound file at ``path`` (centre-cropped to the index's length)."""
-    from mlatr.audio.io import crop_or_pad, load_audio
-
     sr, max_seconds = int(index.meta["sample_rate"]), float(index.meta["max_seconds"])
     wave = load_audio(path, sr)
     limit = int(round(max_seconds * sr))
     if wave.shape[0] > limit:
         wave, _ = crop_or_pad(wave, limit, mode="center")
-    model = index.model()
-    device = next(model.parameters()).device
+    loaded = index.model()
+    model, device = loaded.model, loaded.device
     w = torch.from_numpy(np.ascontiguousarray(wave, dtype=np.float32))[None].to(device)
     with torch.no_grad():
         out = model.encode_audio(w, torch.tensor([w.shape[1]], device=device))

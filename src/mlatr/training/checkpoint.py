@@ -1,18 +1,22 @@
-"""Checkpoints: one file holding the model's config and weights plus the state to resume training.
+"""Checkpoints: one file with the model's config and weights plus the state to resume training.
 
 Layout (a dict saved with ``torch.save``, loaded with ``weights_only=True``)::
 
     {"format": "mlatr-checkpoint-1", "model_config": {...}, "model": state_dict,
-     "objective": state_dict, "train_config": {...}, "epoch": int, "step": int,
-     "optimizer": ..., "scheduler": ..., "best": {...}, "history": [...]}
+     "matching_head": {"name": ...}, "train_config": {...}, "objective": state_dict,
+     "epoch": int, "step": int, "optimizer": ..., "scheduler": ..., "best": {...}, "history": [...]}
 
-Only ``model_config`` and ``model`` are needed to use a model (``load_model``); the rest resumes
-training. Files are written atomically, so an interrupted save never corrupts the previous one.
+Only ``model_config``, ``model``, ``matching_head`` and the ``data`` part of ``train_config`` are needed
+to use a model; the rest resumes training. :func:`load_model` is the one way a checkpoint becomes a
+usable model (evaluation, encoding, search, initialisation): a :class:`LoadedModel` that knows the head
+it ranks with and the data settings it was trained with. Files are written atomically, so an
+interrupted save never corrupts the previous one.
 """
 
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -20,8 +24,16 @@ import torch
 
 from mlatr.errors import MlatrError
 from mlatr.io_utils import atomic_write_with
+from mlatr.languages import DEFAULT_LANGUAGES
+from mlatr.matching import MatchingHead, build_matching_head_from_config
+from mlatr.models.dual_encoder import DualEncoder
+from mlatr.training.objective import matching_head
+from mlatr.training.resources import resolve_device
 
 FORMAT = "mlatr-checkpoint-1"
+
+#: Data settings a model falls back to when its checkpoint carries none (e.g. an imported one).
+DEFAULT_DATA = {"sample_rate": 16000, "eval_max_seconds": 10.0, "languages": list(DEFAULT_LANGUAGES)}
 
 
 def save_checkpoint(path: str | os.PathLike, state: dict[str, Any]) -> None:
@@ -42,11 +54,52 @@ def read_checkpoint(path: str | os.PathLike, map_location: str | torch.device = 
     return state
 
 
-def load_model(path: str | os.PathLike, device: str | torch.device = "cpu"):
-    """Rebuild the :class:`~mlatr.models.dual_encoder.DualEncoder` saved in a checkpoint, in eval mode."""
-    from mlatr.models.dual_encoder import DualEncoder
+def head_of(state: dict[str, Any]) -> MatchingHead:
+    """The matching head a checkpoint's model ranks with: ``state["matching_head"]`` (written by the
+    trainer), else the training config's ``objective.matching`` (older checkpoints), else pooled cosine."""
+    stored = state.get("matching_head")
+    if stored:
+        return build_matching_head_from_config(dict(stored))
+    return matching_head(((state.get("train_config") or {}).get("objective") or {}).get("matching"))
 
+
+@dataclass
+class LoadedModel:
+    """A trained model ready to use: the dual encoder (eval mode), the head it ranks with and its settings.
+
+    Attributes:
+        model: the :class:`~mlatr.models.dual_encoder.DualEncoder`, in eval mode, on ``device``.
+        head: the :class:`~mlatr.matching.MatchingHead` retrieval ranks with (pooled cosine unless the model
+            was trained with a fine-grained head; evaluation, zero-shot and search use it).
+        train_config: the training config tree the checkpoint carries (``{}`` when none).
+        path: the checkpoint file.
+    """
+
+    model: DualEncoder
+    head: MatchingHead
+    train_config: dict[str, Any] = field(default_factory=dict)
+    path: Path | None = None
+
+    @property
+    def data(self) -> dict[str, Any]:
+        """The data settings the model was trained with (``sample_rate``, ``eval_max_seconds``,
+        ``languages``, ...), completed by :data:`DEFAULT_DATA`."""
+        return {**DEFAULT_DATA, **(self.train_config.get("data") or {})}
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.model.parameters()).device
+
+    @property
+    def embed_dim(self) -> int:
+        return self.model.embed_dim
+
+
+def load_model(path: str | os.PathLike, device: str | torch.device = "cpu") -> LoadedModel:
+    """The :class:`LoadedModel` saved in checkpoint ``path`` (weights on ``device``, ``"auto"`` = CUDA when
+    available; eval mode)."""
     state = read_checkpoint(path)
     model = DualEncoder.from_config(state["model_config"])
     model.load_state_dict(state["model"])
-    return model.to(device).eval()
+    return LoadedModel(model=model.to(resolve_device(device)).eval(), head=head_of(state),
+                       train_config=dict(state.get("train_config") or {}), path=Path(path))

@@ -25,9 +25,7 @@ import yaml
 
 from mlatr.errors import MlatrError
 from mlatr.languages import DEFAULT_LANGUAGES
-from mlatr.losses.radius import RADIUS_INPUTS, RADIUS_OUTPUTS
-from mlatr.losses.svr import SVR_SIMILARITIES
-from mlatr.losses.svr_objective import RADIUS_KINDS
+from mlatr.training.objective import check_objective_config
 
 
 @dataclass
@@ -117,7 +115,7 @@ class ObjectiveConfig:
     #: pairs' InfoNCE (:class:`~mlatr.losses.simple_reweight.SimpleReweight`); InfoNCE only, no SVR.
     reweight: bool = False
     #: Fine-grained matching head scoring the audio-text pairs on frames/tokens (None = pooled cosine
-    #: with the base loss above); see :mod:`mlatr.training.matching_objective`.
+    #: with the base loss above); see :mod:`mlatr.training.objective`.
     matching: MatchingConfig | None = None
     #: Cross-modal similarity consistency terms (fine-grained paper eq. 6-11; None = off).
     cmsc: CMSCConfig | None = None
@@ -167,10 +165,6 @@ class Config:
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
-
-
-SCHEMES = ("mlclap", "kcl", "cacl")
-BASES = ("infonce", "siglip")
 
 
 def _build(cls: type, values: Any, where: str) -> Any:
@@ -268,24 +262,7 @@ def load_config(path: str | Path | None, overrides: list[str] = ()) -> Config:
 
 
 def validate_config(cfg: Config) -> None:
-    o = cfg.objective
-    if o.scheme not in SCHEMES:
-        raise MlatrError(f"config: objective.scheme must be one of {SCHEMES}, got {o.scheme!r}")
-    if o.base not in BASES:
-        raise MlatrError(f"config: objective.base must be one of {BASES}, got {o.base!r}")
-    if o.reweight and (o.base != "infonce" or o.svr is not None):
-        raise MlatrError("config: objective.reweight (Simple Reweight, SupCLAP App. E.4) needs "
-                         "objective.base=infonce and no objective.svr")
-    if o.matching is not None or o.cmsc is not None:
-        from mlatr.training.matching_objective import check_matching_objective
-
-        check_matching_objective(o)
-    if o.svr is not None:
-        for key, allowed in (("radius", RADIUS_KINDS), ("similarity", SVR_SIMILARITIES),
-                             ("radius_output", RADIUS_OUTPUTS), ("radius_input", RADIUS_INPUTS)):
-            if getattr(o.svr, key) not in allowed:
-                raise MlatrError(f"config: objective.svr.{key} must be one of {', '.join(allowed)}, "
-                                 f"got {getattr(o.svr, key)!r}")
+    check_objective_config(cfg.objective)
     if cfg.optim.name not in ("adam", "adamw"):
         raise MlatrError(f"config: optim.name must be adam or adamw, got {cfg.optim.name!r}")
     if cfg.optim.schedule not in ("cosine", "constant"):
@@ -294,7 +271,7 @@ def validate_config(cfg: Config) -> None:
         raise MlatrError("config: optim.accumulate, train.batch_size and train.epochs must be >= 1")
     if not cfg.data.languages:
         raise MlatrError("config: data.languages is empty")
-    if o.scheme == "cacl" and cfg.data.languages[0] != "eng":
+    if cfg.objective.scheme == "cacl" and cfg.data.languages[0] != "eng":
         raise MlatrError("config: CACL anchors on English: data.languages must start with eng")
     for key in ("audio", "text"):
         spec = getattr(cfg.model, key)

@@ -1,104 +1,255 @@
-"""The training objective: pairing scheme x base loss (+ SupCLAP's SVR regularizer).
+"""The training objective: what one optimizer step minimises, as named loss terms.
 
-Given the pooled audio embeddings of a batch and the texts the pairing scheme selected, the
-objective builds the scheme's list of :class:`~mlatr.losses.Pair` (ML-CLAP: audio-text; KCL: one
-audio-text pair per language, ATRI eq. 9; CACL: audio-English, audio-other, English-other, ATRI
-eq. 12) and scores them with the base objective (InfoNCE or SigLIP) through
-:func:`mlatr.losses.pairs_loss`, so every scheme runs with every base loss. A SupCLAP regularizer
-(eq. 6) is added over the audio-text pairs of the same list (CACL's English-other pair is text-text
-and is not regularized).
+One factory, :func:`build_objective`, turns the config's ``objective`` section into an :class:`Objective`;
+``Objective(audio, text, selection, temperature)`` returns a :class:`LossOutput` whose ``terms`` the
+trainer sums and logs one by one (open_clip's ``output_dict`` pattern). What a config computes, top to
+bottom (every step below is one line of :meth:`Objective.forward`):
 
-This module owns the objective's learnable parameters (SigLIP's bias, SVR's radius model) so the
-optimizer and the checkpoint see them.
+1. **Scheme** (``objective.scheme``, :mod:`mlatr.losses.schemes`): ``scheme.select`` already chose which
+   captions were encoded (ML-CLAP: one drawn language per clip; KCL: all K; CACL: English + one drawn
+   other); ``scheme.pairs`` says which embedding sets are contrasted (ML-CLAP: ``audio-text``; KCL: one
+   ``audio-text[k]`` pair per language, ATRI eq. 9; CACL: ``audio-eng``, ``audio-other``, ``eng-other``,
+   ATRI eq. 12).
+2. **Scoring of the pairs**, one of:
+
+   - pooled vectors with the base loss (``objective.base``): term ``contrastive`` =
+     ``sum_p total_p / sum_p count_p`` over the pairs (:func:`~mlatr.losses.pairs_loss`: InfoNCE's
+     ``1/(2NK)`` for KCL, ``1/(6N)`` for CACL; SigLIP the caption-weighted mean). With
+     ``objective.reweight`` the audio-text pairs use SupCLAP's Simple Reweight (App. E.4) instead;
+   - a matching head on frames and tokens (``objective.matching`` and/or ``objective.cmsc``; fine-grained
+     paper §2): every pair is scored by the head in both directions, giving the terms ``interc`` (eq. 6)
+     and, with CMSC, ``jnt`` (eq. 7-9) and ``intrac`` (eq. 10). Each term is the pairs' row-weighted
+     mean ``sum_p n_p L_p / sum_p n_p``.
+
+3. **Regulariser** (``objective.svr``, SupCLAP eq. 6 and 9): term ``svr`` over the audio-text pairs of
+   the same list (:class:`~mlatr.losses.svr_regularizer.SVRRegularizer`, row-weighted; CACL's
+   English-other pair is text-text and is not regularised).
+
+The loss is the sum of the terms. Example: ``scheme=kcl`` + ``svr={radius: dynamic}`` computes
+``contrastive`` = KCL's InfoNCE over the K language pairs and ``svr`` = the row-weighted mean over
+languages of ``(alpha L_svr + beta L_cons) / 2``, each language's radius predicted by the DynamicRadius
+MLP from that language's similarity matrix.
+
+The objective owns the learnable parameters of the loss (SigLIP's bias, Simple Reweight's weight, the
+SVR radius model) so that the optimizer and the checkpoint see them. :func:`check_objective_config`
+holds every rule about which options combine; the config loader calls it.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
 import torch
 from torch import Tensor, nn
 
-from mlatr.data.pairing import Selection
-from mlatr.losses import Pair, PairSum, cacl_pairs, kcl_pairs, pair_objective, pairs_loss
-from mlatr.training.config import ObjectiveConfig
+from mlatr.errors import MlatrError
+from mlatr.losses import BASE_LOSSES, Pair, PairSum, pair_loss, pairs_loss
+from mlatr.losses.cmsc import SOFT_LABEL_MIXTURES, cmsc_loss_terms, cmsc_similarities, interc_loss
+from mlatr.losses.radius import RADIUS_INPUTS, RADIUS_OUTPUTS
+from mlatr.losses.schemes import SCHEME_NAMES, Scheme, Selection, build_scheme
+from mlatr.losses.simple_reweight import SimpleReweight
+from mlatr.losses.svr import SVR_SIMILARITIES
+from mlatr.losses.svr_regularizer import RADIUS_KINDS, SVRRegularizer, build_svr_regularizer
+from mlatr.matching import MatchingHead, build_matching_head, chunked_scores
+from mlatr.models.outputs import EncoderOutput
+
+#: Bound on one block of the training-time head scoring. Under autograd blocks do not lower the memory,
+#: so this only has to exceed any batch's working set; blocks are chosen for speed (cache-sized on CPU).
+TRAINING_SCORING_BUDGET_MB = 1 << 20
 
 
-def scheme_pairs(scheme: str, audio: Tensor, text: Tensor, mask: Tensor) -> list[Pair]:
-    """The pairs of one batch: ``audio [N, d]``, ``text [N, S, d]`` gathered by the scheme's slots."""
-    if scheme == "mlclap":
-        return [Pair(audio, text[:, 0], "audio-text")]
-    if scheme == "kcl":
-        return kcl_pairs(audio, text, mask)
-    if scheme == "cacl":
-        # Clips whose caption has no translation contribute to the audio-English term only.
-        return cacl_pairs(audio, text[:, 0], text[:, 1], other_mask=mask[:, 1])
-    raise ValueError(f"unknown scheme {scheme!r}")
+@dataclass
+class LossOutput:
+    """What :class:`Objective` returns: named loss terms (summed into the loss) and detached diagnostics."""
+
+    terms: dict[str, Tensor]
+    diagnostics: dict[str, Tensor]
+
+    @property
+    def total(self) -> Tensor:
+        """The loss: the sum of the terms, in order."""
+        values = list(self.terms.values())
+        total = values[0]
+        for value in values[1:]:
+            total = total + value
+        return total
+
+    def log_values(self) -> dict[str, float]:
+        """``loss_<term>`` for every term and every diagnostic, as floats (a log line's fields)."""
+        out = {f"loss_{name}": float(value.detach()) for name, value in self.terms.items()}
+        out.update({name: float(value) for name, value in self.diagnostics.items()})
+        return out
 
 
-class TrainingObjective(nn.Module):
-    """``forward(audio [N, d], text [N, S, d], selection, temperature) -> (loss, logs)``.
-
-    With ``objective.matching`` / ``objective.cmsc`` set, ``forward`` also takes ``audio_out`` /
-    ``text_out`` (the encoders' outputs with frames and masks; texts flat in ``selection.texts`` order)
-    and delegates to :class:`~mlatr.training.matching_objective.MatchingObjective`."""
-
-    def __init__(self, cfg: ObjectiveConfig, batch_size: int):
-        super().__init__()
-        self.scheme = cfg.scheme
-        self.base = cfg.base
-        self.bias = nn.Parameter(torch.tensor(float(cfg.siglip_bias))) if cfg.base == "siglip" else None
-        self.svr = None
-        #: Fine-grained head path (objective.matching / objective.cmsc), None = pooled vectors only.
-        self.matching = None
-        if cfg.matching is not None or cfg.cmsc is not None:
-            from mlatr.training.matching_objective import MatchingObjective
-
-            self.matching = MatchingObjective(cfg)
-        self.reweight = None
-        if cfg.reweight:
-            from mlatr.losses.simple_reweight import SimpleReweight
-
-            self.reweight = SimpleReweight()
-        if cfg.svr is not None:
-            from mlatr.losses.svr_objective import build_svr_regularizer
-
-            self.svr = build_svr_regularizer(
-                radius=cfg.svr.radius, direction="bi" if cfg.svr.bidirectional else "uni", base=cfg.base,
-                batch_size=batch_size, alpha=cfg.svr.alpha, beta=cfg.svr.beta if cfg.svr.constraint else 0.0,
-                similarity=cfg.svr.similarity, radius_output=cfg.svr.radius_output, radius_input=cfg.svr.radius_input,
-                sort_negatives=cfg.svr.sort_negatives, detach_radius_input=cfg.svr.detach_radius_input,
-            )
-
-    def forward(self, audio: Tensor, text: Tensor, selection: Selection, temperature: Tensor | float,
-                audio_out=None, text_out=None) -> tuple[Tensor, dict[str, float]]:
-        if self.matching is not None:  # scores frames/tokens: needs the full EncoderOutputs
-            return self.matching(audio_out, text_out, selection, temperature)
-        mask = selection.mask.to(audio.device)
-        pairs = scheme_pairs(self.scheme, audio, text, mask)
-        objective = pair_objective(self.base, temperature, self.bias)
-        reweighted = _reweighted_objective(self.reweight, temperature) if self.reweight is not None else None
-        loss = pairs_loss(pairs, objective, audio_text_objective=reweighted)
-        logs = {"loss_base": float(loss.detach())}
-        if self.reweight is not None:
-            logs["reweight_w"] = float(self.reweight.log_weight.detach().exp())
-        if self.svr is not None:
-            reg, diag = self.svr.over_pairs(pairs, temperature, self.bias)
-            loss = loss + reg
-            logs.update({f"svr_{k}": float(v) for k, v in diag.items()})
-        if self.bias is not None:
-            logs["siglip_bias"] = float(self.bias.detach())
-        return loss, logs
+def matching_head(matching: Any) -> MatchingHead:
+    """The head an ``objective.matching`` section names (a :class:`MatchingConfig` or its dict; ``None`` =
+    pooled cosine). LGMM takes ``tau_w`` and ``lam`` (paper: 0.25 and 10, §3.2); the other heads none."""
+    if matching is None:
+        return build_matching_head("cosine")
+    get = matching.get if isinstance(matching, Mapping) else lambda key, default=None: getattr(matching, key, default)
+    name = get("name", "lgmm")
+    if name != "lgmm":
+        return build_matching_head(name)
+    return build_matching_head("lgmm", **{k: get(k) for k in ("tau_w", "lam") if get(k) is not None})
 
 
-def _reweighted_objective(reweight, temperature):
-    """Simple Reweight (SupCLAP App. E.4) as a pair objective for the scheme's audio-text pairs.
+class Objective(nn.Module):
+    """``forward(audio, text, selection, temperature) -> LossOutput`` (see the module docstring).
 
-    :class:`~mlatr.losses.simple_reweight.SimpleReweight`'s loss (the mean of both directions) is
-    returned as ``PairSum(loss * 2n, 2n)``, InfoNCE's normalisation, so at ``w = 1`` the total equals
-    the plain InfoNCE one.
+    Inputs (forward):
+        audio: the batch's audio :class:`EncoderOutput` (``[N, ...]``).
+        text: the encoded ``selection.texts`` (flat, in that order), an :class:`EncoderOutput`.
+        selection: what :meth:`scheme.select <mlatr.losses.schemes.Scheme.select>` chose for the batch.
+        temperature: ``tau`` (float or the model's scalar tensor).
     """
 
-    def objective(anchor: Tensor, target: Tensor) -> PairSum:
-        loss, _ = reweight(anchor, target, temperature)
-        return PairSum(total=loss * (2 * anchor.shape[0]), count=2 * anchor.shape[0])
+    def __init__(self, scheme: Scheme, base: str = "infonce", *, siglip_bias: float | None = None,
+                 reweight: SimpleReweight | None = None, head: MatchingHead | None = None, cmsc: Any = None,
+                 svr: SVRRegularizer | None = None):
+        super().__init__()
+        self.scheme = scheme
+        self.base = base
+        self.bias = nn.Parameter(torch.tensor(float(siglip_bias))) if siglip_bias is not None else None
+        self.reweight = reweight
+        self.head = head
+        self.cmsc = cmsc
+        self.svr = svr
 
-    return objective
+    @property
+    def ranking_head(self) -> MatchingHead:
+        """The head the trained model ranks with (its own matching head, else pooled cosine)."""
+        return self.head if self.head is not None else build_matching_head("cosine")
+
+    def forward(self, audio: EncoderOutput, text: EncoderOutput, selection: Selection,
+                temperature: Tensor | float) -> LossOutput:
+        frames = self.head is not None and self.head.needs_frames
+        audio = audio.float() if frames else EncoderOutput(audio.pooled.float())
+        text = text.float() if frames else EncoderOutput(text.pooled.float())
+        mask = selection.mask.to(audio.pooled.device)  # [N, S]
+        pairs = self.scheme.pairs(audio, selection.gather(text), mask)  # text: [N, S, ...]
+        pooled = [p.pooled() for p in pairs]
+        diagnostics: dict[str, Tensor] = {}
+        if self.head is None:
+            terms = {"contrastive": pairs_loss(pooled, pair_loss(self.base, temperature, self.bias),
+                                               audio_text_loss=self._reweighted(temperature))}
+        else:
+            terms = self._head_terms(pairs, temperature)
+        if self.svr is not None:
+            terms["svr"], svr_diagnostics = self.svr.over_pairs(pooled, temperature, self.bias)
+            diagnostics.update({f"svr_{k}": v for k, v in svr_diagnostics.items()})
+        if self.bias is not None:
+            diagnostics["siglip_bias"] = self.bias.detach()
+        if self.reweight is not None:
+            diagnostics["reweight_w"] = self.reweight.log_weight.detach().exp()
+        return LossOutput(terms, diagnostics)
+
+    def _reweighted(self, temperature):
+        """Simple Reweight (SupCLAP App. E.4) as the pair loss of the audio-text pairs, or None.
+
+        :class:`~mlatr.losses.simple_reweight.SimpleReweight`'s loss (the mean of both directions) is
+        returned as ``PairSum(loss * 2n, 2n)``, InfoNCE's normalisation, so at ``w = 1`` the total equals
+        the plain InfoNCE one."""
+        if self.reweight is None:
+            return None
+
+        def loss_fn(anchor: Tensor, target: Tensor) -> PairSum:
+            loss, _ = self.reweight(anchor, target, temperature)
+            return PairSum(total=loss * (2 * anchor.shape[0]), count=2 * anchor.shape[0])
+
+        return loss_fn
+
+    def _head_terms(self, pairs: list[Pair], temperature) -> dict[str, Tensor]:
+        """Each pair scored by the matching head in both directions: InterC (eq. 6; summed over directions,
+        divided by the pair's size as printed) or the enabled CMSC terms; pairs combined row-weighted."""
+        totals: dict[str, Tensor] = {}
+        weight = 0
+        for pair in pairs:
+            n = pair.size
+            if self.cmsc is None:
+                group = {"interc": interc_loss(self._scores(pair.anchor, pair.target),
+                                               self._scores(pair.target, pair.anchor), temperature)}
+            elif n < 2 and self.cmsc.intrac:
+                continue  # L_IntraC needs two pairs
+            else:
+                c = self.cmsc
+                s = cmsc_similarities(self.head, pair.anchor, pair.target, intra=c.jnt or c.intrac, score=self._scores)
+                group = cmsc_loss_terms(s.a2t, s.t2a, s.aa, s.tt, tau=temperature, beta=c.beta, use_interc=c.interc,
+                                        use_jnt=c.jnt, use_intrac=c.intrac, mixture=c.mixture)
+                group.pop("total")
+            for name, value in group.items():
+                totals[name] = totals.get(name, 0.0) + n * value
+            weight += n
+        if not weight:
+            raise MlatrError("matching objective: no pair of at least 2 clips in this batch")
+        return {name: total / weight for name, total in totals.items()}
+
+    def _scores(self, query: EncoderOutput, context: EncoderOutput) -> Tensor:
+        """``head.scores(query, context)`` block by block (:func:`~mlatr.matching.chunked_scores`): the same
+        values, in cache-sized blocks on CPU (faster for LGMM at the papers' batch; ``benchmarks/
+        bench_matching.py``), one block on a GPU. Under autograd every block is kept for backward."""
+        return chunked_scores(self.head, query, context, memory_budget_mb=TRAINING_SCORING_BUDGET_MB)
+
+
+def check_objective_config(o) -> None:
+    """Raise :class:`MlatrError` for an ``objective`` section whose options are unknown or do not combine."""
+    for key, value, allowed in (("scheme", o.scheme, SCHEME_NAMES), ("base", o.base, BASE_LOSSES)):
+        if value not in allowed:
+            raise MlatrError(f"config: objective.{key} must be one of {', '.join(allowed)}, got {value!r}")
+    if o.reweight and (o.base != "infonce" or o.svr is not None):
+        raise MlatrError("config: objective.reweight (Simple Reweight, SupCLAP App. E.4) needs "
+                         "objective.base=infonce and no objective.svr")
+    if o.svr is not None:
+        for key, allowed in (("radius", RADIUS_KINDS), ("similarity", SVR_SIMILARITIES),
+                             ("radius_output", RADIUS_OUTPUTS), ("radius_input", RADIUS_INPUTS)):
+            if getattr(o.svr, key) not in allowed:
+                raise MlatrError(f"config: objective.svr.{key} must be one of {', '.join(allowed)}, "
+                                 f"got {getattr(o.svr, key)!r}")
+    if o.matching is None and o.cmsc is None:
+        return
+    matching_head(o.matching)  # unknown head name / bad options
+    if o.base != "infonce":
+        raise MlatrError("config: objective.matching / objective.cmsc train with NT-Xent (the fine-grained "
+                         f"paper's eq. 6): objective.base must be infonce, got {o.base!r}")
+    if o.svr is not None:
+        raise MlatrError("config: objective.svr does not combine with objective.matching / objective.cmsc "
+                         "(SVR regularizes pooled pairs)")
+    if o.reweight:
+        raise MlatrError("config: objective.reweight does not combine with objective.matching / objective.cmsc")
+    if o.cmsc is not None:
+        c = o.cmsc
+        if not (c.interc or c.jnt or c.intrac):
+            raise MlatrError("config: objective.cmsc switches every term off (interc, jnt, intrac)")
+        if not 0.0 <= c.beta <= 1.0:
+            raise MlatrError(f"config: objective.cmsc.beta must be in [0, 1], got {c.beta}")
+        if c.mixture not in SOFT_LABEL_MIXTURES:
+            raise MlatrError(f"config: objective.cmsc.mixture must be one of {', '.join(SOFT_LABEL_MIXTURES)}, "
+                             f"got {c.mixture!r}")
+        if o.scheme == "cacl":
+            raise MlatrError("config: objective.cmsc does not combine with scheme cacl (its English-other "
+                             "pair is text-text); use mlclap or kcl")
+
+
+def build_objective(o, batch_size: int) -> Objective:
+    """The :class:`Objective` of an ``objective`` config section (``ObjectiveConfig``); ``batch_size`` sizes
+    the DynamicRadius predictor's input (SupCLAP §3.2)."""
+    check_objective_config(o)
+    head_path = o.matching is not None or o.cmsc is not None
+    svr = None
+    if o.svr is not None:
+        s = o.svr
+        svr = build_svr_regularizer(
+            radius=s.radius, direction="bi" if s.bidirectional else "uni", base=o.base, batch_size=batch_size,
+            alpha=s.alpha, beta=s.beta if s.constraint else 0.0, similarity=s.similarity,
+            radius_output=s.radius_output, radius_input=s.radius_input, sort_negatives=s.sort_negatives,
+            detach_radius_input=s.detach_radius_input,
+        )
+    return Objective(
+        build_scheme(o.scheme), o.base,
+        siglip_bias=o.siglip_bias if o.base == "siglip" else None,
+        reweight=SimpleReweight() if o.reweight else None,
+        head=matching_head(o.matching) if head_path else None,
+        cmsc=o.cmsc,
+        svr=svr,
+    )

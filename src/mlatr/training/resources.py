@@ -1,4 +1,4 @@
-"""Overhead figures of ATRI Table 4: peak memory and time per epoch.
+"""The device a run uses, and the overhead figures of ATRI Table 4: peak memory and time per epoch.
 
 Peak memory is CUDA's max allocated bytes on a GPU (what ATRI's GMO column reports) and the
 process's peak resident set size on CPU (``ru_maxrss``; it only grows, so compare runs made in
@@ -11,6 +11,13 @@ import resource
 import sys
 
 import torch
+
+
+def resolve_device(name: str | torch.device) -> torch.device:
+    """``"auto"`` = CUDA when available, else CPU; any other name as given (``cpu``, ``cuda:1``, ...)."""
+    if str(name) == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(name)
 
 
 def reset_peak_memory(device: torch.device) -> None:

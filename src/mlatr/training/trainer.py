@@ -1,4 +1,4 @@
-"""The training loop: pairing scheme -> dual encoder -> objective, with checkpoints and resume.
+"""The training loop: batch -> scheme's captions -> dual encoder -> objective's loss terms; checkpoints, resume.
 
 Per epoch ``e`` every random choice (clip order, caption index, crop, the scheme's language draws,
 dropout) comes from generators seeded by ``(seed, e)``. Checkpoints are written atomically at the end
@@ -21,38 +21,34 @@ from typing import Any
 
 import torch
 import yaml
+from tqdm import tqdm
 
 from mlatr.data.dataset import AudioSource, TrainBatches, derive_seed
 from mlatr.data.manifest import Manifest
-from mlatr.data.pairing import build_pairing
+from mlatr.encoding import encode_manifest
 from mlatr.errors import MlatrError
+from mlatr.evaluation.with_head import evaluate_with_head
 from mlatr.io_utils import atomic_write_json, atomic_write_text
-from mlatr.training.checkpoint import read_checkpoint, save_checkpoint
+from mlatr.models.dual_encoder import DualEncoder
+from mlatr.models.registry import build_audio_encoder, build_text_encoder, text_encoder_takes_corpus
+from mlatr.training.checkpoint import load_model, read_checkpoint, save_checkpoint
 from mlatr.training.config import Config
-from mlatr.training.objective import TrainingObjective
-from mlatr.training.resources import memory_kind, peak_memory_mb, reset_peak_memory
+from mlatr.training.diagnostics import diagnostic_callbacks
+from mlatr.training.objective import build_objective
+from mlatr.training.resources import memory_kind, peak_memory_mb, reset_peak_memory, resolve_device
 from mlatr.training.schedule import lr_factor
 
 #: ``callback(trainer, info)`` after each optimizer step. ``info`` holds step, epoch, loss, lr, the
-#: objective's logs, and the step's inputs: ``batch`` (TrainBatch), ``selection`` (the scheme's texts),
+#: objective's terms and diagnostics (:meth:`~mlatr.training.objective.LossOutput.log_values`), and the
+#: step's inputs: ``batch`` (TrainBatch), ``selection`` (the scheme's texts),
 #: ``audio_emb`` / ``text_emb`` (pooled unit embeddings before the step, detached; ``text_emb`` is flat,
 #: in ``selection.texts`` order). A callback may put numbers into ``trainer.extra_logs``; they are
 #: written with this step's log line (diagnostics such as SupCLAP's drift).
 StepCallback = Callable[["Trainer", dict[str, Any]], None]
 
 
-def resolve_device(name: str) -> torch.device:
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(name)
-
-
 def build_model(cfg: Config, train_manifest: Manifest):
     """A fresh :class:`DualEncoder` for ``cfg`` (text tokenizers trained on the training captions)."""
-    from mlatr.models import build_audio_encoder, build_text_encoder
-    from mlatr.models.dual_encoder import DualEncoder
-    from mlatr.models.registry import text_encoder_takes_corpus
-
     audio_opts = dict(cfg.model.audio)
     text_opts = dict(cfg.model.text)
     if text_encoder_takes_corpus(text_opts["name"]) and "tokenizer" not in text_opts:
@@ -74,8 +70,6 @@ class Trainer:
         self.cfg = cfg
         self.out = Path(cfg.out_dir)
         self.device = resolve_device(cfg.train.device)
-        from mlatr.training.diagnostics import diagnostic_callbacks
-
         self.callbacks = list(callbacks or []) + diagnostic_callbacks(cfg.train.diagnostics)
         self.extra_logs: dict[str, float] = {}
         manifest = Manifest.load(cfg.data.manifest, skip_bad=cfg.data.skip_bad)
@@ -89,11 +83,10 @@ class Trainer:
         )
         self.val_source = (AudioSource(self.val_manifest, cfg.data.sample_rate, cache=cfg.data.cache_audio,
                                        skip_bad=cfg.data.skip_bad) if self.val_manifest else None)
-        self.pairing = build_pairing(cfg.objective.scheme)
 
         torch.manual_seed(derive_seed(cfg.seed, "init"))
-        self.model = self._initial_model(manifest).to(self.device)
-        self.objective = TrainingObjective(cfg.objective, cfg.train.batch_size).to(self.device)
+        self.model = self._initial_model().to(self.device)
+        self.objective = build_objective(cfg.objective, cfg.train.batch_size).to(self.device)
         params = [p for p in list(self.model.parameters()) + list(self.objective.parameters()) if p.requires_grad]
         opt_cls = torch.optim.AdamW if cfg.optim.name == "adamw" else torch.optim.Adam
         wd = cfg.optim.weight_decay if cfg.optim.name == "adamw" else 0.0
@@ -116,15 +109,11 @@ class Trainer:
                              "or choose another out_dir")
 
     # ---- set-up ----------------------------------------------------------------------------------
-    def _initial_model(self, manifest: Manifest):
+    def _initial_model(self):
+        """A fresh model, or the one of ``model.init_checkpoint`` (ATRI §5.3: KCL / CACL start from ML-CLAP)."""
         init = self.cfg.model.init_checkpoint
         if init:
-            from mlatr.models.dual_encoder import DualEncoder
-
-            state = read_checkpoint(init)
-            model = DualEncoder.from_config(state["model_config"])
-            model.load_state_dict(state["model"])
-            return model
+            return load_model(init).model
         return build_model(self.cfg, self.train_manifest)
 
     def _resume(self) -> None:
@@ -174,8 +163,6 @@ class Trainer:
         return summary
 
     def _train_epoch(self, epoch: int, log, writer) -> dict[str, Any]:
-        from tqdm import tqdm
-
         cfg = self.cfg
         self.model.train()
         torch.manual_seed(derive_seed(cfg.seed, epoch, "torch"))
@@ -189,14 +176,12 @@ class Trainer:
         self.optimizer.zero_grad(set_to_none=True)
         pending = 0
         for batch in self.batches.epoch(epoch):
-            selection = self.pairing.select(batch.rows, cfg.data.languages, pairing_gen)
+            selection = self.objective.scheme.select(batch.rows, cfg.data.languages, pairing_gen)
             with amp:
                 audio = self.model.encode_audio(batch.waveform.to(self.device), batch.lengths.to(self.device))
                 text = self.model.encode_text(selection.texts, selection.langs)
-                loss, logs = self.objective(audio.pooled.float(), selection.gather(text.pooled.float()),
-                                            selection, self.model.temperature,
-                                            **({"audio_out": audio, "text_out": text}
-                                               if self.objective.matching is not None else {}))
+                out = self.objective(audio, text, selection, self.model.temperature)
+                loss = out.total
             if not torch.isfinite(loss):
                 raise MlatrError(f"non-finite loss at epoch {epoch + 1}, step {self.step}: lower optim.lr "
                                  "or check the data")
@@ -209,7 +194,7 @@ class Trainer:
                 self._optimizer_step()
                 pending = 0
                 info = {"type": "step", "step": self.step, "epoch": epoch + 1, "loss": float(loss.detach()),
-                        "lr": self.scheduler.get_last_lr()[0], **logs}
+                        "lr": self.scheduler.get_last_lr()[0], **out.log_values()}
                 for cb in self.callbacks:
                     cb(self, {**info, "batch": batch, "selection": selection,
                               "audio_emb": audio.pooled.detach(), "text_emb": text.pooled.detach()})
@@ -263,19 +248,13 @@ class Trainer:
         return every > 0 and (epoch % every == 0 or epoch == self.cfg.train.epochs)
 
     def validate(self) -> dict[str, Any]:
-        from mlatr.encoding import encode_manifest
-        from mlatr.evaluation import evaluate_embeddings
-
-        head = self.objective.matching.head if self.objective.matching is not None else None
+        """Validation metrics, ranked with the head being trained (fine-grained paper §2.1; cosine otherwise)."""
+        head = self.objective.ranking_head
         enc = encode_manifest(self.model, self.val_manifest, self.cfg.data.languages,
                               batch_size=self.cfg.train.eval_batch_size,
                               max_seconds=self.cfg.data.eval_max_seconds, source=self.val_source,
-                              frames=head is not None and head.needs_frames)
-        if head is not None:  # rank with the head being trained (fine-grained paper §2.1)
-            from mlatr.evaluation.with_head import evaluate_with_head
-
-            return evaluate_with_head(head, enc)
-        return evaluate_embeddings(**enc.arrays())
+                              frames=head.needs_frames)
+        return evaluate_with_head(head, enc)
 
     def _state(self) -> dict[str, Any]:
         return {
@@ -283,8 +262,7 @@ class Trainer:
             "objective": self.objective.state_dict(), "train_config": self.cfg.to_dict(),
             "epoch": self.epoch, "step": self.step, "optimizer": self.optimizer.state_dict(),
             "scheduler": self.scheduler.state_dict(), "best": self.best, "history": self.history,
-            **({"matching_head": self.objective.matching.head.config()}
-               if self.objective.matching is not None else {}),
+            "matching_head": self.objective.ranking_head.config(),
         }
 
     def summary(self) -> dict[str, Any]:

@@ -1,0 +1,295 @@
+"""Pairing schemes (ATRI): which captions of a batch are encoded, and which embedding sets are contrasted.
+
+A training batch row holds, for one clip, the captions of one source caption ``j`` in every language
+(``row[k]`` translates ``row[0]``; ``None`` where a translation is missing). A scheme owns both
+decisions a multilingual objective makes about such a batch:
+
+- :meth:`Scheme.select` -- which captions are *encoded*: the flat list of texts and an index ``[N, S]``
+  that places them back in ``S`` slots per clip, so the text encoder runs once per step on exactly the
+  texts the scheme needs (what makes ML-CLAP and CACL cheaper than KCL, ATRI Table 4);
+- :meth:`Scheme.pairs` -- which sets are *contrasted*: a list of :class:`~mlatr.losses.Pair` built from
+  the batch's audio ``[N, ...]`` and the slotted texts ``[N, S, ...]``. Any base loss scores the pairs
+  (InfoNCE, SigLIP: :func:`~mlatr.losses.pairs_loss`), SVR regularises the audio-text ones and a matching
+  head scores them on frames, because a side may be a tensor ``[N, d]`` or an
+  :class:`~mlatr.models.outputs.EncoderOutput` (pooled vectors, frames, masks).
+
+The three schemes:
+
+- :class:`MLCLAPScheme` (ATRI §3.1 eq. 4-5; Yan et al. 2024): one language ``q_i`` drawn uniformly per
+  clip among those present, redrawn every step. ``S = 1``; one pair ``audio-text``.
+- :class:`KCLScheme` (ATRI §4.1 eq. 9-11): all K languages. ``S = K``; one pair ``audio-text[k]`` per
+  language among the clips that have a language-``k`` caption.
+- :class:`CACLScheme` (ATRI §4.2 eq. 12-13): English plus one language drawn uniformly among the other
+  languages present. ``S = 2``; pairs ``audio-eng``, ``audio-other`` and ``eng-other``.
+
+Randomness comes only from the ``torch.Generator`` passed to :meth:`Scheme.select` (through
+:func:`draw_languages`, the one language-draw rule of mlatr).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from mlatr.errors import MlatrError
+from mlatr.losses._common import Pair, take_rows, take_slot
+
+#: Scheme names, in the order the CLI and the docs list them.
+SCHEME_NAMES = ("mlclap", "kcl", "cacl")
+
+
+@dataclass
+class Selection:
+    """Texts a scheme chose for one batch.
+
+    Attributes:
+        texts: the captions to encode, flat.
+        langs: their language codes.
+        index: ``[N, S]`` long, position in ``texts`` of clip i's caption in slot s, or -1 if absent.
+        slot_langs: ``[N][S]`` language of each slot (``None`` where absent).
+    """
+
+    texts: list[str]
+    langs: list[str]
+    index: Tensor
+    slot_langs: list[list[str | None]]
+
+    @property
+    def mask(self) -> Tensor:
+        """``[N, S]`` bool, True where a caption fills the slot."""
+        return self.index >= 0
+
+    def gather(self, encoded):
+        """Place per-text rows ``[len(texts), ...]`` into ``[N, S, ...]`` (zeros / False where a slot is
+        empty); an :class:`~mlatr.models.outputs.EncoderOutput` field by field."""
+        if not isinstance(encoded, Tensor):
+            return encoded.map(self.gather)
+        n, s = self.index.shape
+        out = encoded.new_zeros(n, s, *encoded.shape[1:])  # [N, S, ...]
+        filled = self.mask.to(encoded.device)
+        out[filled] = encoded[self.index.to(encoded.device)[filled]]
+        return out
+
+
+def draw_languages(text_mask: Tensor, generator: torch.Generator | None = None,
+                   exclude: int | None = None) -> Tensor:
+    """For each clip, one language index drawn uniformly among those it has a caption in.
+
+    This is ATRI's ``q_i <-R- {1..K}`` (§3.1 eq. 4, ML-CLAP) or, with ``exclude=0`` (the English
+    column), ``q_i <-R- {2..K}`` of CACL (§4.2). Clip by clip, in order, one
+    ``torch.randint(len(candidates), generator=generator)`` picks among the clip's candidate columns
+    (ascending), so the same generator state gives the same languages whatever the device.
+
+    Inputs:
+        text_mask: ``[N, K]`` bool, True where clip ``i`` has a caption in language ``k``.
+        generator: the ``torch.Generator`` the draw comes from. Without one, every clip must have at most
+            one candidate (randomness is never implicit).
+        exclude: a language column never to draw (e.g. 0 = English for CACL's other language).
+
+    Returns:
+        ``[N]`` long tensor on ``text_mask``'s device; ``-1`` for a clip with no candidate language.
+
+    Example:
+        >>> import torch
+        >>> mask = torch.tensor([[True, False, True], [False, True, False]])
+        >>> draw_languages(mask, exclude=0).tolist()
+        [2, 1]
+    """
+    if text_mask.dim() != 2 or text_mask.dtype != torch.bool:
+        raise ValueError(f"text_mask must be a [N, K] bool tensor, got {text_mask.dtype} {tuple(text_mask.shape)}")
+    candidates = text_mask.detach().cpu().clone()
+    if exclude is not None:
+        candidates[:, exclude] = False
+    chosen = torch.full((candidates.shape[0],), -1, dtype=torch.long)
+    for i, row in enumerate(candidates.tolist()):
+        options = [k for k, present in enumerate(row) if present]
+        if not options:
+            continue
+        if generator is None:
+            if len(options) > 1:
+                raise ValueError("drawing languages needs an explicit torch.Generator (some clip has several)")
+            chosen[i] = options[0]
+            continue
+        chosen[i] = options[int(torch.randint(len(options), (1,), generator=generator))]
+    return chosen.to(text_mask.device)
+
+
+def _row_mask(rows: Sequence[Sequence[str | None]]) -> Tensor:
+    return torch.tensor([[t is not None for t in row] for row in rows], dtype=torch.bool).reshape(len(rows), -1)
+
+
+def _build(columns: list[list[tuple[str, str] | None]], slots: int) -> Selection:
+    texts: list[str] = []
+    langs: list[str] = []
+    index = torch.full((len(columns), slots), -1, dtype=torch.long)
+    slot_langs: list[list[str | None]] = []
+    for i, row in enumerate(columns):
+        slot_langs.append([])
+        for k, item in enumerate(row):
+            if item is None:
+                slot_langs[i].append(None)
+                continue
+            text, lang = item
+            index[i, k] = len(texts)
+            texts.append(text)
+            langs.append(lang)
+            slot_langs[i].append(lang)
+    return Selection(texts, langs, index, slot_langs)
+
+
+class Scheme:
+    """Base class: :meth:`select` (which captions are encoded) and :meth:`pairs` (which sets are contrasted)."""
+
+    name = "base"
+
+    def select(self, rows: Sequence[Sequence[str | None]], languages: Sequence[str],
+               generator: torch.Generator) -> Selection:
+        raise NotImplementedError
+
+    def pairs(self, audio, text, mask: Tensor) -> list[Pair]:
+        """The pairs of one batch: ``audio [N, ...]``, ``text [N, S, ...]`` (``Selection.gather``),
+        ``mask [N, S]`` bool. Sides are tensors or :class:`~mlatr.models.outputs.EncoderOutput` s."""
+        raise NotImplementedError
+
+
+class MLCLAPScheme(Scheme):
+    """One random language per clip, then one audio-text pair (the ML-CLAP baseline)."""
+
+    name = "mlclap"
+
+    def select(self, rows, languages, generator):
+        mask = _row_mask(rows)
+        empty = (~mask.any(dim=1)).nonzero().flatten().tolist()
+        if empty:
+            raise MlatrError(f"batch row {empty[0]} has no caption in any language")
+        chosen = draw_languages(mask, generator)
+        return _build([[(row[k], languages[k])] for row, k in zip(rows, chosen.tolist(), strict=True)], 1)
+
+    def pairs(self, audio, text, mask):
+        return [Pair(audio, take_slot(text, 0), "audio-text")]
+
+
+class KCLScheme(Scheme):
+    """All K languages of each clip (1-to-K contrastive learning): one pair per language."""
+
+    name = "kcl"
+
+    def select(self, rows, languages, generator):
+        cols = [[(t, languages[k]) if t is not None else None for k, t in enumerate(row)] for row in rows]
+        return _build(cols, len(languages))
+
+    def pairs(self, audio, text, mask):
+        return kcl_pairs(audio, text, mask)
+
+
+class CACLScheme(Scheme):
+    """English plus one other random language (audio-English co-anchor contrastive learning)."""
+
+    name = "cacl"
+
+    def select(self, rows, languages, generator):
+        if languages[0] != "eng":
+            raise MlatrError("CACL needs English as the first language")
+        mask = _row_mask(rows)
+        no_english = (~mask[:, 0]).nonzero().flatten().tolist()
+        if no_english:
+            raise MlatrError(f"batch row {no_english[0]} has no English caption (CACL anchors on English)")
+        other = draw_languages(mask, generator, exclude=0)
+        cols = [[(row[0], "eng"), (row[k], languages[k]) if k >= 0 else None]
+                for row, k in zip(rows, other.tolist(), strict=True)]
+        return _build(cols, 2)
+
+    def pairs(self, audio, text, mask):
+        # Clips whose caption has no translation contribute to the audio-English pair only.
+        return cacl_pairs(audio, take_slot(text, 0), take_slot(text, 1), other_mask=mask[:, 1])
+
+
+SCHEMES: dict[str, type[Scheme]] = {"mlclap": MLCLAPScheme, "kcl": KCLScheme, "cacl": CACLScheme}
+
+
+def build_scheme(name: str) -> Scheme:
+    """The scheme named ``name`` (``mlclap``, ``kcl`` or ``cacl``)."""
+    if name not in SCHEMES:
+        raise MlatrError(f"unknown pairing scheme {name!r}; available: {', '.join(SCHEMES)}")
+    return SCHEMES[name]()
+
+
+def check_multilingual(audio, text, text_mask: Tensor | None) -> None:
+    """Raise ``ValueError`` unless ``audio [N, ...]``, ``text [N, K, ...]``, ``text_mask [N, K]`` bool agree."""
+    a, t = _pooled(audio), _pooled(text)
+    if a.dim() != 2 or t.dim() != 3:
+        raise ValueError(f"expected audio [N, d] and text [N, K, d], got {tuple(a.shape)} and {tuple(t.shape)}")
+    if t.shape[0] != a.shape[0] or t.shape[2] != a.shape[1]:
+        raise ValueError(f"audio {tuple(a.shape)} and text {tuple(t.shape)} disagree on N or d")
+    if text_mask is not None and (text_mask.dtype != torch.bool or tuple(text_mask.shape) != tuple(t.shape[:2])):
+        raise ValueError(f"text_mask must be a bool tensor of shape {tuple(t.shape[:2])}, "
+                         f"got {text_mask.dtype} {tuple(text_mask.shape)}")
+
+
+def _pooled(side) -> Tensor:
+    return side if isinstance(side, Tensor) else side.pooled
+
+
+def kcl_pairs(audio, text, text_mask: Tensor | None = None) -> list[Pair]:
+    """The pairs of 1-to-K contrastive learning: one (audio, language-k captions) pair per language.
+
+    Pair ``k`` holds the clips that have a caption in language ``k`` (all clips without a mask) and
+    those captions, so language ``k``'s negatives are other clips' language-``k`` captions only, as
+    in the denominators of ATRI eq. 10-11. Languages with no caption in the batch give no pair.
+
+    Inputs:
+        audio: ``[N, d]``; text: ``[N, K, d]`` (``text[i, k]`` is clip ``i``'s caption in language
+            ``k``), tensors or EncoderOutputs; text_mask: ``[N, K]`` bool, True where the caption exists
+            (None = all exist).
+
+    Returns:
+        List of :class:`~mlatr.losses.Pair` named ``"audio-text[k]"``.
+    """
+    check_multilingual(audio, text, text_mask)
+    if text_mask is not None:
+        text_mask = text_mask.to(_pooled(text).device)
+    pairs = []
+    for k in range(_pooled(text).shape[1]):
+        if text_mask is None:
+            pairs.append(Pair(audio, take_slot(text, k), f"audio-text[{k}]"))
+            continue
+        rows = text_mask[:, k].nonzero().squeeze(1)
+        if rows.numel():
+            pairs.append(Pair(take_rows(audio, rows), take_rows(take_slot(text, k), rows), f"audio-text[{k}]"))
+    return pairs
+
+
+def cacl_pairs(audio, eng, other, other_mask: Tensor | None = None) -> list[Pair]:
+    """The three pairs of CACL: (audio, English), (audio, other language), (English, other language).
+
+    Inputs:
+        audio, eng, other: ``[N, d]`` (tensors or EncoderOutputs); row ``i`` of each is clip ``i``'s audio,
+            its English caption ``t_i1`` and its caption ``t_iq_i`` in the language drawn for it (ATRI §4.2;
+            :func:`draw_languages` with ``exclude=`` the English column).
+        other_mask: ``[N]`` bool, False for clips with no caption in any other language (their
+            ``other`` row is ignored); None = all present.
+
+    Returns:
+        ``[Pair(audio, eng, "audio-eng"), Pair(audio, other, "audio-other"), Pair(eng, other, "eng-other")]``;
+        the last two hold only the rows where ``other_mask`` is True and are omitted when none is.
+    """
+    for name, side in (("eng", eng), ("other", other)):
+        a, t = _pooled(audio), _pooled(side)
+        if a.dim() != 2 or a.shape != t.shape or a.shape[0] == 0:
+            raise ValueError(f"cacl audio, {name}: expected two equal non-empty [n, d] shapes, got "
+                             f"{tuple(a.shape)} and {tuple(t.shape)}")
+    pairs = [Pair(audio, eng, "audio-eng")]
+    n = _pooled(audio).shape[0]
+    if other_mask is not None:
+        if other_mask.dtype != torch.bool or tuple(other_mask.shape) != (n,):
+            raise ValueError(f"other_mask must be a bool tensor of shape ({n},), "
+                             f"got {other_mask.dtype} {tuple(other_mask.shape)}")
+        rows = other_mask.to(_pooled(audio).device).nonzero().squeeze(1)
+        if rows.numel() == 0:
+            return pairs
+        if rows.numel() < n:
+            audio, eng, other = (take_rows(x, rows) for x in (audio, eng, other))
+    return pairs + [Pair(audio, other, "audio-other"), Pair(eng, other, "eng-other")]
