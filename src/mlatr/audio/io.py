@@ -78,6 +78,38 @@ def load_audio(path: str | os.PathLike, sample_rate: int = SAMPLE_RATE) -> np.nd
     return mono
 
 
+def resampled_length(frames: int, sr_in: int, sr_out: int = SAMPLE_RATE) -> int:
+    """Samples that :func:`resample` gives for ``frames`` input samples: ``round(frames * sr_out / sr_in)``
+    with halves rounded up (soxr's output length)."""
+    if sr_in == sr_out:
+        return int(frames)
+    return (2 * int(frames) * sr_out + sr_in) // (2 * sr_in)
+
+
+def probe_length(path: str | os.PathLike, sample_rate: int = SAMPLE_RATE) -> int:
+    """The length :func:`load_audio` will return for ``path``, from the file's header (no decoding).
+
+    Exact for WAV, FLAC and Ogg; formats whose header only estimates the frame count (some MP3) may
+    differ by a few samples from the decoded length, which the training loader tolerates. Raises
+    :class:`MlatrError` naming the file when it is missing, unreadable or empty.
+    """
+    import soundfile as sf
+
+    path = os.fspath(path)
+    if not os.path.isfile(path):
+        raise MlatrError(f"{path}: audio file not found")
+    try:
+        info = sf.info(path)
+    except Exception as exc:  # soundfile raises LibsndfileError / RuntimeError / TypeError
+        raise MlatrError(f"{path}: cannot read audio ({exc})") from exc
+    if info.frames <= 0 or info.channels <= 0:
+        raise MlatrError(f"{path}: audio file is empty (0 samples)")
+    length = resampled_length(info.frames, int(info.samplerate), sample_rate)
+    if length <= 0:
+        raise MlatrError(f"{path}: audio is too short to resample to {sample_rate} Hz")
+    return length
+
+
 def _draw_offset(high: int, generator: np.random.Generator | torch.Generator | None) -> int:
     """A uniform integer in ``[0, high]`` from the caller's generator."""
     if generator is None:

@@ -108,3 +108,10 @@ def diagonal_cross_entropy(logits: Tensor) -> Tensor:
     Row ``i`` is one anchor; its positive is column ``i``, every other column is a negative.
     """
     return -torch.log_softmax(logits, dim=1).diagonal()
+
+
+def row_cross_entropy(logits: Tensor, positives: Tensor) -> Tensor:
+    """Per-row InfoNCE ``-log softmax(logits[k])[positives[k]]`` of ``[r, n]`` logits -> ``[r]``: the rows
+    ``positives`` of a square matrix, whose positives sit at those columns (:func:`diagonal_cross_entropy`
+    of a subset of rows)."""
+    return -torch.log_softmax(logits, dim=1).gather(1, positives[:, None]).squeeze(1)

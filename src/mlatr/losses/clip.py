@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from torch import Tensor
 
-from mlatr.losses._common import PairSum, Scalar, check_pair, cosine_logits, diagonal_cross_entropy
+from mlatr.losses._common import PairSum, Scalar, check_pair, cosine_logits, diagonal_cross_entropy, row_cross_entropy
 
 
-def infonce_pair(u: Tensor, v: Tensor, temperature: Scalar) -> PairSum:
+def infonce_pair(u: Tensor, v: Tensor, temperature: Scalar, rows: Tensor | None = None) -> PairSum:
     """InfoNCE of one aligned pair, summed over both directions (ATRI eq. 13, SupCLAP eq. 5).
 
     ``L^{uv} = -sum_i log softmax_j(s(u_i, v_j)/tau)[i] - sum_i log softmax_j(s(v_i, u_j)/tau)[i]``
@@ -17,10 +17,13 @@ def infonce_pair(u: Tensor, v: Tensor, temperature: Scalar) -> PairSum:
     Inputs:
         u, v: ``[n, d]`` embeddings, ``u[i]`` matches ``v[i]``; L2-normalised here.
         temperature: ``tau > 0``, a float or a scalar tensor (learnable).
+        rows: optional ``[n]`` bool: score only these rows in both directions (``u_i`` against every
+            ``v_j`` and ``v_i`` against every ``u_j``, ``i`` in ``rows``); ``count`` stays ``2n``, so the
+            totals over a partition of the rows add up to the whole pair's (a distributed local loss).
 
     Returns:
-        :class:`~mlatr.losses.PairSum` with ``total`` the sum of the ``2n`` cross-entropy terms and
-        ``count = 2n``.
+        :class:`~mlatr.losses.PairSum` with ``total`` the sum of the ``2n`` cross-entropy terms (of the
+        selected rows) and ``count = 2n``.
 
     Example:
         >>> import torch
@@ -33,6 +36,11 @@ def infonce_pair(u: Tensor, v: Tensor, temperature: Scalar) -> PairSum:
         Data Distribution Errors", ACL 2025, §4.2, eq. 13.
     """
     check_pair(u, v)
+    if rows is not None:
+        idx = rows.to(u.device).nonzero().squeeze(1)
+        total = (row_cross_entropy(cosine_logits(u[idx], v, temperature), idx).sum()
+                 + row_cross_entropy(cosine_logits(v[idx], u, temperature), idx).sum())
+        return PairSum(total=total, count=2 * u.shape[0])
     logits = cosine_logits(u, v, temperature)
     total = diagonal_cross_entropy(logits).sum() + diagonal_cross_entropy(logits.transpose(0, 1)).sum()
     return PairSum(total=total, count=2 * u.shape[0])

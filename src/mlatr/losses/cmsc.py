@@ -62,6 +62,16 @@ def interc_loss(a2t: Tensor, t2a: Tensor | None = None, tau: float = TAU) -> Ten
     return -(a_term + t_term) / b
 
 
+def interc_rows_loss(a2t_rows: Tensor, t2a_rows: Tensor, rows: Tensor, tau: float = TAU) -> Tensor:
+    """The part of :func:`interc_loss` owed to the anchors ``rows`` (``[r]`` long): ``a2t_rows [r, B]`` are
+    rows ``rows`` of ``a2t``, ``t2a_rows [r, B]`` those of ``t2a``. The parts of a partition of the rows add
+    up to the whole loss (the normaliser stays ``1/B``): a distributed local loss."""
+    b = a2t_rows.shape[1]
+    a_term = torch.log_softmax(a2t_rows / tau, dim=1).gather(1, rows[:, None]).sum()
+    t_term = torch.log_softmax(t2a_rows / tau, dim=1).gather(1, rows[:, None]).sum()
+    return -(a_term + t_term) / b
+
+
 #: How eq. 7-8 mix the intra-modal similarities with the binary labels (:func:`soft_labels`).
 SOFT_LABEL_MIXTURES = ("probability", "logit")
 

@@ -64,7 +64,7 @@ def pair_loss(base: str | PairLoss, temperature: Scalar, bias: Scalar | None = N
 
 
 def pairs_loss(pairs: Sequence[Pair], loss_fn: PairLoss, audio_text_loss: PairLoss | None = None, *,
-               audio_text_objective: PairLoss | None = None) -> Tensor:
+               audio_text_objective: PairLoss | None = None, rows: Sequence[Tensor] | None = None) -> Tensor:
     """``sum_p total_p / sum_p count_p`` over the pairs a scheme produced.
 
     With InfoNCE this is exactly the papers' normalisation: KCL's ``1/(2NK)`` (ATRI eq. 9, ``K``
@@ -79,6 +79,9 @@ def pairs_loss(pairs: Sequence[Pair], loss_fn: PairLoss, audio_text_loss: PairLo
             ``"audio-"``, the naming contract of the schemes), e.g. SupCLAP's Simple Reweight
             baseline; text-text pairs (CACL's English-other) keep ``loss_fn``.
         audio_text_objective: deprecated name of ``audio_text_loss``.
+        rows: optional ``[n_p]`` bool per pair: score only those rows (``loss_fn(..., rows=r)``, the base
+            losses of :func:`pair_loss`); the result is then this part's share of the loss, the shares of a
+            partition of the rows summing to it (a distributed local loss).
 
     Returns:
         Scalar tensor.
@@ -89,6 +92,11 @@ def pairs_loss(pairs: Sequence[Pair], loss_fn: PairLoss, audio_text_loss: PairLo
         audio_text_loss = audio_text_objective
     if not pairs:
         raise MlatrError("pairs_loss: no pairs to contrast (every caption is masked out?)")
+    if rows is not None:
+        if audio_text_loss is not None:
+            raise MlatrError("pairs_loss: rows= needs the base losses of pair_loss (not audio_text_loss)")
+        sums = [loss_fn(p.anchor, p.target, rows=r) for p, r in zip(pairs, rows, strict=True)]
+        return torch.stack([s.total for s in sums]).sum() / sum(s.count for s in sums)
     sums = [(audio_text_loss if audio_text_loss is not None and p.name.startswith("audio-")
              else loss_fn)(p.anchor, p.target) for p in pairs]
     total = torch.stack([s.total for s in sums]).sum()

@@ -9,7 +9,7 @@ from torch import Tensor
 from mlatr.losses._common import PairSum, Scalar, check_pair, cosine_logits
 
 
-def siglip_pair(u: Tensor, v: Tensor, temperature: Scalar, bias: Scalar) -> PairSum:
+def siglip_pair(u: Tensor, v: Tensor, temperature: Scalar, bias: Scalar, rows: Tensor | None = None) -> PairSum:
     """Sigmoid loss of one aligned pair, summed over all ``n * n`` (u_i, v_j) terms.
 
     ``logit_ij = cos(u_i, v_j) / tau + b``, ``z_ij = +1`` if ``i == j`` else ``-1``, and
@@ -21,6 +21,8 @@ def siglip_pair(u: Tensor, v: Tensor, temperature: Scalar, bias: Scalar) -> Pair
         u, v: ``[n, d]`` embeddings, ``u[i]`` matches ``v[i]``; L2-normalised here.
         temperature: ``tau > 0`` (SigLIP's ``1/t``), float or scalar tensor (learnable).
         bias: ``b``, float or scalar tensor (learnable; SigLIP initialises it to -10 with ``tau=0.1``).
+        rows: optional ``[n]`` bool: sum only the terms of these ``u`` rows (``count`` stays ``n``), so the
+            totals over a partition of the rows add up to the whole pair's (a distributed local loss).
 
     Returns:
         :class:`~mlatr.losses.PairSum` with ``total`` the summed loss and ``count = n``.
@@ -35,8 +37,14 @@ def siglip_pair(u: Tensor, v: Tensor, temperature: Scalar, bias: Scalar) -> Pair
         Zhai et al., "Sigmoid Loss for Language Image Pre-Training", ICCV 2023, §3.3 eq. 1.
     """
     check_pair(u, v)
-    logits = cosine_logits(u, v, temperature) + bias
     n = u.shape[0]
+    if rows is not None:
+        idx = rows.to(u.device).nonzero().squeeze(1)
+        logits = cosine_logits(u[idx], v, temperature) + bias
+        labels = -torch.ones_like(logits)
+        labels[torch.arange(idx.shape[0], device=idx.device), idx] = 1.0
+        return PairSum(total=-F.logsigmoid(labels * logits).sum(), count=n)
+    logits = cosine_logits(u, v, temperature) + bias
     labels = 2.0 * torch.eye(n, dtype=logits.dtype, device=logits.device) - 1.0
     total = -F.logsigmoid(labels * logits).sum()
     return PairSum(total=total, count=n)

@@ -73,10 +73,13 @@ class DualEncoder(nn.Module):
         """Captions (+ ISO 639-3 languages) -> unit-norm ``pooled [B, d]``, token ``frames``, ``mask``."""
         return _project(self.text_projection, self.text_encoder(texts, langs))
 
-    def forward(self, waveform: torch.Tensor, lengths: torch.Tensor | None, texts: Sequence[str],
-                langs: Sequence[str] | None = None) -> tuple[EncoderOutput, EncoderOutput]:
-        """Both modalities at once (one call, as ``DistributedDataParallel`` wants)."""
-        return self.encode_audio(waveform, lengths), self.encode_text(texts, langs)
+    def forward(self, waveform: torch.Tensor | None, lengths: torch.Tensor | None, texts: Sequence[str] | None,
+                langs: Sequence[str] | None = None) -> tuple[EncoderOutput | None, EncoderOutput | None]:
+        """Both modalities at once (one call, as ``DistributedDataParallel`` wants), audio first; a side
+        given as None is not encoded and comes back as None (gradient caching replays one side at a time)."""
+        audio = None if waveform is None else self.encode_audio(waveform, lengths)
+        text = None if texts is None else self.encode_text(texts, langs)
+        return audio, text
 
     def config(self) -> dict:
         """JSON-able description that :meth:`from_config` rebuilds (weights come from ``state_dict``)."""

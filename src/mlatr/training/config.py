@@ -39,10 +39,20 @@ class DataConfig:
     #: Training crop length in seconds (random crop); evaluation uses ``eval_max_seconds``.
     max_seconds: float = 6.0
     eval_max_seconds: float = 10.0
-    #: Keep decoded waveforms in memory after the first epoch (fast for small data sets).
-    cache_audio: bool = True
+    #: Keep decoded waveforms in memory: true | false | auto (when the decoded training + validation audio
+    #: fits in ``cache_max_gb``; AudioCaps' 49k clips at 16 kHz float32, about 31 GB, do not, and stream).
+    cache_audio: bool | str = "auto"
+    cache_max_gb: float = 4.0
     #: Skip unreadable audio and count it instead of stopping.
     skip_bad: bool = False
+    #: Worker processes reading audio (0 = in the training process); auto = the CPUs of this process
+    #: shared among the training processes of the machine, minus one, at most 8.
+    workers: str | int = "auto"
+    #: Batches each worker prepares ahead.
+    prefetch: int = 2
+    #: A decoded-audio store (``mlatr data prepare MANIFEST -o STORE``) to read the clips from instead of
+    #: decoding the manifest's files; None = decode the files.
+    store: str | None = None
 
 
 @dataclass
@@ -133,6 +143,10 @@ class OptimConfig:
     min_lr_ratio: float = 0.0
     grad_clip: float | None = 1.0
     accumulate: int = 1
+    #: Gradient caching (Gao et al. 2021): encode the batch without graphs in chunks of this many clips /
+    #: captions, compute the loss on the cached embeddings, then replay each chunk with its embedding
+    #: gradient. Same loss and gradients as the plain step, activation memory of one chunk. None = off.
+    grad_cache_chunk: int | None = None
     #: Mixed precision: "auto" uses bf16/fp16 autocast on CUDA only.
     amp: str = "auto"  # auto | off
 
@@ -154,6 +168,20 @@ class TrainConfig:
 
 
 @dataclass
+class DistConfig:
+    """Training with several processes (``torchrun``); ignored in a single process."""
+
+    #: Each process scores only its own clips' rows against the global batch (open_clip's local loss):
+    #: the same loss and gradients, ``1/world_size`` of the loss's compute and memory. Pooled InfoNCE /
+    #: SigLIP and the matching heads' InterC; see :mod:`mlatr.training.distributed`.
+    local_loss: bool = False
+    #: DistributedDataParallel's option, for models with parameters some steps do not use.
+    find_unused_parameters: bool = False
+    #: How long a process waits for the others (validation runs on the first process only).
+    timeout_minutes: float = 60.0
+
+
+@dataclass
 class Config:
     seed: int = 0
     out_dir: str = "runs/default"
@@ -162,9 +190,28 @@ class Config:
     objective: ObjectiveConfig = field(default_factory=ObjectiveConfig)
     optim: OptimConfig = field(default_factory=OptimConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
+    dist: DistConfig = field(default_factory=DistConfig)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
+
+
+#: Settings that choose how a run executes, not what it computes (the same batches and, up to
+#: floating-point rounding, the same updates): a run may resume with other values of these.
+EXECUTION_KEYS = (("data", "workers"), ("data", "prefetch"), ("data", "cache_audio"), ("data", "cache_max_gb"),
+                  ("optim", "grad_cache_chunk"), ("train", "progress"), ("dist",))
+
+
+def resume_view(tree: dict[str, Any]) -> dict[str, Any]:
+    """A config tree without :data:`EXECUTION_KEYS`: what must match for a run to resume."""
+    out = _deep_copy(tree)
+    for path in EXECUTION_KEYS:
+        node = out
+        for part in path[:-1]:
+            node = node.get(part) if isinstance(node, dict) else None
+        if isinstance(node, dict):
+            node.pop(path[-1], None)
+    return out
 
 
 def _build(cls: type, values: Any, where: str) -> Any:
@@ -195,6 +242,7 @@ _SECTIONS: dict[tuple[type, str], type] = {
     (Config, "objective"): ObjectiveConfig,
     (Config, "optim"): OptimConfig,
     (Config, "train"): TrainConfig,
+    (Config, "dist"): DistConfig,
     (ObjectiveConfig, "svr"): SVRConfig,
     (ObjectiveConfig, "matching"): MatchingConfig,
     (ObjectiveConfig, "cmsc"): CMSCConfig,
@@ -269,6 +317,17 @@ def validate_config(cfg: Config) -> None:
         raise MlatrError(f"config: optim.schedule must be cosine or constant, got {cfg.optim.schedule!r}")
     if cfg.optim.accumulate < 1 or cfg.train.batch_size < 1 or cfg.train.epochs < 1:
         raise MlatrError("config: optim.accumulate, train.batch_size and train.epochs must be >= 1")
+    d = cfg.data
+    if d.cache_audio not in (True, False, "auto"):
+        raise MlatrError(f"config: data.cache_audio must be true, false or auto, got {d.cache_audio!r}")
+    if d.workers != "auto" and not (isinstance(d.workers, int) and not isinstance(d.workers, bool)
+                                    and d.workers >= 0):
+        raise MlatrError(f"config: data.workers must be auto or an integer >= 0, got {d.workers!r}")
+    if not isinstance(d.prefetch, int) or d.prefetch < 1:
+        raise MlatrError(f"config: data.prefetch must be an integer >= 1, got {d.prefetch!r}")
+    chunk = cfg.optim.grad_cache_chunk
+    if chunk is not None and (not isinstance(chunk, int) or isinstance(chunk, bool) or chunk < 1):
+        raise MlatrError(f"config: optim.grad_cache_chunk must be null (off) or an integer >= 1, got {chunk!r}")
     if not cfg.data.languages:
         raise MlatrError("config: data.languages is empty")
     if cfg.objective.scheme == "cacl" and cfg.data.languages[0] != "eng":

@@ -25,6 +25,11 @@ bottom (every step below is one line of :meth:`Objective.forward`):
    the same list (:class:`~mlatr.losses.svr_regularizer.SVRRegularizer`, row-weighted; CACL's
    English-other pair is text-text and is not regularised).
 
+``rows`` (a distributed local loss, :mod:`mlatr.training.distributed`): only the rows of the given clips
+are scored, against the whole batch, with the whole batch's normalisation, so the terms of a partition of
+the clips add up to the terms of the batch. Pooled InfoNCE / SigLIP and the matching heads' InterC support
+it; SVR, Simple Reweight and CMSC's soft-label terms need the whole batch in every row and do not.
+
 The loss is the sum of the terms. Example: ``scheme=kcl`` + ``svr={radius: dynamic}`` computes
 ``contrastive`` = KCL's InfoNCE over the K language pairs and ``svr`` = the row-weighted mean over
 languages of ``(alpha L_svr + beta L_cons) / 2``, each language's radius predicted by the DynamicRadius
@@ -46,7 +51,7 @@ from torch import Tensor, nn
 
 from mlatr.errors import MlatrError
 from mlatr.losses import BASE_LOSSES, Pair, PairSum, pair_loss, pairs_loss
-from mlatr.losses.cmsc import SOFT_LABEL_MIXTURES, cmsc_loss_terms, cmsc_similarities, interc_loss
+from mlatr.losses.cmsc import SOFT_LABEL_MIXTURES, cmsc_loss_terms, cmsc_similarities, interc_loss, interc_rows_loss
 from mlatr.losses.radius import RADIUS_INPUTS, RADIUS_OUTPUTS
 from mlatr.losses.schemes import SCHEME_NAMES, Scheme, Selection, build_scheme
 from mlatr.losses.simple_reweight import SimpleReweight
@@ -122,20 +127,33 @@ class Objective(nn.Module):
         """The head the trained model ranks with (its own matching head, else pooled cosine)."""
         return self.head if self.head is not None else build_matching_head("cosine")
 
+    @property
+    def supports_rows(self) -> bool:
+        """Whether :meth:`forward` takes ``rows`` (a local loss): no SVR, Simple Reweight or CMSC."""
+        return self.svr is None and self.reweight is None and self.cmsc is None
+
+    def check_rows_support(self) -> None:
+        """Raise :class:`MlatrError` unless :meth:`forward` takes ``rows`` (see :attr:`supports_rows`)."""
+        if not self.supports_rows:
+            raise MlatrError("a local loss (dist.local_loss) supports pooled InfoNCE / SigLIP and the matching "
+                             "heads' InterC; objective.svr, objective.reweight and objective.cmsc score every "
+                             "row against the whole batch: set dist.local_loss=false")
+
     def forward(self, audio: EncoderOutput, text: EncoderOutput, selection: Selection,
-                temperature: Tensor | float) -> LossOutput:
+                temperature: Tensor | float, rows: Tensor | None = None) -> LossOutput:
         frames = self.head is not None and self.head.needs_frames
         audio = audio.float() if frames else EncoderOutput(audio.pooled.float())
         text = text.float() if frames else EncoderOutput(text.pooled.float())
         mask = selection.mask.to(audio.pooled.device)  # [N, S]
         pairs = self.scheme.pairs(audio, selection.gather(text), mask)  # text: [N, S, ...]
         pooled = [p.pooled() for p in pairs]
+        owned = None if rows is None else self._owned_rows(rows, selection)
         diagnostics: dict[str, Tensor] = {}
         if self.head is None:
             terms = {"contrastive": pairs_loss(pooled, pair_loss(self.base, temperature, self.bias),
-                                               audio_text_loss=self._reweighted(temperature))}
+                                               audio_text_loss=self._reweighted(temperature), rows=owned)}
         else:
-            terms = self._head_terms(pairs, temperature)
+            terms = self._head_terms(pairs, temperature, owned)
         if self.svr is not None:
             terms["svr"], svr_diagnostics = self.svr.over_pairs(pooled, temperature, self.bias)
             diagnostics.update({f"svr_{k}": v for k, v in svr_diagnostics.items()})
@@ -144,6 +162,14 @@ class Objective(nn.Module):
         if self.reweight is not None:
             diagnostics["reweight_w"] = self.reweight.log_weight.detach().exp()
         return LossOutput(terms, diagnostics)
+
+    def _owned_rows(self, rows: Tensor, selection: Selection) -> list[Tensor]:
+        """For every pair the scheme builds, ``[n_p]`` bool: which of its rows belong to the clips ``rows``
+        (the scheme's pairs of the clips' ownership flags, built exactly as the embeddings' pairs)."""
+        self.check_rows_support()
+        flags = rows.to(torch.float32)[:, None]  # [N, 1]
+        slotted = flags[:, None, :].expand(-1, selection.index.shape[1], -1)  # [N, S, 1]
+        return [p.anchor[:, 0] > 0.5 for p in self.scheme.pairs(flags, slotted, selection.mask)]
 
     def _reweighted(self, temperature):
         """Simple Reweight (SupCLAP App. E.4) as the pair loss of the audio-text pairs, or None.
@@ -160,14 +186,20 @@ class Objective(nn.Module):
 
         return loss_fn
 
-    def _head_terms(self, pairs: list[Pair], temperature) -> dict[str, Tensor]:
+    def _head_terms(self, pairs: list[Pair], temperature, owned: list[Tensor] | None = None) -> dict[str, Tensor]:
         """Each pair scored by the matching head in both directions: InterC (eq. 6; summed over directions,
-        divided by the pair's size as printed) or the enabled CMSC terms; pairs combined row-weighted."""
+        divided by the pair's size as printed) or the enabled CMSC terms; pairs combined row-weighted.
+        With ``owned``, InterC of the owned rows only (see the module docstring)."""
         totals: dict[str, Tensor] = {}
         weight = 0
-        for pair in pairs:
+        for k, pair in enumerate(pairs):
             n = pair.size
-            if self.cmsc is None:
+            if owned is not None:
+                idx = owned[k].to(pair.pooled().anchor.device).nonzero().squeeze(1)
+                group = {"interc": interc_rows_loss(self._scores(pair.anchor.rows(idx), pair.target),
+                                                    self._scores(pair.target.rows(idx), pair.anchor), idx,
+                                                    temperature)}
+            elif self.cmsc is None:
                 group = {"interc": interc_loss(self._scores(pair.anchor, pair.target),
                                                self._scores(pair.target, pair.anchor), temperature)}
             elif n < 2 and self.cmsc.intrac:

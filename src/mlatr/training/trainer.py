@@ -8,6 +8,11 @@ interrupted run bit-exactly: the same seed gives the same final weights as an un
 Outputs in ``cfg.out_dir``: ``config.yaml``, ``last.pt`` (resume), ``best.pt`` (best validation
 average R@1, the papers' selection rule: ATRI §5.3, SupCLAP §4.1.2), ``log.jsonl`` (one JSON object
 per logged step and per epoch) and ``summary.json``.
+
+Under ``torchrun`` (:mod:`mlatr.training.distributed`) every process runs this loop on its shard of each
+global batch of ``train.batch_size`` clips; the objective sees the global batch. The first process writes
+the outputs, shows the progress bar and validates (once); the others wait for it at the epoch's end. A run
+resumes with any number of processes: the epoch's batches do not depend on it.
 """
 
 from __future__ import annotations
@@ -23,27 +28,31 @@ import torch
 import yaml
 from tqdm import tqdm
 
-from mlatr.data.dataset import AudioSource, TrainBatches, derive_seed
+from mlatr.data.dataset import TrainBatches, derive_seed
+from mlatr.data.loader import default_workers
 from mlatr.data.manifest import Manifest
+from mlatr.data.sources import choose_cache, open_source
 from mlatr.encoding import encode_manifest
 from mlatr.errors import MlatrError
 from mlatr.evaluation.with_head import evaluate_with_head
 from mlatr.io_utils import atomic_write_json, atomic_write_text
 from mlatr.models.dual_encoder import DualEncoder
 from mlatr.models.registry import build_audio_encoder, build_text_encoder, text_encoder_takes_corpus
+from mlatr.training import distributed
 from mlatr.training.checkpoint import load_model, read_checkpoint, save_checkpoint
-from mlatr.training.config import Config
+from mlatr.training.config import Config, resume_view
 from mlatr.training.diagnostics import diagnostic_callbacks
 from mlatr.training.objective import build_objective
-from mlatr.training.resources import memory_kind, peak_memory_mb, reset_peak_memory, resolve_device
+from mlatr.training.resources import memory_kind, peak_memory_mb, reset_peak_memory
 from mlatr.training.schedule import lr_factor
+from mlatr.training.step import StepRunner, step_inputs
 
 #: ``callback(trainer, info)`` after each optimizer step. ``info`` holds step, epoch, loss, lr, the
 #: objective's terms and diagnostics (:meth:`~mlatr.training.objective.LossOutput.log_values`), and the
-#: step's inputs: ``batch`` (TrainBatch), ``selection`` (the scheme's texts),
-#: ``audio_emb`` / ``text_emb`` (pooled unit embeddings before the step, detached; ``text_emb`` is flat,
-#: in ``selection.texts`` order). A callback may put numbers into ``trainer.extra_logs``; they are
-#: written with this step's log line (diagnostics such as SupCLAP's drift).
+#: step's inputs: ``batch`` (TrainBatch, this process's clips), ``selection`` (the scheme's texts of the
+#: global batch), ``audio_emb`` / ``text_emb`` (the global batch's pooled unit embeddings before the step,
+#: detached; ``text_emb`` is flat, in ``selection.texts`` order). A callback may put numbers into
+#: ``trainer.extra_logs``; they are written with this step's log line (diagnostics such as SupCLAP's drift).
 StepCallback = Callable[["Trainer", dict[str, Any]], None]
 
 
@@ -69,24 +78,27 @@ class Trainer:
     def __init__(self, cfg: Config, resume: bool = False, callbacks: list[StepCallback] | None = None):
         self.cfg = cfg
         self.out = Path(cfg.out_dir)
-        self.device = resolve_device(cfg.train.device)
+        self.dist, self.device = distributed.setup(cfg.train.device, cfg.dist.timeout_minutes)
         self.callbacks = list(callbacks or []) + diagnostic_callbacks(cfg.train.diagnostics)
         self.extra_logs: dict[str, float] = {}
         manifest = Manifest.load(cfg.data.manifest, skip_bad=cfg.data.skip_bad)
         self.manifest_problems = len(manifest.problems)
         self.train_manifest = manifest.split(cfg.data.train_split)
         self.val_manifest = manifest.split(cfg.data.val_split) if cfg.train.eval_every > 0 else None
-        self.batches = TrainBatches(
-            self.train_manifest, cfg.data.languages, cfg.train.batch_size, cfg.data.max_seconds, cfg.seed,
-            sample_rate=cfg.data.sample_rate, cache_audio=cfg.data.cache_audio, skip_bad=cfg.data.skip_bad,
-            need_first_language=cfg.objective.scheme == "cacl",
-        )
-        self.val_source = (AudioSource(self.val_manifest, cfg.data.sample_rate, cache=cfg.data.cache_audio,
-                                       skip_bad=cfg.data.skip_bad) if self.val_manifest else None)
+        self._open_audio()
 
         torch.manual_seed(derive_seed(cfg.seed, "init"))
         self.model = self._initial_model().to(self.device)
         self.objective = build_objective(cfg.objective, cfg.train.batch_size).to(self.device)
+        self.net = self.model
+        if self.dist.enabled:
+            distributed.broadcast_module(self.objective, self.dist)
+            self.net = distributed.wrap_ddp(self.model, self.device, cfg.dist.find_unused_parameters)
+        self.loss_side = [p for p in self.objective.parameters() if p.requires_grad]
+        if self.model.learnable_temperature:
+            self.loss_side.append(self.model.log_temperature)
+        self.run_step = StepRunner(self.model, self.net, self.objective, self.dist, self.device, self._autocast,
+                                   cfg.optim.grad_cache_chunk, cfg.dist.local_loss)
         params = [p for p in list(self.model.parameters()) + list(self.objective.parameters()) if p.requires_grad]
         opt_cls = torch.optim.AdamW if cfg.optim.name == "adamw" else torch.optim.Adam
         wd = cfg.optim.weight_decay if cfg.optim.name == "adamw" else 0.0
@@ -109,17 +121,42 @@ class Trainer:
                              "or choose another out_dir")
 
     # ---- set-up ----------------------------------------------------------------------------------
+    def _open_audio(self) -> None:
+        """The training batches (this process's shards, read by ``data.workers`` processes) and the
+        validation audio (first process only), from the files or ``data.store``, cached per
+        ``data.cache_audio``."""
+        d = self.cfg.data
+        self.workers = default_workers() if d.workers == "auto" else int(d.workers)
+        show = self.cfg.train.progress and self.dist.is_main
+        train = open_source(self.train_manifest, d.sample_rate, d.store, d.skip_bad)
+        self.batches = TrainBatches(
+            self.train_manifest, d.languages, self.cfg.train.batch_size, d.max_seconds, self.cfg.seed,
+            need_first_language=self.cfg.objective.scheme == "cacl", source=train, workers=self.workers,
+            prefetch=d.prefetch, shard=(self.dist.rank, self.dist.world_size), progress=show,
+        )
+        self.val_source = None
+        parts = [(train, self.batches.clips)]
+        if self.val_manifest is not None and self.dist.is_main:
+            self.val_source = open_source(self.val_manifest, d.sample_rate, d.store, d.skip_bad)
+            parts.append((self.val_source, range(len(self.val_manifest))))
+        choose_cache(d.cache_audio, parts, d.cache_max_gb / self.dist.local_world_size)
+
     def _initial_model(self):
-        """A fresh model, or the one of ``model.init_checkpoint`` (ATRI §5.3: KCL / CACL start from ML-CLAP)."""
+        """A fresh model, or the one of ``model.init_checkpoint`` (ATRI §5.3: KCL / CACL start from ML-CLAP).
+        Under torchrun every process ends up with the first process's architecture and tokenizer."""
         init = self.cfg.model.init_checkpoint
-        if init:
-            return load_model(init).model
-        return build_model(self.cfg, self.train_manifest)
+        model = load_model(init).model if init else build_model(self.cfg, self.train_manifest)
+        if self.dist.enabled:
+            config = [model.config()]
+            torch.distributed.broadcast_object_list(config, src=0)
+            if config[0] != model.config():
+                model = DualEncoder.from_config(config[0])
+        return model
 
     def _resume(self) -> None:
         path = self.out / "last.pt"
         state = read_checkpoint(path, map_location=self.device)
-        if state.get("train_config") != self.cfg.to_dict():
+        if resume_view(state.get("train_config") or {}) != resume_view(self.cfg.to_dict()):
             raise MlatrError(f"{path}: was written with another configuration; resume needs the same one")
         self.model.load_state_dict(state["model"])
         self.objective.load_state_dict(state["objective"])
@@ -131,76 +168,79 @@ class Trainer:
     # ---- the loop --------------------------------------------------------------------------------
     def fit(self) -> dict[str, Any]:
         cfg = self.cfg
-        self.out.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(self.out / "config.yaml", yaml.safe_dump(_plain(cfg.to_dict()), sort_keys=False,
-                                                                   allow_unicode=True))
-        log = (self.out / "log.jsonl").open("a", encoding="utf-8")
-        writer = self._tensorboard()
+        main = self.dist.is_main
+        if main:
+            self.out.mkdir(parents=True, exist_ok=True)
+            atomic_write_text(self.out / "config.yaml", yaml.safe_dump(_plain(cfg.to_dict()), sort_keys=False,
+                                                                       allow_unicode=True))
+        log = (self.out / "log.jsonl").open("a", encoding="utf-8") if main else None
+        writer = self._tensorboard() if main else None
         try:
             while self.epoch < cfg.train.epochs:
                 record = self._train_epoch(self.epoch, log, writer)
                 self.epoch += 1
-                if self._validates_after(self.epoch):
+                if self._validates_after(self.epoch) and main:
                     record["val"] = self.validate()
                     record["val_score"] = validation_score(record["val"])
                     if record["val_score"] > self.best["score"]:
                         self.best = {"score": record["val_score"], "epoch": self.epoch}
                 self.history.append(record)
-                log.write(json.dumps({"type": "epoch", **_compact(record)}) + "\n")
-                log.flush()
-                if writer is not None and "val_score" in record:
-                    writer.add_scalar("val/avg_R1", record["val_score"], self.epoch)
-                state = self._state()
-                save_checkpoint(self.out / "last.pt", state)
-                if self.best["epoch"] == self.epoch or cfg.train.eval_every <= 0:
-                    save_checkpoint(self.out / "best.pt", state)
+                if main:
+                    log.write(json.dumps({"type": "epoch", **_compact(record)}) + "\n")
+                    log.flush()
+                    if writer is not None and "val_score" in record:
+                        writer.add_scalar("val/avg_R1", record["val_score"], self.epoch)
+                    state = self._state()
+                    save_checkpoint(self.out / "last.pt", state)
+                    if self.best["epoch"] == self.epoch or cfg.train.eval_every <= 0:
+                        save_checkpoint(self.out / "best.pt", state)
+                self.dist.barrier()  # the others wait for validation and the checkpoint
         finally:
-            log.close()
+            if log is not None:
+                log.close()
             if writer is not None:
                 writer.close()
         summary = self.summary()
-        atomic_write_json(self.out / "summary.json", summary)
+        if main:
+            atomic_write_json(self.out / "summary.json", summary)
         return summary
 
     def _train_epoch(self, epoch: int, log, writer) -> dict[str, Any]:
         cfg = self.cfg
         self.model.train()
-        torch.manual_seed(derive_seed(cfg.seed, epoch, "torch"))
+        rank_part = () if not self.dist.enabled else (self.dist.rank,)  # dropout: each process its own draws
+        torch.manual_seed(derive_seed(cfg.seed, epoch, "torch", *rank_part))
         pairing_gen = torch.Generator().manual_seed(derive_seed(cfg.seed, epoch, "pairing"))
         reset_peak_memory(self.device)
-        amp = self._autocast()
         start = time.perf_counter()
         total, count, texts_seen = 0.0, 0, 0
         bar = tqdm(total=len(self.batches), desc=f"epoch {epoch + 1}/{cfg.train.epochs}", unit="batch",
-                   disable=not cfg.train.progress, dynamic_ncols=True)
+                   disable=not (cfg.train.progress and self.dist.is_main), dynamic_ncols=True)
         self.optimizer.zero_grad(set_to_none=True)
         pending = 0
-        for batch in self.batches.epoch(epoch):
-            selection = self.objective.scheme.select(batch.rows, cfg.data.languages, pairing_gen)
-            with amp:
-                audio = self.model.encode_audio(batch.waveform.to(self.device), batch.lengths.to(self.device))
-                text = self.model.encode_text(selection.texts, selection.langs)
-                out = self.objective(audio, text, selection, self.model.temperature)
-                loss = out.total
-            if not torch.isfinite(loss):
-                raise MlatrError(f"non-finite loss at epoch {epoch + 1}, step {self.step}: lower optim.lr "
-                                 "or check the data")
-            (loss / cfg.optim.accumulate).backward()
+        for b, batch in enumerate(self.batches.epoch(epoch)):
+            step = step_inputs(batch, self.batches, self.objective.scheme, cfg.data.languages, pairing_gen,
+                               self.dist)
+            if step is None:  # fewer than 2 clips left in the global batch (unreadable audio)
+                bar.update(1)
+                continue
+            sync = pending + 1 == cfg.optim.accumulate or b == len(self.batches) - 1
+            result = self.run_step(step, cfg.optim.accumulate, sync, f"epoch {epoch + 1}, step {self.step}")
             pending += 1
-            total += float(loss.detach())
+            total += result.loss
             count += 1
-            texts_seen += len(selection.texts)
+            texts_seen += len(step.selection.texts)
             if pending == cfg.optim.accumulate:
                 self._optimizer_step()
                 pending = 0
-                info = {"type": "step", "step": self.step, "epoch": epoch + 1, "loss": float(loss.detach()),
-                        "lr": self.scheduler.get_last_lr()[0], **out.log_values()}
+                info = {"type": "step", "step": self.step, "epoch": epoch + 1, "loss": result.loss,
+                        "lr": self.scheduler.get_last_lr()[0], **result.logs}
                 for cb in self.callbacks:
-                    cb(self, {**info, "batch": batch, "selection": selection,
-                              "audio_emb": audio.pooled.detach(), "text_emb": text.pooled.detach()})
+                    cb(self, {**info, "batch": batch, "selection": step.selection,
+                              "audio_emb": result.audio, "text_emb": result.text})
                 info.update(self.extra_logs)
                 self.extra_logs.clear()
-                if self.step % max(1, cfg.train.log_every) == 0:
+                if log is not None and self.step % max(1, cfg.train.log_every) == 0:
                     log.write(json.dumps(info) + "\n")
                     if writer is not None:
                         writer.add_scalar("train/loss", info["loss"], self.step)
@@ -210,12 +250,28 @@ class Trainer:
             self._optimizer_step()
         bar.close()
         seconds = time.perf_counter() - start
+        peak = distributed.all_reduce_(torch.tensor([peak_memory_mb(self.device)]), self.dist, "max")
         return {"epoch": epoch + 1, "step": self.step, "train_loss": total / max(1, count),
-                "epoch_time_s": seconds, "peak_memory_mb": peak_memory_mb(self.device),
-                "memory_kind": memory_kind(self.device), "texts_encoded": texts_seen,
-                "bad_audio": len(self.batches.source.bad)}
+                "epoch_time_s": seconds, "peak_memory_mb": float(peak), "memory_kind": memory_kind(self.device),
+                "texts_encoded": texts_seen, "bad_audio": self._bad_audio()}
+
+    def _bad_audio(self) -> int:
+        """Training clips found unreadable so far (by any process)."""
+        bad = set(self.batches.source.bad)
+        if self.dist.enabled:
+            everyone: list[Any] = [None] * self.dist.world_size
+            torch.distributed.all_gather_object(everyone, sorted(bad))
+            bad = set().union(*everyone)
+        return len(bad)
 
     def _optimizer_step(self) -> None:
+        if self.run_step.unsynced:  # the epoch's last micro-batch was left out of DDP's synchronisation
+            grads = [p.grad for p in self.model.parameters() if p.grad is not None and p is not
+                     getattr(self.model, "log_temperature", None)]
+            for g in grads:
+                distributed.all_reduce_(g, self.dist)
+            self.run_step.unsynced = False
+        distributed.reduce_loss_side_grads(self.loss_side, self.dist, self.run_step.local)
         clip = self.cfg.optim.grad_clip
         if clip:
             params = [p for g in self.optimizer.param_groups for p in g["params"]]
@@ -226,6 +282,7 @@ class Trainer:
         self.step += 1
 
     def _autocast(self):
+        """A fresh autocast context for the step (bf16 / fp16 on CUDA with ``optim.amp: auto``)."""
         if self.device.type == "cuda" and self.cfg.optim.amp == "auto":
             dtype = torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
             return torch.autocast("cuda", dtype=dtype)

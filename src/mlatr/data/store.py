@@ -1,0 +1,297 @@
+"""The decoded-audio store: every clip decoded and resampled once, read back without a codec.
+
+``mlatr data prepare MANIFEST -o STORE`` decodes each clip of a manifest, resamples it to the model rate
+(16 kHz by default) and appends it to the current shard; the training loader then reads each clip's
+crop window directly from the shards (``data.store: STORE``). A folder::
+
+    STORE/index.json        {"format": "mlatr-audio-store-1", "sample_rate": 16000, "dtype": "int16",
+                             "shards": ["shard-00000.npy", ...],
+                             "clips": {id: {"audio": path, "shard": k, "offset": o, "length": n, "scale": s}},
+                             "bad": {id: {"audio": path, "error": message}}}
+    STORE/shard-00000.npy   the clips of shard 0 back to back, a 1-D int16 (or float16) .npy array
+
+``audio`` is the clip's path as the manifest writes it (a clip whose path changed is prepared again);
+``scale`` restores int16 samples: ``x = q * scale / 32767`` with ``scale = max(1, peak)``, so resampling
+overshoot above full scale is kept rather than clipped. float16 shards hold the samples themselves.
+
+Shards are ordinary ``.npy`` files (``numpy.load(path, mmap_mode="r")`` maps one). The loader reads a
+window with one positional read (``os.pread``) instead of mapping the shard, so the training processes'
+memory stays flat whatever the data set size; the operating system's page cache keeps hot shards in RAM.
+
+Preparing resumes: after every shard the index is rewritten atomically, so an interrupted run keeps every
+finished shard (and the clips decoded so far are written as a last shard on the way out), and a rerun
+(also with a manifest that gained clips) prepares only what is missing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from mlatr.data.dataset import AudioSource
+from mlatr.data.loader import decode_all
+from mlatr.data.manifest import Manifest
+from mlatr.errors import MlatrError
+from mlatr.io_utils import atomic_write_json, atomic_write_with
+
+FORMAT = "mlatr-audio-store-1"
+INDEX = "index.json"
+DTYPES = ("int16", "float16")
+INT16_MAX = 32767
+
+
+def read_index(store: str | os.PathLike) -> dict[str, Any]:
+    """The index of store folder ``store`` (MlatrError if it is not one)."""
+    path = Path(store) / INDEX
+    if not path.is_file():
+        raise MlatrError(f"{store}: not a decoded-audio store (no {INDEX}); make one with "
+                         f"`mlatr data prepare MANIFEST -o {store}`")
+    try:
+        index = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as exc:
+        raise MlatrError(f"{path}: unreadable store index ({exc})") from exc
+    if not isinstance(index, dict) or index.get("format") != FORMAT:
+        raise MlatrError(f"{path}: not an mlatr audio store index (expected format {FORMAT})")
+    return index
+
+
+def encode_samples(wave: np.ndarray, dtype: str) -> tuple[np.ndarray, float]:
+    """``(stored samples, scale)`` of a float32 waveform (see the module docstring)."""
+    if dtype == "float16":
+        return wave.astype(np.float16), 1.0
+    scale = max(1.0, float(np.max(np.abs(wave))) if wave.size else 1.0)
+    q = np.rint(wave * (INT16_MAX / scale)).clip(-INT16_MAX, INT16_MAX).astype(np.int16)
+    return q, scale
+
+
+def decode_samples(stored: np.ndarray, scale: float) -> np.ndarray:
+    """float32 samples of stored ones (inverse of :func:`encode_samples` up to the quantisation)."""
+    if stored.dtype == np.int16:
+        return stored.astype(np.float32) * np.float32(scale / INT16_MAX)
+    return stored.astype(np.float32)
+
+
+@dataclass
+class PrepareReport:
+    """What :func:`prepare_store` did: clips ``stored`` now, ``already`` there, ``bad`` (skipped), shards."""
+
+    stored: int
+    already: int
+    bad: int
+    shards: int
+    store: Path
+
+
+class _ShardWriter:
+    """Collects clips into the next shard and writes it (then the index) when it reaches its size."""
+
+    def __init__(self, root: Path, index: dict[str, Any], shard_bytes: int):
+        self.root, self.index, self.shard_bytes = root, index, shard_bytes
+        self.parts: list[np.ndarray] = []
+        self.entries: dict[str, dict[str, Any]] = {}
+        self.size = 0
+        self.written = 0
+
+    def add(self, clip_id: str, audio: str, wave: np.ndarray) -> None:
+        samples, scale = encode_samples(wave, self.index["dtype"])
+        offset = sum(p.shape[0] for p in self.parts)
+        self.entries[clip_id] = {"audio": audio, "shard": len(self.index["shards"]), "offset": offset,
+                                 "length": int(samples.shape[0]), "scale": scale}
+        self.parts.append(samples)
+        self.size += samples.nbytes
+        if self.size >= self.shard_bytes:
+            self.flush()
+
+    def flush(self) -> None:
+        """Write the collected clips as the next shard, then the index (both atomically)."""
+        if not self.parts:
+            return
+        name = f"shard-{len(self.index['shards']):05d}.npy"
+        data = np.concatenate(self.parts)
+        atomic_write_with(self.root / name, lambda fh: np.save(fh, data))
+        self.index["shards"].append(name)
+        self.index["clips"].update(self.entries)
+        write_index(self.root, self.index)
+        self.written += len(self.entries)
+        self.parts, self.entries, self.size = [], {}, 0
+
+
+def write_index(root: Path, index: dict[str, Any]) -> None:
+    atomic_write_json(root / INDEX, index)
+
+
+def prepare_store(manifest: Manifest, out: str | os.PathLike, sample_rate: int = 16000, dtype: str = "int16",
+                  shard_mb: float = 512.0, workers: int = 0, skip_bad: bool = False,
+                  splits: Sequence[str] | None = None, progress: bool = False) -> PrepareReport:
+    """Decode every clip of ``manifest`` (of ``splits``, all when None) into the store folder ``out``.
+
+    Clips already in the store with the same audio path are kept; unreadable clips stop the run with a
+    clear error (what was decoded before it is written first), or with ``skip_bad`` are recorded in the
+    index's ``bad`` table, which training reports as it would the file's own error."""
+    if dtype not in DTYPES:
+        raise MlatrError(f"store dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
+    if shard_mb <= 0:
+        raise MlatrError(f"shard size must be positive, got {shard_mb} MB")
+    root = Path(out)
+    if (root / INDEX).is_file():
+        index = read_index(root)
+        if index["sample_rate"] != sample_rate or index["dtype"] != dtype:
+            raise MlatrError(f"{root}: holds {index['sample_rate']} Hz {index['dtype']} audio; prepare "
+                             f"{sample_rate} Hz {dtype} into another folder")
+    else:
+        root.mkdir(parents=True, exist_ok=True)
+        index = {"format": FORMAT, "sample_rate": sample_rate, "dtype": dtype, "shards": [], "clips": {}, "bad": {}}
+    wanted = [i for i, c in enumerate(manifest) if splits is None or c.split in splits]
+    if splits is not None and not wanted:
+        raise MlatrError(f"{manifest.path}: no clip in split(s) {', '.join(splits)}")
+
+    def done(i: int) -> bool:
+        c = manifest[i]
+        entry = index["clips"].get(c.id) or index["bad"].get(c.id)
+        return entry is not None and entry["audio"] == c.audio
+
+    todo = [i for i in wanted if not done(i)]
+    for i in todo:  # prepared again: the old record goes (its samples stay unreferenced in their shard)
+        index["clips"].pop(manifest[i].id, None)
+        index["bad"].pop(manifest[i].id, None)
+    source = AudioSource(manifest, sample_rate, cache=False, skip_bad=True)
+    writer = _ShardWriter(root, index, int(shard_mb * 2**20))
+    bad = 0
+    try:
+        for i, wave in decode_all(source, todo, workers, progress=progress, desc="preparing audio"):
+            clip = manifest[i]
+            if wave is None:
+                if not skip_bad:
+                    raise MlatrError(f"clip {clip.id!r}: {source.bad[clip.id]} (the clips before it are stored; "
+                                     "fix it and rerun, or pass --skip-bad)")
+                index["bad"][clip.id] = {"audio": clip.audio, "error": source.bad[clip.id]}
+                bad += 1
+                continue
+            writer.add(clip.id, clip.audio, wave)
+    finally:
+        writer.flush()
+        if bad or not (root / INDEX).is_file():
+            write_index(root, index)
+    return PrepareReport(stored=writer.written, already=len(wanted) - len(todo), bad=bad,
+                         shards=len(index["shards"]), store=root)
+
+
+class StoreSource(AudioSource):
+    """An :class:`~mlatr.data.dataset.AudioSource` that reads a prepared store instead of decoding files.
+
+    Every clip of ``manifest`` must be in the store (prepared, or recorded as unreadable) with the same
+    audio path, and the store's sample rate must be ``sample_rate``; otherwise MlatrError says which
+    clips to prepare. Clips recorded as unreadable behave as the unreadable files did (error, or a
+    counted skip with ``skip_bad``)."""
+
+    def __init__(self, store: str | os.PathLike, manifest: Manifest, sample_rate: int = 16000, cache: bool = False,
+                 skip_bad: bool = False):
+        super().__init__(manifest, sample_rate, cache=cache, skip_bad=skip_bad)
+        self.store = Path(store)
+        index = read_index(self.store)
+        if index["sample_rate"] != sample_rate:
+            raise MlatrError(f"{self.store}: prepared at {index['sample_rate']} Hz, the model reads {sample_rate} Hz "
+                             f"(data.sample_rate); prepare it again with --sample-rate {sample_rate}")
+        self._shards = [self.store / name for name in index["shards"]]
+        self._entries: list[tuple[int, int, int, float] | None] = []
+        self._bad_in_store: dict[int, str] = {}
+        missing = []
+        for i, clip in enumerate(manifest):
+            entry, bad = index["clips"].get(clip.id), index["bad"].get(clip.id)
+            if entry is not None and entry["audio"] == clip.audio:
+                self._entries.append((entry["shard"], entry["offset"], entry["length"], entry["scale"]))
+            elif bad is not None and bad["audio"] == clip.audio:
+                self._entries.append(None)
+                self._bad_in_store[i] = bad["error"]
+            else:
+                self._entries.append(None)
+                missing.append(clip.id)
+        if missing:
+            where = manifest.path or "the manifest"
+            raise MlatrError(f"{self.store}: {len(missing)} clip(s) of {where} are not in the store (first: "
+                             f"{', '.join(repr(m) for m in missing[:3])}); run `mlatr data prepare {where} -o "
+                             f"{self.store}` (it adds what is missing)")
+        self._files: dict[int, tuple[int, int, np.dtype]] = {}
+
+    def __getstate__(self) -> dict:
+        state = super().__getstate__()
+        state["_files"] = {}  # each process opens the shards itself
+        return state
+
+    def _shard(self, k: int) -> tuple[int, int, np.dtype]:
+        """``(file descriptor, data offset, dtype)`` of shard ``k``, opened once per process."""
+        if k not in self._files:
+            path = self._shards[k]
+            try:
+                with open(path, "rb") as fh:
+                    version = np.lib.format.read_magic(fh)
+                    read_header = (np.lib.format.read_array_header_1_0 if version == (1, 0)
+                                   else np.lib.format.read_array_header_2_0)
+                    _, _, dtype = read_header(fh)
+                    start = fh.tell()
+                fd = os.open(path, os.O_RDONLY)
+            except (OSError, ValueError) as exc:
+                raise MlatrError(f"{path}: unreadable store shard ({exc})") from exc
+            self._files[k] = (fd, start, np.dtype(dtype))
+        return self._files[k]
+
+    def close(self) -> None:
+        """Close the shards this process opened."""
+        for fd, _, _ in self._files.values():
+            os.close(fd)
+        self._files = {}
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except (OSError, AttributeError):
+            pass
+
+    def _entry(self, index: int) -> tuple[int, int, int, float]:
+        entry = self._entries[index]
+        if entry is None:
+            clip = self.manifest[index]
+            raise MlatrError(f"{clip.audio}: {self._bad_in_store[index]} (recorded by mlatr data prepare)")
+        return entry
+
+    def _read(self, index: int, start: int, count: int) -> np.ndarray:
+        shard, offset, _, scale = self._entry(index)
+        fd, data_start, dtype = self._shard(shard)
+        nbytes = count * dtype.itemsize
+        raw = os.pread(fd, nbytes, data_start + (offset + start) * dtype.itemsize)
+        if len(raw) != nbytes:
+            raise MlatrError(f"{self._shards[shard]}: truncated store shard (clip {self.manifest[index].id!r})")
+        return decode_samples(np.frombuffer(raw, dtype=dtype), scale)
+
+    def _decode(self, index: int) -> np.ndarray:
+        return self._read(index, 0, self._entry(index)[2])
+
+    def _probe(self, index: int) -> int:
+        return self._entry(index)[2]
+
+    def crop(self, index: int, count: int, start: int | None = None) -> np.ndarray | None:
+        """As :meth:`AudioSource.crop`, reading only the window from its shard."""
+        if index in self._decoded or self.cache:
+            return super().crop(index, count, start)
+        clip = self.manifest[index]
+        if clip.id in self.bad:
+            return None
+        try:
+            length = self._probe(index)
+            if length <= count:
+                return self._read(index, 0, length)
+            begin = (length - count) // 2 if start is None else min(int(start), length - count)
+            return self._read(index, begin, count)
+        except MlatrError as exc:
+            return self._failed(clip, exc)
+
+    def lengths(self, indices: Sequence[int], workers: int = 0, progress: bool = False) -> dict[int, int | None]:
+        if self.cache:
+            return super().lengths(indices, workers, progress)
+        return {i: self.length(i) for i in indices}
