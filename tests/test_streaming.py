@@ -10,7 +10,7 @@ import torch
 from mlatr.audio.io import crop_or_pad, load_audio, probe_length
 from mlatr.cli import main
 from mlatr.data.dataset import AudioSource, TrainBatches, derive_seed, iter_eval_audio, usable_caption_indices
-from mlatr.data.loader import default_workers, plan_epoch, shard_range
+from mlatr.data.loader import default_workers, shard_range
 from mlatr.data.manifest import Manifest
 from mlatr.data.sources import choose_cache
 from mlatr.data.store import StoreSource, prepare_store, read_index
@@ -169,7 +169,8 @@ def test_unreadable_clips_stop_clearly_or_are_counted(broken, tmp_path, workers)
     record = read_checkpoint(tmp_path / "b" / "last.pt")["history"][0]
     assert summary["steps"] == 2 and record["bad_audio"] == 2  # clip001 at planning, clip002 when decoded
     fixed = tmp_path / "b2"  # the NaN clip met in a worker without skip_bad: the clip's own message
-    (tmp_path / "data" / "audio" / "clip001.wav").write_bytes((tmp_path / "data" / "audio" / "clip000.wav").read_bytes())
+    audio = tmp_path / "data" / "audio"
+    (audio / "clip001.wav").write_bytes((audio / "clip000.wav").read_bytes())
     with pytest.raises(MlatrError, match="clip 'clip002'.*NaN"):
         Trainer(tiny_config(broken, fixed, *common)).fit()
 
