@@ -192,8 +192,8 @@ def stream(dataset: torch.utils.data.Dataset, workers: int, prefetch: int = 2) -
     else:
         items = iter(torch.utils.data.DataLoader(dataset, batch_size=None, shuffle=False,
                                                  num_workers=min(workers, len(dataset)),
-                                                 prefetch_factor=prefetch, collate_fn=_identity, generator=_quiet_generator(),
-                                                 persistent_workers=False))
+                                                 prefetch_factor=prefetch, collate_fn=_identity,
+                                                 generator=_quiet_generator(), persistent_workers=False))
     for item in items:
         source.bad.update(item.failed)
         if item.error is not None:
@@ -239,7 +239,8 @@ def decode_all(source, indices: list[int], workers: int, prefetch: int = 2, prog
     else:
         items = iter(torch.utils.data.DataLoader(dataset, batch_size=None, shuffle=False,
                                                  num_workers=min(workers, len(dataset)),
-                                                 prefetch_factor=prefetch, collate_fn=_identity, generator=_quiet_generator()))
+                                                 prefetch_factor=prefetch, collate_fn=_identity,
+                                                 generator=_quiet_generator()))
     bar = tqdm(total=len(indices), desc=desc, unit="clip", disable=not progress, leave=False)
     for i, wave, failed, error in items:
         source.bad.update(failed)

@@ -230,7 +230,10 @@ def wrap_ddp(model: torch.nn.Module, device: torch.device, find_unused_parameter
     from torch.nn.parallel import DistributedDataParallel
 
     names = {name for name, _ in list(model.named_parameters()) + list(model.named_buffers())}
-    DistributedDataParallel._set_params_and_buffers_to_ignore_for_model(model, [n for n in loss_side if n in names])
+    ignored = [n for n in loss_side if n in names]
+    # DDP names a parameter of the root module ".name" when it builds its reducer, "name" elsewhere
+    ignored += ["." + n for n in ignored if "." not in n]
+    DistributedDataParallel._set_params_and_buffers_to_ignore_for_model(model, ignored)
     ddp = DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None,
                                   find_unused_parameters=find_unused_parameters)
     ddp.register_comm_hook(None, sum_gradients_hook)
