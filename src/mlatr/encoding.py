@@ -89,16 +89,16 @@ def _keep_frames(out, sink: list | None) -> None:
 
 @torch.no_grad()
 def encode_audio(model, source: AudioSource, batch_size: int, max_seconds: float, device: torch.device,
-                 progress: bool = False, desc: str = "audio", frames_sink: list | None = None
+                 progress: bool = False, desc: str = "audio", frames_sink: list | None = None, workers: int = 0
                  ) -> tuple[list[int], np.ndarray]:
     """Pooled clip embeddings; with ``frames_sink`` (a list) each batch's ``(frames, mask)`` is appended
-    to it as well (see :func:`pad_frames`)."""
+    to it as well (see :func:`pad_frames`). ``workers`` processes read the audio ahead."""
     from tqdm import tqdm
 
     rows: list[int] = []
     chunks: list[np.ndarray] = []
     bar = tqdm(total=len(source.manifest), desc=desc, unit="clip", disable=not progress, leave=False)
-    for idx, wave, lens in iter_eval_audio(source, batch_size, max_seconds):
+    for idx, wave, lens in iter_eval_audio(source, batch_size, max_seconds, workers=workers):
         out = model.encode_audio(wave.to(device), lens.to(device))
         chunks.append(out.pooled.float().cpu().numpy())
         _keep_frames(out, frames_sink)
@@ -126,9 +126,10 @@ def encode_texts(model, texts: Sequence[str], langs: Sequence[str], batch_size: 
 
 def encode_manifest(model, manifest: Manifest, languages: Sequence[str] | None = None, batch_size: int = 64,
                     max_seconds: float = 10.0, sample_rate: int = 16000, skip_bad: bool = False,
-                    source: AudioSource | None = None, progress: bool = False, frames: bool = False
-                    ) -> EncodedSplit:
-    """Encode every clip and every caption (in ``languages``) of ``manifest``.
+                    source: AudioSource | None = None, progress: bool = False, frames: bool = False,
+                    workers: int = 0) -> EncodedSplit:
+    """Encode every clip and every caption (in ``languages``) of ``manifest``; ``workers`` processes read
+    the audio ahead (:func:`~mlatr.data.dataset.iter_eval_audio`).
 
     ``frames=True`` also keeps the frame/token features and masks (padded, float32, on the CPU) that a
     fine-grained matching head scores (:mod:`mlatr.matching`); they are dropped otherwise.
@@ -143,7 +144,7 @@ def encode_manifest(model, manifest: Manifest, languages: Sequence[str] | None =
     audio_parts: list | None = [] if frames else None
     text_parts: list | None = [] if frames else None
     rows, audio = encode_audio(model, source, batch_size, max_seconds, device, progress,
-                               frames_sink=audio_parts)
+                               frames_sink=audio_parts, workers=workers)
     kept = Manifest(clips=[manifest[i] for i in rows], root=manifest.root, path=manifest.path)
     arrays = kept.caption_arrays(languages)
     text = encode_texts(model, arrays["texts"], list(arrays["text_lang"]), batch_size, progress,

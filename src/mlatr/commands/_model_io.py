@@ -15,6 +15,7 @@ def load_model_from_args(args):
 def encode_from_args(args, loaded=None):
     """Encode ``args.split`` of ``args.manifest`` (``all`` = every clip) with the model (frame/token features
     too when its matching head scores them); returns an :class:`~mlatr.encoding.EncodedSplit`."""
+    from mlatr.data.loader import default_workers
     from mlatr.data.manifest import Manifest
     from mlatr.encoding import encode_manifest
 
@@ -26,4 +27,4 @@ def encode_from_args(args, loaded=None):
         manifest = manifest.split(args.split)
     return encode_manifest(loaded.model, manifest, languages, batch_size=args.batch_size, max_seconds=max_seconds,
                            sample_rate=loaded.data["sample_rate"], skip_bad=args.skip_bad, progress=True,
-                           frames=loaded.head.needs_frames)
+                           frames=loaded.head.needs_frames, workers=default_workers())

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import datetime
 import os
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -39,6 +40,15 @@ from mlatr.errors import MlatrError
 from mlatr.models.outputs import EncoderOutput
 from mlatr.training.resources import resolve_device
 
+#: Bytes this process has handed to collectives, by kind ("gather", "reduce", "ddp"): the payload, before
+#: the backend's own overhead (a ring all-reduce moves about twice it). ``benchmarks/bench_torchrun.py``
+#: reads it per step.
+TRAFFIC: Counter[str] = Counter()
+
+
+def _count(kind: str, t: Tensor) -> None:
+    TRAFFIC[kind] += t.numel() * t.element_size()
+
 
 @dataclass
 class DistContext:
@@ -49,6 +59,7 @@ class DistContext:
     local_rank: int = 0
     local_world_size: int = 1
     group: Any = None  # the process group of the embedding gathers
+    device: torch.device = torch.device("cpu")  # where collective tensors live (nccl: this process's GPU)
 
     @property
     def enabled(self) -> bool:
@@ -90,7 +101,7 @@ def setup(device_name: str, timeout_minutes: float = 60.0) -> tuple[DistContext,
     if not dist.is_initialized():
         dist.init_process_group(backend, timeout=datetime.timedelta(minutes=timeout_minutes))
     group = dist.new_group(backend=backend, timeout=datetime.timedelta(minutes=timeout_minutes))
-    return DistContext(rank, world, local_rank, local_world, group), device
+    return DistContext(rank, world, local_rank, local_world, group, device), device
 
 
 def shutdown() -> None:
@@ -103,14 +114,16 @@ def gather_int_lists(values: Sequence[int], ctx: DistContext) -> list[list[int]]
     """Every process's list of small integers, in rank order (lists may differ in length)."""
     if not ctx.enabled:
         return [list(values)]
-    n = torch.tensor([len(values)], dtype=torch.long)
-    sizes = [torch.zeros(1, dtype=torch.long) for _ in range(ctx.world_size)]
+    n = torch.tensor([len(values)], dtype=torch.long, device=ctx.device)
+    sizes = [torch.zeros(1, dtype=torch.long, device=ctx.device) for _ in range(ctx.world_size)]
     dist.all_gather(sizes, n, group=ctx.group)
+    _count("gather", n)
     longest = max(int(s) for s in sizes)
-    padded = torch.full((max(1, longest),), -1, dtype=torch.long)
-    padded[:len(values)] = torch.tensor(list(values), dtype=torch.long)
+    padded = torch.full((max(1, longest),), -1, dtype=torch.long, device=ctx.device)
+    padded[:len(values)] = torch.tensor(list(values), dtype=torch.long, device=ctx.device)
     parts = [torch.empty_like(padded) for _ in range(ctx.world_size)]
     dist.all_gather(parts, padded, group=ctx.group)
+    _count("gather", padded)
     return [p[:int(s)].tolist() for p, s in zip(parts, sizes, strict=True)]
 
 
@@ -121,6 +134,7 @@ def _all_gather_rows(x: Tensor, counts: Sequence[int], group) -> Tensor:
     padded[:x.shape[0]] = x
     parts = [torch.empty_like(padded) for _ in counts]
     dist.all_gather(parts, padded.contiguous(), group=group)
+    _count("gather", padded)
     return torch.cat([p[:n] for p, n in zip(parts, counts, strict=True)])
 
 
@@ -138,6 +152,7 @@ class _GatherRows(torch.autograd.Function):
         if ctx.sum_grads:
             grad = grad.contiguous().clone()
             dist.all_reduce(grad, group=ctx.group)
+            _count("reduce", grad)
         start = sum(ctx.counts[:ctx.rank])
         return grad[start:start + ctx.counts[ctx.rank]], None, None, None, None
 
@@ -152,7 +167,7 @@ def _pad_length(t: Tensor | None, length: int, value=0) -> Tensor | None:
 
 def max_length(out: EncoderOutput, ctx: DistContext) -> int:
     """The longest frame / token axis over processes (0 without frames)."""
-    length = torch.tensor([0 if out.frames is None else out.frames.shape[1]], dtype=torch.long)
+    length = torch.tensor([0 if out.frames is None else out.frames.shape[1]], dtype=torch.long, device=ctx.device)
     if ctx.enabled:
         dist.all_reduce(length, op=dist.ReduceOp.MAX, group=ctx.group)
     return int(length)
@@ -184,13 +199,18 @@ def gather_output(out: EncoderOutput, counts: Sequence[int], ctx: DistContext, *
 
 
 def all_reduce_(t: Tensor, ctx: DistContext, op: str = "sum") -> Tensor:
-    """In-place all-reduce (``sum``, ``avg`` or ``max``) of a tensor; identity in a single process."""
+    """In-place all-reduce (``sum``, ``avg`` or ``max``) of a tensor (on any device); identity in a single
+    process."""
     if ctx.enabled:
+        work = t if t.device == ctx.device else t.to(ctx.device)
+        _count("reduce", work)
         if op == "avg":
-            dist.all_reduce(t, group=ctx.group)
-            t.div_(ctx.world_size)
+            dist.all_reduce(work, group=ctx.group)
+            work.div_(ctx.world_size)
         else:
-            dist.all_reduce(t, op=dist.ReduceOp.MAX if op == "max" else dist.ReduceOp.SUM, group=ctx.group)
+            dist.all_reduce(work, op=dist.ReduceOp.MAX if op == "max" else dist.ReduceOp.SUM, group=ctx.group)
+        if work is not t:
+            t.copy_(work)
     return t
 
 
@@ -219,6 +239,7 @@ def sum_gradients_hook(state, bucket):
     """DistributedDataParallel communication hook: all-reduce the bucket's gradients as a *sum* (DDP's
     default averages), the right reduction when the loss is not an average over processes (module
     docstring)."""
+    _count("ddp", bucket.buffer())
     work = dist.all_reduce(bucket.buffer(), async_op=True)
     return work.get_future().then(lambda fut: fut.value()[0])
 

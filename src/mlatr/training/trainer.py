@@ -310,7 +310,7 @@ class Trainer:
         enc = encode_manifest(self.model, self.val_manifest, self.cfg.data.languages,
                               batch_size=self.cfg.train.eval_batch_size,
                               max_seconds=self.cfg.data.eval_max_seconds, source=self.val_source,
-                              frames=head.needs_frames)
+                              frames=head.needs_frames, workers=self.workers)
         return evaluate_with_head(head, enc)
 
     def _state(self) -> dict[str, Any]:
