@@ -87,7 +87,7 @@ def shard_range(n: int, rank: int, world_size: int) -> tuple[int, int]:
 def default_workers(cpus: int | None = None, local_processes: int | None = None) -> int:
     """``data.workers: auto``: the CPUs this process may use, shared among the training processes of this
     machine (``LOCAL_WORLD_SIZE`` under torchrun), minus one for the training process itself; at most 8
-    (decoding a 10 s clip takes about 10 ms of one core, so 8 workers feed several hundred clips a second)."""
+    (beyond that, decoding outpaces any one GPU step; see the README's data throughput figures)."""
     if cpus is None:
         cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     if local_processes is None:

@@ -2,9 +2,9 @@
 
 ``data.cache_audio: auto`` keeps the decoded clips in memory when the training and validation audio,
 decoded to float32 at the model rate, fits in ``data.cache_max_gb`` (shared among the training processes
-of a machine): the synthetic benchmark (600 clips, about 0.3 GB) is decoded once and read from memory,
-while AudioCaps (49k clips of 10 s, about 31 GB) streams from its files or, better, from a store. The
-sizes come from the audio headers (or the store's index), so deciding decodes nothing.
+of a machine): the synthetic benchmark's few hundred short clips are decoded once and read from memory,
+while AudioCaps (49k clips of 10 s: 49k x 160k samples x 4 bytes = 31 GB) streams from its files or, better,
+from a store. The sizes come from the audio headers (or the store's index), so deciding decodes nothing.
 """
 
 from __future__ import annotations

@@ -203,15 +203,23 @@ EXECUTION_KEYS = (("data", "workers"), ("data", "prefetch"), ("data", "cache_aud
 
 
 def resume_view(tree: dict[str, Any]) -> dict[str, Any]:
-    """A config tree without :data:`EXECUTION_KEYS`: what must match for a run to resume."""
-    out = _deep_copy(tree)
-    for path in EXECUTION_KEYS:
-        node = out
-        for part in path[:-1]:
-            node = node.get(part) if isinstance(node, dict) else None
-        if isinstance(node, dict):
-            node.pop(path[-1], None)
-    return out
+    """What must match for a run to resume: the config tree completed with today's defaults (a checkpoint
+    written before a key existed holds its default), without :data:`EXECUTION_KEYS`."""
+    def strip(t: dict[str, Any]) -> dict[str, Any]:
+        out = _deep_copy(t)
+        for path in EXECUTION_KEYS:
+            node = out
+            for part in path[:-1]:
+                node = node.get(part) if isinstance(node, dict) else None
+            if isinstance(node, dict):
+                node.pop(path[-1], None)
+        return out
+
+    try:
+        full = config_from_dict(strip(tree)).to_dict()
+    except MlatrError:
+        return strip(tree)  # not a config of this version: compared as it is
+    return strip(full)
 
 
 def _build(cls: type, values: Any, where: str) -> Any:
