@@ -25,7 +25,7 @@ import torch
 from tqdm import tqdm
 
 from mlatr.audio.io import load_audio, probe_length
-from mlatr.data.loader import EvalChunks, PlannedBatches, PlannedClip, decode_all, plan_epoch, shard_range, stream
+from mlatr.data.loader import ClipWindows, PlannedClip, decode_all, eval_items, plan_epoch, stream, training_items
 from mlatr.data.manifest import Clip, Manifest
 from mlatr.errors import MlatrError
 
@@ -228,12 +228,9 @@ class TrainBatches:
 
     def epoch(self, epoch: int) -> Iterator[TrainBatch]:
         plan = self.plan(epoch)
-        items = []
-        for batch in plan:
-            start, stop = shard_range(len(batch), self.rank, self.world_size)
-            items.append([(p, batch[p]) for p in range(start, stop)])
+        items = training_items(plan, self.rank, self.world_size)
         workers = 0 if self.source.cache else self.workers  # a cached epoch is read from memory
-        for planned, loaded in zip(plan, stream(PlannedBatches(self.source, items, self.num_samples), workers,
+        for planned, loaded in zip(plan, stream(ClipWindows(self.source, items, self.num_samples), workers,
                                                 self.prefetch), strict=True):
             if self.world_size == 1 and len(loaded.clip_index) < 2:
                 continue
@@ -255,7 +252,6 @@ def iter_eval_audio(source: AudioSource, batch_size: int, max_seconds: float, wo
     if source.cache and workers > 0:
         source.fill(indices, workers)
         workers = 0
-    chunks = [indices[s:s + batch_size] for s in range(0, len(indices), batch_size)]
-    for loaded in stream(EvalChunks(source, chunks, limit), workers, prefetch):
+    for loaded in stream(ClipWindows(source, eval_items(indices, batch_size), limit), workers, prefetch):
         if loaded.waveform is not None:
             yield loaded.clip_index, loaded.waveform, loaded.lengths

@@ -9,13 +9,13 @@ Training (:class:`~mlatr.data.dataset.TrainBatches`) splits each epoch in two:
    (:func:`~mlatr.audio.io.probe_length`), the decoded-audio store or the in-memory cache, so no audio has
    to be decoded to plan. The plan is a function of ``(seed, epoch)`` and the data only: the same for any
    number of workers and any number of training processes.
-2. **Assembly** (:class:`PlannedBatches`, in ``data.workers`` worker processes of a
+2. **Assembly** (:class:`ClipWindows`, in ``data.workers`` worker processes of a
    ``torch.utils.data.DataLoader``, ``data.prefetch`` batches ahead each, or inline with 0 workers):
    read each planned clip's window, collate. Nothing random happens here, so workers cannot change a run.
 
 Under ``torchrun`` every process plans the whole global batch and assembles only its shard
 (:func:`shard_range`: contiguous positions, rank order), so the union of the shards is the single-process
-batch. Evaluation (:func:`eval_batches`) streams every clip in order the same way.
+batch. Evaluation (:func:`eval_items`) streams every clip in order the same way.
 
 Unreadable clips: with ``skip_bad`` a clip the header probe cannot read is planned as unreadable (its ``j``
 is drawn, no crop, as before); a clip that fails only when decoded is dropped from its batch and reported
@@ -121,34 +121,33 @@ def _read(source, index: int, read, failed: dict[str, str]) -> tuple[np.ndarray 
     return wave, None
 
 
-class PlannedBatches(torch.utils.data.Dataset):
-    """Item ``b`` = the clips ``items[b]`` (``(position, PlannedClip)`` pairs) read and collated.
+class ClipWindows(torch.utils.data.Dataset):
+    """Item ``b`` = the clips ``items[b]``, each ``(position, clip index, start)``, read as the window of
+    ``count`` samples from ``start`` (None: the centred window; the whole clip when shorter) and collated.
 
-    Each clip is the window ``[offset, offset + num_samples)`` of its audio (the whole clip when shorter);
-    should the decoded length differ from the planned one (a header that estimates its length), the window
-    is moved inside the clip. Safe to run in worker processes: nothing here draws random numbers."""
+    Training passes the plan's crop starts (:func:`training_items`); should a decoded length differ from the
+    planned one (a header that estimates its length), the window is moved inside the clip. Evaluation passes
+    None (:func:`eval_items`). Safe to run in worker processes: nothing here draws random numbers."""
 
-    def __init__(self, source, items: list[list[tuple[int, PlannedClip]]], num_samples: int):
+    def __init__(self, source, items: list[list[tuple[int, int, int | None]]], count: int):
         self.source = source
         self.items = items
-        self.num_samples = num_samples
+        self.count = count
 
     def __len__(self) -> int:
         return len(self.items)
 
     def __getitem__(self, b: int) -> LoadedBatch:
         position, kept, waves, failed = [], [], [], {}
-        for pos, clip in self.items[b]:
-            if not clip.readable:
-                continue
-            wave, error = _read(self.source, clip.index,
-                                lambda c=clip: self.source.crop(c.index, self.num_samples, c.offset), failed)
+        for pos, index, start in self.items[b]:
+            wave, error = _read(self.source, index, lambda i=index, s=start: self.source.crop(i, self.count, s),
+                                failed)
             if error is not None:
                 return LoadedBatch([], [], None, None, failed, error)
             if wave is None:
                 continue
             position.append(pos)
-            kept.append(clip.index)
+            kept.append(index)
             waves.append(wave)
         if not waves:
             return LoadedBatch(position, kept, None, None, failed)
@@ -156,31 +155,20 @@ class PlannedBatches(torch.utils.data.Dataset):
         return LoadedBatch(position, kept, waveform, lengths, failed)
 
 
-class EvalChunks(torch.utils.data.Dataset):
-    """Item ``b`` = clips ``chunks[b]``, each the centred window of at most ``limit`` samples."""
+def training_items(plan: list[list[PlannedClip]], rank: int = 0, world_size: int = 1
+                   ) -> list[list[tuple[int, int, int | None]]]:
+    """:class:`ClipWindows` items of process ``rank``'s shard of every planned batch (readable clips)."""
+    items = []
+    for batch in plan:
+        start, stop = shard_range(len(batch), rank, world_size)
+        items.append([(p, batch[p].index, batch[p].offset) for p in range(start, stop) if batch[p].readable])
+    return items
 
-    def __init__(self, source, chunks: list[list[int]], limit: int):
-        self.source = source
-        self.chunks = chunks
-        self.limit = limit
 
-    def __len__(self) -> int:
-        return len(self.chunks)
-
-    def __getitem__(self, b: int) -> LoadedBatch:
-        kept, waves, failed = [], [], {}
-        for i in self.chunks[b]:
-            wave, error = _read(self.source, i, lambda i=i: self.source.crop(i, self.limit, None), failed)
-            if error is not None:
-                return LoadedBatch([], [], None, None, failed, error)
-            if wave is None:
-                continue
-            kept.append(i)
-            waves.append(wave)
-        if not waves:
-            return LoadedBatch([], kept, None, None, failed)
-        waveform, lengths = collate_waveforms(waves)
-        return LoadedBatch(list(range(len(kept))), kept, waveform, lengths, failed)
+def eval_items(indices: list[int], batch_size: int) -> list[list[tuple[int, int, int | None]]]:
+    """:class:`ClipWindows` items of every clip of ``indices`` in order, centred windows."""
+    chunks = [indices[s:s + batch_size] for s in range(0, len(indices), batch_size)]
+    return [[(k, i, None) for k, i in enumerate(chunk)] for chunk in chunks]
 
 
 def stream(dataset: torch.utils.data.Dataset, workers: int, prefetch: int = 2) -> Iterator[LoadedBatch]:

@@ -134,12 +134,14 @@ class Trainer:
             need_first_language=self.cfg.objective.scheme == "cacl", source=train, workers=self.workers,
             prefetch=d.prefetch, shard=(self.dist.rank, self.dist.world_size), progress=show,
         )
-        self.val_source = None
         parts = [(train, self.batches.clips)]
-        if self.val_manifest is not None and self.dist.is_main:
-            self.val_source = open_source(self.val_manifest, d.sample_rate, d.store, d.skip_bad)
-            parts.append((self.val_source, range(len(self.val_manifest))))
+        val = None
+        if self.val_manifest is not None:
+            val = open_source(self.val_manifest, d.sample_rate, d.store, d.skip_bad)
+            parts.append((val, range(len(self.val_manifest))))
+        # every process decides alike (the lengths the epoch is planned with come from the same place)
         choose_cache(d.cache_audio, parts, d.cache_max_gb / self.dist.local_world_size)
+        self.val_source = val if self.dist.is_main else None
 
     def _initial_model(self):
         """A fresh model, or the one of ``model.init_checkpoint`` (ATRI §5.3: KCL / CACL start from ML-CLAP).
