@@ -163,6 +163,7 @@ def run_mode(args) -> dict:
         trainer = Trainer(cfg)
         _ = trainer.batches.lengths  # headers read (or, for ram, every clip decoded into memory)
         setup = time.perf_counter() - start
+        after_setup = memory.sample()
         steps, waits, cpu = [], [], []
         generator = torch.Generator().manual_seed(0)
         batches = trainer.batches.epoch(1)  # "epoch 2": its own plan; the cache is full for ram
@@ -184,7 +185,7 @@ def run_mode(args) -> dict:
         memory.sample()
     return {"mode": mode, "setup_s": setup, "step_s": statistics.median(steps),
             "step_mean_s": statistics.mean(steps), "wait_s": statistics.median(waits), "cpu_s": statistics.median(cpu),
-            "peak_pss_mb": memory.peak / 2**20, "steps": len(steps),
+            "peak_pss_mb": memory.peak / 2**20, "setup_pss_mb": after_setup / 2**20, "steps": len(steps),
             "workers": 0 if mode in ("inline", "store") else args.workers}
 
 
@@ -205,6 +206,7 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=32)
     parser.add_argument("--workers", type=int, default=1, help="worker processes of the worker modes")
     parser.add_argument("--threads", type=int, default=1, help="torch threads of the training process")
+    parser.add_argument("--repeats", type=int, default=1, help="runs of every mode, interleaved (medians)")
     parser.add_argument("--run", choices=MODES, help=argparse.SUPPRESS)
     parser.add_argument("--manifest", help=argparse.SUPPRESS)
     parser.add_argument("--store", help=argparse.SUPPRESS)
@@ -221,24 +223,30 @@ def main() -> None:
         print(f"mlatr data prepare: {prepare(manifest, store, args.workers):.0f} s for {args.clips} clips", flush=True)
     print(f"load average before: {os.getloadavg()[0]:.1f}; {os.cpu_count()} CPUs; torch threads {args.threads}",
           flush=True)
-    results = {}
-    for mode in modes:
-        command = [sys.executable, __file__, "--run", mode, "--manifest", str(manifest), "--store", str(store),
-                   "--out", str(folder / "runs" / f"{args.clips}-{time.time_ns()}"), "--steps", str(args.steps),
-                   "--warmup", str(args.warmup), "--batch", str(args.batch), "--workers", str(args.workers),
-                   "--threads", str(args.threads)]
-        out = subprocess.run(command, check=True, capture_output=True, text=True)
-        results[mode] = json.loads(out.stdout.strip().splitlines()[-1])
-        r = results[mode]
-        print(f"{mode:14s} workers {r['workers']}  setup {r['setup_s']:7.1f} s  step {r['step_s']:.3f} s (mean "
-              f"{r['step_mean_s']:.3f}, CPU of the training process {r['cpu_s']:.3f})  data wait {r['wait_s']:.3f} s  "
-              f"peak memory {r['peak_pss_mb']:7.0f} MB", flush=True)
-    if "ram" in results:
-        ref = results["ram"]
-        print(f"\nratios to ram ({args.clips} clips, batch {args.batch}, load average now {os.getloadavg()[0]:.1f}):")
-        for mode, r in results.items():
-            print(f"{mode:14s} step time x{r['step_s'] / ref['step_s']:.2f}   "
-                  f"memory x{r['peak_pss_mb'] / ref['peak_pss_mb']:.2f}")
+    runs: dict[str, list[dict]] = {m: [] for m in modes}
+    for repeat in range(args.repeats):  # interleaved, so that a change in the machine's load hits every mode
+        for mode in modes:
+            command = [sys.executable, __file__, "--run", mode, "--manifest", str(manifest), "--store", str(store),
+                       "--out", str(folder / "runs" / f"{args.clips}-{time.time_ns()}"), "--steps", str(args.steps),
+                       "--warmup", str(args.warmup), "--batch", str(args.batch), "--workers", str(args.workers),
+                       "--threads", str(args.threads)]
+            out = subprocess.run(command, check=True, capture_output=True, text=True)
+            r = json.loads(out.stdout.strip().splitlines()[-1])
+            runs[mode].append(r)
+            print(f"[{repeat + 1}/{args.repeats}] {mode:14s} workers {r['workers']}  setup {r['setup_s']:6.1f} s  "
+                  f"step {r['step_s']:.3f} s (CPU of the training process {r['cpu_s']:.3f})  data wait "
+                  f"{r['wait_s']:.3f} s  memory after setup {r['setup_pss_mb']:6.0f} MB, peak "
+                  f"{r['peak_pss_mb']:6.0f} MB  (load {os.getloadavg()[0]:.1f})", flush=True)
+    results = {m: {k: statistics.median([r[k] for r in rs]) for k in ("step_s", "cpu_s", "wait_s", "peak_pss_mb")}
+               for m, rs in runs.items()}
+    print(f"\nmedians over {args.repeats} run(s) ({args.clips} clips, batch {args.batch}, "
+          f"load average now {os.getloadavg()[0]:.1f}):")
+    ref = results.get("ram")
+    for mode, r in results.items():
+        ratio = (f"  step time x{r['step_s'] / ref['step_s']:.2f} of ram, "
+                 f"memory x{r['peak_pss_mb'] / ref['peak_pss_mb']:.2f}" if ref else "")
+        print(f"{mode:14s} step {r['step_s']:.3f} s  wait {r['wait_s']:.3f} s  CPU {r['cpu_s']:.3f} s  "
+              f"peak memory {r['peak_pss_mb']:6.0f} MB{ratio}")
 
 
 if __name__ == "__main__":
