@@ -194,3 +194,18 @@ def test_cache_auto_follows_the_budget(manifest):
     assert choose_cache("auto", [(a, range(len(m)))], budget_gb=1.0) and a.cache
     assert not choose_cache("auto", [(b, range(len(m)))], budget_gb=1e-5) and not b.cache
     assert a.decoded_bytes == 0  # deciding read headers only
+
+
+class _CacheProbe(AudioSource):
+    """Decodes every clip as one sample telling whether the reading process caches."""
+
+    def _decode(self, index):
+        return np.array([1.0 if self.cache else 0.0], np.float32)
+
+
+def test_workers_keep_no_cache_of_their_own(manifest):
+    """A caching source is filled by workers that do not cache (each would hold a copy of all it read)."""
+    m = Manifest.load(manifest)
+    source = _CacheProbe(m, cache=True)
+    source.fill(range(len(m)), workers=1)
+    assert source.decoded_bytes and all(float(source.load(i)[0]) == 0.0 for i in range(len(m)))

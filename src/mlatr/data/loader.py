@@ -181,7 +181,8 @@ def stream(dataset: torch.utils.data.Dataset, workers: int, prefetch: int = 2) -
         items = iter(torch.utils.data.DataLoader(dataset, batch_size=None, shuffle=False,
                                                  num_workers=min(workers, len(dataset)),
                                                  prefetch_factor=prefetch, collate_fn=_identity,
-                                                 generator=_quiet_generator(), persistent_workers=False))
+                                                 generator=_quiet_generator(), worker_init_fn=_worker_without_cache,
+                                                 persistent_workers=False))
     for item in items:
         source.bad.update(item.failed)
         if item.error is not None:
@@ -191,6 +192,12 @@ def stream(dataset: torch.utils.data.Dataset, workers: int, prefetch: int = 2) -
 
 def _identity(item):
     return item
+
+
+def _worker_without_cache(worker_id: int) -> None:
+    """A worker keeps no decoded clip: what it reads goes to the training process (which may cache it),
+    and a worker's own cache would hold a copy of everything it ever read."""
+    torch.utils.data.get_worker_info().dataset.source.cache = False
 
 
 def _quiet_generator() -> torch.Generator:
@@ -228,7 +235,8 @@ def decode_all(source, indices: list[int], workers: int, prefetch: int = 2, prog
         items = iter(torch.utils.data.DataLoader(dataset, batch_size=None, shuffle=False,
                                                  num_workers=min(workers, len(dataset)),
                                                  prefetch_factor=prefetch, collate_fn=_identity,
-                                                 generator=_quiet_generator()))
+                                                 generator=_quiet_generator(),
+                                                 worker_init_fn=_worker_without_cache))
     bar = tqdm(total=len(indices), desc=desc, unit="clip", disable=not progress, leave=False)
     for i, wave, failed, error in items:
         source.bad.update(failed)
