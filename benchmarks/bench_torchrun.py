@@ -99,7 +99,13 @@ def main() -> None:
                        "--master_addr=127.0.0.1", f"--master_port={free_port()}", __file__, "--case", case,
                        "--manifest", str(data / "manifest.jsonl"), "--out", str(folder / "runs" / str(time.time_ns())),
                        "--batch", str(args.batch), "--steps", str(args.steps), "--warmup", str(args.warmup)]
-            out = subprocess.run(command, check=True, capture_output=True, text=True, env=env, timeout=1800)
+            for _attempt in range(2):  # a port picked free may be taken by another program before torchrun binds it
+                command[4] = f"--master_port={free_port()}"
+                out = subprocess.run(command, capture_output=True, text=True, env=env, timeout=1800)
+                if out.returncode == 0:
+                    break
+            if out.returncode:
+                raise SystemExit(f"{' '.join(command)} failed:\n{out.stderr[-4000:]}")
             r = json.loads([x for x in out.stdout.splitlines() if x.startswith("{")][-1])
             steps[n] = r["step_s"]
             sent = ", ".join(f"{k} {v / 2**10:.1f} KiB" for k, v in r["bytes"].items()) or "nothing"

@@ -152,13 +152,14 @@ def crop_or_pad(
 
 
 def collate_waveforms(
-    waveforms: Sequence[np.ndarray | torch.Tensor], lengths: Sequence[int] | None = None
+    waveforms: Sequence[np.ndarray | torch.Tensor], lengths: Sequence[int] | None = None, shared: bool = False
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Stack mono signals of any lengths into ``([B, T_max] float32, lengths [B] long)``.
 
     Shorter signals are zero-padded at the end. ``lengths`` (e.g. the ``valid_length`` of
     :func:`crop_or_pad`) overrides the array lengths when given, so padding already present in a
-    cropped segment stays masked.
+    cropped segment stays masked. ``shared``: the batch is made in shared memory, as a DataLoader worker
+    sends it (no copy on the way; moving it there afterwards leaves the worker's heap growing).
     """
     if len(waveforms) == 0:
         raise ValueError("cannot collate an empty batch")
@@ -169,7 +170,11 @@ def collate_waveforms(
         raise ValueError("lengths must have one entry per waveform")
     if any(v < 0 or v > s for v, s in zip(valid, sizes, strict=True)):
         raise ValueError("a length exceeds its waveform")
-    batch = torch.zeros(len(arrays), max(sizes), dtype=torch.float32)
+    if shared:
+        storage = torch.empty(0, dtype=torch.float32)._typed_storage()._new_shared(len(arrays) * max(sizes))
+        batch = torch.empty(0, dtype=torch.float32).new(storage).view(len(arrays), max(sizes)).zero_()
+    else:
+        batch = torch.zeros(len(arrays), max(sizes), dtype=torch.float32)
     for i, a in enumerate(arrays):
         batch[i, : a.shape[0]] = a
     return batch, torch.tensor(valid, dtype=torch.long)

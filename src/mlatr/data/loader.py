@@ -151,7 +151,8 @@ class ClipWindows(torch.utils.data.Dataset):
             waves.append(wave)
         if not waves:
             return LoadedBatch(position, kept, None, None, failed)
-        waveform, lengths = collate_waveforms(waves)  # shorter clips padded to the longest of the batch
+        in_worker = torch.utils.data.get_worker_info() is not None
+        waveform, lengths = collate_waveforms(waves, shared=in_worker)  # padded to the longest of the batch
         return LoadedBatch(position, kept, waveform, lengths, failed)
 
 
@@ -219,7 +220,10 @@ class WholeClips(torch.utils.data.Dataset):
     def __getitem__(self, k: int):
         i, failed = self.indices[k], {}
         wave, error = _read(self.source, i, lambda: self.source.load(i), failed)
-        return i, (None if wave is None else torch.from_numpy(wave)), failed, error
+        if wave is None:
+            return i, None, failed, error
+        shared, _ = collate_waveforms([wave], shared=torch.utils.data.get_worker_info() is not None)
+        return i, shared[0], failed, error
 
 
 def decode_all(source, indices: list[int], workers: int, prefetch: int = 2, progress: bool = False,
