@@ -10,6 +10,9 @@ import argparse
 import importlib
 import sys
 
+from mlatr import __version__
+from mlatr.errors import MlatrError
+
 #: (command path, module under mlatr.commands). Order is the order shown in --help.
 COMMANDS: list[tuple[str, str]] = [
     ("data validate", "data_validate"),
@@ -54,7 +57,6 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="mlatr", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    from mlatr import __version__
 
     parser.add_argument("--version", action="version", version=f"mlatr {__version__}")
     top = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -88,7 +90,6 @@ def main(argv: list[str] | None = None) -> int:
     if run is None:
         (getattr(args, "_group_parser", None) or parser).print_help()
         return 2
-    from mlatr.errors import MlatrError
 
     try:
         return int(run(args) or 0)
