@@ -200,3 +200,41 @@ def test_cli_build_and_search_json(trained, tmp_path, capsys):
     assert main(["search", str(out)]) == 2
     assert main(["search", str(tmp_path / "missing.npz"), "dog"]) == 2
     assert main(["search", str(out), "dog", "--lang", "xx"]) == 2
+
+
+def test_query_languages_say_which_encoders_read_the_language():
+    from mlatr.models.registry import build_text_encoder
+    from mlatr.search.query_language import query_languages
+
+    class Fake:
+        dim = 4
+
+        def __init__(self, *_):
+            pass
+
+        def embed(self, texts):
+            return np.ones((len(texts), 4), np.float32) / 2
+
+    use = query_languages(build_text_encoder("use-multilingual", backend_factory=Fake))
+    assert not use.required and "fra" in use.known and "cat" not in use.known and use.known[0] == "eng"
+    opted_in = build_text_encoder("use-multilingual", backend_factory=Fake, allow_unsupported_languages=True)
+    assert query_languages(opted_in).known is None and "cat" in query_languages(opted_in).choices()
+    assert not query_languages(build_text_encoder("e5-small", backend_factory=Fake)).required
+    small = dict(corpus=["a dog", "un chien"], vocab_size=50, dim=8, num_layers=1, num_heads=2, ff_dim=16)
+    plain = query_languages(build_text_encoder("small-transformer", **small))
+    assert plain.required is False and plain.known is None
+    with_lang = query_languages(build_text_encoder("small-transformer", languages=["fra", "eng"], **small))
+    assert with_lang.required and with_lang.known == ("fra", "eng")
+
+
+def test_text_search_without_language(trained, tmp_path):
+    """lang=None: the same ranking where the encoder ignores the language; refused where it reads it."""
+    manifest_path, ckpt = trained
+    out = tmp_path / "toy.idx.npz"
+    build_index(_model(ckpt), Manifest.load(manifest_path), ckpt, out, caption_languages=["eng"])
+    index = Index.load(out)
+    assert [h.id for h in index.search_text("un son aigu", None, 5)] == \
+        [h.id for h in index.search_text("un son aigu", "fra", 5)]
+    index.model().text_encoder.languages = ["eng"]  # as if trained with a language embedding
+    with pytest.raises(MlatrError, match="reads the query's language: give one of eng"):
+        index.search_text("un son aigu", None, 5)

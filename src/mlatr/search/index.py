@@ -128,8 +128,9 @@ class Index:
             self._model = load_index_model(self.meta["checkpoint"])
         return self._model
 
-    def search_text(self, query: str, lang: str = "eng", k: int = 10):
-        """Clips for a text query in ``lang`` (ISO 639-3), best first: a list of :class:`~mlatr.search.search.Hit`."""
+    def search_text(self, query: str, lang: str | None = "eng", k: int = 10):
+        """Clips for a text query in ``lang`` (ISO 639-3; ``None`` where the model does not read it), best
+        first: a list of :class:`~mlatr.search.search.Hit`."""
         from mlatr.search.search import search_text
 
         return search_text(self, query, lang, k)
