@@ -28,7 +28,19 @@ def add_arguments(parser):
                         help="poll the index file every SECONDS and reload it when it changes (0: off; default 2)")
     parser.add_argument("--max-k", type=int, default=100, help="most results one request may ask for")
     parser.add_argument("--max-upload-mb", type=float, default=20.0, help="largest sound upload (MiB, default 20)")
+    parser.add_argument("--threads", type=int, default=1,
+                        help="math threads (BLAS, OpenMP, torch) per query (default 1: a query's products are small, "
+                             "and extra threads wait on each other on a busy CPU; see README)")
     parser.add_argument("--no-access-log", action="store_true", help="do not log every request")
+
+
+def limit_math_threads(n: int) -> None:
+    """Every later numpy / USE / FAISS (BLAS, OpenMP) and torch call in this process uses ``n`` threads."""
+    import torch
+    from threadpoolctl import threadpool_limits
+
+    torch.set_num_threads(n)
+    threadpool_limits(n)
 
 
 def bind_socket(host: str, port: int):
@@ -55,17 +67,19 @@ def run(args) -> int:
     from mlatr.errors import MlatrError
 
     try:
+        import threadpoolctl  # noqa: F401  (limit_math_threads)
         import uvicorn
 
         from mlatr.serve.app import Limits, create_app
         from mlatr.serve.live_index import LiveIndex
     except ImportError as exc:
-        raise MlatrError(f"mlatr serve needs fastapi, uvicorn and python-multipart ({exc}): "
+        raise MlatrError(f"mlatr serve needs fastapi, uvicorn, python-multipart and threadpoolctl ({exc}): "
                          "pip install 'mlatr[serve]'") from exc
     if not Path(args.index).is_file():
         raise MlatrError(f"index not found: {args.index}")
-    if args.max_k < 1 or args.max_upload_mb <= 0:
-        raise MlatrError("--max-k must be at least 1 and --max-upload-mb positive")
+    if args.max_k < 1 or args.max_upload_mb <= 0 or args.threads < 1:
+        raise MlatrError("--max-k and --threads must be at least 1, --max-upload-mb positive")
+    limit_math_threads(args.threads)
     live = LiveIndex(args.index, backend=args.backend)
     try:
         snap = live.reload()
@@ -74,6 +88,7 @@ def run(args) -> int:
     except MlatrError as exc:
         print(f"mlatr serve: cannot load {args.index}: {exc}\n  serving 503 errors until the file is fixed "
               "(it is watched; POST /reload reads it at once)", file=sys.stderr, flush=True)
+    limit_math_threads(args.threads)  # again: the model's libraries (USE, FAISS) may have started their own pools
     limits = Limits(max_k=args.max_k, max_upload_bytes=int(args.max_upload_mb * 2**20))
     app = create_app(live, limits, watch_seconds=args.watch)
     sock = bind_socket(args.host, args.port)
