@@ -61,6 +61,7 @@ def bind_socket(host: str, port: int):
 
 
 def run(args) -> int:
+    import logging
     import sys
     from pathlib import Path
 
@@ -80,6 +81,11 @@ def run(args) -> int:
     if args.max_k < 1 or args.max_upload_mb <= 0 or args.threads < 1:
         raise MlatrError("--max-k and --threads must be at least 1, --max-upload-mb positive")
     limit_math_threads(args.threads)
+    log = logging.getLogger("mlatr.serve")  # reloads by the file watch, and their failures
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(levelname)s:     mlatr serve: %(message)s"))
+    log.addHandler(handler)
+    log.setLevel(logging.INFO)
     live = LiveIndex(args.index, backend=args.backend)
     try:
         snap = live.reload()
