@@ -17,7 +17,7 @@ default: untrained heads, which cost the same).
 3. Sound queries: ``POST /search/audio`` with a real clip, one after another (p50 / p95).
 
     .venv/bin/python benchmarks/bench_serve.py [--clips 10000] [--checkpoint runs/demo-real/model.pt]
-        [--requests 500] [--concurrency 50] [--json out.json]
+        [--requests 500] [--concurrency 50] [--threads 1] [--json out.json]
 """
 
 from __future__ import annotations
@@ -103,8 +103,9 @@ def make_index(checkpoint: Path, n: int, files: list[str], out: Path) -> Path:
     return out
 
 
-def start_server(index: Path) -> tuple[subprocess.Popen, str]:
-    cmd = [sys.executable, "-m", "mlatr", "serve", str(index), "--port", "0", "--watch", "0", "--no-access-log"]
+def start_server(index: Path, threads: int) -> tuple[subprocess.Popen, str]:
+    cmd = [sys.executable, "-m", "mlatr", "serve", str(index), "--port", "0", "--watch", "0", "--no-access-log",
+           "--threads", str(threads)]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             env=dict(os.environ, PYTHONUNBUFFERED="1"))
     deadline = time.monotonic() + 300
@@ -209,18 +210,20 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--requests", type=int, default=500)
     ap.add_argument("--concurrency", type=int, default=50)
     ap.add_argument("--sound-queries", type=int, default=20)
+    ap.add_argument("--threads", type=int, default=1, help="the server's --threads")
     ap.add_argument("--json", default=None)
     args = ap.parse_args(argv)
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
                             text=True).stdout.strip()
-    out: dict = {"commit": commit, "clips": args.clips, "load_average_start": os.getloadavg()[0]}
+    out: dict = {"commit": commit, "clips": args.clips, "threads": args.threads,
+                 "load_average_start": os.getloadavg()[0]}
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
         ckpt = Path(args.checkpoint) if args.checkpoint else make_checkpoint(tmp / "model.pt", args.dim)
         files = audio_files(Path(args.manifest), tmp)
         index = make_index(ckpt, args.clips, files, tmp / "bench.idx.npz")
         t0 = time.perf_counter()
-        proc, url = start_server(index)
+        proc, url = start_server(index, args.threads)
         out["server_start_s"] = time.perf_counter() - t0
         try:
             out["sequential"] = sequential(url, args.queries)
@@ -233,7 +236,8 @@ def main(argv: list[str] | None = None) -> int:
             proc.wait(timeout=30)
     out["load_average_end"] = os.getloadavg()[0]
     s, c, ld, snd = out["sequential"]["client"], out["sequential"]["server_took"], out["load"], out["sound"]
-    print(f"commit {commit}; {args.clips} clips, USE text encoder; server start {out['server_start_s']:.1f} s")
+    print(f"commit {commit}; {args.clips} clips, USE text encoder, server --threads {args.threads}; "
+          f"server start {out['server_start_s']:.1f} s")
     print(f"text queries, one at a time ({s['n']}): p50 {s['p50_ms']:.1f} ms, p95 {s['p95_ms']:.1f} ms, "
           f"p99 {s['p99_ms']:.1f} ms (server's own time p50 {c['p50_ms']:.1f} ms)")
     print(f"load: {ld['requests']} requests, {ld['concurrency']} concurrent: {ld['errors']} errors, "
