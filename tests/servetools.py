@@ -12,23 +12,6 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from toydata import TINY_MODEL, make_toy_manifest
-
-
-def train_toy_model(root: Path, n_train: int = 12, n_val: int = 4, n_test: int = 4) -> tuple[Path, Path]:
-    """A tiny small-cnn + small-transformer model trained one epoch on toy tones; (manifest, checkpoint)."""
-    from mlatr.training.config import load_config
-    from mlatr.training.trainer import Trainer
-
-    manifest = make_toy_manifest(root / "toy", n_train=n_train, n_val=n_val, n_test=n_test)
-    cfg = load_config(None, [
-        f"data.manifest={manifest}", f"out_dir={root / 'run'}", "data.languages=[eng,fra,deu]",
-        "train.epochs=1", "train.batch_size=6", "data.max_seconds=1.0", "data.eval_max_seconds=2.0",
-        "optim.warmup_steps=1", "train.progress=false", *TINY_MODEL,
-    ])
-    Trainer(cfg).fit()
-    return manifest, root / "run" / "last.pt"
-
 
 def build_toy_index(manifest_path: Path, checkpoint: Path, out: Path, first: int | None = None,
                     add: bool = False, langs: str = "eng,fra") -> Path:

@@ -13,22 +13,12 @@ from mlatr.errors import MlatrError
 from mlatr.search import Index, build_index
 from mlatr.search.backends import FaissBackend, top_k_numpy
 from mlatr.training.checkpoint import load_model
-from mlatr.training.config import load_config
-from mlatr.training.trainer import Trainer
-from toydata import TINY_MODEL, make_toy_manifest
+from toydata import train_toy_model
 
 
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
-    root = tmp_path_factory.mktemp("search")
-    manifest = make_toy_manifest(root / "toy", n_train=12, n_val=4, n_test=4)
-    cfg = load_config(None, [
-        f"data.manifest={manifest}", f"out_dir={root / 'run'}", "data.languages=[eng,fra,deu]",
-        "train.epochs=1", "train.batch_size=6", "data.max_seconds=1.0", "data.eval_max_seconds=2.0",
-        "optim.warmup_steps=1", "train.progress=false", *TINY_MODEL,
-    ])
-    Trainer(cfg).fit()
-    return manifest, root / "run" / "last.pt"
+    return train_toy_model(tmp_path_factory.mktemp("search"))
 
 
 def _model(ckpt):
