@@ -16,7 +16,6 @@ import pytest
 import soundfile as sf
 
 pytest.importorskip("fastapi", reason="mlatr serve needs the serve extra: pip install 'mlatr[serve]'")
-pytest.importorskip("multipart", reason="mlatr serve needs python-multipart: pip install 'mlatr[serve]'")
 
 from mlatr.cli import main  # noqa: E402
 from mlatr.data.manifest import Manifest  # noqa: E402
@@ -305,13 +304,14 @@ def test_cli_serve_runs_and_stops(toy, tmp_path):
                 url = line.split()[2].rstrip("/")
         assert url, "".join(lines)
         assert "20 clips" in "".join(lines)
+        health = None
         for _ in range(100):  # uvicorn may still be starting
             try:
                 health = request(url + "/health", timeout=5)
                 break
             except OSError:
                 time.sleep(0.1)
-        assert health.status == 200 and health.json()["clips"] == 20
+        assert health is not None and health.status == 200 and health.json()["clips"] == 20
         hits = json.loads(request(url + "/search?q=a+tone&k=2").body)["results"]
         assert len(hits) == 2
     finally:
