@@ -27,6 +27,7 @@ COMMANDS: list[tuple[str, str]] = [
     ("eval-demo", "eval_demo"),
     ("index build", "index_build"),
     ("search", "search"),
+    ("serve", "serve"),
     ("demo-real", "demo_real"),
     ("experiment supclap", "experiment_supclap"),
     ("experiment finegrained", "experiment_finegrained"),

@@ -54,6 +54,17 @@ def resample(audio: np.ndarray, sr_in: int, sr_out: int = SAMPLE_RATE) -> np.nda
     return soxr.resample(audio, sr_in, sr_out, quality="HQ").astype(np.float32, copy=False)
 
 
+def audio_duration(path: str | os.PathLike) -> float | None:
+    """Seconds of audio in the file at ``path``, from its header (no decoding); ``None`` if unreadable."""
+    import soundfile as sf
+
+    try:
+        info = sf.info(os.fspath(path))
+    except Exception:  # soundfile raises LibsndfileError / RuntimeError / TypeError
+        return None
+    return float(info.frames) / info.samplerate if info.samplerate > 0 else None
+
+
 def load_audio(path: str | os.PathLike, sample_rate: int = SAMPLE_RATE) -> np.ndarray:
     """Read an audio file (wav, flac, ogg, mp3, ... via soundfile) as mono float32 at ``sample_rate``.
 
