@@ -44,6 +44,16 @@ ALIASES: dict[str, str] = {
 }
 
 
+#: ISO 639-3 -> NLLB / FLORES-200 codes (script included): the NLLB tokenizer's language tokens, used by
+#: SONAR (its text encoder) and by the NLLB translation models.
+NLLB_CODES: dict[str, str] = {
+    "eng": "eng_Latn", "fra": "fra_Latn", "deu": "deu_Latn", "spa": "spa_Latn", "nld": "nld_Latn",
+    "cat": "cat_Latn", "jpn": "jpn_Jpan", "zho": "zho_Hans", "ita": "ita_Latn", "por": "por_Latn",
+    "rus": "rus_Cyrl", "kor": "kor_Hang", "ara": "arb_Arab", "hin": "hin_Deva", "pol": "pol_Latn",
+    "tur": "tur_Latn", "swe": "swe_Latn", "ukr": "ukr_Cyrl", "ces": "ces_Latn", "ell": "ell_Grek",
+}
+
+
 def is_known(code: str) -> bool:
     """True when ``code`` is an ISO 639-3 code mlatr knows."""
     return code in LANGUAGE_NAMES
@@ -57,3 +67,11 @@ def normalize(code: str) -> str:
         known = ", ".join(sorted(LANGUAGE_NAMES))
         raise ValueError(f"unknown language code {code!r} (known ISO 639-3 codes: {known})")
     return c
+
+
+def iso639_1(code: str) -> str | None:
+    """The two-letter ISO 639-1 code of an ISO 639-3 code mlatr knows (``"fra"`` -> ``"fr"``), or None."""
+    for short, long in ALIASES.items():
+        if long == code and len(short) == 2:
+            return short
+    return None
