@@ -1,0 +1,168 @@
+"""Translation with a local sequence-to-sequence model folder through ``transformers`` (offline).
+
+Three layouts, recognised from the folder (``config.json``'s ``model_type`` and the tokenizer):
+
+* **NLLB** (``facebook/nllb-200-*``; ``model_type`` m2m_100, tokenizer with ``eng_Latn``-style tokens):
+  source code as ``tokenizer.src_lang``, target code forced as the first generated token; codes from
+  :data:`mlatr.languages.NLLB_CODES` (``fra`` -> ``fra_Latn``, ``zho`` -> ``zho_Hans``).
+* **M2M100** (``facebook/m2m100_418M`` / ``1.2B``; tokenizer with ``__fr__``-style tokens): the same with
+  ISO 639-1 codes (``fra`` -> ``fr``).
+* **Marian** (``Helsinki-NLP/opus-mt-*``; ``model_type`` marian): a single-pair model translates the pair
+  it was trained on (``source_lang`` / ``target_lang`` in ``tokenizer_config.json`` are checked when
+  present); a multi-target model (vocabulary with ``>>spa<<`` / ``>>es<<`` tokens) gets the target's token
+  prepended to every caption.
+
+Everything loads with ``local_files_only=True``: nothing is downloaded. Decoding is beam search
+(``num_beams``) of at most ``max_new_tokens`` tokens; an empty output is a failed caption. The cache key's
+model is the folder's resolved path. ``transformers`` / ``torch`` are imported when the backend is built.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from mlatr.errors import MlatrError
+from mlatr.languages import NLLB_CODES, iso639_1
+from mlatr.translation.backend import TranslationBackend, clean_output, single_line
+
+LAYOUTS = ("nllb", "m2m100", "marian")
+_MARIAN_TOKEN = re.compile(r"^>>([a-z_]+)<<$")
+
+
+def _fetch_hint(folder: Path) -> str:
+    return (f"On a machine with internet access: huggingface-cli download facebook/nllb-200-distilled-600M "
+            f"--local-dir {folder} (or facebook/m2m100_418M, or a Helsinki-NLP/opus-mt-en-XX pair), then copy "
+            f"the folder here")
+
+
+def read_model_type(folder: Path) -> str:
+    """``model_type`` of ``folder/config.json``; raise :class:`MlatrError` (with the fetch hint) otherwise."""
+    if not folder.is_dir():
+        raise MlatrError(f"hf backend: model folder {folder} does not exist. {_fetch_hint(folder)}")
+    config = folder / "config.json"
+    try:
+        model_type = json.loads(config.read_text(encoding="utf-8")).get("model_type")
+    except (OSError, ValueError) as exc:
+        raise MlatrError(f"hf backend: {config} is missing or unreadable ({exc}). {_fetch_hint(folder)}") from exc
+    if model_type not in ("m2m_100", "marian"):
+        raise MlatrError(f"hf backend: {config} has model_type {model_type!r}; expected an NLLB / M2M100 "
+                         f"(m2m_100) or Marian (marian) translation model")
+    return model_type
+
+
+def marian_codes(vocab: dict[str, int]) -> dict[str, str]:
+    """The target-language tokens of a multi-target Marian vocabulary: ISO 639-3 -> ``>>xx<<`` token."""
+    out: dict[str, str] = {}
+    for token in vocab:
+        match = _MARIAN_TOKEN.match(token)
+        if match is None:
+            continue
+        code = match.group(1)
+        iso3 = code if len(code) == 3 else next((c for c in NLLB_CODES if iso639_1(c) == code), None)
+        if iso3 is not None:
+            out.setdefault(iso3, token)
+    return out
+
+
+class HFBackend(TranslationBackend):
+    """A local NLLB / M2M100 / Marian model (see the module docstring)."""
+
+    name = "hf"
+
+    def __init__(self, path: str, batch_size: int = 16, num_beams: int = 4, max_new_tokens: int = 256,
+                 device: str = "cpu"):
+        folder = Path(path).expanduser()
+        super().__init__(str(folder.resolve()), batch_size)
+        model_type = read_model_type(folder)
+        try:
+            import torch
+            import transformers
+        except ImportError as exc:
+            raise MlatrError("hf backend needs transformers: pip install 'mlatr[hf]'") from exc
+        self._torch = torch
+        try:
+            self.tokenizer = transformers.AutoTokenizer.from_pretrained(str(folder), local_files_only=True)
+            self.net = transformers.AutoModelForSeq2SeqLM.from_pretrained(str(folder), local_files_only=True)
+        except (OSError, ValueError, KeyError, ImportError) as exc:
+            raise MlatrError(f"hf backend: cannot load {folder} ({type(exc).__name__}: {exc}). "
+                             f"{_fetch_hint(folder)}") from exc
+        self.net = self.net.to(device).eval()
+        self.device = device
+        self.num_beams, self.max_new_tokens = int(num_beams), int(max_new_tokens)
+        vocab = self.tokenizer.get_vocab()
+        self.marian_targets: dict[str, str] = {}
+        self.pair: tuple[str | None, str | None] = (None, None)
+        if model_type == "marian":
+            self.layout = "marian"
+            self.marian_targets = marian_codes(vocab)
+            self.pair = self._marian_pair(folder)
+        elif "eng_Latn" in vocab:
+            self.layout = "nllb"
+        elif "__en__" in vocab:
+            self.layout = "m2m100"
+        else:
+            raise MlatrError(f"hf backend: {folder} is an m2m_100 model whose tokenizer has neither NLLB "
+                             f"(eng_Latn) nor M2M100 (__en__) language tokens")
+
+    @staticmethod
+    def _marian_pair(folder: Path) -> tuple[str | None, str | None]:
+        try:
+            cfg = json.loads((folder / "tokenizer_config.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None, None
+
+        def iso3(code: Any) -> str | None:
+            if not isinstance(code, str):
+                return None
+            code = code.lower()
+            return code if len(code) == 3 else next((c for c in NLLB_CODES if iso639_1(c) == code), None)
+
+        return iso3(cfg.get("source_lang")), iso3(cfg.get("target_lang"))
+
+    # ---- language codes --------------------------------------------------------------------------
+    def code(self, lang: str) -> str:
+        """The model's code of an ISO 639-3 language (NLLB ``fra_Latn``, M2M100 ``fr``)."""
+        if self.layout == "nllb":
+            code = NLLB_CODES.get(lang)
+        else:
+            code = iso639_1(lang)
+        if code is None:
+            raise MlatrError(f"hf backend: no {self.layout} language code for {lang!r}")
+        return code
+
+    def check_pair(self, source: str, target: str) -> None:
+        pair = f"{source} -> {target}"
+        if self.layout == "marian":
+            src, tgt = self.pair
+            if (src and src != source) or (tgt and tgt != target and not self.marian_targets):
+                raise MlatrError(f"hf backend: the Marian model {self.model} translates {src} -> {tgt}, not {pair}")
+            if self.marian_targets and target not in self.marian_targets:
+                raise MlatrError(f"hf backend: the Marian model {self.model} has no target token for {target} "
+                                 f"(it has: {', '.join(sorted(self.marian_targets))})")
+            return
+        vocab = self.tokenizer.get_vocab()
+        for lang in (source, target):
+            token = self.code(lang) if self.layout == "nllb" else f"__{self.code(lang)}__"
+            if token not in vocab:
+                raise MlatrError(f"hf backend: {self.model} cannot translate {pair}: its tokenizer has no {token}")
+
+    # ---- translation -----------------------------------------------------------------------------
+    def translate_batch(self, texts: Sequence[str], source: str, target: str) -> list[str | None]:
+        torch = self._torch
+        inputs = [single_line(t) for t in texts]
+        generate: dict[str, Any] = {"num_beams": self.num_beams, "max_new_tokens": self.max_new_tokens}
+        if self.layout == "marian":
+            if self.marian_targets:
+                inputs = [f"{self.marian_targets[target]} {t}" for t in inputs]
+        else:
+            self.tokenizer.src_lang = self.code(source)
+            token = self.code(target) if self.layout == "nllb" else f"__{self.code(target)}__"
+            generate["forced_bos_token_id"] = self.tokenizer.convert_tokens_to_ids(token)
+        batch = self.tokenizer(inputs, return_tensors="pt", padding=True, truncation=True, max_length=512)
+        with torch.no_grad():
+            out = self.net.generate(**{k: v.to(self.device) for k, v in batch.items()}, **generate)
+        return [clean_output(t) for t in self.tokenizer.batch_decode(out, skip_special_tokens=True)]
