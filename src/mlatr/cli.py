@@ -17,6 +17,7 @@ COMMANDS: list[tuple[str, str]] = [
     ("data stats", "data_stats"),
     ("data synth", "data_synth"),
     ("data translate", "data_translate"),
+    ("data translation-qa", "data_translation_qa"),
     ("demo", "demo"),
     ("train", "train"),
     ("encode", "encode"),

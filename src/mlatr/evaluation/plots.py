@@ -18,7 +18,8 @@ from mlatr.evaluation.report import as_methods
 from mlatr.io_utils import atomic_write_with
 
 
-def _pyplot():
+def pyplot():
+    """matplotlib.pyplot on the Agg backend (files only; imported when a figure is drawn)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -27,7 +28,8 @@ def _pyplot():
     return plt
 
 
-def _save(fig, path: str | Path) -> Path:
+def save_figure(fig, path: str | Path) -> Path:
+    """Write ``fig`` atomically (format from the suffix, png by default); returns the path."""
     path = Path(path)
     atomic_write_with(path, lambda fh: fig.savefig(fh, format=path.suffix.lstrip(".") or "png", dpi=130,
                                                      bbox_inches="tight"))
@@ -36,7 +38,7 @@ def _save(fig, path: str | Path) -> Path:
 
 def plot_recall_by_language(results: dict, path: str | Path, metric: str = "R1") -> Path:
     """Grouped bars of ``metric`` per language (+ avg) for T2A and A2T, one colour per method."""
-    plt = _pyplot()
+    plt = pyplot()
     methods = as_methods(results)
     langs = [lg for lg in next(iter(methods.values()))["t2a"] if lg != "avg"] + ["avg"]
     x = np.arange(len(langs))
@@ -63,7 +65,7 @@ def plot_recall_by_language(results: dict, path: str | Path, metric: str = "R1")
     if len(methods) > 1 or "" not in methods:
         handles, names = axes[0].get_legend_handles_labels()
         fig.legend(handles, names, loc="upper right", ncol=len(methods), fontsize=8, frameon=False)
-    out = _save(fig, path)
+    out = save_figure(fig, path)
     plt.close(fig)
     return out
 
@@ -72,7 +74,7 @@ def plot_rank_spread(evaluations: Evaluation | dict[str, Evaluation], path: str 
     """Left: per language, |t2a rank - group mean rank| over the groups present in every language
     (box plot, log scale). Right: cumulative share of caption groups by their rank standard deviation
     across languages, with the MRV (the mean squared deviation, ATRI eq. 16) in the legend."""
-    plt = _pyplot()
+    plt = pyplot()
     evals = {"": evaluations} if isinstance(evaluations, Evaluation) else dict(evaluations)
     first = next(iter(evals.values()))
     langs = first.table.languages
@@ -116,6 +118,6 @@ def plot_rank_spread(evaluations: Evaluation | dict[str, Evaluation], path: str 
         handles = [plt.Rectangle((0, 0), 1, 1, color=c, alpha=0.6) for _, _, _, c in all_std]
         ax1.legend(handles, [n for n, _, _, _ in all_std], fontsize=8)
     fig.tight_layout()
-    out = _save(fig, path)
+    out = save_figure(fig, path)
     plt.close(fig)
     return out
