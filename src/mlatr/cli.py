@@ -24,6 +24,7 @@ COMMANDS: list[tuple[str, str]] = [
     ("eval", "eval_model"),
     ("eval-embeddings", "eval_embeddings"),
     ("eval-demo", "eval_demo"),
+    ("import-checkpoint", "import_checkpoint"),
     ("index build", "index_build"),
     ("search", "search"),
     ("demo-real", "demo_real"),
