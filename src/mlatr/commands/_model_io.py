@@ -19,19 +19,22 @@ def load_model_from_args(args):
     return model.to(resolve_device(args.device)).eval()
 
 
-def encode_from_args(args, model=None, frames: bool = False):
-    """Encode ``args.split`` of ``args.manifest`` (``all`` = every clip); returns an EncodedSplit
+def encode_from_args(args, model=None, frames: bool = False, manifest=None, languages=None):
+    """Encode ``args.split`` of ``args.manifest`` (``all`` = every clip), or the given ``manifest`` as it is,
+    in ``languages`` (default ``--languages``, else the model's training languages); returns an EncodedSplit
     (with frame/token features when ``frames``, for a fine-grained matching head)."""
     from mlatr.data.manifest import Manifest
     from mlatr.encoding import encode_manifest
 
     model = model or load_model_from_args(args)
     data_cfg = model.train_config["data"]
-    languages = args.languages.split(",") if args.languages else data_cfg["languages"]
+    if languages is None:
+        languages = args.languages.split(",") if args.languages else data_cfg["languages"]
     max_seconds = args.max_seconds or data_cfg["eval_max_seconds"]
-    manifest = Manifest.load(args.manifest, skip_bad=args.skip_bad)
-    if args.split != "all":
-        manifest = manifest.split(args.split)
+    if manifest is None:
+        manifest = Manifest.load(args.manifest, skip_bad=args.skip_bad)
+        if args.split != "all":
+            manifest = manifest.split(args.split)
     return encode_manifest(model, manifest, languages, batch_size=args.batch_size, max_seconds=max_seconds,
                            sample_rate=data_cfg["sample_rate"], skip_bad=args.skip_bad, progress=True,
                            frames=frames)

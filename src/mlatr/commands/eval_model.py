@@ -1,3 +1,5 @@
+from mlatr.commands.eval_embeddings import add_tsne_arguments
+
 HELP = """Evaluate a trained model on a manifest split (recall, mAP@10, consistency, zero-shot).
 
 Encodes the split with the checkpoint, then reports exactly what `mlatr eval-embeddings` reports
@@ -10,8 +12,15 @@ When the clips carry exactly one label each (ESC-50, UrbanSound8K imports), also
 classification with the prompt "This is a sound of {label}." (SupCLAP §4.2.2); clips with several
 labels are left out of it and counted.
 
-Example:
+--plot also draws ATRI Appendix C's t-SNE view (tsne.png): --tsne-clips random clips (default 50), their
+audio and one caption group in every language, colour = clip, marker = language; --compare CKPT2 encodes
+the same clips and captions with a second checkpoint and draws the two side by side (ATRI Figures 3-4:
+ML-CLAP vs KCL).
+
+Examples:
   mlatr eval --checkpoint runs/kcl/best.pt --manifest data/synth/manifest.jsonl --split test --json m.json
+  mlatr eval --checkpoint runs/kcl/best.pt --manifest data/synth/manifest.jsonl --plot plots/ \
+      --compare runs/mlclap/best.pt
 """
 
 
@@ -32,6 +41,9 @@ def add_arguments(parser):
     parser.add_argument("--skip-bad", action="store_true", help="skip unreadable audio and count it")
     parser.add_argument("--head-memory-mb", type=float, default=1024.0,
                         help="working-memory budget of a fine-grained matching head's scoring (default 1024)")
+    parser.add_argument("--compare", metavar="CKPT2",
+                        help="with --plot: a second checkpoint drawn beside this one in the t-SNE view")
+    add_tsne_arguments(parser)
 
 
 def run(args) -> int:
@@ -40,9 +52,12 @@ def run(args) -> int:
     from mlatr.commands._model_io import encode_from_args, load_model_from_args
     from mlatr.data.manifest import Manifest
     from mlatr.encoding import encode_texts
+    from mlatr.errors import MlatrError
     from mlatr.evaluation import evaluate_embeddings_with_ranks, format_report, zero_shot, zero_shot_prompts
     from mlatr.io_utils import atomic_write_json
 
+    if args.compare and not args.plot:
+        raise MlatrError("--compare draws a second t-SNE panel: give --plot DIR too")
     model = load_model_from_args(args)
     head = model.matching_head
     enc = encode_from_args(args, model, frames=head.needs_frames)
@@ -95,7 +110,43 @@ def run(args) -> int:
 
         plot_recall_by_language(metrics, Path(args.plot) / "recall_by_language.png")
         plot_rank_spread(evaluation, Path(args.plot) / "rank_spread.png")
+        if args.tsne_clips > 0:
+            print(f"\nwrote {_plot_tsne(args, model, enc, manifest)}")
     return 0
+
+
+def _panel_name(path: str) -> str:
+    from pathlib import Path
+
+    p = Path(path)
+    return f"{p.parent.name}/{p.name}" if p.parent.name else p.name
+
+
+def _plot_tsne(args, model, enc, manifest):
+    """ATRI Appendix C's view of ``enc``; with --compare, the second checkpoint's encoding of the same clips
+    and caption groups beside it."""
+    import argparse
+    from pathlib import Path
+
+    from mlatr.commands._model_io import encode_from_args, load_model_from_args
+    from mlatr.data.manifest import Manifest
+    from mlatr.errors import MlatrError
+    from mlatr.evaluation.tsne import plot_tsne, select_rows, view_from_arrays
+
+    sel = select_rows(enc.text_audio, enc.text_lang, enc.text_group, len(enc.audio), args.tsne_clips, args.tsne_seed)
+    views = [view_from_arrays(_panel_name(args.checkpoint), enc.audio, enc.text, enc.text_lang, sel)]
+    if args.compare:
+        other = load_model_from_args(argparse.Namespace(**{**vars(args), "checkpoint": args.compare}))
+        clips = Manifest(clips=[manifest[enc.clip_rows[i]] for i in sel.clips], root=manifest.root,
+                         path=manifest.path)
+        languages = sorted(set(enc.text_lang.tolist()), key=enc.text_lang.tolist().index)
+        enc2 = encode_from_args(args, other, manifest=clips, languages=languages)
+        sel2 = select_rows(enc2.text_audio, enc2.text_lang, enc2.text_group, len(enc2.audio), len(sel.clips))
+        if [enc.texts[r] for r in sel.text_rows] != [enc2.texts[r] for r in sel2.text_rows]:
+            raise MlatrError(f"--compare: {args.compare} did not encode the same clips and captions (unreadable "
+                             f"audio skipped by one model only?)")
+        views.append(view_from_arrays(_panel_name(args.compare), enc2.audio, enc2.text, enc2.text_lang, sel2))
+    return plot_tsne(views, Path(args.plot) / "tsne.png", args.tsne_seed)
 
 
 def _head_zero_shot(model, head, enc, rows: list[int], prompts: list[str], lang: str, targets, args) -> dict:
