@@ -25,6 +25,7 @@ import numpy as np
 
 from mlatr.data.manifest import language_order
 from mlatr.errors import MlatrError
+from mlatr.evaluation.plots import pyplot, save_figure
 
 #: Marker per language (ATRI's eight first); the audio gets AUDIO_MARKER.
 LANGUAGE_MARKERS = {"eng": "o", "fra": "s", "deu": "^", "spa": "v", "nld": "D", "cat": "P", "jpn": "X", "zho": "*"}
@@ -110,8 +111,6 @@ def _markers(langs: list[str]) -> dict[str, str]:
 
 def plot_tsne(views: list[View], path: str | Path, seed: int = 0, title: str = "") -> Path:
     """One t-SNE panel per view, side by side (colour = clip, marker = language, hexagon = audio)."""
-    from mlatr.evaluation.plots import pyplot, save_figure
-
     plt = pyplot()
     langs = language_order({str(lang) for v in views for lang in v.text_lang})
     markers = _markers(langs)

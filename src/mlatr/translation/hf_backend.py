@@ -26,8 +26,9 @@ from pathlib import Path
 from typing import Any
 
 from mlatr.errors import MlatrError
-from mlatr.languages import NLLB_CODES, iso639_1
+from mlatr.languages import NLLB_CODES, iso639_1, normalize
 from mlatr.translation.backend import TranslationBackend, clean_output, single_line
+from mlatr.translation.hf_local import load_local
 
 LAYOUTS = ("nllb", "m2m100", "marian")
 _MARIAN_TOKEN = re.compile(r"^>>([a-z_]+)<<$")
@@ -54,17 +55,22 @@ def read_model_type(folder: Path) -> str:
     return model_type
 
 
+def iso3(code: Any) -> str | None:
+    """ISO 639-3 of a two- or three-letter code mlatr knows (``es`` / ``spa`` -> ``spa``), else None."""
+    try:
+        return normalize(code) if isinstance(code, str) else None
+    except ValueError:
+        return None
+
+
 def marian_codes(vocab: dict[str, int]) -> dict[str, str]:
     """The target-language tokens of a multi-target Marian vocabulary: ISO 639-3 -> ``>>xx<<`` token."""
     out: dict[str, str] = {}
     for token in vocab:
         match = _MARIAN_TOKEN.match(token)
-        if match is None:
-            continue
-        code = match.group(1)
-        iso3 = code if len(code) == 3 else next((c for c in NLLB_CODES if iso639_1(c) == code), None)
-        if iso3 is not None:
-            out.setdefault(iso3, token)
+        lang = iso3(match.group(1)) if match else None
+        if lang is not None:
+            out.setdefault(lang, token)
     return out
 
 
@@ -78,19 +84,8 @@ class HFBackend(TranslationBackend):
         folder = Path(path).expanduser()
         super().__init__(str(folder.resolve()), batch_size)
         model_type = read_model_type(folder)
-        try:
-            import torch
-            import transformers
-        except ImportError as exc:
-            raise MlatrError("hf backend needs transformers: pip install 'mlatr[hf]'") from exc
-        self._torch = torch
-        try:
-            self.tokenizer = transformers.AutoTokenizer.from_pretrained(str(folder), local_files_only=True)
-            self.net = transformers.AutoModelForSeq2SeqLM.from_pretrained(str(folder), local_files_only=True)
-        except (OSError, ValueError, KeyError, ImportError) as exc:
-            raise MlatrError(f"hf backend: cannot load {folder} ({type(exc).__name__}: {exc}). "
-                             f"{_fetch_hint(folder)}") from exc
-        self.net = self.net.to(device).eval()
+        self.tokenizer, self.net = load_local(folder, "AutoModelForSeq2SeqLM", "hf backend", _fetch_hint(folder))
+        self.net = self.net.to(device)
         self.device = device
         self.num_beams, self.max_new_tokens = int(num_beams), int(max_new_tokens)
         vocab = self.tokenizer.get_vocab()
@@ -114,13 +109,6 @@ class HFBackend(TranslationBackend):
             cfg = json.loads((folder / "tokenizer_config.json").read_text(encoding="utf-8"))
         except (OSError, ValueError):
             return None, None
-
-        def iso3(code: Any) -> str | None:
-            if not isinstance(code, str):
-                return None
-            code = code.lower()
-            return code if len(code) == 3 else next((c for c in NLLB_CODES if iso639_1(c) == code), None)
-
         return iso3(cfg.get("source_lang")), iso3(cfg.get("target_lang"))
 
     # ---- language codes --------------------------------------------------------------------------
@@ -152,7 +140,8 @@ class HFBackend(TranslationBackend):
 
     # ---- translation -----------------------------------------------------------------------------
     def translate_batch(self, texts: Sequence[str], source: str, target: str) -> list[str | None]:
-        torch = self._torch
+        import torch
+
         inputs = [single_line(t) for t in texts]
         generate: dict[str, Any] = {"num_beams": self.num_beams, "max_new_tokens": self.max_new_tokens}
         if self.layout == "marian":

@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from mlatr.data.manifest import language_order
+from mlatr.evaluation.plots import pyplot, save_figure
 from mlatr.io_utils import atomic_write_json, atomic_write_text
 from mlatr.languages import LANGUAGE_NAMES
 from mlatr.translation.qa import ALL_SPLITS, QARow, below_threshold, worst_rows
@@ -75,8 +76,6 @@ def format_worst(rows: Sequence[QARow], per_language: int) -> str:
 def plot_distribution(rows: Sequence[QARow], path: str | Path, threshold: float | None = None,
                       title: str = "") -> Path:
     """Violins of the cosine per language (mean as a dot and label), the threshold as a dashed line."""
-    from mlatr.evaluation.plots import pyplot, save_figure
-
     plt = pyplot()
     langs = language_order({r.lang for r in rows})
     data = [np.array([r.cosine for r in rows if r.lang == lang and r.cosine is not None]) for lang in langs]
@@ -97,6 +96,7 @@ def plot_distribution(rows: Sequence[QARow], path: str | Path, threshold: float 
     if threshold is not None:
         ax.axvline(threshold, color="tab:red", ls="--", lw=1, label=f"threshold {threshold:g}")
         ax.legend(fontsize=8, loc="lower left")
+    ax.invert_yaxis()  # the first language on top, as in the table
     ax.set_xlabel("cosine(English caption, back-translation)")
     ax.set_title(title or "Back-translation similarity per language", fontsize=10)
     ax.grid(axis="x", alpha=0.3)
@@ -129,7 +129,8 @@ def write_qa_report(out_dir: str | Path, rows: Sequence[QARow], table: dict, met
         paths.append(out / "below_threshold.csv")
         atomic_write_text(paths[-1], _csv([ROW_FIELDS] + [_row_values(r) for r in low]))
     atomic_write_json(paths[4], _nan_to_none(summary))
-    plot_distribution(rows, paths[5], threshold)
+    plot_distribution(rows, paths[5], threshold, title=f"Back-translation similarity per language "
+                                                      f"({meta.get('backend', '?')}, {meta.get('encoder', '?')})")
     return paths
 
 

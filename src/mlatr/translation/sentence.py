@@ -21,6 +21,7 @@ from typing import Protocol
 import numpy as np
 
 from mlatr.errors import MlatrError
+from mlatr.translation.hf_local import load_local
 
 PACKAGED = {"e5-small": "e5-small", "use": "use-multilingual", "use-multilingual": "use-multilingual"}
 
@@ -54,23 +55,14 @@ class HFMeanPoolEncoder:
             raise MlatrError(f"sentence encoder {folder}: no config.json there. Give e5-small, use, or a local "
                              f"Hugging Face folder (ATRI used RoBERTa-large: on a machine with internet access, "
                              f"huggingface-cli download FacebookAI/roberta-large --local-dir {folder})")
-        try:
-            import torch
-            import transformers
-        except ImportError as exc:
-            raise MlatrError("a Hugging Face sentence encoder needs transformers: pip install 'mlatr[hf]'") from exc
-        self._torch = torch
-        try:
-            self.tokenizer = transformers.AutoTokenizer.from_pretrained(str(folder), local_files_only=True)
-            self.model = transformers.AutoModel.from_pretrained(str(folder), local_files_only=True)
-        except (OSError, ValueError, KeyError) as exc:
-            raise MlatrError(f"sentence encoder {folder}: cannot load ({type(exc).__name__}: {exc})") from exc
-        self.model = self.model.to(device).eval()
+        self.tokenizer, self.model = load_local(folder, "AutoModel", "sentence encoder")
+        self.model = self.model.to(device)
         self.name, self.device = folder.name, device
         self.batch_size, self.max_length = int(batch_size), int(max_length)
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
-        torch = self._torch
+        import torch
+
         out: list[np.ndarray] = []
         for start in range(0, len(texts), self.batch_size):
             batch = self.tokenizer(list(texts[start:start + self.batch_size]), padding=True, truncation=True,
