@@ -11,6 +11,7 @@ import pytest
 from mlatr.cli import main
 from mlatr.data.manifest import Clip, Manifest
 from mlatr.errors import MlatrError
+from mlatr.models.hf_text import write_tiny_model
 from mlatr.translation import TranslationCache, Translator
 from mlatr.translation.backend import TranslationBackend
 from mlatr.translation.qa import back_translate, collect_rows, qa_languages, qa_table, score_rows
@@ -127,8 +128,6 @@ def test_language_choice_errors():
 
 def test_hf_mean_pool_encoder_ignores_padding(tmp_path):
     pytest.importorskip("transformers")
-    from mlatr.models.hf_text import write_tiny_model
-
     write_tiny_model("xlmr", tmp_path / "xlmr")
     enc = HFMeanPoolEncoder(tmp_path / "xlmr", batch_size=3)
     texts = ["a dog", "rain falls on the roof of the house", "a"]

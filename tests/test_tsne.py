@@ -5,10 +5,17 @@ import numpy as np
 import pytest
 import torch
 
+from mlatr.audio.io import load_audio
 from mlatr.cli import main
 from mlatr.data.manifest import Manifest
 from mlatr.errors import MlatrError
+from mlatr.evaluation import tsne
+from mlatr.evaluation.synthetic import structured_embeddings
 from mlatr.evaluation.tsne import embed_2d, plot_tsne_arrays, select_rows, view_from_arrays
+from mlatr.models import DualEncoder
+from mlatr.training.checkpoint import read_checkpoint, save_checkpoint
+from mlatr.training.trainer import Trainer
+from toydata import make_toy_manifest, tiny_config
 
 pytest.importorskip("sklearn")
 
@@ -33,8 +40,6 @@ def test_select_rows_picks_clips_and_their_fullest_caption_group():
 
 
 def test_tsne_keeps_each_clips_captions_together():
-    from mlatr.evaluation.synthetic import structured_embeddings
-
     arrays = structured_embeddings(n_clips=40, seed=0, language_shift=0.05,
                                    language_noise=dict.fromkeys(["eng", "fra", "deu", "spa", "nld", "cat", "jpn",
                                                                   "zho"], 0.05), sigma_caption=0.05, missing_fraction=0)
@@ -51,8 +56,6 @@ def test_tsne_keeps_each_clips_captions_together():
 
 
 def test_eval_embeddings_plot_and_compare(tmp_path):
-    from mlatr.evaluation.synthetic import structured_embeddings
-
     for name, shift in (("mlclap", 0.4), ("kcl", 0.05)):
         np.savez(tmp_path / f"{name}.npz", **structured_embeddings(n_clips=30, seed=0, language_shift=shift))
     out = tmp_path / "plots"
@@ -70,11 +73,6 @@ def test_eval_embeddings_plot_and_compare(tmp_path):
 
 
 def test_eval_compare_encodes_the_same_clips_with_the_second_checkpoint(tmp_path, monkeypatch):
-    from mlatr.evaluation import tsne
-    from mlatr.training.checkpoint import load_model, save_checkpoint
-    from mlatr.training.trainer import Trainer
-    from toydata import make_toy_manifest, tiny_config
-
     manifest = make_toy_manifest(tmp_path / "toy", n_train=8, n_val=2, n_test=6)
     ckpts = []
     for seed in (0, 1):  # two untrained tiny models: different random weights, same architecture
@@ -95,10 +93,11 @@ def test_eval_compare_encodes_the_same_clips_with_the_second_checkpoint(tmp_path
     assert first.audio.shape[0] == second.audio.shape[0] == 4
     assert first.text_lang.tolist() == second.text_lang.tolist() == ["eng", "fra", "deu"] * 4
     # the second panel holds the second model's own embeddings of the same clips
-    from mlatr.audio.io import load_audio
-
     test = Manifest.load(manifest).split("test")
-    model = load_model(ckpts[1])
+    state = read_checkpoint(ckpts[1])
+    model = DualEncoder.from_config(state["model_config"])
+    model.load_state_dict(state["model"])
+    model.eval()
     sel = select_rows(*(np.array(x) for x in _caption_arrays(test)), n_audio=len(test), n_clips=4)
     with torch.no_grad():
         for k, row in enumerate(sel.clips):
