@@ -75,7 +75,7 @@ def test_nllb_translation_equals_greedy_decoding(nllb_folder):
         src = [code("eng_Latn"), *tok(text, add_special_tokens=False).input_ids, code("</s>")]
         ids = greedy(model, src, [code("</s>"), code("spa_Latn")], eos=code("</s>"))
         assert ids[1] == code("spa_Latn") and len(ids) == MAX_NEW + 1
-        expected = tok.decode(ids, skip_special_tokens=True).strip()
+        expected = tok.decode(ids[2:], skip_special_tokens=True).strip()
         assert got[text].translation == (" ".join(expected.split()) or None)
         assert got[text].translation  # never empty: no special token is ever generated (_tiny_seq2seq)
     assert len({o.translation for o in got.values()}) == len(texts)  # the output depends on the input
@@ -90,25 +90,20 @@ def test_nllb_pairs_and_codes(nllb_folder):
     backend.check_pair("eng", "jpn")
     backend.tokenizer = transformers.NllbTokenizer(vocab={"<s>": 0, "<pad>": 1, "</s>": 2, "<unk>": 3, "a": 4},
                                                    merges=[], additional_special_tokens=["eng_Latn"])
-    with pytest.raises(MlatrError, match="no fra_Latn"):
+    with pytest.raises(MlatrError, match="no language token fra_Latn"):
         backend.check_pair("eng", "fra")
 
 
 def test_marian_multi_target_prepends_the_target_token(tmp_path):
-    spm = pytest.importorskip("sentencepiece")
-    corpus = tmp_path / "corpus.txt"
-    corpus.write_text("\n".join(["a dog barks", "rain falls", "un perro ladra", "la pluja cau"] * 4), encoding="utf-8")
-    spm.SentencePieceTrainer.train(input=str(corpus), model_prefix=str(tmp_path / "sp"), vocab_size=30,
-                                   model_type="char", minloglevel=2)
+    sp, model_file = _char_spm(tmp_path)
     folder = tmp_path / "marian"
     folder.mkdir()
-    sp = spm.SentencePieceProcessor(model_file=str(tmp_path / "sp.model"))
     vocab = {"<pad>": 0, "</s>": 1, "<unk>": 2, ">>spa<<": 3, ">>cat<<": 4}
     for i in range(sp.get_piece_size()):
         vocab.setdefault(sp.id_to_piece(i), len(vocab))
     (folder / "vocab.json").write_text(json.dumps(vocab), encoding="utf-8")
     for name in ("source.spm", "target.spm"):
-        (folder / name).write_bytes((tmp_path / "sp.model").read_bytes())
+        (folder / name).write_bytes(model_file.read_bytes())
     tok = transformers.MarianTokenizer(*(str(folder / n) for n in ("source.spm", "target.spm", "vocab.json")))
     tok.save_pretrained(folder)
     model = _tiny_seq2seq(transformers.MarianConfig, transformers.MarianMTModel, len(vocab), 0, 1, [0, 1, 2, 3, 4])
@@ -124,6 +119,48 @@ def test_marian_multi_target_prepends_the_target_token(tmp_path):
     assert src[0] == vocab[">>cat<<"]
     expected = tok.decode(greedy(model.eval(), src, [1], eos=1), skip_special_tokens=True)
     assert got == " ".join(expected.split()) and got
+
+
+def _char_spm(tmp_path, vocab_size=30):
+    spm = pytest.importorskip("sentencepiece")
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("\n".join(["a dog barks", "rain falls", "un perro ladra", "la pluja cau"] * 4), encoding="utf-8")
+    spm.SentencePieceTrainer.train(input=str(corpus), model_prefix=str(tmp_path / "sp"), vocab_size=vocab_size,
+                                   model_type="char", minloglevel=2)
+    return spm.SentencePieceProcessor(model_file=str(tmp_path / "sp.model")), tmp_path / "sp.model"
+
+
+def test_m2m100_uses_two_letter_codes(tmp_path):
+    sp, model_file = _char_spm(tmp_path)
+    vocab = {"<s>": 0, "<pad>": 1, "</s>": 2, "<unk>": 3}
+    for i in range(sp.get_piece_size()):
+        vocab.setdefault(sp.id_to_piece(i), len(vocab))
+    (tmp_path / "vocab.json").write_text(json.dumps(vocab), encoding="utf-8")
+    tok = transformers.M2M100Tokenizer(str(tmp_path / "vocab.json"), str(model_file), src_lang="fr")
+    size = max(tok.lang_token_to_id.values()) + 1 + tok.num_madeup_words
+    special = [0, 1, 2, 3, *range(len(vocab), size)]  # language tokens and made-up words after the pieces
+    folder = tmp_path / "m2m100"
+    model = _tiny_seq2seq(transformers.M2M100Config, transformers.M2M100ForConditionalGeneration, size, 1, 2,
+                          special, bos_token_id=0, scale_embedding=True)
+    model.save_pretrained(folder)
+    tok.save_pretrained(folder)  # its saved source language is French: the backend must set English
+
+    backend = HFBackend(str(folder), num_beams=1, max_new_tokens=MAX_NEW)
+    assert backend.layout == "m2m100" and backend.code("spa") == "es"
+    backend.check_pair("eng", "spa")
+    with pytest.raises(MlatrError, match="no m2m100 language code for 'ukr'|no language token"):
+        backend.check_pair("eng", "ukr")
+    got = Translator(backend).translate(["a dog barks", "rain falls"], "eng", "spa")
+    tok = transformers.AutoTokenizer.from_pretrained(str(folder))
+    en, es = tok.get_lang_id("en"), tok.get_lang_id("es")
+    for text, outcome in got.items():
+        src = [en, *tok(text, add_special_tokens=False).input_ids, 2]
+        ids = greedy(model, src, [2, es], eos=2)
+        assert ids[1] == es
+        expected = tok.decode(ids[2:], skip_special_tokens=True)  # the text after the forced language token
+        assert outcome.translation == " ".join(expected.split()) and outcome.translation
+        assert "__" not in outcome.translation  # no "__es__" in the text
+    assert len({o.translation for o in got.values()}) == 2
 
 
 def test_marian_codes_from_a_vocabulary():

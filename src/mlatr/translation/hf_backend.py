@@ -88,20 +88,36 @@ class HFBackend(TranslationBackend):
         self.net = self.net.to(device)
         self.device = device
         self.num_beams, self.max_new_tokens = int(num_beams), int(max_new_tokens)
-        vocab = self.tokenizer.get_vocab()
         self.marian_targets: dict[str, str] = {}
         self.pair: tuple[str | None, str | None] = (None, None)
         if model_type == "marian":
             self.layout = "marian"
-            self.marian_targets = marian_codes(vocab)
+            self.marian_targets = marian_codes(self.tokenizer.get_vocab())
             self.pair = self._marian_pair(folder)
-        elif "eng_Latn" in vocab:
+        elif self._has_token("eng_Latn"):
             self.layout = "nllb"
-        elif "__en__" in vocab:
+        elif hasattr(self.tokenizer, "get_lang_id"):
             self.layout = "m2m100"
         else:
             raise MlatrError(f"hf backend: {folder} is an m2m_100 model whose tokenizer has neither NLLB "
                              f"(eng_Latn) nor M2M100 (__en__) language tokens")
+
+    def _has_token(self, token: str) -> bool:
+        token_id = self.tokenizer.convert_tokens_to_ids(token)
+        return token_id is not None and token_id != self.tokenizer.unk_token_id
+
+    def language_token_id(self, lang: str) -> int:
+        """The id of ``lang``'s language token (NLLB ``fra_Latn``, M2M100 ``__fr__``); MlatrError if none."""
+        code = self.code(lang)
+        if self.layout == "nllb" and self._has_token(code):
+            return int(self.tokenizer.convert_tokens_to_ids(code))
+        if self.layout == "m2m100":
+            try:
+                return int(self.tokenizer.get_lang_id(code))
+            except KeyError:
+                pass
+        token = code if self.layout == "nllb" else f"__{code}__"
+        raise MlatrError(f"hf backend: {self.model} has no language token {token}")
 
     @staticmethod
     def _marian_pair(folder: Path) -> tuple[str | None, str | None]:
@@ -132,11 +148,11 @@ class HFBackend(TranslationBackend):
                 raise MlatrError(f"hf backend: the Marian model {self.model} has no target token for {target} "
                                  f"(it has: {', '.join(sorted(self.marian_targets))})")
             return
-        vocab = self.tokenizer.get_vocab()
         for lang in (source, target):
-            token = self.code(lang) if self.layout == "nllb" else f"__{self.code(lang)}__"
-            if token not in vocab:
-                raise MlatrError(f"hf backend: {self.model} cannot translate {pair}: its tokenizer has no {token}")
+            try:
+                self.language_token_id(lang)
+            except MlatrError as exc:
+                raise MlatrError(f"{exc} (asked for {pair})") from None
 
     # ---- translation -----------------------------------------------------------------------------
     def translate_batch(self, texts: Sequence[str], source: str, target: str) -> list[str | None]:
@@ -149,9 +165,10 @@ class HFBackend(TranslationBackend):
                 inputs = [f"{self.marian_targets[target]} {t}" for t in inputs]
         else:
             self.tokenizer.src_lang = self.code(source)
-            token = self.code(target) if self.layout == "nllb" else f"__{self.code(target)}__"
-            generate["forced_bos_token_id"] = self.tokenizer.convert_tokens_to_ids(token)
+            generate["forced_bos_token_id"] = self.language_token_id(target)
         batch = self.tokenizer(inputs, return_tensors="pt", padding=True, truncation=True, max_length=512)
         with torch.no_grad():
             out = self.net.generate(**{k: v.to(self.device) for k, v in batch.items()}, **generate)
-        return [clean_output(t) for t in self.tokenizer.batch_decode(out, skip_special_tokens=True)]
+        forced = generate.get("forced_bos_token_id")  # the target-language token is not text (M2M100 would
+        rows = [[t for t in seq.tolist() if t != forced] for seq in out]  # decode it as "__es__")
+        return [clean_output(t) for t in self.tokenizer.batch_decode(rows, skip_special_tokens=True)]
