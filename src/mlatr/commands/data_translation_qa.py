@@ -70,7 +70,7 @@ def run(args) -> int:
     encoder = build_sentence_encoder(args.encoder, device=args.device)
     rows = collect_rows(manifest, langs)
     back_translate(rows, translator, progress=not args.no_progress)
-    score_rows(rows, encoder)
+    score_rows(rows, encoder, progress=not args.no_progress)
     table = qa_table(rows)
     meta = {"manifest": str(args.manifest), "backend": translator.backend.describe(), "encoder": encoder.name,
             "languages": langs, "splits": args.split or "all"}

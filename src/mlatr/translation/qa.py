@@ -95,12 +95,12 @@ def back_translate(rows: list[QARow], translator: Translator, progress: bool = T
                 row.round_trip, row.reason = outcome.translation, outcome.reason
 
 
-def score_rows(rows: list[QARow], encoder: SentenceEncoder) -> None:
+def score_rows(rows: list[QARow], encoder: SentenceEncoder, progress: bool = False) -> None:
     """Cosine of the English caption and its round trip, for every row that has a round trip."""
     done = [r for r in rows if r.round_trip is not None]
     if not done:
         return
-    cos = pair_cosines(encoder, [r.english for r in done], [r.round_trip for r in done])
+    cos = pair_cosines(encoder, [r.english for r in done], [r.round_trip for r in done], progress=progress)
     for row, value in zip(done, cos, strict=True):
         row.cosine = float(value)
 

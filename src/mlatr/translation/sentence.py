@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Protocol
 
 import numpy as np
+from tqdm import tqdm
 
 from mlatr.errors import MlatrError
 from mlatr.translation.hf_local import load_local
@@ -84,11 +85,18 @@ def build_sentence_encoder(spec: str, device: str = "cpu") -> SentenceEncoder:
                      f"(e.g. RoBERTa-large, as ATRI Appendix A)")
 
 
-def pair_cosines(encoder: SentenceEncoder, left: Sequence[str], right: Sequence[str]) -> np.ndarray:
-    """Cosine of ``left[i]`` and ``right[i]`` for every i; each distinct text is embedded once."""
+def pair_cosines(encoder: SentenceEncoder, left: Sequence[str], right: Sequence[str], progress: bool = False,
+                 chunk: int = 256) -> np.ndarray:
+    """Cosine of ``left[i]`` and ``right[i]`` for every i; each distinct text is embedded once (in chunks of
+    ``chunk`` texts, with a progress bar when ``progress``)."""
     texts = list(dict.fromkeys([*left, *right]))
     row = {t: i for i, t in enumerate(texts)}
-    vectors = np.asarray(encoder.embed(texts), dtype=np.float64)
+    parts = []
+    with tqdm(total=len(texts), unit="text", desc=f"embed ({encoder.name})", disable=not progress) as bar:
+        for start in range(0, len(texts), chunk):
+            parts.append(np.asarray(encoder.embed(texts[start:start + chunk]), dtype=np.float64))
+            bar.update(len(parts[-1]))
+    vectors = np.concatenate(parts) if parts else np.zeros((0, 1))
     vectors /= np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
     a = vectors[[row[t] for t in left]]
     b = vectors[[row[t] for t in right]]
