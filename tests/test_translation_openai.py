@@ -210,7 +210,7 @@ def test_api_key_from_the_environment(server, monkeypatch):
 
 def test_resumed_run_sends_nothing_for_cached_captions(server, tmp_path):
     manifest_path = _manifest(tmp_path)
-    out_path, cache_path = tmp_path / "out.jsonl", tmp_path / "cache.jsonl"
+    out_path, cache_path = tmp_path / "out" / "out.jsonl", tmp_path / "cache.jsonl"
     args = ["data", "translate", str(manifest_path), "--to", "deu", "--backend", "openai", "--base-url", server.url,
             "--model", "test-model", "--batch-size", "4", "--retries", "0", "--backoff", "0", "--cache",
             str(cache_path), "-o", str(out_path), "--no-progress"]
@@ -218,6 +218,7 @@ def test_resumed_run_sends_nothing_for_cached_captions(server, tmp_path):
     server.script = ["ok", "ok"] + [("status", 500, {})] * 5
     assert main(args) == 1
     first = Manifest.load(out_path)
+    assert first[0].audio == "../a0.wav"  # relative audio paths follow the manifest into its new folder
     assert [c.captions["deu"][1] for c in first][3:] == [fake_translation("rain falls 3", "German"), None]
     assert sum(c is None for clip in first for c in clip.captions["deu"]) == 1
     cached = [json.loads(line) for line in cache_path.read_text(encoding="utf-8").splitlines()]

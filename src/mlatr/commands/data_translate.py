@@ -48,6 +48,7 @@ def run(args) -> int:
     translator = Translator(backend_from_args(args), cache_from_args(args, Path(args.output).parent))
     out, summary = translate_manifest(manifest, targets, translator, overwrite=args.overwrite,
                                       progress=not args.no_progress)
+    out.rebase(Path(args.output).resolve().parent)  # relative audio paths stay right in another folder
     out.save(args.output)
     print(f"wrote {args.output}: {summary.describe()} ({translator.backend.describe()}; "
           f"cache {translator.cache.path}, {len(translator.cache)} entries)")
