@@ -43,11 +43,11 @@ def test_tsne_keeps_each_clips_captions_together():
     arrays = structured_embeddings(n_clips=40, seed=0, language_shift=0.05,
                                    language_noise=dict.fromkeys(["eng", "fra", "deu", "spa", "nld", "cat", "jpn",
                                                                   "zho"], 0.05), sigma_caption=0.05, missing_fraction=0)
-    sel = select_rows(arrays["text_audio"], arrays["text_lang"], arrays["text_group"], 40, n_clips=20)
+    sel = select_rows(arrays["text_audio"], arrays["text_lang"], arrays["text_group"], 40, n_clips=14)
     view = view_from_arrays("x", arrays["audio"], arrays["text"], arrays["text_lang"], sel)
     xy = embed_2d(view)
-    assert xy.shape == (20 + 20 * 8, 2)
-    text_xy = xy[20:]
+    assert xy.shape == (14 + 14 * 8, 2)
+    text_xy = xy[14:]
     dist = ((text_xy[:, None] - text_xy[None]) ** 2).sum(-1)
     np.fill_diagonal(dist, np.inf)
     same = view.text_clip[dist.argmin(1)] == view.text_clip  # nearest caption in 2-D describes the same clip
@@ -55,16 +55,25 @@ def test_tsne_keeps_each_clips_captions_together():
     assert np.array_equal(embed_2d(view), xy)  # fixed random_state: the same picture every time
 
 
-def test_eval_embeddings_plot_and_compare(tmp_path):
+def test_eval_embeddings_plot_and_compare(tmp_path, monkeypatch):
+    arrays = {}
     for name, shift in (("mlclap", 0.4), ("kcl", 0.05)):
-        np.savez(tmp_path / f"{name}.npz", **structured_embeddings(n_clips=30, seed=0, language_shift=shift))
+        arrays[name] = structured_embeddings(n_clips=30, seed=0, language_shift=shift)
+        np.savez(tmp_path / f"{name}.npz", **arrays[name])
     out = tmp_path / "plots"
-    assert main(["eval-embeddings", str(tmp_path / "kcl.npz"), "--plot", str(out), "--tsne-clips", "12"]) == 0
+    assert main(["eval-embeddings", str(tmp_path / "kcl.npz"), "--plot", str(out), "--tsne-clips", "8"]) == 0
     w1, h1 = _png_size(out / "tsne.png")
-    assert main(["eval-embeddings", str(tmp_path / "kcl.npz"), "--plot", str(out), "--tsne-clips", "12",
+    assert w1 > h1 > 300
+    drawn = {}
+    monkeypatch.setattr(tsne, "plot_tsne", lambda views, path, seed=0: drawn.setdefault("views", views) and path)
+    assert main(["eval-embeddings", str(tmp_path / "kcl.npz"), "--plot", str(out), "--tsne-clips", "8",
                  "--compare", str(tmp_path / "mlclap.npz")]) == 0
-    w2, h2 = _png_size(out / "tsne.png")
-    assert h2 == h1 and w2 > 1.3 * w1  # two panels side by side (the one-panel figure is as wide as its title)
+    kcl, mlclap = drawn["views"]  # two panels, the same rows of each file
+    assert (kcl.name, mlclap.name) == ("kcl", "mlclap") and kcl.audio.shape == (8, 64)
+    sel = select_rows(arrays["kcl"]["text_audio"], arrays["kcl"]["text_lang"], arrays["kcl"]["text_group"], 30, 8)
+    assert np.array_equal(mlclap.audio, arrays["mlclap"]["audio"][sel.clips])
+    assert np.array_equal(mlclap.text, arrays["mlclap"]["text"][sel.text_rows])
+    assert np.array_equal(kcl.text, arrays["kcl"]["text"][sel.text_rows])
     np.savez(tmp_path / "other.npz", **structured_embeddings(n_clips=31, seed=0))
     with pytest.raises(MlatrError, match="same clips and captions"):
         plot_tsne_arrays({"a": dict(np.load(tmp_path / "kcl.npz")), "b": dict(np.load(tmp_path / "other.npz"))},
