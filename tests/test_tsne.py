@@ -11,7 +11,7 @@ from mlatr.data.manifest import Manifest
 from mlatr.errors import MlatrError
 from mlatr.evaluation import tsne
 from mlatr.evaluation.synthetic import structured_embeddings
-from mlatr.evaluation.tsne import embed_2d, plot_tsne_arrays, select_rows, view_from_arrays
+from mlatr.evaluation.tsne import embed_2d, plot_tsne_arrays, same_clip_neighbours, select_rows, view_from_arrays
 from mlatr.models import DualEncoder
 from mlatr.training.checkpoint import read_checkpoint, save_checkpoint
 from mlatr.training.trainer import Trainer
@@ -52,6 +52,11 @@ def test_tsne_keeps_each_clips_captions_together():
     np.fill_diagonal(dist, np.inf)
     same = view.text_clip[dist.argmin(1)] == view.text_clip  # nearest caption in 2-D describes the same clip
     assert same.mean() > 0.95
+    # the same question in the model's own space, as the panel titles report it
+    cos = view.text @ view.text.T / np.outer(np.linalg.norm(view.text, axis=1), np.linalg.norm(view.text, axis=1))
+    np.fill_diagonal(cos, -2)
+    assert same_clip_neighbours(view) == pytest.approx(np.mean(view.text_clip[cos.argmax(1)] == view.text_clip))
+    assert same_clip_neighbours(view) > 0.95
     assert np.array_equal(embed_2d(view), xy)  # fixed random_state: the same picture every time
 
 

@@ -10,7 +10,9 @@ spread by language (ML-CLAP). Here:
 * :func:`embed_2d`: scikit-learn's t-SNE (cosine metric, PCA initialisation, fixed ``random_state``) of
   the selected audio and text embeddings together, one run per model;
 * :func:`plot_tsne`: colour = clip, marker = language (a large outlined hexagon for the audio), one
-  panel per model side by side (``--compare``: ML-CLAP vs KCL as in Figures 3 and 4).
+  panel per model side by side (``--compare``: ML-CLAP vs KCL as in Figures 3 and 4); each panel's title
+  gives :func:`same_clip_neighbours`, the share of captions whose nearest caption (cosine, in the model's
+  space) describes the same clip, so the picture comes with a number.
 
 t-SNE keeps neighbourhoods, not distances: a tight group of same-colour markers means a clip's captions
 (and audio) are each other's neighbours; distances between groups carry little meaning.
@@ -104,6 +106,16 @@ def embed_2d(view: View, seed: int = 0, perplexity: float = 30.0) -> np.ndarray:
         return tsne.fit_transform(points)
 
 
+def same_clip_neighbours(view: View) -> float:
+    """Share of the drawn captions whose nearest other drawn caption (cosine, in the model's own space, not
+    the t-SNE plane) describes the same clip: what the eye looks for in the figure, as a number."""
+    text = np.asarray(view.text, dtype=np.float64)
+    text = text / np.maximum(np.linalg.norm(text, axis=1, keepdims=True), 1e-12)
+    sim = text @ text.T
+    np.fill_diagonal(sim, -np.inf)
+    return float(np.mean(view.text_clip[sim.argmax(1)] == view.text_clip)) if len(text) > 1 else float("nan")
+
+
 def _markers(langs: list[str]) -> dict[str, str]:
     extra = iter(OTHER_MARKERS * 4)
     return {lang: LANGUAGE_MARKERS.get(lang) or next(extra) for lang in langs}
@@ -127,7 +139,8 @@ def plot_tsne(views: list[View], path: str | Path, seed: int = 0, title: str = "
                        marker=markers[lang], s=26, linewidths=0.3, edgecolors="0.2", alpha=0.9)
         ax.scatter(audio_xy[:, 0], audio_xy[:, 1], c=colours, marker=AUDIO_MARKER, s=150, linewidths=1.4,
                    edgecolors="black")
-        ax.set_title(view.name, fontsize=11)
+        ax.set_title(f"{view.name}\nnearest caption from the same clip: {100 * same_clip_neighbours(view):.0f} %",
+                     fontsize=10)
         ax.set_xticks([])
         ax.set_yticks([])
     handles = [plt.Line2D([], [], ls="", marker=AUDIO_MARKER, ms=10, mfc="white", mec="black", label="audio")]
