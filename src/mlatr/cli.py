@@ -19,12 +19,15 @@ COMMANDS: list[tuple[str, str]] = [
     ("data import", "data_import"),
     ("data stats", "data_stats"),
     ("data synth", "data_synth"),
+    ("data translate", "data_translate"),
+    ("data translation-qa", "data_translation_qa"),
     ("demo", "demo"),
     ("train", "train"),
     ("encode", "encode"),
     ("eval", "eval_model"),
     ("eval-embeddings", "eval_embeddings"),
     ("eval-demo", "eval_demo"),
+    ("import-checkpoint", "import_checkpoint"),
     ("index build", "index_build"),
     ("search", "search"),
     ("serve", "serve"),
@@ -35,7 +38,8 @@ COMMANDS: list[tuple[str, str]] = [
 
 #: One-line help of command groups.
 GROUPS: dict[str, str] = {
-    "data": "manifests: validate, import from common formats, statistics, synthetic benchmark",
+    "data": "manifests: validate, import from common formats, statistics, synthetic benchmark, translate and "
+            "check translations",
     "index": "build and update a search index of audio embeddings",
     "experiment": "paper experiments: grids of training runs with tables and figures",
 }
