@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from mlatr.data.manifest import Manifest
+from mlatr.errors import MlatrError
 from mlatr.languages import parse_language_list
 
 
@@ -19,11 +20,24 @@ def encode_from_args(args, loaded=None):
     from mlatr.encoding import encode_manifest
 
     loaded = loaded or load_model_from_args(args)
-    languages = parse_language_list(args.languages) if args.languages else loaded.data["languages"]
+    languages = parse_language_list(args.languages, "--languages") if args.languages else loaded.data["languages"]
     max_seconds = args.max_seconds or loaded.data["eval_max_seconds"]
     manifest = Manifest.load(args.manifest, skip_bad=args.skip_bad)
     if args.split != "all":
         manifest = manifest.split(args.split)
+    check_languages_present(manifest, languages, args.split, explicit=bool(args.languages))
     return encode_manifest(loaded.model, manifest, languages, batch_size=args.batch_size, max_seconds=max_seconds,
                            sample_rate=loaded.data["sample_rate"], skip_bad=args.skip_bad, progress=True,
                            frames=loaded.head.needs_frames)
+
+
+def check_languages_present(manifest: Manifest, languages, split: str, explicit: bool) -> None:
+    """Refuse languages with no caption in the clips to encode: every one given with ``--languages``
+    (``explicit``), at least one of the model's otherwise."""
+    present = manifest.languages()
+    missing = [lang for lang in languages if lang not in present]
+    if (explicit and missing) or len(missing) == len(languages):
+        where = f"split {split!r} of {manifest.path}" if split != "all" else str(manifest.path)
+        flag = "--languages: " if explicit else "the model's languages: "
+        raise MlatrError(f"{flag}no caption in {', '.join(missing)} in {where} "
+                         f"(its captions are in: {', '.join(present) or 'no language'})")

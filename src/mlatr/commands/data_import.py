@@ -4,6 +4,7 @@ from pathlib import Path
 
 from mlatr.data.manifest import Manifest
 from mlatr.errors import MlatrError
+from mlatr.languages import normalize
 
 HELP = """Make a manifest from a common dataset format, or merge translations into one.
 
@@ -78,6 +79,30 @@ def _check_options(args) -> None:
         if value not in (None, False) and fmt not in formats:
             raise MlatrError(f"--{opt.replace('_', '-')} does not apply to --format {fmt} "
                              f"(only to {', '.join(formats)})")
+    if args.lang is not None:
+        args.lang = normalize(args.lang, "--lang")
+
+
+def _refuse_output_over_input(args) -> None:
+    """The manifest written must not replace a source file the import reads. (A translations merge
+    updates its --base manifest, by default the -o file itself: that one is meant to be rewritten.)"""
+    out = Path(args.output)
+    if out.is_dir():
+        raise MlatrError(f"-o {out}: is a folder; give the manifest file to write (e.g. {out / 'manifest.jsonl'})")
+    for src in args.sources:
+        if Path(src).is_file() and _same_file(out, Path(src)):
+            raise MlatrError(f"-o {out} is the source {src}: the import would replace its own input; "
+                             "write the manifest to another file")
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    """True when ``a`` and ``b`` name one file (same path after resolving links, or the same inode)."""
+    if a.resolve() == b.resolve():
+        return True
+    try:
+        return a.exists() and os.path.samefile(a, b)
+    except OSError:
+        return False
 
 
 def _audio_dir_for(audio_dir: str | None, output) -> str | None:
@@ -104,6 +129,7 @@ def run(args) -> int:
     from mlatr.data.importers import IMPORTERS, merge_translations
 
     _check_options(args)
+    _refuse_output_over_input(args)
     out = Path(args.output)
     if args.format == "translations":
         base_path = Path(args.base or args.output)

@@ -1,7 +1,9 @@
 import numpy as np
 
+from mlatr.commands._arg_types import positive_float, positive_int
 from mlatr.data.manifest import Manifest
 from mlatr.io_utils import atomic_write_json
+from mlatr.languages import normalize, parse_language_list
 
 HELP = """Evaluate a trained model on a manifest split (recall, mAP@10, consistency, zero-shot).
 
@@ -31,11 +33,12 @@ def add_arguments(parser):
     parser.add_argument("--plot", help="write plots to this folder")
     parser.add_argument("--zero-shot-languages", default="eng",
                         help="prompt languages for zero-shot (labels must be in that language; default eng)")
-    parser.add_argument("--batch-size", type=int, default=64)
-    parser.add_argument("--max-seconds", type=float, default=None, help="centre crop (default: the training config's)")
+    parser.add_argument("--batch-size", type=positive_int, default=64)
+    parser.add_argument("--max-seconds", type=positive_float, default=None,
+                        help="centre crop (default: the training config's)")
     parser.add_argument("--device", default="auto")
     parser.add_argument("--skip-bad", action="store_true", help="skip unreadable audio and count it")
-    parser.add_argument("--head-memory-mb", type=float, default=1024.0,
+    parser.add_argument("--head-memory-mb", type=positive_float, default=1024.0,
                         help="working-memory budget of a fine-grained matching head's scoring (default 1024)")
 
 
@@ -44,6 +47,8 @@ def run(args) -> int:
     from mlatr.evaluation import format_report, zero_shot_prompts
     from mlatr.evaluation.with_head import evaluate_with_head_with_ranks, zero_shot_with_model
 
+    args.pivot = normalize(args.pivot, "--pivot")
+    zero_shot_languages = parse_language_list(args.zero_shot_languages, "--zero-shot-languages")
     loaded = load_model_from_args(args)
     head = loaded.head
     enc = encode_from_args(args, loaded)
@@ -69,7 +74,7 @@ def run(args) -> int:
         metrics["zero_shot"] = {"classes": len(classes), "clips": len(single),
                                 "skipped_multi_label": sum(1 for c in clips if c.labels and len(c.labels) > 1),
                                 "scored_with": head.name}
-        for lang in args.zero_shot_languages.split(","):
+        for lang in zero_shot_languages:
             prompts = zero_shot_prompts(classes, lang)
             zs = zero_shot_with_model(loaded, enc, single, prompts, lang, targets, args.batch_size,
                                       args.head_memory_mb)

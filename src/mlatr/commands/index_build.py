@@ -1,5 +1,6 @@
 import time
 
+from mlatr.commands._arg_types import positive_float, positive_int
 from mlatr.data.manifest import Manifest
 from mlatr.languages import parse_language_list
 
@@ -24,8 +25,8 @@ def add_arguments(parser):
     parser.add_argument("--split", default="all", help="index only this split (default: all clips)")
     parser.add_argument("--caption-langs", default=None,
                         help="comma-separated caption languages to index (default: the manifest's)")
-    parser.add_argument("--batch-size", type=int, default=16)
-    parser.add_argument("--max-seconds", type=float, default=None,
+    parser.add_argument("--batch-size", type=positive_int, default=16)
+    parser.add_argument("--max-seconds", type=positive_float, default=None,
                         help="centre crop (default: the checkpoint's data.eval_max_seconds, else 10)")
     parser.add_argument("--device", default="auto")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -39,7 +40,7 @@ def run(args) -> int:
     manifest = Manifest.load(args.manifest)
     if args.split != "all":
         manifest = manifest.split(args.split)
-    langs = parse_language_list(args.caption_langs) if args.caption_langs else None
+    langs = parse_language_list(args.caption_langs, "--caption-langs") if args.caption_langs else None
     t0 = time.perf_counter()
     report = build_index(model, manifest, args.output, add=args.add, caption_languages=langs,
                          batch_size=args.batch_size, max_seconds=args.max_seconds,
