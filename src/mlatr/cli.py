@@ -11,7 +11,7 @@ import importlib
 import sys
 
 from mlatr import __version__
-from mlatr.errors import MlatrError
+from mlatr.errors import MlatrError, describe_os_error
 
 #: (command path, module under mlatr.commands). Order is the order shown in --help.
 COMMANDS: list[tuple[str, str]] = [
@@ -96,6 +96,9 @@ def main(argv: list[str] | None = None) -> int:
         return int(run(args) or 0)
     except MlatrError as exc:
         print(f"mlatr: error: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:  # the system refused: a missing folder, a permission, a full disk
+        print(f"mlatr: error: {describe_os_error(exc)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)

@@ -6,6 +6,8 @@ raises :class:`MlatrError` or a subclass; the CLI prints its message and exits n
 
 from __future__ import annotations
 
+import errno
+
 
 class MlatrError(ValueError):
     """A problem in the user's input or an invalid argument, with a message that says where and what.
@@ -26,3 +28,16 @@ class InputError(MlatrError):
         if field is not None:
             where += f"{field}: "
         super().__init__(where + message)
+
+
+#: errno values that mean the disk (or the user's quota, or the file size limit) is full.
+DISK_FULL = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
+
+
+def describe_os_error(exc: OSError) -> str:
+    """``file: reason`` for an :class:`OSError`, saying plainly when the disk is full."""
+    where = f"{exc.filename}: " if exc.filename else ""
+    reason = exc.strerror or str(exc)
+    if exc.errno in DISK_FULL:
+        reason += " (the disk is full: free some space and run the command again)"
+    return where + reason

@@ -24,6 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
+from mlatr.commands._arg_types import non_negative_int, positive_float
 from mlatr.errors import InputError, MlatrError
 from mlatr.io_utils import atomic_write_json
 
@@ -42,9 +43,9 @@ def add_output_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", metavar="OUT", help="write the results as JSON (NaN written as null)")
     parser.add_argument("--report", metavar="DIR", help="write report.md and table1-3.csv to DIR")
     parser.add_argument("--plot", metavar="DIR", help="write recall_by_language.png and rank_spread.png to DIR")
-    parser.add_argument("--cases", metavar="N", type=int, default=0,
+    parser.add_argument("--cases", metavar="N", type=non_negative_int, default=0,
                         help="print, for N caption groups, the rank of the right clip per language")
-    parser.add_argument("--memory-budget-mb", type=float, default=512.0,
+    parser.add_argument("--memory-budget-mb", type=positive_float, default=512.0,
                         help="memory for score blocks (default: 512); the score matrix is never held whole")
 
 
