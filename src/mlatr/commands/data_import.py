@@ -1,9 +1,10 @@
 import os
-import sys
 from pathlib import Path
 
+from mlatr.commands._notices import report_skipped
 from mlatr.data.manifest import Manifest
 from mlatr.errors import MlatrError
+from mlatr.io_utils import remove_orphan_temps
 from mlatr.languages import normalize
 
 HELP = """Make a manifest from a common dataset format, or merge translations into one.
@@ -131,6 +132,7 @@ def run(args) -> int:
     _check_options(args)
     _refuse_output_over_input(args)
     out = Path(args.output)
+    remove_orphan_temps(out)  # what a killed import left beside the manifest
     if args.format == "translations":
         base_path = Path(args.base or args.output)
         if not base_path.is_file():
@@ -162,10 +164,6 @@ def run(args) -> int:
     langs = ", ".join(manifest.languages()) or "no captions"
     print(f"wrote {len(manifest)} clips, {n_captions} captions ({langs}) to {out}")
     if problems:
-        print(f"skipped {len(problems)} bad row(s):", file=sys.stderr)
-        for p in problems[:10]:
-            print(f"  {p}", file=sys.stderr)
-        if len(problems) > 10:
-            print(f"  ... and {len(problems) - 10} more", file=sys.stderr)
+        report_skipped(problems, "bad row(s)")
         print(f"skipped {len(problems)} bad row(s)")
     return 0
