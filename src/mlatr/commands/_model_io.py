@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from mlatr.commands._notices import report_skipped
 from mlatr.data.manifest import Manifest
 from mlatr.errors import MlatrError
 from mlatr.languages import parse_language_list
@@ -26,9 +27,15 @@ def encode_from_args(args, loaded=None):
     if args.split != "all":
         manifest = manifest.split(args.split)
     check_languages_present(manifest, languages, args.split, explicit=bool(args.languages))
-    return encode_manifest(loaded.model, manifest, languages, batch_size=args.batch_size, max_seconds=max_seconds,
-                           sample_rate=loaded.data["sample_rate"], skip_bad=args.skip_bad, progress=True,
-                           frames=loaded.head.needs_frames)
+    report_skipped(manifest.problems, "malformed manifest line(s)")
+    enc = encode_manifest(loaded.model, manifest, languages, batch_size=args.batch_size, max_seconds=max_seconds,
+                          sample_rate=loaded.data["sample_rate"], skip_bad=args.skip_bad, progress=True,
+                          frames=loaded.head.needs_frames)
+    report_skipped(enc.skipped, "clip(s) with unreadable audio")
+    if not enc.clip_ids:
+        raise MlatrError(f"none of the {len(manifest)} clip(s) to encode could be read "
+                         f"(first: {next(iter(enc.skipped.values()), '')})")
+    return enc
 
 
 def check_languages_present(manifest: Manifest, languages, split: str, explicit: bool) -> None:

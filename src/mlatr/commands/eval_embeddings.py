@@ -25,8 +25,12 @@ from pathlib import Path
 import numpy as np
 
 from mlatr.commands._arg_types import non_negative_int, positive_float
+from mlatr.commands._notices import warn
 from mlatr.errors import InputError, MlatrError
+from mlatr.evaluation.caveats import evaluation_caveats
+from mlatr.file_kinds import sniff, unreadable
 from mlatr.io_utils import atomic_write_json
+from mlatr.languages import normalize
 
 HELP = __doc__
 
@@ -57,8 +61,10 @@ def load_embeddings_npz(path: str | Path) -> dict:
         raise InputError("no such file", file=path)
     try:
         npz = np.load(path, allow_pickle=False)
-    except Exception as exc:  # not a zip / not an npz
-        raise InputError(f"cannot read as .npz ({exc})", file=path) from exc
+    except Exception as exc:  # numpy raises ValueError / OSError / EOFError / BadZipFile
+        raise unreadable(path, "an embeddings .npz (np.savez of the arrays above)", exc, ("npz",)) from exc
+    if not isinstance(npz, np.lib.npyio.NpzFile) or sniff(path).kind != "npz":  # .npy, a torch zip, ...
+        raise unreadable(path, "an embeddings .npz (np.savez of the arrays above)")
     with npz:
         present = set(npz.files)
         for key in REQUIRED_ARRAYS:
@@ -73,6 +79,14 @@ def load_embeddings_npz(path: str | Path) -> dict:
                 raise InputError(f"cannot load ({exc}); save strings as a str array, e.g. "
                                  "np.array(langs, dtype=str)", file=path, field=key) from exc
     return out
+
+
+def pivot_code(pivot: str, text_lang) -> str:
+    """``--pivot`` as the NPZ spells it: as given when some caption has that code, else normalised
+    (``en`` -> ``eng``, an unknown code is an error listing the supported ones)."""
+    if pivot in {str(c) for c in np.asarray(text_lang).tolist()}:
+        return pivot
+    return normalize(pivot, "--pivot")
 
 
 def jsonable(obj):
@@ -124,15 +138,17 @@ def emit(results_by_method: dict, evaluations: dict, args: argparse.Namespace) -
 def run(args: argparse.Namespace) -> int:
     from mlatr.evaluation import evaluate_embeddings_with_ranks
 
-    if args.cases < 0:
-        raise MlatrError(f"--cases: must be >= 0, got {args.cases}")
     arrays = load_embeddings_npz(args.npz)
+    pivot = pivot_code(args.pivot, arrays["text_lang"])
     try:
-        ev = evaluate_embeddings_with_ranks(**arrays, pivot=args.pivot, memory_budget_mb=args.memory_budget_mb,
+        ev = evaluate_embeddings_with_ranks(**arrays, pivot=pivot, memory_budget_mb=args.memory_budget_mb,
                                             progress=True)
     except InputError:
         raise
     except MlatrError as exc:
         raise MlatrError(f"{args.npz}: {exc}") from exc
+    caveats = warn(evaluation_caveats(len(arrays["audio"]), arrays["text_lang"], arrays["text_group"], pivot))
+    if caveats:
+        ev.metrics["warnings"] = caveats
     emit({"": ev.metrics}, {"": ev}, args)
     return 0

@@ -1,7 +1,9 @@
 import numpy as np
 
 from mlatr.commands._arg_types import positive_float, positive_int
+from mlatr.commands._notices import warn
 from mlatr.data.manifest import Manifest
+from mlatr.evaluation.caveats import evaluation_caveats
 from mlatr.io_utils import atomic_write_json
 from mlatr.languages import normalize, parse_language_list
 
@@ -57,12 +59,13 @@ def run(args) -> int:
     evaluation = evaluate_with_head_with_ranks(head, enc, pivot=args.pivot, head_memory_mb=args.head_memory_mb,
                                                progress=True)
     metrics = evaluation.metrics
+    caveats = warn(evaluation_caveats(len(enc.clip_ids), enc.text_lang, enc.text_group, args.pivot))
+    if caveats:
+        metrics["warnings"] = caveats
     if head.name != "cosine":
         metrics["matching_head"] = head.config()
         print(f"ranked with the model's matching head: {head!r}\n")
     print(format_report(metrics))
-    if enc.skipped:
-        print(f"\nskipped {len(enc.skipped)} clips with unreadable audio")
     manifest = Manifest.load(args.manifest, skip_bad=args.skip_bad)
     if args.split != "all":
         manifest = manifest.split(args.split)
