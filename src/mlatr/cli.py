@@ -80,13 +80,27 @@ def build_parser() -> argparse.ArgumentParser:
             formatter_class=argparse.RawDescriptionHelpFormatter,
         )
         module.add_arguments(sub)
-        sub.set_defaults(_run=module.run)
+        sub.set_defaults(_run=module.run, _parser=sub, _extra=getattr(module, "EXTRA_ARGS", None))
     return parser
+
+
+def _take_extra(args: argparse.Namespace, extra: list[str], parser: argparse.ArgumentParser) -> None:
+    """Arguments argparse did not place: a command with ``EXTRA_ARGS = (dest, hint)`` (``train``) takes
+    the ``KEY=VALUE`` ones wherever they stand (argparse only takes one run of positionals); anything else
+    is argparse's usage error (exit 2), with the hint."""
+    target = getattr(args, "_parser", parser)
+    spec = getattr(args, "_extra", None)
+    stray = [t for t in extra if spec is None or t.startswith("-") or "=" not in t]
+    if stray:
+        target.error(f"unrecognized arguments: {' '.join(stray)}" + (f" ({spec[1]})" if spec else ""))
+    getattr(args, spec[0]).extend(extra)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    if extra:
+        _take_extra(args, extra, parser)
     run = getattr(args, "_run", None)
     if run is None:
         (getattr(args, "_group_parser", None) or parser).print_help()
