@@ -30,14 +30,20 @@ class InputError(MlatrError):
         super().__init__(where + message)
 
 
-#: errno values that mean the disk (or the user's quota, or the file size limit) is full.
+#: errno values that mean there is no room to write: the disk, the user's quota, the file size limit.
 DISK_FULL = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
 
 
+class DiskFullError(MlatrError):
+    """A file could not be written for lack of space (the previous version of it is intact)."""
+
+
 def describe_os_error(exc: OSError) -> str:
-    """``file: reason`` for an :class:`OSError`, saying plainly when the disk is full."""
+    """``file: reason`` for an :class:`OSError`, saying plainly when there is no room to write."""
     where = f"{exc.filename}: " if exc.filename else ""
     reason = exc.strerror or str(exc)
-    if exc.errno in DISK_FULL:
-        reason += " (the disk is full: free some space and run the command again)"
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        reason += " (the disk or your quota is full: free some space and run the command again)"
+    elif exc.errno == errno.EFBIG:
+        reason += " (larger than the system lets one file grow: see ulimit -f)"
     return where + reason

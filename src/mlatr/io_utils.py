@@ -1,17 +1,93 @@
 """Atomic file writes: a temporary file in the same folder, flushed, then ``os.replace``.
 
 A reader never sees a half-written file, and an interrupted job leaves the previous version intact.
+
+The temporary file is ``.NAME.XXXXXXXX.tmp`` beside ``NAME`` (the project's own pattern, nothing else is
+touched), locked (``flock``) by the process writing it for as long as it writes. A process killed
+mid-write leaves it behind, unlocked: :func:`remove_orphan_temps` deletes such orphans, and every atomic
+write of ``NAME`` (and the commands that write it, at their start) calls it, so the next run in the same
+place cleans up. A write that fails because the disk is full raises :class:`~mlatr.errors.DiskFullError`
+saying so, the previous version intact.
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import os
+import re
+import shutil
 import tempfile
 from collections.abc import Callable, Iterable
 from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any
+
+from mlatr.errors import DISK_FULL, DiskFullError, describe_os_error
+
+try:
+    import fcntl
+except ImportError:  # not POSIX: no way to tell a live writer's temp file from an orphan
+    fcntl = None
+
+#: Free space below which a failed write is blamed on a full disk even without an errno (torch's
+#: writer reports some write failures as a RuntimeError).
+LOW_SPACE_BYTES = 1 << 20
+#: ``tempfile.mkstemp``'s random part.
+_RANDOM = re.compile(r"[a-z0-9_]{8}")
+
+
+def temp_pattern(name: str) -> str:
+    """The glob of :func:`atomic_open`'s temporary files for a target named ``name``."""
+    return f".{name}.*.tmp"
+
+
+def remove_orphan_temps(path: str | os.PathLike) -> list[Path]:
+    """Delete the temporary files an interrupted atomic write of ``path`` left (``.NAME.XXXXXXXX.tmp``
+    that no live process holds locked); returns those removed. Files of other names are never touched."""
+    path = Path(path)
+    if fcntl is None or not path.parent.is_dir():
+        return []
+    prefix = f".{path.name}."
+    removed = []
+    for cand in path.parent.iterdir():
+        middle = cand.name[len(prefix):-len(".tmp")]
+        if not (cand.name.startswith(prefix) and cand.name.endswith(".tmp") and _RANDOM.fullmatch(middle)):
+            continue
+        try:
+            fd = os.open(cand, os.O_RDONLY)
+        except OSError:
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:  # a live writer holds it
+            os.close(fd)
+            continue
+        try:
+            cand.unlink()
+            removed.append(cand)
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+    return removed
+
+
+def _disk_full(exc: BaseException, folder: Path) -> OSError | None:
+    """The disk-full ``OSError`` behind ``exc`` (its cause / context chain), or one made up when the
+    folder has almost no space left; ``None`` when the failure is something else."""
+    seen = exc
+    while seen is not None:
+        if isinstance(seen, OSError) and seen.errno in DISK_FULL:
+            return seen
+        seen = seen.__cause__ or seen.__context__
+    if isinstance(exc, RuntimeError | OSError):
+        try:
+            if shutil.disk_usage(folder).free < LOW_SPACE_BYTES:
+                return OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        except OSError:
+            pass
+    return None
 
 
 @contextmanager
@@ -19,17 +95,25 @@ def atomic_open(path: str | os.PathLike, mode: str = "w", encoding: str | None =
     """Open a temporary file beside ``path``; on success it replaces ``path``, on error it is removed."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
+    remove_orphan_temps(path)
     binary = "b" in mode
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    if fcntl is not None:
+        fcntl.flock(fd, fcntl.LOCK_EX)
     try:
         with os.fdopen(fd, mode, encoding=None if binary else encoding) as fh:
             yield fh
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         if os.path.exists(tmp):
             os.unlink(tmp)
+        full = _disk_full(exc, path.parent) if isinstance(exc, Exception) else None
+        if full is not None:
+            full.filename = full.filename or str(path)
+            raise DiskFullError(f"{describe_os_error(full)}; {path.name} was not written "
+                                "(its previous version, if any, is intact)") from exc
         raise
 
 
