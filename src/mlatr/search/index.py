@@ -9,7 +9,12 @@ previous index, or nothing, never a partial file):
   clips' manifest captions in ``caption_languages``, for sound-to-caption search;
 - ``meta``: a JSON string with ``format``, ``dim``, ``ids``, ``paths`` (absolute audio paths),
   ``captions`` (per clip, ``{lang: [text | null]}``), ``caption_lang``, ``caption_text``, the model's
-  ``checkpoint`` (``path``, ``sha256``), ``model_config``, ``sample_rate``, ``max_seconds``, ``manifest``.
+  ``checkpoint`` (``path``, ``sha256``), ``model_config``, ``sample_rate``, ``max_seconds``,
+  ``window_seconds`` (clips longer than this were encoded as windows: :mod:`mlatr.long_clips`; absent in
+  older indexes, which encoded the whole crop), ``manifest``.
+
+Every embedding is finite: building, saving or loading an index with a NaN or infinite row is an error
+naming the clips (a search would rank such rows arbitrarily, and FAISS drops them).
 
 :func:`build_index` encodes a manifest with a :class:`~mlatr.training.checkpoint.LoadedModel`; with an
 existing index (``add=True``) it encodes only the clips whose id is not in it yet and refuses an index
