@@ -19,8 +19,8 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from mlatr.audio.io import collate_waveforms, crop_or_pad
-from mlatr.data.dataset import AudioSource
+from mlatr.audio.io import collate_waveforms
+from mlatr.data.dataset import AudioSource, iter_eval_audio
 
 
 def window_bounds(n_samples: int, window: int) -> list[tuple[int, int]]:
@@ -57,17 +57,13 @@ def encode_waveform(model, wave: np.ndarray, window: int, batch_size: int, devic
 
 def _windows(source: AudioSource, max_seconds: float, window: int
              ) -> Iterator[tuple[int, int, np.ndarray]]:
-    """``(clip index, window count of that clip, window waveform)`` for every readable clip, in order."""
-    limit = int(round(max_seconds * source.sample_rate))
-    for i in range(len(source.manifest)):
-        wave = source.load(i)
-        if wave is None:
-            continue
-        if wave.shape[0] > limit:
-            wave, _ = crop_or_pad(wave, limit, mode="center")
-        bounds = window_bounds(wave.shape[0], window)
+    """``(clip index, window count of that clip, window waveform)`` for every readable clip, in order,
+    centre-cropped to ``max_seconds`` as evaluation crops (:func:`mlatr.data.dataset.iter_eval_audio`)."""
+    for (i,), wave, length in iter_eval_audio(source, 1, max_seconds):
+        clip = wave[0, : int(length[0])].numpy()
+        bounds = window_bounds(clip.shape[0], window)
         for a, b in bounds:
-            yield i, len(bounds), wave[a:b]
+            yield i, len(bounds), clip[a:b]
 
 
 @torch.no_grad()

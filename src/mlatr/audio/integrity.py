@@ -59,41 +59,44 @@ class AudioProbe:
         return self.frames_read / self.samplerate if self.samplerate > 0 else 0.0
 
 
-def _wav_frames(fh) -> int | None:
-    """Frames of a RIFF/WAVE file's data chunk (``fh`` positioned after the 12-byte RIFF header)."""
-    block_align = None
+def _chunks(fh, byte_order: str):
+    """``(id, size)`` of each RIFF / IFF chunk from the current position; the file is left at the chunk's
+    data while the caller looks at it, and moved to the next chunk after."""
     while True:
         head = fh.read(8)
         if len(head) < 8:
-            return None
-        kind, size = head[:4], struct.unpack("<I", head[4:])[0]
+            return
+        kind, size = head[:4], struct.unpack(byte_order + "I", head[4:])[0]
+        start = fh.tell()
+        yield kind, size
+        fh.seek(start + size + (size & 1))
+
+
+def _wav_frames(fh) -> int | None:
+    """Frames of a RIFF/WAVE file's data chunk (``fh`` positioned after the 12-byte RIFF header)."""
+    block_align = None
+    for kind, size in _chunks(fh, "<"):
         if kind == b"fmt ":
-            fmt = fh.read(min(size, 16))
+            fmt = fh.read(16)
             if len(fmt) < 16:
                 return None
             tag, _channels, _rate, _bytes_per_s, block_align = struct.unpack("<HHIIH", fmt[:14])
             if tag not in _FRAME_FORMATS or block_align == 0:
                 return None
-            fh.seek(size - 16 + (size & 1), os.SEEK_CUR)
         elif kind == b"data":
             if block_align is None or size in _PLACEHOLDER_SIZES:
                 return None
             return size // block_align
-        else:
-            fh.seek(size + (size & 1), os.SEEK_CUR)
+    return None
 
 
 def _aiff_frames(fh) -> int | None:
     """``numSampleFrames`` of an AIFF/AIFC file's COMM chunk (``fh`` after the 12-byte FORM header)."""
-    while True:
-        head = fh.read(8)
-        if len(head) < 8:
-            return None
-        kind, size = head[:4], struct.unpack(">I", head[4:])[0]
+    for kind, _size in _chunks(fh, ">"):
         if kind == b"COMM":
             comm = fh.read(6)
             return struct.unpack(">I", comm[2:6])[0] if len(comm) == 6 else None
-        fh.seek(size + (size & 1), os.SEEK_CUR)
+    return None
 
 
 def declared_frames(path: str | os.PathLike) -> int | None:
