@@ -104,8 +104,6 @@ def test_validate_check_audio_decodes_every_file(tmp_path, sounds, capsys):
 
 
 def test_training_refuses_a_truncated_clip_or_counts_it(tmp_path, sounds, capsys):
-    from mlatr.training.config import load_config
-    from mlatr.training.trainer import Trainer
     from toydata import TINY_MODEL, make_toy_manifest
 
     toy = make_toy_manifest(tmp_path / "toy", n_train=8, n_val=2, n_test=2)
@@ -117,9 +115,11 @@ def test_training_refuses_a_truncated_clip_or_counts_it(tmp_path, sounds, capsys
             "data.max_seconds=1.0", "train.progress=false", "train.eval_every=0", *TINY_MODEL]
     r = run_cli(capsys, "train", f"out_dir={tmp_path / 'run'}", *base)
     assert_user_error(r, f"{toy}:1: audio: clip 'clip000'", "truncated audio")
-    summary = Trainer(load_config(None, [f"out_dir={tmp_path / 'skip'}", "data.skip_bad=true", *base])).fit()
+    r = run_cli(capsys, "train", f"out_dir={tmp_path / 'skip'}", "data.skip_bad=true", *base)
+    assert r.code == 0 and json.loads(r.out)["epochs"] == 1
+    assert "mlatr: skipped 1 clip(s) with unreadable audio (--skip-bad):" in r.err and "clip000: " in r.err
     log = [json.loads(x) for x in (tmp_path / "skip" / "log.jsonl").read_text().splitlines()]
-    assert summary["epochs"] == 1 and [e["bad_audio"] for e in log if e["type"] == "epoch"] == [1]
+    assert [e["bad_audio"] for e in log if e["type"] == "epoch"] == [1]
 
 
 def test_eval_and_search_refuse_truncated_audio(tmp_path, sounds, served_toy, capsys):

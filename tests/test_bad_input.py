@@ -75,7 +75,7 @@ def test_import_refuses_to_overwrite_its_source(tmp_path, capsys):
     before = digest(src)
     for out in (src, tmp_path / "link.csv", tmp_path / "." / "captions.csv"):
         r = run_cli(capsys, "data", "import", "--format", "clotho-csv", src, "-o", out)
-        assert_user_error(r, f"-o {out} is the source {src}", "would replace its own input")
+        assert_user_error(r, f"-o {out} is the source {src}", "the command would replace its own input")
     assert digest(src) == before
     m = tmp_path / "m.jsonl"
     assert run_cli(capsys, "data", "import", "--format", "clotho-csv", src, "-o", m).code == 0
@@ -86,6 +86,21 @@ def test_import_refuses_to_overwrite_its_source(tmp_path, capsys):
     # merging into the -o manifest itself is what translations do by design
     assert run_cli(capsys, "data", "import", "--format", "translations", tr, "--lang", "fr", "-o", m).code == 0
     assert Manifest.load(m)[0].captions["fra"] == ["un chien aboie"]
+
+
+def test_no_command_writes_over_its_inputs(served_toy, tmp_path, capsys):
+    manifest, ckpt, index = served_toy
+    emb = _npz(tmp_path / "e.npz", 3)
+    before = digest(manifest, ckpt, emb)
+    for argv, fragment in (
+            (["index", "build", "--checkpoint", ckpt, "--manifest", manifest, "-o", manifest], "-o"),
+            (["encode", "--checkpoint", ckpt, "--manifest", manifest, "-o", ckpt], "-o"),
+            (["eval", "--checkpoint", ckpt, "--manifest", manifest, "--json", manifest], "--json"),
+            (["eval-embeddings", emb, "--json", emb], "--json")):
+        assert_user_error(run_cli(capsys, *argv), f"{fragment} ", "the command would replace its own input")
+    assert digest(manifest, ckpt, emb) == before
+    assert_user_error(run_cli(capsys, "encode", "--checkpoint", ckpt, "--manifest", manifest, "-o", tmp_path),
+                      "is a folder")
 
 
 # ---------------------------------------------------------------- bad 4: non-finite embeddings

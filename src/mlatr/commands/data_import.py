@@ -2,6 +2,7 @@ import os
 from pathlib import Path
 
 from mlatr.commands._notices import report_skipped
+from mlatr.commands._paths import refuse_output_over_input
 from mlatr.data.manifest import Manifest
 from mlatr.errors import MlatrError
 from mlatr.io_utils import remove_orphan_temps
@@ -84,28 +85,6 @@ def _check_options(args) -> None:
         args.lang = normalize(args.lang, "--lang")
 
 
-def _refuse_output_over_input(args) -> None:
-    """The manifest written must not replace a source file the import reads. (A translations merge
-    updates its --base manifest, by default the -o file itself: that one is meant to be rewritten.)"""
-    out = Path(args.output)
-    if out.is_dir():
-        raise MlatrError(f"-o {out}: is a folder; give the manifest file to write (e.g. {out / 'manifest.jsonl'})")
-    for src in args.sources:
-        if Path(src).is_file() and _same_file(out, Path(src)):
-            raise MlatrError(f"-o {out} is the source {src}: the import would replace its own input; "
-                             "write the manifest to another file")
-
-
-def _same_file(a: Path, b: Path) -> bool:
-    """True when ``a`` and ``b`` name one file (same path after resolving links, or the same inode)."""
-    if a.resolve() == b.resolve():
-        return True
-    try:
-        return a.exists() and os.path.samefile(a, b)
-    except OSError:
-        return False
-
-
 def _audio_dir_for(audio_dir: str | None, output) -> str | None:
     """A relative --audio-dir is relative to the current folder; the manifest wants it relative to itself."""
 
@@ -130,7 +109,7 @@ def run(args) -> int:
     from mlatr.data.importers import IMPORTERS, merge_translations
 
     _check_options(args)
-    _refuse_output_over_input(args)
+    refuse_output_over_input([("-o", args.output)], [("source", s) for s in args.sources])
     out = Path(args.output)
     remove_orphan_temps(out)  # what a killed import left beside the manifest
     if args.format == "translations":

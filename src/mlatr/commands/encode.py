@@ -25,7 +25,9 @@ def add_arguments(parser):
 
 def run(args) -> int:
     from mlatr.commands._model_io import encode_from_args
+    from mlatr.commands._paths import model_inputs, refuse_output_over_input
 
+    refuse_output_over_input([("-o", args.output)], model_inputs(args))
     enc = encode_from_args(args)
     enc.save_npz(args.output)
     print(f"wrote {args.output}: {enc.audio.shape[0]} clips, {enc.text.shape[0]} captions, "

@@ -26,6 +26,7 @@ import numpy as np
 
 from mlatr.commands._arg_types import non_negative_int, positive_float
 from mlatr.commands._notices import warn
+from mlatr.commands._paths import refuse_output_over_input
 from mlatr.errors import InputError, MlatrError
 from mlatr.evaluation.caveats import evaluation_caveats
 from mlatr.file_kinds import sniff, unreadable
@@ -138,6 +139,7 @@ def emit(results_by_method: dict, evaluations: dict, args: argparse.Namespace) -
 def run(args: argparse.Namespace) -> int:
     from mlatr.evaluation import evaluate_embeddings_with_ranks
 
+    refuse_output_over_input([("--json", args.json)], [("embeddings file", args.npz)])
     arrays = load_embeddings_npz(args.npz)
     pivot = pivot_code(args.pivot, arrays["text_lang"])
     try:

@@ -2,6 +2,7 @@ import numpy as np
 
 from mlatr.commands._arg_types import positive_float, positive_int
 from mlatr.commands._notices import warn
+from mlatr.commands._paths import model_inputs, refuse_output_over_input
 from mlatr.data.manifest import Manifest
 from mlatr.evaluation.caveats import evaluation_caveats
 from mlatr.io_utils import atomic_write_json
@@ -49,6 +50,7 @@ def run(args) -> int:
     from mlatr.evaluation import format_report, zero_shot_prompts
     from mlatr.evaluation.with_head import evaluate_with_head_with_ranks, zero_shot_with_model
 
+    refuse_output_over_input([("--json", args.json)], model_inputs(args))
     args.pivot = normalize(args.pivot, "--pivot")
     zero_shot_languages = parse_language_list(args.zero_shot_languages, "--zero-shot-languages")
     loaded = load_model_from_args(args)

@@ -2,6 +2,7 @@ import time
 
 from mlatr.commands._arg_types import positive_float, positive_int
 from mlatr.commands._notices import report_skipped
+from mlatr.commands._paths import model_inputs, refuse_output_over_input
 from mlatr.data.manifest import Manifest
 from mlatr.languages import parse_language_list
 
@@ -45,6 +46,7 @@ def run(args) -> int:
     from mlatr.commands._model_io import load_model_from_args
     from mlatr.search.index import build_index
 
+    refuse_output_over_input([("-o", args.output)], model_inputs(args))
     model = load_model_from_args(args)
     manifest = Manifest.load(args.manifest)
     if args.split != "all":

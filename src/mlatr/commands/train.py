@@ -1,5 +1,7 @@
 import json
 
+from mlatr.commands._notices import report_skipped
+from mlatr.data.manifest import Manifest
 from mlatr.errors import DiskFullError
 
 HELP = """Train a dual encoder from a YAML config.
@@ -33,9 +35,14 @@ def run(args) -> int:
     overrides = list(args.overrides) + (["train.progress=false"] if args.no_progress else [])
     cfg = load_config(args.config, overrides)
     try:
-        summary = Trainer(cfg, resume=args.resume).fit()
+        trainer = Trainer(cfg, resume=args.resume)
+        summary = trainer.fit()
     except DiskFullError as exc:
         raise DiskFullError(f"training stopped: {exc}. Once there is room, continue the run with the same "
                             "command and --resume (last.pt holds the last epoch saved)") from exc
+    if cfg.data.skip_bad:  # data.skip_bad=true: say what was skipped (the epoch records count bad_audio)
+        report_skipped(Manifest.load(cfg.data.manifest, skip_bad=True).problems, "malformed manifest line(s)")
+        bad = {**trainer.batches.source.bad, **(trainer.val_source.bad if trainer.val_source else {})}
+        report_skipped(bad, "clip(s) with unreadable audio")
     print(json.dumps(summary, indent=2))
     return 0
