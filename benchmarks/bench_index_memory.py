@@ -1,5 +1,5 @@
-"""Peak memory of ``mlatr index build`` over long clips (issue 14: 60 ten-minute clips with
-``--max-seconds 300`` peaked at 15.3 GB).
+"""Peak memory of ``mlatr index build`` over long clips (issue 14: ten-minute clips with
+``--max-seconds 300`` took gigabytes, growing with the batch of long crops fed to the encoder).
 
 Writes ``--clips`` sound files of ``--minutes`` minutes (16 kHz, 16-bit: noise and tones), a checkpoint of
 an untrained dual encoder with the demo's audio encoder (``configs/demo.yaml``: small-cnn 16/32/64
