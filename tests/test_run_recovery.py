@@ -124,7 +124,7 @@ def test_only_orphans_of_the_project_pattern_are_removed(tmp_path):
     fd = os.open(live, os.O_RDONLY)
     fcntl.flock(fd, fcntl.LOCK_EX)  # as a writer in another process holds it
     try:
-        assert remove_orphan_temps(target) == [orphan]
+        assert remove_orphan_temps(tmp_path, [target.name]) == [orphan]
         atomic_write_text(target, "{}\n")
     finally:
         os.close(fd)

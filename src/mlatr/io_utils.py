@@ -33,26 +33,26 @@ except ImportError:  # not POSIX: no way to tell a live writer's temp file from 
 #: Free space below which a failed write is blamed on a full disk even without an errno (torch's
 #: writer reports some write failures as a RuntimeError).
 LOW_SPACE_BYTES = 1 << 20
-#: ``tempfile.mkstemp``'s random part.
-_RANDOM = re.compile(r"[a-z0-9_]{8}")
+#: :func:`atomic_open`'s temporary files: ``.NAME.`` + ``tempfile.mkstemp``'s 8 random characters + ``.tmp``.
+_TEMP = re.compile(r"\.(.+)\.[a-z0-9_]{8}\.tmp")
 
 
-def temp_pattern(name: str) -> str:
-    """The glob of :func:`atomic_open`'s temporary files for a target named ``name``."""
-    return f".{name}.*.tmp"
+def _temp_target(name: str) -> str | None:
+    """``NAME`` when ``name`` is ``.NAME.XXXXXXXX.tmp`` (:func:`atomic_open`'s pattern), else ``None``."""
+    m = _TEMP.fullmatch(name)
+    return m.group(1) if m else None
 
 
-def remove_orphan_temps(path: str | os.PathLike) -> list[Path]:
-    """Delete the temporary files an interrupted atomic write of ``path`` left (``.NAME.XXXXXXXX.tmp``
-    that no live process holds locked); returns those removed. Files of other names are never touched."""
-    path = Path(path)
-    if fcntl is None or not path.parent.is_dir():
+def remove_orphan_temps(folder: str | os.PathLike, names: Iterable[str]) -> list[Path]:
+    """Delete the temporary files interrupted atomic writes of ``folder/NAME`` (for each of ``names``) left:
+    ``.NAME.XXXXXXXX.tmp`` files that no live process holds locked. One listing of the folder; files of
+    other names or patterns are never touched. Returns those removed."""
+    folder, wanted = Path(folder), set(names)
+    if fcntl is None or not folder.is_dir():
         return []
-    prefix = f".{path.name}."
     removed = []
-    for cand in path.parent.iterdir():
-        middle = cand.name[len(prefix):-len(".tmp")]
-        if not (cand.name.startswith(prefix) and cand.name.endswith(".tmp") and _RANDOM.fullmatch(middle)):
+    for cand in folder.iterdir():
+        if _temp_target(cand.name) not in wanted:
             continue
         try:
             fd = os.open(cand, os.O_RDONLY)
@@ -91,11 +91,14 @@ def _disk_full(exc: BaseException, folder: Path) -> OSError | None:
 
 
 @contextmanager
-def atomic_open(path: str | os.PathLike, mode: str = "w", encoding: str | None = "utf-8"):
-    """Open a temporary file beside ``path``; on success it replaces ``path``, on error it is removed."""
+def atomic_open(path: str | os.PathLike, mode: str = "w", encoding: str | None = "utf-8", sweep: bool = True):
+    """Open a temporary file beside ``path``; on success it replaces ``path``, on error it is removed.
+    ``sweep`` first removes the orphans of earlier writes of ``path`` (one listing of the folder: a caller
+    writing thousands of files into one folder sweeps once itself and passes ``sweep=False``)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    remove_orphan_temps(path)
+    if sweep:
+        remove_orphan_temps(path.parent, [path.name])
     binary = "b" in mode
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     if fcntl is not None:
@@ -134,7 +137,8 @@ def atomic_write_jsonl(path: str | os.PathLike, rows: Iterable[Any]) -> None:
             fh.write(json.dumps(row, ensure_ascii=False) + "\n")
 
 
-def atomic_write_with(path: str | os.PathLike, writer: Callable[[IO[bytes]], None]) -> None:
-    """Atomic binary write through a callback, e.g. ``lambda f: torch.save(obj, f)``."""
-    with atomic_open(path, "wb", encoding=None) as fh:
+def atomic_write_with(path: str | os.PathLike, writer: Callable[[IO[bytes]], None], sweep: bool = True) -> None:
+    """Atomic binary write through a callback, e.g. ``lambda f: torch.save(obj, f)`` (``sweep``: see
+    :func:`atomic_open`)."""
+    with atomic_open(path, "wb", encoding=None, sweep=sweep) as fh:
         writer(fh)

@@ -111,7 +111,7 @@ def run(args) -> int:
     _check_options(args)
     refuse_output_over_input([("-o", args.output)], [("source", s) for s in args.sources])
     out = Path(args.output)
-    remove_orphan_temps(out)  # what a killed import left beside the manifest
+    remove_orphan_temps(out.parent, [out.name])  # what a killed import left beside the manifest
     if args.format == "translations":
         base_path = Path(args.base or args.output)
         if not base_path.is_file():

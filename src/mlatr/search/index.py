@@ -261,7 +261,7 @@ def build_index(loaded: LoadedModel, manifest: Manifest, output: str | os.PathLi
         raise MlatrError(f"no clip to index in {manifest.path or 'the manifest'}")
     langs = list(caption_languages) if caption_languages else manifest.languages()
     output = Path(output)
-    remove_orphan_temps(output)  # what a killed build left beside the index
+    remove_orphan_temps(output.parent, [output.name])  # what a killed build left beside the index
     model = loaded.model
     if add and output.exists():
         index = Index.load(output, model=loaded)

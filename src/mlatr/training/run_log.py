@@ -62,7 +62,7 @@ def open_run_log(out_dir: str | Path, epoch: int, step: int) -> IO[str]:
     """Clean ``out_dir`` after an interrupted run (see the module docstring) and open its ``log.jsonl``
     for appending; what was removed is said on stderr."""
     out = Path(out_dir)
-    removed = [p for name in RUN_FILES for p in remove_orphan_temps(out / name)]
+    removed = remove_orphan_temps(out, RUN_FILES)
     dropped = reconcile_log(out / "log.jsonl", epoch, step)
     if removed:
         print(f"mlatr: removed {len(removed)} temporary file(s) an interrupted run left in {out}: "
