@@ -142,17 +142,30 @@ def test_eval_and_search_refuse_truncated_audio(tmp_path, sounds, served_toy, ca
 
 def test_folder_import_counts_an_undecodable_ogg(tmp_path, capsys):
     lib = tmp_path / "lib"
-    write_tone(lib / "dog bark.ogg", 0.5, subtype="VORBIS")
+    whole = write_tone(lib / "dog bark.ogg", 0.5, subtype="VORBIS").read_bytes()
     (lib / "broken.ogg").write_bytes(b"OggS" + bytes(200))  # an Ogg page header and nothing decodable
+    # cut after its header pages: libsndfile opens it and reports 0 frames (imported as a 0.0 s clip before)
+    cut = next(whole[:n] for n in range(len(whole) - 1, 0, -16) if _opens_with_no_frames(tmp_path, whole[:n]))
+    (lib / "cut.ogg").write_bytes(cut)
     out = tmp_path / "lib.jsonl"
     r = run_cli(capsys, "data", "import", "--format", "folder", lib, "-o", out)
     assert_user_error(r, "broken.ogg: audio: ")
     assert not out.exists()
     r = run_cli(capsys, "data", "import", "--format", "folder", lib, "-o", out, "--skip-bad")
-    assert r.code == 0 and "skipped 1 bad row(s)" in r.out
-    assert "mlatr: skipped 1 bad row(s) (--skip-bad):" in r.err and "broken.ogg: audio:" in r.err
+    assert r.code == 0 and "skipped 2 bad row(s)" in r.out
+    assert "mlatr: skipped 2 bad row(s) (--skip-bad):" in r.err and "broken.ogg: audio:" in r.err
+    assert "cut.ogg: audio: audio file is empty (0 samples decode)" in r.err
     clips = Manifest.load(out).clips
     assert [c.id for c in clips] == ["dog bark"] and clips[0].duration == pytest.approx(0.5, abs=0.01)
+
+
+def _opens_with_no_frames(tmp_path, data: bytes) -> bool:
+    probe = tmp_path / "probe.ogg"
+    probe.write_bytes(data)
+    try:
+        return sf.info(str(probe)).frames == 0
+    except Exception:  # soundfile raises LibsndfileError / RuntimeError
+        return False
 
 
 def test_clip_audio_errors_name_the_manifest_line(tmp_path, sounds):
