@@ -154,19 +154,19 @@ def test_routes_and_schema(server):
     assert health["text_encoder"] == "small-transformer"
 
 
-def test_nan_embedding_still_gives_strict_json(toy, tmp_path):
-    index = Index.load(toy[2])
-    index.embeddings[4] = np.nan
-    index.save(tmp_path / "nan.idx.npz")
+def test_nan_embedding_is_refused_naming_the_clip(toy, tmp_path):
+    """An index holding NaN is not served (issue 14: it would rank arbitrarily); the error names the clip
+    and is strict JSON."""
+    with np.load(toy[2]) as z:
+        arrays = {k: z[k] for k in z.files}
+    arrays["embeddings"][4] = np.nan
+    np.savez(tmp_path / "nan.idx.npz", **arrays)
     live = LiveIndex(tmp_path / "nan.idx.npz")
-    live.reload()
+    with pytest.raises(MlatrError, match="non-finite values .* clip\\(s\\) clip004"):
+        live.reload()
     with running_server(create_app(live)) as base:
         r = get(base, "/search", q="a single low tone", k=20)
-        assert r.status == 200
-        results = r.json()["results"]  # strict parse: NaN would raise
-        assert len(results) == 20 and b"NaN" not in r.body
-        by_id = {x["id"]: x["score"] for x in results}
-        assert by_id["clip004"] is None and all(s is None or np.isfinite(s) for s in by_id.values())
+        assert r.status == 503 and "clip004" in r.json()["error"]  # strict JSON parse
 
 
 def test_reload_picks_up_index_build_add(toy, tmp_path):
@@ -209,12 +209,12 @@ def test_corrupt_index_at_startup_is_a_503_until_fixed(toy, tmp_path):
     path = tmp_path / "bad.idx.npz"
     path.write_bytes(b"this is not an npz archive")
     live = LiveIndex(path)
-    with pytest.raises(MlatrError, match="not a readable mlatr index"):
+    with pytest.raises(MlatrError, match="not an mlatr index"):
         live.reload()
     with running_server(create_app(live)) as base:
         for r in (get(base, "/health"), get(base, "/search", q="a tone"), request(base + "/audio/clip000"),
                   upload(base + "/search/audio", "x.wav", b"RIFF")):
-            assert r.status == 503 and "not a readable mlatr index" in r.json()["error"]
+            assert r.status == 503 and "not an mlatr index" in r.json()["error"]
         assert request(base + "/").status == 200  # the page still loads and shows the error
         assert request(base + "/reload", "POST").status == 503
         shutil.copy(toy[2], path)

@@ -11,7 +11,7 @@ import importlib
 import sys
 
 from mlatr import __version__
-from mlatr.errors import MlatrError
+from mlatr.errors import MlatrError, describe_os_error
 
 #: (command path, module under mlatr.commands). Order is the order shown in --help.
 COMMANDS: list[tuple[str, str]] = [
@@ -84,13 +84,27 @@ def build_parser() -> argparse.ArgumentParser:
             formatter_class=argparse.RawDescriptionHelpFormatter,
         )
         module.add_arguments(sub)
-        sub.set_defaults(_run=module.run)
+        sub.set_defaults(_run=module.run, _parser=sub, _extra=getattr(module, "EXTRA_ARGS", None))
     return parser
+
+
+def _take_extra(args: argparse.Namespace, extra: list[str], parser: argparse.ArgumentParser) -> None:
+    """Arguments argparse did not place: a command with ``EXTRA_ARGS = (dest, hint)`` (``train``) takes
+    the ``KEY=VALUE`` ones wherever they stand (argparse only takes one run of positionals); anything else
+    is argparse's usage error (exit 2), with the hint."""
+    target = getattr(args, "_parser", parser)
+    spec = getattr(args, "_extra", None)
+    stray = [t for t in extra if spec is None or t.startswith("-") or "=" not in t]
+    if stray:
+        target.error(f"unrecognized arguments: {' '.join(stray)}" + (f" ({spec[1]})" if spec else ""))
+    getattr(args, spec[0]).extend(extra)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    if extra:
+        _take_extra(args, extra, parser)
     run = getattr(args, "_run", None)
     if run is None:
         (getattr(args, "_group_parser", None) or parser).print_help()
@@ -100,6 +114,9 @@ def main(argv: list[str] | None = None) -> int:
         return int(run(args) or 0)
     except MlatrError as exc:
         print(f"mlatr: error: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:  # the system refused: a missing folder, a permission, a full disk
+        print(f"mlatr: error: {describe_os_error(exc)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)

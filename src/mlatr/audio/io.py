@@ -27,6 +27,7 @@ import soundfile as sf
 import soxr
 import torch
 
+from mlatr.audio.integrity import read_audio_blocks
 from mlatr.errors import MlatrError
 
 #: The sample rate every mlatr model consumes.
@@ -56,8 +57,6 @@ def resample(audio: np.ndarray, sr_in: int, sr_out: int = SAMPLE_RATE) -> np.nda
 
 def audio_duration(path: str | os.PathLike) -> float | None:
     """Seconds of audio in the file at ``path``, from its header (no decoding); ``None`` if unreadable."""
-    import soundfile as sf
-
     try:
         info = sf.info(os.fspath(path))
     except Exception:  # soundfile raises LibsndfileError / RuntimeError / TypeError
@@ -68,22 +67,13 @@ def audio_duration(path: str | os.PathLike) -> float | None:
 def load_audio(path: str | os.PathLike, sample_rate: int = SAMPLE_RATE) -> np.ndarray:
     """Read an audio file (wav, flac, ogg, mp3, ... via soundfile) as mono float32 at ``sample_rate``.
 
-    Raises :class:`MlatrError` naming the file when it is missing, unreadable, empty, or holds
-    non-finite samples.
+    Raises :class:`MlatrError` naming the file when it is missing, unreadable, empty, truncated (fewer
+    frames decode than its header declares: :mod:`mlatr.audio.integrity`) or holds non-finite samples.
     """
 
     path = os.fspath(path)
-    if not os.path.isfile(path):
-        raise MlatrError(f"{path}: audio file not found")
-    try:
-        data, sr = sf.read(path, dtype="float32", always_2d=True)
-    except Exception as exc:  # soundfile raises LibsndfileError / RuntimeError / TypeError
-        raise MlatrError(f"{path}: cannot read audio ({exc})") from exc
-    if data.shape[0] == 0 or data.shape[1] == 0:
-        raise MlatrError(f"{path}: audio file is empty (0 samples)")
-    if not np.isfinite(data).all():
-        raise MlatrError(f"{path}: audio holds NaN or infinite samples")
-    mono = resample(to_mono(data), int(sr), sample_rate)
+    mono, sr = read_audio_blocks(path)
+    mono = resample(mono, sr, sample_rate)
     if mono.shape[0] == 0:
         raise MlatrError(f"{path}: audio is too short to resample to {sample_rate} Hz")
     return mono

@@ -1,9 +1,12 @@
 import os
-import sys
 from pathlib import Path
 
+from mlatr.commands._notices import report_skipped
+from mlatr.commands._paths import refuse_output_over_input
 from mlatr.data.manifest import Manifest
 from mlatr.errors import MlatrError
+from mlatr.io_utils import remove_orphan_temps
+from mlatr.languages import normalize
 
 HELP = """Make a manifest from a common dataset format, or merge translations into one.
 
@@ -78,6 +81,8 @@ def _check_options(args) -> None:
         if value not in (None, False) and fmt not in formats:
             raise MlatrError(f"--{opt.replace('_', '-')} does not apply to --format {fmt} "
                              f"(only to {', '.join(formats)})")
+    if args.lang is not None:
+        args.lang = normalize(args.lang, "--lang")
 
 
 def _audio_dir_for(audio_dir: str | None, output) -> str | None:
@@ -93,7 +98,9 @@ def run(args) -> int:
     from mlatr.data.importers import IMPORTERS, merge_translations
 
     _check_options(args)
+    refuse_output_over_input([("-o", args.output)], [("source", s) for s in args.sources])
     out = Path(args.output)
+    remove_orphan_temps(out.parent, [out.name])  # what a killed import left beside the manifest
     if args.format == "translations":
         base_path = Path(args.base or args.output)
         if not base_path.is_file():
@@ -125,10 +132,6 @@ def run(args) -> int:
     langs = ", ".join(manifest.languages()) or "no captions"
     print(f"wrote {len(manifest)} clips, {n_captions} captions ({langs}) to {out}")
     if problems:
-        print(f"skipped {len(problems)} bad row(s):", file=sys.stderr)
-        for p in problems[:10]:
-            print(f"  {p}", file=sys.stderr)
-        if len(problems) > 10:
-            print(f"  ... and {len(problems) - 10} more", file=sys.stderr)
+        report_skipped(problems, "bad row(s)")
         print(f"skipped {len(problems)} bad row(s)")
     return 0

@@ -1,5 +1,6 @@
 import json
 
+from mlatr.commands._notices import report_skipped
 from mlatr.data.manifest import Manifest
 
 HELP = """Statistics of a manifest.
@@ -32,4 +33,5 @@ def run(args) -> int:
         if m.problems:
             print(f"skipped {m.skipped_lines()} malformed line(s) with {len(m.problems)} problem(s) "
                   f"(details: mlatr data validate {args.manifest})")
+    report_skipped(m.problems, "problem(s) of malformed lines")
     return 0

@@ -1,3 +1,4 @@
+from mlatr.commands._arg_types import positive_int
 from mlatr.commands._grid_args import add_grid_arguments, parse_methods, parse_seeds
 
 HELP = """Offline demo: build the synthetic benchmark, train ML-CLAP, CACL and KCL, compare them.
@@ -15,7 +16,7 @@ Examples:
 
 def add_arguments(parser):
     add_grid_arguments(parser, "mlatr-demo", ["mlclap", "cacl", "kcl"], method_flag="--schemes")
-    parser.add_argument("--epochs", type=int, help="training epochs (default: the size's)")
+    parser.add_argument("--epochs", type=positive_int, help="training epochs (default: the size's)")
     parser.add_argument("--base", choices=["infonce", "siglip"], default="infonce", help="base loss")
 
 

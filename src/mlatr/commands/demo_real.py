@@ -1,3 +1,5 @@
+from mlatr.commands._arg_types import positive_float, positive_int
+
 HELP = """Real-sound demo: frozen aisfx + multilingual text backbones, trained projections, an index.
 
 Needs the real sound libraries (scripts/get-real-sounds.sh, no root) and the `real` extra. Computes
@@ -21,10 +23,10 @@ def add_arguments(parser):
     parser.add_argument("--out", default="runs/demo-real", help="output folder (default: runs/demo-real)")
     parser.add_argument("--text", default="use-multilingual,e5-small",
                         help="comma-separated frozen text encoders to compare; the first one is indexed")
-    parser.add_argument("--epochs", type=int, default=60)
-    parser.add_argument("--embed-dim", type=int, default=256)
+    parser.add_argument("--epochs", type=positive_int, default=60)
+    parser.add_argument("--embed-dim", type=positive_int, default=256)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--max-seconds", type=float, default=10.0, help="centre crop of long clips")
+    parser.add_argument("--max-seconds", type=positive_float, default=10.0, help="centre crop of long clips")
     parser.add_argument("--no-progress", action="store_true")
 
 

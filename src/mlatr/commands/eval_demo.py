@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from mlatr.commands._arg_types import non_negative_int, positive_int
 from mlatr.commands.eval_embeddings import add_tsne_arguments
 from mlatr.errors import MlatrError
 
@@ -26,8 +27,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
     parser.add_argument("--out", metavar="DIR", default="runs/eval-demo",
                         help="folder for results.json, report.md, CSVs and plots (default: runs/eval-demo)")
-    parser.add_argument("--clips", type=int, default=500, help="number of clips (default: 500)")
-    parser.add_argument("--cases", type=int, default=4, help="caption groups to show ranks for (default: 4)")
+    parser.add_argument("--clips", type=positive_int, default=500, help="number of clips (default: 500)")
+    parser.add_argument("--cases", type=non_negative_int, default=4,
+                        help="caption groups to show ranks for (default: 4)")
     add_tsne_arguments(parser)
 
 

@@ -29,8 +29,14 @@ from pathlib import Path
 
 import numpy as np
 
+from mlatr.commands._arg_types import non_negative_int, positive_float
+from mlatr.commands._notices import warn
+from mlatr.commands._paths import refuse_output_over_input
 from mlatr.errors import InputError, MlatrError
+from mlatr.evaluation.caveats import evaluation_caveats
+from mlatr.file_kinds import sniff, unreadable
 from mlatr.io_utils import atomic_write_json
+from mlatr.languages import normalize
 
 HELP = __doc__
 
@@ -57,9 +63,9 @@ def add_output_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--report", metavar="DIR", help="write report.md and table1-3.csv to DIR")
     parser.add_argument("--plot", metavar="DIR",
                         help="write recall_by_language.png, rank_spread.png and tsne.png to DIR")
-    parser.add_argument("--cases", metavar="N", type=int, default=0,
+    parser.add_argument("--cases", metavar="N", type=non_negative_int, default=0,
                         help="print, for N caption groups, the rank of the right clip per language")
-    parser.add_argument("--memory-budget-mb", type=float, default=512.0,
+    parser.add_argument("--memory-budget-mb", type=positive_float, default=512.0,
                         help="memory for score blocks (default: 512); the score matrix is never held whole")
     add_tsne_arguments(parser)
 
@@ -72,8 +78,10 @@ def load_embeddings_npz(path: str | Path) -> dict:
         raise InputError("no such file", file=path)
     try:
         npz = np.load(path, allow_pickle=False)
-    except Exception as exc:  # not a zip / not an npz
-        raise InputError(f"cannot read as .npz ({exc})", file=path) from exc
+    except Exception as exc:  # numpy raises ValueError / OSError / EOFError / BadZipFile
+        raise unreadable(path, "an embeddings .npz (np.savez of the arrays above)", exc, ("npz",)) from exc
+    if not isinstance(npz, np.lib.npyio.NpzFile) or sniff(path).kind != "npz":  # .npy, a torch zip, ...
+        raise unreadable(path, "an embeddings .npz (np.savez of the arrays above)")
     with npz:
         present = set(npz.files)
         for key in REQUIRED_ARRAYS:
@@ -88,6 +96,14 @@ def load_embeddings_npz(path: str | Path) -> dict:
                 raise InputError(f"cannot load ({exc}); save strings as a str array, e.g. "
                                  "np.array(langs, dtype=str)", file=path, field=key) from exc
     return out
+
+
+def pivot_code(pivot: str, text_lang) -> str:
+    """``--pivot`` as the NPZ spells it: as given when some caption has that code, else normalised
+    (``en`` -> ``eng``, an unknown code is an error listing the supported ones)."""
+    if pivot in {str(c) for c in np.asarray(text_lang).tolist()}:
+        return pivot
+    return normalize(pivot, "--pivot")
 
 
 def jsonable(obj):
@@ -144,21 +160,24 @@ def emit(results_by_method: dict, evaluations: dict, args: argparse.Namespace, a
 def run(args: argparse.Namespace) -> int:
     from mlatr.evaluation import evaluate_embeddings_with_ranks
 
-    if args.cases < 0:
-        raise MlatrError(f"--cases: must be >= 0, got {args.cases}")
     if args.compare and not args.plot:
         raise MlatrError("--compare draws a second t-SNE panel: give --plot DIR too")
+    refuse_output_over_input([("--json", args.json)], [("embeddings file", args.npz)])
     arrays = load_embeddings_npz(args.npz)
+    pivot = pivot_code(args.pivot, arrays["text_lang"])
     paths = [args.npz] + ([args.compare] if args.compare else [])
     names = [Path(p).stem for p in paths]
     named = dict(zip(names if len(set(names)) == len(names) else paths, [arrays] + [
         load_embeddings_npz(p) for p in paths[1:]], strict=True))
     try:
-        ev = evaluate_embeddings_with_ranks(**arrays, pivot=args.pivot, memory_budget_mb=args.memory_budget_mb,
+        ev = evaluate_embeddings_with_ranks(**arrays, pivot=pivot, memory_budget_mb=args.memory_budget_mb,
                                             progress=True)
     except InputError:
         raise
     except MlatrError as exc:
         raise MlatrError(f"{args.npz}: {exc}") from exc
+    caveats = warn(evaluation_caveats(len(arrays["audio"]), arrays["text_lang"], arrays["text_group"], pivot))
+    if caveats:
+        ev.metrics["warnings"] = caveats
     emit({"": ev.metrics}, {"": ev}, args, arrays=named)
     return 0

@@ -2,10 +2,15 @@ from pathlib import Path
 
 import numpy as np
 
+from mlatr.commands._arg_types import positive_float, positive_int
+from mlatr.commands._notices import warn
+from mlatr.commands._paths import model_inputs, refuse_output_over_input
 from mlatr.commands.eval_embeddings import add_tsne_arguments
 from mlatr.data.manifest import Manifest
 from mlatr.errors import MlatrError
+from mlatr.evaluation.caveats import evaluation_caveats
 from mlatr.io_utils import atomic_write_json
+from mlatr.languages import normalize, parse_language_list
 
 HELP = """Evaluate a trained model on a manifest split (recall, mAP@10, consistency, zero-shot).
 
@@ -42,11 +47,12 @@ def add_arguments(parser):
     parser.add_argument("--plot", help="write plots to this folder")
     parser.add_argument("--zero-shot-languages", default="eng",
                         help="prompt languages for zero-shot (labels must be in that language; default eng)")
-    parser.add_argument("--batch-size", type=int, default=64)
-    parser.add_argument("--max-seconds", type=float, default=None, help="centre crop (default: the training config's)")
+    parser.add_argument("--batch-size", type=positive_int, default=64)
+    parser.add_argument("--max-seconds", type=positive_float, default=None,
+                        help="centre crop (default: the training config's)")
     parser.add_argument("--device", default="auto")
     parser.add_argument("--skip-bad", action="store_true", help="skip unreadable audio and count it")
-    parser.add_argument("--head-memory-mb", type=float, default=1024.0,
+    parser.add_argument("--head-memory-mb", type=positive_float, default=1024.0,
                         help="working-memory budget of a fine-grained matching head's scoring (default 1024)")
     parser.add_argument("--compare", metavar="CKPT2",
                         help="with --plot: a second checkpoint drawn beside this one in the t-SNE view")
@@ -60,6 +66,9 @@ def run(args) -> int:
 
     if args.compare and not args.plot:
         raise MlatrError("--compare draws a second t-SNE panel: give --plot DIR too")
+    refuse_output_over_input([("--json", args.json)], model_inputs(args))
+    args.pivot = normalize(args.pivot, "--pivot")
+    zero_shot_languages = parse_language_list(args.zero_shot_languages, "--zero-shot-languages")
     loaded = load_model_from_args(args)
     head = loaded.head
     enc = encode_from_args(args, loaded)
@@ -68,12 +77,13 @@ def run(args) -> int:
     evaluation = evaluate_with_head_with_ranks(head, enc, pivot=args.pivot, head_memory_mb=args.head_memory_mb,
                                                progress=True)
     metrics = evaluation.metrics
+    caveats = warn(evaluation_caveats(len(enc.clip_ids), enc.text_lang, enc.text_group, args.pivot))
+    if caveats:
+        metrics["warnings"] = caveats
     if head.name != "cosine":
         metrics["matching_head"] = head.config()
         print(f"ranked with the model's matching head: {head!r}\n")
     print(format_report(metrics))
-    if enc.skipped:
-        print(f"\nskipped {len(enc.skipped)} clips with unreadable audio")
     manifest = Manifest.load(args.manifest, skip_bad=args.skip_bad)
     if args.split != "all":
         manifest = manifest.split(args.split)
@@ -85,7 +95,7 @@ def run(args) -> int:
         metrics["zero_shot"] = {"classes": len(classes), "clips": len(single),
                                 "skipped_multi_label": sum(1 for c in clips if c.labels and len(c.labels) > 1),
                                 "scored_with": head.name}
-        for lang in args.zero_shot_languages.split(","):
+        for lang in zero_shot_languages:
             prompts = zero_shot_prompts(classes, lang)
             zs = zero_shot_with_model(loaded, enc, single, prompts, lang, targets, args.batch_size,
                                       args.head_memory_mb)

@@ -1,3 +1,4 @@
+from mlatr.commands._arg_types import non_negative_int
 from mlatr.commands._grid_args import add_grid_arguments, parse_methods, parse_seeds
 from mlatr.errors import MlatrError
 
@@ -20,7 +21,7 @@ def add_arguments(parser):
     from mlatr.experiments.finegrained import EVAL_EVERY, METHODS
 
     add_grid_arguments(parser, "mlatr-finegrained", list(METHODS))
-    parser.add_argument("--eval-every", type=int, default=EVAL_EVERY,
+    parser.add_argument("--eval-every", type=non_negative_int, default=EVAL_EVERY,
                         help=f"validate every N epochs and after the last (default: {EVAL_EVERY}; frame-level "
                              "heads make validation cost about two training epochs)")
 

@@ -1,3 +1,5 @@
+from mlatr.commands._arg_types import positive_float, positive_int
+
 HELP = """Serve an index: a web page and a JSON API to search it by text in any language or by sound.
 
 Loads the index and its model once, then answers until interrupted (Ctrl-C):
@@ -26,9 +28,10 @@ def add_arguments(parser):
     parser.add_argument("--backend", choices=["numpy", "faiss"], default="numpy", help="search backend")
     parser.add_argument("--watch", type=float, default=2.0, metavar="SECONDS",
                         help="poll the index file every SECONDS and reload it when it changes (0: off; default 2)")
-    parser.add_argument("--max-k", type=int, default=100, help="most results one request may ask for")
-    parser.add_argument("--max-upload-mb", type=float, default=20.0, help="largest sound upload (MiB, default 20)")
-    parser.add_argument("--threads", type=int, default=1,
+    parser.add_argument("--max-k", type=positive_int, default=100, help="most results one request may ask for")
+    parser.add_argument("--max-upload-mb", type=positive_float, default=20.0,
+                        help="largest sound upload (MiB, default 20)")
+    parser.add_argument("--threads", type=positive_int, default=1,
                         help="math threads (BLAS, OpenMP, torch) per query (default 1: a query's products are small, "
                              "and extra threads wait on each other on a busy CPU; see README)")
     parser.add_argument("--no-access-log", action="store_true", help="do not log every request")

@@ -1,14 +1,24 @@
 import json
 
+from mlatr.commands._notices import report_skipped
+from mlatr.data.manifest import Manifest
+from mlatr.errors import DiskFullError
+
 HELP = """Train a dual encoder from a YAML config.
 
 Examples:
   mlatr train --config configs/demo.yaml out_dir=runs/kcl objective.scheme=kcl
   mlatr train --config configs/demo.yaml out_dir=runs/kcl --resume   # continue an interrupted run
 
-Overrides are dotted keys with YAML values (train.epochs=3, data.languages=[eng,fra]).
+Overrides are dotted keys with YAML values (train.epochs=3, data.languages=[eng,fra]), anywhere on
+the command line. --resume continues with the run's own configuration: an override that changes it is
+refused, naming the keys.
 Writes config.yaml, last.pt, best.pt, log.jsonl and summary.json to out_dir.
 """
+
+
+#: KEY=VALUE overrides are taken anywhere on the command line (see mlatr.cli).
+EXTRA_ARGS = ("overrides", "config overrides are KEY=VALUE, e.g. train.epochs=3, anywhere after `mlatr train`")
 
 
 def add_arguments(parser):
@@ -24,6 +34,15 @@ def run(args) -> int:
 
     overrides = list(args.overrides) + (["train.progress=false"] if args.no_progress else [])
     cfg = load_config(args.config, overrides)
-    summary = Trainer(cfg, resume=args.resume).fit()
+    try:
+        trainer = Trainer(cfg, resume=args.resume)
+        summary = trainer.fit()
+    except DiskFullError as exc:
+        raise DiskFullError(f"training stopped: {exc}. Once there is room, continue the run with the same "
+                            "command and --resume (last.pt holds the last epoch saved)") from exc
+    if cfg.data.skip_bad:  # data.skip_bad=true: say what was skipped (the epoch records count bad_audio)
+        report_skipped(Manifest.load(cfg.data.manifest, skip_bad=True).problems, "malformed manifest line(s)")
+        bad = {**trainer.batches.source.bad, **(trainer.val_source.bad if trainer.val_source else {})}
+        report_skipped(bad, "clip(s) with unreadable audio")
     print(json.dumps(summary, indent=2))
     return 0

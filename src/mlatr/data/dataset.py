@@ -19,7 +19,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from mlatr.audio.io import collate_waveforms, crop_or_pad, load_audio
+from mlatr.audio.io import collate_waveforms, crop_or_pad
+from mlatr.data.clip_audio import load_clip_audio
 from mlatr.data.manifest import Clip, Manifest
 from mlatr.errors import MlatrError
 
@@ -54,10 +55,10 @@ class AudioSource:
         if clip.id in self.bad:
             return None
         try:
-            wave = load_audio(clip.audio_path(self.manifest.root), self.sample_rate)
+            wave = load_clip_audio(clip, self.manifest.root, self.sample_rate, self.manifest.path)
         except MlatrError as exc:
             if not self.skip_bad:
-                raise MlatrError(f"clip {clip.id!r}: {exc}") from exc
+                raise
             self.bad[clip.id] = str(exc)
             return None
         if self.cache:

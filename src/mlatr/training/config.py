@@ -25,6 +25,7 @@ import yaml
 
 from mlatr.errors import MlatrError
 from mlatr.languages import DEFAULT_LANGUAGES
+from mlatr.training.config_checks import check_config_values
 from mlatr.training.objective import check_objective_config
 
 
@@ -262,13 +263,12 @@ def load_config(path: str | Path | None, overrides: list[str] = ()) -> Config:
 
 
 def validate_config(cfg: Config) -> None:
+    check_config_values(cfg)
     check_objective_config(cfg.objective)
     if cfg.optim.name not in ("adam", "adamw"):
         raise MlatrError(f"config: optim.name must be adam or adamw, got {cfg.optim.name!r}")
     if cfg.optim.schedule not in ("cosine", "constant"):
         raise MlatrError(f"config: optim.schedule must be cosine or constant, got {cfg.optim.schedule!r}")
-    if cfg.optim.accumulate < 1 or cfg.train.batch_size < 1 or cfg.train.epochs < 1:
-        raise MlatrError("config: optim.accumulate, train.batch_size and train.epochs must be >= 1")
     if not cfg.data.languages:
         raise MlatrError("config: data.languages is empty")
     if cfg.objective.scheme == "cacl" and cfg.data.languages[0] != "eng":

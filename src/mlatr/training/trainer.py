@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -33,9 +34,11 @@ from mlatr.models.dual_encoder import DualEncoder
 from mlatr.models.registry import build_audio_encoder, build_text_encoder, text_encoder_takes_corpus
 from mlatr.training.checkpoint import load_model, read_checkpoint, save_checkpoint
 from mlatr.training.config import Config
+from mlatr.training.config_checks import config_differences
 from mlatr.training.diagnostics import diagnostic_callbacks
 from mlatr.training.objective import build_objective
 from mlatr.training.resources import memory_kind, peak_memory_mb, reset_peak_memory, resolve_device
+from mlatr.training.run_log import open_run_log
 from mlatr.training.schedule import lr_factor
 
 #: ``callback(trainer, info)`` after each optimizer step. ``info`` holds step, epoch, loss, lr, the
@@ -118,9 +121,13 @@ class Trainer:
 
     def _resume(self) -> None:
         path = self.out / "last.pt"
+        if not path.exists():  # killed before its first checkpoint: resuming is starting
+            print(f"mlatr: {path} does not exist yet: starting the run from its first epoch", file=sys.stderr)
+            return
         state = read_checkpoint(path, map_location=self.device)
         if state.get("train_config") != self.cfg.to_dict():
-            raise MlatrError(f"{path}: was written with another configuration; resume needs the same one")
+            raise MlatrError(f"{path}: was written with another configuration; resume needs the same one "
+                             f"({config_differences(state.get('train_config') or {}, self.cfg.to_dict())})")
         self.model.load_state_dict(state["model"])
         self.objective.load_state_dict(state["objective"])
         self.optimizer.load_state_dict(state["optimizer"])
@@ -134,7 +141,7 @@ class Trainer:
         self.out.mkdir(parents=True, exist_ok=True)
         atomic_write_text(self.out / "config.yaml", yaml.safe_dump(_yaml_tree(cfg.to_dict()), sort_keys=False,
                                                                    allow_unicode=True))
-        log = (self.out / "log.jsonl").open("a", encoding="utf-8")
+        log = open_run_log(self.out, self.epoch, self.step)  # log agrees with last.pt; orphan temps removed
         writer = self._tensorboard()
         try:
             while self.epoch < cfg.train.epochs:

@@ -33,7 +33,7 @@ from mlatr.data.synth.noise import apply_noise
 from mlatr.data.synth.render import render_scene
 from mlatr.data.synth.scene import Scene, layout_scene, sample_content, vary_content
 from mlatr.errors import MlatrError
-from mlatr.io_utils import atomic_write_json, atomic_write_with
+from mlatr.io_utils import atomic_write_json, atomic_write_with, remove_orphan_temps
 
 SPLITS = ("train", "val", "test")
 _SPLIT_CODE = {"train": 0, "val": 1, "test": 2}
@@ -110,7 +110,8 @@ def _wav_complete(path: str, frames: int) -> bool:
 
 def _render_job(job: _Job) -> str:
     audio = clip_audio(job.seed, job.split, job.index, job.p_variant)
-    atomic_write_with(job.path, lambda fh: sf.write(fh, audio, SAMPLE_RATE, format="WAV", subtype="PCM_16"))
+    atomic_write_with(job.path, lambda fh: sf.write(fh, audio, SAMPLE_RATE, format="WAV", subtype="PCM_16"),
+                      sweep=False)  # the build swept the folder once
     return job.path
 
 
@@ -211,6 +212,7 @@ def build_synthetic_benchmark(
             bar.update()
     bar.close()
 
+    remove_orphan_temps(out / "audio", [Path(job.path).name for job in jobs])  # left by a killed build
     bar = tqdm(total=len(jobs), desc="rendering audio", unit="clip", disable=not progress)
     if workers > 1 and len(jobs) > 1:
         with multiprocessing.get_context("spawn").Pool(workers) as pool:
