@@ -86,4 +86,4 @@ done
 manifest="$dest/manifest.jsonl"
 echo "[real-sounds] importing into $manifest" >&2
 "$py" -m mlatr data import --format folder --skip-bad "$dest" -o "$manifest"
-"$py" -m mlatr.experiments.real_sounds split "$manifest"
+"$py" -m mlatr data split "$manifest"

@@ -16,6 +16,7 @@ COMMANDS: list[tuple[str, str]] = [
     ("data import", "data_import"),
     ("data stats", "data_stats"),
     ("data synth", "data_synth"),
+    ("data split", "data_split"),
     ("demo", "demo"),
     ("train", "train"),
     ("encode", "encode"),
@@ -31,7 +32,7 @@ COMMANDS: list[tuple[str, str]] = [
 
 #: One-line help of command groups.
 GROUPS: dict[str, str] = {
-    "data": "manifests: validate, import from common formats, statistics, synthetic benchmark",
+    "data": "manifests: validate, import from common formats, statistics, synthetic benchmark, hash splits",
     "index": "build and update a search index of audio embeddings",
     "experiment": "paper experiments: grids of training runs with tables and figures",
 }
