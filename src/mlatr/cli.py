@@ -17,6 +17,7 @@ COMMANDS: list[tuple[str, str]] = [
     ("data stats", "data_stats"),
     ("data synth", "data_synth"),
     ("data split", "data_split"),
+    ("data recaption", "data_recaption"),
     ("demo", "demo"),
     ("train", "train"),
     ("encode", "encode"),
