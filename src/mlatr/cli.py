@@ -10,6 +10,9 @@ import argparse
 import importlib
 import sys
 
+from mlatr import __version__
+from mlatr.errors import MlatrError
+
 #: (command path, module under mlatr.commands). Order is the order shown in --help.
 COMMANDS: list[tuple[str, str]] = [
     ("data validate", "data_validate"),
@@ -26,6 +29,7 @@ COMMANDS: list[tuple[str, str]] = [
     ("eval-demo", "eval_demo"),
     ("index build", "index_build"),
     ("search", "search"),
+    ("serve", "serve"),
     ("demo-real", "demo_real"),
     ("experiment supclap", "experiment_supclap"),
     ("experiment finegrained", "experiment_finegrained"),
@@ -56,7 +60,6 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="mlatr", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    from mlatr import __version__
 
     parser.add_argument("--version", action="version", version=f"mlatr {__version__}")
     top = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -90,7 +93,6 @@ def main(argv: list[str] | None = None) -> int:
     if run is None:
         (getattr(args, "_group_parser", None) or parser).print_help()
         return 2
-    from mlatr.errors import MlatrError
 
     try:
         return int(run(args) or 0)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from mlatr.data.manifest import Manifest
 from mlatr.languages import parse_language_list
 
 
@@ -15,7 +16,6 @@ def load_model_from_args(args):
 def encode_from_args(args, loaded=None):
     """Encode ``args.split`` of ``args.manifest`` (``all`` = every clip) with the model (frame/token features
     too when its matching head scores them); returns an :class:`~mlatr.encoding.EncodedSplit`."""
-    from mlatr.data.manifest import Manifest
     from mlatr.encoding import encode_manifest
 
     loaded = loaded or load_model_from_args(args)

@@ -1,3 +1,10 @@
+import os
+import sys
+from pathlib import Path
+
+from mlatr.data.manifest import Manifest
+from mlatr.errors import MlatrError
+
 HELP = """Make a manifest from a common dataset format, or merge translations into one.
 
 Formats:
@@ -56,8 +63,6 @@ def add_arguments(parser) -> None:
 
 
 def _check_options(args) -> None:
-    from mlatr.errors import MlatrError
-
     fmt = args.format
     only = {
         "base": ("translations",), "overwrite": ("translations",),
@@ -77,8 +82,6 @@ def _check_options(args) -> None:
 
 def _audio_dir_for(audio_dir: str | None, output) -> str | None:
     """A relative --audio-dir is relative to the current folder; the manifest wants it relative to itself."""
-    import os
-    from pathlib import Path
 
     if audio_dir is None or os.path.isabs(audio_dir):
         return audio_dir
@@ -88,8 +91,6 @@ def _audio_dir_for(audio_dir: str | None, output) -> str | None:
 
 def _rebase(manifest, new_root) -> None:
     """Rewrite relative audio paths of ``manifest`` (relative to its root) relative to ``new_root``."""
-    import os
-    from pathlib import Path
 
     old, new = os.path.abspath(manifest.root), os.path.abspath(new_root)
     if old == new:
@@ -100,12 +101,7 @@ def _rebase(manifest, new_root) -> None:
 
 
 def run(args) -> int:
-    import sys
-    from pathlib import Path
-
     from mlatr.data.importers import IMPORTERS, merge_translations
-    from mlatr.data.manifest import Manifest
-    from mlatr.errors import MlatrError
 
     _check_options(args)
     out = Path(args.output)

@@ -1,3 +1,7 @@
+import json
+
+from mlatr.data.manifest import Manifest
+
 HELP = """Statistics of a manifest.
 
 Clips per split, captions per language (and per split), clips with captions in each language, missing
@@ -13,9 +17,6 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
-    import json
-
-    from mlatr.data.manifest import Manifest
     from mlatr.data.stats import format_stats, manifest_stats
 
     m = Manifest.load(args.manifest, skip_bad=args.skip_bad)

@@ -1,3 +1,6 @@
+from mlatr.errors import MlatrError
+from mlatr.languages import normalize
+
 HELP = """Build the synthetic multilingual benchmark (the offline default to train and demo on).
 
 Writes DIR/audio/*.wav (16 kHz mono, 2-6 s), DIR/manifest.jsonl (splits train/val/test, captions in
@@ -36,8 +39,6 @@ def add_arguments(parser) -> None:
 
 def parse_noise(text: str | None) -> dict[str, float]:
     """``"fra=0.1,jpn=0.2"`` -> ``{"fra": 0.1, "jpn": 0.2}`` (codes normalised to ISO 639-3)."""
-    from mlatr.errors import MlatrError
-    from mlatr.languages import normalize
 
     out: dict[str, float] = {}
     for item in (text or "").split(","):
@@ -46,7 +47,7 @@ def parse_noise(text: str | None) -> dict[str, float]:
         lang, sep, value = item.partition("=")
         try:
             if not sep:
-                raise ValueError("expected LANG=RATE")
+                raise MlatrError("expected LANG=RATE")
             out[normalize(lang)] = float(value)
         except ValueError as exc:
             raise MlatrError(f"--noise: bad item {item!r}: {exc}") from None
@@ -56,8 +57,6 @@ def parse_noise(text: str | None) -> dict[str, float]:
 def run(args) -> int:
     from mlatr.data.synth.build import SPLITS, build_synthetic_benchmark, describe
     from mlatr.data.synth.languages import SUPPORTED
-    from mlatr.errors import MlatrError
-    from mlatr.languages import normalize
 
     try:
         languages = ([normalize(c) for c in args.languages.split(",") if c.strip()]

@@ -1,3 +1,5 @@
+from mlatr.data.manifest import Manifest, validate_manifest
+
 HELP = """Check a manifest and report every problem with its line and field.
 
 Reports bad JSON, missing or empty id/audio, duplicate ids, captions that are not lists, caption lists
@@ -16,8 +18,6 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
-    from mlatr.data.manifest import Manifest, validate_manifest
-
     langs = [c.strip() for c in args.languages.split(",") if c.strip()] if args.languages else None
     problems = validate_manifest(args.manifest, check_audio=args.check_audio, languages=langs)
     for p in problems:

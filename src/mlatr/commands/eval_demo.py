@@ -13,6 +13,9 @@ Example:
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
+
+from mlatr.errors import MlatrError
 
 HELP = __doc__
 
@@ -26,10 +29,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
     from mlatr.commands.eval_embeddings import emit
-    from mlatr.errors import MlatrError
     from mlatr.evaluation import evaluate_embeddings_with_ranks
     from mlatr.evaluation.synthetic import DEFAULT_LANGUAGE_NOISE, structured_embeddings
 

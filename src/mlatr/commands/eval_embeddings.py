@@ -22,7 +22,10 @@ import argparse
 import math
 from pathlib import Path
 
+import numpy as np
+
 from mlatr.errors import InputError, MlatrError
+from mlatr.io_utils import atomic_write_json
 
 HELP = __doc__
 
@@ -47,7 +50,6 @@ def add_output_arguments(parser: argparse.ArgumentParser) -> None:
 
 def load_embeddings_npz(path: str | Path) -> dict:
     """The five arrays of an embeddings NPZ; a missing file or array is an :class:`InputError`."""
-    import numpy as np
 
     path = str(path)
     if not Path(path).is_file():
@@ -89,7 +91,6 @@ def emit(results_by_method: dict, evaluations: dict, args: argparse.Namespace) -
     """Print the tables (and cases); write JSON, report and plots where asked."""
     from mlatr.evaluation.cases import format_cases, rank_cases
     from mlatr.evaluation.report import format_report, write_report
-    from mlatr.io_utils import atomic_write_json
 
     print(format_report(results_by_method if len(results_by_method) > 1 else next(iter(results_by_method.values()))))
     if args.cases:

@@ -1,3 +1,8 @@
+import numpy as np
+
+from mlatr.data.manifest import Manifest
+from mlatr.io_utils import atomic_write_json
+
 HELP = """Evaluate a trained model on a manifest split (recall, mAP@10, consistency, zero-shot).
 
 Encodes the split with the checkpoint, then reports exactly what `mlatr eval-embeddings` reports
@@ -35,13 +40,9 @@ def add_arguments(parser):
 
 
 def run(args) -> int:
-    import numpy as np
-
     from mlatr.commands._model_io import encode_from_args, load_model_from_args
-    from mlatr.data.manifest import Manifest
     from mlatr.evaluation import format_report, zero_shot_prompts
     from mlatr.evaluation.with_head import evaluate_with_head_with_ranks, zero_shot_with_model
-    from mlatr.io_utils import atomic_write_json
 
     loaded = load_model_from_args(args)
     head = loaded.head

@@ -1,3 +1,6 @@
+from mlatr.commands._grid_args import add_grid_arguments, parse_methods, parse_seeds
+from mlatr.errors import MlatrError
+
 HELP = """Fine-grained matching on the synthetic benchmark: cosine vs LGMM vs max/mean modes, CMSC ablation.
 
 Trains one model per method (and seed) with the demo's setup (ML-CLAP pairing, same steps for all),
@@ -14,7 +17,6 @@ Examples:
 
 
 def add_arguments(parser):
-    from mlatr.commands._grid_args import add_grid_arguments
     from mlatr.experiments.finegrained import EVAL_EVERY, METHODS
 
     add_grid_arguments(parser, "mlatr-finegrained", list(METHODS))
@@ -24,9 +26,8 @@ def add_arguments(parser):
 
 
 def run(args) -> int:
-    from mlatr.commands._grid_args import parse_methods, parse_seeds
-    from mlatr.errors import MlatrError
-    from mlatr.experiments.finegrained import METHODS, run_finegrained
+    from mlatr.experiments.finegrained import METHODS
+    from mlatr.experiments.finegrained_report import run_finegrained
 
     if args.eval_every < 1:
         raise MlatrError(f"--eval-every: must be at least 1, got {args.eval_every}")

@@ -1,3 +1,8 @@
+import time
+
+from mlatr.data.manifest import Manifest
+from mlatr.languages import parse_language_list
+
 HELP = """Build (or extend with --add) a search index of a manifest's clips with a trained model.
 
 Encodes every clip's audio (and every caption, for sound-to-caption search) with the checkpoint's
@@ -27,11 +32,7 @@ def add_arguments(parser):
 
 
 def run(args) -> int:
-    import time
-
     from mlatr.commands._model_io import load_model_from_args
-    from mlatr.data.manifest import Manifest
-    from mlatr.languages import parse_language_list
     from mlatr.search.index import build_index
 
     model = load_model_from_args(args)

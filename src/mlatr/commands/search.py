@@ -1,3 +1,7 @@
+import json
+
+from mlatr.errors import MlatrError
+
 HELP = """Search an index: clips for a text query in any language, or for a sound (--audio).
 
 Text queries are encoded by the index's model with the language --lang (ISO 639-3, default eng).
@@ -24,9 +28,6 @@ def add_arguments(parser):
 
 
 def run(args) -> int:
-    import json
-
-    from mlatr.errors import MlatrError
     from mlatr.search.index import Index
 
     if (args.query is None) == (args.audio is None):

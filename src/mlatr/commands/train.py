@@ -1,3 +1,5 @@
+import json
+
 HELP = """Train a dual encoder from a YAML config.
 
 Examples:
@@ -17,8 +19,6 @@ def add_arguments(parser):
 
 
 def run(args) -> int:
-    import json
-
     from mlatr.training.config import load_config
     from mlatr.training.trainer import Trainer
 

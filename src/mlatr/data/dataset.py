@@ -12,6 +12,7 @@ Evaluation (:func:`iter_eval_audio`): every clip in order, deterministic centre 
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
@@ -25,7 +26,6 @@ from mlatr.errors import MlatrError
 
 def derive_seed(*parts: int | str) -> int:
     """A 63-bit seed from a tuple (stable across runs and Python versions, unlike ``hash``)."""
-    import hashlib
 
     digest = hashlib.sha256(repr(parts).encode()).digest()
     return int.from_bytes(digest[:8], "little") & ((1 << 63) - 1)

@@ -29,6 +29,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
 
+import numpy as np
+
 from mlatr import languages as _languages
 from mlatr.errors import InputError, MlatrError
 from mlatr.io_utils import atomic_write_jsonl
@@ -195,7 +197,6 @@ class Manifest:
         """The caption table as evaluation inputs: ``texts`` (list of str) and numpy arrays
         ``text_audio`` (clip index, int64), ``text_lang`` (str), ``text_group`` (int64, one id per
         ``(clip, j)`` numbered in order of first appearance), as ``evaluate_embeddings`` expects."""
-        import numpy as np
 
         rows = self.captions_table(languages)
         groups: dict[tuple[int, int], int] = {}

@@ -26,6 +26,7 @@ the final norm / pooler train), ``gradient_checkpointing`` (``transformers``' ow
 
 from __future__ import annotations
 
+import inspect
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -84,7 +85,6 @@ TOKENIZER_FILES = ("tokenizer.json", "sentencepiece.bpe.model", "vocab.txt")
 def check_options(target: Any, options: dict[str, Any], kind: str, name: str) -> None:
     """Raise :class:`MlatrError` naming the option when ``target(**options)`` would not bind (a typo in a
     config's ``model.audio`` / ``model.text`` must not surface as a bare ``TypeError``)."""
-    import inspect
 
     try:
         inspect.signature(target).bind(**options)

@@ -152,8 +152,9 @@ class Index:
             self.caption_text += list(caption_arrays["texts"])
         self._searchers.clear()
 
-    def search_text(self, query: str, lang: str = "eng", k: int = 10):
-        """Clips for a text query in ``lang`` (ISO 639-3), best first: a list of :class:`~mlatr.search.search.Hit`."""
+    def search_text(self, query: str, lang: str | None = "eng", k: int = 10):
+        """Clips for a text query in ``lang`` (ISO 639-3; ``None`` where the model does not read it), best
+        first: a list of :class:`~mlatr.search.search.Hit`."""
         return search_text(self, query, lang, k)
 
     def search_audio(self, path: str | os.PathLike, k: int = 10):

@@ -20,6 +20,7 @@ import torch
 from mlatr import languages
 from mlatr.audio.io import crop_or_pad, load_audio
 from mlatr.errors import MlatrError
+from mlatr.search.query_language import query_languages
 
 
 @dataclass
@@ -64,17 +65,24 @@ def clip_hits(index, scores: np.ndarray, rows: np.ndarray) -> list[Hit]:
             for r, (s, i) in enumerate(zip(scores.tolist(), rows.tolist(), strict=True))]
 
 
-def encode_query_text(index, query: str, lang: str) -> np.ndarray:
-    """``[d]`` unit-norm embedding of ``query`` in ``lang`` by the index's model."""
+def encode_query_text(index, query: str, lang: str | None) -> np.ndarray:
+    """``[d]`` unit-norm embedding of ``query`` in ``lang`` by the index's model.
+
+    ``lang=None`` (language not given) is allowed when the model's text encoder does not read the
+    language (:mod:`mlatr.search.query_language`); the text is then embedded alone.
+    """
     if not query.strip():
         raise MlatrError("empty text query")
-    try:
-        lang = languages.normalize(lang)
-    except ValueError as exc:
-        raise MlatrError(f"--lang: {exc}") from None
     model = index.model().model
+    if lang is None:
+        accepted = query_languages(model.text_encoder)
+        if accepted.required:
+            raise MlatrError("this index's text encoder reads the query's language: give one of "
+                             + ", ".join(accepted.choices()))
+    else:
+        lang = languages.normalize(lang)
     with torch.no_grad():
-        out = model.encode_text([query], [lang])
+        out = model.encode_text([query], None if lang is None else [lang])
     return out.pooled[0].float().cpu().numpy()
 
 
@@ -101,8 +109,9 @@ def search_vector(index, query: np.ndarray, k: int = 10) -> list[Hit]:
     return clip_hits(index, scores[0], rows[0])
 
 
-def search_text(index, query: str, lang: str = "eng", k: int = 10) -> list[Hit]:
-    """Text-to-audio: the ``k`` clips whose embeddings are nearest to the query's."""
+def search_text(index, query: str, lang: str | None = "eng", k: int = 10) -> list[Hit]:
+    """Text-to-audio: the ``k`` clips whose embeddings are nearest to the query's (``lang=None``: see
+    :func:`encode_query_text`)."""
     return search_vector(index, encode_query_text(index, query, lang), k)
 
 

@@ -132,7 +132,7 @@ class Trainer:
     def fit(self) -> dict[str, Any]:
         cfg = self.cfg
         self.out.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(self.out / "config.yaml", yaml.safe_dump(_plain(cfg.to_dict()), sort_keys=False,
+        atomic_write_text(self.out / "config.yaml", yaml.safe_dump(_yaml_tree(cfg.to_dict()), sort_keys=False,
                                                                    allow_unicode=True))
         log = (self.out / "log.jsonl").open("a", encoding="utf-8")
         writer = self._tensorboard()
@@ -279,11 +279,12 @@ class Trainer:
         }
 
 
-def _plain(obj: Any) -> Any:
+def _yaml_tree(obj: Any) -> Any:
+    """A config tree with tuples as lists (``yaml.safe_dump`` writes no tuples)."""
     if isinstance(obj, dict):
-        return {k: _plain(v) for k, v in obj.items()}
+        return {k: _yaml_tree(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
-        return [_plain(v) for v in obj]
+        return [_yaml_tree(v) for v in obj]
     return obj
 
 

@@ -20,6 +20,9 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
+import soundfile
+from tqdm import tqdm
+
 from mlatr import languages as _languages
 from mlatr.data.importers._common import AUDIO_EXTENSIONS, BadRows
 from mlatr.data.importers._finish import checked_clips
@@ -89,8 +92,6 @@ def import_folder(
     progress: bool = False,
 ) -> Manifest:
     """Make a manifest of every sound file under the folders ``sources`` (see the module docstring)."""
-    import soundfile
-    from tqdm import tqdm
 
     bad = BadRows(skip_bad)
     entries: list[tuple[Path, Path]] = []

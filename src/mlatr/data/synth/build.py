@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import soundfile as sf
+from tqdm import tqdm
 
 from mlatr.data.manifest import Clip, Manifest
 from mlatr.data.synth.captions import captions_for_plans, sample_plans
@@ -99,8 +101,6 @@ class _Job:
 
 
 def _wav_complete(path: str, frames: int) -> bool:
-    import soundfile as sf
-
     try:
         info = sf.info(path)
     except (RuntimeError, OSError, sf.LibsndfileError):
@@ -109,8 +109,6 @@ def _wav_complete(path: str, frames: int) -> bool:
 
 
 def _render_job(job: _Job) -> str:
-    import soundfile as sf
-
     audio = clip_audio(job.seed, job.split, job.index, job.p_variant)
     atomic_write_with(job.path, lambda fh: sf.write(fh, audio, SAMPLE_RATE, format="WAV", subtype="PCM_16"))
     return job.path
@@ -190,7 +188,6 @@ def build_synthetic_benchmark(
     right length are kept, so an interrupted build resumes. ``hard_negatives`` is the fraction of
     clips that vary an earlier clip of their split (same kinds, other attributes or order).
     """
-    from tqdm import tqdm
 
     languages = list(dict.fromkeys(languages))
     noise = {k: float(v) for k, v in (noise or {}).items() if v}
