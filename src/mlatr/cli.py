@@ -33,6 +33,7 @@ COMMANDS: list[tuple[str, str]] = [
     ("demo-real", "demo_real"),
     ("experiment supclap", "experiment_supclap"),
     ("experiment finegrained", "experiment_finegrained"),
+    ("experiment unseen-library", "experiment_unseen_library"),
 ]
 
 #: One-line help of command groups.

@@ -1,40 +1,33 @@
 """The real-sound demo (``mlatr demo-real``): frozen real backbones, trained projection heads, an index.
 
-Frozen backbones (aisfx audio, e5-small and/or USE text): only the projection heads train (ATRI sec.
-3.1 / 5.3: Linear-ReLU-Linear heads, cosine / tau logits, eq. 1; symmetric InfoNCE, the ML-CLAP
-baseline loss) with :func:`mlatr.training.heads.train_heads`, on features computed once
-(:mod:`mlatr.frozen_features`). Evaluation on the held-out test split (English captions from the file
-names) with :func:`mlatr.evaluation.evaluate_embeddings`, and on the hand-written multilingual query set
-(:func:`mlatr.evaluation.queries.multilingual_query_eval`), against the same pipeline with random
-(untrained) projection heads; the index of the whole library comes from the cached features
-(:func:`mlatr.search.from_features.index_from_features`). The splits come from the manifest (``mlatr
-data split``, :mod:`mlatr.data.splits`).
+Frozen backbones (aisfx audio; USE and/or e5-small text): only the projection heads train, with one of
+the head options of :mod:`mlatr.experiments.real_heads` (by default the one that does best on libraries
+never trained on, ``mlatr experiment unseen-library``), on features computed once. Evaluation on the
+held-out test split (hash splits, ``mlatr data split``): the clips' captions, the hand-written queries in
+eight languages with the consistency metrics, zero-shot folder labels, against the same pipeline with
+random (untrained) heads. The checkpoint and the index of the whole library come from the first text
+encoder's model (:func:`mlatr.search.from_features.index_from_features`, from the cached features).
 """
 
 from __future__ import annotations
 
-import json
-import time
 from pathlib import Path
 
-import numpy as np
-import torch
-
-from mlatr.data.manifest import Manifest
 from mlatr.data.splits import assign_hash_splits
 from mlatr.errors import MlatrError
-from mlatr.evaluation import evaluate_embeddings
-from mlatr.evaluation.queries import keyword_relevance, multilingual_query_eval
-from mlatr.frozen_features import AudioFeatureCache, audio_features
+from mlatr.experiments.head_options import DEFAULT_HEADS, HEAD_OPTIONS
+from mlatr.experiments.real_heads import (
+    RealSounds,
+    build_model,
+    evaluate_clips,
+    text_space,
+    train_option,
+)
 from mlatr.io_utils import atomic_write_json, atomic_write_text
 from mlatr.matching import build_matching_head
-from mlatr.models.dual_encoder import DualEncoder
-from mlatr.models.registry import build_audio_encoder, build_text_encoder
 from mlatr.search.from_features import index_from_features
 from mlatr.training.checkpoint import LoadedModel, save_checkpoint
-from mlatr.training.heads import HeadTraining, TextBank, caption_rows, project, train_heads
-
-QUERIES_PATH = Path(__file__).resolve().parent.parent / "data" / "queries_multilingual.json"
+from mlatr.training.heads import HeadTraining
 
 #: Example queries the demo answers with the index (text, language).
 EXAMPLE_QUERIES = [("wolf howling", "eng"), ("un chien aboie", "fra"), ("Schritte im Schnee", "deu"),
@@ -42,128 +35,102 @@ EXAMPLE_QUERIES = [("wolf howling", "eng"), ("un chien aboie", "fra"), ("Schritt
                    ("魔法の呪文", "jpn"), ("马在奔跑", "zho")]
 
 
-def _split_arrays(manifest: Manifest, rows: list[int]):
-    """(texts, text_audio (into ``rows``), text_lang, text_group) of the English captions."""
-    sub = Manifest(clips=[manifest.clips[i] for i in rows], root=manifest.root, path=manifest.path)
-    arr = sub.caption_arrays(["eng"])
-    return arr["texts"], arr["text_audio"], arr["text_lang"], np.asarray(arr["text_group"])
 
-
-def _train_english_heads(model, manifest, feats, by_split, splits, tf, settings, progress):
-    """Train the heads on the train split's English captions (ML-CLAP's InfoNCE with one language), keeping
-    the epoch of the best validation t2a R@10."""
-    train_rows = by_split["train"]
-    rows = [caption_rows(manifest.clips[i].captions, ["eng"]) for i in train_rows]
-    bank = TextBank(list(zip(["eng"] * len(splits["train"][0]), splits["train"][0], strict=True)), tf["train"])
-    validate = None
-    if by_split["val"]:
-        def validate(m):
-            va, vt = project(m, feats[by_split["val"]], tf["val"])
-            return evaluate_embeddings(va, vt, *splits["val"][1:])["t2a"]["avg"]["R10"]
-    return train_heads(model, feats[train_rows], rows, ["eng"], bank, settings, validate, progress)
-
-
-def run_real_demo(manifest_path: str | Path, out: str | Path, text_encoders: list[str], embed_dim: int = 256,
-                  epochs: int = 60, batch_size: int = 64, lr: float = 1e-3, seed: int = 0,
+def run_real_demo(manifest_path: str | Path, out: str | Path, text_encoders: list[str], heads: str = DEFAULT_HEADS,
+                  embed_dim: int = 256, epochs: int = 60, batch_size: int = 64, lr: float = 1e-3, seed: int = 0,
                   max_seconds: float = 10.0, progress: bool = True) -> dict:
-    """Train the heads over frozen aisfx + each text encoder, evaluate against random heads, build the
-    index with the first text encoder, answer the example queries; writes ``OUT/report.md``,
+    """Train the heads (option ``heads``) over frozen aisfx + each text encoder, evaluate against random heads,
+    build the index with the first text encoder, answer the example queries; writes ``OUT/report.md``,
     ``OUT/results.json``, ``OUT/model.pt`` and ``OUT/sounds.idx.npz``. Returns the results dict."""
+    if heads not in HEAD_OPTIONS or not HEAD_OPTIONS[heads].trained:
+        trained = ", ".join(k for k, o in HEAD_OPTIONS.items() if o.trained)
+        raise MlatrError(f"--heads must be a trained head option ({trained}), got {heads!r}")
     out = Path(out)
     (out / "cache").mkdir(parents=True, exist_ok=True)
-    manifest = Manifest.load(manifest_path)
+    data = RealSounds.load(manifest_path, out / "cache" / "aisfx.npz", max_seconds, progress)
+    manifest = data.manifest
     if all(c.split is None for c in manifest.clips):
         assign_hash_splits(manifest)
     by_split = {s: [i for i, c in enumerate(manifest.clips) if c.split == s] for s in ("train", "val", "test")}
     if not by_split["train"] or not by_split["test"]:
         raise MlatrError(f"{manifest_path}: the demo needs train and test clips (splits {manifest.splits()})")
-    audio_enc = build_audio_encoder("aisfx", frozen=True)
-    t0 = time.perf_counter()
-    cache = AudioFeatureCache(out / "cache" / "aisfx.npz",
-                              json.dumps({**audio_enc.config(), "max_seconds": max_seconds}, sort_keys=True))
-    n_cached = cache.count_cached(manifest)
-    feats = audio_features(audio_enc, manifest, cache, max_seconds, progress=progress)
-    audio_seconds = time.perf_counter() - t0
-    qdata = json.loads(QUERIES_PATH.read_text(encoding="utf-8"))
-    queries, qlangs = qdata["queries"], list(qdata["languages"])
-    q_text = [q["captions"][lang] for q in queries for lang in qlangs]
-    q_lang = [lang for _ in queries for lang in qlangs]
-    q_group = np.repeat(np.arange(len(queries)), len(qlangs))
-    test_rows = by_split["test"]
-    test_caps = [manifest.clips[i].captions["eng"][0] or "" for i in test_rows]
-    relevant = keyword_relevance(queries, test_caps)
-    splits = {s: _split_arrays(manifest, rows) for s, rows in by_split.items()}
-    results: dict = {"manifest": str(manifest_path), "clips": {s: len(r) for s, r in by_split.items()},
-                     "audio_features": {"computed": len(manifest) - n_cached, "cached": n_cached,
-                                        "seconds": round(audio_seconds, 1)},
-                     "settings": {"embed_dim": embed_dim, "epochs": epochs, "batch_size": batch_size, "lr": lr,
-                                  "seed": seed, "max_seconds": max_seconds}, "runs": {}}
-    models = {}
     settings = HeadTraining(epochs=epochs, batch_size=batch_size, lr=lr, seed=seed)
+    results: dict = {"manifest": str(manifest_path), "clips": {s: len(r) for s, r in by_split.items()},
+                     "settings": {"heads": heads, "embed_dim": embed_dim, "epochs": epochs, "batch_size": batch_size,
+                                  "lr": lr, "seed": seed, "max_seconds": max_seconds}, "runs": {}}
+    models = {}
     for name in text_encoders:
-        opts = {"cache_path": str(out / "cache" / f"{name}.npz")}
-        if name == "use-multilingual":
-            opts["allow_unsupported_languages"] = True  # the Catalan queries, marked in the report
-        text_enc = build_text_encoder(name, **opts)
-        tf = {s: text_enc.embed_numpy(splits[s][0], ["eng"] * len(splits[s][0])) for s in splits}
-        qf = text_enc.embed_numpy(q_text, q_lang)
-        text_enc.save_cache()
-        for variant in ("random", "trained"):
-            torch.manual_seed(seed)
-            model = DualEncoder(audio_enc, text_enc, embed_dim=embed_dim)
-            log = []
-            if variant == "trained":
-                log = _train_english_heads(model, manifest, feats, by_split, splits, tf, settings,
-                                           progress)
+        text_enc, bank = text_space(name, data, out / "cache")
+        for option in (HEAD_OPTIONS["random"], HEAD_OPTIONS[heads]):
+            model = build_model(data, text_enc, option, embed_dim, seed)
+            log = train_option(model, data, bank, option, by_split["train"], by_split["val"], settings, progress)
+            results["runs"][f"{name}/{option.name}"] = {**evaluate_clips(model, data, bank, by_split["test"]),
+                                                        "log": log}
+            if option.trained:
                 models[name] = model
-            a, t = project(model, feats[test_rows], tf["test"])
-            eng = evaluate_embeddings(a, t, *splits["test"][1:])
-            qa, qt = project(model, feats[test_rows], qf)
-            multi = multilingual_query_eval(qt, q_lang, q_group, qa, relevant, qlangs)
-            results["runs"][f"{name}/{variant}"] = {"english_test": eng["t2a"]["avg"],
-                                                    "english_a2t": eng["a2t"]["avg"], "multilingual": multi,
-                                                    "log": log}
-    # the model of the first text encoder: checkpoint + index of the whole library
     name = text_encoders[0]
     model = models[name]
-    data_cfg = {"data": {"sample_rate": 16000, "eval_max_seconds": max_seconds, "languages": qlangs}}
+    data_cfg = {"data": {"sample_rate": 16000, "eval_max_seconds": max_seconds, "languages": data.languages}}
     save_checkpoint(out / "model.pt", {"model_config": model.config(), "model": model.state_dict(),
                                        "train_config": data_cfg, "epoch": epochs, "step": 0})
     loaded = LoadedModel(model.eval(), build_matching_head("cosine"), data_cfg, out / "model.pt")
-    index = index_from_features(loaded, manifest, feats, max_seconds)
+    index = index_from_features(loaded, manifest, data.features, max_seconds)
     index.save(out / "sounds.idx.npz")
     results["examples"] = [{"query": q, "lang": lang,
                             "hits": [h.to_dict() for h in index.search_text(q, lang, 3)]}
                            for q, lang in EXAMPLE_QUERIES]
-    results["index"] = {"path": str(out / "sounds.idx.npz"), "clips": len(index), "text_encoder": name}
+    results["index"] = {"path": str(out / "sounds.idx.npz"), "clips": len(index), "text_encoder": name,
+                        "heads": heads}
     atomic_write_json(out / "results.json", results)
-    atomic_write_text(out / "report.md", real_demo_report(results, qlangs))
+    atomic_write_text(out / "report.md", real_demo_report(results, data.languages))
     return results
+
+
+def _f(x: float) -> str:
+    return "-" if x != x else f"{x:.1f}"
 
 
 def real_demo_report(results: dict, languages: list[str]) -> str:
     """Markdown tables of :func:`run_real_demo`'s results."""
-    lines = ["# mlatr demo-real", "",
-             f"Clips: {results['clips']}; aisfx features: {results['audio_features']}.", "",
-             "## Held-out test split, English captions from file names (t2a unless marked; percent)", "",
-             "| run | R@1 | R@5 | R@10 | mAP@10 | a2t R@1 | a2t R@10 |", "|---|---:|---:|---:|---:|---:|---:|"]
-    for key, run in results["runs"].items():
-        e, b = run["english_test"], run["english_a2t"]
-        lines.append(f"| {key} | {e['R1']:.1f} | {e['R5']:.1f} | {e['R10']:.1f} | {e['mAP10']:.1f} | "
-                     f"{b['R1']:.1f} | {b['R10']:.1f} |")
-    first = next(iter(results["runs"].values()))["multilingual"]
-    lines += ["", f"## Hand-written multilingual queries ({first['n_queries']} queries with a relevant test clip "
-              "x 8 languages; hit = a test clip whose caption has a query keyword; percent)", "",
-              "| run | " + " | ".join(f"{lang} R@1/R@10" for lang in languages) + " | avg R@1 | avg R@10 | MRV | "
-              "mean dis |", "|---|" + "---:|" * (len(languages) + 4)]
-    for key, run in results["runs"].items():
-        m = run["multilingual"]
+    runs = results["runs"]
+    first = next(iter(runs.values()))
+    lines = ["# mlatr demo-real", "", f"Clips: {results['clips']}; settings: {results['settings']}.", "",
+             "## Held-out test split, each clip's caption against its own clip (percent)", "",
+             "| run | t2a R@1 | R@5 | R@10 | a2t R@1 | R@10 |", "|---|---:|---:|---:|---:|---:|"]
+    for key, run in runs.items():
+        e, b = run["captions"]["t2a"], run["captions"]["a2t"]
+        lines.append(f"| {key} | {_f(e['R1'])} | {_f(e['R5'])} | {_f(e['R10'])} | {_f(b['R1'])} | {_f(b['R10'])} |")
+    ch = first["captions"]["chance"]
+    lines.append(f"| chance | {_f(ch['t2a']['R1'])} | {_f(ch['t2a']['R5'])} | {_f(ch['t2a']['R10'])} | "
+                 f"{_f(ch['a2t']['R1'])} | {_f(ch['a2t']['R10'])} |")
+    q0 = first["queries"]
+    lines += ["", f"## Hand-written multilingual queries ({q0['n_queries']} queries with a relevant test clip x "
+              f"{len(languages)} languages; hit = a test clip whose caption has a query keyword; t2a, percent)", "",
+              "| run | " + " | ".join(f"{lang} R@1/R@10" for lang in languages) + " | avg R@1 | avg R@10 | "
+              "a2t avg R@1 | MRV | mean dis |", "|---|" + "---:|" * (len(languages) + 5)]
+    for key, run in runs.items():
+        m = run["queries"]
         cells = [f"{m['t2a'][lang]['R1']:.0f}/{m['t2a'][lang]['R10']:.0f}" for lang in languages]
-        dis = [v for v in m["consistency"]["dis"].values()]
-        lines.append(f"| {key} | " + " | ".join(cells) + f" | {m['t2a']['avg']['R1']:.1f} | "
-                     f"{m['t2a']['avg']['R10']:.1f} | {m['consistency']['mrv']:.1f} | {sum(dis) / len(dis):.3f} |")
-    lines += ["", f"## Example queries (index: {results['index']['clips']} clips, text encoder "
-              f"{results['index']['text_encoder']})", ""]
+        dis = list(m["consistency"]["dis"].values())
+        lines.append(f"| {key} | " + " | ".join(cells) + f" | {_f(m['t2a']['avg']['R1'])} | "
+                     f"{_f(m['t2a']['avg']['R10'])} | {_f(m['a2t']['avg']['R1'])} | {_f(m['consistency']['mrv'])} | "
+                     f"{sum(dis) / len(dis):.3f} |")
+    c = q0["chance"]
+    lines.append("| chance | " + " | ".join(f"{c['t2a']['R1']:.0f}/{c['t2a']['R10']:.0f}" for _ in languages)
+                 + f" | {_f(c['t2a']['R1'])} | {_f(c['t2a']['R10'])} | {_f(c['a2t']['R1'])} | | |")
+    if first["zero_shot"]:
+        z0 = first["zero_shot"]
+        lines += ["", f"## Zero-shot folder labels ({len(z0['classes'])} labels, {z0['n_clips']} test clips; "
+                  "SupCLAP §4.2.2 prompts; top-1 percent)", "",
+                  "| run | " + " | ".join(languages) + " | avg |", "|---|" + "---:|" * (len(languages) + 1)]
+        for key, run in runs.items():
+            z = run["zero_shot"]
+            lines.append(f"| {key} | " + " | ".join(_f(z[lang]["top1"]) for lang in languages)
+                         + f" | {_f(z['avg']['top1'])} |")
+        lines.append("| chance | " + " | ".join(_f(z0["chance"]["top1"]) for _ in [*languages, "avg"]) + " |")
+    ix = results["index"]
+    lines += ["", f"## Example queries (index: {ix['clips']} clips, text encoder {ix['text_encoder']}, "
+              f"heads {ix['heads']})", ""]
     for ex in results["examples"]:
         hits = ", ".join(f"{h['id']} ({h['score']:.2f})" for h in ex["hits"])
         lines.append(f"- [{ex['lang']}] {ex['query']} -> {hits}")
