@@ -48,13 +48,15 @@ def test_path_captions_reviewed_automatic_context_and_left_out():
 def test_recaption_rewrites_english_only_clips_and_drops_left_out_ones(tmp_path):
     m = Manifest(clips=[Clip(id="lib/Animal/Dog1", audio="d.wav", captions={"eng": ["dog"]}),
                         Clip(id="lib/odd", audio="o.wav", captions={"eng": ["odd"]}),
-                        Clip(id="lib/dig_cracky", audio="c.wav", captions={"eng": ["dig cracky"], "fra": ["creuser"]})])
+                        Clip(id="lib/dig_cracky", audio="c.wav", captions={"eng": ["dig cracky"], "fra": ["creuser"]}),
+                        Clip(id="mine/Birds/Owl2", audio="w.wav", captions={"eng": ["owl"]}, labels=["birds"])])
     counts = recaption(m, TABLE)
-    assert [c.id for c in m.clips] == ["lib/Animal/Dog1", "lib/dig_cracky"]
+    assert [c.id for c in m.clips] == ["lib/Animal/Dog1", "lib/dig_cracky", "mine/Birds/Owl2"]
+    assert m.clips[2].captions["eng"] == ["owl"] and m.clips[2].labels == ["birds"]  # unknown library: kept
     assert m.clips[0].captions == {"eng": ["a dog barking", "a dog barking, animal"]}
     assert m.clips[0].labels == ["animal"]
     assert m.clips[1].captions["fra"] == ["creuser"]  # translated clips are kept as they are
-    assert counts == {"recaptioned": 1, "reviewed": 1, "removed": 1, "kept_as_is": 1, "labelled": 1}
+    assert counts == {"recaptioned": 2, "reviewed": 1, "removed": 1, "kept_as_is": 1, "labelled": 2}
     path = tmp_path / "m.jsonl"
     m.save(path)
     table = tmp_path / "t.json"

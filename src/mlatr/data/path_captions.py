@@ -76,6 +76,12 @@ class CaptionTable:
         return cls(words=data.get("words", {}), labels=data.get("labels", {}), captions=data.get("captions", {}),
                    label_translations=data.get("label_translations", {}), note=data.get("note", ""))
 
+    def knows(self, clip_id: str) -> bool:
+        """Whether the table covers the library of ``clip_id`` (its first folder): some label or caption key
+        starts with it."""
+        lib = clip_id.split("/", 1)[0] + "/"
+        return any(k.startswith(lib) for k in (*self.labels, *self.captions))
+
     def label_of(self, clip_id: str) -> str | None:
         """The label of the longest ``labels`` prefix of ``clip_id`` (None without one)."""
         best = max((p for p in self.labels if clip_id.startswith(p)), key=len, default=None)
@@ -130,7 +136,8 @@ def _with_context(captions: list[str], label: str | None) -> list[str]:
 
 def recaption(manifest: Manifest, table: CaptionTable) -> dict[str, int]:
     """Rewrite, in place, the English captions and the labels of ``manifest``'s English-only clips from their
-    ids; clips the table leaves out are removed. Returns counts (``recaptioned``, ``reviewed``,
+    ids; clips the table leaves out are removed. A clip of a library the table does not know keeps the
+    labels it has (the folder importer's) unless a label prefix matches. Returns counts (``recaptioned``, ``reviewed``,
     ``removed``, ``kept_as_is`` for clips with captions in other languages, ``labelled``)."""
     counts = {"recaptioned": 0, "reviewed": 0, "removed": 0, "kept_as_is": 0, "labelled": 0}
     kept = []
@@ -147,8 +154,9 @@ def recaption(manifest: Manifest, table: CaptionTable) -> dict[str, int]:
         if captions:
             clip.captions = {"eng": list(captions)}
             counts["recaptioned"] += 1
-        clip.labels = [label] if label else []
-        counts["labelled"] += bool(label)
+        if label or table.knows(clip.id):  # a library the table does not know keeps its folder labels
+            clip.labels = [label] if label else []
+        counts["labelled"] += bool(clip.labels)
         kept.append(clip)
     manifest.clips = kept
     return counts

@@ -200,25 +200,18 @@ def unseen_report(results: dict, languages: list[str]) -> str:
                  f"{_f(qc['a2t']['R10'])} | {_f(fc['t2a']['R1'])} | {_f(fc['t2a']['R10'])} | {_f(fc['a2t']['R1'])} | "
                  f"{_f(fc['a2t']['R10'])} | | | {_f(any_run['zero_shot_chance'])} | "
                  f"{_f(any_run.get('in_library', {}).get('queries_chance', {}).get('R10', float('nan')))} | |")
-    lines += ["", f"Best (highest unseen-library query t2a R@10): **{results.get('best')}**.", "",
-              "## Queries, text-to-audio R@10 per language (unseen libraries)", "",
-              "| run | " + " | ".join(languages) + " | avg |", "|---|" + "---:|" * (len(languages) + 1)]
-    for key, run in runs.items():
-        t = run["unseen"]["queries"]["t2a"]
-        lines.append(f"| {key} | " + " | ".join(_f(t[lang]["R10"]) for lang in [*languages, "avg"]) + " |")
-    lines.append("| chance | " + " | ".join(_f(qc["t2a"]["R10"]) for _ in [*languages, "avg"]) + " |")
-    lines += ["", "## Queries, audio-to-text R@1 per language (unseen libraries)", "",
-              "| run | " + " | ".join(languages) + " | avg |", "|---|" + "---:|" * (len(languages) + 1)]
-    for key, run in runs.items():
-        t = run["unseen"]["queries"]["a2t"]
-        lines.append(f"| {key} | " + " | ".join(_f(t[lang]["R1"]) for lang in [*languages, "avg"]) + " |")
-    lines.append("| chance | " + " | ".join(_f(qc["a2t"]["R1"]) for _ in [*languages, "avg"]) + " |")
-    lines += ["", "## Zero-shot folder labels, top-1 per language (SupCLAP §4.2.2 prompts; unseen libraries)", "",
-              "| run | " + " | ".join(languages) + " | avg |", "|---|" + "---:|" * (len(languages) + 1)]
-    for key, run in runs.items():
-        z = run["unseen"]["zero_shot"]
-        lines.append(f"| {key} | " + " | ".join(_f(z[lang]) for lang in [*languages, "avg"]) + " |")
-    lines.append("| chance | " + " | ".join(_f(any_run["zero_shot_chance"]) for _ in [*languages, "avg"]) + " |")
+    lines += ["", f"Best (highest unseen-library query t2a R@10): **{results.get('best')}**."]
+    langs = [*languages, "avg"]
+    for title, value, chance in (
+            ("Queries, text-to-audio R@10", lambda u, lang: u["queries"]["t2a"][lang]["R10"], qc["t2a"]["R10"]),
+            ("Queries, audio-to-text R@1", lambda u, lang: u["queries"]["a2t"][lang]["R1"], qc["a2t"]["R1"]),
+            ("Zero-shot folder labels (SupCLAP §4.2.2 prompts), top-1", lambda u, lang: u["zero_shot"][lang],
+             any_run["zero_shot_chance"])):
+        lines += ["", f"## {title} per language (unseen libraries)", "",
+                  "| run | " + " | ".join(langs) + " |", "|---|" + "---:|" * len(langs)]
+        lines += [f"| {key} | " + " | ".join(_f(value(run["unseen"], lang)) for lang in langs) + " |"
+                  for key, run in runs.items()]
+        lines.append("| chance | " + " | ".join(_f(chance) for _ in langs) + " |")
     best = results.get("best")
     if best:
         lines += ["", f"## Per held-out library: {best}", "",
