@@ -3,7 +3,8 @@
 Needs the real sound libraries (scripts/get-real-sounds.sh, no root) and the `real` extra. Computes
 aisfx features of every clip once (cached in OUT/cache), trains only the projection heads on the train
 split with the chosen head option (--heads; the default is the best one on libraries never trained on,
-`mlatr experiment unseen-library`: the audio head alone, into the frozen text space), and compares
+`mlatr experiment unseen-library`: a near-identity text head kept close to the frozen multilingual
+space by a penalty), and compares
 with random (untrained) heads on the held-out test split: each clip's caption, 32 hand-written queries
 in 8 languages (a hit = a clip whose caption contains one of the query's keywords) with the consistency
 metrics (gap, dis, MRV), zero-shot folder labels in 8 languages; chance levels beside them. Then indexes

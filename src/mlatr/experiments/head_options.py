@@ -42,4 +42,4 @@ COMPARED_BY_DEFAULT = ("random", "both-heads", "audio-only", "near-identity")
 
 #: ``mlatr demo-real``'s defaults: the best run of the leave-one-library-out table (README, docs/real-sounds.md).
 DEFAULT_TEXT_ENCODERS = ("use-multilingual", "e5-small")
-DEFAULT_HEADS = "audio-only"
+DEFAULT_HEADS = "near-identity"

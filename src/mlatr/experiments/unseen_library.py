@@ -233,7 +233,7 @@ def plot_unseen_recall(results: dict, languages: list[str], path: str | Path) ->
     """Bars: unseen-library query t2a R@10 per language for each run, the chance level as a line."""
     plt = pyplot()
     runs = results["runs"]
-    fig, ax = plt.subplots(figsize=(10, 4))
+    fig, ax = plt.subplots(figsize=(12, 4))
     width = 0.8 / max(len(runs), 1)
     x = np.arange(len(languages) + 1)
     for k, (key, run) in enumerate(runs.items()):
@@ -244,7 +244,7 @@ def plot_unseen_recall(results: dict, languages: list[str], path: str | Path) ->
     ax.set_xticks(x, [*languages, "avg"])
     ax.set_ylabel("query text-to-audio R@10 (%)")
     ax.set_title("Libraries never trained on: hand-written queries, leave-one-library-out mean")
-    ax.legend(fontsize=7, ncol=2)
+    ax.legend(fontsize=7, bbox_to_anchor=(1.01, 1), loc="upper left")
     fig.tight_layout()
     path = Path(path)
     fig.savefig(path, dpi=120)
