@@ -38,7 +38,7 @@ COMMANDS: list[tuple[str, str]] = [
 
 #: One-line help of command groups.
 GROUPS: dict[str, str] = {
-    "data": "manifests: validate, import from common formats, statistics, synthetic benchmark, hash splits",
+    "data": "manifests: validate, import, statistics, synthetic benchmark, hash splits, captions from paths",
     "index": "build and update a search index of audio embeddings",
     "experiment": "paper experiments: grids of training runs with tables and figures",
 }
