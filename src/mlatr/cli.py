@@ -21,12 +21,15 @@ COMMANDS: list[tuple[str, str]] = [
     ("data synth", "data_synth"),
     ("data split", "data_split"),
     ("data recaption", "data_recaption"),
+    ("data translate", "data_translate"),
+    ("data translation-qa", "data_translation_qa"),
     ("demo", "demo"),
     ("train", "train"),
     ("encode", "encode"),
     ("eval", "eval_model"),
     ("eval-embeddings", "eval_embeddings"),
     ("eval-demo", "eval_demo"),
+    ("import-checkpoint", "import_checkpoint"),
     ("index build", "index_build"),
     ("search", "search"),
     ("serve", "serve"),
@@ -38,7 +41,8 @@ COMMANDS: list[tuple[str, str]] = [
 
 #: One-line help of command groups.
 GROUPS: dict[str, str] = {
-    "data": "manifests: validate, import, statistics, synthetic benchmark, hash splits, captions from paths",
+    "data": "manifests: validate, import, statistics, synthetic benchmark, hash splits, captions from paths, "
+            "translate and check translations",
     "index": "build and update a search index of audio embeddings",
     "experiment": "paper experiments: grids of training runs with tables and figures",
 }

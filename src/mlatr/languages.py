@@ -48,6 +48,16 @@ ALIASES: dict[str, str] = {
 }
 
 
+#: ISO 639-3 -> NLLB / FLORES-200 codes (script included): the NLLB tokenizer's language tokens, used by
+#: SONAR (its text encoder) and by the NLLB translation models.
+NLLB_CODES: dict[str, str] = {
+    "eng": "eng_Latn", "fra": "fra_Latn", "deu": "deu_Latn", "spa": "spa_Latn", "nld": "nld_Latn",
+    "cat": "cat_Latn", "jpn": "jpn_Jpan", "zho": "zho_Hans", "ita": "ita_Latn", "por": "por_Latn",
+    "rus": "rus_Cyrl", "kor": "kor_Hang", "ara": "arb_Arab", "hin": "hin_Deva", "pol": "pol_Latn",
+    "tur": "tur_Latn", "swe": "swe_Latn", "ukr": "ukr_Cyrl", "ces": "ces_Latn", "ell": "ell_Grek",
+}
+
+
 def is_known(code: str) -> bool:
     """True when ``code`` is an ISO 639-3 code mlatr knows."""
     return code in LANGUAGE_NAMES
@@ -80,3 +90,9 @@ def parse_language_list(text: str) -> list[str]:
     if not codes:
         raise MlatrError(f"no language code in {text!r}")
     return normalize_all(codes)
+def iso639_1(code: str) -> str | None:
+    """The two-letter ISO 639-1 code of an ISO 639-3 code mlatr knows (``"fra"`` -> ``"fr"``), or None."""
+    for short, long in ALIASES.items():
+        if long == code and len(short) == 2:
+            return short
+    return None

@@ -89,17 +89,6 @@ def _audio_dir_for(audio_dir: str | None, output) -> str | None:
     return Path(os.path.relpath(os.path.abspath(audio_dir), out_dir)).as_posix()
 
 
-def _rebase(manifest, new_root) -> None:
-    """Rewrite relative audio paths of ``manifest`` (relative to its root) relative to ``new_root``."""
-
-    old, new = os.path.abspath(manifest.root), os.path.abspath(new_root)
-    if old == new:
-        return
-    for clip in manifest.clips:
-        if not os.path.isabs(clip.audio):
-            clip.audio = Path(os.path.relpath(os.path.join(old, clip.audio), new)).as_posix()
-
-
 def run(args) -> int:
     from mlatr.data.importers import IMPORTERS, merge_translations
 
@@ -113,7 +102,7 @@ def run(args) -> int:
         base = Manifest.load(base_path)
         manifest = merge_translations(base, args.sources, lang=args.lang, overwrite=args.overwrite,
                                       skip_bad=args.skip_bad)
-        _rebase(manifest, out.resolve().parent)
+        manifest.rebase(out.resolve().parent)
     else:
         func, _ = IMPORTERS[args.format]
         opts: dict = {"skip_bad": args.skip_bad, "split": args.split}

@@ -4,7 +4,8 @@ No model and no data needed. Two synthetic embedding spaces share the same clips
 translation noise and language offsets) and "aligned" (smaller); Japanese and Chinese are the
 noisiest languages, and a few translations are missing. Both are evaluated with the metrics of
 `mlatr eval-embeddings` and printed side by side in the layout of ATRI Tables 1-3, followed by the
-rank of the right clip per language for a few caption groups; report and plots go to --out.
+rank of the right clip per language for a few caption groups; report and plots (the two spaces side by
+side in the t-SNE view of ATRI Appendix C included) go to --out.
 
 Example:
   mlatr eval-demo --seed 0 --out runs/eval-demo
@@ -15,6 +16,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from mlatr.commands.eval_embeddings import add_tsne_arguments
 from mlatr.errors import MlatrError
 
 HELP = __doc__
@@ -26,6 +28,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="folder for results.json, report.md, CSVs and plots (default: runs/eval-demo)")
     parser.add_argument("--clips", type=int, default=500, help="number of clips (default: 500)")
     parser.add_argument("--cases", type=int, default=4, help="caption groups to show ranks for (default: 4)")
+    add_tsne_arguments(parser)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -49,5 +52,5 @@ def run(args: argparse.Namespace) -> int:
           "synthetic embeddings, not a trained model\n")
     out = Path(args.out)
     args.json, args.report, args.plot = str(out / "results.json"), str(out), str(out)
-    emit(results, evaluations, args)
+    emit(results, evaluations, args, arrays=spaces)
     return 0

@@ -155,6 +155,16 @@ class Manifest:
         """Write the manifest as JSONL, atomically (a reader never sees a half-written file)."""
         atomic_write_jsonl(path, (clip.to_json() for clip in self.clips))
 
+    def rebase(self, new_root: str | os.PathLike) -> None:
+        """Rewrite relative audio paths (relative to :attr:`root`) relative to ``new_root``, which becomes the
+        root: for writing the manifest into another folder. Absolute paths are kept."""
+        old, new = os.path.abspath(self.root), os.path.abspath(new_root)
+        if old != new:
+            for clip in self.clips:
+                if not os.path.isabs(clip.audio):
+                    clip.audio = Path(os.path.relpath(os.path.join(old, clip.audio), new)).as_posix()
+        self.root = Path(new)
+
     # ---- views ---------------------------------------------------------------------------------
     def splits(self) -> dict[str | None, int]:
         """Number of clips per split (``None`` for clips without one), in order of first appearance."""
