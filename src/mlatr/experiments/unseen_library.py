@@ -89,7 +89,8 @@ def run_unseen_library(manifest_path: str | Path, out: str | Path, text_encoders
         for opt in options:
             option = HEAD_OPTIONS[opt]
             run = results["runs"].setdefault(f"{enc}/{opt}", {"text_encoder": enc, "heads": opt,
-                                                              "about": option.about, "folds": {}})
+                                                              "about": option.about, "folds": {},
+                                                              "manifest": str(manifest_path)})
             for f, rows in fold_rows.items():
                 if f in run["folds"]:
                     continue
@@ -200,6 +201,10 @@ def unseen_report(results: dict, languages: list[str]) -> str:
                  f"{_f(qc['a2t']['R10'])} | {_f(fc['t2a']['R1'])} | {_f(fc['t2a']['R10'])} | {_f(fc['a2t']['R1'])} | "
                  f"{_f(fc['a2t']['R10'])} | | | {_f(any_run['zero_shot_chance'])} | "
                  f"{_f(any_run.get('in_library', {}).get('queries_chance', {}).get('R10', float('nan')))} | |")
+    manifests = {run.get("manifest") for run in runs.values()} - {None}
+    if len(manifests) > 1:  # e.g. a translated copy of the manifest for the KCL option: same clips and splits
+        lines += ["", "Manifests: " + "; ".join(f"{k}: {run['manifest']}" for k, run in runs.items()
+                                                if run.get("manifest")) + "."]
     lines += ["", f"Best (highest unseen-library query t2a R@10): **{results.get('best')}**."]
     langs = [*languages, "avg"]
     for title, value, chance in (
