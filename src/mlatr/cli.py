@@ -19,6 +19,8 @@ COMMANDS: list[tuple[str, str]] = [
     ("data import", "data_import"),
     ("data stats", "data_stats"),
     ("data synth", "data_synth"),
+    ("data split", "data_split"),
+    ("data recaption", "data_recaption"),
     ("data translate", "data_translate"),
     ("data translation-qa", "data_translation_qa"),
     ("demo", "demo"),
@@ -34,12 +36,13 @@ COMMANDS: list[tuple[str, str]] = [
     ("demo-real", "demo_real"),
     ("experiment supclap", "experiment_supclap"),
     ("experiment finegrained", "experiment_finegrained"),
+    ("experiment unseen-library", "experiment_unseen_library"),
 ]
 
 #: One-line help of command groups.
 GROUPS: dict[str, str] = {
-    "data": "manifests: validate, import from common formats, statistics, synthetic benchmark, translate and "
-            "check translations",
+    "data": "manifests: validate, import, statistics, synthetic benchmark, hash splits, captions from paths, "
+            "translate and check translations",
     "index": "build and update a search index of audio embeddings",
     "experiment": "paper experiments: grids of training runs with tables and figures",
 }
