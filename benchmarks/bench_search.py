@@ -107,7 +107,7 @@ def bench_build(manifest_path: str, n_clips: int, dim: int) -> dict:
     from mlatr.models.dual_encoder import DualEncoder
     from mlatr.models.registry import build_audio_encoder, build_text_encoder
     from mlatr.search.index import build_index
-    from mlatr.training.checkpoint import save_checkpoint
+    from mlatr.training.checkpoint import load_model, save_checkpoint
 
     manifest = Manifest.load(manifest_path)
     sub = Manifest(clips=manifest.clips[:n_clips], root=manifest.root, path=manifest.path)
@@ -117,7 +117,7 @@ def bench_build(manifest_path: str, n_clips: int, dim: int) -> dict:
         ckpt = Path(tmp) / "model.pt"
         save_checkpoint(ckpt, {"model_config": model.config(), "model": model.state_dict(), "train_config": {}})
         t0 = time.perf_counter()
-        rep = build_index(model, sub, ckpt, Path(tmp) / "bench.idx.npz", caption_languages=["eng"], batch_size=8)
+        rep = build_index(load_model(ckpt), sub, Path(tmp) / "bench.idx.npz", caption_languages=["eng"], batch_size=8)
         dt = time.perf_counter() - t0
     seconds = sum(c.duration or 0.0 for c in sub.clips)
     return {"clips": rep.added, "audio_seconds": round(seconds, 1), "wall_s": round(dt, 2),

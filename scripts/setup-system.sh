@@ -4,6 +4,9 @@
 # without root or apt-get (a laptop, a container without sudo) it says what it skipped and goes on.
 # Add a package here with the feature that needs it.
 system_packages=(
+  chromium chromium-driver   # mlatr serve's web page, tested in a real browser (tests/test_serve_browser.py)
+  apertium-eng-spa  # mlatr data translate / translation-qa --backend apertium (eng<->spa); tests/test_translation_apertium.py
+  apertium-eng-cat  # the same for eng<->cat
 )
 missing=()
 for pkg in "${system_packages[@]}"; do

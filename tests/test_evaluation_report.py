@@ -101,7 +101,7 @@ def test_eval_embeddings_cli(tmp_path, arrays, capsys):
     np.savez(npz, **arrays)
     out_json = tmp_path / "res.json"
     rc = main(["eval-embeddings", str(npz), "--json", str(out_json), "--report", str(tmp_path / "rep"),
-               "--plot", str(tmp_path / "plots"), "--cases", "2"])
+               "--plot", str(tmp_path / "plots"), "--cases", "2", "--tsne-clips", "10"])
     assert rc == 0
     printed = capsys.readouterr().out
     assert "Table 1" in printed and "Table 2" in printed and "Table 3" in printed and "Cases" in printed
@@ -110,7 +110,7 @@ def test_eval_embeddings_cli(tmp_path, arrays, capsys):
     assert got["t2a"]["fra"]["R5"] == pytest.approx(want["t2a"]["fra"]["R5"])
     assert got["consistency"]["mrv"] == pytest.approx(want["consistency"]["mrv"])
     assert len(got["cases"]) == 2
-    for name in ("recall_by_language.png", "rank_spread.png"):
+    for name in ("recall_by_language.png", "rank_spread.png", "tsne.png"):
         assert (tmp_path / "plots" / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert (tmp_path / "rep" / "table1.csv").exists()
 
@@ -134,12 +134,13 @@ def test_eval_embeddings_cli_bad_array(tmp_path, arrays, capsys):
 
 
 def test_eval_demo(tmp_path, capsys):
-    assert main(["eval-demo", "--seed", "3", "--clips", "60", "--out", str(tmp_path)]) == 0
+    assert main(["eval-demo", "--seed", "3", "--clips", "60", "--out", str(tmp_path), "--tsne-clips", "10"]) == 0
     printed = capsys.readouterr().out
     assert "noisy" in printed and "aligned" in printed and "Cases" in printed
     res = json.loads((tmp_path / "results.json").read_text(encoding="utf-8"))
     assert set(res) == {"noisy", "aligned", "cases"}
     assert res["aligned"]["consistency"]["mrv"] < res["noisy"]["consistency"]["mrv"]
     assert res["aligned"]["consistency"]["gap_avg"] < res["noisy"]["consistency"]["gap_avg"]
-    for name in ("report.md", "table1.csv", "table2.csv", "table3.csv", "recall_by_language.png", "rank_spread.png"):
+    for name in ("report.md", "table1.csv", "table2.csv", "table3.csv", "recall_by_language.png", "rank_spread.png",
+                 "tsne.png"):
         assert (tmp_path / name).stat().st_size > 0

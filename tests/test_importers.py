@@ -367,7 +367,7 @@ def test_folder_unreadable_file_and_too_many_translations(tmp_path):
     (lib / "broken.wav").write_bytes(b"RIFF not really a wav")
     _tone(lib / "rain.wav", 0.1)
     write(lib / "rain.deu.txt", "Regen\nNoch mehr Regen\n")
-    with pytest.raises(InputError, match="broken.wav: audio: cannot read the sound file"):
+    with pytest.raises(InputError, match="broken.wav: audio: cannot read audio"):
         import_folder([lib])
     m = import_folder([lib], skip_bad=True)
     assert [c.id for c in m] == ["good"]

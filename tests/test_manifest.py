@@ -2,6 +2,7 @@ import json
 
 import numpy as np
 import pytest
+import soundfile as sf
 
 from mlatr.cli import main
 from mlatr.data.manifest import Clip, Manifest, validate_manifest
@@ -116,7 +117,7 @@ def test_validate_reports_every_problem_with_line_and_field(tmp_path):
 
 def test_duplicate_id_names_the_first_line_and_audio_check(tmp_path):
     (tmp_path / "audio").mkdir()
-    (tmp_path / "audio" / "a.wav").write_bytes(b"")
+    sf.write(tmp_path / "audio" / "a.wav", np.zeros(5 * 16000, np.float32), 16000)  # GOOD[0] says 5 s
     lines = [GOOD[0], "", {"id": "z", "audio": "z.wav"}, {"id": "a", "audio": "audio/a.wav"}]
     p = write_lines(tmp_path / "m.jsonl", lines)
     problems = validate_manifest(p)

@@ -13,22 +13,12 @@ from mlatr.errors import MlatrError
 from mlatr.search import Index, build_index
 from mlatr.search.backends import FaissBackend, top_k_numpy
 from mlatr.training.checkpoint import load_model
-from mlatr.training.config import load_config
-from mlatr.training.trainer import Trainer
-from toydata import TINY_MODEL, make_toy_manifest
+from toydata import train_toy_model
 
 
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
-    root = tmp_path_factory.mktemp("search")
-    manifest = make_toy_manifest(root / "toy", n_train=12, n_val=4, n_test=4)
-    cfg = load_config(None, [
-        f"data.manifest={manifest}", f"out_dir={root / 'run'}", "data.languages=[eng,fra,deu]",
-        "train.epochs=1", "train.batch_size=6", "data.max_seconds=1.0", "data.eval_max_seconds=2.0",
-        "optim.warmup_steps=1", "train.progress=false", *TINY_MODEL,
-    ])
-    Trainer(cfg).fit()
-    return manifest, root / "run" / "last.pt"
+    return train_toy_model(tmp_path_factory.mktemp("search"))
 
 
 def _model(ckpt):
@@ -198,3 +188,41 @@ def test_cli_build_and_search_json(trained, tmp_path, capsys):
     assert main(["search", str(out)]) == 2
     assert main(["search", str(tmp_path / "missing.npz"), "dog"]) == 2
     assert main(["search", str(out), "dog", "--lang", "xx"]) == 2
+
+
+def test_query_languages_say_which_encoders_read_the_language():
+    from mlatr.models.registry import build_text_encoder
+    from mlatr.search.query_language import query_languages
+
+    class Fake:
+        dim = 4
+
+        def __init__(self, *_):
+            pass
+
+        def embed(self, texts):
+            return np.ones((len(texts), 4), np.float32) / 2
+
+    use = query_languages(build_text_encoder("use-multilingual", backend_factory=Fake))
+    assert not use.required and "fra" in use.known and "cat" not in use.known and use.known[0] == "eng"
+    opted_in = build_text_encoder("use-multilingual", backend_factory=Fake, allow_unsupported_languages=True)
+    assert query_languages(opted_in).known is None and "cat" in query_languages(opted_in).choices()
+    assert not query_languages(build_text_encoder("e5-small", backend_factory=Fake)).required
+    small = dict(corpus=["a dog", "un chien"], vocab_size=50, dim=8, num_layers=1, num_heads=2, ff_dim=16)
+    plain = query_languages(build_text_encoder("small-transformer", **small))
+    assert plain.required is False and plain.known is None
+    with_lang = query_languages(build_text_encoder("small-transformer", languages=["fra", "eng"], **small))
+    assert with_lang.required and with_lang.known == ("fra", "eng")
+
+
+def test_text_search_without_language(trained, tmp_path):
+    """lang=None: the same ranking where the encoder ignores the language; refused where it reads it."""
+    manifest_path, ckpt = trained
+    out = tmp_path / "toy.idx.npz"
+    build_index(_model(ckpt), Manifest.load(manifest_path), out, caption_languages=["eng"])
+    index = Index.load(out)
+    assert [h.id for h in index.search_text("un son aigu", None, 5)] == \
+        [h.id for h in index.search_text("un son aigu", "fra", 5)]
+    index.model().model.text_encoder.languages = ["eng"]  # as if trained with a language embedding
+    with pytest.raises(MlatrError, match="reads the query's language: give one of eng"):
+        index.search_text("un son aigu", None, 5)

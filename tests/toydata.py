@@ -64,3 +64,12 @@ def tiny_config(manifest, out, *extra, epochs: int = 2):
         f"train.epochs={epochs}", "train.batch_size=8", "data.max_seconds=1.0", "optim.warmup_steps=1",
         "train.progress=false", "train.log_every=1", *TINY_MODEL, *extra,
     ])
+
+
+def train_toy_model(root: Path, n_train: int = 12, n_val: int = 4, n_test: int = 4) -> tuple[Path, Path]:
+    """A tiny small-cnn + small-transformer model trained one epoch on toy tones; (manifest, checkpoint)."""
+    from mlatr.training.trainer import Trainer
+
+    manifest = make_toy_manifest(root / "toy", n_train=n_train, n_val=n_val, n_test=n_test)
+    Trainer(tiny_config(manifest, root / "run", "train.batch_size=6", "data.eval_max_seconds=2.0", epochs=1)).fit()
+    return manifest, root / "run" / "last.pt"

@@ -10,6 +10,9 @@ import argparse
 import importlib
 import sys
 
+from mlatr import __version__
+from mlatr.errors import MlatrError, describe_os_error
+
 #: (command path, module under mlatr.commands). Order is the order shown in --help.
 COMMANDS: list[tuple[str, str]] = [
     ("data validate", "data_validate"),
@@ -17,22 +20,30 @@ COMMANDS: list[tuple[str, str]] = [
     ("data stats", "data_stats"),
     ("data synth", "data_synth"),
     ("data prepare", "data_prepare"),
+    ("data split", "data_split"),
+    ("data recaption", "data_recaption"),
+    ("data translate", "data_translate"),
+    ("data translation-qa", "data_translation_qa"),
     ("demo", "demo"),
     ("train", "train"),
     ("encode", "encode"),
     ("eval", "eval_model"),
     ("eval-embeddings", "eval_embeddings"),
     ("eval-demo", "eval_demo"),
+    ("import-checkpoint", "import_checkpoint"),
     ("index build", "index_build"),
     ("search", "search"),
+    ("serve", "serve"),
     ("demo-real", "demo_real"),
     ("experiment supclap", "experiment_supclap"),
     ("experiment finegrained", "experiment_finegrained"),
+    ("experiment unseen-library", "experiment_unseen_library"),
 ]
 
 #: One-line help of command groups.
 GROUPS: dict[str, str] = {
-    "data": "manifests: validate, import from common formats, statistics, synthetic benchmark, decoded-audio store",
+    "data": "manifests: validate, import, statistics, synthetic benchmark, hash splits, captions from paths, "
+            "translate and check translations, decoded-audio store",
     "index": "build and update a search index of audio embeddings",
     "experiment": "paper experiments: grids of training runs with tables and figures",
 }
@@ -55,7 +66,6 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="mlatr", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    from mlatr import __version__
 
     parser.add_argument("--version", action="version", version=f"mlatr {__version__}")
     top = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -78,23 +88,39 @@ def build_parser() -> argparse.ArgumentParser:
             formatter_class=argparse.RawDescriptionHelpFormatter,
         )
         module.add_arguments(sub)
-        sub.set_defaults(_run=module.run)
+        sub.set_defaults(_run=module.run, _parser=sub, _extra=getattr(module, "EXTRA_ARGS", None))
     return parser
+
+
+def _take_extra(args: argparse.Namespace, extra: list[str], parser: argparse.ArgumentParser) -> None:
+    """Arguments argparse did not place: a command with ``EXTRA_ARGS = (dest, hint)`` (``train``) takes
+    the ``KEY=VALUE`` ones wherever they stand (argparse only takes one run of positionals); anything else
+    is argparse's usage error (exit 2), with the hint."""
+    target = getattr(args, "_parser", parser)
+    spec = getattr(args, "_extra", None)
+    stray = [t for t in extra if spec is None or t.startswith("-") or "=" not in t]
+    if stray:
+        target.error(f"unrecognized arguments: {' '.join(stray)}" + (f" ({spec[1]})" if spec else ""))
+    getattr(args, spec[0]).extend(extra)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    if extra:
+        _take_extra(args, extra, parser)
     run = getattr(args, "_run", None)
     if run is None:
         (getattr(args, "_group_parser", None) or parser).print_help()
         return 2
-    from mlatr.errors import MlatrError
 
     try:
         return int(run(args) or 0)
     except MlatrError as exc:
         print(f"mlatr: error: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:  # the system refused: a missing folder, a permission, a full disk
+        print(f"mlatr: error: {describe_os_error(exc)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)

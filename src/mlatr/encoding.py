@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import torch
+from tqdm import tqdm
 
 from mlatr.data.dataset import AudioSource, iter_eval_audio
 from mlatr.data.manifest import Manifest
@@ -93,7 +94,6 @@ def encode_audio(model, source: AudioSource, batch_size: int, max_seconds: float
                  ) -> tuple[list[int], np.ndarray]:
     """Pooled clip embeddings; with ``frames_sink`` (a list) each batch's ``(frames, mask)`` is appended
     to it as well (see :func:`pad_frames`). ``workers`` processes read the audio ahead."""
-    from tqdm import tqdm
 
     rows: list[int] = []
     chunks: list[np.ndarray] = []
@@ -113,7 +113,6 @@ def encode_audio(model, source: AudioSource, batch_size: int, max_seconds: float
 def encode_texts(model, texts: Sequence[str], langs: Sequence[str], batch_size: int,
                  progress: bool = False, desc: str = "text", frames_sink: list | None = None) -> np.ndarray:
     """Pooled caption embeddings; ``frames_sink`` as in :func:`encode_audio`."""
-    from tqdm import tqdm
 
     chunks = []
     for start in tqdm(range(0, len(texts), batch_size), desc=desc, unit="batch", disable=not progress,

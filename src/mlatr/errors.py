@@ -6,6 +6,8 @@ raises :class:`MlatrError` or a subclass; the CLI prints its message and exits n
 
 from __future__ import annotations
 
+import errno
+
 
 class MlatrError(ValueError):
     """A problem in the user's input or an invalid argument, with a message that says where and what.
@@ -26,3 +28,22 @@ class InputError(MlatrError):
         if field is not None:
             where += f"{field}: "
         super().__init__(where + message)
+
+
+#: errno values that mean there is no room to write: the disk, the user's quota, the file size limit.
+DISK_FULL = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
+
+
+class DiskFullError(MlatrError):
+    """A file could not be written for lack of space (the previous version of it is intact)."""
+
+
+def describe_os_error(exc: OSError) -> str:
+    """``file: reason`` for an :class:`OSError`, saying plainly when there is no room to write."""
+    where = f"{exc.filename}: " if exc.filename else ""
+    reason = exc.strerror or str(exc)
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        reason += " (the disk or your quota is full: free some space and run the command again)"
+    elif exc.errno == errno.EFBIG:
+        reason += " (larger than the system lets one file grow: see ulimit -f)"
+    return where + reason

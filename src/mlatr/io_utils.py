@@ -1,35 +1,122 @@
 """Atomic file writes: a temporary file in the same folder, flushed, then ``os.replace``.
 
 A reader never sees a half-written file, and an interrupted job leaves the previous version intact.
+
+The temporary file is ``.NAME.XXXXXXXX.tmp`` beside ``NAME`` (the project's own pattern, nothing else is
+touched), locked (``flock``) by the process writing it for as long as it writes. A process killed
+mid-write leaves it behind, unlocked: :func:`remove_orphan_temps` deletes such orphans, and every atomic
+write of ``NAME`` (and the commands that write it, at their start) calls it, so the next run in the same
+place cleans up. A write that fails because the disk is full raises :class:`~mlatr.errors.DiskFullError`
+saying so, the previous version intact.
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import os
+import re
+import shutil
 import tempfile
 from collections.abc import Callable, Iterable
 from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any
 
+from mlatr.errors import DISK_FULL, DiskFullError, describe_os_error
+
+try:
+    import fcntl
+except ImportError:  # not POSIX: no way to tell a live writer's temp file from an orphan
+    fcntl = None
+
+#: Free space below which a failed write is blamed on a full disk even without an errno (torch's
+#: writer reports some write failures as a RuntimeError).
+LOW_SPACE_BYTES = 1 << 20
+#: :func:`atomic_open`'s temporary files: ``.NAME.`` + ``tempfile.mkstemp``'s 8 random characters + ``.tmp``.
+_TEMP = re.compile(r"\.(.+)\.[a-z0-9_]{8}\.tmp")
+
+
+def _temp_target(name: str) -> str | None:
+    """``NAME`` when ``name`` is ``.NAME.XXXXXXXX.tmp`` (:func:`atomic_open`'s pattern), else ``None``."""
+    m = _TEMP.fullmatch(name)
+    return m.group(1) if m else None
+
+
+def remove_orphan_temps(folder: str | os.PathLike, names: Iterable[str]) -> list[Path]:
+    """Delete the temporary files interrupted atomic writes of ``folder/NAME`` (for each of ``names``) left:
+    ``.NAME.XXXXXXXX.tmp`` files that no live process holds locked. One listing of the folder; files of
+    other names or patterns are never touched. Returns those removed."""
+    folder, wanted = Path(folder), set(names)
+    if fcntl is None or not folder.is_dir():
+        return []
+    removed = []
+    for cand in folder.iterdir():
+        if _temp_target(cand.name) not in wanted:
+            continue
+        try:
+            fd = os.open(cand, os.O_RDONLY)
+        except OSError:
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:  # a live writer holds it
+            os.close(fd)
+            continue
+        try:
+            cand.unlink()
+            removed.append(cand)
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+    return removed
+
+
+def _disk_full(exc: BaseException, folder: Path) -> OSError | None:
+    """The disk-full ``OSError`` behind ``exc`` (its cause / context chain), or one made up when the
+    folder has almost no space left; ``None`` when the failure is something else."""
+    seen = exc
+    while seen is not None:
+        if isinstance(seen, OSError) and seen.errno in DISK_FULL:
+            return seen
+        seen = seen.__cause__ or seen.__context__
+    if isinstance(exc, RuntimeError | OSError):
+        try:
+            if shutil.disk_usage(folder).free < LOW_SPACE_BYTES:
+                return OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        except OSError:
+            pass
+    return None
+
 
 @contextmanager
-def atomic_open(path: str | os.PathLike, mode: str = "w", encoding: str | None = "utf-8"):
-    """Open a temporary file beside ``path``; on success it replaces ``path``, on error it is removed."""
+def atomic_open(path: str | os.PathLike, mode: str = "w", encoding: str | None = "utf-8", sweep: bool = True):
+    """Open a temporary file beside ``path``; on success it replaces ``path``, on error it is removed.
+    ``sweep`` first removes the orphans of earlier writes of ``path`` (one listing of the folder: a caller
+    writing thousands of files into one folder sweeps once itself and passes ``sweep=False``)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
+    if sweep:
+        remove_orphan_temps(path.parent, [path.name])
     binary = "b" in mode
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    if fcntl is not None:
+        fcntl.flock(fd, fcntl.LOCK_EX)
     try:
         with os.fdopen(fd, mode, encoding=None if binary else encoding) as fh:
             yield fh
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         if os.path.exists(tmp):
             os.unlink(tmp)
+        full = _disk_full(exc, path.parent) if isinstance(exc, Exception) else None
+        if full is not None:
+            full.filename = full.filename or str(path)
+            raise DiskFullError(f"{describe_os_error(full)}; {path.name} was not written "
+                                "(its previous version, if any, is intact)") from exc
         raise
 
 
@@ -50,7 +137,8 @@ def atomic_write_jsonl(path: str | os.PathLike, rows: Iterable[Any]) -> None:
             fh.write(json.dumps(row, ensure_ascii=False) + "\n")
 
 
-def atomic_write_with(path: str | os.PathLike, writer: Callable[[IO[bytes]], None]) -> None:
-    """Atomic binary write through a callback, e.g. ``lambda f: torch.save(obj, f)``."""
-    with atomic_open(path, "wb", encoding=None) as fh:
+def atomic_write_with(path: str | os.PathLike, writer: Callable[[IO[bytes]], None], sweep: bool = True) -> None:
+    """Atomic binary write through a callback, e.g. ``lambda f: torch.save(obj, f)`` (``sweep``: see
+    :func:`atomic_open`)."""
+    with atomic_open(path, "wb", encoding=None, sweep=sweep) as fh:
         writer(fh)

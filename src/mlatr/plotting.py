@@ -6,6 +6,10 @@ instead of importing it at module level.
 
 from __future__ import annotations
 
+from pathlib import Path
+
+from mlatr.io_utils import atomic_write_with
+
 
 def pyplot():
     """``matplotlib.pyplot`` with the Agg backend (figures are written to files, never shown)."""
@@ -15,3 +19,11 @@ def pyplot():
     import matplotlib.pyplot as plt
 
     return plt
+
+
+def save_figure(fig, path: str | Path) -> Path:
+    """Write ``fig`` atomically (format from the suffix, png by default); returns the path."""
+    path = Path(path)
+    atomic_write_with(path, lambda fh: fig.savefig(fh, format=path.suffix.lstrip(".") or "png", dpi=130,
+                                                     bbox_inches="tight"))
+    return path

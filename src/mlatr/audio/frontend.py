@@ -18,6 +18,8 @@ import numpy as np
 import torch
 from torch import nn
 
+from mlatr.errors import MlatrError
+
 
 def hz_to_mel(freq: np.ndarray | float) -> np.ndarray:
     """HTK mel scale: ``m = 2595 log10(1 + f / 700)``."""
@@ -38,7 +40,7 @@ def mel_filterbank(n_mels: int = 64, n_fft: int = 512, sample_rate: int = 16_000
     ``m + 2``, evaluated at the STFT bin frequencies ``k * sample_rate / n_fft``.
     """
     if not 0.0 <= f_min < f_max <= sample_rate / 2:
-        raise ValueError(f"need 0 <= f_min < f_max <= sample_rate / 2, got {f_min}, {f_max}")
+        raise MlatrError(f"need 0 <= f_min < f_max <= sample_rate / 2, got {f_min}, {f_max}")
     bin_freqs = np.linspace(0.0, sample_rate / 2, n_fft // 2 + 1)
     edges = mel_to_hz(np.linspace(hz_to_mel(f_min), hz_to_mel(f_max), n_mels + 2))
     lower, centre, upper = edges[:-2], edges[1:-1], edges[2:]
@@ -64,7 +66,7 @@ def power_to_db(power: torch.Tensor, mask: torch.Tensor | None = None, top_db: f
     if top_db is None:
         return db
     if top_db < 0:
-        raise ValueError("top_db must be non-negative")
+        raise MlatrError("top_db must be non-negative")
     if mask is None:
         peak = db.amax(dim=(1, 2), keepdim=True)
     else:
@@ -90,7 +92,7 @@ class LogMel(nn.Module):
                  f_max: float = 8_000.0, top_db: float | None = 120.0):
         super().__init__()
         if win_length > n_fft:
-            raise ValueError("win_length must not exceed n_fft")
+            raise MlatrError("win_length must not exceed n_fft")
         self.sample_rate, self.n_mels, self.n_fft = sample_rate, n_mels, n_fft
         self.win_length, self.hop_length, self.top_db = win_length, hop_length, top_db
         self.f_min, self.f_max = f_min, f_max
@@ -117,7 +119,7 @@ class LogMel(nn.Module):
         if waveform.dim() == 1:
             waveform = waveform[None, :]
         if waveform.dim() != 2:
-            raise ValueError(f"waveform must be [B, T], got {tuple(waveform.shape)}")
+            raise MlatrError(f"waveform must be [B, T], got {tuple(waveform.shape)}")
         waveform = waveform.to(device=self.window.device, dtype=torch.float32)
         # always float32: under AMP a float16 power spectrum overflows (|X|^2 reaches 512^2)
         with torch.autocast(device_type=waveform.device.type, enabled=False):

@@ -23,8 +23,11 @@ import os
 from collections.abc import Sequence
 
 import numpy as np
+import soundfile as sf
+import soxr
 import torch
 
+from mlatr.audio.integrity import read_audio_blocks
 from mlatr.errors import MlatrError
 
 #: The sample rate every mlatr model consumes.
@@ -39,7 +42,7 @@ def to_mono(audio: np.ndarray) -> np.ndarray:
     if audio.ndim == 1:
         return audio
     if audio.ndim != 2:
-        raise ValueError(f"expected audio of shape [T] or [T, C], got {audio.shape}")
+        raise MlatrError(f"expected audio of shape [T] or [T, C], got {audio.shape}")
     return audio.mean(axis=1, dtype=np.float32)
 
 
@@ -48,31 +51,29 @@ def resample(audio: np.ndarray, sr_in: int, sr_out: int = SAMPLE_RATE) -> np.nda
     audio = np.asarray(audio, dtype=np.float32)
     if sr_in == sr_out:
         return audio
-    import soxr
 
     return soxr.resample(audio, sr_in, sr_out, quality="HQ").astype(np.float32, copy=False)
+
+
+def audio_duration(path: str | os.PathLike) -> float | None:
+    """Seconds of audio in the file at ``path``, from its header (no decoding); ``None`` if unreadable."""
+    try:
+        info = sf.info(os.fspath(path))
+    except Exception:  # soundfile raises LibsndfileError / RuntimeError / TypeError
+        return None
+    return float(info.frames) / info.samplerate if info.samplerate > 0 else None
 
 
 def load_audio(path: str | os.PathLike, sample_rate: int = SAMPLE_RATE) -> np.ndarray:
     """Read an audio file (wav, flac, ogg, mp3, ... via soundfile) as mono float32 at ``sample_rate``.
 
-    Raises :class:`MlatrError` naming the file when it is missing, unreadable, empty, or holds
-    non-finite samples.
+    Raises :class:`MlatrError` naming the file when it is missing, unreadable, empty, truncated (fewer
+    frames decode than its header declares: :mod:`mlatr.audio.integrity`) or holds non-finite samples.
     """
-    import soundfile as sf
 
     path = os.fspath(path)
-    if not os.path.isfile(path):
-        raise MlatrError(f"{path}: audio file not found")
-    try:
-        data, sr = sf.read(path, dtype="float32", always_2d=True)
-    except Exception as exc:  # soundfile raises LibsndfileError / RuntimeError / TypeError
-        raise MlatrError(f"{path}: cannot read audio ({exc})") from exc
-    if data.shape[0] == 0 or data.shape[1] == 0:
-        raise MlatrError(f"{path}: audio file is empty (0 samples)")
-    if not np.isfinite(data).all():
-        raise MlatrError(f"{path}: audio holds NaN or infinite samples")
-    mono = resample(to_mono(data), int(sr), sample_rate)
+    mono, sr = read_audio_blocks(path)
+    mono = resample(mono, sr, sample_rate)
     if mono.shape[0] == 0:
         raise MlatrError(f"{path}: audio is too short to resample to {sample_rate} Hz")
     return mono
@@ -113,7 +114,7 @@ def probe_length(path: str | os.PathLike, sample_rate: int = SAMPLE_RATE) -> int
 def _draw_offset(high: int, generator: np.random.Generator | torch.Generator | None) -> int:
     """A uniform integer in ``[0, high]`` from the caller's generator."""
     if generator is None:
-        raise ValueError("a random crop needs an explicit generator (numpy or torch)")
+        raise MlatrError("a random crop needs an explicit generator (numpy or torch)")
     if isinstance(generator, torch.Generator):
         return int(torch.randint(0, high + 1, (1,), generator=generator).item())
     return int(generator.integers(0, high + 1))
@@ -132,9 +133,9 @@ def crop_or_pad(
     needs ``generator``), ``"center"`` (evaluation) or ``"start"``; see the module docstring.
     """
     if mode not in CROP_MODES:
-        raise ValueError(f"crop mode must be one of {CROP_MODES}, got {mode!r}")
+        raise MlatrError(f"crop mode must be one of {CROP_MODES}, got {mode!r}")
     if num_samples <= 0:
-        raise ValueError("num_samples must be positive")
+        raise MlatrError("num_samples must be positive")
     audio = np.asarray(audio, dtype=np.float32)
     n = audio.shape[0]
     if n >= num_samples:
@@ -162,14 +163,14 @@ def collate_waveforms(
     sends it (no copy on the way; moving it there afterwards leaves the worker's heap growing).
     """
     if len(waveforms) == 0:
-        raise ValueError("cannot collate an empty batch")
+        raise MlatrError("cannot collate an empty batch")
     arrays = [torch.as_tensor(np.asarray(w, dtype=np.float32)).reshape(-1) for w in waveforms]
     sizes = [a.shape[0] for a in arrays]
     valid = list(sizes) if lengths is None else [int(x) for x in lengths]
     if len(valid) != len(arrays):
-        raise ValueError("lengths must have one entry per waveform")
+        raise MlatrError("lengths must have one entry per waveform")
     if any(v < 0 or v > s for v, s in zip(valid, sizes, strict=True)):
-        raise ValueError("a length exceeds its waveform")
+        raise MlatrError("a length exceeds its waveform")
     if shared:
         storage = torch.empty(0, dtype=torch.float32)._typed_storage()._new_shared(len(arrays) * max(sizes))
         batch = torch.empty(0, dtype=torch.float32).new(storage).view(len(arrays), max(sizes)).zero_()

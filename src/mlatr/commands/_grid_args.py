@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from mlatr.errors import MlatrError
+
 
 def add_grid_arguments(parser, default_out: str, methods: list[str] | None = None, method_flag: str = "--methods"):
     """``--out``, ``--size``, ``--seeds``, ``--no-progress`` and (when ``methods``) a method filter."""
@@ -20,8 +22,6 @@ def add_grid_arguments(parser, default_out: str, methods: list[str] | None = Non
 
 
 def parse_seeds(text: str) -> list[int]:
-    from mlatr.errors import MlatrError
-
     try:
         seeds = [int(s) for s in text.split(",") if s.strip()]
     except ValueError:
@@ -32,8 +32,6 @@ def parse_seeds(text: str) -> list[int]:
 
 
 def parse_methods(text: str, known: list[str], flag: str = "--methods") -> list[str]:
-    from mlatr.errors import MlatrError
-
     methods = [m.strip() for m in text.split(",") if m.strip()]
     unknown = [m for m in methods if m not in known]
     if unknown or not methods:

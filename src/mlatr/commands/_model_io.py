@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from mlatr.commands._notices import report_skipped
+from mlatr.data.loader import default_workers
+from mlatr.data.manifest import Manifest
+from mlatr.errors import MlatrError
 from mlatr.languages import parse_language_list
 
 
@@ -12,19 +16,40 @@ def load_model_from_args(args):
     return load_model(args.checkpoint, args.device)
 
 
-def encode_from_args(args, loaded=None):
-    """Encode ``args.split`` of ``args.manifest`` (``all`` = every clip) with the model (frame/token features
-    too when its matching head scores them); returns an :class:`~mlatr.encoding.EncodedSplit`."""
-    from mlatr.data.loader import default_workers
-    from mlatr.data.manifest import Manifest
+def encode_from_args(args, loaded=None, manifest=None, languages=None):
+    """Encode ``args.split`` of ``args.manifest`` (``all`` = every clip), or the given ``manifest`` as it is,
+    in ``languages`` (default ``--languages``, else the model's training languages) with the model (frame /
+    token features too when its matching head scores them); returns an :class:`~mlatr.encoding.EncodedSplit`."""
     from mlatr.encoding import encode_manifest
 
     loaded = loaded or load_model_from_args(args)
-    languages = parse_language_list(args.languages) if args.languages else loaded.data["languages"]
+    if languages is None:
+        languages = (parse_language_list(args.languages, "--languages") if args.languages
+                     else loaded.data["languages"])
     max_seconds = args.max_seconds or loaded.data["eval_max_seconds"]
-    manifest = Manifest.load(args.manifest, skip_bad=args.skip_bad)
-    if args.split != "all":
-        manifest = manifest.split(args.split)
-    return encode_manifest(loaded.model, manifest, languages, batch_size=args.batch_size, max_seconds=max_seconds,
-                           sample_rate=loaded.data["sample_rate"], skip_bad=args.skip_bad, progress=True,
-                           frames=loaded.head.needs_frames, workers=default_workers())
+    if manifest is None:
+        manifest = Manifest.load(args.manifest, skip_bad=args.skip_bad)
+        if args.split != "all":
+            manifest = manifest.split(args.split)
+        check_languages_present(manifest, languages, args.split, explicit=bool(args.languages))
+        report_skipped(manifest.problems, "malformed manifest line(s)")
+    enc = encode_manifest(loaded.model, manifest, languages, batch_size=args.batch_size, max_seconds=max_seconds,
+                          sample_rate=loaded.data["sample_rate"], skip_bad=args.skip_bad, progress=True,
+                          frames=loaded.head.needs_frames, workers=default_workers())
+    report_skipped(enc.skipped, "clip(s) with unreadable audio")
+    if not enc.clip_ids:
+        raise MlatrError(f"none of the {len(manifest)} clip(s) to encode could be read "
+                         f"(first: {next(iter(enc.skipped.values()), '')})")
+    return enc
+
+
+def check_languages_present(manifest: Manifest, languages, split: str, explicit: bool) -> None:
+    """Refuse languages with no caption in the clips to encode: every one given with ``--languages``
+    (``explicit``), at least one of the model's otherwise."""
+    present = manifest.languages()
+    missing = [lang for lang in languages if lang not in present]
+    if (explicit and missing) or len(missing) == len(languages):
+        where = f"split {split!r} of {manifest.path}" if split != "all" else str(manifest.path)
+        flag = "--languages: " if explicit else "the model's languages: "
+        raise MlatrError(f"{flag}no caption in {', '.join(missing)} in {where} "
+                         f"(its captions are in: {', '.join(present) or 'no language'})")

@@ -1,3 +1,13 @@
+import os
+from pathlib import Path
+
+from mlatr.commands._notices import report_skipped
+from mlatr.commands._paths import refuse_output_over_input
+from mlatr.data.manifest import Manifest
+from mlatr.errors import MlatrError
+from mlatr.io_utils import remove_orphan_temps
+from mlatr.languages import normalize
+
 HELP = """Make a manifest from a common dataset format, or merge translations into one.
 
 Formats:
@@ -56,8 +66,6 @@ def add_arguments(parser) -> None:
 
 
 def _check_options(args) -> None:
-    from mlatr.errors import MlatrError
-
     fmt = args.format
     only = {
         "base": ("translations",), "overwrite": ("translations",),
@@ -73,12 +81,12 @@ def _check_options(args) -> None:
         if value not in (None, False) and fmt not in formats:
             raise MlatrError(f"--{opt.replace('_', '-')} does not apply to --format {fmt} "
                              f"(only to {', '.join(formats)})")
+    if args.lang is not None:
+        args.lang = normalize(args.lang, "--lang")
 
 
 def _audio_dir_for(audio_dir: str | None, output) -> str | None:
     """A relative --audio-dir is relative to the current folder; the manifest wants it relative to itself."""
-    import os
-    from pathlib import Path
 
     if audio_dir is None or os.path.isabs(audio_dir):
         return audio_dir
@@ -86,29 +94,13 @@ def _audio_dir_for(audio_dir: str | None, output) -> str | None:
     return Path(os.path.relpath(os.path.abspath(audio_dir), out_dir)).as_posix()
 
 
-def _rebase(manifest, new_root) -> None:
-    """Rewrite relative audio paths of ``manifest`` (relative to its root) relative to ``new_root``."""
-    import os
-    from pathlib import Path
-
-    old, new = os.path.abspath(manifest.root), os.path.abspath(new_root)
-    if old == new:
-        return
-    for clip in manifest.clips:
-        if not os.path.isabs(clip.audio):
-            clip.audio = Path(os.path.relpath(os.path.join(old, clip.audio), new)).as_posix()
-
-
 def run(args) -> int:
-    import sys
-    from pathlib import Path
-
     from mlatr.data.importers import IMPORTERS, merge_translations
-    from mlatr.data.manifest import Manifest
-    from mlatr.errors import MlatrError
 
     _check_options(args)
+    refuse_output_over_input([("-o", args.output)], [("source", s) for s in args.sources])
     out = Path(args.output)
+    remove_orphan_temps(out.parent, [out.name])  # what a killed import left beside the manifest
     if args.format == "translations":
         base_path = Path(args.base or args.output)
         if not base_path.is_file():
@@ -117,7 +109,7 @@ def run(args) -> int:
         base = Manifest.load(base_path)
         manifest = merge_translations(base, args.sources, lang=args.lang, overwrite=args.overwrite,
                                       skip_bad=args.skip_bad)
-        _rebase(manifest, out.resolve().parent)
+        manifest.rebase(out.resolve().parent)
     else:
         func, _ = IMPORTERS[args.format]
         opts: dict = {"skip_bad": args.skip_bad, "split": args.split}
@@ -140,10 +132,6 @@ def run(args) -> int:
     langs = ", ".join(manifest.languages()) or "no captions"
     print(f"wrote {len(manifest)} clips, {n_captions} captions ({langs}) to {out}")
     if problems:
-        print(f"skipped {len(problems)} bad row(s):", file=sys.stderr)
-        for p in problems[:10]:
-            print(f"  {p}", file=sys.stderr)
-        if len(problems) > 10:
-            print(f"  ... and {len(problems) - 10} more", file=sys.stderr)
+        report_skipped(problems, "bad row(s)")
         print(f"skipped {len(problems)} bad row(s)")
     return 0

@@ -1,3 +1,8 @@
+import json
+
+from mlatr.commands._notices import report_skipped
+from mlatr.data.manifest import Manifest
+
 HELP = """Statistics of a manifest.
 
 Clips per split, captions per language (and per split), clips with captions in each language, missing
@@ -13,9 +18,6 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
-    import json
-
-    from mlatr.data.manifest import Manifest
     from mlatr.data.stats import format_stats, manifest_stats
 
     m = Manifest.load(args.manifest, skip_bad=args.skip_bad)
@@ -31,4 +33,5 @@ def run(args) -> int:
         if m.problems:
             print(f"skipped {m.skipped_lines()} malformed line(s) with {len(m.problems)} problem(s) "
                   f"(details: mlatr data validate {args.manifest})")
+    report_skipped(m.problems, "problem(s) of malformed lines")
     return 0

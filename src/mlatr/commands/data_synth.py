@@ -1,3 +1,7 @@
+from mlatr.commands._arg_types import non_negative_int, positive_int
+from mlatr.errors import MlatrError
+from mlatr.languages import normalize, parse_language_list
+
 HELP = """Build the synthetic multilingual benchmark (the offline default to train and demo on).
 
 Writes DIR/audio/*.wav (16 kHz mono, 2-6 s), DIR/manifest.jsonl (splits train/val/test, captions in
@@ -13,15 +17,16 @@ Example: mlatr data synth -o data/synth --noise fra=0.1,jpn=0.2
 
 def add_arguments(parser) -> None:
     parser.add_argument("-o", "--out", required=True, metavar="DIR", help="output folder")
-    parser.add_argument("--train", type=int, default=800, metavar="N", help="train clips (default 800)")
-    parser.add_argument("--val", type=int, default=100, metavar="N", help="validation clips (default 100)")
-    parser.add_argument("--test", type=int, default=100, metavar="N", help="test clips (default 100)")
+    parser.add_argument("--train", type=non_negative_int, default=800, metavar="N", help="train clips (default 800)")
+    parser.add_argument("--val", type=non_negative_int, default=100, metavar="N", help="validation clips (default 100)")
+    parser.add_argument("--test", type=non_negative_int, default=100, metavar="N", help="test clips (default 100)")
     parser.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     parser.add_argument("--languages", default=None, metavar="L1,L2",
-                        help="comma-separated ISO 639-3 codes, must include eng (default: all eight)")
-    parser.add_argument("--train-captions", type=int, default=1, metavar="K",
+                        help="comma-separated language codes (ISO 639-3, or 639-1 such as fr), must include "
+                             "eng (default: all eight)")
+    parser.add_argument("--train-captions", type=positive_int, default=1, metavar="K",
                         help="captions per train clip (default 1, like AudioCaps)")
-    parser.add_argument("--eval-captions", type=int, default=5, metavar="K",
+    parser.add_argument("--eval-captions", type=positive_int, default=5, metavar="K",
                         help="captions per val/test clip (default 5)")
     parser.add_argument("--noise", default=None, metavar="L=P,...",
                         help="per-language rate of translation-like caption errors, e.g. fra=0.1,jpn=0.2")
@@ -30,14 +35,12 @@ def add_arguments(parser) -> None:
     parser.add_argument("--hard-negatives", type=float, default=0.3, metavar="P",
                         help="fraction of clips that vary an earlier clip: same kinds, other attributes "
                              "or order (default 0.3)")
-    parser.add_argument("--workers", type=int, default=2, help="processes rendering audio (default 2)")
+    parser.add_argument("--workers", type=positive_int, default=2, help="processes rendering audio (default 2)")
     parser.add_argument("--quiet", action="store_true", help="no progress bars")
 
 
 def parse_noise(text: str | None) -> dict[str, float]:
     """``"fra=0.1,jpn=0.2"`` -> ``{"fra": 0.1, "jpn": 0.2}`` (codes normalised to ISO 639-3)."""
-    from mlatr.errors import MlatrError
-    from mlatr.languages import normalize
 
     out: dict[str, float] = {}
     for item in (text or "").split(","):
@@ -46,7 +49,7 @@ def parse_noise(text: str | None) -> dict[str, float]:
         lang, sep, value = item.partition("=")
         try:
             if not sep:
-                raise ValueError("expected LANG=RATE")
+                raise MlatrError("expected LANG=RATE")
             out[normalize(lang)] = float(value)
         except ValueError as exc:
             raise MlatrError(f"--noise: bad item {item!r}: {exc}") from None
@@ -56,14 +59,8 @@ def parse_noise(text: str | None) -> dict[str, float]:
 def run(args) -> int:
     from mlatr.data.synth.build import SPLITS, build_synthetic_benchmark, describe
     from mlatr.data.synth.languages import SUPPORTED
-    from mlatr.errors import MlatrError
-    from mlatr.languages import normalize
 
-    try:
-        languages = ([normalize(c) for c in args.languages.split(",") if c.strip()]
-                     if args.languages else list(SUPPORTED))
-    except ValueError as exc:
-        raise MlatrError(f"--languages: {exc}") from None
+    languages = parse_language_list(args.languages, "--languages") if args.languages else list(SUPPORTED)
     splits = [s.strip() for s in args.noise_splits.split(",") if s.strip()]
     bad = [s for s in splits if s not in SPLITS]
     if bad:

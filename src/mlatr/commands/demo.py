@@ -1,3 +1,6 @@
+from mlatr.commands._arg_types import positive_int
+from mlatr.commands._grid_args import add_grid_arguments, parse_methods, parse_seeds
+
 HELP = """Offline demo: build the synthetic benchmark, train ML-CLAP, CACL and KCL, compare them.
 
 Trains the three pairing schemes of ATRI with the same seed, model and step budget on the synthetic
@@ -12,16 +15,13 @@ Examples:
 
 
 def add_arguments(parser):
-    from mlatr.commands._grid_args import add_grid_arguments
-
     add_grid_arguments(parser, "mlatr-demo", ["mlclap", "cacl", "kcl"], method_flag="--schemes")
-    parser.add_argument("--epochs", type=int, help="training epochs (default: the size's)")
+    parser.add_argument("--epochs", type=positive_int, help="training epochs (default: the size's)")
     parser.add_argument("--base", choices=["infonce", "siglip"], default="infonce", help="base loss")
 
 
 def run(args) -> int:
-    from mlatr.commands._grid_args import parse_methods, parse_seeds
-    from mlatr.experiments.demo import run_demo
+    from mlatr.experiments.demo_report import run_demo
 
     run_demo(args.out, size=args.size, seeds=parse_seeds(args.seeds),
              schemes=parse_methods(args.schemes, ["mlclap", "cacl", "kcl"], "--schemes"), base=args.base,

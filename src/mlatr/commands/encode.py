@@ -1,3 +1,5 @@
+from mlatr.commands._arg_types import positive_float, positive_int
+
 HELP = """Encode a manifest split with a trained model into an evaluation NPZ.
 
 The NPZ holds audio [Na, D], text [Nt, D], text_audio, text_lang, text_group (the arrays
@@ -14,15 +16,18 @@ def add_arguments(parser):
     parser.add_argument("--split", default="test", help="split to encode (default: test); 'all' for every clip")
     parser.add_argument("-o", "--output", required=True, help="output .npz")
     parser.add_argument("--languages", help="comma-separated languages (default: the model's training languages)")
-    parser.add_argument("--batch-size", type=int, default=64)
-    parser.add_argument("--max-seconds", type=float, default=None, help="centre crop (default: the training config's)")
+    parser.add_argument("--batch-size", type=positive_int, default=64)
+    parser.add_argument("--max-seconds", type=positive_float, default=None,
+                        help="centre crop (default: the training config's)")
     parser.add_argument("--device", default="auto")
     parser.add_argument("--skip-bad", action="store_true", help="skip unreadable audio and count it")
 
 
 def run(args) -> int:
     from mlatr.commands._model_io import encode_from_args
+    from mlatr.commands._paths import model_inputs, refuse_output_over_input
 
+    refuse_output_over_input([("-o", args.output)], model_inputs(args))
     enc = encode_from_args(args)
     enc.save_npz(args.output)
     print(f"wrote {args.output}: {enc.audio.shape[0]} clips, {enc.text.shape[0]} captions, "

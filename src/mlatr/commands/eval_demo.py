@@ -4,7 +4,8 @@ No model and no data needed. Two synthetic embedding spaces share the same clips
 translation noise and language offsets) and "aligned" (smaller); Japanese and Chinese are the
 noisiest languages, and a few translations are missing. Both are evaluated with the metrics of
 `mlatr eval-embeddings` and printed side by side in the layout of ATRI Tables 1-3, followed by the
-rank of the right clip per language for a few caption groups; report and plots go to --out.
+rank of the right clip per language for a few caption groups; report and plots (the two spaces side by
+side in the t-SNE view of ATRI Appendix C included) go to --out.
 
 Example:
   mlatr eval-demo --seed 0 --out runs/eval-demo
@@ -13,6 +14,11 @@ Example:
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
+
+from mlatr.commands._arg_types import non_negative_int, positive_int
+from mlatr.commands.eval_embeddings import add_tsne_arguments
+from mlatr.errors import MlatrError
 
 HELP = __doc__
 
@@ -21,15 +27,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
     parser.add_argument("--out", metavar="DIR", default="runs/eval-demo",
                         help="folder for results.json, report.md, CSVs and plots (default: runs/eval-demo)")
-    parser.add_argument("--clips", type=int, default=500, help="number of clips (default: 500)")
-    parser.add_argument("--cases", type=int, default=4, help="caption groups to show ranks for (default: 4)")
+    parser.add_argument("--clips", type=positive_int, default=500, help="number of clips (default: 500)")
+    parser.add_argument("--cases", type=non_negative_int, default=4,
+                        help="caption groups to show ranks for (default: 4)")
+    add_tsne_arguments(parser)
 
 
 def run(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
     from mlatr.commands.eval_embeddings import emit
-    from mlatr.errors import MlatrError
     from mlatr.evaluation import evaluate_embeddings_with_ranks
     from mlatr.evaluation.synthetic import DEFAULT_LANGUAGE_NOISE, structured_embeddings
 
@@ -49,5 +54,5 @@ def run(args: argparse.Namespace) -> int:
           "synthetic embeddings, not a trained model\n")
     out = Path(args.out)
     args.json, args.report, args.plot = str(out / "results.json"), str(out), str(out)
-    emit(results, evaluations, args)
+    emit(results, evaluations, args, arrays=spaces)
     return 0

@@ -1,3 +1,17 @@
+from pathlib import Path
+
+import numpy as np
+
+from mlatr.commands._arg_types import positive_float, positive_int
+from mlatr.commands._notices import warn
+from mlatr.commands._paths import model_inputs, refuse_output_over_input
+from mlatr.commands.eval_embeddings import add_tsne_arguments
+from mlatr.data.manifest import Manifest
+from mlatr.errors import MlatrError
+from mlatr.evaluation.caveats import evaluation_caveats
+from mlatr.io_utils import atomic_write_json
+from mlatr.languages import normalize, parse_language_list
+
 HELP = """Evaluate a trained model on a manifest split (recall, mAP@10, consistency, zero-shot).
 
 Encodes the split with the checkpoint, then reports exactly what `mlatr eval-embeddings` reports
@@ -10,8 +24,15 @@ When the clips carry exactly one label each (ESC-50, UrbanSound8K imports), also
 classification with the prompt "This is a sound of {label}." (SupCLAP §4.2.2); clips with several
 labels are left out of it and counted.
 
-Example:
+--plot also draws ATRI Appendix C's t-SNE view (tsne.png): --tsne-clips random clips (default 50), their
+audio and one caption group in every language, colour = clip, marker = language; --compare CKPT2 encodes
+the same clips and captions with a second checkpoint and draws the two side by side (ATRI Figures 3-4:
+ML-CLAP vs KCL).
+
+Examples:
   mlatr eval --checkpoint runs/kcl/best.pt --manifest data/synth/manifest.jsonl --split test --json m.json
+  mlatr eval --checkpoint runs/kcl/best.pt --manifest data/synth/manifest.jsonl --plot plots/ \
+      --compare runs/mlclap/best.pt
 """
 
 
@@ -26,23 +47,28 @@ def add_arguments(parser):
     parser.add_argument("--plot", help="write plots to this folder")
     parser.add_argument("--zero-shot-languages", default="eng",
                         help="prompt languages for zero-shot (labels must be in that language; default eng)")
-    parser.add_argument("--batch-size", type=int, default=64)
-    parser.add_argument("--max-seconds", type=float, default=None, help="centre crop (default: the training config's)")
+    parser.add_argument("--batch-size", type=positive_int, default=64)
+    parser.add_argument("--max-seconds", type=positive_float, default=None,
+                        help="centre crop (default: the training config's)")
     parser.add_argument("--device", default="auto")
     parser.add_argument("--skip-bad", action="store_true", help="skip unreadable audio and count it")
-    parser.add_argument("--head-memory-mb", type=float, default=1024.0,
+    parser.add_argument("--head-memory-mb", type=positive_float, default=1024.0,
                         help="working-memory budget of a fine-grained matching head's scoring (default 1024)")
+    parser.add_argument("--compare", metavar="CKPT2",
+                        help="with --plot: a second checkpoint drawn beside this one in the t-SNE view")
+    add_tsne_arguments(parser)
 
 
 def run(args) -> int:
-    import numpy as np
-
     from mlatr.commands._model_io import encode_from_args, load_model_from_args
-    from mlatr.data.manifest import Manifest
     from mlatr.evaluation import format_report, zero_shot_prompts
     from mlatr.evaluation.with_head import evaluate_with_head_with_ranks, zero_shot_with_model
-    from mlatr.io_utils import atomic_write_json
 
+    if args.compare and not args.plot:
+        raise MlatrError("--compare draws a second t-SNE panel: give --plot DIR too")
+    refuse_output_over_input([("--json", args.json)], model_inputs(args))
+    args.pivot = normalize(args.pivot, "--pivot")
+    zero_shot_languages = parse_language_list(args.zero_shot_languages, "--zero-shot-languages")
     loaded = load_model_from_args(args)
     head = loaded.head
     enc = encode_from_args(args, loaded)
@@ -51,12 +77,13 @@ def run(args) -> int:
     evaluation = evaluate_with_head_with_ranks(head, enc, pivot=args.pivot, head_memory_mb=args.head_memory_mb,
                                                progress=True)
     metrics = evaluation.metrics
+    caveats = warn(evaluation_caveats(len(enc.clip_ids), enc.text_lang, enc.text_group, args.pivot))
+    if caveats:
+        metrics["warnings"] = caveats
     if head.name != "cosine":
         metrics["matching_head"] = head.config()
         print(f"ranked with the model's matching head: {head!r}\n")
     print(format_report(metrics))
-    if enc.skipped:
-        print(f"\nskipped {len(enc.skipped)} clips with unreadable audio")
     manifest = Manifest.load(args.manifest, skip_bad=args.skip_bad)
     if args.split != "all":
         manifest = manifest.split(args.split)
@@ -68,7 +95,7 @@ def run(args) -> int:
         metrics["zero_shot"] = {"classes": len(classes), "clips": len(single),
                                 "skipped_multi_label": sum(1 for c in clips if c.labels and len(c.labels) > 1),
                                 "scored_with": head.name}
-        for lang in args.zero_shot_languages.split(","):
+        for lang in zero_shot_languages:
             prompts = zero_shot_prompts(classes, lang)
             zs = zero_shot_with_model(loaded, enc, single, prompts, lang, targets, args.batch_size,
                                       args.head_memory_mb)
@@ -82,10 +109,38 @@ def run(args) -> int:
 
         write_report(args.report, metrics)
     if args.plot:
-        from pathlib import Path
-
         from mlatr.evaluation import plot_rank_spread, plot_recall_by_language
 
         plot_recall_by_language(metrics, Path(args.plot) / "recall_by_language.png")
         plot_rank_spread(evaluation, Path(args.plot) / "rank_spread.png")
+        if args.tsne_clips > 0:
+            print(f"\nwrote {_plot_tsne(args, enc, manifest)}")
     return 0
+
+
+def _panel_name(path: str) -> str:
+    p = Path(path)
+    return f"{p.parent.name}/{p.name}" if p.parent.name else p.name
+
+
+def _plot_tsne(args, enc, manifest):
+    """ATRI Appendix C's view of ``enc``; with --compare, the second checkpoint's encoding of the same clips
+    and caption groups beside it."""
+    from mlatr.commands._model_io import encode_from_args
+    from mlatr.evaluation.tsne import plot_tsne, select_rows, view_from_arrays
+    from mlatr.training.checkpoint import load_model
+
+    sel = select_rows(enc.text_audio, enc.text_lang, enc.text_group, len(enc.audio), args.tsne_clips, args.tsne_seed)
+    views = [view_from_arrays(_panel_name(args.checkpoint), enc.audio, enc.text, enc.text_lang, sel)]
+    if args.compare:
+        other = load_model(args.compare, args.device)
+        clips = Manifest(clips=[manifest[enc.clip_rows[i]] for i in sel.clips], root=manifest.root,
+                         path=manifest.path)
+        languages = sorted(set(enc.text_lang.tolist()), key=enc.text_lang.tolist().index)
+        enc2 = encode_from_args(args, other, manifest=clips, languages=languages)
+        sel2 = select_rows(enc2.text_audio, enc2.text_lang, enc2.text_group, len(enc2.audio), len(sel.clips))
+        if [enc.texts[r] for r in sel.text_rows] != [enc2.texts[r] for r in sel2.text_rows]:
+            raise MlatrError(f"--compare: {args.compare} did not encode the same clips and captions (unreadable "
+                             f"audio skipped by one model only?)")
+        views.append(view_from_arrays(_panel_name(args.compare), enc2.audio, enc2.text, enc2.text_lang, sel2))
+    return plot_tsne(views, Path(args.plot) / "tsne.png", args.tsne_seed)

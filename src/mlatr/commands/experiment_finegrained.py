@@ -1,3 +1,7 @@
+from mlatr.commands._arg_types import non_negative_int
+from mlatr.commands._grid_args import add_grid_arguments, parse_methods, parse_seeds
+from mlatr.errors import MlatrError
+
 HELP = """Fine-grained matching on the synthetic benchmark: cosine vs LGMM vs max/mean modes, CMSC ablation.
 
 Trains one model per method (and seed) with the demo's setup (ML-CLAP pairing, same steps for all),
@@ -14,19 +18,17 @@ Examples:
 
 
 def add_arguments(parser):
-    from mlatr.commands._grid_args import add_grid_arguments
     from mlatr.experiments.finegrained import EVAL_EVERY, METHODS
 
     add_grid_arguments(parser, "mlatr-finegrained", list(METHODS))
-    parser.add_argument("--eval-every", type=int, default=EVAL_EVERY,
+    parser.add_argument("--eval-every", type=non_negative_int, default=EVAL_EVERY,
                         help=f"validate every N epochs and after the last (default: {EVAL_EVERY}; frame-level "
                              "heads make validation cost about two training epochs)")
 
 
 def run(args) -> int:
-    from mlatr.commands._grid_args import parse_methods, parse_seeds
-    from mlatr.errors import MlatrError
-    from mlatr.experiments.finegrained import METHODS, run_finegrained
+    from mlatr.experiments.finegrained import METHODS
+    from mlatr.experiments.finegrained_report import run_finegrained
 
     if args.eval_every < 1:
         raise MlatrError(f"--eval-every: must be at least 1, got {args.eval_every}")

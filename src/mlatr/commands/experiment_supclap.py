@@ -1,3 +1,5 @@
+from mlatr.commands._grid_args import add_grid_arguments, parse_methods, parse_seeds
+
 HELP = """SupCLAP experiments: InfoNCE / SigLIP / CACL with and without support vector regularization.
 
 Builds the synthetic multilingual benchmark, trains every method with the demo's model and step budget
@@ -14,7 +16,6 @@ Examples:
 
 
 def add_arguments(parser):
-    from mlatr.commands._grid_args import add_grid_arguments
     from mlatr.experiments.supclap import METHODS
 
     add_grid_arguments(parser, "mlatr-supclap", list(METHODS))
@@ -23,8 +24,8 @@ def add_arguments(parser):
 
 
 def run(args) -> int:
-    from mlatr.commands._grid_args import parse_methods, parse_seeds
-    from mlatr.experiments.supclap import METHODS, run_supclap
+    from mlatr.experiments.supclap import METHODS
+    from mlatr.experiments.supclap_report import run_supclap
 
     run_supclap(args.out, size=args.size, seeds=parse_seeds(args.seeds), methods=parse_methods(args.methods, METHODS),
                 progress=not args.no_progress, report_only=args.report_only)

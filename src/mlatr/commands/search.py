@@ -1,3 +1,9 @@
+import json
+
+from mlatr.commands._arg_types import positive_int
+from mlatr.errors import MlatrError
+from mlatr.languages import normalize
+
 HELP = """Search an index: clips for a text query in any language, or for a sound (--audio).
 
 Text queries are encoded by the index's model with the language --lang (ISO 639-3, default eng).
@@ -16,30 +22,28 @@ Examples:
 def add_arguments(parser):
     parser.add_argument("index", metavar="INDEX", help="index written by mlatr index build")
     parser.add_argument("query", nargs="?", default=None, help="text query (omit with --audio)")
-    parser.add_argument("-k", type=int, default=10, help="number of results (default 10)")
-    parser.add_argument("--lang", default="eng", help="language of the text query, ISO 639-3 (default eng)")
+    parser.add_argument("-k", type=positive_int, default=10, help="number of results (default 10)")
+    parser.add_argument("--lang", default="eng", help="language of the text query, ISO 639-3 or 639-1 (default eng)")
     parser.add_argument("--audio", metavar="FILE", help="sound file to search with (sound-to-sound/caption)")
     parser.add_argument("--backend", choices=["numpy", "faiss"], default="numpy", help="search backend")
     parser.add_argument("--json", action="store_true", help="print JSON")
 
 
 def run(args) -> int:
-    import json
-
-    from mlatr.errors import MlatrError
     from mlatr.search.index import Index
 
     if (args.query is None) == (args.audio is None):
         raise MlatrError("give either a text QUERY or --audio FILE (not both)")
+    lang = normalize(args.lang, "--lang")
     index = Index.load(args.index, backend=args.backend)
     if args.audio is not None:
         clips, captions = index.search_audio(args.audio, args.k)
         out = {"audio": args.audio, "k": args.k, "results": [h.to_dict() for h in clips],
                "captions": [h.to_dict() for h in captions]}
     else:
-        clips = index.search_text(args.query, args.lang, args.k)
+        clips = index.search_text(args.query, lang, args.k)
         captions = []
-        out = {"query": args.query, "lang": args.lang, "k": args.k, "results": [h.to_dict() for h in clips]}
+        out = {"query": args.query, "lang": lang, "k": args.k, "results": [h.to_dict() for h in clips]}
     if args.json:
         print(json.dumps(out, ensure_ascii=False, indent=1))
         return 0

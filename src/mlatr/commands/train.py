@@ -1,3 +1,9 @@
+import json
+
+from mlatr.commands._notices import report_skipped
+from mlatr.data.manifest import Manifest
+from mlatr.errors import DiskFullError
+
 HELP = """Train a dual encoder from a YAML config.
 
 Examples:
@@ -7,9 +13,15 @@ Examples:
 
 Under torchrun the first process writes the outputs and validates; see docs/guide-audiocaps-clotho.md.
 
-Overrides are dotted keys with YAML values (train.epochs=3, data.languages=[eng,fra]).
+Overrides are dotted keys with YAML values (train.epochs=3, data.languages=[eng,fra]), anywhere on
+the command line. --resume continues with the run's own configuration: an override that changes it is
+refused, naming the keys.
 Writes config.yaml, last.pt, best.pt, log.jsonl and summary.json to out_dir.
 """
+
+
+#: KEY=VALUE overrides are taken anywhere on the command line (see mlatr.cli).
+EXTRA_ARGS = ("overrides", "config overrides are KEY=VALUE, e.g. train.epochs=3, anywhere after `mlatr train`")
 
 
 def add_arguments(parser):
@@ -20,8 +32,6 @@ def add_arguments(parser):
 
 
 def run(args) -> int:
-    import json
-
     from mlatr.training import distributed
     from mlatr.training.config import load_config
     from mlatr.training.trainer import Trainer
@@ -31,8 +41,16 @@ def run(args) -> int:
     try:
         trainer = Trainer(cfg, resume=args.resume)
         summary = trainer.fit()
-        if trainer.dist.is_main:
-            print(json.dumps(summary, indent=2))
+    except DiskFullError as exc:
+        raise DiskFullError(f"training stopped: {exc}. Once there is room, continue the run with the same "
+                            "command and --resume (last.pt holds the last epoch saved)") from exc
     finally:
         distributed.shutdown()
+    if not trainer.dist.is_main:
+        return 0
+    if cfg.data.skip_bad:  # data.skip_bad=true: say what was skipped (the epoch records count bad_audio)
+        report_skipped(Manifest.load(cfg.data.manifest, skip_bad=True).problems, "malformed manifest line(s)")
+        bad = {**trainer.batches.source.bad, **(trainer.val_source.bad if trainer.val_source else {})}
+        report_skipped(bad, "clip(s) with unreadable audio")
+    print(json.dumps(summary, indent=2))
     return 0

@@ -17,6 +17,7 @@ Audio comes from an :class:`AudioSource`: the manifest's files, decoded and resa
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
@@ -24,7 +25,8 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from mlatr.audio.io import load_audio, probe_length
+from mlatr.audio.io import probe_length
+from mlatr.data.clip_audio import load_clip_audio
 from mlatr.data.loader import ClipWindows, PlannedClip, decode_all, eval_items, plan_epoch, stream, training_items
 from mlatr.data.manifest import Clip, Manifest
 from mlatr.errors import MlatrError
@@ -32,7 +34,6 @@ from mlatr.errors import MlatrError
 
 def derive_seed(*parts: int | str) -> int:
     """A 63-bit seed from a tuple (stable across runs and Python versions, unlike ``hash``)."""
-    import hashlib
 
     digest = hashlib.sha256(repr(parts).encode()).digest()
     return int.from_bytes(digest[:8], "little") & ((1 << 63) - 1)
@@ -68,8 +69,8 @@ class AudioSource:
         return None
 
     def _decode(self, index: int) -> np.ndarray:
-        clip = self.manifest[index]
-        return load_audio(clip.audio_path(self.manifest.root), self.sample_rate)
+        """Clip ``index`` decoded whole; refused when truncated or far from its stated duration."""
+        return load_clip_audio(self.manifest[index], self.manifest.root, self.sample_rate, self.manifest.path)
 
     def _probe(self, index: int) -> int:
         clip = self.manifest[index]
@@ -85,7 +86,10 @@ class AudioSource:
         try:
             wave = self._decode(index)
         except MlatrError as exc:
-            return self._failed(clip, exc)
+            if not self.skip_bad:
+                raise  # names the manifest's file, line and field (load_clip_audio)
+            self.bad[clip.id] = str(exc)
+            return None
         if self.cache:
             self._decoded[index] = wave
         return wave

@@ -29,7 +29,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
 
+import numpy as np
+
 from mlatr import languages as _languages
+from mlatr.audio.integrity import audio_file_problem
+from mlatr.data import utf8
 from mlatr.errors import InputError, MlatrError
 from mlatr.io_utils import atomic_write_jsonl
 
@@ -137,12 +141,19 @@ class Manifest:
 
         On the first problem raise :class:`~mlatr.errors.InputError` naming ``file:line: field``; with
         ``skip_bad`` drop every line that has a problem instead, and list the problems in
-        :attr:`problems` (a line may have several; :meth:`skipped_lines` counts the lines).
+        :attr:`problems` (a line may have several; :meth:`skipped_lines` counts the lines). A file with
+        no clip (empty, or every line skipped) is an error either way.
         """
         path = Path(path)
         clips, problems = _parse_file(path, stop_at_first=not skip_bad)
         if problems and not skip_bad:
             raise problems[0].to_error()
+        if not clips:
+            if problems:
+                lines = len({p.line for p in problems})
+                raise InputError(f"no usable clip: every line has a problem ({lines} line(s) skipped; first: "
+                                 f"{problems[0]})", str(path))
+            raise InputError("no clip: the manifest is empty", str(path))
         return cls(clips=clips, root=path.resolve().parent, path=path, problems=problems)
 
     def skipped_lines(self) -> int:
@@ -152,6 +163,16 @@ class Manifest:
     def save(self, path: str | os.PathLike) -> None:
         """Write the manifest as JSONL, atomically (a reader never sees a half-written file)."""
         atomic_write_jsonl(path, (clip.to_json() for clip in self.clips))
+
+    def rebase(self, new_root: str | os.PathLike) -> None:
+        """Rewrite relative audio paths (relative to :attr:`root`) relative to ``new_root``, which becomes the
+        root: for writing the manifest into another folder. Absolute paths are kept."""
+        old, new = os.path.abspath(self.root), os.path.abspath(new_root)
+        if old != new:
+            for clip in self.clips:
+                if not os.path.isabs(clip.audio):
+                    clip.audio = Path(os.path.relpath(os.path.join(old, clip.audio), new)).as_posix()
+        self.root = Path(new)
 
     # ---- views ---------------------------------------------------------------------------------
     def splits(self) -> dict[str | None, int]:
@@ -195,7 +216,6 @@ class Manifest:
         """The caption table as evaluation inputs: ``texts`` (list of str) and numpy arrays
         ``text_audio`` (clip index, int64), ``text_lang`` (str), ``text_group`` (int64, one id per
         ``(clip, j)`` numbered in order of first appearance), as ``evaluate_embeddings`` expects."""
-        import numpy as np
 
         rows = self.captions_table(languages)
         groups: dict[tuple[int, int], int] = {}
@@ -216,19 +236,23 @@ def validate_manifest(
 ) -> list[Problem]:
     """Every problem of a manifest file, in line order, each with its line number and field.
 
-    ``check_audio`` also reports clips whose audio file does not exist (relative paths start at the
-    manifest's folder). ``languages`` restricts the allowed caption languages further (codes must be
-    known ISO 639-3 codes in any case). A file that cannot be read at all gives one problem at line None.
+    ``check_audio`` also decodes every clip's audio (relative paths start at the manifest's folder) and
+    reports files that are missing, unreadable, truncated or far from the stated ``duration``
+    (:func:`mlatr.audio.integrity.audio_file_problem`). An empty manifest is a problem. ``languages``
+    restricts the allowed caption languages further (any code :func:`mlatr.languages.normalize` accepts:
+    ``fr`` allows ``fra``). A file that cannot be read at all gives one problem at line None.
     """
     path = Path(path)
-    allowed = set(languages) if languages is not None else None
+    allowed = set(_languages.normalize_all(languages, "languages")) if languages is not None else None
     clips, problems = _parse_file(path, stop_at_first=False, allowed_languages=allowed, keep_all=True)
+    if not clips and not problems:
+        problems.append(Problem(str(path), None, None, "no clip: the manifest is empty"))
     if check_audio:
         root = path.resolve().parent
         for clip in clips:
-            if not clip.audio_path(root).is_file():
-                problems.append(Problem(str(path), clip.line, "audio",
-                                        f"audio file not found: {clip.audio_path(root)}"))
+            found = audio_file_problem(clip.audio_path(root), clip.duration)
+            if found:
+                problems.append(Problem(str(path), clip.line, *found))
         problems.sort(key=lambda p: (p.line or 0))
     return problems
 
@@ -243,35 +267,32 @@ def _parse_file(
     problem is a duplicate id are still returned (so audio checks can look at them)."""
     name = str(path)
     try:
-        fh = open(path, encoding="utf-8-sig")
+        fh = open(path, encoding="utf-8-sig", errors=utf8.ERRORS)
     except OSError as exc:
         return [], [Problem(name, None, None, f"cannot read manifest: {exc.strerror or exc}")]
     clips: list[Clip] = []
     problems: list[Problem] = []
     first_line: dict[str, int] = {}
     with fh:
-        try:
-            for lineno, text in enumerate(fh, start=1):
-                if not text.strip():
-                    continue
-                clip, line_problems = parse_line(text, name, lineno, allowed_languages)
-                if clip is not None:
-                    if clip.id in first_line:
-                        line_problems.append(Problem(name, lineno, "id",
-                                                     f"duplicate id {clip.id!r} (first at line "
-                                                     f"{first_line[clip.id]})"))
-                    else:
-                        first_line[clip.id] = lineno
-                if line_problems:
-                    problems.extend(line_problems)
-                    if stop_at_first:
-                        break
-                    if clip is not None and keep_all and not any(p.field != "id" for p in line_problems):
-                        clips.append(clip)
-                elif clip is not None:
+        for lineno, text in enumerate(fh, start=1):
+            if not text.strip():
+                continue
+            clip, line_problems = parse_line(text, name, lineno, allowed_languages)
+            if clip is not None:
+                if clip.id in first_line:
+                    line_problems.append(Problem(name, lineno, "id",
+                                                 f"duplicate id {clip.id!r} (first at line "
+                                                 f"{first_line[clip.id]})"))
+                else:
+                    first_line[clip.id] = lineno
+            if line_problems:
+                problems.extend(line_problems)
+                if stop_at_first:
+                    break
+                if clip is not None and keep_all and not any(p.field != "id" for p in line_problems):
                     clips.append(clip)
-        except UnicodeDecodeError as exc:
-            problems.append(Problem(name, None, None, f"not UTF-8 text: {exc}"))
+            elif clip is not None:
+                clips.append(clip)
     return clips, problems
 
 
@@ -286,6 +307,9 @@ def parse_line(
         return None, [Problem(file, line, "json", f"invalid JSON: {exc.msg} at column {exc.colno}")]
     if not isinstance(obj, dict):
         return None, [Problem(file, line, "json", f"expected a JSON object, got {type(obj).__name__}")]
+    found = utf8.first_bad_field(obj)
+    if found:
+        return None, [Problem(file, line, found[0], utf8.message(found[1]))]
     return clip_from_json(obj, file, line, allowed_languages)
 
 

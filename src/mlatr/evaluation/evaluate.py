@@ -31,6 +31,7 @@ from mlatr.evaluation.inputs import (
     check_embeddings,
     float_dtype,
     to_numpy,
+    unit_rows,
 )
 from mlatr.evaluation.retrieval import Ranks, plan_blocks, rank_captions_and_clips, retrieval_metrics
 
@@ -44,11 +45,6 @@ class Evaluation:
     metrics: dict
     table: CaptionTable
     ranks: Ranks
-
-
-def _unit_rows(x: np.ndarray, dtype: np.dtype) -> np.ndarray:
-    x = x.astype(dtype, copy=False)
-    return x / np.sqrt(np.einsum("ij,ij->i", x, x))[:, None]
 
 
 def rowwise_dot(text: np.ndarray, audio: np.ndarray, text_audio: np.ndarray, chunk: int = 4096) -> np.ndarray:
@@ -107,7 +103,7 @@ def evaluate_embeddings_with_ranks(
         )
     table = check_caption_table(a.shape[0], text_audio, text_lang, text_group, t.shape[0], pivot)
     dtype = float_dtype(a, t)
-    a_unit, t_unit = _unit_rows(a, dtype), _unit_rows(t, dtype)
+    a_unit, t_unit = unit_rows(a, dtype), unit_rows(t, dtype)
     # Target scores by a row-wise dot product; written into each block so that every comparison sees
     # the same value for a caption-clip pair (a matmul may round an entry differently).
     own = rowwise_dot(t_unit, a_unit, table.text_audio)
@@ -180,7 +176,7 @@ def evaluate_scores_with_ranks(
         t = check_embeddings("text", text)
         if t.shape[0] != n_text:
             raise MlatrError(f"text: has {t.shape[0]} rows but scores have {n_text} (captions)")
-        t_unit = _unit_rows(t, float_dtype(t))
+        t_unit = unit_rows(t, float_dtype(t))
     budget = _budget_bytes(memory_budget_mb)
     if rows_fn is not None:
         s = _materialise_if_small(rows_fn, n_text, int(n_audio), budget)

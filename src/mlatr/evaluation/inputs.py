@@ -18,6 +18,12 @@ from mlatr.errors import MlatrError
 from mlatr.languages import DEFAULT_LANGUAGES
 
 
+def unit_rows(x: np.ndarray, dtype: np.dtype | None = None, eps: float = 1e-12) -> np.ndarray:
+    """Rows of ``x [N, D]`` scaled to unit L2 norm in ``dtype`` (default: ``x``'s); all-zero rows stay zero."""
+    x = np.asarray(x).astype(dtype or np.asarray(x).dtype, copy=False)
+    return x / np.maximum(np.sqrt(np.einsum("ij,ij->i", x, x)), eps)[:, None]
+
+
 def to_numpy(x: Any) -> np.ndarray:
     """numpy view of a numpy array, torch tensor (any device, detached) or list."""
     if hasattr(x, "detach") and hasattr(x, "cpu"):
@@ -139,7 +145,7 @@ def check_caption_table(
     return CaptionTable(ta, lang_idx, group_idx, languages, group_ids, int(n_audio), pivot)
 
 
-def _plain(value: Any) -> Any:
+def _python_scalar(value: Any) -> Any:
     """A numpy scalar as the Python value (for messages)."""
     return value.item() if hasattr(value, "item") else value
 
@@ -153,7 +159,7 @@ def _check_groups(group_idx, lang_idx, text_audio, group_ids, languages) -> None
     if dup.size:
         a, b = int(order[dup[0]]), int(order[dup[0] + 1])
         raise MlatrError(
-            f"text_group: group {_plain(group_ids[group_idx[a]])!r} has two captions in language "
+            f"text_group: group {_python_scalar(group_ids[group_idx[a]])!r} has two captions in language "
             f"{languages[lang_idx[a]]!r} (captions {min(a, b)} and {max(a, b)}); a group holds one "
             "caption per language (the translations of one source caption)"
         )
@@ -163,7 +169,7 @@ def _check_groups(group_idx, lang_idx, text_audio, group_ids, languages) -> None
     if bad.size:
         a, b = int(order[bad[0]]), int(order[bad[0] + 1])
         raise MlatrError(
-            f"text_group: group {_plain(group_ids[group_idx[a]])!r} spans two clips (caption {a} -> clip "
+            f"text_group: group {_python_scalar(group_ids[group_idx[a]])!r} spans two clips (caption {a} -> clip "
             f"{int(text_audio[a])}, caption {b} -> clip {int(text_audio[b])}); translations of one "
             "caption describe the same clip"
         )

@@ -15,15 +15,7 @@ import numpy as np
 from mlatr.evaluation.consistency import complete_groups
 from mlatr.evaluation.evaluate import Evaluation
 from mlatr.evaluation.report import as_methods
-from mlatr.io_utils import atomic_write_with
-from mlatr.plotting import pyplot
-
-
-def _save(fig, path: str | Path) -> Path:
-    path = Path(path)
-    atomic_write_with(path, lambda fh: fig.savefig(fh, format=path.suffix.lstrip(".") or "png", dpi=130,
-                                                     bbox_inches="tight"))
-    return path
+from mlatr.plotting import pyplot, save_figure
 
 
 def plot_recall_by_language(results: dict, path: str | Path, metric: str = "R1") -> Path:
@@ -55,7 +47,7 @@ def plot_recall_by_language(results: dict, path: str | Path, metric: str = "R1")
     if len(methods) > 1 or "" not in methods:
         handles, names = axes[0].get_legend_handles_labels()
         fig.legend(handles, names, loc="upper right", ncol=len(methods), fontsize=8, frameon=False)
-    out = _save(fig, path)
+    out = save_figure(fig, path)
     plt.close(fig)
     return out
 
@@ -108,6 +100,6 @@ def plot_rank_spread(evaluations: Evaluation | dict[str, Evaluation], path: str 
         handles = [plt.Rectangle((0, 0), 1, 1, color=c, alpha=0.6) for _, _, _, c in all_std]
         ax1.legend(handles, [n for n, _, _, _ in all_std], fontsize=8)
     fig.tight_layout()
-    out = _save(fig, path)
+    out = save_figure(fig, path)
     plt.close(fig)
     return out

@@ -30,6 +30,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
+from tqdm import tqdm
 
 from mlatr.evaluation.inputs import CaptionTable
 
@@ -107,8 +108,6 @@ def rank_captions_and_clips(
     row_sum_dtype = np.uint16 if col_block <= 0xFFFF else np.uint32
     bar = None
     if progress:
-        from tqdm import tqdm
-
         bar = tqdm(total=n_steps, desc="ranking", unit="block", leave=False)
     for rows_l in per_lang:
         clips = table.text_audio[rows_l]

@@ -1,12 +1,12 @@
 """Evaluate an encoded split with a model's own matching head (cosine, LGMM or a Table 2 mode).
 
-Fine-grained paper (``shared/seeds/fine-grained-atr-lgmm-cmsc.txt``) Section 2.1: retrieval ranks by
-``S_g``, which for LGMM is asymmetric, so the two tasks use two matrices: text-to-audio ``[Nt, Na]`` =
-``head.scores(text, audio)`` (caption tokens aggregated) and audio-to-text ``[Na, Nt]`` =
-``head.scores(audio, text)`` (audio frames aggregated), each computed block by block under a memory
-budget (:func:`mlatr.matching.chunked_scores`) and handed to :func:`mlatr.evaluation.evaluate_scores`
-(``a2t_scores``). The pooled cosine head goes through :func:`evaluate_embeddings` unchanged. Same JSON
-shape either way; gap/dis use the pooled text embeddings.
+Fine-grained paper ("Fine-grained audio-text retrieval: local-to-global multiscale matching and cross-modal
+similarity consistency") Section 2.1: retrieval ranks by ``S_g``, which for LGMM is asymmetric, so the two
+tasks use two matrices: text-to-audio ``[Nt, Na]`` = ``head.scores(text, audio)`` (caption tokens
+aggregated) and audio-to-text ``[Na, Nt]`` = ``head.scores(audio, text)`` (audio frames aggregated), each
+computed block by block under a memory budget (:func:`mlatr.matching.chunked_scores`) and handed to
+:func:`mlatr.evaluation.evaluate_scores` (``a2t_scores``). The pooled cosine head goes through
+:func:`evaluate_embeddings` unchanged. Same JSON shape either way; gap/dis use the pooled text embeddings.
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from mlatr.errors import MlatrError
-from mlatr.evaluation.inputs import check_embeddings, float_dtype, to_numpy
+from mlatr.evaluation.inputs import check_embeddings, float_dtype, to_numpy, unit_rows
 
 #: The prompt template per language (ISO 639-3). ``{label}`` is replaced by the class name, which
 #: should itself be in that language (give translated labels for non-English prompts).
@@ -59,8 +59,7 @@ def zero_shot(audio_emb: Any, class_text_emb: Any, targets: Any) -> dict[str, fl
         raise MlatrError(f"audio_emb, class_text_emb: embedding sizes differ ({a.shape[1]} vs {c.shape[1]})")
     t = _check_targets(targets, a.shape[0], c.shape[0])
     dtype = float_dtype(a, c)
-    a = a.astype(dtype) / np.linalg.norm(a.astype(dtype), axis=1, keepdims=True)
-    c = c.astype(dtype) / np.linalg.norm(c.astype(dtype), axis=1, keepdims=True)
+    a, c = unit_rows(a, dtype), unit_rows(c, dtype)
     s = a @ c.T
     # the true class's score from the same dot product as a single pair, so that a tie is a tie
     s[np.arange(t.size), t] = np.einsum("ij,ij->i", a, c[t])

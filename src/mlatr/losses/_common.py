@@ -17,6 +17,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from mlatr.errors import MlatrError
+
 #: A temperature or a bias: a Python number or a (possibly learnable) scalar tensor.
 Scalar = float | Tensor
 
@@ -78,19 +80,19 @@ def l2_normalize(x: Tensor, eps: float = 1e-12) -> Tensor:
 def check_pair(u: Tensor, v: Tensor, what: str = "u, v") -> None:
     """Raise ``ValueError`` unless ``u`` and ``v`` are both ``[n, d]`` with the same ``n, d``, ``n >= 1``."""
     if u.dim() != 2 or v.dim() != 2:
-        raise ValueError(
+        raise MlatrError(
             f"{what}: expected two [n, d] tensors, got shapes {tuple(u.shape)} and {tuple(v.shape)}"
         )
     if u.shape != v.shape:
-        raise ValueError(f"{what}: shapes differ: {tuple(u.shape)} vs {tuple(v.shape)}")
+        raise MlatrError(f"{what}: shapes differ: {tuple(u.shape)} vs {tuple(v.shape)}")
     if u.shape[0] == 0:
-        raise ValueError(f"{what}: empty batch")
+        raise MlatrError(f"{what}: empty batch")
 
 
 def check_positive(temperature: Scalar) -> None:
     """Raise ``ValueError`` for a non-positive Python-number temperature (tensors are not synced)."""
     if not isinstance(temperature, Tensor) and not temperature > 0:
-        raise ValueError(f"temperature must be > 0, got {temperature!r}")
+        raise MlatrError(f"temperature must be > 0, got {temperature!r}")
 
 
 def cosine_logits(u: Tensor, v: Tensor, temperature: Scalar) -> Tensor:

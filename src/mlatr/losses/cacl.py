@@ -32,7 +32,7 @@ def cacl_loss(
     ``base="siglip"`` scores each of the three pairs with SigLIP (shared ``tau`` and ``b``) instead:
     ``(S_ae + S_at + S_et) / (3N)``, the mean of the three :func:`~mlatr.losses.siglip_loss` values.
 
-    Inputs:
+    Args:
         audio, eng, other: ``[N, d]`` embeddings, row ``i`` of each from clip ``i``; L2-normalised inside.
         temperature: ``tau > 0``, float or scalar tensor (learnable).
         base: ``"infonce"`` (ATRI), ``"siglip"`` or a pair loss ``(u, v) -> PairSum``.

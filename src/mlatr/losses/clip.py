@@ -14,7 +14,7 @@ def infonce_pair(u: Tensor, v: Tensor, temperature: Scalar, rows: Tensor | None 
     with ``s`` the cosine similarity. This is the building block of :func:`clip_loss`,
     :func:`~mlatr.losses.kcl_loss` and :func:`~mlatr.losses.cacl_loss`.
 
-    Inputs:
+    Args:
         u, v: ``[n, d]`` embeddings, ``u[i]`` matches ``v[i]``; L2-normalised here.
         temperature: ``tau > 0``, a float or a scalar tensor (learnable).
         rows: optional ``[n]`` bool: score only these rows in both directions (``u_i`` against every
@@ -52,7 +52,7 @@ def clip_loss(u: Tensor, v: Tensor, temperature: Scalar) -> Tensor:
     The standard CLIP / CLAP objective (SupCLAP §3.1, eq. 5, averaged over the batch; ATRI §3.1's
     ML-CLAP baseline): logits are ``cos(u_i, v_j) / tau``, the positive of row ``i`` is column ``i``.
 
-    Inputs:
+    Args:
         u: ``[N, d]`` embeddings (e.g. audio); v: ``[N, d]`` (e.g. text), ``u[i]`` matches ``v[i]``.
             Both are L2-normalised inside, so their scale does not matter.
         temperature: ``tau > 0``, a float or a scalar tensor (learnable).

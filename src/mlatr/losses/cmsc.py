@@ -1,7 +1,7 @@
 """Cross-modal similarity consistency (CMSC) losses.
 
 Paper: "Fine-grained audio-text retrieval: local-to-global multiscale matching and cross-modal
-similarity consistency", Section 2.2, eq. 6-11 (``shared/seeds/fine-grained-atr-lgmm-cmsc.txt``).
+similarity consistency", Section 2.2, eq. 6-11.
 
 Every function takes *score matrices* of a batch of ``B`` aligned pairs ``(A_m, T_m)``, so any matching
 head's scores work (:mod:`mlatr.matching`; :func:`cmsc_similarities` computes all four with one head):

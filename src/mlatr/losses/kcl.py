@@ -32,7 +32,7 @@ def kcl_loss(
     language ``k`` and ``n_k`` its clip count, i.e. the mean over languages of the per-language
     SigLIP loss (caption-weighted under a mask).
 
-    Inputs:
+    Args:
         audio: ``[N, d]``; text: ``[N, K, d]``, ``text[i, k]`` = clip ``i``'s caption in language ``k``.
             L2-normalised inside.
         temperature: ``tau > 0``, float or scalar tensor (learnable).

@@ -24,7 +24,7 @@ def mlclap_pairs(
 ) -> list[Pair]:
     """The single pair of the ML-CLAP scheme: each clip with its caption in one drawn language.
 
-    Inputs:
+    Args:
         audio: ``[N, d]``; text: ``[N, K, d]``; text_mask: ``[N, K]`` bool (None = all present);
         generator: for :func:`draw_languages`. Clips with no caption at all are left out.
 
@@ -59,7 +59,7 @@ def mlclap_loss(
     ``(a_i, t_{i q_i})``; with ``base="siglip"``, :func:`~mlatr.losses.siglip_loss` instead.
     Clips with no caption in any language are left out.
 
-    Inputs:
+    Args:
         audio: ``[N, d]``; text: ``[N, K, d]``; both L2-normalised inside.
         temperature: ``tau > 0``, float or scalar tensor (learnable).
         text_mask: ``[N, K]`` bool, True where the caption exists; None = all exist.

@@ -19,6 +19,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from mlatr.errors import MlatrError
 from mlatr.losses._common import Scalar
 
 #: Output and input forms of :class:`DynamicRadius` (the first of each is the paper's reading).
@@ -33,7 +34,7 @@ DEFAULT_INIT_RADIUS = 0.1
 
 def _check_similarity(similarity: Tensor) -> None:
     if similarity.dim() != 2 or similarity.shape[0] != similarity.shape[1] or similarity.shape[0] == 0:
-        raise ValueError(
+        raise MlatrError(
             f"similarity must be a non-empty square [N, N] matrix, got {tuple(similarity.shape)}"
         )
 
@@ -45,7 +46,7 @@ class StaticRadius(nn.Module):
     support-vector displacement ``R`` is used for every anchor (and for both directions when one
     module serves both, as in the paper's single radius curve for bi-StaticSVR, Figure 3).
 
-    Inputs (forward):
+    Args (forward):
         similarity: ``[N, N]`` cosine matrix (only checked for shape); temperature: ignored.
 
     Returns:
@@ -95,7 +96,7 @@ class DynamicRadius(nn.Module):
     - Initialisation: the last layer starts at zero weight with its bias set so that every anchor gets
       ``init`` (DynamicSVR starts as StaticSVR and learns to deviate).
 
-    Inputs (forward):
+    Args (forward):
         similarity: ``[N, N]`` cosine matrix, row ``i`` = anchor ``i``, positive in column ``i``.
         temperature: ``tau`` (float or scalar tensor) for ``input="logits"``; ignored otherwise.
 
@@ -122,13 +123,13 @@ class DynamicRadius(nn.Module):
     ) -> None:
         super().__init__()
         if batch_size < 1:
-            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+            raise MlatrError(f"batch_size must be >= 1, got {batch_size}")
         if output not in RADIUS_OUTPUTS:
-            raise ValueError(f"output must be one of {RADIUS_OUTPUTS}, got {output!r}")
+            raise MlatrError(f"output must be one of {RADIUS_OUTPUTS}, got {output!r}")
         if input not in RADIUS_INPUTS:
-            raise ValueError(f"input must be one of {RADIUS_INPUTS}, got {input!r}")
+            raise MlatrError(f"input must be one of {RADIUS_INPUTS}, got {input!r}")
         if output == "softplus" and init <= 0:
-            raise ValueError(f"a softplus radius is positive; init must be > 0, got {init}")
+            raise MlatrError(f"a softplus radius is positive; init must be > 0, got {init}")
         self.batch_size = batch_size
         self.output = output
         self.input = input

@@ -83,7 +83,7 @@ def draw_languages(text_mask: Tensor, generator: torch.Generator | None = None,
     ``torch.randint(len(candidates), generator=generator)`` picks among the clip's candidate columns
     (ascending), so the same generator state gives the same languages whatever the device.
 
-    Inputs:
+    Args:
         text_mask: ``[N, K]`` bool, True where clip ``i`` has a caption in language ``k``.
         generator: the ``torch.Generator`` the draw comes from. Without one, every clip must have at most
             one candidate (randomness is never implicit).
@@ -99,7 +99,7 @@ def draw_languages(text_mask: Tensor, generator: torch.Generator | None = None,
         [2, 1]
     """
     if text_mask.dim() != 2 or text_mask.dtype != torch.bool:
-        raise ValueError(f"text_mask must be a [N, K] bool tensor, got {text_mask.dtype} {tuple(text_mask.shape)}")
+        raise MlatrError(f"text_mask must be a [N, K] bool tensor, got {text_mask.dtype} {tuple(text_mask.shape)}")
     candidates = text_mask.detach().cpu().clone()
     if exclude is not None:
         candidates[:, exclude] = False
@@ -110,7 +110,7 @@ def draw_languages(text_mask: Tensor, generator: torch.Generator | None = None,
             continue
         if generator is None:
             if len(options) > 1:
-                raise ValueError("drawing languages needs an explicit torch.Generator (some clip has several)")
+                raise MlatrError("drawing languages needs an explicit torch.Generator (some clip has several)")
             chosen[i] = options[0]
             continue
         chosen[i] = options[int(torch.randint(len(options), (1,), generator=generator))]
@@ -221,11 +221,11 @@ def check_multilingual(audio, text, text_mask: Tensor | None) -> None:
     """Raise ``ValueError`` unless ``audio [N, ...]``, ``text [N, K, ...]``, ``text_mask [N, K]`` bool agree."""
     a, t = _pooled(audio), _pooled(text)
     if a.dim() != 2 or t.dim() != 3:
-        raise ValueError(f"expected audio [N, d] and text [N, K, d], got {tuple(a.shape)} and {tuple(t.shape)}")
+        raise MlatrError(f"expected audio [N, d] and text [N, K, d], got {tuple(a.shape)} and {tuple(t.shape)}")
     if t.shape[0] != a.shape[0] or t.shape[2] != a.shape[1]:
-        raise ValueError(f"audio {tuple(a.shape)} and text {tuple(t.shape)} disagree on N or d")
+        raise MlatrError(f"audio {tuple(a.shape)} and text {tuple(t.shape)} disagree on N or d")
     if text_mask is not None and (text_mask.dtype != torch.bool or tuple(text_mask.shape) != tuple(t.shape[:2])):
-        raise ValueError(f"text_mask must be a bool tensor of shape {tuple(t.shape[:2])}, "
+        raise MlatrError(f"text_mask must be a bool tensor of shape {tuple(t.shape[:2])}, "
                          f"got {text_mask.dtype} {tuple(text_mask.shape)}")
 
 
@@ -240,7 +240,7 @@ def kcl_pairs(audio, text, text_mask: Tensor | None = None) -> list[Pair]:
     those captions, so language ``k``'s negatives are other clips' language-``k`` captions only, as
     in the denominators of ATRI eq. 10-11. Languages with no caption in the batch give no pair.
 
-    Inputs:
+    Args:
         audio: ``[N, d]``; text: ``[N, K, d]`` (``text[i, k]`` is clip ``i``'s caption in language
             ``k``), tensors or EncoderOutputs; text_mask: ``[N, K]`` bool, True where the caption exists
             (None = all exist).
@@ -265,7 +265,7 @@ def kcl_pairs(audio, text, text_mask: Tensor | None = None) -> list[Pair]:
 def cacl_pairs(audio, eng, other, other_mask: Tensor | None = None) -> list[Pair]:
     """The three pairs of CACL: (audio, English), (audio, other language), (English, other language).
 
-    Inputs:
+    Args:
         audio, eng, other: ``[N, d]`` (tensors or EncoderOutputs); row ``i`` of each is clip ``i``'s audio,
             its English caption ``t_i1`` and its caption ``t_iq_i`` in the language drawn for it (ATRI §4.2;
             :func:`draw_languages` with ``exclude=`` the English column).
@@ -279,13 +279,13 @@ def cacl_pairs(audio, eng, other, other_mask: Tensor | None = None) -> list[Pair
     for name, side in (("eng", eng), ("other", other)):
         a, t = _pooled(audio), _pooled(side)
         if a.dim() != 2 or a.shape != t.shape or a.shape[0] == 0:
-            raise ValueError(f"cacl audio, {name}: expected two equal non-empty [n, d] shapes, got "
+            raise MlatrError(f"cacl audio, {name}: expected two equal non-empty [n, d] shapes, got "
                              f"{tuple(a.shape)} and {tuple(t.shape)}")
     pairs = [Pair(audio, eng, "audio-eng")]
     n = _pooled(audio).shape[0]
     if other_mask is not None:
         if other_mask.dtype != torch.bool or tuple(other_mask.shape) != (n,):
-            raise ValueError(f"other_mask must be a bool tensor of shape ({n},), "
+            raise MlatrError(f"other_mask must be a bool tensor of shape ({n},), "
                              f"got {other_mask.dtype} {tuple(other_mask.shape)}")
         rows = other_mask.to(_pooled(audio).device).nonzero().squeeze(1)
         if rows.numel() == 0:

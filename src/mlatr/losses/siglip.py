@@ -17,7 +17,7 @@ def siglip_pair(u: Tensor, v: Tensor, temperature: Scalar, bias: Scalar, rows: T
     (each term is a binary decision about one (u_i, v_j) pair), so unlike :func:`infonce_pair` it is
     not doubled; ``count = n`` is the SigLIP normaliser ``1/|B|``.
 
-    Inputs:
+    Args:
         u, v: ``[n, d]`` embeddings, ``u[i]`` matches ``v[i]``; L2-normalised here.
         temperature: ``tau > 0`` (SigLIP's ``1/t``), float or scalar tensor (learnable).
         bias: ``b``, float or scalar tensor (learnable; SigLIP initialises it to -10 with ``tau=0.1``).
@@ -56,7 +56,7 @@ def siglip_loss(u: Tensor, v: Tensor, temperature: Scalar, bias: Scalar) -> Tens
     The sigmoid baseline of SupCLAP §4.2.1 (Tables 1, 8): every (u_i, v_j) is an independent binary
     match / no-match decision, with no softmax over the batch.
 
-    Inputs:
+    Args:
         u, v: ``[N, d]`` embeddings, ``u[i]`` matches ``v[i]``; L2-normalised inside.
         temperature: ``tau > 0``, float or scalar tensor. bias: ``b``, float or scalar tensor.
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
+from mlatr.errors import MlatrError
 from mlatr.losses._common import Scalar, check_pair, cosine_logits
 
 
@@ -27,7 +28,7 @@ def reweighted_infonce_loss(audio: Tensor, text: Tensor, temperature: Scalar, lo
     with ``s_ij = cos / tau`` (rows = texts for t2a, audio for a2t); the same normalisation as
     :func:`~mlatr.losses.clip_loss`, which it equals at ``log_weight = 0``.
 
-    Inputs:
+    Args:
         audio, text: ``[N, d]`` aligned pairs, L2-normalised inside. temperature: ``tau > 0``.
         log_weight: 0-d tensor ``log w``.
 
@@ -59,7 +60,7 @@ class SimpleReweight(nn.Module):
     def __init__(self, init: float = 1.0) -> None:
         super().__init__()
         if init <= 0:
-            raise ValueError(f"the weight on P+ must start > 0, got {init}")
+            raise MlatrError(f"the weight on P+ must start > 0, got {init}")
         self.log_weight = nn.Parameter(torch.tensor(float(init)).log())
 
     def forward(self, audio: Tensor, text: Tensor, temperature: Scalar) -> tuple[Tensor, dict[str, Tensor]]:

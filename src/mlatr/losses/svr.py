@@ -35,7 +35,7 @@ DIRECTION_EPS = 1e-8
 def radius_column(radius: Scalar, n: int, like: Tensor) -> Tensor:
     """A radius as a tensor broadcastable against ``[n, d]`` rows: ``[]`` (shared) or ``[n, 1]``.
 
-    Inputs:
+    Args:
         radius: a Python number, a 0-d tensor (one radius for every row, StaticSVR) or one value per
             row, shape ``[n]`` or ``[n, 1]`` (DynamicSVR). Gradients flow through tensors.
         n: the number of rows. like: a tensor whose dtype and device the result takes.
@@ -50,7 +50,7 @@ def radius_column(radius: Scalar, n: int, like: Tensor) -> Tensor:
         return r.unsqueeze(1)
     if r.shape == (n, 1):
         return r
-    raise ValueError(f"radius must be a scalar, [n] or [n, 1] with n={n}; got shape {tuple(r.shape)}")
+    raise MlatrError(f"radius must be a scalar, [n] or [n, 1] with n={n}; got shape {tuple(r.shape)}")
 
 
 def support_vectors(anchor: Tensor, target: Tensor, radius: Scalar, *, normalize: bool = True) -> Tensor:
@@ -63,7 +63,7 @@ def support_vectors(anchor: Tensor, target: Tensor, radius: Scalar, *, normalize
     ``I - R / ||a+ - t+|| (I - u u^T)`` Appendix D analyses (eq. 15). Gradients flow into ``anchor``,
     ``target`` (through the direction) and ``radius``.
 
-    Inputs:
+    Args:
         anchor, target: ``[n, d]``; ``target[i]`` is the positive of ``anchor[i]``.
         radius: scalar (Python number or 0-d tensor) or per-row ``[n]`` / ``[n, 1]`` tensor.
         normalize: L2-normalise ``anchor`` and ``target`` first (the default and the paper's setting,
@@ -139,7 +139,7 @@ def svr_loss(
 
     and ``L_a2t`` with ``q_i`` against the texts; "bi" again sums the two.
 
-    Inputs:
+    Args:
         audio, text: ``[N, d]``, ``text[i]`` describes ``audio[i]``; L2-normalised inside.
         temperature: ``tau > 0``, float or scalar tensor (learnable).
         radius_t2a: radius of the text support vectors: scalar or ``[N]`` / ``[N, 1]``.
@@ -199,7 +199,7 @@ def constraint_loss(audio: Tensor, text: Tensor, radius: Scalar, *, detach_dista
     detached and only the radius receives its gradient (otherwise the first part would also push
     every positive pair apart). ``detach_distance=False`` differentiates through it as well.
 
-    Inputs:
+    Args:
         audio, text: ``[N, d]`` positive pairs. radius: scalar or ``[N]`` / ``[N, 1]``.
 
     Returns:

@@ -48,7 +48,7 @@ class SVRRegularizer(nn.Module):
       ``alpha`` / ``beta`` keep the paper's meaning. mlatr's SigLIP already sums over the whole matrix
       (``1/N``), so the default is 1 there.
 
-    Inputs (forward):
+    Args (forward):
         audio, text: ``[N, d]``, ``text[i]`` describes ``audio[i]`` (normalised inside).
         temperature: ``tau``, float or scalar tensor (the base loss's, learnable or not).
         bias: SigLIP's ``b`` (required for ``base="siglip"``, ignored otherwise).
@@ -141,7 +141,7 @@ class SVRRegularizer(nn.Module):
         """
         audio_pairs = [p for p in pairs if p.name.startswith("audio-")]
         if not audio_pairs:
-            raise ValueError("SVRRegularizer.over_pairs: no audio-text pair (names starting with 'audio-')")
+            raise MlatrError("SVRRegularizer.over_pairs: no audio-text pair (names starting with 'audio-')")
         rows = sum(p.anchor.shape[0] for p in audio_pairs)
         term: Tensor | None = None
         diagnostics: dict[str, Tensor] = {}
@@ -179,7 +179,7 @@ def build_svr_regularizer(
 ) -> SVRRegularizer:
     """An :class:`SVRRegularizer` for one of SupCLAP's variants ("bi-DynamicSVR", "uni-StaticSVR", ...).
 
-    Inputs:
+    Args:
         radius: ``"static"`` (:class:`~mlatr.losses.StaticRadius`) or ``"dynamic"``
             (:class:`~mlatr.losses.DynamicRadius`, needs ``batch_size``, the training batch size).
         direction: ``"uni"`` (text-to-audio only) or ``"bi"`` (both, the paper's best, Table 3).

@@ -1,7 +1,7 @@
 """Local-to-global multiscale matching (LGMM), batched over all query x context pairs.
 
 Paper: "Fine-grained audio-text retrieval: local-to-global multiscale matching and cross-modal
-similarity consistency", Section 2.1, eq. 1-5 (``shared/seeds/fine-grained-atr-lgmm-cmsc.txt``).
+similarity consistency", Section 2.1, eq. 1-5.
 
 The *query* is the side whose positions ``i`` are aggregated by the final LogSumExp; the *context* is
 the side that is attended over (softmax over ``j``). The paper's worked example is A2T: query = audio

@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import math
 import os
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -300,8 +301,6 @@ class CEDAudioEncoder(nn.Module):
         if pretrained is not None:
             report = self.load_ced_state_dict(pretrained, strict=self.strict)
             if not report.ok:
-                import warnings
-
                 warnings.warn(f"{checkpoint}: {report.describe()}", stacklevel=2)
         self._apply_freezing()
 
@@ -360,8 +359,6 @@ class CEDAudioEncoder(nn.Module):
         """Read and load a checkpoint file or folder (:func:`read_ced_checkpoint`); warns on a mismatch."""
         report = self.load_ced_state_dict(read_ced_checkpoint(path), strict=strict)
         if not report.ok:
-            import warnings
-
             warnings.warn(f"{path}: {report.describe()}", stacklevel=2)
         return report
 

@@ -7,6 +7,11 @@ Linear, :class:`~mlatr.models.projection.ProjectionHead`) and L2-normalised, so 
 
 Learnable temperature: parameterised as ``log tau`` (as CLIP's logit scale) and clamped to
 ``[min_temperature, max_temperature]`` (default ``[0.01, 1.0]``; CLIP caps ``1/tau`` at 100) when read.
+
+Text head (``text_head``): ``mlp`` (the ML-CLAP head above), or, over a frozen multilingual text encoder
+whose cross-lingual alignment should survive training, ``identity`` (only the audio head learns, into the
+text encoder's own space) or ``residual`` (``x + MLP(x)``, starting at the identity;
+:class:`~mlatr.models.projection.ResidualHead`). Both need ``embed_dim`` = the text encoder's size.
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ from torch import nn
 
 from mlatr.errors import MlatrError
 from mlatr.models.outputs import EncoderOutput
-from mlatr.models.projection import ProjectionHead
+from mlatr.models.projection import PROJECTION_HEADS, ProjectionHead
 from mlatr.models.registry import build_audio_encoder, build_text_encoder
 
 
@@ -41,7 +46,7 @@ class DualEncoder(nn.Module):
     def __init__(self, audio_encoder: nn.Module, text_encoder: nn.Module, embed_dim: int = 128,
                  temperature: float = 0.07, learnable_temperature: bool = False,
                  projection_hidden: int | None = None, min_temperature: float = 0.01,
-                 max_temperature: float = 1.0):
+                 max_temperature: float = 1.0, text_head: str = "mlp"):
         super().__init__()
         if not 0 < min_temperature <= temperature <= max_temperature:
             raise MlatrError(f"temperature {temperature} must lie in [{min_temperature}, {max_temperature}]"
@@ -50,7 +55,13 @@ class DualEncoder(nn.Module):
         self.embed_dim = int(embed_dim)
         self.projection_hidden = projection_hidden
         self.audio_projection = ProjectionHead(audio_encoder.output_dim, self.embed_dim, projection_hidden)
-        self.text_projection = ProjectionHead(text_encoder.output_dim, self.embed_dim, projection_hidden)
+        if text_head not in PROJECTION_HEADS:
+            raise MlatrError(f"text_head must be one of {', '.join(PROJECTION_HEADS)}, got {text_head!r}")
+        if text_head != "mlp" and text_encoder.output_dim != self.embed_dim:
+            raise MlatrError(f"text_head {text_head!r} keeps the text encoder's space: embed_dim must equal its "
+                             f"output size {text_encoder.output_dim}, got {self.embed_dim}")
+        self.text_head = text_head
+        self.text_projection = PROJECTION_HEADS[text_head](text_encoder.output_dim, self.embed_dim, projection_hidden)
         self.initial_temperature = float(temperature)
         self.learnable_temperature = bool(learnable_temperature)
         self.min_temperature, self.max_temperature = float(min_temperature), float(max_temperature)
@@ -83,11 +94,12 @@ class DualEncoder(nn.Module):
 
     def config(self) -> dict:
         """JSON-able description that :meth:`from_config` rebuilds (weights come from ``state_dict``)."""
+        extra = {"text_head": self.text_head} if self.text_head != "mlp" else {}
         return {"audio_encoder": self.audio_encoder.config(), "text_encoder": self.text_encoder.config(),
                 "embed_dim": self.embed_dim, "temperature": self.initial_temperature,
                 "learnable_temperature": self.learnable_temperature,
                 "projection_hidden": self.projection_hidden, "min_temperature": self.min_temperature,
-                "max_temperature": self.max_temperature}
+                "max_temperature": self.max_temperature, **extra}
 
     @classmethod
     def from_config(cls, cfg: dict) -> DualEncoder:

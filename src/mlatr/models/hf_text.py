@@ -26,6 +26,7 @@ the final norm / pooler train), ``gradient_checkpointing`` (``transformers``' ow
 
 from __future__ import annotations
 
+import inspect
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -36,6 +37,7 @@ import torch
 from torch import nn
 
 from mlatr.errors import MlatrError
+from mlatr.languages import NLLB_CODES
 from mlatr.models.freezing import freeze_all_but_last
 from mlatr.models.layers import masked_mean
 from mlatr.models.outputs import EncoderOutput
@@ -44,12 +46,7 @@ from mlatr.models.registry import register_text_encoder
 HF_INSTALL_HINT = "pip install 'mlatr[hf]'"
 
 #: mlatr's ISO 639-3 codes -> NLLB / FLORES-200 language codes (SONAR's tokenizer).
-ISO3_TO_NLLB: dict[str, str] = {
-    "eng": "eng_Latn", "fra": "fra_Latn", "deu": "deu_Latn", "spa": "spa_Latn", "nld": "nld_Latn",
-    "cat": "cat_Latn", "jpn": "jpn_Jpan", "zho": "zho_Hans", "ita": "ita_Latn", "por": "por_Latn",
-    "rus": "rus_Cyrl", "kor": "kor_Hang", "ara": "arb_Arab", "hin": "hin_Deva", "pol": "pol_Latn",
-    "tur": "tur_Latn", "swe": "swe_Latn", "ukr": "ukr_Cyrl", "ces": "ces_Latn", "ell": "ell_Grek",
-}
+ISO3_TO_NLLB: dict[str, str] = NLLB_CODES
 
 
 @dataclass(frozen=True)
@@ -84,7 +81,6 @@ TOKENIZER_FILES = ("tokenizer.json", "sentencepiece.bpe.model", "vocab.txt")
 def check_options(target: Any, options: dict[str, Any], kind: str, name: str) -> None:
     """Raise :class:`MlatrError` naming the option when ``target(**options)`` would not bind (a typo in a
     config's ``model.audio`` / ``model.text`` must not surface as a bare ``TypeError``)."""
-    import inspect
 
     try:
         inspect.signature(target).bind(**options)

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import json
 import math
+import warnings
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -37,6 +38,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.utils.checkpoint import checkpoint
 
 from mlatr.errors import MlatrError
 from mlatr.models.aisfx import resample_waveform, sinc_resample_kernel
@@ -214,8 +216,6 @@ def load_clap_audio_model(folder: Path):
                                   f"({', '.join(report['missing'][:4])} ...)")
     model.load_state_dict({k: v for k, v in picked.items() if k in own}, strict=False)
     if report["unexpected"]:
-        import warnings
-
         warnings.warn(f"{folder}: unexpected audio keys {', '.join(report['unexpected'][:8])}", stacklevel=2)
     return model, report
 
@@ -257,8 +257,6 @@ class HTSATAudioEncoder(nn.Module):
                                    f_max=f_max)
         self.output_dim = int(encoder.num_features)
         if self.gradient_checkpointing:
-            from torch.utils.checkpoint import checkpoint
-
             for stage in encoder.layers:
                 stage.gradient_checkpointing = True
                 stage._gradient_checkpointing_func = partial(checkpoint, use_reentrant=False)

@@ -6,6 +6,8 @@ from dataclasses import dataclass
 
 import torch
 
+from mlatr.errors import MlatrError
+
 
 @dataclass
 class EncoderOutput:
@@ -47,5 +49,5 @@ class EncoderOutput:
     def __len__(self) -> int:
         t = self.pooled if self.pooled is not None else self.frames
         if t is None:
-            raise ValueError("an EncoderOutput with neither pooled vectors nor frames")
+            raise MlatrError("an EncoderOutput with neither pooled vectors nor frames")
         return int(t.shape[0])

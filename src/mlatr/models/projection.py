@@ -24,3 +24,41 @@ class ProjectionHead(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.net(x)
+
+
+class IdentityHead(nn.Module):
+    """``[..., d] -> [..., d]`` unchanged: the text side of a model whose audio head is trained *into* a
+    frozen multilingual text space (the text encoder's cross-lingual alignment is kept as it is)."""
+
+    def __init__(self, in_dim: int, out_dim: int, hidden_dim: int | None = None):
+        super().__init__()
+        if in_dim != out_dim:
+            raise ValueError(f"identity head: input size {in_dim} differs from the embedding size {out_dim}")
+        self.in_dim = self.out_dim = int(in_dim)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x
+
+
+class ResidualHead(nn.Module):
+    """``x + Linear(ReLU(Linear(x)))`` with the last layer initialised to zero: the identity at the start,
+    a near-identity while a penalty on ``||head(x) - x||`` keeps it there (:mod:`mlatr.training.heads`)."""
+
+    def __init__(self, in_dim: int, out_dim: int, hidden_dim: int | None = None):
+        super().__init__()
+        if in_dim != out_dim:
+            raise ValueError(f"residual head: input size {in_dim} differs from the embedding size {out_dim}")
+        self.in_dim = self.out_dim = int(in_dim)
+        self.hidden_dim = int(hidden_dim or in_dim)
+        self.net = nn.Sequential(nn.Linear(self.in_dim, self.hidden_dim), nn.ReLU(),
+                                 nn.Linear(self.hidden_dim, self.out_dim))
+        nn.init.zeros_(self.net[2].weight)
+        nn.init.zeros_(self.net[2].bias)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + self.net(x)
+
+
+#: Projection head kinds by name (``DualEncoder(text_head=...)``).
+PROJECTION_HEADS: dict[str, type[nn.Module]] = {"mlp": ProjectionHead, "identity": IdentityHead,
+                                                "residual": ResidualHead}

@@ -13,6 +13,8 @@ checkpoint can recreate the model with ``build_audio_encoder(**cfg)`` / ``build_
 
 from __future__ import annotations
 
+import importlib
+import inspect
 from collections.abc import Callable
 from typing import Any
 
@@ -29,7 +31,7 @@ _TEXT: dict[str, Factory] = {}
 def _register(table: dict[str, Factory], kind: str, name: str) -> Callable[[Factory], Factory]:
     def decorator(factory: Factory) -> Factory:
         if name in table and table[name] is not factory:
-            raise ValueError(f"{kind} encoder {name!r} is already registered")
+            raise MlatrError(f"{kind} encoder {name!r} is already registered")
         table[name] = factory
         return factory
 
@@ -62,7 +64,6 @@ def build_text_encoder(name: str, **options: Any) -> nn.Module:
 def text_encoder_takes_corpus(name: str) -> bool:
     """True when the text encoder's factory has a ``corpus`` keyword: it learns its vocabulary from the
     training captions (the trainer passes them), as the small transformer's tokenizer does."""
-    import inspect
 
     _load_builtin_encoders()
     factory = _TEXT.get(name)
@@ -92,7 +93,5 @@ BUILTIN_MODULES: list[str] = [
 
 
 def _load_builtin_encoders() -> None:
-    import importlib
-
     for module in BUILTIN_MODULES:
         importlib.import_module(module)

@@ -60,10 +60,9 @@ class SmallCNNAudioEncoder(nn.Module):
 
     The dB scaling defaults (-20, 20) put the synthetic benchmark's log-mel (mean about -12 dB, std
     about 22 dB for full-scale clips) near zero mean, unit spread; a learnt per-bin affine follows.
-    Training note (measured on a toy tone task with the small text encoder): it starts with
-    near-identical clip embeddings (pairwise cosine about 0.98), and AdamW at 1e-3 with no warmup
-    (or 5e-3 even with 20 warmup steps) collapses both towers to one point (loss stuck at log B);
-    2e-3 with 20 warmup steps trains.
+    Training note: the encoder starts with near-identical clip embeddings, and a learning rate that is
+    too high or has no warmup can collapse both towers to one point (loss stuck at log B); the demo's
+    AdamW 2e-3 with 20 warmup steps trains (measurements: docs/experiments.md, "Small encoders").
     """
 
     def __init__(self, channels: Sequence[int] = (16, 32, 64, 128), dim: int = 128, num_layers: int = 1,

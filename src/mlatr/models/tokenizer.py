@@ -19,6 +19,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 import torch
+from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
+
+from mlatr.errors import MlatrError
 
 PAD, CLS = "[PAD]", "[CLS]"
 
@@ -34,12 +37,11 @@ class CaptionTokenizer:
         self.pad_id = tokenizer.token_to_id(PAD)
         self.cls_id = tokenizer.token_to_id(CLS)
         if self.pad_id is None or self.cls_id is None:
-            raise ValueError(f"tokenizer lacks the special tokens {PAD} and {CLS}")
+            raise MlatrError(f"tokenizer lacks the special tokens {PAD} and {CLS}")
 
     @classmethod
     def train(cls, texts: Iterable[str], vocab_size: int = 4000, min_frequency: int = 2) -> CaptionTokenizer:
         """Learn a byte-level BPE vocabulary of at most ``vocab_size`` tokens from ``texts``."""
-        from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
 
         tok = Tokenizer(models.BPE())
         tok.normalizer = normalizers.Sequence([normalizers.NFKC(), normalizers.Lowercase()])
@@ -56,8 +58,6 @@ class CaptionTokenizer:
 
     @classmethod
     def from_json(cls, text: str) -> CaptionTokenizer:
-        from tokenizers import Tokenizer
-
         return cls(Tokenizer.from_str(text))
 
     def to_json(self) -> str:

@@ -20,6 +20,11 @@ import torch
 from mlatr import languages
 from mlatr.audio.io import crop_or_pad, load_audio
 from mlatr.errors import MlatrError
+from mlatr.long_clips import encode_waveform
+from mlatr.search.query_language import query_languages
+
+#: Windows of one sound query encoded per call.
+QUERY_WINDOW_BATCH = 16
 
 
 @dataclass
@@ -64,45 +69,53 @@ def clip_hits(index, scores: np.ndarray, rows: np.ndarray) -> list[Hit]:
             for r, (s, i) in enumerate(zip(scores.tolist(), rows.tolist(), strict=True))]
 
 
-def encode_query_text(index, query: str, lang: str) -> np.ndarray:
-    """``[d]`` unit-norm embedding of ``query`` in ``lang`` by the index's model."""
+def encode_query_text(index, query: str, lang: str | None) -> np.ndarray:
+    """``[d]`` unit-norm embedding of ``query`` in ``lang`` by the index's model.
+
+    ``lang=None`` (language not given) is allowed when the model's text encoder does not read the
+    language (:mod:`mlatr.search.query_language`); the text is then embedded alone.
+    """
     if not query.strip():
         raise MlatrError("empty text query")
-    try:
-        lang = languages.normalize(lang)
-    except ValueError as exc:
-        raise MlatrError(f"--lang: {exc}") from None
     model = index.model().model
+    if lang is None:
+        accepted = query_languages(model.text_encoder)
+        if accepted.required:
+            raise MlatrError("this index's text encoder reads the query's language: give one of "
+                             + ", ".join(accepted.choices()))
+    else:
+        lang = languages.normalize(lang)
     with torch.no_grad():
-        out = model.encode_text([query], [lang])
+        out = model.encode_text([query], None if lang is None else [lang])
     return out.pooled[0].float().cpu().numpy()
 
 
 def encode_query_audio(index, path: str | os.PathLike) -> np.ndarray:
-    """``[d]`` unit-norm embedding of the sound file at ``path`` (centre-cropped to the index's length)."""
+    """``[d]`` unit-norm embedding of the sound file at ``path``, centre-cropped to the index's length and
+    encoded as the index's clips were (windows of ``window_seconds``: :mod:`mlatr.long_clips`)."""
     sr, max_seconds = int(index.meta["sample_rate"]), float(index.meta["max_seconds"])
     wave = load_audio(path, sr)
     limit = int(round(max_seconds * sr))
     if wave.shape[0] > limit:
         wave, _ = crop_or_pad(wave, limit, mode="center")
     loaded = index.model()
-    model, device = loaded.model, loaded.device
-    w = torch.from_numpy(np.ascontiguousarray(wave, dtype=np.float32))[None].to(device)
-    with torch.no_grad():
-        out = model.encode_audio(w, torch.tensor([w.shape[1]], device=device))
-    return out.pooled[0].float().cpu().numpy()
+    window = int(round(float(index.meta.get("window_seconds") or max_seconds) * sr))
+    return encode_waveform(loaded.model, wave, window, QUERY_WINDOW_BATCH, loaded.device)
 
 
 def search_vector(index, query: np.ndarray, k: int = 10) -> list[Hit]:
     """Clips nearest to an embedding ``query [d]`` (already in the index's space)."""
     if query.shape != (index.dim,):
         raise MlatrError(f"query embedding has shape {query.shape}, the index holds {index.dim}-d vectors")
+    if not np.isfinite(query).all():
+        raise MlatrError("the model gave a non-finite query embedding (NaN or inf); no result can be ranked")
     scores, rows = index.searcher("audio").top_k(query[None].astype(np.float32), _check_k(k))
     return clip_hits(index, scores[0], rows[0])
 
 
-def search_text(index, query: str, lang: str = "eng", k: int = 10) -> list[Hit]:
-    """Text-to-audio: the ``k`` clips whose embeddings are nearest to the query's."""
+def search_text(index, query: str, lang: str | None = "eng", k: int = 10) -> list[Hit]:
+    """Text-to-audio: the ``k`` clips whose embeddings are nearest to the query's (``lang=None``: see
+    :func:`encode_query_text`)."""
     return search_vector(index, encode_query_text(index, query, lang), k)
 
 

@@ -23,6 +23,7 @@ from typing import Any
 import torch
 
 from mlatr.errors import MlatrError
+from mlatr.file_kinds import unreadable
 from mlatr.io_utils import atomic_write_with
 from mlatr.languages import DEFAULT_LANGUAGES
 from mlatr.matching import MatchingHead, build_matching_head_from_config
@@ -47,10 +48,11 @@ def read_checkpoint(path: str | os.PathLike, map_location: str | torch.device = 
         raise MlatrError(f"checkpoint not found: {p}")
     try:
         state = torch.load(p, map_location=map_location, weights_only=True)
-    except Exception as exc:
-        raise MlatrError(f"{p}: not a readable checkpoint ({exc})") from exc
+    except Exception as exc:  # torch raises RuntimeError / UnpicklingError / EOFError / BadZipFile ...
+        raise unreadable(p, "an mlatr checkpoint (written by mlatr train)", exc, ("torch",)) from exc
     if not isinstance(state, dict) or state.get("format") != FORMAT:
-        raise MlatrError(f"{p}: not an mlatr checkpoint (expected format {FORMAT})")
+        raise MlatrError(f"{p}: a PyTorch file but not an mlatr checkpoint (expected format {FORMAT}, "
+                         "written by mlatr train)")
     return state
 
 

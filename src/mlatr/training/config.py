@@ -25,6 +25,7 @@ import yaml
 
 from mlatr.errors import MlatrError
 from mlatr.languages import DEFAULT_LANGUAGES
+from mlatr.training.config_checks import check_config_values
 from mlatr.training.objective import check_objective_config
 
 
@@ -318,24 +319,18 @@ def load_config(path: str | Path | None, overrides: list[str] = ()) -> Config:
 
 
 def validate_config(cfg: Config) -> None:
+    check_config_values(cfg)
     check_objective_config(cfg.objective)
     if cfg.optim.name not in ("adam", "adamw"):
         raise MlatrError(f"config: optim.name must be adam or adamw, got {cfg.optim.name!r}")
     if cfg.optim.schedule not in ("cosine", "constant"):
         raise MlatrError(f"config: optim.schedule must be cosine or constant, got {cfg.optim.schedule!r}")
-    if cfg.optim.accumulate < 1 or cfg.train.batch_size < 1 or cfg.train.epochs < 1:
-        raise MlatrError("config: optim.accumulate, train.batch_size and train.epochs must be >= 1")
     d = cfg.data
     if d.cache_audio not in (True, False, "auto"):
         raise MlatrError(f"config: data.cache_audio must be true, false or auto, got {d.cache_audio!r}")
     if d.workers != "auto" and not (isinstance(d.workers, int) and not isinstance(d.workers, bool)
                                     and d.workers >= 0):
         raise MlatrError(f"config: data.workers must be auto or an integer >= 0, got {d.workers!r}")
-    if not isinstance(d.prefetch, int) or d.prefetch < 1:
-        raise MlatrError(f"config: data.prefetch must be an integer >= 1, got {d.prefetch!r}")
-    chunk = cfg.optim.grad_cache_chunk
-    if chunk is not None and (not isinstance(chunk, int) or isinstance(chunk, bool) or chunk < 1):
-        raise MlatrError(f"config: optim.grad_cache_chunk must be null (off) or an integer >= 1, got {chunk!r}")
     if not cfg.data.languages:
         raise MlatrError("config: data.languages is empty")
     if cfg.objective.scheme == "cacl" and cfg.data.languages[0] != "eng":

@@ -27,12 +27,13 @@ import torch
 from torch import Tensor
 
 from mlatr.errors import MlatrError
+from mlatr.evaluation.inputs import unit_rows
 
 
 def drift_cosines(t_before: Tensor, t_after: Tensor, a_pos: Tensor, eps: float = 1e-12) -> tuple[Tensor, Tensor]:
     """Per-text drift of one optimizer step (SupCLAP Figure 1).
 
-    Inputs:
+    Args:
         t_before, t_after: ``[T, d]`` text embeddings before and after the step (same texts, same mode).
         a_pos: ``[T, d]`` the positive clip's embedding of each text (the step's ``a⁺``).
 
@@ -43,7 +44,7 @@ def drift_cosines(t_before: Tensor, t_after: Tensor, a_pos: Tensor, eps: float =
         ``perp = 0``.
     """
     if t_before.shape != t_after.shape or t_before.shape != a_pos.shape or t_before.dim() != 2:
-        raise ValueError(f"drift_cosines: expected three [T, d] tensors, got {tuple(t_before.shape)}, "
+        raise MlatrError(f"drift_cosines: expected three [T, d] tensors, got {tuple(t_before.shape)}, "
                          f"{tuple(t_after.shape)}, {tuple(a_pos.shape)}")
     delta = t_after - t_before
     pull = a_pos - t_before
@@ -131,8 +132,7 @@ def positive_similarities(audio: np.ndarray, text: np.ndarray, text_audio: np.nd
     text = np.asarray(text, dtype=np.float64)
     text_audio = np.asarray(text_audio, dtype=np.int64)
     if text.ndim != 2 or audio.ndim != 2 or text.shape[1] != audio.shape[1] or text_audio.shape != (len(text),):
-        raise ValueError(f"positive_similarities: shapes audio {audio.shape}, text {text.shape}, "
+        raise MlatrError(f"positive_similarities: shapes audio {audio.shape}, text {text.shape}, "
                          f"text_audio {text_audio.shape} do not fit")
-    a = audio / np.maximum(np.linalg.norm(audio, axis=1, keepdims=True), 1e-12)
-    t = text / np.maximum(np.linalg.norm(text, axis=1, keepdims=True), 1e-12)
+    a, t = unit_rows(audio), unit_rows(text)
     return np.einsum("ij,ij->i", t, a[text_audio])

@@ -103,7 +103,7 @@ def matching_head(matching: Any) -> MatchingHead:
 class Objective(nn.Module):
     """``forward(audio, text, selection, temperature) -> LossOutput`` (see the module docstring).
 
-    Inputs (forward):
+    Args (forward):
         audio: the batch's audio :class:`EncoderOutput` (``[N, ...]``).
         text: the encoded ``selection.texts`` (flat, in that order), an :class:`EncoderOutput`.
         selection: what :meth:`scheme.select <mlatr.losses.schemes.Scheme.select>` chose for the batch.

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -41,9 +42,11 @@ from mlatr.models.registry import build_audio_encoder, build_text_encoder, text_
 from mlatr.training import distributed
 from mlatr.training.checkpoint import load_model, read_checkpoint, save_checkpoint
 from mlatr.training.config import Config, resume_view
+from mlatr.training.config_checks import config_differences
 from mlatr.training.diagnostics import diagnostic_callbacks
 from mlatr.training.objective import build_objective
 from mlatr.training.resources import memory_kind, peak_memory_mb, reset_peak_memory
+from mlatr.training.run_log import open_run_log
 from mlatr.training.schedule import lr_factor
 from mlatr.training.step import StepRunner, step_inputs
 
@@ -157,9 +160,14 @@ class Trainer:
 
     def _resume(self) -> None:
         path = self.out / "last.pt"
+        if not path.exists():  # killed before its first checkpoint: resuming is starting
+            print(f"mlatr: {path} does not exist yet: starting the run from its first epoch", file=sys.stderr)
+            return
         state = read_checkpoint(path, map_location=self.device)
-        if resume_view(state.get("train_config") or {}) != resume_view(self.cfg.to_dict()):
-            raise MlatrError(f"{path}: was written with another configuration; resume needs the same one")
+        stored, current = resume_view(state.get("train_config") or {}), resume_view(self.cfg.to_dict())
+        if stored != current:
+            raise MlatrError(f"{path}: was written with another configuration; resume needs the same one "
+                             f"({config_differences(stored, current)})")
         self.model.load_state_dict(state["model"])
         self.objective.load_state_dict(state["objective"])
         self.optimizer.load_state_dict(state["optimizer"])
@@ -173,9 +181,10 @@ class Trainer:
         main = self.dist.is_main
         if main:
             self.out.mkdir(parents=True, exist_ok=True)
-            atomic_write_text(self.out / "config.yaml", yaml.safe_dump(_plain(cfg.to_dict()), sort_keys=False,
+            atomic_write_text(self.out / "config.yaml", yaml.safe_dump(_yaml_tree(cfg.to_dict()), sort_keys=False,
                                                                        allow_unicode=True))
-        log = (self.out / "log.jsonl").open("a", encoding="utf-8") if main else None
+        # the log agrees with last.pt; orphan temporary files are removed
+        log = open_run_log(self.out, self.epoch, self.step) if main else None
         writer = self._tensorboard() if main else None
         try:
             while self.epoch < cfg.train.epochs:
@@ -338,11 +347,12 @@ class Trainer:
         }
 
 
-def _plain(obj: Any) -> Any:
+def _yaml_tree(obj: Any) -> Any:
+    """A config tree with tuples as lists (``yaml.safe_dump`` writes no tuples)."""
     if isinstance(obj, dict):
-        return {k: _plain(v) for k, v in obj.items()}
+        return {k: _yaml_tree(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
-        return [_plain(v) for v in obj]
+        return [_yaml_tree(v) for v in obj]
     return obj
 
 

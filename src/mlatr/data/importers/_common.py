@@ -8,6 +8,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from mlatr.data import utf8
 from mlatr.data.manifest import Problem
 from mlatr.errors import InputError, MlatrError
 
@@ -33,13 +34,14 @@ def read_csv_rows(
 ) -> Iterator[tuple[int, dict[str, str]]]:
     """Yield ``(line number, row)`` of a CSV file with a header (UTF-8, BOM allowed).
 
-    Tab-separated when the name ends in ``.tsv``. A missing required column is fatal (``InputError`` at
-    line 1, never skipped); a row with a wrong number of fields goes to ``bad``. Blank lines are ignored.
+    Tab-separated when the name ends in ``.tsv``. A missing required column or a header that is not UTF-8
+    is fatal (``InputError`` at line 1, never skipped); a row with a wrong number of fields or a byte that
+    is not UTF-8 (:mod:`mlatr.data.utf8`) goes to ``bad``, naming the column. Blank lines are ignored.
     Values are stripped of surrounding spaces.
     """
     path = Path(path)
     try:
-        fh = open(path, encoding="utf-8-sig", newline="")
+        fh = open(path, encoding="utf-8-sig", errors=utf8.ERRORS, newline="")
     except OSError as exc:
         raise InputError(f"cannot read: {exc.strerror or exc}", str(path)) from exc
     with fh:
@@ -49,6 +51,9 @@ def read_csv_rows(
         except StopIteration:
             raise InputError("empty file (expected a CSV header)", str(path), 1) from None
         header = [h.strip() for h in header]
+        byte = utf8.bad_byte("".join(header))
+        if byte is not None:
+            raise InputError(f"header: {utf8.message(byte)}", str(path), 1)
         missing = [c for c in required if c not in header]
         if missing:
             raise InputError(f"missing column(s) {', '.join(missing)}; the header has: {', '.join(header)}",
@@ -62,16 +67,18 @@ def read_csv_rows(
                 if len(row) != len(header):
                     bad.report(path, start, None, f"{len(row)} fields but the header has {len(header)}")
                     continue
+                encoded = [(h, b) for h, v in zip(header, row, strict=True) if (b := utf8.bad_byte(v)) is not None]
+                if encoded:
+                    bad.report(path, start, encoded[0][0], utf8.message(encoded[0][1]))
+                    continue
                 yield start, {k: v.strip() for k, v in zip(header, row, strict=True)}
         except csv.Error as exc:
             raise InputError(f"malformed CSV: {exc}", str(path), reader.line_num) from exc
-        except UnicodeDecodeError as exc:
-            raise InputError(f"not UTF-8 text: {exc}", str(path)) from exc
 
 
 def header_of(path: str | os.PathLike) -> list[str]:
     """The header row of a CSV file, stripped."""
-    with open(path, encoding="utf-8-sig", newline="") as fh:
+    with open(path, encoding="utf-8-sig", errors=utf8.ERRORS, newline="") as fh:
         return [h.strip() for h in next(csv.reader(fh, delimiter=_delimiter(path)), [])]
 
 

@@ -99,7 +99,7 @@ def _import(sources, *, name_col, label_col, int_cols, float_cols, pattern, audi
                     continue
             for col, value in row.items():
                 if col not in required and col:
-                    extra[col] = _plain(value)
+                    extra[col] = _csv_value(value)
             ident = id_from_name(row[name_col])
             if not seen.claim(ident, file, line, bad):
                 continue
@@ -110,7 +110,7 @@ def _import(sources, *, name_col, label_col, int_cols, float_cols, pattern, audi
     return Manifest(clips=clips, root=Path.cwd(), problems=bad.problems)
 
 
-def _plain(value: str):
+def _csv_value(value: str):
     """CSV text to a JSON value: integers and booleans as such, the rest as text."""
     if value in ("True", "False"):
         return value == "True"

@@ -8,7 +8,9 @@
 - Other languages: sidecars ``NAME.fra.txt`` etc., line ``j`` translating English caption ``j``.
 - ``labels``: the parent folder's name in caption form (``Animal Sounds/`` -> "animal sounds") for files
   in a subfolder; none at the top level.
-- ``duration`` from ``soundfile.info``; a file it cannot read is a bad row (raise, or skip and count).
+- ``duration``: the decoded length (:func:`mlatr.audio.integrity.probe_audio` decodes every file): a file
+  that does not decode, decodes to nothing or to fewer frames than its header declares is a bad row
+  (raise, or skip and count).
 - ``id``: the path under the folder without extension (``Effects/CarPassing``); when two files differ
   only by extension both keep it. ``audio``: the path relative to ``relative_to`` (the manifest's folder),
   or absolute without it.
@@ -20,11 +22,15 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
+from tqdm import tqdm
+
 from mlatr import languages as _languages
+from mlatr.audio.integrity import probe_audio
+from mlatr.data import utf8
 from mlatr.data.importers._common import AUDIO_EXTENSIONS, BadRows
 from mlatr.data.importers._finish import checked_clips
 from mlatr.data.manifest import Clip, Manifest
-from mlatr.errors import InputError
+from mlatr.errors import InputError, MlatrError
 
 
 def caption_from_name(name: str) -> str:
@@ -71,11 +77,14 @@ def sound_files(folder: Path) -> list[Path]:
     return sorted(found, key=lambda p: p.relative_to(folder).as_posix())
 
 
-def _read_lines(path: Path) -> list[str]:
-    try:
-        text = path.read_text(encoding="utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise InputError(f"not UTF-8 text: {exc}", str(path)) from exc
+def _read_lines(path: Path, bad: BadRows) -> list[str] | None:
+    """The non-blank lines of a sidecar; ``None`` (reported to ``bad``) when one is not UTF-8."""
+    text = path.read_text(encoding="utf-8-sig", errors=utf8.ERRORS)
+    for number, line in enumerate(text.splitlines(), start=1):
+        byte = utf8.bad_byte(line)
+        if byte is not None:
+            bad.report(str(path), number, None, utf8.message(byte))
+            return None
     return [ln.strip() for ln in text.splitlines() if ln.strip()]
 
 
@@ -89,8 +98,6 @@ def import_folder(
     progress: bool = False,
 ) -> Manifest:
     """Make a manifest of every sound file under the folders ``sources`` (see the module docstring)."""
-    import soundfile
-    from tqdm import tqdm
 
     bad = BadRows(skip_bad)
     entries: list[tuple[Path, Path]] = []
@@ -116,10 +123,9 @@ def import_folder(
                        f"a file with id {ident!r} was already imported from another folder")
             continue
         try:
-            info = soundfile.info(str(f))
-            duration = round(float(info.frames) / float(info.samplerate), 6)
-        except Exception as exc:  # soundfile raises RuntimeError / LibsndfileError / others
-            bad.report(str(f), None, "audio", f"cannot read the sound file: {exc}")
+            duration = round(probe_audio(f).seconds, 6)
+        except MlatrError as exc:
+            bad.report(str(f), None, "audio", str(exc).removeprefix(f"{f}: "))
             continue
         captions = _captions(f, rel, bad)
         if captions is None:
@@ -159,7 +165,9 @@ def _captions(f: Path, rel: Path, bad: BadRows) -> dict[str, list[str | None]] |
                 continue  # "name.notes.txt" and the like are not caption files
         else:
             continue
-        lines = _read_lines(side)
+        lines = _read_lines(side, bad)
+        if lines is None:
+            return None
         if lines:
             if lang in captions:
                 bad.report(str(side), None, None, f"second {lang} caption file for {f.name}")

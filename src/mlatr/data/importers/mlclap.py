@@ -42,6 +42,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from mlatr import languages as _languages
+from mlatr.data import utf8
 from mlatr.data.importers._common import BadRows, format_pattern, id_from_name, join_audio
 from mlatr.data.importers._finish import checked_clips
 from mlatr.data.manifest import Clip, Manifest
@@ -62,11 +63,9 @@ def entries_with_lines(path: str | os.PathLike) -> tuple[list[tuple[int, Any]], 
     top-level keys. Any JSON error is an ``InputError`` with its line."""
     file = str(path)
     try:
-        text = Path(path).read_text(encoding="utf-8-sig")
+        text = Path(path).read_text(encoding="utf-8-sig", errors=utf8.ERRORS)
     except OSError as exc:
         raise InputError(f"cannot read: {exc.strerror or exc}", file) from exc
-    except UnicodeDecodeError as exc:
-        raise InputError(f"not UTF-8 text: {exc}", file) from exc
     try:
         top = json.loads(text)
     except json.JSONDecodeError as exc:
@@ -182,6 +181,10 @@ def _entry_clip(entry: Any, file: str, line: int, bad: BadRows, audio_dir: str |
                 audio_pattern: str | None, split: str | None) -> Clip | None:
     if not isinstance(entry, dict):
         bad.report(file, line, None, f"entry must be an object, got {type(entry).__name__}")
+        return None
+    found = utf8.first_bad_field(entry)
+    if found:
+        bad.report(file, line, found[0], utf8.message(found[1]))
         return None
     raw_id = entry.get("id")
     if not isinstance(raw_id, str) or not raw_id.strip():

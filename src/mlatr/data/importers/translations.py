@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from mlatr import languages as _languages
+from mlatr.data import utf8
 from mlatr.data.importers._common import BadRows, header_of, parse_int, read_csv_rows
 from mlatr.data.importers.clotho import caption_columns
 from mlatr.data.manifest import PIVOT, Manifest
@@ -141,7 +142,7 @@ def _csv_rows(src: str | os.PathLike, bad: BadRows) -> Iterator[Row]:
 def _jsonl_rows(src: str | os.PathLike, bad: BadRows) -> Iterator[Row]:
     file = str(src)
     try:
-        fh = open(src, encoding="utf-8-sig")
+        fh = open(src, encoding="utf-8-sig", errors=utf8.ERRORS)
     except OSError as exc:
         raise InputError(f"cannot read: {exc.strerror or exc}", file) from exc
     with fh:
@@ -155,6 +156,10 @@ def _jsonl_rows(src: str | os.PathLike, bad: BadRows) -> Iterator[Row]:
                 continue
             if not isinstance(obj, dict):
                 bad.report(file, line, "json", f"expected a JSON object, got {type(obj).__name__}")
+                continue
+            found = utf8.first_bad_field(obj)
+            if found:
+                bad.report(file, line, found[0], utf8.message(found[1]))
                 continue
             lng = obj.get("lang")
             if "captions" in obj:

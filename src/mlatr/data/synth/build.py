@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import soundfile as sf
+from tqdm import tqdm
 
 from mlatr.data.manifest import Clip, Manifest
 from mlatr.data.synth.captions import captions_for_plans, sample_plans
@@ -31,7 +33,7 @@ from mlatr.data.synth.noise import apply_noise
 from mlatr.data.synth.render import render_scene
 from mlatr.data.synth.scene import Scene, layout_scene, sample_content, vary_content
 from mlatr.errors import MlatrError
-from mlatr.io_utils import atomic_write_json, atomic_write_with
+from mlatr.io_utils import atomic_write_json, atomic_write_with, remove_orphan_temps
 
 SPLITS = ("train", "val", "test")
 _SPLIT_CODE = {"train": 0, "val": 1, "test": 2}
@@ -99,8 +101,6 @@ class _Job:
 
 
 def _wav_complete(path: str, frames: int) -> bool:
-    import soundfile as sf
-
     try:
         info = sf.info(path)
     except (RuntimeError, OSError, sf.LibsndfileError):
@@ -109,10 +109,9 @@ def _wav_complete(path: str, frames: int) -> bool:
 
 
 def _render_job(job: _Job) -> str:
-    import soundfile as sf
-
     audio = clip_audio(job.seed, job.split, job.index, job.p_variant)
-    atomic_write_with(job.path, lambda fh: sf.write(fh, audio, SAMPLE_RATE, format="WAV", subtype="PCM_16"))
+    atomic_write_with(job.path, lambda fh: sf.write(fh, audio, SAMPLE_RATE, format="WAV", subtype="PCM_16"),
+                      sweep=False)  # the build swept the folder once
     return job.path
 
 
@@ -190,7 +189,6 @@ def build_synthetic_benchmark(
     right length are kept, so an interrupted build resumes. ``hard_negatives`` is the fraction of
     clips that vary an earlier clip of their split (same kinds, other attributes or order).
     """
-    from tqdm import tqdm
 
     languages = list(dict.fromkeys(languages))
     noise = {k: float(v) for k, v in (noise or {}).items() if v}
@@ -214,6 +212,7 @@ def build_synthetic_benchmark(
             bar.update()
     bar.close()
 
+    remove_orphan_temps(out / "audio", [Path(job.path).name for job in jobs])  # left by a killed build
     bar = tqdm(total=len(jobs), desc="rendering audio", unit="clip", disable=not progress)
     if workers > 1 and len(jobs) > 1:
         with multiprocessing.get_context("spawn").Pool(workers) as pool:

@@ -16,6 +16,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import signal
 
+from mlatr.errors import MlatrError
+
 SAMPLE_RATE = 16000
 NYQUIST = SAMPLE_RATE / 2
 
@@ -320,6 +322,6 @@ def generate_event(kind: str, rng: np.random.Generator, pitch: str, count: int |
     """``n`` samples of one event of ``kind`` with unit active RMS (see the module docstring)."""
     spec = KINDS[kind]
     if spec.countable and not count:
-        raise ValueError(f"event kind {kind!r} needs a count >= 1")
+        raise MlatrError(f"event kind {kind!r} needs a count >= 1")
     x = spec.generate(rng, pitch, count if spec.countable else None, n)
     return _unit_rms(np.asarray(x, dtype=np.float64)[:n])

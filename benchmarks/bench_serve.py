@@ -1,0 +1,256 @@
+"""Latency and load of ``mlatr serve`` over HTTP on 127.0.0.1, at 10k clips with the USE text encoder.
+
+The server runs as its own process (``mlatr serve INDEX --port 0``), as a person would start it; this
+script is the client. The index: ``--clips`` (default 10,000) random unit embeddings of the model's
+dimension (the lookup cost depends on the count and dimension, not on the values) whose audio files
+cycle through the real sound library when its manifest is there (else through a few generated tones),
+and the model of ``mlatr demo-real``: the aisfx audio encoder + multilingual USE text encoder with
+projection heads to 256-d (``--checkpoint`` uses a trained one, e.g. ``runs/demo-real/model.pt``;
+default: untrained heads, which cost the same).
+
+1. Text queries one after another over one kept-alive connection: ``GET /search?q=...&lang=...&k=10``
+   with the 256 hand-written queries of ``queries_multilingual.json`` (8 languages), each text new
+   to the server (a number appended after the first round), so the encoder's memo never answers.
+   Reported: the client-side latency p50 / p95 / p99 and the server's own ``took_ms`` p50.
+2. Load: ``--requests`` (default 500) text queries from ``--concurrency`` (default 50) client threads,
+   a new connection each; the error count, throughput and latency distribution.
+3. Sound queries: ``POST /search/audio`` with a real clip, one after another (p50 / p95).
+
+    .venv/bin/python benchmarks/bench_serve.py [--clips 10000] [--checkpoint runs/demo-real/model.pt]
+        [--requests 500] [--concurrency 50] [--threads 1] [--json out.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from importlib import resources
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def percentiles(ms: list[float]) -> dict[str, float]:
+    a = np.asarray(ms, dtype=float)
+    return {"p50_ms": float(np.percentile(a, 50)), "p90_ms": float(np.percentile(a, 90)),
+            "p95_ms": float(np.percentile(a, 95)), "p99_ms": float(np.percentile(a, 99)), "max_ms": float(a.max()),
+            "n": int(a.size)}
+
+
+def make_checkpoint(path: Path, dim: int) -> Path:
+    import torch
+
+    from mlatr.models.dual_encoder import DualEncoder
+    from mlatr.models.registry import build_audio_encoder, build_text_encoder
+    from mlatr.training.checkpoint import save_checkpoint
+
+    torch.manual_seed(0)
+    model = DualEncoder(build_audio_encoder("aisfx", frozen=True), build_text_encoder("use-multilingual"),
+                        embed_dim=dim)
+    save_checkpoint(path, {"model_config": model.config(), "model": model.state_dict(),
+                           "train_config": {"data": {"sample_rate": 16000, "eval_max_seconds": 10.0}}})
+    return path
+
+
+def audio_files(manifest: Path, tmp: Path) -> list[str]:
+    """Absolute paths of the real library's sounds, or of four generated tones when it is absent."""
+    if manifest.is_file():
+        from mlatr.data.manifest import Manifest
+
+        m = Manifest.load(manifest)
+        return [str(c.audio_path(m.root).resolve()) for c in m.clips]
+    import soundfile as sf
+
+    out = []
+    for i, f0 in enumerate((220, 440, 880, 1760)):
+        t = np.arange(16000 * 2) / 16000
+        path = tmp / f"tone{i}.wav"
+        sf.write(path, (0.3 * np.sin(2 * np.pi * f0 * t)).astype(np.float32), 16000)
+        out.append(str(path))
+    return out
+
+
+def make_index(checkpoint: Path, n: int, files: list[str], out: Path) -> Path:
+    from mlatr.search.index import empty_index, file_sha256
+    from mlatr.training.checkpoint import read_checkpoint
+
+    state = read_checkpoint(checkpoint)
+    dim = int(state["model_config"]["embed_dim"])
+    rng = np.random.default_rng(0)
+    emb = rng.standard_normal((n, dim), dtype=np.float32)
+    emb /= np.linalg.norm(emb, axis=1, keepdims=True)
+    index = empty_index(dim, {"checkpoint": {"path": str(checkpoint.resolve()), "sha256": file_sha256(checkpoint)},
+                              "model_config": state["model_config"], "sample_rate": 16000, "max_seconds": 10.0,
+                              "caption_languages": ["eng"], "manifest": None})
+    index.embeddings = emb
+    index.ids = [f"clip{i:05d}" for i in range(n)]
+    index.paths = [files[i % len(files)] for i in range(n)]
+    index.captions = [{"eng": [f"sound number {i}"]} for i in range(n)]
+    index.save(out)
+    return out
+
+
+def start_server(index: Path, threads: int) -> tuple[subprocess.Popen, str]:
+    cmd = [sys.executable, "-m", "mlatr", "serve", str(index), "--port", "0", "--watch", "0", "--no-access-log",
+           "--threads", str(threads)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            env=dict(os.environ, PYTHONUNBUFFERED="1"))
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        if not line:
+            break
+        print("  server:", line.rstrip())
+        if line.startswith("serving at "):
+            url = line.split()[2].rstrip("/")
+            for _ in range(200):
+                try:
+                    urllib.request.urlopen(url + "/health", timeout=5).read()
+                    return proc, url
+                except OSError:
+                    time.sleep(0.05)
+    proc.kill()
+    raise SystemExit("the server did not start")
+
+
+def query_texts() -> list[tuple[str, str]]:
+    doc = json.loads(resources.files("mlatr.data").joinpath("queries_multilingual.json").read_text("utf-8"))
+    return [(q["captions"][lang], lang) for q in doc["queries"] for lang in doc["languages"] if lang != "cat"]
+
+
+def search_path(text: str, lang: str, k: int = 10) -> str:
+    return "/search?" + urllib.parse.urlencode({"q": text, "lang": lang, "k": k})
+
+
+def sequential(url: str, n: int) -> dict:
+    host = urllib.parse.urlsplit(url)
+    conn = http.client.HTTPConnection(host.hostname, host.port, timeout=60)
+    texts = query_texts()
+    client, server = [], []
+    for i in range(n):
+        text, lang = texts[i % len(texts)]
+        text = text if i < len(texts) else f"{text} {i // len(texts)}"
+        t0 = time.perf_counter()
+        conn.request("GET", search_path(text, lang))
+        resp = conn.getresponse()
+        body = resp.read()
+        client.append((time.perf_counter() - t0) * 1e3)
+        if resp.status != 200:
+            raise SystemExit(f"{resp.status}: {body[:200]!r}")
+        server.append(json.loads(body)["took_ms"])
+    conn.close()
+    return {"client": percentiles(client), "server_took": percentiles(server)}
+
+
+def load(url: str, n: int, concurrency: int) -> dict:
+    texts = query_texts()
+    tag = uuid.uuid4().hex[:6]
+    paths = [search_path(f"{texts[i % len(texts)][0]} {tag}{i}", texts[i % len(texts)][1]) for i in range(n)]
+
+    def one(path: str) -> tuple[int, float]:
+        t0 = time.perf_counter()
+        try:
+            with urllib.request.urlopen(url + path, timeout=120) as resp:
+                resp.read()
+                status = resp.status
+        except urllib.error.HTTPError as err:
+            status = err.code
+        except OSError:
+            status = -1
+        return status, (time.perf_counter() - t0) * 1e3
+
+    t0 = time.perf_counter()
+    with ThreadPoolExecutor(max_workers=concurrency) as pool:
+        replies = list(pool.map(one, paths))
+    wall = time.perf_counter() - t0
+    errors = sum(1 for s, _ in replies if s != 200)
+    return {"requests": n, "concurrency": concurrency, "errors": errors, "wall_s": wall,
+            "requests_per_s": n / wall, **percentiles([t for _, t in replies])}
+
+
+def sound_queries(url: str, files: list[str], n: int) -> dict:
+    path = Path(files[len(files) // 2])
+    boundary = uuid.uuid4().hex
+    body = (f"--{boundary}\r\nContent-Disposition: form-data; name=\"file\"; filename=\"{path.name}\"\r\n"
+            "Content-Type: application/octet-stream\r\n\r\n").encode() + path.read_bytes() + \
+        f"\r\n--{boundary}--\r\n".encode()
+    times = []
+    for _ in range(n):
+        req = urllib.request.Request(url + "/search/audio?k=10", data=body, method="POST",
+                                     headers={"Content-Type": f"multipart/form-data; boundary={boundary}"})
+        t0 = time.perf_counter()
+        with urllib.request.urlopen(req, timeout=120) as resp:
+            resp.read()
+        times.append((time.perf_counter() - t0) * 1e3)
+    import soundfile as sf
+
+    return {"file_seconds": round(sf.info(str(path)).duration, 2), **percentiles(times)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--clips", type=int, default=10_000)
+    ap.add_argument("--dim", type=int, default=256, help="embedding size of the generated model")
+    ap.add_argument("--checkpoint", default=None, help="a demo-real checkpoint (default: untrained heads)")
+    ap.add_argument("--manifest", default="data/real-sounds/manifest.jsonl", help="real sounds the clips point to")
+    ap.add_argument("--queries", type=int, default=300, help="sequential text queries")
+    ap.add_argument("--requests", type=int, default=500)
+    ap.add_argument("--concurrency", type=int, default=50)
+    ap.add_argument("--sound-queries", type=int, default=20)
+    ap.add_argument("--threads", type=int, default=1, help="the server's --threads")
+    ap.add_argument("--json", default=None)
+    args = ap.parse_args(argv)
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
+                            text=True).stdout.strip()
+    out: dict = {"commit": commit, "clips": args.clips, "threads": args.threads,
+                 "load_average_start": os.getloadavg()[0]}
+    with tempfile.TemporaryDirectory() as tmp_name:
+        tmp = Path(tmp_name)
+        ckpt = Path(args.checkpoint) if args.checkpoint else make_checkpoint(tmp / "model.pt", args.dim)
+        files = audio_files(Path(args.manifest), tmp)
+        index = make_index(ckpt, args.clips, files, tmp / "bench.idx.npz")
+        t0 = time.perf_counter()
+        proc, url = start_server(index, args.threads)
+        out["server_start_s"] = time.perf_counter() - t0
+        try:
+            out["sequential"] = sequential(url, args.queries)
+            out["load"] = load(url, args.requests, args.concurrency)
+            out["sound"] = sound_queries(url, files, args.sound_queries)
+            health = json.loads(urllib.request.urlopen(url + "/health", timeout=10).read())
+            out["server_alive_after"] = health["status"] == "ok"
+        finally:
+            proc.terminate()
+            proc.wait(timeout=30)
+    out["load_average_end"] = os.getloadavg()[0]
+    s, c, ld, snd = out["sequential"]["client"], out["sequential"]["server_took"], out["load"], out["sound"]
+    print(f"commit {commit}; {args.clips} clips, USE text encoder, server --threads {args.threads}; "
+          f"server start {out['server_start_s']:.1f} s")
+    print(f"text queries, one at a time ({s['n']}): p50 {s['p50_ms']:.1f} ms, p95 {s['p95_ms']:.1f} ms, "
+          f"p99 {s['p99_ms']:.1f} ms (server's own time p50 {c['p50_ms']:.1f} ms)")
+    print(f"load: {ld['requests']} requests, {ld['concurrency']} concurrent: {ld['errors']} errors, "
+          f"{ld['requests_per_s']:.0f} req/s; latency p50 {ld['p50_ms']:.0f} ms, p90 {ld['p90_ms']:.0f} ms, "
+          f"p99 {ld['p99_ms']:.0f} ms, max {ld['max_ms']:.0f} ms")
+    print(f"sound queries ({snd['file_seconds']} s clip, {snd['n']}): p50 {snd['p50_ms']:.0f} ms, "
+          f"p95 {snd['p95_ms']:.0f} ms")
+    print(f"load average {out['load_average_start']:.1f} at start, {out['load_average_end']:.1f} at end; "
+          f"server alive after: {out['server_alive_after']}")
+    if args.json:
+        Path(args.json).write_text(json.dumps(out, indent=1), encoding="utf-8")
+    return 0 if out["load"]["errors"] == 0 else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

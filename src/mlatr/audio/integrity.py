@@ -1,0 +1,204 @@
+"""Is an audio file whole? The frames its header declares against the frames that decode, and the
+decoded duration against the manifest's.
+
+libsndfile trusts the data over the header: a WAV whose header declares 36,092 frames but whose file
+stops after 8 reads as an 8-frame clip, without an error. A truncated copy (an interrupted download, a
+full disk) would then train, evaluate and index as a different, shorter sound. This module reads the
+declared length itself for the formats whose header states it (RIFF/WAVE data chunk, AIFF COMM), takes
+libsndfile's count for the others (FLAC's STREAMINFO, Ogg's last granule), decodes the file in blocks and
+compares.
+
+- :func:`declared_frames`: frames a header promises (``None`` where the header does not say, e.g. a WAV
+  written to a pipe, whose size fields hold a placeholder).
+- :func:`probe_audio`: decode a file block by block without keeping it (``data validate --check-audio``,
+  folder import); :func:`read_audio_blocks`: decode it mono, keeping it (:func:`mlatr.audio.io.load_audio`).
+  Both raise :class:`~mlatr.errors.MlatrError` naming the file when it is unreadable, empty, holds
+  non-finite samples or fewer frames than declared.
+- :func:`audio_file_problem`: ``(field, message)`` for a file that is missing, does not decode whole or is
+  far from a stated duration (``data validate --check-audio``).
+- :func:`duration_problem`: a message when a decoded duration is far from the one a manifest states
+  (``|decoded - stated| > max(DURATION_TOLERANCE_S, DURATION_TOLERANCE_RATIO * stated)``), else ``None``.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from dataclasses import dataclass
+
+import numpy as np
+import soundfile as sf
+
+from mlatr.errors import MlatrError
+
+#: Frames decoded per block (bounded memory whatever the file's length).
+BLOCK_FRAMES = 1 << 16
+#: A decoded duration differing from the manifest's by more than this many seconds, and by more than
+#: :data:`DURATION_TOLERANCE_RATIO` of it, is a problem (a half-length file is; 9.9 s for 10 s is not).
+DURATION_TOLERANCE_S = 0.5
+DURATION_TOLERANCE_RATIO = 0.2
+#: RIFF size fields that writers use as "unknown" (streamed output).
+_PLACEHOLDER_SIZES = (0, 0xFFFFFFFF)
+#: WAVE format tags whose data chunk is plain frames: PCM, IEEE float, A-law, mu-law, extensible.
+_FRAME_FORMATS = (0x0001, 0x0003, 0x0006, 0x0007, 0xFFFE)
+
+
+@dataclass(frozen=True)
+class AudioProbe:
+    """What decoding a file found: its rate and channels, the frames declared and the frames read."""
+
+    path: str
+    samplerate: int
+    channels: int
+    frames_declared: int | None
+    frames_read: int
+
+    @property
+    def seconds(self) -> float:
+        """Decoded duration in seconds."""
+        return self.frames_read / self.samplerate if self.samplerate > 0 else 0.0
+
+
+def _chunks(fh, byte_order: str):
+    """``(id, size)`` of each RIFF / IFF chunk from the current position; the file is left at the chunk's
+    data while the caller looks at it, and moved to the next chunk after."""
+    while True:
+        head = fh.read(8)
+        if len(head) < 8:
+            return
+        kind, size = head[:4], struct.unpack(byte_order + "I", head[4:])[0]
+        start = fh.tell()
+        yield kind, size
+        fh.seek(start + size + (size & 1))
+
+
+def _wav_frames(fh) -> int | None:
+    """Frames of a RIFF/WAVE file's data chunk (``fh`` positioned after the 12-byte RIFF header)."""
+    block_align = None
+    for kind, size in _chunks(fh, "<"):
+        if kind == b"fmt ":
+            fmt = fh.read(16)
+            if len(fmt) < 16:
+                return None
+            tag, _channels, _rate, _bytes_per_s, block_align = struct.unpack("<HHIIH", fmt[:14])
+            if tag not in _FRAME_FORMATS or block_align == 0:
+                return None
+        elif kind == b"data":
+            if block_align is None or size in _PLACEHOLDER_SIZES:
+                return None
+            return size // block_align
+    return None
+
+
+def _aiff_frames(fh) -> int | None:
+    """``numSampleFrames`` of an AIFF/AIFC file's COMM chunk (``fh`` after the 12-byte FORM header)."""
+    for kind, _size in _chunks(fh, ">"):
+        if kind == b"COMM":
+            comm = fh.read(6)
+            return struct.unpack(">I", comm[2:6])[0] if len(comm) == 6 else None
+    return None
+
+
+def declared_frames(path: str | os.PathLike) -> int | None:
+    """Frames the header of a WAV or AIFF file declares; for other formats libsndfile's count (FLAC
+    STREAMINFO, Ogg granule position); ``None`` where nothing is declared or the header is unreadable."""
+    try:
+        with open(path, "rb") as fh:
+            magic = fh.read(12)
+            if magic[:4] == b"RIFF" and magic[8:12] == b"WAVE":
+                return _wav_frames(fh)
+            if magic[:4] == b"FORM" and magic[8:12] in (b"AIFF", b"AIFC"):
+                return _aiff_frames(fh)
+    except (OSError, struct.error):
+        return None
+    try:
+        frames = sf.info(os.fspath(path)).frames
+    except Exception:  # soundfile raises LibsndfileError / RuntimeError / TypeError
+        return None
+    return int(frames) if 0 < frames < (1 << 62) else None
+
+
+def _open(path: str) -> sf.SoundFile:
+    if not os.path.isfile(path):
+        raise MlatrError(f"{path}: audio file not found")
+    try:
+        return sf.SoundFile(path)
+    except Exception as exc:  # soundfile raises LibsndfileError / RuntimeError / TypeError
+        raise MlatrError(f"{path}: cannot read audio ({exc})") from exc
+
+
+def _seconds(frames: int, rate: int) -> str:
+    s = frames / rate if rate > 0 else 0.0
+    return f"{s * 1000:.1f} ms" if s < 1 else f"{s:.2f} s"
+
+
+def _check_whole(path: str, declared: int | None, read: int, rate: int) -> None:
+    if read == 0:
+        raise MlatrError(f"{path}: audio file is empty (0 samples decode)")
+    if declared is not None and read < declared:
+        raise MlatrError(f"{path}: truncated audio: the header declares {declared:,} frames "
+                         f"({_seconds(declared, rate)}) but only {read:,} decode ({_seconds(read, rate)})")
+
+
+def _blocks(path: str):
+    """Yield ``(sound file, block [n, C] float32)``; decoding errors become :class:`MlatrError`."""
+    with _open(path) as snd:
+        while True:
+            try:
+                block = snd.read(BLOCK_FRAMES, dtype="float32", always_2d=True)
+            except Exception as exc:  # a corrupt stream fails part-way
+                raise MlatrError(f"{path}: cannot decode audio ({exc})") from exc
+            if block.shape[0] == 0:
+                return
+            if not np.isfinite(block).all():
+                raise MlatrError(f"{path}: audio holds NaN or infinite samples")
+            yield snd, block
+
+
+def probe_audio(path: str | os.PathLike) -> AudioProbe:
+    """Decode ``path`` block by block (nothing kept) and check it is whole; see the module docstring."""
+    path = os.fspath(path)
+    declared = declared_frames(path)
+    with _open(path) as snd:
+        rate, channels = int(snd.samplerate), int(snd.channels)
+    read = sum(block.shape[0] for _snd, block in _blocks(path))
+    _check_whole(path, declared, read, rate)
+    return AudioProbe(path, rate, channels, declared, read)
+
+
+def read_audio_blocks(path: str | os.PathLike) -> tuple[np.ndarray, int]:
+    """Decode ``path`` to mono float32 at its own rate (each block mixed to the channel mean as it is read,
+    so a long multi-channel file never sits in memory whole) and check it is whole: ``(mono [T], rate)``."""
+    path = os.fspath(path)
+    declared = declared_frames(path)
+    with _open(path) as snd:
+        rate = int(snd.samplerate)
+    parts = [block[:, 0].copy() if block.shape[1] == 1 else block.mean(axis=1, dtype=np.float32)
+             for _snd, block in _blocks(path)]
+    mono = np.concatenate(parts) if parts else np.zeros(0, np.float32)
+    _check_whole(path, declared, mono.shape[0], rate)
+    return mono, rate
+
+
+def duration_problem(decoded_s: float, stated_s: float | None) -> str | None:
+    """A message when ``decoded_s`` is far from the manifest's ``stated_s`` (see the module docstring)."""
+    if stated_s is None:
+        return None
+    if abs(decoded_s - stated_s) <= max(DURATION_TOLERANCE_S, DURATION_TOLERANCE_RATIO * stated_s):
+        return None
+    return (f"the audio decodes to {decoded_s:.3f} s but the manifest says {stated_s:g} s "
+            "(a truncated or replaced file?)")
+
+
+def audio_file_problem(path: str | os.PathLike, stated_s: float | None = None) -> tuple[str, str] | None:
+    """``(field, message)`` of what is wrong with the audio file ``path`` (decoded block by block, nothing
+    kept): field ``audio`` when it is missing or does not decode whole, ``duration`` when it is far from
+    ``stated_s``; ``None`` when it is fine."""
+    if not os.path.isfile(path):
+        return "audio", f"audio file not found: {path}"
+    try:
+        probe = probe_audio(path)
+    except MlatrError as exc:
+        return "audio", str(exc)
+    problem = duration_problem(probe.seconds, stated_s)
+    return ("duration", f"{path}: {problem}") if problem else None

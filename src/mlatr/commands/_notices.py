@@ -1,0 +1,32 @@
+"""What a command tells the user besides its result, on stderr: what ``--skip-bad`` skipped (the count,
+then the first items) and warnings about numbers that mean less than they seem."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterable, Mapping
+
+#: Skipped items listed one per line; the rest are counted.
+SHOWN = 10
+
+
+def report_skipped(items: Mapping[str, str] | Iterable[object], what: str) -> int:
+    """Print ``mlatr: skipped N WHAT (--skip-bad):`` and the first :data:`SHOWN` items (a mapping id ->
+    message, or objects whose ``str`` names file, line and field) to stderr; returns N."""
+    lines = [f"{k}: {v}" for k, v in items.items()] if isinstance(items, Mapping) else [str(x) for x in items]
+    if not lines:
+        return 0
+    print(f"mlatr: skipped {len(lines)} {what} (--skip-bad):", file=sys.stderr)
+    for line in lines[:SHOWN]:
+        print(f"  {line}", file=sys.stderr)
+    if len(lines) > SHOWN:
+        print(f"  ... and {len(lines) - SHOWN} more", file=sys.stderr)
+    return len(lines)
+
+
+def warn(messages: Iterable[str]) -> list[str]:
+    """Print each message as ``mlatr: warning: ...`` to stderr; returns them as a list."""
+    out = list(messages)
+    for m in out:
+        print(f"mlatr: warning: {m}", file=sys.stderr)
+    return out

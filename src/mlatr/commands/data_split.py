@@ -1,0 +1,32 @@
+"""Give every clip of a manifest a train/val/test split from a hash of its id (in place).
+
+test if sha256(id) maps below --test, val below --test + --val, else train; a clip's split never
+depends on the other clips, so adding files to a library keeps the old splits. Rewrites MANIFEST
+atomically.
+
+Example:
+  mlatr data split data/real-sounds/manifest.jsonl
+"""
+
+from mlatr.data.manifest import Manifest
+from mlatr.data.splits import TEST_FRACTION, VAL_FRACTION, assign_hash_splits
+from mlatr.errors import MlatrError
+
+HELP = __doc__
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("manifest", metavar="MANIFEST", help="JSONL manifest")
+    parser.add_argument("--val", type=float, default=VAL_FRACTION, help=f"val fraction (default {VAL_FRACTION})")
+    parser.add_argument("--test", type=float, default=TEST_FRACTION,
+                        help=f"test fraction (default {TEST_FRACTION})")
+
+
+def run(args) -> int:
+    if not (0 <= args.val and 0 <= args.test and args.val + args.test <= 1):
+        raise MlatrError(f"--val {args.val} and --test {args.test} must be fractions summing to at most 1")
+    manifest = Manifest.load(args.manifest)
+    counts = assign_hash_splits(manifest, args.val, args.test)
+    manifest.save(args.manifest)
+    print(f"{args.manifest}: {len(manifest)} clips; " + ", ".join(f"{k} {counts[k]}" for k in ("train", "val", "test")))
+    return 0

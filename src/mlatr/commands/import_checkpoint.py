@@ -1,0 +1,47 @@
+"""Convert another project's released checkpoint into an mlatr checkpoint.
+
+--from mlclap: ML-CLAP's pretrain.pt (github.com/zyyan4/ml-clap; zenodo.org/records/13358171), the model
+ATRI §5.3 starts KCL and CACL from: CED-Base audio encoder, SONAR text encoder, Linear-ReLU-Linear
+projections to 1024-d. The SONAR tokenizer and architecture come from a local copy of its Hugging Face
+port (--sonar, cointegrated/SONAR_200_text_encoder); the weights all come from FILE. Every key of FILE is
+accounted for in the printed report (matched / set aside with the reason / unexpected / missing / shape
+mismatch); any unexpected or missing key or shape mismatch stops the conversion unless --allow-unmatched.
+
+The result works wherever an mlatr checkpoint does:
+  mlatr eval --checkpoint OUT.pt --manifest M --split test
+  mlatr index build --checkpoint OUT.pt --manifest M -o lib.idx.npz
+  mlatr train --config configs/atri-kcl-audiocaps.yaml model.init_checkpoint=OUT.pt ...
+Its stored training config is ATRI's (8 languages, 10 s clips, Adam 5e-6) and its temperature is fixed at
+0.07 (ATRI §5.3); --keep-temperature keeps ML-CLAP's learnt one instead, as a learnable temperature.
+
+Example:
+  mlatr import-checkpoint --from mlclap weights/pretrain.pt --sonar weights/sonar -o weights/mlclap.pt
+"""
+
+HELP = __doc__
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("file", metavar="FILE", help="the checkpoint to convert")
+    parser.add_argument("--from", dest="source", required=True, choices=("mlclap",), help="whose checkpoint FILE is")
+    parser.add_argument("-o", "--output", required=True, metavar="OUT.pt", help="mlatr checkpoint to write")
+    parser.add_argument("--sonar", required=True, metavar="DIR",
+                        help="local copy of cointegrated/SONAR_200_text_encoder (tokenizer + architecture)")
+    parser.add_argument("--audio-heads", type=int, default=None,
+                        help="attention heads of the CED (default: from its published size, 12 for CED-Base)")
+    parser.add_argument("--keep-temperature", action="store_true",
+                        help="keep ML-CLAP's learnt temperature (learnable) instead of a fixed 0.07")
+    parser.add_argument("--allow-unmatched", action="store_true",
+                        help="convert even with unexpected / missing keys (reported; missing ones keep mlatr's "
+                             "initial weights)")
+
+
+def run(args) -> int:
+    from mlatr.convert.mlclap import ATRI_TEMPERATURE, import_mlclap
+
+    report = import_mlclap(args.file, args.output, args.sonar, audio_heads=args.audio_heads,
+                           temperature=None if args.keep_temperature else ATRI_TEMPERATURE,
+                           allow_unmatched=args.allow_unmatched)
+    print(report.describe())
+    print(f"wrote {args.output}")
+    return 0 if report.ok else 1

@@ -1,0 +1,112 @@
+from mlatr.commands._arg_types import positive_float, positive_int
+
+HELP = """Serve an index: a web page and a JSON API to search it by text in any language or by sound.
+
+Loads the index and its model once, then answers until interrupted (Ctrl-C):
+  /                  the web page: a query box, a language picker, results you can play, drop a sound
+  /search?q=&lang=&k=         text -> clips;  POST /search/audio (multipart field "file") sound -> clips
+  /audio/ID          an indexed clip's file;  /health;  POST /reload;  /openapi.json (the API schema)
+The query language may be left out when the index's text encoder does not read it (USE, e5-small,
+the small transformer without a language embedding); otherwise it is required (GET /health says which).
+The index file is watched (--watch): `mlatr index build --add` on it is picked up without a restart;
+POST /reload reads it at once. An index that cannot be read at start-up is reported and answered with
+503 errors until the file is fixed. Binds 127.0.0.1 (this machine only) unless --host says otherwise:
+there is no authentication, so expose it only to people who may read the library.
+
+Examples:
+  mlatr serve runs/demo-real/sounds.idx.npz            # then open http://127.0.0.1:8000/
+  mlatr serve lib.idx.npz --host 0.0.0.0 --port 8080   # the whole network (a team)
+  curl 'http://127.0.0.1:8000/search?q=un+chien+aboie&lang=fra&k=5'
+  curl -F file=@query.wav 'http://127.0.0.1:8000/search/audio?k=5'
+"""
+
+
+def add_arguments(parser):
+    parser.add_argument("index", metavar="INDEX", help="index written by mlatr index build")
+    parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine)")
+    parser.add_argument("--port", type=int, default=8000, help="port (default 8000; 0 picks a free one)")
+    parser.add_argument("--backend", choices=["numpy", "faiss"], default="numpy", help="search backend")
+    parser.add_argument("--watch", type=float, default=2.0, metavar="SECONDS",
+                        help="poll the index file every SECONDS and reload it when it changes (0: off; default 2)")
+    parser.add_argument("--max-k", type=positive_int, default=100, help="most results one request may ask for")
+    parser.add_argument("--max-upload-mb", type=positive_float, default=20.0,
+                        help="largest sound upload (MiB, default 20)")
+    parser.add_argument("--threads", type=positive_int, default=1,
+                        help="math threads (BLAS, OpenMP, torch) per query (default 1: a query's products are small, "
+                             "and extra threads wait on each other on a busy CPU; see README)")
+    parser.add_argument("--no-access-log", action="store_true", help="do not log every request")
+
+
+def limit_math_threads(n: int) -> None:
+    """Every later numpy / USE / FAISS (BLAS, OpenMP) and torch call in this process uses ``n`` threads."""
+    import torch
+    from threadpoolctl import threadpool_limits
+
+    torch.set_num_threads(n)
+    threadpool_limits(n)
+
+
+def bind_socket(host: str, port: int):
+    """A listening TCP socket on ``host:port`` (IPv4 or IPv6; port 0: a free one)."""
+    import socket
+
+    from mlatr.errors import MlatrError
+
+    try:
+        family, kind, proto, _, addr = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+        sock = socket.socket(family, kind, proto)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(addr)
+        sock.listen(128)
+    except OSError as exc:
+        raise MlatrError(f"cannot listen on {host}:{port} ({exc})") from exc
+    return sock
+
+
+def run(args) -> int:
+    import logging
+    import sys
+    from pathlib import Path
+
+    from mlatr.errors import MlatrError
+
+    try:
+        import threadpoolctl  # noqa: F401  (limit_math_threads)
+        import uvicorn
+
+        from mlatr.serve.app import Limits, create_app
+        from mlatr.serve.live_index import LiveIndex
+    except ImportError as exc:
+        raise MlatrError(f"mlatr serve needs fastapi, uvicorn, python-multipart and threadpoolctl ({exc}): "
+                         "pip install 'mlatr[serve]'") from exc
+    if not Path(args.index).is_file():
+        raise MlatrError(f"index not found: {args.index}")
+    if args.max_k < 1 or args.max_upload_mb <= 0 or args.threads < 1:
+        raise MlatrError("--max-k and --threads must be at least 1, --max-upload-mb positive")
+    limit_math_threads(args.threads)
+    log = logging.getLogger("mlatr.serve")  # reloads by the file watch, and their failures
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(levelname)s:     mlatr serve: %(message)s"))
+    log.addHandler(handler)
+    log.setLevel(logging.INFO)
+    live = LiveIndex(args.index, backend=args.backend)
+    try:
+        snap = live.reload()
+        print(f"loaded {args.index}: {len(snap.index)} clips, text encoder "
+              f"{snap.index.meta['model_config']['text_encoder']['name']}", flush=True)
+    except MlatrError as exc:
+        print(f"mlatr serve: cannot load {args.index}: {exc}\n  serving 503 errors until the file is fixed "
+              "(it is watched; POST /reload reads it at once)", file=sys.stderr, flush=True)
+    limit_math_threads(args.threads)  # again: the model's libraries (USE, FAISS) may have started their own pools
+    limits = Limits(max_k=args.max_k, max_upload_bytes=int(args.max_upload_mb * 2**20))
+    app = create_app(live, limits, watch_seconds=args.watch)
+    sock = bind_socket(args.host, args.port)
+    host, port = sock.getsockname()[:2]
+    shown = f"[{host}]" if ":" in host else host
+    print(f"serving at http://{shown}:{port}/  (Ctrl-C stops)", flush=True)
+    config = uvicorn.Config(app, log_level="info", access_log=not args.no_access_log, timeout_graceful_shutdown=5)
+    try:
+        uvicorn.Server(config).run(sockets=[sock])
+    except KeyboardInterrupt:  # uvicorn shut down cleanly, then passes the Ctrl-C on: a normal stop
+        pass
+    return 0

@@ -1,0 +1,162 @@
+"""English captions and a class label for a sound from its path (for libraries captioned by file names).
+
+A sound library's paths say more than the last file name: ``minetest/default/dig_cracky.2`` is
+"digging stone" in Minetest's words (``cracky`` = stone-like blocks), ``wesnoth/core/wolf-hit-3`` is a
+wolf yelping when struck, ``scratch/Animal/Dog1`` is a dog, an animal. :func:`path_captions` turns a clip
+id (its path under the library folder, as :mod:`mlatr.data.importers.folder` makes it) into
+
+1. the file name's words (:func:`~mlatr.data.importers.folder.caption_from_name`), with numbering
+   dropped wherever it stands (``bird1_00``, ``magic-missile-2-miss``), abbreviations and game jargon
+   replaced word by word (``bd`` -> "bass drum", ``cracky`` -> "stone"; the ``words`` table) and a few
+   phrase patterns rewritten (``X footstep`` -> "footsteps on X", ``X die`` -> "X dying", ``X hit`` ->
+   "X hurt", ``dig X`` -> "digging X");
+2. a second caption with the folder's meaning as context ("dog, animal") when the path has one;
+3. the class label of that folder (the ``labels`` table: id prefix -> label), the classes of the
+   zero-shot view (:mod:`mlatr.experiments.unseen_library`).
+
+A reviewed table (``captions``: id, or id with its numbering dropped, -> list of captions, or ``null`` to
+leave the clip out) replaces the automatic captions where a person found them wrong. The shipped table,
+``src/mlatr/data/real_sound_captions.json``, covers the Debian libraries of ``scripts/get-real-sounds.sh``;
+its ``note`` says how it was reviewed.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from mlatr.data.importers._common import AUDIO_EXTENSIONS
+from mlatr.data.importers.folder import caption_from_name
+from mlatr.data.manifest import Manifest
+from mlatr.errors import InputError
+
+#: The table shipped with mlatr (reviewed captions of the Debian sound libraries).
+DEFAULT_TABLE = Path(__file__).resolve().parent / "real_sound_captions.json"
+
+_NUMBERING = re.compile(r"(?:[-_. ]?\d+)+$")
+#: Phrase patterns on the cleaned words: (pattern, replacement), first match wins.
+PHRASES: tuple[tuple[re.Pattern, str], ...] = tuple((re.compile(p), r) for p, r in (
+    (r"^(.+) footsteps?$", r"footsteps on \1"),
+    (r"^dig (.+)$", r"digging \1"),
+    (r"^(.+) dig$", r"digging \1"),
+    (r"^dug (.+)$", r"\1 dug out"),
+    (r"^(.+) dug$", r"\1 dug out"),
+    (r"^(.+) (?:die|critdie)$", r"\1 dying"),
+    (r"^(.+) hit$", r"\1 hurt"),
+    (r"^(.+) miss$", r"\1 missing its target"),
+))
+
+
+@dataclass
+class CaptionTable:
+    """The tables :func:`path_captions` reads (see the module docstring)."""
+
+    words: dict[str, str] = field(default_factory=dict)
+    labels: dict[str, str] = field(default_factory=dict)
+    captions: dict[str, list[str] | None] = field(default_factory=dict)
+    label_translations: dict[str, dict[str, str]] = field(default_factory=dict)
+    note: str = ""
+
+    @classmethod
+    def load(cls, path: str | Path = DEFAULT_TABLE) -> CaptionTable:
+        path = Path(path)
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise InputError(f"cannot read the caption table: {exc}", str(path)) from exc
+        for key in ("words", "labels", "captions", "label_translations"):
+            if not isinstance(data.get(key, {}), dict):
+                raise InputError(f"{key!r} must be an object", str(path), field=key)
+        for key, caps in data.get("captions", {}).items():
+            if caps is not None and (not isinstance(caps, list) or not caps
+                                     or not all(isinstance(c, str) and c.strip() for c in caps)):
+                raise InputError("expected a non-empty list of captions or null", str(path), field=f"captions.{key}")
+        return cls(words=data.get("words", {}), labels=data.get("labels", {}), captions=data.get("captions", {}),
+                   label_translations=data.get("label_translations", {}), note=data.get("note", ""))
+
+    def knows(self, clip_id: str) -> bool:
+        """Whether the table covers the library of ``clip_id`` (its first folder): some label or caption key
+        starts with it."""
+        lib = clip_id.split("/", 1)[0] + "/"
+        return any(k.startswith(lib) for k in (*self.labels, *self.captions))
+
+    def label_of(self, clip_id: str) -> str | None:
+        """The label of the longest ``labels`` prefix of ``clip_id`` (None without one)."""
+        best = max((p for p in self.labels if clip_id.startswith(p)), key=len, default=None)
+        return self.labels[best] if best is not None else None
+
+
+def drop_numbering(clip_id: str) -> str:
+    """``clip_id`` with the numbering at the end of its last part removed: ``wesnoth/core/wolf-hit-3`` ->
+    ``wesnoth/core/wolf-hit``, ``widelands/animals/bird1_00`` -> ``widelands/animals/bird``."""
+    head, _, name = clip_id.rpartition("/")
+    stem = _NUMBERING.sub("", name) or name
+    return f"{head}/{stem}" if head else stem
+
+
+def clean_name(name: str, words: dict[str, str]) -> str:
+    """The words of a file name with numbering dropped, ``words`` replaced and the phrase patterns applied."""
+    tokens = [t for t in caption_from_name(name).split() if not t.isdigit()]
+    tokens = [words.get(t, t) for t in tokens]
+    text = " ".join(t for t in tokens if t)
+    text = re.sub(r"\b(\w+) \1\b", r"\1", text)  # "dig dig immediate" -> "dig immediate"
+    for pattern, repl in PHRASES:
+        if pattern.match(text):
+            return pattern.sub(repl, text)
+    return text
+
+
+def path_captions(clip_id: str, table: CaptionTable) -> tuple[list[str] | None, str | None]:
+    """``(captions, label)`` of a clip from its id; captions None when the table leaves the clip out."""
+    label = table.label_of(clip_id)
+    for key in (clip_id, drop_numbering(clip_id)):
+        if key in table.captions:
+            reviewed = table.captions[key]
+            return (None if reviewed is None else _with_context(list(reviewed), label)), label
+    parts = clip_id.split("/")
+    name = parts[-1]
+    if Path(name).suffix.lower() in AUDIO_EXTENSIONS:  # two files differing only by extension keep it in the id
+        name = name[: -len(Path(name).suffix)]
+    text = clean_name(drop_numbering(name), table.words)
+    for folder in reversed(parts[1:-1]):  # a name with no words takes its folder's (not the library's)
+        if text:
+            break
+        text = clean_name(folder, table.words)
+    return (_with_context([text], label) if text else []), label
+
+
+def _with_context(captions: list[str], label: str | None) -> list[str]:
+    """Add "first caption, label" when the label says something the first caption does not."""
+    if label and len(captions) == 1 and not set(label.split()) <= set(captions[0].split()):
+        captions.append(f"{captions[0]}, {label}")
+    return captions
+
+
+def recaption(manifest: Manifest, table: CaptionTable) -> dict[str, int]:
+    """Rewrite, in place, the English captions and the labels of ``manifest``'s English-only clips from their
+    ids; clips the table leaves out are removed. A clip of a library the table does not know keeps the
+    labels it has (the folder importer's) unless a label prefix matches. Returns counts (``recaptioned``, ``reviewed``,
+    ``removed``, ``kept_as_is`` for clips with captions in other languages, ``labelled``)."""
+    counts = {"recaptioned": 0, "reviewed": 0, "removed": 0, "kept_as_is": 0, "labelled": 0}
+    kept = []
+    for clip in manifest.clips:
+        if set(clip.captions) - {"eng"}:
+            counts["kept_as_is"] += 1
+            kept.append(clip)
+            continue
+        captions, label = path_captions(clip.id, table)
+        if captions is None:
+            counts["removed"] += 1
+            continue
+        counts["reviewed"] += clip.id in table.captions or drop_numbering(clip.id) in table.captions
+        if captions:
+            clip.captions = {"eng": list(captions)}
+            counts["recaptioned"] += 1
+        if label or table.knows(clip.id):  # a library the table does not know keeps its folder labels
+            clip.labels = [label] if label else []
+        counts["labelled"] += bool(clip.labels)
+        kept.append(clip)
+    manifest.clips = kept
+    return counts

@@ -1,0 +1,45 @@
+"""The head options of the real-sound runs and their defaults (no torch here: the CLI lists them in --help).
+
+See :mod:`mlatr.experiments.real_heads` for what each option trains.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+#: The frozen multilingual text encoders a real-sound run may use.
+TEXT_ENCODERS = ("use-multilingual", "e5-small")
+
+
+@dataclass(frozen=True)
+class HeadOption:
+    """How the projection heads are trained (see the module docstring)."""
+
+    name: str
+    about: str
+    text_head: str = "mlp"
+    identity_penalty: float = 0.0
+    scheme: str = "mlclap"
+    trained: bool = True
+    #: The caption languages trained on: "eng", or "all" those the manifest has (translations).
+    caption_languages: str = "eng"
+
+
+HEAD_OPTIONS: dict[str, HeadOption] = {o.name: o for o in (
+    HeadOption("random", "untrained heads (both ML-CLAP heads at their initialisation)", trained=False),
+    HeadOption("both-heads", "an ML-CLAP head on each side, InfoNCE on English captions"),
+    HeadOption("audio-only", "only the audio head learns, into the frozen text space (text head = identity)",
+               text_head="identity"),
+    HeadOption("near-identity", "residual text head x + MLP(x) from the identity, penalty 1.0 ||g(t) - t||^2",
+               text_head="residual", identity_penalty=1.0),
+    HeadOption("kcl-translations", "both ML-CLAP heads, KCL (ATRI eq. 9) over English and its machine translations "
+               "in the manifest (mlatr data translate)", scheme="kcl", caption_languages="all"),
+)}
+
+#: The options ``mlatr experiment unseen-library`` compares by default (kcl-translations needs a translated
+#: manifest: ask for it with --heads once ``mlatr data translate`` has added translations).
+COMPARED_BY_DEFAULT = ("random", "both-heads", "audio-only", "near-identity")
+
+#: ``mlatr demo-real``'s defaults: the best run of the leave-one-library-out table (README, docs/real-sounds.md).
+DEFAULT_TEXT_ENCODERS = ("use-multilingual", "e5-small")
+DEFAULT_HEADS = "near-identity"

@@ -1,0 +1,203 @@
+"""What every real-sound run shares: the clips with their frozen features, the text features, the head
+options, one training call and one evaluation of a set of clips.
+
+Frozen backbones (aisfx audio; USE or e5-small text) give each clip and each text a fixed vector, so a
+run computes them once (:mod:`mlatr.frozen_features`, the text encoders' own caches) and trains only the
+projection heads (:func:`mlatr.training.heads.train_heads`). The head options
+(:data:`mlatr.experiments.head_options.HEAD_OPTIONS`) are
+the ways of keeping the text encoder's multilingual space that issue 17 compares:
+
+- ``both-heads``: an ML-CLAP head on each side (ATRI sec. 3.1, Linear-ReLU-Linear), trained on English
+  captions: the text head is free to move English away from the other languages;
+- ``audio-only``: the text side is the frozen encoder itself (``text_head="identity"``), only the audio
+  head learns, into the text space, so every language keeps its place relative to English;
+- ``near-identity``: a residual text head ``x + MLP(x)`` starting at the identity, with the
+  ``text_identity`` penalty ``lambda ||g(t) - t||^2`` (:mod:`mlatr.training.heads`);
+- ``kcl-translations``: ML-CLAP heads trained with KCL (ATRI §4.1 eq. 9) over English and the machine
+  translations the manifest holds, so every language's captions are pulled to the same clip;
+- ``random``: untrained heads, the floor.
+
+:func:`evaluate_clips` measures a set of clips three ways: the file-name captions (first English caption
+of each clip as a query for its own clip, :func:`mlatr.evaluation.evaluate_embeddings`), the hand-written
+multilingual queries with keyword relevance (:mod:`mlatr.evaluation.queries`, eight languages, with the
+consistency metrics gap / dis / MRV of ATRI eq. 14-16), and zero-shot classification of the clips' folder
+labels with SupCLAP §4.2.2's prompt in each language (:func:`mlatr.evaluation.zero_shot`); each with its
+chance level.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from mlatr.data.manifest import Manifest
+from mlatr.data.path_captions import CaptionTable
+from mlatr.errors import MlatrError
+from mlatr.evaluation import evaluate_embeddings, zero_shot, zero_shot_prompts
+from mlatr.evaluation.queries import caption_chance, keyword_relevance, multilingual_query_eval
+from mlatr.experiments.head_options import TEXT_ENCODERS, HeadOption
+from mlatr.frozen_features import AudioFeatureCache, audio_features
+from mlatr.models.dual_encoder import DualEncoder
+from mlatr.models.registry import build_audio_encoder, build_text_encoder
+from mlatr.training.config import ObjectiveConfig
+from mlatr.training.heads import HeadTraining, TextBank, caption_rows, project, train_heads
+
+QUERIES_PATH = Path(__file__).resolve().parent.parent / "data" / "queries_multilingual.json"
+
+def library_of(clip_id: str) -> str:
+    """The library a clip comes from: the first folder of its id (``scratch/Animal/Dog1`` -> ``scratch``)."""
+    return clip_id.split("/", 1)[0]
+
+
+@dataclass
+class RealSounds:
+    """The clips of a real-sound manifest with their frozen audio features, the queries and the labels."""
+
+    manifest: Manifest
+    features: np.ndarray  # [N, D] aisfx pooled features, manifest order
+    queries: list[dict]
+    languages: list[str]
+    label_translations: dict[str, dict[str, str]] = field(default_factory=dict)
+    audio_encoder: torch.nn.Module | None = None
+
+    @classmethod
+    def load(cls, manifest_path: str | Path, cache_path: str | Path, max_seconds: float = 10.0,
+             progress: bool = True) -> RealSounds:
+        manifest = Manifest.load(manifest_path)
+        if not manifest.clips:
+            raise MlatrError(f"{manifest_path}: no clips")
+        audio_enc = build_audio_encoder("aisfx", frozen=True)
+        cache = AudioFeatureCache(cache_path, json.dumps({**audio_enc.config(), "max_seconds": max_seconds},
+                                                         sort_keys=True))
+        feats = audio_features(audio_enc, manifest, cache, max_seconds, progress=progress)
+        qdata = json.loads(QUERIES_PATH.read_text(encoding="utf-8"))
+        return cls(manifest, feats, qdata["queries"], list(qdata["languages"]),
+                   CaptionTable.load().label_translations, audio_enc)
+
+    @property
+    def libraries(self) -> list[str]:
+        return [library_of(c.id) for c in self.manifest.clips]
+
+    def caption_languages(self) -> list[str]:
+        """The languages of the manifest's captions, English first."""
+        langs = {lang for c in self.manifest.clips for lang, caps in c.captions.items() if any(caps)}
+        return sorted(langs, key=lambda lang: (lang != "eng", lang))
+
+    def english(self, i: int) -> list[str]:
+        return [c for c in self.manifest.clips[i].captions.get("eng", []) if c]
+
+    def label_in(self, label: str, lang: str) -> str:
+        """A folder label in ``lang`` (the table's hand translation; English as it is)."""
+        return label if lang == "eng" else self.label_translations.get(label, {}).get(lang, label)
+
+    def texts(self) -> list[tuple[str, str]]:
+        """Every ``(language, text)`` a run embeds: the clips' captions, the queries, the zero-shot prompts."""
+        pairs = [(lang, t) for c in self.manifest.clips for lang, caps in c.captions.items() for t in caps if t]
+        pairs += [(lang, q["captions"][lang]) for q in self.queries for lang in self.languages]
+        labels = sorted({lb for c in self.manifest.clips for lb in c.labels})
+        for lang in self.languages:
+            pairs += list(zip([lang] * len(labels), zero_shot_prompts([self.label_in(lb, lang) for lb in labels], lang),
+                              strict=True))
+        return pairs
+
+
+def text_space(name: str, data: RealSounds, cache_dir: str | Path, **options) -> tuple[torch.nn.Module, TextBank]:
+    """The frozen text encoder ``name`` and the features of every text of ``data`` (cached on disk);
+    ``options`` go to the encoder's factory."""
+    if name not in TEXT_ENCODERS:
+        raise MlatrError(f"text encoder {name!r} is not a frozen multilingual encoder ({', '.join(TEXT_ENCODERS)})")
+    opts = {"cache_path": str(Path(cache_dir) / f"{name}.npz"), **options}
+    if name == "use-multilingual":
+        opts["allow_unsupported_languages"] = True  # Catalan: embedded as is (USE has no Catalan), marked in reports
+    encoder = build_text_encoder(name, **opts)
+    bank = TextBank.embed(encoder, data.texts())
+    encoder.save_cache()
+    return encoder, bank
+
+
+def build_model(data: RealSounds, text_encoder, option: HeadOption, embed_dim: int, seed: int) -> DualEncoder:
+    """A DualEncoder over the frozen backbones with ``option``'s text head, initialised from ``seed``."""
+    torch.manual_seed(seed)
+    dim = embed_dim if option.text_head == "mlp" else text_encoder.output_dim
+    return DualEncoder(data.audio_encoder, text_encoder, embed_dim=dim, text_head=option.text_head)
+
+
+def train_option(model, data: RealSounds, bank: TextBank, option: HeadOption, train_rows: Sequence[int],
+                 val_rows: Sequence[int], settings: HeadTraining, progress: bool = True) -> list[dict]:
+    """Train ``model``'s heads on the clips ``train_rows`` as ``option`` says, keeping the epoch of the best
+    validation t2a R@10 of ``val_rows``' file-name captions; the log (empty for an untrained option)."""
+    if not option.trained:
+        return []
+    languages = ["eng"] if option.caption_languages == "eng" else data.caption_languages()
+    if option.scheme != "mlclap" and len(languages) < 2:
+        raise MlatrError(f"head option {option.name!r} trains on translations, but the manifest's captions are "
+                         "English only: translate them first (mlatr data translate)")
+    rows = [caption_rows(data.manifest.clips[i].captions, languages) for i in train_rows]
+    keep = [k for k, r in enumerate(rows) if r]
+    settings = HeadTraining(epochs=settings.epochs, batch_size=settings.batch_size, lr=settings.lr,
+                            weight_decay=settings.weight_decay, seed=settings.seed,
+                            objective=ObjectiveConfig(scheme=option.scheme), identity_penalty=option.identity_penalty)
+    validate = None
+    if len(val_rows):
+        def validate(m):
+            return caption_retrieval(m, data, bank, val_rows)["t2a"]["R10"]
+    feats = data.features[[train_rows[k] for k in keep]]
+    return train_heads(model, feats, [rows[k] for k in keep], languages, bank, settings, validate, progress)
+
+
+def _embed(model, audio_feats: np.ndarray, text_feats: torch.Tensor) -> tuple[np.ndarray, np.ndarray]:
+    return project(model, audio_feats, text_feats.numpy())
+
+
+def caption_retrieval(model, data: RealSounds, bank: TextBank, rows: Sequence[int]) -> dict:
+    """t2a / a2t recall (percent) of the clips' first English caption against their own clip, with chance."""
+    rows = [i for i in rows if data.english(i)]
+    texts = [data.english(i)[0] for i in rows]
+    a, t = _embed(model, data.features[rows], bank.lookup(texts, ["eng"] * len(texts)))
+    idx = np.arange(len(rows))
+    res = evaluate_embeddings(a, t, idx, np.asarray(["eng"] * len(rows)), idx)
+    return {"t2a": res["t2a"]["avg"], "a2t": res["a2t"]["avg"], "chance": caption_chance(idx, len(rows)),
+            "n_clips": len(rows)}
+
+
+def query_retrieval(model, data: RealSounds, bank: TextBank, rows: Sequence[int]) -> dict:
+    """The hand-written multilingual queries over the clips ``rows`` (keyword relevance on all their English
+    captions): t2a and a2t per language, chance, gap / dis / MRV (:func:`multilingual_query_eval`)."""
+    langs = data.languages
+    q_text = [q["captions"][lang] for q in data.queries for lang in langs]
+    q_lang = [lang for _ in data.queries for lang in langs]
+    q_group = np.repeat(np.arange(len(data.queries)), len(langs))
+    relevant = keyword_relevance(data.queries, [" ".join(data.english(i)) for i in rows])
+    a, q = _embed(model, data.features[list(rows)], bank.lookup(q_text, q_lang))
+    return multilingual_query_eval(q, q_lang, q_group, a, relevant, langs)
+
+
+def zero_shot_labels(model, data: RealSounds, bank: TextBank, rows: Sequence[int]) -> dict | None:
+    """Zero-shot classification of the clips' folder labels in every language (SupCLAP §4.2.2's prompt,
+    labels translated by hand); None when the clips have fewer than two labels."""
+    labelled = [i for i in rows if data.manifest.clips[i].labels]
+    classes = sorted({data.manifest.clips[i].labels[0] for i in labelled})
+    if len(classes) < 2:
+        return None
+    targets = np.asarray([classes.index(data.manifest.clips[i].labels[0]) for i in labelled])
+    out = {}
+    for lang in data.languages:
+        prompts = zero_shot_prompts([data.label_in(c, lang) for c in classes], lang)
+        a, c = _embed(model, data.features[labelled], bank.lookup(prompts, [lang] * len(prompts)))
+        out[lang] = zero_shot(a, c, targets)
+    out["avg"] = {k: float(np.mean([out[lang][k] for lang in data.languages])) for k in ("top1", "top5")}
+    n = len(classes)
+    return {**out, "chance": {"top1": 100.0 / n, "top5": 100.0 * min(5, n) / n}, "classes": classes,
+            "n_clips": len(labelled)}
+
+
+def evaluate_clips(model, data: RealSounds, bank: TextBank, rows: Sequence[int]) -> dict:
+    """All three views of the clips ``rows`` (module docstring)."""
+    model.eval()
+    return {"captions": caption_retrieval(model, data, bank, rows), "queries": query_retrieval(model, data, bank, rows),
+            "zero_shot": zero_shot_labels(model, data, bank, rows)}

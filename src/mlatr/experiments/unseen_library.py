@@ -1,0 +1,257 @@
+"""Leave-one-library-out: how real-sound heads do on a sound library they were never trained on (issue 17).
+
+A person points mlatr at their own folder, which no training clip came from. To measure that, every
+library of the real-sound manifest (its clips' first folder: ``scratch``, ``minetest``, ...) is held out
+in turn: the heads train on all the other libraries (their hash-``val`` clips choose the epoch) and are
+evaluated on every clip of the held-out one (:func:`mlatr.experiments.real_heads.evaluate_clips`: the
+file-name captions, the hand-written queries in eight languages with gap / dis / MRV, zero-shot folder
+labels in eight languages; each with its chance level). The in-library split (train / val / test by the
+hash of each id, every library in all three) is run the same way, for comparison.
+
+Figures are means over the held-out libraries (each library counts once; the query metrics over the
+libraries with at least one relevant clip, zero-shot over those with two folder labels or more). MRV
+grows with the number of candidate clips, so a mean MRV mixes libraries of different sizes: read it
+next to recall, per library in the report.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+from tqdm import tqdm
+
+from mlatr.errors import MlatrError
+from mlatr.experiments.head_options import HEAD_OPTIONS
+from mlatr.experiments.real_heads import (
+    RealSounds,
+    build_model,
+    evaluate_clips,
+    text_space,
+    train_option,
+)
+from mlatr.io_utils import atomic_write_json, atomic_write_text
+from mlatr.plotting import pyplot
+from mlatr.training.heads import HeadTraining
+
+IN_LIBRARY = "in-library"
+
+
+def folds(data: RealSounds, libraries: Sequence[str] | None = None) -> dict[str, dict[str, list[int]]]:
+    """``{held-out library: {"train", "val", "test"}}`` row lists, plus the in-library split."""
+    libs = data.libraries
+    splits = [c.split for c in data.manifest.clips]
+    names = sorted(set(libs)) if libraries is None else list(libraries)
+    unknown = sorted(set(names) - set(libs))
+    if unknown:
+        raise MlatrError(f"no clips from librar{'y' if len(unknown) == 1 else 'ies'} {', '.join(unknown)} "
+                         f"(have: {', '.join(sorted(set(libs)))})")
+    out = {}
+    for lib in names:
+        rest = [i for i, x in enumerate(libs) if x != lib]
+        out[lib] = {"train": [i for i in rest if splits[i] != "val"], "val": [i for i in rest if splits[i] == "val"],
+                    "test": [i for i, x in enumerate(libs) if x == lib]}
+    out[IN_LIBRARY] = {s: [i for i, x in enumerate(splits) if x == s] for s in ("train", "val", "test")}
+    if not out[IN_LIBRARY]["train"] or not out[IN_LIBRARY]["test"]:
+        raise MlatrError("the manifest needs hash splits (mlatr data split): no train or no test clips")
+    return out
+
+
+def run_unseen_library(manifest_path: str | Path, out: str | Path, text_encoders: Sequence[str],
+                       options: Sequence[str], *, libraries: Sequence[str] | None = None, epochs: int = 60,
+                       batch_size: int = 64, lr: float = 1e-3, embed_dim: int = 256, seed: int = 0,
+                       max_seconds: float = 10.0, cache_dir: str | Path | None = None, progress: bool = True) -> dict:
+    """Train and evaluate every text encoder x head option x fold; writes ``OUT/results.json`` (after each
+    run, so a rerun with the same settings resumes), ``OUT/report.md`` and ``OUT/unseen-recall-by-language.png``.
+    Returns the results dict."""
+    for name in options:
+        if name not in HEAD_OPTIONS:
+            raise MlatrError(f"unknown head option {name!r} (choose from {', '.join(HEAD_OPTIONS)})")
+    out = Path(out)
+    cache_dir = Path(cache_dir) if cache_dir is not None else out / "cache"
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    data = RealSounds.load(manifest_path, cache_dir / "aisfx.npz", max_seconds, progress)
+    fold_rows = folds(data, libraries)
+    settings = {"epochs": epochs, "batch_size": batch_size, "lr": lr, "embed_dim": embed_dim, "seed": seed,
+                "max_seconds": max_seconds, "clips": len(data.manifest)}
+    results = _previous(out / "results.json", settings)
+    results["folds"] = {f: {s: len(r) for s, r in rows.items()} for f, rows in fold_rows.items()}
+    train = HeadTraining(epochs=epochs, batch_size=batch_size, lr=lr, seed=seed)
+    todo = [(enc, opt, f) for enc in text_encoders for opt in options for f in fold_rows
+            if f not in results["runs"].get(f"{enc}/{opt}", {}).get("folds", {})]
+    bar = tqdm(total=len(todo), desc="unseen-library runs", unit="run", disable=not progress or not todo)
+    for enc in text_encoders:
+        if not any(t[0] == enc for t in todo):
+            continue
+        text_enc, bank = text_space(enc, data, cache_dir)
+        for opt in options:
+            option = HEAD_OPTIONS[opt]
+            run = results["runs"].setdefault(f"{enc}/{opt}", {"text_encoder": enc, "heads": opt,
+                                                              "about": option.about, "folds": {},
+                                                              "manifest": str(manifest_path)})
+            for f, rows in fold_rows.items():
+                if f in run["folds"]:
+                    continue
+                bar.set_postfix_str(f"{enc} {opt} {f}")
+                model = build_model(data, text_enc, option, embed_dim, seed)
+                log = train_option(model, data, bank, option, rows["train"], rows["val"], train, progress=False)
+                run["folds"][f] = {**evaluate_clips(model, data, bank, rows["test"]),
+                                   "best_epoch": _best_epoch(log)}
+                run["unseen"] = summarize(run["folds"])
+                atomic_write_json(out / "results.json", results)
+                bar.update(1)
+    bar.close()
+    for run in results["runs"].values():
+        run["unseen"] = summarize(run["folds"])
+    results["best"] = best_run(results)
+    atomic_write_json(out / "results.json", results)
+    atomic_write_text(out / "report.md", unseen_report(results, data.languages))
+    plot_unseen_recall(results, data.languages, out / "unseen-recall-by-language.png")
+    return results
+
+
+def _previous(path: Path, settings: dict) -> dict:
+    """The finished runs of an earlier call with the same settings (resume), else an empty result."""
+    if path.is_file():
+        old = json.loads(path.read_text(encoding="utf-8"))
+        if old.get("settings") == settings:
+            return old
+    return {"settings": settings, "runs": {}}
+
+
+def _best_epoch(log: list[dict]) -> int | None:
+    scored = [e for e in log if "val" in e]
+    return max(scored, key=lambda e: e["val"])["epoch"] if scored else None
+
+
+def summarize(fold_results: dict[str, dict]) -> dict:
+    """Means over the held-out libraries (the in-library fold apart) of the numbers the report shows."""
+    unseen = {f: r for f, r in fold_results.items() if f != IN_LIBRARY}
+    with_queries = [r["queries"] for r in unseen.values() if r["queries"]["n_queries"]]
+    with_labels = [r["zero_shot"] for r in unseen.values() if r["zero_shot"]]
+    caps = [r["captions"] for r in unseen.values()]
+
+    def mean(values):
+        values = [v for v in values if v == v]  # drop NaN
+        return float(np.mean(values)) if values else float("nan")
+
+    langs = [k for k in (with_queries[0]["t2a"] if with_queries else {}) if k != "avg"]
+    out = {
+        "libraries": len(unseen), "with_queries": len(with_queries), "with_labels": len(with_labels),
+        "files": {d: {k: mean([c[d][k] for c in caps]) for k in ("R1", "R5", "R10")} for d in ("t2a", "a2t")},
+        "files_chance": {d: {k: mean([c["chance"][d][k] for c in caps]) for k in ("R1", "R5", "R10")}
+                         for d in ("t2a", "a2t")},
+        "queries": {d: {lang: {k: mean([q[d][lang][k] for q in with_queries]) for k in ("R1", "R5", "R10")}
+                        for lang in [*langs, "avg"]} for d in ("t2a", "a2t")},
+        "queries_chance": {d: {k: mean([q["chance"][d][k] for q in with_queries]) for k in ("R1", "R5", "R10")}
+                           for d in ("t2a", "a2t")},
+        "mrv": mean([q["consistency"]["mrv"] for q in with_queries]),
+        "gap": mean([np.mean(list(q["consistency"]["gap"].values())) for q in with_queries]),
+        "dis": mean([np.mean(list(q["consistency"]["dis"].values())) for q in with_queries]),
+        "zero_shot": {lang: mean([z[lang]["top1"] for z in with_labels]) for lang in [*langs, "avg"]},
+        "zero_shot_chance": mean([z["chance"]["top1"] for z in with_labels]),
+    }
+    if IN_LIBRARY in fold_results:
+        q = fold_results[IN_LIBRARY]["queries"]
+        out["in_library"] = {"queries_t2a": q["t2a"]["avg"], "mrv": q["consistency"]["mrv"],
+                             "files_t2a": fold_results[IN_LIBRARY]["captions"]["t2a"],
+                             "queries_chance": q["chance"]["t2a"]}
+    return out
+
+
+def best_run(results: dict) -> str | None:
+    """The trained run with the highest mean unseen-library query t2a R@10 (then R@1)."""
+    trained = {k: r for k, r in results["runs"].items() if r["heads"] != "random" and r.get("unseen")}
+    if not trained:
+        return None
+    return max(trained, key=lambda k: (trained[k]["unseen"]["queries"]["t2a"]["avg"]["R10"],
+                                       trained[k]["unseen"]["queries"]["t2a"]["avg"]["R1"]))
+
+
+def _f(x: float, digits: int = 1) -> str:
+    return "-" if x != x else f"{x:.{digits}f}"
+
+
+def unseen_report(results: dict, languages: list[str]) -> str:
+    """Markdown: the headline table, recall per language, zero-shot per language, the best run per library."""
+    runs = results["runs"]
+    any_run = next(iter(runs.values()))["unseen"]
+    lines = ["# Real sounds on a library never trained on (leave-one-library-out)", "",
+             f"Settings: {results['settings']}. Held-out libraries: {any_run['libraries']} "
+             f"({any_run['with_queries']} with a relevant clip for some query, {any_run['with_labels']} with two "
+             "folder labels or more). Means over the held-out libraries; percent. Queries: 32 hand-written "
+             "queries x 8 languages, a hit = a clip whose caption has a query keyword; files: each clip's first "
+             "caption against its own clip.", "",
+             "| text encoder / heads | queries t2a R@1 | R@10 | queries a2t R@1 | R@10 | files t2a R@1 | R@10 | "
+             "files a2t R@1 | R@10 | MRV | dis | zero-shot top-1 | in-library queries R@10 | in-library MRV |",
+             "|---|" + "---:|" * 14]
+    for key, run in runs.items():
+        u = run["unseen"]
+        q, fi, inl = u["queries"], u["files"], u.get("in_library", {})
+        nan = float("nan")
+        lines.append(f"| {key} | {_f(q['t2a']['avg']['R1'])} | {_f(q['t2a']['avg']['R10'])} | "
+                     f"{_f(q['a2t']['avg']['R1'])} | {_f(q['a2t']['avg']['R10'])} | {_f(fi['t2a']['R1'])} | "
+                     f"{_f(fi['t2a']['R10'])} | {_f(fi['a2t']['R1'])} | {_f(fi['a2t']['R10'])} | {_f(u['mrv'])} | "
+                     f"{_f(u['dis'], 3)} | {_f(u['zero_shot']['avg'])} | "
+                     f"{_f(inl.get('queries_t2a', {}).get('R10', nan))} | {_f(inl.get('mrv', nan))} |")
+    qc, fc = any_run["queries_chance"], any_run["files_chance"]
+    lines.append(f"| chance | {_f(qc['t2a']['R1'])} | {_f(qc['t2a']['R10'])} | {_f(qc['a2t']['R1'])} | "
+                 f"{_f(qc['a2t']['R10'])} | {_f(fc['t2a']['R1'])} | {_f(fc['t2a']['R10'])} | {_f(fc['a2t']['R1'])} | "
+                 f"{_f(fc['a2t']['R10'])} | | | {_f(any_run['zero_shot_chance'])} | "
+                 f"{_f(any_run.get('in_library', {}).get('queries_chance', {}).get('R10', float('nan')))} | |")
+    manifests = {run.get("manifest") for run in runs.values()} - {None}
+    if len(manifests) > 1:  # e.g. a translated copy of the manifest for the KCL option: same clips and splits
+        lines += ["", "Manifests: " + "; ".join(f"{k}: {run['manifest']}" for k, run in runs.items()
+                                                if run.get("manifest")) + "."]
+    lines += ["", f"Best (highest unseen-library query t2a R@10): **{results.get('best')}**."]
+    langs = [*languages, "avg"]
+    for title, value, chance in (
+            ("Queries, text-to-audio R@10", lambda u, lang: u["queries"]["t2a"][lang]["R10"], qc["t2a"]["R10"]),
+            ("Queries, audio-to-text R@1", lambda u, lang: u["queries"]["a2t"][lang]["R1"], qc["a2t"]["R1"]),
+            ("Zero-shot folder labels (SupCLAP §4.2.2 prompts), top-1", lambda u, lang: u["zero_shot"][lang],
+             any_run["zero_shot_chance"])):
+        lines += ["", f"## {title} per language (unseen libraries)", "",
+                  "| run | " + " | ".join(langs) + " |", "|---|" + "---:|" * len(langs)]
+        lines += [f"| {key} | " + " | ".join(_f(value(run["unseen"], lang)) for lang in langs) + " |"
+                  for key, run in runs.items()]
+        lines.append("| chance | " + " | ".join(_f(chance) for _ in langs) + " |")
+    best = results.get("best")
+    if best:
+        lines += ["", f"## Per held-out library: {best}", "",
+                  "| held out | clips | queries | files t2a R@10 (chance) | queries t2a R@10 (chance) | "
+                  "queries a2t R@1 (chance) | MRV | zero-shot top-1 (chance) | best epoch |",
+                  "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+        for fold, r in runs[best]["folds"].items():
+            c, q, z = r["captions"], r["queries"], r["zero_shot"]
+            zs = f"{_f(z['avg']['top1'])} ({_f(z['chance']['top1'])}, {len(z['classes'])} labels)" if z else "-"
+            lines.append(f"| {fold} | {c['n_clips']} | {q['n_queries']} | {_f(c['t2a']['R10'])} "
+                         f"({_f(c['chance']['t2a']['R10'])}) | {_f(q['t2a']['avg']['R10'])} "
+                         f"({_f(q['chance']['t2a']['R10'])}) | {_f(q['a2t']['avg']['R1'])} "
+                         f"({_f(q['chance']['a2t']['R1'])}) | {_f(q['consistency']['mrv'])} | {zs} | "
+                         f"{r.get('best_epoch') or '-'} |")
+    return "\n".join(lines) + "\n"
+
+
+def plot_unseen_recall(results: dict, languages: list[str], path: str | Path) -> Path:
+    """Bars: unseen-library query t2a R@10 per language for each run, the chance level as a line."""
+    plt = pyplot()
+    runs = results["runs"]
+    fig, ax = plt.subplots(figsize=(12, 4))
+    width = 0.8 / max(len(runs), 1)
+    x = np.arange(len(languages) + 1)
+    for k, (key, run) in enumerate(runs.items()):
+        t = run["unseen"]["queries"]["t2a"]
+        ax.bar(x + k * width - 0.4 + width / 2, [t[lang]["R10"] for lang in [*languages, "avg"]], width, label=key)
+    chance = next(iter(runs.values()))["unseen"]["queries_chance"]["t2a"]["R10"]
+    ax.axhline(chance, color="black", linestyle="--", linewidth=1, label=f"chance ({chance:.1f})")
+    ax.set_xticks(x, [*languages, "avg"])
+    ax.set_ylabel("query text-to-audio R@10 (%)")
+    ax.set_title("Libraries never trained on: hand-written queries, leave-one-library-out mean")
+    ax.legend(fontsize=7, bbox_to_anchor=(1.01, 1), loc="upper left")
+    fig.tight_layout()
+    path = Path(path)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path

@@ -1,0 +1,85 @@
+"""Features of a frozen audio backbone, computed once per clip and kept on disk.
+
+A frozen encoder (aisfx in ``mlatr demo-real``) gives every clip the same pooled vector in every epoch,
+so a run that trains only projection heads (ATRI sec. 3.1's ``g(f(x))`` with ``f`` fixed) computes
+``f(x)`` once: :func:`audio_features` fills an :class:`AudioFeatureCache` with the clips it does not
+hold yet and returns the ``[N, D]`` matrix in manifest order.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import torch
+from tqdm import tqdm
+
+from mlatr.audio.io import SAMPLE_RATE, collate_waveforms, crop_or_pad, load_audio
+from mlatr.data.manifest import Manifest
+from mlatr.io_utils import atomic_write_with
+
+
+class AudioFeatureCache:
+    """Pooled features of a frozen audio encoder per clip, in one ``.npz`` (written atomically).
+
+    Key: ``(clip id, file size, file mtime_ns)``; the whole cache is tied to the encoder's config (a
+    different encoder or crop length starts empty). Owned by the run that creates it (no global state).
+    """
+
+    def __init__(self, path: str | Path, encoder_key: str):
+        self.path, self.encoder_key = Path(path), encoder_key
+        self.vectors: dict[tuple[str, int, int], np.ndarray] = {}
+        if self.path.is_file():
+            with np.load(self.path, allow_pickle=False) as z:
+                meta = json.loads(str(z["meta"]))
+                if meta["encoder"] == encoder_key:
+                    for key, vec in zip(meta["keys"], z["vectors"], strict=True):
+                        self.vectors[tuple(key)] = vec
+
+    @staticmethod
+    def file_key(clip_id: str, path: Path) -> tuple[str, int, int]:
+        st = path.stat()
+        return (clip_id, int(st.st_size), int(st.st_mtime_ns))
+
+    def save(self) -> None:
+        keys = list(self.vectors)
+        vectors = np.stack([self.vectors[k] for k in keys]) if keys else np.zeros((0, 0), np.float32)
+        meta = np.asarray(json.dumps({"encoder": self.encoder_key, "keys": [list(k) for k in keys]}))
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_with(self.path, lambda fh: np.savez(fh, vectors=vectors, meta=meta))
+
+    def count_cached(self, manifest: Manifest) -> int:
+        """How many of ``manifest``'s clips (as their files are now) the cache holds."""
+        return sum(1 for c in manifest.clips if self.file_key(c.id, c.audio_path(manifest.root)) in self.vectors)
+
+
+def audio_features(encoder, manifest: Manifest, cache: AudioFeatureCache, max_seconds: float,
+                   batch_size: int = 8, progress: bool = True) -> np.ndarray:
+    """``[N, D]`` pooled features of every clip (frozen ``encoder``), computing only those not cached.
+
+    Clips longer than ``max_seconds`` are centre-cropped; the cache is saved every 10 batches and at the end.
+    """
+    keys = [cache.file_key(c.id, c.audio_path(manifest.root)) for c in manifest.clips]
+    todo = [i for i, k in enumerate(keys) if k not in cache.vectors]
+    limit = int(round(max_seconds * SAMPLE_RATE))
+    bar = tqdm(total=len(todo), desc="audio features", unit="clip", disable=not progress or not todo)
+    encoder.eval()
+    for start in range(0, len(todo), batch_size):
+        rows = todo[start:start + batch_size]
+        waves = []
+        for i in rows:
+            w = load_audio(manifest.clips[i].audio_path(manifest.root), SAMPLE_RATE)
+            waves.append(crop_or_pad(w, limit, mode="center")[0] if w.shape[0] > limit else w)
+        wave, lens = collate_waveforms(waves)
+        with torch.no_grad():
+            pooled = encoder(wave, lens).pooled.float().numpy()
+        for i, vec in zip(rows, pooled, strict=True):
+            cache.vectors[keys[i]] = vec
+        bar.update(len(rows))
+        if (start // batch_size) % 10 == 9:
+            cache.save()
+    bar.close()
+    if todo:
+        cache.save()
+    return np.stack([cache.vectors[k] for k in keys]).astype(np.float32)

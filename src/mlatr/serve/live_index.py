@@ -1,0 +1,165 @@
+"""The index a server answers from: loaded once with its model, replaced whole when its file changes.
+
+:class:`LiveIndex` holds one :class:`Snapshot` (the :class:`~mlatr.search.Index` with its model loaded,
+an id -> row map, the query languages the model accepts). A request takes the current snapshot and
+keeps it to its end, so a reload never changes an answer half-way. :meth:`LiveIndex.reload` reads the
+file again (``POST /reload``); :meth:`LiveIndex.start_watch` polls the file's identity (inode, size,
+mtime) and reloads when it changes: ``mlatr index build --add`` replaces the file atomically
+(``os.replace``), so a poll never sees half a file.
+
+A reload that fails (a corrupt or foreign file) keeps the previous snapshot and records the error; when
+no snapshot was ever loaded (a corrupt index at start-up), :meth:`LiveIndex.current` raises
+:class:`IndexUnavailable` with that error until a reload succeeds. The model is kept when the new file
+names the same checkpoint (path and SHA-256), so picking up ``--add`` re-reads the ``.npz`` only.
+
+Model calls go through :attr:`LiveIndex.lock`: the encoders keep state (an embedding cache, torch
+modules) that is not made for concurrent calls.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from mlatr.audio.io import audio_duration
+from mlatr.errors import MlatrError
+from mlatr.search.index import Index
+from mlatr.search.query_language import QueryLanguages, query_languages
+from mlatr.search.search import search_text
+
+log = logging.getLogger("mlatr.serve")
+
+#: The frozen text encoders memoise every text they embed; a server clears that memo past this many
+#: entries so that a stream of distinct queries cannot grow it without bound (USE: 2 KiB per entry).
+TEXT_CACHE_LIMIT = 20_000
+
+
+class IndexUnavailable(MlatrError):
+    """No index is loaded (it could not be read at start-up, nor since)."""
+
+
+def file_signature(path: Path) -> tuple[int, int, int] | None:
+    """``(inode, size, mtime_ns)`` of ``path``, or ``None`` when it cannot be stat-ed."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+@dataclass
+class Snapshot:
+    """One loaded index with its model; never changed after loading except the duration memo."""
+
+    index: Index
+    rows: dict[str, int]
+    languages: QueryLanguages
+    signature: tuple[int, int, int] | None
+    loaded_at: float
+    _durations: dict[int, float | None] = field(default_factory=dict, repr=False)
+
+    def duration(self, row: int) -> float | None:
+        """Seconds of clip ``row``'s audio file (read from its header once), ``None`` if unreadable."""
+        if row not in self._durations:
+            self._durations[row] = audio_duration(self.index.paths[row])
+        return self._durations[row]
+
+
+class LiveIndex:
+    """The index file at ``path`` as served: see the module docstring."""
+
+    def __init__(self, path: str | os.PathLike, backend: str = "numpy"):
+        self.path = Path(path)
+        self.backend = backend
+        self.lock = threading.Lock()
+        self._reload_lock = threading.Lock()
+        self.snapshot: Snapshot | None = None
+        self.error: str | None = None
+        self.reloads = 0
+        self._tried: tuple[int, int, int] | None = None
+        self._stop = threading.Event()
+        self._watcher: threading.Thread | None = None
+
+    def current(self) -> Snapshot:
+        """The snapshot to answer from; :class:`IndexUnavailable` when none could be loaded."""
+        snap = self.snapshot
+        if snap is None:
+            raise IndexUnavailable(f"no index loaded: {self.error}")
+        return snap
+
+    def reload(self) -> Snapshot:
+        """Read the file now and swap it in; on failure keep the old snapshot, record and raise the error."""
+        with self._reload_lock:
+            signature = file_signature(self.path)
+            self._tried = signature
+            try:
+                snap = self._load(signature)
+            except Exception as exc:  # a half-copied or foreign file must not stop the server
+                self.error = str(exc) if isinstance(exc, MlatrError) else f"{type(exc).__name__}: {exc}"
+                raise MlatrError(self.error) from exc
+            self.snapshot, self.error = snap, None
+            self.reloads += 1
+            return snap
+
+    def _load(self, signature) -> Snapshot:
+        old = self.snapshot
+        if signature is None:
+            raise MlatrError(f"index not found: {self.path}")
+        keep = old.index.model() if old is not None else None
+        index = Index.load(self.path, backend=self.backend, model=keep)
+        if old is not None and index.meta.get("checkpoint") != old.index.meta.get("checkpoint"):
+            index = Index.load(self.path, backend=self.backend)  # another model: its own checkpoint
+        model = index.model()  # loads and checks the checkpoint now, not at the first query
+        index.searcher("audio")
+        index.searcher("captions")
+        languages = query_languages(model.model.text_encoder)
+        if model is not keep:  # a first query warms the encoder up (USE: about a second) before users come
+            with self.lock:
+                search_text(index, "warm-up", languages.known[0] if languages.required else None, 1)
+        return Snapshot(index=index, rows={cid: i for i, cid in enumerate(index.ids)}, languages=languages,
+                        signature=signature, loaded_at=time.time())
+
+    def bound_text_cache(self, snap: Snapshot) -> None:
+        """Clear the text encoder's embedding memo past :data:`TEXT_CACHE_LIMIT` entries (call under ``lock``)."""
+        cache = getattr(snap.index.model().model.text_encoder, "cache", None)
+        if cache is not None and len(cache) > TEXT_CACHE_LIMIT:
+            cache.clear()
+
+    def changed(self) -> bool:
+        """True when the file is not the one last loaded or tried."""
+        return file_signature(self.path) != self._tried
+
+    def reload_if_changed(self) -> bool:
+        """One poll of the watch: reload when the file changed; errors are logged, not raised."""
+        if not self.changed():
+            return False
+        try:
+            snap = self.reload()
+        except MlatrError as exc:
+            log.warning("index %s changed but could not be reloaded: %s", self.path, exc)
+            return False
+        log.info("reloaded %s: %d clips", self.path, len(snap.index))
+        return True
+
+    def start_watch(self, every: float) -> None:
+        """Poll the file every ``every`` seconds in a daemon thread (``stop_watch`` ends it)."""
+        if every <= 0 or self._watcher is not None:
+            return
+        self._stop.clear()
+
+        def run():
+            while not self._stop.wait(every):
+                self.reload_if_changed()
+
+        self._watcher = threading.Thread(target=run, name="mlatr-index-watch", daemon=True)
+        self._watcher.start()
+
+    def stop_watch(self) -> None:
+        if self._watcher is not None:
+            self._stop.set()
+            self._watcher.join(timeout=10)
+            self._watcher = None

@@ -1,0 +1,55 @@
+"""Search hits -> the JSON objects of the HTTP API.
+
+A clip result is ``{"rank", "id", "score", "caption", "caption_lang", "duration", "audio_url"}``:
+``caption`` is the clip's first caption in the query's language when the index holds one, else its
+first English caption, else its first caption in any language (``caption_lang`` says which), ``None``
+for a clip without captions. ``audio_url`` is the server path that streams the clip (``/audio/`` + the
+id, percent-encoded whole, so ids with ``/``, ``?`` or ``#`` survive). Numbers that are not finite
+(an index holding a NaN embedding) become ``None``: the API's JSON is strict (no ``NaN``).
+"""
+
+from __future__ import annotations
+
+import math
+from urllib.parse import quote
+
+from mlatr.languages import PIVOT
+
+
+def finite(x: float | None) -> float | None:
+    """``x`` as a float, or ``None`` when it is missing, NaN or infinite."""
+    if x is None:
+        return None
+    x = float(x)
+    return x if math.isfinite(x) else None
+
+
+def pick_caption(captions: dict[str, list[str | None]], lang: str | None) -> tuple[str | None, str | None]:
+    """``(caption, its language)``: first of ``lang``, else of English, else of any language."""
+    order = [lang] if lang else []
+    order += [PIVOT] + [code for code in captions if code not in (lang, PIVOT)]
+    for code in order:
+        for text in captions.get(code) or []:
+            if text:
+                return text, code
+    return None, None
+
+
+def audio_url(clip_id: str, root: str = "") -> str:
+    """Server path of a clip's audio (``root``: the path the application is mounted under, if any)."""
+    return f"{root}/audio/" + quote(clip_id, safe="")
+
+
+def clip_result(snapshot, hit, lang: str | None, root: str = "") -> dict:
+    """The API object of one :class:`~mlatr.search.search.Hit` (``lang``: the query's, for the caption)."""
+    row = snapshot.rows[hit.id]
+    caption, caption_lang = pick_caption(snapshot.index.captions[row], lang)
+    return {"rank": hit.rank, "id": hit.id, "score": finite(hit.score), "caption": caption,
+            "caption_lang": caption_lang, "duration": finite(snapshot.duration(row)),
+            "audio_url": audio_url(hit.id, root)}
+
+
+def caption_result(hit, root: str = "") -> dict:
+    """The API object of one :class:`~mlatr.search.search.CaptionHit` (sound-to-caption search)."""
+    return {"rank": hit.rank, "score": finite(hit.score), "text": hit.text, "lang": hit.lang, "id": hit.id,
+            "audio_url": audio_url(hit.id, root)}

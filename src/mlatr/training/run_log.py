@@ -1,0 +1,73 @@
+"""A run folder's ``log.jsonl`` kept in step with its checkpoint, and what a killed run left cleaned up.
+
+The trainer writes an epoch's records to the log before it saves ``last.pt``. A run killed between the
+two (or while ``last.pt`` is written) resumes from the previous checkpoint and trains that epoch again, so
+its records would be in the log twice; a run killed mid-epoch leaves that epoch's first step records.
+:func:`open_run_log` therefore drops, before appending, every record the checkpoint does not cover (step
+records after its step, epoch records after its epoch, and a line cut short by the kill), and removes the
+temporary files an interrupted atomic write of the run's files left (``.last.pt.XXXXXXXX.tmp``, ...;
+:func:`mlatr.io_utils.remove_orphan_temps`). A fresh run (epoch 0, step 0) starts an empty log.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import IO, Any
+
+from mlatr.io_utils import atomic_write_text, remove_orphan_temps
+
+#: The files a training run writes in its folder (their orphan temporary files are removed at start).
+RUN_FILES = ("config.yaml", "last.pt", "best.pt", "log.jsonl", "summary.json")
+
+
+def _covered(record: Any, epoch: int, step: int) -> bool:
+    """Whether a log record belongs to the training the checkpoint holds (``epoch`` epochs, ``step``
+    optimizer steps done)."""
+    if not isinstance(record, dict):
+        return False
+    if record.get("type") == "epoch":
+        return isinstance(record.get("epoch"), int) and record["epoch"] <= epoch
+    if isinstance(record.get("step"), int):
+        return record["step"] <= step
+    return True
+
+
+def reconcile_log(path: str | Path, epoch: int, step: int) -> int:
+    """Rewrite ``path`` (atomically) without the records a checkpoint at (``epoch``, ``step``) does not
+    cover; returns how many lines were dropped (0: the file is left untouched)."""
+    path = Path(path)
+    if not path.is_file():
+        return 0
+    kept, dropped = [], 0
+    with open(path, encoding="utf-8", errors="replace") as fh:
+        for line in fh:
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError:
+                record = None
+            if line.endswith("\n") and _covered(record, epoch, step):
+                kept.append(line)
+            else:
+                dropped += 1
+    if dropped:
+        atomic_write_text(path, "".join(kept))
+    return dropped
+
+
+def open_run_log(out_dir: str | Path, epoch: int, step: int) -> IO[str]:
+    """Clean ``out_dir`` after an interrupted run (see the module docstring) and open its ``log.jsonl``
+    for appending; what was removed is said on stderr."""
+    out = Path(out_dir)
+    removed = remove_orphan_temps(out, RUN_FILES)
+    dropped = reconcile_log(out / "log.jsonl", epoch, step)
+    if removed:
+        print(f"mlatr: removed {len(removed)} temporary file(s) an interrupted run left in {out}: "
+              + ", ".join(p.name for p in removed), file=sys.stderr)
+    if dropped:
+        print(f"mlatr: dropped {dropped} line(s) of {out / 'log.jsonl'} written after the checkpoint "
+              f"(epoch {epoch}, step {step}) the run continues from", file=sys.stderr)
+    return (out / "log.jsonl").open("a", encoding="utf-8")

@@ -1,0 +1,131 @@
+"""The head trainer on cached features (mlatr.training.heads) against hand-written references."""
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+from mlatr.losses import clip_loss, kcl_loss
+from mlatr.models.dual_encoder import DualEncoder
+from mlatr.models.projection import IdentityHead, ProjectionHead, ResidualHead
+from mlatr.training.config import ObjectiveConfig
+from mlatr.training.heads import HeadTraining, TextBank, caption_rows, train_heads
+
+
+class Heads(nn.Module):
+    def __init__(self, da=6, dt=5, d=4, text_head=ProjectionHead):
+        super().__init__()
+        torch.manual_seed(0)
+        self.audio_projection = ProjectionHead(da, d)
+        self.text_projection = text_head(dt, d)
+        self.temperature = torch.tensor(0.07)
+
+
+def _data(n=10, da=6, dt=5, langs=("eng",), seed=0):
+    rng = np.random.default_rng(seed)
+    audio = rng.standard_normal((n, da)).astype(np.float32)
+    captions = [{lang: [f"{lang} caption {i}"] for lang in langs} for i in range(n)]
+    keys = [(lang, f"{lang} caption {i}") for i in range(n) for lang in langs]
+    bank = TextBank(keys, rng.standard_normal((len(keys), dt)).astype(np.float32))
+    return audio, captions, bank
+
+
+def test_english_infonce_equals_a_plain_clip_loss_loop():
+    audio, captions, bank = _data()
+    model = Heads()
+    ref = Heads()
+    settings = HeadTraining(epochs=3, batch_size=4, lr=1e-2, seed=5)
+    log = train_heads(model, audio, [caption_rows(c, ["eng"]) for c in captions], ["eng"], bank, settings,
+                      progress=False)
+    # reference: the loop mlatr had before the objective (one caption per clip, symmetric InfoNCE)
+    gen = torch.Generator().manual_seed(5)
+    opt = torch.optim.AdamW(list(ref.parameters()), lr=1e-2, weight_decay=1e-4)
+    text = bank.lookup([c["eng"][0] for c in captions], ["eng"] * len(captions))
+    for _ in range(3):
+        order = torch.randperm(10, generator=gen)
+        for start in range(0, 9, 4):
+            idx = order[start:start + 4]
+            if len(idx) < 2:
+                continue
+            loss = clip_loss(ref.audio_projection(torch.from_numpy(audio)[idx]), ref.text_projection(text[idx]), 0.07)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+    for (name, p), q in zip(model.named_parameters(), ref.parameters(), strict=True):
+        assert torch.allclose(p, q, atol=1e-6), name
+    assert len(log) == 3
+
+
+def test_kcl_over_languages_is_atri_eq9_on_the_projected_features():
+    langs = ["eng", "fra", "deu"]
+    audio, captions, bank = _data(n=6, langs=langs)
+    captions[2]["deu"] = [None]  # a missing translation leaves the clip out of the German pair
+    model = Heads()
+    with torch.no_grad():
+        a = model.audio_projection(torch.from_numpy(audio))
+        t = torch.stack([model.text_projection(bank.lookup([c[lang][0] or f"{lang} caption 0" for c in captions],
+                                                          [lang] * 6)) for lang in langs], 1)
+    mask = torch.ones(6, 3, dtype=torch.bool)
+    mask[2, 2] = False
+    expected = float(kcl_loss(a, t, 0.07, text_mask=mask))
+    settings = HeadTraining(epochs=1, batch_size=6, lr=0.0, objective=ObjectiveConfig(scheme="kcl"))
+    log = train_heads(model, audio, [caption_rows(c, langs) for c in captions], langs, bank, settings,
+                      progress=False)
+    assert log[0]["loss"] == pytest.approx(expected, rel=1e-5)
+
+
+def test_identity_penalty_keeps_a_residual_text_head_near_the_identity():
+    audio, captions, bank = _data(n=16, dt=4)
+    rows = [caption_rows(c, ["eng"]) for c in captions]
+    text = bank.vectors
+    drift = {}
+    for weight in (0.0, 10.0):
+        model = Heads(dt=4, text_head=ResidualHead)
+        log = train_heads(model, audio, rows, ["eng"], bank, HeadTraining(epochs=20, batch_size=8, lr=1e-2,
+                                                                         identity_penalty=weight), progress=False)
+        with torch.no_grad():
+            drift[weight] = float(((model.text_projection(text) - text) ** 2).sum(1).mean())
+        if weight:
+            assert "loss_text_identity" in log[0]
+    assert drift[10.0] < 0.1 * drift[0.0]
+
+
+def test_the_best_validation_epoch_is_kept():
+    audio, captions, bank = _data()
+    model = Heads()
+    snapshots = []
+    scores = iter([1.0, 3.0, 2.0])
+
+    def validate(m):
+        snapshots.append({k: v.clone() for k, v in m.state_dict().items()})
+        return next(scores)
+
+    log = train_heads(model, audio, [caption_rows(c, ["eng"]) for c in captions], ["eng"], bank,
+                      HeadTraining(epochs=3, batch_size=4, lr=1e-2), validate, progress=False)
+    assert [e["val"] for e in log] == [1.0, 3.0, 2.0]
+    for k, v in model.state_dict().items():
+        assert torch.equal(v, snapshots[1][k]), k
+
+
+def test_caption_rows_align_translations_and_drop_empty_rows():
+    caps = {"eng": ["a dog", "a cat"], "fra": ["un chien", None]}
+    assert caption_rows(caps, ["eng", "fra"]) == [["a dog", "un chien"], ["a cat", None]]
+    assert caption_rows(caps, ["fra"]) == [["un chien"]]
+
+
+def test_text_heads_of_the_dual_encoder_rebuild_from_config():
+    from mlatr.models.registry import build_audio_encoder, build_text_encoder
+
+    audio = build_audio_encoder("small-cnn")
+    text = build_text_encoder("small-transformer", corpus=["a dog barks", "a cat meows"] * 4)
+    for kind, cls in (("identity", IdentityHead), ("residual", ResidualHead)):
+        model = DualEncoder(audio, text, embed_dim=text.output_dim, text_head=kind)
+        assert isinstance(model.text_projection, cls)
+        again = DualEncoder.from_config(model.config())
+        assert isinstance(again.text_projection, cls)
+        x = torch.randn(3, text.output_dim)
+        if kind == "residual":
+            assert torch.equal(model.text_projection(x), x)  # starts at the identity
+    assert "text_head" not in DualEncoder(audio, text, embed_dim=8).config()
+    with pytest.raises(ValueError, match="embed_dim"):
+        DualEncoder(audio, text, embed_dim=text.output_dim + 1, text_head="identity")

@@ -1,0 +1,77 @@
+"""Captions and labels from paths (mlatr.data.path_captions) and `mlatr data recaption`."""
+
+import json
+
+import pytest
+
+from mlatr.cli import main
+from mlatr.data.manifest import Clip, Manifest
+from mlatr.data.path_captions import CaptionTable, clean_name, drop_numbering, path_captions, recaption
+from mlatr.errors import MlatrError
+
+TABLE = CaptionTable(
+    words={"cracky": "stone", "bd": "bass drum", "node": "block"},
+    labels={"lib/Animal/": "animal", "lib/": "library sound", "kit/bd_": "drum"},
+    captions={"lib/Animal/Dog": ["a dog barking"], "lib/odd": None, "lib/named.ogg": ["a named sound"]},
+)
+
+
+@pytest.mark.parametrize("clip_id, expected", [
+    ("wesnoth/core/wolf-hit-3", "wesnoth/core/wolf-hit"), ("widelands/animals/bird1_00", "widelands/animals/bird"),
+    ("minetest/default/break_glass.2", "minetest/default/break_glass"), ("scratch/Animal/Dog1", "scratch/Animal/Dog"),
+    ("a/b/plain", "a/b/plain"), ("12", "12"),
+])
+def test_drop_numbering(clip_id, expected):
+    assert drop_numbering(clip_id) == expected
+
+
+@pytest.mark.parametrize("name, expected", [
+    ("dig_cracky", "digging stone"), ("gravel_footstep", "footsteps on gravel"), ("dug_node", "block dug out"),
+    ("wolf-die", "wolf dying"), ("orc-hit", "orc hurt"), ("bow-miss", "bow missing its target"),
+    ("magic-missile-2-miss", "magic missile missing its target"), ("bd_fat", "bass drum fat"),
+    ("place_node", "place block"),
+])
+def test_clean_name_drops_numbers_and_replaces_jargon(name, expected):
+    assert clean_name(name, TABLE.words) == expected
+
+
+def test_path_captions_reviewed_automatic_context_and_left_out():
+    assert path_captions("lib/Animal/Dog2", TABLE) == (["a dog barking", "a dog barking, animal"], "animal")
+    assert path_captions("lib/Animal/CatMeow1", TABLE) == (["cat meow", "cat meow, animal"], "animal")
+    assert path_captions("lib/odd", TABLE) == (None, "library sound")
+    assert path_captions("lib/named.ogg", TABLE)[0] == ["a named sound", "a named sound, library sound"]
+    assert path_captions("lib/Animal/01", TABLE)[0] == ["animal"]  # no words: the folder's
+    assert path_captions("kit/bd_808", TABLE) == (["bass drum"], "drum")  # the label is already said
+    assert path_captions("other/x.wav", TABLE) == (["x"], None)
+
+
+def test_recaption_rewrites_english_only_clips_and_drops_left_out_ones(tmp_path):
+    m = Manifest(clips=[Clip(id="lib/Animal/Dog1", audio="d.wav", captions={"eng": ["dog"]}),
+                        Clip(id="lib/odd", audio="o.wav", captions={"eng": ["odd"]}),
+                        Clip(id="lib/dig_cracky", audio="c.wav", captions={"eng": ["dig cracky"], "fra": ["creuser"]}),
+                        Clip(id="mine/Birds/Owl2", audio="w.wav", captions={"eng": ["owl"]}, labels=["birds"])])
+    counts = recaption(m, TABLE)
+    assert [c.id for c in m.clips] == ["lib/Animal/Dog1", "lib/dig_cracky", "mine/Birds/Owl2"]
+    assert m.clips[2].captions["eng"] == ["owl"] and m.clips[2].labels == ["birds"]  # unknown library: kept
+    assert m.clips[0].captions == {"eng": ["a dog barking", "a dog barking, animal"]}
+    assert m.clips[0].labels == ["animal"]
+    assert m.clips[1].captions["fra"] == ["creuser"]  # translated clips are kept as they are
+    assert counts == {"recaptioned": 2, "reviewed": 1, "removed": 1, "kept_as_is": 1, "labelled": 2}
+    path = tmp_path / "m.jsonl"
+    m.save(path)
+    table = tmp_path / "t.json"
+    table.write_text(json.dumps({"captions": {"lib/Animal/Dog1": ["a puppy"]}}), encoding="utf-8")
+    assert main(["data", "recaption", str(path), "--table", str(table)]) == 0
+    assert Manifest.load(path).clips[0].captions["eng"] == ["a puppy"]
+    table.write_text(json.dumps({"captions": {"lib/Animal/Dog1": "a puppy"}}), encoding="utf-8")
+    with pytest.raises(MlatrError, match="captions.lib/Animal/Dog1"):
+        CaptionTable.load(table)
+
+
+def test_the_shipped_table_is_consistent():
+    t = CaptionTable.load()
+    assert t.note and len(t.captions) >= 300
+    assert set(t.labels.values()) <= set(t.label_translations)
+    langs = {"fra", "deu", "spa", "nld", "cat", "jpn", "zho"}
+    assert all(set(v) == langs for v in t.label_translations.values())
+    assert not any(k.startswith("tuxpaint") for k in t.captions)

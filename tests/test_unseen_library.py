@@ -1,0 +1,180 @@
+"""Real-sound runs on generated clips: the evaluation views, leave-one-library-out folds, the runner, the demo.
+
+No Debian package, no aisfx and no real text model: a stand-in audio backbone, hashed text vectors.
+"""
+
+import hashlib
+import json
+
+import numpy as np
+import pytest
+import torch
+
+import mlatr.experiments.real_heads as real_heads
+from mlatr.data.manifest import Clip, Manifest
+from mlatr.errors import MlatrError
+from mlatr.experiments import real_sounds, unseen_library
+from mlatr.experiments.head_options import HEAD_OPTIONS
+from mlatr.experiments.real_heads import RealSounds, build_model, evaluate_clips, text_space, train_option
+from mlatr.training.heads import HeadTraining
+
+LANGS = ["eng", "fra"]
+QUERIES = [{"id": "dog", "keywords": ["dog"], "captions": {"eng": "a dog", "fra": "un chien"}},
+           {"id": "door", "keywords": ["door"], "captions": {"eng": "a door", "fra": "une porte"}},
+           {"id": "rain", "keywords": ["rain"], "captions": {"eng": "rain", "fra": "la pluie"}}]
+SOUNDS = [("a dog barking", "animal"), ("a door closing", "door"), ("a dog growling", "animal"),
+          ("a door opening", "door"), ("a bell", None), ("a whistle", None)]
+
+
+class HashBackend:
+    """Stand-in sentence encoder: a unit vector from the text's hash (the same text, the same vector)."""
+
+    dim = 16
+
+    def __init__(self, *_):
+        pass
+
+    def embed(self, texts):
+        out = []
+        for t in texts:
+            rng = np.random.default_rng(int.from_bytes(hashlib.sha256(t.encode()).digest()[:4], "big"))
+            v = rng.standard_normal(self.dim)
+            out.append(v / np.linalg.norm(v))
+        return np.asarray(out, np.float32)
+
+
+class StubAudio(torch.nn.Module):
+    output_dim = 16
+
+    def config(self):
+        return {"name": "small-cnn"}
+
+
+def make_data(n_libraries=3, audio_from_text=True):
+    clips, feats = [], []
+    backend = HashBackend()
+    for lib in range(n_libraries):
+        for k, (caption, label) in enumerate(SOUNDS):
+            split = ("train", "val", "test")[k % 3] if k < 3 else ("train", "test", "train")[k % 3]
+            clips.append(Clip(id=f"lib{lib}/s{k}", audio=f"lib{lib}/s{k}.wav", captions={"eng": [caption]},
+                              split=split, labels=[label] if label else []))
+            feats.append(backend.embed([caption])[0] if audio_from_text else np.ones(16, np.float32))
+    translations = {"animal": {"fra": "animal"}, "door": {"fra": "porte"}}
+    return RealSounds(Manifest(clips=clips), np.asarray(feats, np.float32), QUERIES, LANGS, translations, StubAudio())
+
+
+def fake_text_space(name, data, cache_dir):
+    return text_space(name, data, cache_dir, backend_factory=HashBackend)
+
+
+class Identity(torch.nn.Module):
+    """Heads that are identities: audio features equal to their caption's text vector retrieve perfectly."""
+
+    def __init__(self):
+        super().__init__()
+        self.audio_projection = torch.nn.Identity()
+        self.text_projection = torch.nn.Identity()
+
+
+def test_evaluate_clips_on_a_space_where_every_answer_is_known(tmp_path):
+    data = make_data(n_libraries=1)
+    _, bank = fake_text_space("e5-small", data, tmp_path)
+    res = evaluate_clips(Identity(), data, bank, list(range(6)))
+    assert res["captions"]["t2a"]["R1"] == 100.0 and res["captions"]["a2t"]["R1"] == 100.0
+    assert res["captions"]["chance"]["t2a"]["R1"] == pytest.approx(100 / 6)
+    q = res["queries"]
+    assert q["n_queries"] == 2 and q["n_clips"] == 4  # no clip is relevant to "rain"; bell and whistle to none
+    # chance t2a R@1 of a query with 2 relevant clips among 6: 1 - C(4,1)/C(6,1) = 1/3
+    assert q["chance"]["t2a"]["R1"] == pytest.approx(100 / 3)
+    assert q["chance"]["a2t"]["R1"] == pytest.approx(50.0)  # one relevant query of two
+    z = res["zero_shot"]
+    assert z["classes"] == ["animal", "door"] and z["n_clips"] == 4 and z["chance"]["top1"] == 50.0
+    assert set(z) >= {"eng", "fra", "avg"}
+
+
+def test_folds_hold_out_each_library_and_keep_the_in_library_split():
+    data = make_data()
+    f = unseen_library.folds(data)
+    assert list(f) == ["lib0", "lib1", "lib2", "in-library"]
+    assert f["lib1"]["test"] == list(range(6, 12))
+    assert not set(f["lib1"]["train"]) & set(range(6, 12))
+    assert all(data.manifest.clips[i].split == "val" for i in f["lib1"]["val"])
+    assert f["in-library"]["test"] == [i for i, c in enumerate(data.manifest.clips) if c.split == "test"]
+    with pytest.raises(MlatrError, match="nowhere"):
+        unseen_library.folds(data, ["nowhere"])
+
+
+def test_audio_only_heads_keep_the_text_space_and_train(tmp_path):
+    data = make_data()
+    text_enc, bank = fake_text_space("e5-small", data, tmp_path)
+    model = build_model(data, text_enc, HEAD_OPTIONS["audio-only"], embed_dim=8, seed=0)
+    assert model.embed_dim == 16 and isinstance(model.text_projection, torch.nn.Module)
+    x = bank.vectors[:3]
+    assert torch.equal(model.text_projection(x), x)
+    log = train_option(model, data, bank, HEAD_OPTIONS["audio-only"], list(range(12)), [12, 13, 14],
+                       HeadTraining(epochs=3, batch_size=4, lr=1e-2), progress=False)
+    assert len(log) == 3 and log[-1]["loss"] < log[0]["loss"]
+    assert train_option(model, data, bank, HEAD_OPTIONS["random"], [0, 1], [], HeadTraining()) == []
+
+
+def test_the_runner_writes_every_fold_resumes_and_picks_a_trained_best(tmp_path, monkeypatch):
+    data = make_data()
+    monkeypatch.setattr(RealSounds, "load", classmethod(lambda cls, *a, **k: data))
+    monkeypatch.setattr(unseen_library, "text_space", fake_text_space)
+    res = unseen_library.run_unseen_library("m.jsonl", tmp_path / "out", ["e5-small"], ["random", "audio-only"],
+                                            epochs=2, batch_size=4, progress=False)
+    assert set(res["runs"]["e5-small/audio-only"]["folds"]) == {"lib0", "lib1", "lib2", "in-library"}
+    assert res["best"] == "e5-small/audio-only"
+    u = res["runs"]["e5-small/random"]["unseen"]
+    folds = res["runs"]["e5-small/random"]["folds"]
+    expected = np.mean([folds[f]["queries"]["t2a"]["fra"]["R10"] for f in ("lib0", "lib1", "lib2")])
+    assert u["queries"]["t2a"]["fra"]["R10"] == pytest.approx(expected) and u["libraries"] == 3
+    report = (tmp_path / "out" / "report.md").read_text(encoding="utf-8")
+    assert "| chance |" in report and "e5-small/audio-only" in report
+    assert (tmp_path / "out" / "unseen-recall-by-language.png").stat().st_size > 0
+    calls = []
+    monkeypatch.setattr(unseen_library, "train_option", lambda *a, **k: calls.append(1) or [])
+    again = unseen_library.run_unseen_library("m.jsonl", tmp_path / "out", ["e5-small"], ["random", "audio-only"],
+                                              epochs=2, batch_size=4, progress=False)
+    assert calls == [] and again["runs"].keys() == res["runs"].keys()
+    with pytest.raises(MlatrError, match="unknown head option"):
+        unseen_library.run_unseen_library("m.jsonl", tmp_path / "o2", ["e5-small"], ["best"], progress=False)
+
+
+def test_demo_real_trains_the_chosen_heads_and_indexes_the_library(tmp_path, monkeypatch):
+    data = make_data()
+    monkeypatch.setattr(RealSounds, "load", classmethod(lambda cls, *a, **k: data))
+    monkeypatch.setattr(real_sounds, "text_space", fake_text_space)
+    for clip in data.manifest.clips:  # the index stores absolute audio paths
+        (tmp_path / clip.audio).parent.mkdir(parents=True, exist_ok=True)
+    data.manifest.root = tmp_path
+    res = real_sounds.run_real_demo("m.jsonl", tmp_path / "demo", ["e5-small"], heads="near-identity", epochs=2,
+                                    progress=False)
+    assert list(res["runs"]) == ["e5-small/random", "e5-small/near-identity"]
+    assert res["index"]["clips"] == len(data.manifest) and res["index"]["heads"] == "near-identity"
+    saved = json.loads((tmp_path / "demo" / "results.json").read_text(encoding="utf-8"))
+    assert saved["settings"]["heads"] == "near-identity"
+    assert "Hand-written multilingual queries" in (tmp_path / "demo" / "report.md").read_text(encoding="utf-8")
+    with pytest.raises(MlatrError, match="trained head option"):
+        real_sounds.run_real_demo("m.jsonl", tmp_path / "d2", ["e5-small"], heads="random")
+
+
+def test_head_options_use_real_heads_module_names():
+    assert set(HEAD_OPTIONS) == {"random", "both-heads", "audio-only", "near-identity", "kcl-translations"}
+    assert real_heads.library_of("scratch/Animal/Dog1") == "scratch"
+
+
+def test_kcl_over_translations_needs_them_and_trains_on_every_language(tmp_path):
+    data = make_data()
+    text_enc, bank = fake_text_space("e5-small", data, tmp_path)
+    option = HEAD_OPTIONS["kcl-translations"]
+    model = build_model(data, text_enc, option, embed_dim=8, seed=0)
+    with pytest.raises(MlatrError, match="mlatr data translate"):
+        train_option(model, data, bank, option, list(range(12)), [], HeadTraining(epochs=1), progress=False)
+    for clip in data.manifest.clips:
+        clip.captions["spa"] = ["traducción de " + clip.captions["eng"][0]]
+    assert data.caption_languages() == ["eng", "spa"]
+    _, bank = fake_text_space("e5-small", data, tmp_path)  # the translations' features join the bank
+    log = train_option(model, data, bank, option, list(range(12)), [], HeadTraining(epochs=2, batch_size=6),
+                       progress=False)
+    assert len(log) == 2
