@@ -5,8 +5,9 @@ script is the client. The index: ``--clips`` (default 10,000) random unit embedd
 dimension (the lookup cost depends on the count and dimension, not on the values) whose audio files
 cycle through the real sound library when its manifest is there (else through a few generated tones),
 and the model of ``mlatr demo-real``: the aisfx audio encoder + multilingual USE text encoder with
-projection heads to 256-d (``--checkpoint`` uses a trained one, e.g. ``runs/demo-real/model.pt``;
-default: untrained heads, which cost the same).
+projection heads (``--checkpoint`` uses a trained one, e.g. ``runs/demo-real/model.pt``, whose size
+its config gives: 512 with today's near-identity heads; default: untrained heads to ``--dim``, which
+cost what trained ones of that size cost).
 
 1. Text queries one after another over one kept-alive connection: ``GET /search?q=...&lang=...&k=10``
    with the 256 hand-written queries of ``queries_multilingual.json`` (8 languages), each text new
