@@ -16,6 +16,7 @@ machine compete with each other and everything else.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import socket
@@ -44,7 +45,7 @@ def worker(args) -> None:
     trainer = Trainer(cfg)
     generator = torch.Generator().manual_seed(0)
     times, traffic = [], []
-    batches = trainer.batches.epoch(0)
+    batches = (batch for epoch in itertools.count() for batch in trainer.batches.epoch(epoch))
     for k in range(args.warmup + args.steps):
         trainer.dist.barrier()
         distributed.TRAFFIC.clear()
@@ -95,12 +96,12 @@ def main() -> None:
     for case in [c for c in args.cases.split(",") if c]:
         steps = {}
         for n in (1, 2):
-            command = [sys.executable, "-m", "torch.distributed.run", f"--nproc_per_node={n}",
-                       "--master_addr=127.0.0.1", f"--master_port={free_port()}", __file__, "--case", case,
-                       "--manifest", str(data / "manifest.jsonl"), "--out", str(folder / "runs" / str(time.time_ns())),
-                       "--batch", str(args.batch), "--steps", str(args.steps), "--warmup", str(args.warmup)]
             for _attempt in range(2):  # a port picked free may be taken by another program before torchrun binds it
-                command[4] = f"--master_port={free_port()}"
+                command = [sys.executable, "-m", "torch.distributed.run", f"--nproc_per_node={n}",
+                           "--master_addr=127.0.0.1", f"--master_port={free_port()}", __file__, "--case", case,
+                           "--manifest", str(data / "manifest.jsonl"),
+                           "--out", str(folder / "runs" / str(time.time_ns())),
+                           "--batch", str(args.batch), "--steps", str(args.steps), "--warmup", str(args.warmup)]
                 out = subprocess.run(command, capture_output=True, text=True, env=env, timeout=1800)
                 if out.returncode == 0:
                     break
