@@ -26,8 +26,8 @@ import sys
 import time
 from pathlib import Path
 
-CASES = {"KCL": ["objective.scheme=kcl"], "KCL, local loss": ["objective.scheme=kcl", "dist.local_loss=true"],
-         "KCL, grad cache 8": ["objective.scheme=kcl", "optim.grad_cache_chunk=8"],
+CASES = {"KCL": ["objective.scheme=kcl"], "KCL + local loss": ["objective.scheme=kcl", "dist.local_loss=true"],
+         "KCL + grad cache 8": ["objective.scheme=kcl", "optim.grad_cache_chunk=8"],
          "ML-CLAP": ["objective.scheme=mlclap"]}
 
 
@@ -76,7 +76,7 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=32)
     parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--warmup", type=int, default=2)
-    parser.add_argument("--cases", default=",".join(CASES))
+    parser.add_argument("--cases", default=",".join(CASES), help="comma-separated names of CASES")
     parser.add_argument("--dir", default="/tmp/mlatr-bench-torchrun")
     parser.add_argument("--case", help=argparse.SUPPRESS)
     parser.add_argument("--manifest", help=argparse.SUPPRESS)
