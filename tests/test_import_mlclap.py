@@ -303,3 +303,33 @@ def test_cli_output_works_for_eval_index_and_init_checkpoint(ref, tmp_path, caps
     start = trainer.model.state_dict()
     for key, value in loaded.state_dict().items():
         assert torch.equal(start[key], value), key  # training starts from ML-CLAP's weights
+
+
+def test_init_checkpoint_takes_the_runs_freezing_options(ref, tmp_path):
+    """model.init_checkpoint keeps the checkpoint's architecture but freezes what the run's config says."""
+    _, _, path, sonar = ref
+    out = tmp_path / "mlclap.pt"
+    assert main(["import-checkpoint", "--from", "mlclap", str(path), "--sonar", str(sonar), "--audio-heads",
+                 str(HEADS), "-o", str(out)]) == 0
+    saved = read_checkpoint(out)["model_config"]
+    manifest = make_toy_manifest(tmp_path / "toy", n_train=4, n_val=2, n_test=3, languages=("eng", "fra"))
+    base = [f"data.manifest={manifest}", "data.languages=[eng,fra]", f"model.init_checkpoint={out}",
+            "train.epochs=1", "train.batch_size=4", "train.progress=false", "data.max_seconds=1.0",
+            "data.eval_max_seconds=1.0"]
+    audio_name, text_name = saved["audio_encoder"]["name"], saved["text_encoder"]["name"]
+    cfg = load_config(None, [*base, f"out_dir={tmp_path / 'frozen'}",
+                             f"model.audio={{name: {audio_name}, train_last_blocks: 1}}",
+                             f"model.text={{name: {text_name}, freeze: true}}"])
+    model = Trainer(cfg).model
+    assert not any(p.requires_grad for p in model.text_encoder.parameters())
+    blocks = model.audio_encoder.blocks
+    assert all(p.requires_grad for p in blocks[-1].parameters())
+    assert not any(p.requires_grad for b in blocks[:-1] for p in b.parameters())
+    assert model.config()["audio_encoder"]["train_last_blocks"] == 1  # written into the run's checkpoints too
+    untouched = Trainer(load_config(None, [*base, f"out_dir={tmp_path / 'all'}"])).model  # no option: all train
+    assert all(p.requires_grad for p in untouched.text_encoder.parameters())
+
+    cfg = load_config(None, [*base, f"out_dir={tmp_path / 'bad'}", f"model.audio={{name: {audio_name}, "
+                             "train_last_layers: 1}"])
+    with pytest.raises(MlatrError, match="model.audio.train_last_layers.*no such option"):
+        Trainer(cfg)

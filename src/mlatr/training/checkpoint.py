@@ -97,11 +97,40 @@ class LoadedModel:
         return self.model.embed_dim
 
 
-def load_model(path: str | os.PathLike, device: str | torch.device = "cpu") -> LoadedModel:
+#: Options of a pretrained encoder that say how a run trains it, not what it is.
+FINE_TUNING_OPTIONS = ("freeze", "train_last_blocks", "train_last_layers", "train_last_stages",
+                       "gradient_checkpointing")
+
+
+def with_fine_tuning(model_config: dict[str, Any], fine_tuning: dict[str, dict[str, Any]],
+                     path: str | os.PathLike) -> dict[str, Any]:
+    """``model_config`` with each encoder's fine-tuning options taken from ``fine_tuning[side]`` where given."""
+    config = dict(model_config)
+    for side, options in fine_tuning.items():
+        encoder = dict(config[f"{side}_encoder"])
+        for key in FINE_TUNING_OPTIONS:
+            if key not in options:
+                continue
+            if key not in encoder:
+                raise MlatrError(f"config: model.{side}.{key}: the {encoder['name']!r} {side} encoder of "
+                                 f"model.init_checkpoint {path} has no such option")
+            encoder[key] = options[key]
+        config[f"{side}_encoder"] = encoder
+    return config
+
+
+def load_model(path: str | os.PathLike, device: str | torch.device = "cpu",
+               fine_tuning: dict[str, dict[str, Any]] | None = None) -> LoadedModel:
     """The :class:`LoadedModel` saved in checkpoint ``path`` (weights on ``device``, ``"auto"`` = CUDA when
-    available; eval mode)."""
+    available; eval mode).
+
+    ``fine_tuning`` (``{"audio": options, "text": options}``, a run's ``model.audio`` / ``model.text``)
+    replaces the checkpoint's :data:`FINE_TUNING_OPTIONS` by the ones these options give, so a run started
+    from ``model.init_checkpoint`` freezes what its own config says; an option the checkpoint's encoder
+    does not take is refused, naming the key.
+    """
     state = read_checkpoint(path)
-    model = DualEncoder.from_config(state["model_config"])
+    model = DualEncoder.from_config(with_fine_tuning(state["model_config"], fine_tuning or {}, path))
     model.load_state_dict(state["model"])
     return LoadedModel(model=model.to(resolve_device(device)).eval(), head=head_of(state),
                        train_config=dict(state.get("train_config") or {}), path=Path(path))

@@ -147,10 +147,15 @@ class Trainer:
         self.val_source = val if self.dist.is_main else None
 
     def _initial_model(self):
-        """A fresh model, or the one of ``model.init_checkpoint`` (ATRI §5.3: KCL / CACL start from ML-CLAP).
-        Under torchrun every process ends up with the first process's architecture and tokenizer."""
+        """A fresh model, or the one of ``model.init_checkpoint`` (ATRI §5.3: KCL / CACL start from ML-CLAP)
+        with this run's freezing options. Under torchrun every process ends up with the first process's
+        architecture and tokenizer."""
         init = self.cfg.model.init_checkpoint
-        model = load_model(init).model if init else build_model(self.cfg, self.train_manifest)
+        if init:
+            fine_tuning = {"audio": self.cfg.model.audio, "text": self.cfg.model.text}
+            model = load_model(init, fine_tuning=fine_tuning).model
+        else:
+            model = build_model(self.cfg, self.train_manifest)
         if self.dist.enabled:
             config = [model.config()]
             torch.distributed.broadcast_object_list(config, src=0)
