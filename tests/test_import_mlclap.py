@@ -25,7 +25,7 @@ from mlatr.convert.mlclap import ConversionReport, convert_mlclap_state, read_ml
 from mlatr.errors import MlatrError
 from mlatr.models import DualEncoder
 from mlatr.models.hf_text import write_tiny_model
-from mlatr.training.checkpoint import read_checkpoint
+from mlatr.training.checkpoint import load_model, read_checkpoint
 from mlatr.training.config import load_config
 from mlatr.training.trainer import Trainer
 from toydata import make_toy_manifest
@@ -333,3 +333,15 @@ def test_init_checkpoint_takes_the_runs_freezing_options(ref, tmp_path):
                              "train_last_layers: 1}"])
     with pytest.raises(MlatrError, match="model.audio.train_last_layers.*no such option"):
         Trainer(cfg)
+
+
+def test_a_relative_sonar_folder_is_stored_absolute(ref, tmp_path, monkeypatch):
+    """The checkpoint names the SONAR folder (its tokenizer) absolutely, so it loads from any folder."""
+    _, _, path, sonar = ref
+    monkeypatch.chdir(sonar.parent)
+    out = tmp_path / "mlclap.pt"
+    assert main(["import-checkpoint", "--from", "mlclap", str(path), "--sonar", sonar.name, "--audio-heads",
+                 str(HEADS), "-o", str(out)]) == 0
+    assert read_checkpoint(out)["model_config"]["text_encoder"]["path"] == str(sonar.resolve())
+    monkeypatch.chdir(tmp_path)
+    load_model(out)  # from another folder

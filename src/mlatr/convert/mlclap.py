@@ -235,7 +235,7 @@ def convert_mlclap_state(state: dict[str, torch.Tensor], sonar_path: str | os.Pa
         raise MlatrError(f"ML-CLAP checkpoint: no {exc.args[0]!r} (the audio projection)") from exc
 
     audio_encoder = build_audio_encoder(**ced_options(audio, audio_heads))
-    text_encoder = build_text_encoder("sonar", path=str(sonar_path))
+    text_encoder = build_text_encoder("sonar", path=str(Path(sonar_path).resolve()))  # usable from any folder
     learnable = temperature is None
     tau = report.mlclap_temperature if learnable else float(temperature)
     if tau is None or not tau > 0:
