@@ -29,7 +29,7 @@ from mlatr.audio.io import probe_length
 from mlatr.data.clip_audio import load_clip_audio
 from mlatr.data.loader import ClipWindows, PlannedClip, decode_all, eval_items, plan_epoch, stream, training_items
 from mlatr.data.manifest import Clip, Manifest
-from mlatr.errors import MlatrError
+from mlatr.errors import InputError, MlatrError
 
 
 def derive_seed(*parts: int | str) -> int:
@@ -63,7 +63,11 @@ class AudioSource:
         return state
 
     def _failed(self, clip: Clip, exc: MlatrError) -> None:
+        """Record ``clip`` as unreadable under ``skip_bad``, else raise: an :class:`InputError` as it is (it
+        names the manifest's file, line and field already), any other error with the clip's id."""
         if not self.skip_bad:
+            if isinstance(exc, InputError):
+                raise exc
             raise MlatrError(f"clip {clip.id!r}: {exc}") from exc
         self.bad[clip.id] = str(exc)
         return None
@@ -86,10 +90,7 @@ class AudioSource:
         try:
             wave = self._decode(index)
         except MlatrError as exc:
-            if not self.skip_bad:
-                raise  # names the manifest's file, line and field (load_clip_audio)
-            self.bad[clip.id] = str(exc)
-            return None
+            return self._failed(clip, exc)
         if self.cache:
             self._decoded[index] = wave
         return wave
