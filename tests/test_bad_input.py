@@ -280,6 +280,14 @@ def test_npy_and_other_files_given_as_npz(tmp_path, capsys):
     ("optim.betas=[0.9, 1.5]", "config: optim.betas: must be two numbers in [0, 1)"),
     ("optim.weight_decay=.inf", "config: optim.weight_decay: must be a finite number"),
     ("train.progress=maybe", "config: train.progress: must be true or false"),
+    ("data.workers=-1", "config: data.workers: must be auto or an integer >= 0, got -1"),
+    ("data.workers=many", "config: data.workers: must be auto or an integer >= 0, got 'many'"),
+    ("data.workers=1.5", "config: data.workers: must be a string or an integer, got 1.5"),
+    ("data.cache_audio=fast", "config: data.cache_audio: must be true, false or auto, got 'fast'"),
+    ("data.cache_audio=3", "config: data.cache_audio: must be true or false or a string, got 3"),
+    ("data.prefetch=0", "config: data.prefetch: must be >= 1, got 0"),
+    ("optim.grad_cache_chunk=0", "config: optim.grad_cache_chunk: must be >= 1, or null"),
+    ("dist.timeout_minutes=0", "config: dist.timeout_minutes: must be > 0"),
 ])
 def test_config_numbers_name_the_key(capsys, override, message):
     assert_user_error(run_cli(capsys, "train", override, "data.manifest=nowhere.jsonl"), message)

@@ -325,12 +325,6 @@ def validate_config(cfg: Config) -> None:
         raise MlatrError(f"config: optim.name must be adam or adamw, got {cfg.optim.name!r}")
     if cfg.optim.schedule not in ("cosine", "constant"):
         raise MlatrError(f"config: optim.schedule must be cosine or constant, got {cfg.optim.schedule!r}")
-    d = cfg.data
-    if d.cache_audio not in (True, False, "auto"):
-        raise MlatrError(f"config: data.cache_audio must be true, false or auto, got {d.cache_audio!r}")
-    if d.workers != "auto" and not (isinstance(d.workers, int) and not isinstance(d.workers, bool)
-                                    and d.workers >= 0):
-        raise MlatrError(f"config: data.workers must be auto or an integer >= 0, got {d.workers!r}")
     if not cfg.data.languages:
         raise MlatrError("config: data.languages is empty")
     if cfg.objective.scheme == "cacl" and cfg.data.languages[0] != "eng":

@@ -23,7 +23,9 @@ RANGES: dict[str, tuple[Callable[[Any], bool], str]] = {
     "data.sample_rate": (lambda v: v > 0, "> 0"),
     "data.max_seconds": (lambda v: v > 0, "> 0 (seconds)"),
     "data.eval_max_seconds": (lambda v: v > 0, "> 0 (seconds)"),
+    "data.cache_audio": (lambda v: v in (True, False, "auto"), "true, false or auto"),
     "data.cache_max_gb": (lambda v: v >= 0, ">= 0 (GB)"),
+    "data.workers": (lambda v: v == "auto" or (isinstance(v, int) and v >= 0), "auto or an integer >= 0"),
     "data.prefetch": (lambda v: v >= 1, ">= 1"),
     "model.embed_dim": (lambda v: v >= 1, ">= 1"),
     "model.temperature": (lambda v: v > 0, "> 0"),
@@ -60,7 +62,10 @@ def _type_problem(type_text: str, value: Any) -> str | None:
     kinds = [p for p in parts if p != "None"]
     if len(kinds) > 1:  # a union of scalars (data.workers: auto or a number): any of them will do
         problems = [_type_problem(kind, value) for kind in kinds]
-        return None if None in problems else " or ".join(p.split(", got")[0] for p in problems) + f", got {value!r}"
+        if None in problems:
+            return None
+        kinds_text = " or ".join(p.split(", got")[0].removeprefix("must be ") for p in problems)
+        return f"must be {kinds_text}, got {value!r}"
     base = parts[0]
     if base in ("int", "float"):
         if isinstance(value, bool) or not isinstance(value, int | float) or (base == "int" and
