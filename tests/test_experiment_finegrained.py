@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import pytest
 
 from mlatr.cli import main
 from mlatr.data.manifest import Manifest
@@ -50,5 +51,7 @@ def test_unknown_method_is_refused(tmp_path, capsys):
     assert main(["experiment", "finegrained", "--methods", "lgmm,nope", "--out", str(tmp_path)]) != 0
     assert "--methods: unknown nope" in capsys.readouterr().err
     assert not (tmp_path / "data").exists()
-    assert main(["experiment", "finegrained", "--eval-every", "0", "--out", str(tmp_path)]) != 0
-    assert "--eval-every: must be at least 1" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as usage_error:  # argparse's usage error
+        main(["experiment", "finegrained", "--eval-every", "0", "--out", str(tmp_path)])
+    assert usage_error.value.code == 2
+    assert "--eval-every: must be an integer >= 1, got 0" in capsys.readouterr().err

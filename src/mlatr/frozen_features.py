@@ -49,10 +49,6 @@ class AudioFeatureCache:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         atomic_write_with(self.path, lambda fh: np.savez(fh, vectors=vectors, meta=meta))
 
-    def count_cached(self, manifest: Manifest) -> int:
-        """How many of ``manifest``'s clips (as their files are now) the cache holds."""
-        return sum(1 for c in manifest.clips if self.file_key(c.id, c.audio_path(manifest.root)) in self.vectors)
-
 
 def audio_features(encoder, manifest: Manifest, cache: AudioFeatureCache, max_seconds: float,
                    batch_size: int = 8, progress: bool = True) -> np.ndarray:

@@ -1,6 +1,5 @@
-from mlatr.commands._arg_types import non_negative_int
+from mlatr.commands._arg_types import positive_int
 from mlatr.commands._grid_args import add_grid_arguments, parse_methods, parse_seeds
-from mlatr.errors import MlatrError
 
 HELP = """Fine-grained matching on the synthetic benchmark: cosine vs LGMM vs max/mean modes, CMSC ablation.
 
@@ -21,7 +20,7 @@ def add_arguments(parser):
     from mlatr.experiments.finegrained import EVAL_EVERY, METHODS
 
     add_grid_arguments(parser, "mlatr-finegrained", list(METHODS))
-    parser.add_argument("--eval-every", type=non_negative_int, default=EVAL_EVERY,
+    parser.add_argument("--eval-every", type=positive_int, default=EVAL_EVERY,
                         help=f"validate every N epochs and after the last (default: {EVAL_EVERY}; frame-level "
                              "heads make validation cost about two training epochs)")
 
@@ -29,9 +28,6 @@ def add_arguments(parser):
 def run(args) -> int:
     from mlatr.experiments.finegrained import METHODS
     from mlatr.experiments.finegrained_report import run_finegrained
-
-    if args.eval_every < 1:
-        raise MlatrError(f"--eval-every: must be at least 1, got {args.eval_every}")
 
     run_finegrained(args.out, size=args.size, seeds=parse_seeds(args.seeds),
                     methods=parse_methods(args.methods, METHODS), progress=not args.no_progress,

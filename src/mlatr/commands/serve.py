@@ -81,8 +81,6 @@ def run(args) -> int:
                          "pip install 'mlatr[serve]'") from exc
     if not Path(args.index).is_file():
         raise MlatrError(f"index not found: {args.index}")
-    if args.max_k < 1 or args.max_upload_mb <= 0 or args.threads < 1:
-        raise MlatrError("--max-k and --threads must be at least 1, --max-upload-mb positive")
     limit_math_threads(args.threads)
     log = logging.getLogger("mlatr.serve")  # reloads by the file watch, and their failures
     handler = logging.StreamHandler(sys.stderr)

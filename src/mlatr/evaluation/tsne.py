@@ -27,6 +27,7 @@ import numpy as np
 
 from mlatr.data.manifest import language_order
 from mlatr.errors import MlatrError
+from mlatr.evaluation.inputs import unit_rows
 from mlatr.plotting import pyplot, save_figure
 
 #: Marker per language (ATRI's eight first); the audio gets AUDIO_MARKER.
@@ -109,8 +110,7 @@ def embed_2d(view: View, seed: int = 0, perplexity: float = 30.0) -> np.ndarray:
 def same_clip_neighbours(view: View) -> float:
     """Share of the drawn captions whose nearest other drawn caption (cosine, in the model's own space, not
     the t-SNE plane) describes the same clip: what the eye looks for in the figure, as a number."""
-    text = np.asarray(view.text, dtype=np.float64)
-    text = text / np.maximum(np.linalg.norm(text, axis=1, keepdims=True), 1e-12)
+    text = unit_rows(view.text, np.float64)
     sim = text @ text.T
     np.fill_diagonal(sim, -np.inf)
     return float(np.mean(view.text_clip[sim.argmax(1)] == view.text_clip)) if len(text) > 1 else float("nan")

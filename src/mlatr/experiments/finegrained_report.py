@@ -129,10 +129,9 @@ def word_to_clip_similarities(model, head, manifest, positive: int, negatives: l
         back = [list(order).index(k) for k in range(len(rows))]
         audio_side = audio.rows(torch.as_tensor(back))
         text_side = model.encode_text([caption], [lang])
-        text = text_side
         local = head.local_scores(text_side, audio_side)[0]  # [3, Lt]
         sentence = head.scores(text_side, audio_side)[0]  # [3]
-    length = int(text.mask[0].sum())
+    length = int(text_side.mask[0].sum())
     return {"caption": caption, "clips": [manifest[i].id for i in rows],
             "negative_captions": [manifest[i].captions[lang][0] if manifest[i].captions.get(lang) else ""
                                   for i in negatives],

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -139,9 +139,8 @@ def train_option(model, data: RealSounds, bank: TextBank, option: HeadOption, tr
                          "English only: translate them first (mlatr data translate)")
     rows = [caption_rows(data.manifest.clips[i].captions, languages) for i in train_rows]
     keep = [k for k, r in enumerate(rows) if r]
-    settings = HeadTraining(epochs=settings.epochs, batch_size=settings.batch_size, lr=settings.lr,
-                            weight_decay=settings.weight_decay, seed=settings.seed,
-                            objective=ObjectiveConfig(scheme=option.scheme), identity_penalty=option.identity_penalty)
+    settings = replace(settings, objective=ObjectiveConfig(scheme=option.scheme),
+                       identity_penalty=option.identity_penalty)
     validate = None
     if len(val_rows):
         def validate(m):

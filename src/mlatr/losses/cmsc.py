@@ -25,6 +25,7 @@ import torch
 from torch import Tensor
 
 from mlatr.errors import MlatrError
+from mlatr.losses._common import row_cross_entropy
 
 #: Paper hyper-parameters (Section 3.2).
 TAU = 0.07
@@ -67,9 +68,7 @@ def interc_rows_loss(a2t_rows: Tensor, t2a_rows: Tensor, rows: Tensor, tau: floa
     rows ``rows`` of ``a2t``, ``t2a_rows [r, B]`` those of ``t2a``. The parts of a partition of the rows add
     up to the whole loss (the normaliser stays ``1/B``): a distributed local loss."""
     b = a2t_rows.shape[1]
-    a_term = torch.log_softmax(a2t_rows / tau, dim=1).gather(1, rows[:, None]).sum()
-    t_term = torch.log_softmax(t2a_rows / tau, dim=1).gather(1, rows[:, None]).sum()
-    return -(a_term + t_term) / b
+    return (row_cross_entropy(a2t_rows / tau, rows).sum() + row_cross_entropy(t2a_rows / tau, rows).sum()) / b
 
 
 #: How eq. 7-8 mix the intra-modal similarities with the binary labels (:func:`soft_labels`).

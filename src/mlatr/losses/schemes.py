@@ -35,7 +35,7 @@ import torch
 from torch import Tensor
 
 from mlatr.errors import MlatrError
-from mlatr.losses._common import Pair, take_rows, take_slot
+from mlatr.losses._common import Pair, _pooled, check_pair, take_rows, take_slot
 
 #: Scheme names, in the order the CLI and the docs list them.
 SCHEME_NAMES = ("mlclap", "kcl", "cacl")
@@ -229,10 +229,6 @@ def check_multilingual(audio, text, text_mask: Tensor | None) -> None:
                          f"got {text_mask.dtype} {tuple(text_mask.shape)}")
 
 
-def _pooled(side) -> Tensor:
-    return side if isinstance(side, Tensor) else side.pooled
-
-
 def kcl_pairs(audio, text, text_mask: Tensor | None = None) -> list[Pair]:
     """The pairs of 1-to-K contrastive learning: one (audio, language-k captions) pair per language.
 
@@ -277,10 +273,7 @@ def cacl_pairs(audio, eng, other, other_mask: Tensor | None = None) -> list[Pair
         the last two hold only the rows where ``other_mask`` is True and are omitted when none is.
     """
     for name, side in (("eng", eng), ("other", other)):
-        a, t = _pooled(audio), _pooled(side)
-        if a.dim() != 2 or a.shape != t.shape or a.shape[0] == 0:
-            raise MlatrError(f"cacl audio, {name}: expected two equal non-empty [n, d] shapes, got "
-                             f"{tuple(a.shape)} and {tuple(t.shape)}")
+        check_pair(_pooled(audio), _pooled(side), f"cacl audio, {name}")
     pairs = [Pair(audio, eng, "audio-eng")]
     n = _pooled(audio).shape[0]
     if other_mask is not None:

@@ -6,8 +6,6 @@ from dataclasses import dataclass
 
 import torch
 
-from mlatr.errors import MlatrError
-
 
 @dataclass
 class EncoderOutput:
@@ -34,10 +32,6 @@ class EncoderOutput:
         """Items ``index`` (a ``[n]`` long tensor) of every field."""
         return self.map(lambda t: t.index_select(0, index))
 
-    def slice(self, start: int, stop: int) -> EncoderOutput:
-        """Items ``start:stop`` of every field (views)."""
-        return self.map(lambda t: t[start:stop])
-
     def slot(self, k: int) -> EncoderOutput:
         """Slot ``k`` of slotted texts (``[B, S, ...]`` -> ``[B, ...]``)."""
         return self.map(lambda t: t[:, k])
@@ -46,8 +40,3 @@ class EncoderOutput:
         """Float32 pooled vectors and frames (masks unchanged)."""
         return EncoderOutput(*(None if t is None else t.float() for t in (self.pooled, self.frames)), self.mask)
 
-    def __len__(self) -> int:
-        t = self.pooled if self.pooled is not None else self.frames
-        if t is None:
-            raise MlatrError("an EncoderOutput with neither pooled vectors nor frames")
-        return int(t.shape[0])
