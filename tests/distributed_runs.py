@@ -47,12 +47,13 @@ def run_job(job: dict) -> None:
                         first[names[id(p)]] = p.grad.detach().clone()
 
     trainer.optimizer.register_step_pre_hook(keep_gradients)
+    start = (trainer.epoch, trainer.step)  # where the run (or its resume) begins
     try:
         trainer.fit()
     except KeyboardInterrupt:
         return
     if trainer.dist.is_main:
-        torch.save({"grads": first, "weights": {**{k: v.clone() for k, v in trainer.model.state_dict().items()},
+        torch.save({"start": start, "grads": first, "weights": {**{k: v.clone() for k, v in trainer.model.state_dict().items()},
                                                 **{"objective." + k: v.clone()
                                                    for k, v in trainer.objective.state_dict().items()}}},
                    Path(job["out"]) / "compare.pt")

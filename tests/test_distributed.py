@@ -85,6 +85,7 @@ def test_resume_with_another_world_size(runs):
     full, part = runs / "two" / "resume-full", runs / "two" / "resume-part"
     assert step_losses(part)[1] == pytest.approx(step_losses(full)[1], rel=1e-5)
     a, b = torch.load(full / "compare.pt"), torch.load(part / "compare.pt")
+    assert a["start"] == (0, 0) and b["start"][0] == 1 and b["start"][1] > 0  # a resume, not a fresh start
     for name, grad in a["grads"].items():
         torch.testing.assert_close(b["grads"][name], grad, rtol=1e-4, atol=1e-6, msg=name)
 

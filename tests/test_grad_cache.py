@@ -106,7 +106,9 @@ def test_training_with_grad_cache_logs_the_plain_losses(manifest, tmp_path):
     common = [*NO_DROPOUT, "objective.scheme=kcl", "train.eval_every=0", "train.epochs=1"]
     losses = {}
     for name, extra in (("plain", []), ("cached", ["optim.grad_cache_chunk=5"])):
-        Trainer(tiny_config(manifest, tmp_path / name, *common, *extra)).fit()
+        trainer = Trainer(tiny_config(manifest, tmp_path / name, *common, *extra))
+        assert trainer.run_step.chunk == (5 if extra else None)  # the setting reaches the step
+        trainer.fit()
         lines = [json.loads(x) for x in (tmp_path / name / "log.jsonl").read_text().splitlines()]
         losses[name] = [r["loss"] for r in lines if r["type"] == "step"]
     assert len(losses["cached"]) == len(losses["plain"]) == 2

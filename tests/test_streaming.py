@@ -90,7 +90,9 @@ def test_workers_and_resume_give_bit_identical_weights(manifest, tmp_path):
 
     with pytest.raises(KeyboardInterrupt):
         Trainer(tiny_config(manifest, tmp_path / "w2", *common, "data.workers=2"), callbacks=[interrupt]).fit()
-    Trainer(tiny_config(manifest, tmp_path / "w2", *common, "data.workers=1"), resume=True).fit()
+    resumed = Trainer(tiny_config(manifest, tmp_path / "w2", *common, "data.workers=1"), resume=True)
+    assert resumed.epoch == 1 and resumed.step > 0  # it continues epoch 1's checkpoint, not a fresh start
+    resumed.fit()
     a, b = read_checkpoint(tmp_path / "w0" / "last.pt"), read_checkpoint(tmp_path / "w2" / "last.pt")
     assert all(torch.equal(a["model"][k], b["model"][k]) for k in a["model"])
     assert [h["train_loss"] for h in a["history"]] == [h["train_loss"] for h in b["history"]]
