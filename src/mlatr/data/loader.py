@@ -176,19 +176,22 @@ def stream(dataset: torch.utils.data.Dataset, workers: int, prefetch: int = 2) -
     """The items of ``dataset`` in order: read inline (``workers == 0``) or by ``workers`` processes of a
     ``DataLoader`` keeping ``prefetch`` items each in flight. Failures are merged into the source's ``bad``."""
     source = dataset.source
-    if workers <= 0 or len(dataset) == 0:
-        items = (dataset[b] for b in range(len(dataset)))
-    else:
-        items = iter(torch.utils.data.DataLoader(dataset, batch_size=None, shuffle=False,
-                                                 num_workers=min(workers, len(dataset)),
-                                                 prefetch_factor=prefetch, collate_fn=_identity,
-                                                 generator=_quiet_generator(), worker_init_fn=_worker_without_cache,
-                                                 persistent_workers=False))
-    for item in items:
+    for item in _items(dataset, workers, prefetch):
         source.bad.update(item.failed)
         if item.error is not None:
             raise MlatrError(item.error)
         yield item
+
+
+def _items(dataset: torch.utils.data.Dataset, workers: int, prefetch: int) -> Iterator:
+    """``dataset``'s items in order: read inline (``workers <= 0``) or by a ``DataLoader`` of ``workers``
+    processes (at most one per item) keeping ``prefetch`` items each in flight."""
+    if workers <= 0 or len(dataset) == 0:
+        return (dataset[k] for k in range(len(dataset)))
+    return iter(torch.utils.data.DataLoader(dataset, batch_size=None, shuffle=False,
+                                            num_workers=min(workers, len(dataset)), prefetch_factor=prefetch,
+                                            collate_fn=_identity, generator=_quiet_generator(),
+                                            worker_init_fn=_worker_without_cache))
 
 
 def _identity(item):
@@ -232,17 +235,8 @@ def decode_all(source, indices: list[int], workers: int, prefetch: int = 2, prog
     (inline with 0); failures are merged into ``source.bad``."""
     from tqdm import tqdm
 
-    dataset = WholeClips(source, indices)
-    if workers <= 0 or not indices:
-        items = (dataset[k] for k in range(len(dataset)))
-    else:
-        items = iter(torch.utils.data.DataLoader(dataset, batch_size=None, shuffle=False,
-                                                 num_workers=min(workers, len(dataset)),
-                                                 prefetch_factor=prefetch, collate_fn=_identity,
-                                                 generator=_quiet_generator(),
-                                                 worker_init_fn=_worker_without_cache))
     bar = tqdm(total=len(indices), desc=desc, unit="clip", disable=not progress, leave=False)
-    for i, wave, failed, error in items:
+    for i, wave, failed, error in _items(WholeClips(source, indices), workers, prefetch):
         source.bad.update(failed)
         if error is not None:
             raise MlatrError(error)
