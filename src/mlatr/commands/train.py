@@ -1,7 +1,6 @@
 import json
 
 from mlatr.commands._notices import report_skipped
-from mlatr.data.manifest import Manifest
 from mlatr.errors import DiskFullError
 
 HELP = """Train a dual encoder from a YAML config.
@@ -49,7 +48,7 @@ def run(args) -> int:
     if not trainer.dist.is_main:
         return 0
     if cfg.data.skip_bad:  # data.skip_bad=true: say what was skipped (the epoch records count bad_audio)
-        report_skipped(Manifest.load(cfg.data.manifest, skip_bad=True).problems, "malformed manifest line(s)")
+        report_skipped(trainer.manifest_problems, "malformed manifest line(s)")
         bad = {**trainer.batches.source.bad, **(trainer.val_source.bad if trainer.val_source else {})}
         report_skipped(bad, "clip(s) with unreadable audio")
     print(json.dumps(summary, indent=2))

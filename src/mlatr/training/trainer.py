@@ -85,7 +85,7 @@ class Trainer:
         self.callbacks = list(callbacks or []) + diagnostic_callbacks(cfg.train.diagnostics)
         self.extra_logs: dict[str, float] = {}
         manifest = Manifest.load(cfg.data.manifest, skip_bad=cfg.data.skip_bad)
-        self.manifest_problems = len(manifest.problems)
+        self.manifest_problems = manifest.problems  # malformed lines skipped under data.skip_bad
         self.train_manifest = manifest.split(cfg.data.train_split)
         self.val_manifest = manifest.split(cfg.data.val_split) if cfg.train.eval_every > 0 else None
         self._open_audio()
