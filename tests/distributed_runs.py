@@ -53,9 +53,9 @@ def run_job(job: dict) -> None:
     except KeyboardInterrupt:
         return
     if trainer.dist.is_main:
-        torch.save({"start": start, "grads": first, "weights": {**{k: v.clone() for k, v in trainer.model.state_dict().items()},
-                                                **{"objective." + k: v.clone()
-                                                   for k, v in trainer.objective.state_dict().items()}}},
+        weights = {**{k: v.clone() for k, v in trainer.model.state_dict().items()},
+                   **{"objective." + k: v.clone() for k, v in trainer.objective.state_dict().items()}}
+        torch.save({"start": start, "grads": first, "weights": weights},
                    Path(job["out"]) / "compare.pt")
 
 
