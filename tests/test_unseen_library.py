@@ -11,6 +11,7 @@ import pytest
 import torch
 
 import mlatr.experiments.real_heads as real_heads
+from mlatr.cli import main
 from mlatr.data.manifest import Clip, Manifest
 from mlatr.errors import MlatrError
 from mlatr.experiments import real_sounds, unseen_library
@@ -178,3 +179,15 @@ def test_kcl_over_translations_needs_them_and_trains_on_every_language(tmp_path)
     log = train_option(model, data, bank, option, list(range(12)), [], HeadTraining(epochs=2, batch_size=6),
                        progress=False)
     assert len(log) == 2
+
+
+@pytest.mark.parametrize("command, flag", [(["experiment", "unseen-library"], "--text"),
+                                           (["experiment", "unseen-library"], "--heads"),
+                                           (["demo-real"], "--text")])
+def test_unknown_encoder_or_head_is_refused_before_any_work(tmp_path, capsys, command, flag):
+    manifest = tmp_path / "manifest.jsonl"
+    manifest.write_text("")  # exists; never read
+    out = tmp_path / "out"
+    assert main([*command, "--manifest", str(manifest), flag, "nope", "--out", str(out)]) != 0
+    assert f"{flag}: unknown nope; known: " in capsys.readouterr().err
+    assert not out.exists()

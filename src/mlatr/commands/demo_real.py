@@ -18,6 +18,7 @@ Examples:
 """
 
 from mlatr.commands._arg_types import positive_float, positive_int
+from mlatr.commands._grid_args import parse_methods
 from mlatr.experiments.head_options import DEFAULT_HEADS, DEFAULT_TEXT_ENCODERS, HEAD_OPTIONS, TEXT_ENCODERS
 
 HELP = __doc__
@@ -48,10 +49,7 @@ def run(args) -> int:
 
     if not Path(args.manifest).is_file():
         raise MlatrError(f"{args.manifest} not found: run scripts/get-real-sounds.sh first (or pass --manifest)")
-    names = [x.strip() for x in args.text.split(",") if x.strip()]
-    for n in names:
-        if n not in TEXT_ENCODERS:
-            raise MlatrError(f"--text: {n!r} is not a frozen multilingual text encoder ({', '.join(TEXT_ENCODERS)})")
+    names = parse_methods(args.text, list(TEXT_ENCODERS), "--text")
     run_real_demo(args.manifest, args.out, names, heads=args.heads, embed_dim=args.embed_dim, epochs=args.epochs,
                   seed=args.seed, max_seconds=args.max_seconds, progress=not args.no_progress)
     print((Path(args.out) / "report.md").read_text(encoding="utf-8"))

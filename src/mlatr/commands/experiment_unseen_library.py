@@ -17,6 +17,7 @@ Examples:
   mlatr experiment unseen-library --text e5-small --heads audio-only --libraries scratch,qabcs
 """
 
+from mlatr.commands._grid_args import parse_methods
 from mlatr.experiments.head_options import COMPARED_BY_DEFAULT, HEAD_OPTIONS, TEXT_ENCODERS
 
 HELP = __doc__
@@ -48,7 +49,8 @@ def run(args) -> int:
 
     if not Path(args.manifest).is_file():
         raise MlatrError(f"{args.manifest} not found: run scripts/get-real-sounds.sh first (or pass --manifest)")
-    encoders, heads = ([x.strip() for x in value.split(",") if x.strip()] for value in (args.text, args.heads))
+    encoders = parse_methods(args.text, list(TEXT_ENCODERS), "--text")  # before the library's features
+    heads = parse_methods(args.heads, list(HEAD_OPTIONS), "--heads")
     libraries = [x.strip() for x in args.libraries.split(",") if x.strip()] if args.libraries else None
     run_unseen_library(args.manifest, args.out, encoders, heads, libraries=libraries, epochs=args.epochs,
                        embed_dim=args.embed_dim, seed=args.seed, max_seconds=args.max_seconds,
