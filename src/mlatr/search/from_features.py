@@ -3,13 +3,11 @@ would write for a model whose backbones are frozen, without decoding the audio a
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 
 from mlatr.audio.io import SAMPLE_RATE
 from mlatr.data.manifest import Manifest
-from mlatr.search.index import Index, empty_index, file_sha256
+from mlatr.search.index import Index, empty_index, index_meta
 from mlatr.training.checkpoint import LoadedModel
 from mlatr.training.heads import project
 
@@ -18,14 +16,11 @@ def index_from_features(loaded: LoadedModel, manifest: Manifest, audio_feats: np
                         caption_languages: tuple[str, ...] = ("eng",)) -> Index:
     """The index of ``manifest`` for ``loaded`` (saved at ``loaded.path``) from its clips' pooled audio
     backbone features ``[N, D]``: the heads applied, then L2-normalised, as ``encode_audio`` does."""
-    model, checkpoint = loaded.model, Path(loaded.path)
+    model = loaded.model
     arr = manifest.caption_arrays(list(caption_languages))
     text = model.text_encoder.embed_numpy(arr["texts"], list(arr["text_lang"]))
     a, t = project(model, audio_feats, text)
-    index = empty_index(model.embed_dim, {
-        "checkpoint": {"path": str(checkpoint.resolve()), "sha256": file_sha256(checkpoint)},
-        "model_config": model.config(), "sample_rate": SAMPLE_RATE, "max_seconds": max_seconds,
-        "caption_languages": list(caption_languages),
-        "manifest": str(Path(manifest.path).resolve()) if manifest.path else None}, loaded)
+    index = empty_index(model.embed_dim, index_meta(loaded, manifest, SAMPLE_RATE, max_seconds, caption_languages),
+                        loaded)
     index.append(manifest.clips, manifest.root, a, arr, t)
     return index

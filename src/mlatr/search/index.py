@@ -220,6 +220,22 @@ def load_index_model(checkpoint: dict[str, str], device: str = "cpu") -> LoadedM
     return load_model(path, device)
 
 
+def index_meta(loaded: LoadedModel, manifest: Manifest, sample_rate: int, max_seconds: float,
+               caption_languages: Sequence[str], window_seconds: float | None = None,
+               sha: str | None = None) -> dict[str, Any]:
+    """What an index records of how it was made: the checkpoint (absolute path, SHA-256: ``sha`` when
+    already computed), the model's config, the audio settings, the caption languages and the manifest."""
+    checkpoint = Path(loaded.path).resolve()
+    meta: dict[str, Any] = {"checkpoint": {"path": str(checkpoint), "sha256": sha or file_sha256(checkpoint)},
+                            "model_config": loaded.model.config(), "sample_rate": sample_rate,
+                            "max_seconds": max_seconds}
+    if window_seconds is not None:
+        meta["window_seconds"] = window_seconds
+    meta["caption_languages"] = list(caption_languages)
+    meta["manifest"] = str(Path(manifest.path).resolve()) if manifest.path else None
+    return meta
+
+
 def empty_index(dim: int, meta: dict[str, Any], model: LoadedModel | None = None) -> Index:
     """An index of no clip yet (``model``: the model that will make its embeddings and encode its queries)."""
     return Index(embeddings=np.zeros((0, dim), np.float32), ids=[], paths=[], captions=[],
@@ -277,10 +293,7 @@ def build_index(loaded: LoadedModel, manifest: Manifest, output: str | os.PathLi
         langs = list(index.meta["caption_languages"])
     else:
         index = empty_index(model.embed_dim, {}, loaded)
-    index.meta.update(checkpoint={"path": str(checkpoint_path), "sha256": sha}, model_config=model.config(),
-                      sample_rate=sample_rate, max_seconds=max_seconds, window_seconds=window_seconds,
-                      caption_languages=langs,
-                      manifest=str(Path(manifest.path).resolve()) if manifest.path else None)
+    index.meta.update(index_meta(loaded, manifest, sample_rate, max_seconds, langs, window_seconds, sha))
     have = set(index.ids)
     new_clips = [c for c in manifest.clips if c.id not in have]
     sub = Manifest(clips=new_clips, root=manifest.root, path=manifest.path)
