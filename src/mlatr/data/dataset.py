@@ -141,11 +141,17 @@ class AudioSource:
         return sum(w.nbytes for w in self._decoded.values())
 
 
+def window_begin(length: int, count: int, start: int | None) -> int:
+    """Where the ``count``-sample window of a clip of ``length > count`` samples begins: centred for
+    ``start=None``, else ``start`` moved back inside the clip."""
+    return (length - count) // 2 if start is None else min(int(start), length - count)
+
+
 def _window(wave: np.ndarray, count: int, start: int | None) -> np.ndarray:
     n = wave.shape[0]
     if n <= count:
         return wave
-    begin = (n - count) // 2 if start is None else min(int(start), n - count)
+    begin = window_begin(n, count, start)
     return np.asarray(wave[begin:begin + count], dtype=np.float32).copy()
 
 

@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from mlatr.data.dataset import AudioSource
+from mlatr.data.dataset import AudioSource, window_begin
 from mlatr.data.loader import decode_all
 from mlatr.data.manifest import Manifest
 from mlatr.errors import MlatrError
@@ -286,8 +286,7 @@ class StoreSource(AudioSource):
             length = self._probe(index)
             if length <= count:
                 return self._read(index, 0, length)
-            begin = (length - count) // 2 if start is None else min(int(start), length - count)
-            return self._read(index, begin, count)
+            return self._read(index, window_begin(length, count, start), count)
         except MlatrError as exc:
             return self._failed(clip, exc)
 
