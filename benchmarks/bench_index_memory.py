@@ -54,9 +54,9 @@ def write_clips(folder: Path, n: int, minutes: float) -> Path:
 def write_checkpoint(path: Path) -> Path:
     import torch
 
+    from mlatr.inference.checkpoint import save_checkpoint
     from mlatr.models.dual_encoder import DualEncoder
     from mlatr.models.registry import build_audio_encoder, build_text_encoder
-    from mlatr.training.checkpoint import save_checkpoint
 
     torch.manual_seed(0)
     audio = build_audio_encoder("small-cnn", channels=[16, 32, 64], dim=96, num_layers=1, num_heads=4, ff_dim=192)

@@ -104,10 +104,10 @@ def bench_build(manifest_path: str, n_clips: int, dim: int) -> dict:
     import torch
 
     from mlatr.data.manifest import Manifest
+    from mlatr.inference.checkpoint import load_model, save_checkpoint
     from mlatr.models.dual_encoder import DualEncoder
     from mlatr.models.registry import build_audio_encoder, build_text_encoder
     from mlatr.search.index import build_index
-    from mlatr.training.checkpoint import load_model, save_checkpoint
 
     manifest = Manifest.load(manifest_path)
     sub = Manifest(clips=manifest.clips[:n_clips], root=manifest.root, path=manifest.path)

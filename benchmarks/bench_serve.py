@@ -54,9 +54,9 @@ def percentiles(ms: list[float]) -> dict[str, float]:
 def make_checkpoint(path: Path, dim: int) -> Path:
     import torch
 
+    from mlatr.inference.checkpoint import save_checkpoint
     from mlatr.models.dual_encoder import DualEncoder
     from mlatr.models.registry import build_audio_encoder, build_text_encoder
-    from mlatr.training.checkpoint import save_checkpoint
 
     torch.manual_seed(0)
     model = DualEncoder(build_audio_encoder("aisfx", frozen=True), build_text_encoder("use-multilingual"),
@@ -85,8 +85,8 @@ def audio_files(manifest: Path, tmp: Path) -> list[str]:
 
 
 def make_index(checkpoint: Path, n: int, files: list[str], out: Path) -> Path:
+    from mlatr.inference.checkpoint import read_checkpoint
     from mlatr.search.index import empty_index, file_sha256
-    from mlatr.training.checkpoint import read_checkpoint
 
     state = read_checkpoint(checkpoint)
     dim = int(state["model_config"]["embed_dim"])

@@ -97,9 +97,9 @@ def untrained_checkpoint(path: Path, text_encoder) -> Path:
     enough to index, serve and check what the server does with the encoder's languages)."""
     import torch
 
+    from mlatr.inference.checkpoint import save_checkpoint
     from mlatr.models.dual_encoder import DualEncoder
     from mlatr.models.registry import build_audio_encoder
-    from mlatr.training.checkpoint import save_checkpoint
 
     torch.manual_seed(0)
     audio = build_audio_encoder("small-cnn", channels=[8, 16], dim=32, num_heads=2, ff_dim=64)

@@ -26,7 +26,7 @@ import pytest
 import torch
 
 from clitools import temp_files, write_tone
-from mlatr.training.checkpoint import read_checkpoint
+from mlatr.inference.checkpoint import read_checkpoint
 from toydata import TINY_MODEL, make_toy_manifest
 
 SEEDS = (0, 1, 2)

@@ -9,10 +9,10 @@ import pytest
 import torch
 
 from mlatr.errors import MlatrError
+from mlatr.inference.checkpoint import head_of, read_checkpoint
 from mlatr.losses.cmsc import cmsc_loss_terms
 from mlatr.matching import LGMMHead, build_matching_head
 from mlatr.models.outputs import EncoderOutput
-from mlatr.training.checkpoint import head_of, read_checkpoint
 from mlatr.training.objective import build_objective
 from mlatr.training.trainer import Trainer
 from toydata import make_toy_manifest, tiny_config
@@ -125,9 +125,9 @@ def test_eval_with_the_head_equals_evaluate_scores_on_its_matrices(lgmm_run, man
 
     from mlatr.commands import eval_model
     from mlatr.data.manifest import Manifest
-    from mlatr.encoding import encode_manifest
     from mlatr.evaluation import evaluate_scores
-    from mlatr.training.checkpoint import load_model
+    from mlatr.inference.checkpoint import load_model
+    from mlatr.inference.encoding import encode_manifest
 
     out, _, _ = lgmm_run
     parser = argparse.ArgumentParser()

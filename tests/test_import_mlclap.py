@@ -23,9 +23,9 @@ from mlatr.audio.frontend import LogMel
 from mlatr.cli import main
 from mlatr.convert.mlclap import ConversionReport, convert_mlclap_state, read_mlclap_state
 from mlatr.errors import MlatrError
+from mlatr.inference.checkpoint import load_model, read_checkpoint
 from mlatr.models import DualEncoder
 from mlatr.models.hf_text import write_tiny_model
-from mlatr.training.checkpoint import load_model, read_checkpoint
 from mlatr.training.config import load_config
 from mlatr.training.trainer import Trainer
 from toydata import make_toy_manifest

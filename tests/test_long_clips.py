@@ -1,4 +1,4 @@
-"""Issue 14, memory: long clips are encoded as windows in bounded batches (mlatr.long_clips).
+"""Issue 14, memory: long clips are encoded as windows in bounded batches (mlatr.inference.audio).
 
 `index build --max-seconds 300` over ten-minute clips fed 16 x 300 s to the encoder at once. Now the
 encoder never sees more than --batch-size windows of the model's evaluation crop; clips no longer than
@@ -15,10 +15,9 @@ import pytest
 from clitools import manifest_lines, run_cli, write_tone
 from mlatr.data.dataset import AudioSource
 from mlatr.data.manifest import Manifest
-from mlatr.encoding import encode_audio
-from mlatr.long_clips import pool_windows, window_bounds
+from mlatr.inference.audio import encode_source, pool_windows, window_bounds
+from mlatr.inference.checkpoint import load_model
 from mlatr.search.index import Index, build_index
-from mlatr.training.checkpoint import load_model
 
 
 def test_windows_cover_the_clip_in_equal_parts():
@@ -41,7 +40,7 @@ def test_short_clips_encode_exactly_as_without_windows(served_toy):
     manifest, ckpt, _ = served_toy
     loaded = load_model(ckpt)
     m = Manifest.load(manifest)
-    rows, plain = encode_audio(loaded.model, AudioSource(m), 16, 2.0, loaded.device)  # index build's batch
+    rows, plain = encode_source(loaded.model.encode_audio, AudioSource(m), 16, 2.0, loaded.device)  # one window each
     index = Index.load(served_toy[2])  # built by mlatr index build (windows of the model's 2 s crop)
     assert index.meta["window_seconds"] == 2.0 and index.ids == [m[i].id for i in rows]
     assert np.array_equal(index.embeddings, plain)

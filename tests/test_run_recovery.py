@@ -21,8 +21,8 @@ import torch
 
 import mlatr.training.trainer as trainer_module
 from clitools import assert_user_error, run_cli, temp_files
+from mlatr.inference.checkpoint import read_checkpoint
 from mlatr.io_utils import atomic_write_text, remove_orphan_temps
-from mlatr.training.checkpoint import read_checkpoint
 from mlatr.training.config import load_config
 from mlatr.training.run_log import reconcile_log
 from mlatr.training.trainer import Trainer

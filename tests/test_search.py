@@ -10,9 +10,9 @@ import torch
 from mlatr.cli import main
 from mlatr.data.manifest import Manifest
 from mlatr.errors import MlatrError
+from mlatr.inference.checkpoint import load_model
 from mlatr.search import Index, build_index
 from mlatr.search.backends import FaissBackend, top_k_numpy
-from mlatr.training.checkpoint import load_model
 from toydata import train_toy_model
 
 

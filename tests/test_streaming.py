@@ -15,7 +15,7 @@ from mlatr.data.manifest import Manifest
 from mlatr.data.sources import choose_cache
 from mlatr.data.store import StoreSource, prepare_store, read_index
 from mlatr.errors import MlatrError
-from mlatr.training.checkpoint import read_checkpoint
+from mlatr.inference.checkpoint import read_checkpoint
 from mlatr.training.trainer import Trainer
 from toydata import make_toy_manifest, tiny_config
 

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from mlatr.errors import MlatrError
-from mlatr.training.checkpoint import read_checkpoint
+from mlatr.inference.checkpoint import read_checkpoint
 from mlatr.training.trainer import Trainer
 from toydata import make_toy_manifest, tiny_config
 

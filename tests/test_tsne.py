@@ -12,8 +12,8 @@ from mlatr.errors import MlatrError
 from mlatr.evaluation import tsne
 from mlatr.evaluation.synthetic import structured_embeddings
 from mlatr.evaluation.tsne import embed_2d, plot_tsne_arrays, same_clip_neighbours, select_rows, view_from_arrays
+from mlatr.inference.checkpoint import read_checkpoint, save_checkpoint
 from mlatr.models import DualEncoder
-from mlatr.training.checkpoint import read_checkpoint, save_checkpoint
 from mlatr.training.trainer import Trainer
 from toydata import make_toy_manifest, tiny_config
 

@@ -2,6 +2,48 @@
 
 Train an audio encoder and a multilingual text encoder into one embedding space, measure how well
 and how consistently across languages they retrieve, and search a sound library in any language.
+
+The Python API (docs/python-api.md)::
+
+    import mlatr
+    model = mlatr.load("runs/demo-real/model.pt")          # a checkpoint file or a model folder
+    t = model.embed_text(["un chien aboie"], lang="fra")    # numpy [n, d], unit norm
+    a = model.embed_audio(["dog.wav"])                      # paths, or 1-D arrays with sample_rate=
+    s = model.similarity(t, a)                              # the model's matching head
+    labels = model.classify(["dog.wav"], ["dog", "rain"])   # zero-shot
+    index = mlatr.Index.build(model, "my-sounds/")          # a folder, a manifest or a list of paths
+    metrics = mlatr.evaluate(model, "manifest.jsonl", split="test")
+
+``load``, ``Index`` and ``evaluate`` are imported on first use (module ``__getattr__``): ``import mlatr``
+and the ``mlatr`` command's start-up stay free of torch until a model is needed.
 """
 
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
 __version__ = "0.1.0"
+
+#: Public name -> (module, attribute), imported on first access.
+_LAZY = {
+    "load": ("mlatr.inference", "load"),
+    "LoadedModel": ("mlatr.inference", "LoadedModel"),
+    "Classification": ("mlatr.inference", "Classification"),
+    "Index": ("mlatr.search.index", "Index"),
+    "evaluate": ("mlatr.inference.evaluate", "evaluate"),
+    "export": ("mlatr.inference", "export_model"),
+}
+
+__all__ = ["Classification", "Index", "LoadedModel", "__version__", "evaluate", "export", "load"]
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _LAZY:
+        raise AttributeError(f"module 'mlatr' has no attribute {name!r}")
+    module, attribute = _LAZY[name]
+    return getattr(importlib.import_module(module), attribute)
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))

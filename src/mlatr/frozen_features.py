@@ -15,9 +15,13 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from mlatr.audio.io import SAMPLE_RATE, collate_waveforms, crop_or_pad, load_audio
+from mlatr.audio.io import SAMPLE_RATE
 from mlatr.data.manifest import Manifest
+from mlatr.inference.audio import embed_clips, file_source, source_clips
 from mlatr.io_utils import atomic_write_with
+
+#: Clips computed between two saves of the cache (what a killed run loses at most).
+SAVE_EVERY = 80
 
 
 class AudioFeatureCache:
@@ -54,28 +58,23 @@ def audio_features(encoder, manifest: Manifest, cache: AudioFeatureCache, max_se
                    batch_size: int = 8, progress: bool = True) -> np.ndarray:
     """``[N, D]`` pooled features of every clip (frozen ``encoder``), computing only those not cached.
 
-    Clips longer than ``max_seconds`` are centre-cropped; the cache is saved every 10 batches and at the end.
+    Clips longer than ``max_seconds`` are centre-cropped and encoded whole, ``batch_size`` per call, through
+    the one audio path (:func:`mlatr.inference.audio.embed_clips`); the cache is saved every
+    :data:`SAVE_EVERY` clips and at the end.
     """
     keys = [cache.file_key(c.id, c.audio_path(manifest.root)) for c in manifest.clips]
     todo = [i for i, k in enumerate(keys) if k not in cache.vectors]
-    limit = int(round(max_seconds * SAMPLE_RATE))
-    bar = tqdm(total=len(todo), desc="audio features", unit="clip", disable=not progress or not todo)
     encoder.eval()
-    for start in range(0, len(todo), batch_size):
-        rows = todo[start:start + batch_size]
-        waves = []
-        for i in rows:
-            w = load_audio(manifest.clips[i].audio_path(manifest.root), SAMPLE_RATE)
-            waves.append(crop_or_pad(w, limit, mode="center")[0] if w.shape[0] > limit else w)
-        wave, lens = collate_waveforms(waves)
-        with torch.no_grad():
-            pooled = encoder(wave, lens).pooled.float().numpy()
-        for i, vec in zip(rows, pooled, strict=True):
-            cache.vectors[keys[i]] = vec
-        bar.update(len(rows))
-        if (start // batch_size) % 10 == 9:
-            cache.save()
-    bar.close()
-    if todo:
+    device = next((p.device for p in encoder.parameters()), torch.device("cpu"))
+    window = int(round(max_seconds * SAMPLE_RATE))  # the whole crop: one window per clip
+    bar = tqdm(total=len(todo), desc="audio features", unit="clip", disable=not progress or not todo)
+    for start in range(0, len(todo), SAVE_EVERY):
+        rows = todo[start:start + SAVE_EVERY]
+        source = file_source([manifest.clips[i].audio_path(manifest.root) for i in rows], SAMPLE_RATE)
+        done, pooled = embed_clips(encoder, source_clips(source, batch_size, max_seconds), window, batch_size,
+                                   device, bar)
+        for k, vec in zip(done, pooled, strict=True):
+            cache.vectors[keys[rows[k]]] = vec
         cache.save()
+    bar.close()
     return np.stack([cache.vectors[k] for k in keys]).astype(np.float32)

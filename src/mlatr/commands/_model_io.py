@@ -1,17 +1,19 @@
-"""Shared by the commands that load a checkpoint and encode a manifest split (encode, eval, index build)."""
+"""Shared by the commands that load a model and encode a manifest split (encode, eval, index build, search,
+serve); the work itself is the inference layer's (:mod:`mlatr.inference`)."""
 
 from __future__ import annotations
 
+import json
+
 from mlatr.commands._notices import report_skipped
-from mlatr.data.loader import default_workers
-from mlatr.data.manifest import Manifest
 from mlatr.errors import MlatrError
 from mlatr.languages import parse_language_list
 
 
 def load_model_from_args(args):
-    """The :class:`~mlatr.training.checkpoint.LoadedModel` of ``args.checkpoint`` on ``args.device``."""
-    from mlatr.training.checkpoint import load_model
+    """The :class:`~mlatr.inference.LoadedModel` of ``args.checkpoint`` (a checkpoint or a model folder) on
+    ``args.device``."""
+    from mlatr.inference import load_model
 
     return load_model(args.checkpoint, args.device)
 
@@ -19,37 +21,33 @@ def load_model_from_args(args):
 def encode_from_args(args, loaded=None, manifest=None, languages=None):
     """Encode ``args.split`` of ``args.manifest`` (``all`` = every clip), or the given ``manifest`` as it is,
     in ``languages`` (default ``--languages``, else the model's training languages) with the model (frame /
-    token features too when its matching head scores them); returns an :class:`~mlatr.encoding.EncodedSplit`."""
-    from mlatr.encoding import encode_manifest
+    token features too when its matching head scores them); returns an
+    :class:`~mlatr.inference.encoding.EncodedSplit`."""
+    from mlatr.inference.evaluate import encode_split
+    from mlatr.inference.sources import manifest_split
 
     loaded = loaded or load_model_from_args(args)
-    if languages is None:
-        languages = (parse_language_list(args.languages, "--languages") if args.languages
-                     else loaded.data["languages"])
-    max_seconds = args.max_seconds or loaded.data["eval_max_seconds"]
+    given = manifest is None
+    if languages is None and args.languages:
+        languages = parse_language_list(args.languages, "--languages")
     if manifest is None:
-        manifest = Manifest.load(args.manifest, skip_bad=args.skip_bad)
-        if args.split != "all":
-            manifest = manifest.split(args.split)
-        check_languages_present(manifest, languages, args.split, explicit=bool(args.languages))
+        manifest = manifest_split(args.manifest, args.split, args.skip_bad)
         report_skipped(manifest.problems, "malformed manifest line(s)")
-    enc = encode_manifest(loaded.model, manifest, languages, batch_size=args.batch_size, max_seconds=max_seconds,
-                          sample_rate=loaded.data["sample_rate"], skip_bad=args.skip_bad, progress=True,
-                          frames=loaded.head.needs_frames, workers=default_workers())
+    enc = encode_split(loaded, manifest, languages, split=args.split, batch_size=args.batch_size,
+                       max_seconds=args.max_seconds, skip_bad=args.skip_bad, check_languages=given)
     report_skipped(enc.skipped, "clip(s) with unreadable audio")
-    if not enc.clip_ids:
-        raise MlatrError(f"none of the {len(manifest)} clip(s) to encode could be read "
-                         f"(first: {next(iter(enc.skipped.values()), '')})")
     return enc
 
 
-def check_languages_present(manifest: Manifest, languages, split: str, explicit: bool) -> None:
-    """Refuse languages with no caption in the clips to encode: every one given with ``--languages``
-    (``explicit``), at least one of the model's otherwise."""
-    present = manifest.languages()
-    missing = [lang for lang in languages if lang not in present]
-    if (explicit and missing) or len(missing) == len(languages):
-        where = f"split {split!r} of {manifest.path}" if split != "all" else str(manifest.path)
-        flag = "--languages: " if explicit else "the model's languages: "
-        raise MlatrError(f"{flag}no caption in {', '.join(missing)} in {where} "
-                         f"(its captions are in: {', '.join(present) or 'no language'})")
+def model_for_index(model_path, index_path, device="cpu"):
+    """The model at ``model_path`` (``--model``: the index's model, moved) for the index at ``index_path``;
+    refused when its config differs from the one the index was built with (another model's space)."""
+    from mlatr.inference import load_model
+    from mlatr.search.index import Index
+
+    loaded = load_model(model_path, device)
+    built_with = Index.load(index_path).meta.get("model_config")
+    if built_with is not None and built_with != json.loads(json.dumps(loaded.model.config())):  # as stored
+        raise MlatrError(f"--model {model_path}: not the model {index_path} was built with (its config differs); "
+                         "queries would land in another embedding space")
+    return loaded

@@ -1,20 +1,24 @@
 from mlatr.commands._arg_types import positive_float, positive_int
 
-HELP = """Encode a manifest split with a trained model into an evaluation NPZ.
+HELP = """Encode a manifest split with a trained model into an evaluation NPZ (or Parquet).
 
 The NPZ holds audio [Na, D], text [Nt, D], text_audio, text_lang, text_group (the arrays
-`mlatr eval-embeddings` reads) plus clip_ids and texts.
+`mlatr eval-embeddings` reads) plus clip_ids and texts. With -o FILE.parquet (needs pyarrow: pip install
+'mlatr[parquet]'), one row per clip: id, path, embedding (list of D floats); the captions' embeddings are
+not written there (use `mlatr embed --text` for texts).
 
-Example:
+Examples:
   mlatr encode --checkpoint runs/kcl/best.pt --manifest data/synth/manifest.jsonl --split test -o emb.npz
+  mlatr encode --checkpoint runs/kcl/best.pt --manifest data/synth/manifest.jsonl --split all -o emb.parquet
 """
 
 
 def add_arguments(parser):
-    parser.add_argument("--checkpoint", required=True, help="a checkpoint written by mlatr train")
+    parser.add_argument("--checkpoint", required=True, help="a checkpoint written by mlatr train, or a model folder "
+                        "written by mlatr export")
     parser.add_argument("--manifest", required=True, help="JSONL manifest")
     parser.add_argument("--split", default="test", help="split to encode (default: test); 'all' for every clip")
-    parser.add_argument("-o", "--output", required=True, help="output .npz")
+    parser.add_argument("-o", "--output", required=True, help="output .npz or .parquet")
     parser.add_argument("--languages", help="comma-separated languages (default: the model's training languages)")
     parser.add_argument("--batch-size", type=positive_int, default=64)
     parser.add_argument("--max-seconds", type=positive_float, default=None,
@@ -26,10 +30,16 @@ def add_arguments(parser):
 def run(args) -> int:
     from mlatr.commands._model_io import encode_from_args
     from mlatr.commands._paths import model_inputs, refuse_output_over_input
+    from mlatr.inference.tables import is_parquet, require_parquet, write_embeddings_parquet
 
     refuse_output_over_input([("-o", args.output)], model_inputs(args))
+    if is_parquet(args.output):
+        require_parquet()
     enc = encode_from_args(args)
-    enc.save_npz(args.output)
+    if is_parquet(args.output):
+        write_embeddings_parquet(args.output, enc.clip_ids, enc.clip_paths, enc.audio)
+    else:
+        enc.save_npz(args.output)
     print(f"wrote {args.output}: {enc.audio.shape[0]} clips, {enc.text.shape[0]} captions, "
           f"dim {enc.audio.shape[1]}" + (f"; skipped {len(enc.skipped)} unreadable clips" if enc.skipped else ""))
     return 0

@@ -1,18 +1,17 @@
 from pathlib import Path
 
-import numpy as np
-
 from mlatr.commands._arg_types import positive_float, positive_int
 from mlatr.commands._notices import warn
 from mlatr.commands._paths import model_inputs, refuse_output_over_input
 from mlatr.commands.eval_embeddings import add_tsne_arguments
 from mlatr.data.manifest import Manifest
 from mlatr.errors import MlatrError
-from mlatr.evaluation.caveats import evaluation_caveats
 from mlatr.io_utils import atomic_write_json
 from mlatr.languages import normalize, parse_language_list
 
 HELP = """Evaluate a trained model on a manifest split (recall, mAP@10, consistency, zero-shot).
+
+The Python API gives the same numbers as a dict: mlatr.evaluate(mlatr.load(CKPT), MANIFEST, split=...).
 
 Encodes the split with the checkpoint, then reports exactly what `mlatr eval-embeddings` reports
 (ATRI Tables 1-3 layout; same JSON shape). A model trained with a fine-grained matching head
@@ -37,7 +36,8 @@ Examples:
 
 
 def add_arguments(parser):
-    parser.add_argument("--checkpoint", required=True, help="a checkpoint written by mlatr train")
+    parser.add_argument("--checkpoint", required=True, help="a checkpoint written by mlatr train, or a model "
+                        "folder written by mlatr export")
     parser.add_argument("--manifest", required=True, help="JSONL manifest")
     parser.add_argument("--split", default="test", help="split to evaluate (default: test); 'all' for every clip")
     parser.add_argument("--languages", help="comma-separated languages (default: the model's training languages)")
@@ -60,48 +60,32 @@ def add_arguments(parser):
 
 
 def run(args) -> int:
-    from mlatr.commands._model_io import encode_from_args, load_model_from_args
-    from mlatr.evaluation import format_report, zero_shot_prompts
-    from mlatr.evaluation.with_head import evaluate_with_head_with_ranks, zero_shot_with_model
+    from mlatr.commands._model_io import load_model_from_args
+    from mlatr.commands._notices import report_skipped
+    from mlatr.evaluation import format_report
+    from mlatr.inference.evaluate import evaluate_model
 
     if args.compare and not args.plot:
         raise MlatrError("--compare draws a second t-SNE panel: give --plot DIR too")
     refuse_output_over_input([("--json", args.json)], model_inputs(args))
-    args.pivot = normalize(args.pivot, "--pivot")
+    pivot = normalize(args.pivot, "--pivot")
     zero_shot_languages = parse_language_list(args.zero_shot_languages, "--zero-shot-languages")
+    languages = parse_language_list(args.languages, "--languages") if args.languages else None
     loaded = load_model_from_args(args)
-    head = loaded.head
-    enc = encode_from_args(args, loaded)
-    # The model's own head ranks (pooled cosine unless trained with a fine-grained one; T2A [Nt, Na] and
-    # A2T [Na, Nt] scored separately for an asymmetric head).
-    evaluation = evaluate_with_head_with_ranks(head, enc, pivot=args.pivot, head_memory_mb=args.head_memory_mb,
-                                               progress=True)
-    metrics = evaluation.metrics
-    caveats = warn(evaluation_caveats(len(enc.clip_ids), enc.text_lang, enc.text_group, args.pivot))
-    if caveats:
-        metrics["warnings"] = caveats
-    if head.name != "cosine":
-        metrics["matching_head"] = head.config()
-        print(f"ranked with the model's matching head: {head!r}\n")
+    result = evaluate_model(loaded, args.manifest, args.split, languages=languages, pivot=pivot,
+                            zero_shot_languages=zero_shot_languages, batch_size=args.batch_size,
+                            max_seconds=args.max_seconds, skip_bad=args.skip_bad, head_memory_mb=args.head_memory_mb)
+    report_skipped(result.skipped_lines, "malformed manifest line(s)")
+    report_skipped(result.encoded.skipped, "clip(s) with unreadable audio")
+    metrics = result.metrics
+    warn(metrics.get("warnings", []))
+    if "matching_head" in metrics:
+        print(f"ranked with the model's matching head: {loaded.head!r}\n")
     print(format_report(metrics))
-    manifest = Manifest.load(args.manifest, skip_bad=args.skip_bad)
-    if args.split != "all":
-        manifest = manifest.split(args.split)
-    clips = [manifest[i] for i in enc.clip_rows]
-    single = [i for i, c in enumerate(clips) if c.labels and len(c.labels) == 1]
-    if single:
-        classes = sorted({clips[i].labels[0] for i in single})
-        targets = np.asarray([classes.index(clips[i].labels[0]) for i in single])
-        metrics["zero_shot"] = {"classes": len(classes), "clips": len(single),
-                                "skipped_multi_label": sum(1 for c in clips if c.labels and len(c.labels) > 1),
-                                "scored_with": head.name}
-        for lang in zero_shot_languages:
-            prompts = zero_shot_prompts(classes, lang)
-            zs = zero_shot_with_model(loaded, enc, single, prompts, lang, targets, args.batch_size,
-                                      args.head_memory_mb)
-            metrics["zero_shot"][lang] = zs
-            print(f"\nzero-shot ({lang}, {len(classes)} classes, {len(single)} clips): "
-                  f"top-1 {zs['top1']:.2f}%, top-5 {zs['top5']:.2f}%")
+    for lang in zero_shot_languages if "zero_shot" in metrics else []:
+        zs, n = metrics["zero_shot"][lang], metrics["zero_shot"]
+        print(f"\nzero-shot ({lang}, {n['classes']} classes, {n['clips']} clips): "
+              f"top-1 {zs['top1']:.2f}%, top-5 {zs['top5']:.2f}%")
     if args.json:
         atomic_write_json(args.json, metrics)
     if args.report:
@@ -112,9 +96,9 @@ def run(args) -> int:
         from mlatr.evaluation import plot_rank_spread, plot_recall_by_language
 
         plot_recall_by_language(metrics, Path(args.plot) / "recall_by_language.png")
-        plot_rank_spread(evaluation, Path(args.plot) / "rank_spread.png")
+        plot_rank_spread(result.evaluation, Path(args.plot) / "rank_spread.png")
         if args.tsne_clips > 0:
-            print(f"\nwrote {_plot_tsne(args, enc, manifest)}")
+            print(f"\nwrote {_plot_tsne(args, result.encoded, result.clips)}")
     return 0
 
 
@@ -128,7 +112,7 @@ def _plot_tsne(args, enc, manifest):
     and caption groups beside it."""
     from mlatr.commands._model_io import encode_from_args
     from mlatr.evaluation.tsne import plot_tsne, select_rows, view_from_arrays
-    from mlatr.training.checkpoint import load_model
+    from mlatr.inference import load_model
 
     sel = select_rows(enc.text_audio, enc.text_lang, enc.text_group, len(enc.audio), args.tsne_clips, args.tsne_seed)
     views = [view_from_arrays(_panel_name(args.checkpoint), enc.audio, enc.text, enc.text_lang, sel)]

@@ -17,7 +17,6 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from mlatr.encoding import encode_texts, pad_frames
 from mlatr.evaluation.evaluate import (
     DEFAULT_MEMORY_BUDGET_MB,
     Evaluation,
@@ -25,6 +24,7 @@ from mlatr.evaluation.evaluate import (
     evaluate_scores_with_ranks,
 )
 from mlatr.evaluation.zero_shot import zero_shot_from_scores
+from mlatr.inference.encoding import encode_texts, pad_frames
 from mlatr.matching import chunked_scores
 from mlatr.models.outputs import EncoderOutput
 
@@ -34,7 +34,7 @@ HEAD_MEMORY_BUDGET_MB = 1024.0
 
 def head_score_matrices(head, enc, memory_budget_mb: float = HEAD_MEMORY_BUDGET_MB,
                         progress: bool = False) -> tuple[np.ndarray, np.ndarray]:
-    """``(t2a [Nt, Na], a2t [Na, Nt])`` float32 scores of an :class:`~mlatr.encoding.EncodedSplit`
+    """``(t2a [Nt, Na], a2t [Na, Nt])`` float32 scores of an :class:`~mlatr.inference.encoding.EncodedSplit`
     (encoded with ``frames=True`` for frame-based heads)."""
     audio, text = enc.audio_side(), enc.text_side()
     out = []
@@ -85,7 +85,7 @@ def zero_shot_with_head(head, audio, prompts, targets, memory_budget_mb: float =
 def zero_shot_with_model(loaded, enc, rows: list[int], prompts: list[str], lang: str, targets,
                          batch_size: int = 64, memory_budget_mb: float = HEAD_MEMORY_BUDGET_MB) -> dict[str, float]:
     """Zero-shot classification (SupCLAP §4.2.2) of the clips ``rows`` of an encoded split against the class
-    ``prompts`` in ``lang``, encoded and ranked by a :class:`~mlatr.training.checkpoint.LoadedModel` with its
+    ``prompts`` in ``lang``, encoded and ranked by a :class:`~mlatr.inference.LoadedModel` with its
     own head."""
     sink: list | None = [] if loaded.head.needs_frames else None
     pooled = encode_texts(loaded.model, prompts, [lang] * len(prompts), batch_size, frames_sink=sink)

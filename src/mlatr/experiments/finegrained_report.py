@@ -19,10 +19,10 @@ from mlatr.experiments.aggregate import grid_tables, markdown_table, overhead_ro
 from mlatr.experiments.demo_report import prepare_benchmark
 from mlatr.experiments.finegrained import EVAL_EVERY, FIGURE_METHODS, METHODS, TABLES, finegrained_config
 from mlatr.experiments.runner import Row, run_grid
+from mlatr.inference.checkpoint import load_model
 from mlatr.io_utils import atomic_write_json, atomic_write_text
 from mlatr.languages import DEFAULT_LANGUAGES
 from mlatr.plotting import pyplot
-from mlatr.training.checkpoint import load_model
 
 
 def run_finegrained(out: str | Path, size: str = "small", seeds: list[int] = (0,),

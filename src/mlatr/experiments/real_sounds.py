@@ -23,10 +23,11 @@ from mlatr.experiments.real_heads import (
     text_space,
     train_option,
 )
+from mlatr.inference.checkpoint import save_checkpoint
+from mlatr.inference.loaded_model import LoadedModel
 from mlatr.io_utils import atomic_write_json, atomic_write_text
 from mlatr.matching import build_matching_head
 from mlatr.search.from_features import index_from_features
-from mlatr.training.checkpoint import LoadedModel, save_checkpoint
 from mlatr.training.heads import HeadTraining
 
 #: Example queries the demo answers with the index (text, language).

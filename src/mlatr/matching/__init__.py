@@ -17,6 +17,7 @@ from mlatr.matching.heads import (
     a2t_t2a_scores,
     build_matching_head,
     build_matching_head_from_config,
+    head_from_config,
 )
 from mlatr.matching.lgmm import lgmm_local_scores, lgmm_scores, lse_pool
 from mlatr.matching.pooling_modes import POOLING_MODES, mode_local_scores, mode_scores
@@ -25,8 +26,8 @@ from mlatr.models.outputs import EncoderOutput
 __all__ = [
     "MATCHING_HEADS", "POOLING_MODES", "CosineHead", "HasFeatures", "LGMMHead", "MatchingHead",
     "PoolingModeHead", "a2t_t2a_scores", "build_matching_head", "build_matching_head_from_config",
-    "chunked_scores", "lgmm_local_scores", "lgmm_scores", "lse_pool", "mode_local_scores", "mode_scores",
-    "plan_chunks",
+    "chunked_scores", "head_from_config", "lgmm_local_scores", "lgmm_scores", "lse_pool", "mode_local_scores",
+    "mode_scores", "plan_chunks",
 ]
 
 

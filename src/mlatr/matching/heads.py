@@ -19,6 +19,7 @@ rebuilds it (e.g. from a checkpoint).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, ClassVar, Protocol
 
 import torch
@@ -217,11 +218,24 @@ def build_matching_head(name: str, **options: Any) -> MatchingHead:
 
 
 def build_matching_head_from_config(config: dict[str, Any]) -> MatchingHead:
-    """Inverse of :meth:`MatchingHead.config`."""
+    """Inverse of :meth:`MatchingHead.config` (:func:`head_from_config`, which also reads training sections)."""
     if "name" not in config:
         raise MlatrError("matching head config has no 'name'")
-    options = {k: v for k, v in config.items() if k != "name"}
-    return build_matching_head(config["name"], **options)
+    return head_from_config(config)
+
+
+def head_from_config(matching: Any) -> MatchingHead:
+    """The one place a head is read from a config: a stored head (``{"name": ..., **options}``, as
+    :meth:`MatchingHead.config` writes it), an ``objective.matching`` section (a mapping or an object with
+    attributes; ``name`` defaults to ``lgmm``, whose ``tau_w`` / ``lam`` are taken when set: paper 0.25 and 10,
+    sec. 3.2), or ``None`` = pooled cosine."""
+    if matching is None:
+        return build_matching_head("cosine")
+    get = matching.get if isinstance(matching, Mapping) else lambda key, default=None: getattr(matching, key, default)
+    name = get("name", "lgmm")
+    if name != "lgmm":  # the other heads take no option (a section's LGMM defaults are ignored)
+        return build_matching_head(name)
+    return build_matching_head("lgmm", **{k: get(k) for k in ("tau_w", "lam") if get(k) is not None})
 
 
 def a2t_t2a_scores(head: MatchingHead, audio: HasFeatures,
@@ -232,6 +246,7 @@ def a2t_t2a_scores(head: MatchingHead, audio: HasFeatures,
 
 __all__ = [
     "CosineHead", "HasFeatures", "LGMMHead", "MATCHING_HEADS", "MatchingHead", "PoolingModeHead",
-    "a2t_t2a_scores", "build_matching_head", "build_matching_head_from_config", "check_frames", "side_length",
+    "a2t_t2a_scores", "build_matching_head", "build_matching_head_from_config", "check_frames", "head_from_config",
+    "side_length",
     "slice_side",
 ]

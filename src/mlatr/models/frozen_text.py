@@ -39,6 +39,7 @@ from mlatr.errors import MlatrError
 from mlatr.io_utils import atomic_write_with
 from mlatr.languages import LANGUAGE_NAMES
 from mlatr.models.outputs import EncoderOutput
+from mlatr.models.protocols import ANY_LANGUAGE, QueryLanguages, ordered_languages
 from mlatr.models.registry import register_text_encoder
 
 CacheKey = tuple[str, str, str]
@@ -184,6 +185,12 @@ class FrozenTextEncoder(nn.Module):
         self.cache = cache if cache is not None else EmbeddingCache()
         self._options = dict(options)
         self.register_buffer("_device_anchor", torch.zeros(0), persistent=False)
+
+    def query_languages(self) -> QueryLanguages:
+        """Never required (the text is embedded alone); limited to the package's languages unless opted out."""
+        if self.allow_unsupported_languages:
+            return ANY_LANGUAGE
+        return QueryLanguages(required=False, known=ordered_languages(self.languages))
 
     def config(self) -> dict[str, Any]:
         return {"name": self.name, **self._options}

@@ -41,6 +41,7 @@ from mlatr.languages import NLLB_CODES
 from mlatr.models.freezing import freeze_all_but_last
 from mlatr.models.layers import masked_mean
 from mlatr.models.outputs import EncoderOutput
+from mlatr.models.protocols import ANY_LANGUAGE, QueryLanguages, ordered_languages
 from mlatr.models.registry import register_text_encoder
 
 HF_INSTALL_HINT = "pip install 'mlatr[hf]'"
@@ -188,6 +189,12 @@ class HFTextEncoder(nn.Module):
             else:
                 self.model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=no_reentrant)
         self._apply_freezing()
+
+    def query_languages(self) -> QueryLanguages:
+        """Required (one of its language codes) for tokenizers that put a language code first (SONAR); else any."""
+        if self.spec.language_codes:
+            return QueryLanguages(required=True, known=ordered_languages(self.lang_codes))
+        return ANY_LANGUAGE
 
     def config(self) -> dict[str, Any]:
         """Registry name and options; rebuilding needs the same model folder (tokenizer and architecture),

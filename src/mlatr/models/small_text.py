@@ -24,6 +24,7 @@ from torch import nn
 from mlatr.errors import MlatrError
 from mlatr.models.layers import masked_mean
 from mlatr.models.outputs import EncoderOutput
+from mlatr.models.protocols import QueryLanguages
 from mlatr.models.registry import register_text_encoder
 from mlatr.models.tokenizer import CaptionTokenizer
 
@@ -69,6 +70,11 @@ class SmallTextEncoder(nn.Module):
                     **options) -> SmallTextEncoder:
         """Train the tokenizer on ``texts`` (e.g. all training captions, every language), then build."""
         return cls(CaptionTokenizer.train(texts, vocab_size, min_frequency), **options)
+
+    def query_languages(self) -> QueryLanguages:
+        """Required and limited to the trained languages with a language embedding; any, unread, without."""
+        langs = self.languages
+        return QueryLanguages(required=bool(langs), known=tuple(langs) if langs else None)
 
     def config(self) -> dict:
         """Registry name and options, the tokenizer JSON included (``build_text_encoder(**cfg)``)."""

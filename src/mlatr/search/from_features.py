@@ -7,8 +7,8 @@ import numpy as np
 
 from mlatr.audio.io import SAMPLE_RATE
 from mlatr.data.manifest import Manifest
+from mlatr.inference.loaded_model import LoadedModel
 from mlatr.search.index import Index, empty_index, index_meta
-from mlatr.training.checkpoint import LoadedModel
 from mlatr.training.heads import project
 
 

@@ -10,13 +10,13 @@ previous index, or nothing, never a partial file):
 - ``meta``: a JSON string with ``format``, ``dim``, ``ids``, ``paths`` (absolute audio paths),
   ``captions`` (per clip, ``{lang: [text | null]}``), ``caption_lang``, ``caption_text``, the model's
   ``checkpoint`` (``path``, ``sha256``), ``model_config``, ``sample_rate``, ``max_seconds``,
-  ``window_seconds`` (clips longer than this were encoded as windows: :mod:`mlatr.long_clips`; absent in
+  ``window_seconds`` (clips longer than this were encoded as windows: :mod:`mlatr.inference.audio`; absent in
   older indexes, which encoded the whole crop), ``manifest``.
 
 Every embedding is finite: building, saving or loading an index with a NaN or infinite row is an error
 naming the clips (a search would rank such rows arbitrarily, and FAISS drops them).
 
-:func:`build_index` encodes a manifest with a :class:`~mlatr.training.checkpoint.LoadedModel`; with an
+:func:`build_index` encodes a manifest with a :class:`~mlatr.inference.LoadedModel`; with an
 existing index (``add=True``) it encodes only the clips whose id is not in it yet and refuses an index
 built by another checkpoint (its embeddings would live in another space). :meth:`Index.append` is the one
 place an index grows (``build_index`` and callers that already hold the embeddings, e.g. the real-sound
@@ -37,14 +37,16 @@ import numpy as np
 
 from mlatr.data.dataset import AudioSource
 from mlatr.data.manifest import Clip, Manifest
-from mlatr.encoding import encode_texts
 from mlatr.errors import MlatrError
 from mlatr.file_kinds import unreadable
+from mlatr.inference import LoadedModel, load_model
+from mlatr.inference.audio import encode_source
+from mlatr.inference.checkpoint import model_sha256
+from mlatr.inference.encoding import encode_texts
+from mlatr.inference.sources import library_manifest
 from mlatr.io_utils import atomic_write_with, remove_orphan_temps
-from mlatr.long_clips import encode_audio_windows
 from mlatr.search.backends import BACKENDS, make_backend
 from mlatr.search.search import search_audio, search_text
-from mlatr.training.checkpoint import LoadedModel, load_model
 
 FORMAT = "mlatr-index-1"
 
@@ -90,7 +92,8 @@ class Index:
         check_finite_rows(self.embeddings, self.ids, f"{path}: embeddings")
         check_finite_rows(self.caption_embeddings, [self.ids[int(c)] for c in self.caption_clip],
                           f"{path}: caption_embeddings")
-        meta = dict(self.meta, format=FORMAT, dim=self.dim, ids=self.ids, paths=self.paths,
+        paths = [portable_path(p, path.parent) for p in self.paths]
+        meta = dict(self.meta, format=FORMAT, dim=self.dim, ids=self.ids, paths=paths,
                     captions=self.captions, caption_lang=self.caption_lang, caption_text=self.caption_text)
         arrays = {"embeddings": np.ascontiguousarray(self.embeddings, np.float32),
                   "caption_embeddings": np.ascontiguousarray(self.caption_embeddings, np.float32),
@@ -104,7 +107,7 @@ class Index:
     def load(cls, path: str | os.PathLike, backend: str = "numpy", model: LoadedModel | None = None) -> Index:
         """Read an index written by :meth:`save` / ``mlatr index build``; ``backend`` = numpy | faiss.
 
-        ``model`` (a :class:`~mlatr.training.checkpoint.LoadedModel`) is used for queries instead of
+        ``model`` (a :class:`~mlatr.inference.LoadedModel`) is used for queries instead of
         loading the index's checkpoint.
         """
         if backend not in BACKENDS:
@@ -142,11 +145,38 @@ class Index:
             raise MlatrError(f"{path}: inconsistent index (a caption points to a clip row outside 0..{n - 1})")
         check_finite_rows(emb, meta["ids"], f"{path}: embeddings")
         check_finite_rows(cap_emb, [meta["ids"][int(c)] for c in cap_clip], f"{path}: caption_embeddings")
-        return cls(embeddings=emb, ids=list(meta["ids"]), paths=list(meta["paths"]),
+        paths = [os.path.normpath(path.parent.resolve() / p) for p in meta["paths"]]  # relative: to the index
+        return cls(embeddings=emb, ids=list(meta["ids"]), paths=paths,
                    captions=list(meta["captions"]), caption_embeddings=cap_emb, caption_clip=cap_clip,
                    caption_lang=list(meta["caption_lang"]), caption_text=list(meta["caption_text"]),
                    meta={k: v for k, v in meta.items() if k not in _PER_ENTRY}, path=path, backend=backend,
                    _model=model)
+
+    @classmethod
+    def build(cls, model: LoadedModel, source: str | os.PathLike | Manifest | Sequence[str | os.PathLike], *,
+              split: str = "all", caption_languages: Sequence[str] | None = None, batch_size: int = 16,
+              max_seconds: float | None = None, window_seconds: float | None = None, skip_bad: bool = False,
+              progress: bool = True) -> Index:
+        """An index of ``source`` (a folder of sounds, a manifest file or :class:`Manifest`, or a list of audio
+        paths: :func:`mlatr.inference.sources.library_manifest`) embedded by ``model``, in memory
+        (:meth:`save` writes it). Options as :func:`build_index`; unreadable clips are an error unless
+        ``skip_bad``."""
+        manifest = library_manifest(source, split=split, skip_bad=skip_bad)
+        sample_rate, max_seconds, window_seconds = build_settings(model, max_seconds, window_seconds, None)
+        langs = list(caption_languages) if caption_languages else manifest.languages()
+        index = empty_index(model.embed_dim, index_meta(model, manifest, sample_rate, max_seconds, langs,
+                                                        window_seconds), model)
+        source_ = AudioSource(manifest, sample_rate, cache=False, skip_bad=skip_bad)
+        rows, audio = encode_source(model.model.encode_audio, source_, batch_size, max_seconds, model.device,
+                                    window_seconds=window_seconds, progress=progress, desc="index")
+        if not rows:
+            raise MlatrError(f"none of the {len(manifest)} clip(s) could be read "
+                             f"(first: {next(iter(source_.bad.values()), '')})")
+        kept = [manifest[i] for i in rows]
+        arrays = Manifest(clips=kept, root=manifest.root, path=manifest.path).caption_arrays(langs)
+        text = encode_texts(model.model, arrays["texts"], list(arrays["text_lang"]), batch_size)
+        index.append(kept, manifest.root, audio, arrays, text)
+        return index
 
     # ---- queries (implemented in mlatr.search.search) ----------------------------------------------
     def searcher(self, which: str = "audio"):
@@ -194,6 +224,14 @@ class Index:
         return search_audio(self, path, k)
 
 
+def portable_path(audio: str, folder: Path) -> str:
+    """``audio`` relative to the index's ``folder`` when it lies inside it (the two move together), else as is."""
+    try:
+        return Path(audio).resolve().relative_to(folder.resolve()).as_posix()
+    except ValueError:
+        return audio
+
+
 _PER_ENTRY = ("ids", "paths", "captions", "caption_lang", "caption_text")
 
 
@@ -212,9 +250,10 @@ def check_finite_rows(embeddings: np.ndarray, ids: Sequence[str], what: str) -> 
 def load_index_model(checkpoint: dict[str, str], device: str = "cpu") -> LoadedModel:
     """The model of ``checkpoint`` (``{"path", "sha256"}``); refuses a file whose bytes changed."""
     path = checkpoint["path"]
-    if not Path(path).is_file():
-        raise MlatrError(f"the index's checkpoint {path} is gone; the index needs its model to encode queries")
-    if file_sha256(path) != checkpoint["sha256"]:
+    if not Path(path).exists():
+        raise MlatrError(f"the index's model {path} is gone; the index needs its model to encode queries "
+                         "(a moved model: give --model PATH, or Index.load(..., model=mlatr.load(PATH)))")
+    if model_sha256(path) != checkpoint["sha256"]:
         raise MlatrError(f"checkpoint {path} changed since the index was built (sha256 differs): "
                          "rebuild the index with mlatr index build")
     return load_model(path, device)
@@ -226,7 +265,7 @@ def index_meta(loaded: LoadedModel, manifest: Manifest, sample_rate: int, max_se
     """What an index records of how it was made: the checkpoint (absolute path, SHA-256: ``sha`` when
     already computed), the model's config, the audio settings, the caption languages and the manifest."""
     checkpoint = Path(loaded.path).resolve()
-    meta: dict[str, Any] = {"checkpoint": {"path": str(checkpoint), "sha256": sha or file_sha256(checkpoint)},
+    meta: dict[str, Any] = {"checkpoint": {"path": str(checkpoint), "sha256": sha or model_sha256(checkpoint)},
                             "model_config": loaded.model.config(), "sample_rate": sample_rate,
                             "max_seconds": max_seconds}
     if window_seconds is not None:
@@ -241,6 +280,15 @@ def empty_index(dim: int, meta: dict[str, Any], model: LoadedModel | None = None
     return Index(embeddings=np.zeros((0, dim), np.float32), ids=[], paths=[], captions=[],
                  caption_embeddings=np.zeros((0, dim), np.float32), caption_clip=np.zeros(0, np.int64),
                  caption_lang=[], caption_text=[], meta=meta, _model=model)
+
+
+def build_settings(loaded: LoadedModel, max_seconds: float | None, window_seconds: float | None,
+                   sample_rate: int | None) -> tuple[int, float, float]:
+    """``(sample_rate, max_seconds, window_seconds)`` of an index build: the given ones, else the model's
+    (``sample_rate``, ``eval_max_seconds``); windows never longer than the crop."""
+    sample_rate = int(sample_rate or loaded.data["sample_rate"])
+    max_seconds = float(max_seconds or loaded.data["eval_max_seconds"])
+    return sample_rate, max_seconds, min(float(window_seconds or loaded.data["eval_max_seconds"]), max_seconds)
 
 
 @dataclass
@@ -262,17 +310,15 @@ def build_index(loaded: LoadedModel, manifest: Manifest, output: str | os.PathLi
     default to every language of the manifest. ``max_seconds`` / ``sample_rate`` default to the
     model's training data settings (``eval_max_seconds``, ``sample_rate``). A clip longer than
     ``window_seconds`` (default: the model's ``eval_max_seconds``) is encoded as windows, ``batch_size``
-    windows at a time (:mod:`mlatr.long_clips`), so memory does not grow with ``max_seconds`` or the
+    windows at a time (:mod:`mlatr.inference.audio`), so memory does not grow with ``max_seconds`` or the
     library. An unreadable clip is an error, or with ``skip_bad`` skipped and listed in the report;
     a manifest none of whose clips can be read is an error either way.
     """
     if loaded.path is None:
         raise MlatrError("build_index needs a model loaded from a checkpoint file (the index records it)")
     checkpoint_path = Path(loaded.path).resolve()
-    sha = file_sha256(checkpoint_path)
-    sample_rate = int(sample_rate or loaded.data["sample_rate"])
-    max_seconds = float(max_seconds or loaded.data["eval_max_seconds"])
-    window_seconds = min(float(window_seconds or loaded.data["eval_max_seconds"]), max_seconds)
+    sha = model_sha256(checkpoint_path)
+    sample_rate, max_seconds, window_seconds = build_settings(loaded, max_seconds, window_seconds, sample_rate)
     if not manifest.clips:
         raise MlatrError(f"no clip to index in {manifest.path or 'the manifest'}")
     langs = list(caption_languages) if caption_languages else manifest.languages()
@@ -300,8 +346,8 @@ def build_index(loaded: LoadedModel, manifest: Manifest, output: str | os.PathLi
     skipped: dict[str, str] = {}
     if new_clips:
         source = AudioSource(sub, sample_rate, cache=False, skip_bad=skip_bad)
-        rows, audio = encode_audio_windows(model, source, batch_size, max_seconds, window_seconds, loaded.device,
-                                           progress, desc="index")
+        rows, audio = encode_source(model.encode_audio, source, batch_size, max_seconds, loaded.device,
+                                    window_seconds=window_seconds, progress=progress, desc="index")
         skipped = dict(source.bad)
         if not rows:
             first = next(iter(skipped.values()), "")

@@ -1,7 +1,8 @@
 """Queries against an :class:`~mlatr.search.index.Index`: text-to-audio, audio-to-audio, audio-to-caption.
 
-A query is encoded by the index's own model (``DualEncoder.encode_text`` / ``encode_audio``: projected,
-unit norm, ATRI sec. 3.1) and ranked by inner product = cosine (ATRI eq. 1) with the backend.
+A query is encoded by the index's own model (:class:`~mlatr.inference.LoadedModel`'s ``embed_text`` /
+``embed_audio``: projected, unit norm, ATRI sec. 3.1) and ranked by inner product = cosine (ATRI eq. 1) with
+the backend.
 
 The query language ``lang`` (ISO 639-3) goes to the text encoder with the text. Frozen multilingual
 backbones (``e5-small``, ``use-multilingual``) do not need it to read the text, but check it (USE has
@@ -15,13 +16,8 @@ import os
 from dataclasses import asdict, dataclass
 
 import numpy as np
-import torch
 
-from mlatr import languages
-from mlatr.audio.io import crop_or_pad, load_audio
 from mlatr.errors import MlatrError
-from mlatr.long_clips import encode_waveform
-from mlatr.search.query_language import query_languages
 
 #: Windows of one sound query encoded per call.
 QUERY_WINDOW_BATCH = 16
@@ -70,37 +66,24 @@ def clip_hits(index, scores: np.ndarray, rows: np.ndarray) -> list[Hit]:
 
 
 def encode_query_text(index, query: str, lang: str | None) -> np.ndarray:
-    """``[d]`` unit-norm embedding of ``query`` in ``lang`` by the index's model.
+    """``[d]`` unit-norm embedding of ``query`` in ``lang`` by the index's model
+    (:meth:`~mlatr.inference.LoadedModel.embed_text`).
 
     ``lang=None`` (language not given) is allowed when the model's text encoder does not read the
     language (:mod:`mlatr.search.query_language`); the text is then embedded alone.
     """
     if not query.strip():
         raise MlatrError("empty text query")
-    model = index.model().model
-    if lang is None:
-        accepted = query_languages(model.text_encoder)
-        if accepted.required:
-            raise MlatrError("this index's text encoder reads the query's language: give one of "
-                             + ", ".join(accepted.choices()))
-    else:
-        lang = languages.normalize(lang)
-    with torch.no_grad():
-        out = model.encode_text([query], None if lang is None else [lang])
-    return out.pooled[0].float().cpu().numpy()
+    return index.model().embed_text([query], lang)[0]
 
 
 def encode_query_audio(index, path: str | os.PathLike) -> np.ndarray:
     """``[d]`` unit-norm embedding of the sound file at ``path``, centre-cropped to the index's length and
-    encoded as the index's clips were (windows of ``window_seconds``: :mod:`mlatr.long_clips`)."""
-    sr, max_seconds = int(index.meta["sample_rate"]), float(index.meta["max_seconds"])
-    wave = load_audio(path, sr)
-    limit = int(round(max_seconds * sr))
-    if wave.shape[0] > limit:
-        wave, _ = crop_or_pad(wave, limit, mode="center")
-    loaded = index.model()
-    window = int(round(float(index.meta.get("window_seconds") or max_seconds) * sr))
-    return encode_waveform(loaded.model, wave, window, QUERY_WINDOW_BATCH, loaded.device)
+    encoded as the index's clips were (windows of ``window_seconds``: :mod:`mlatr.inference.audio`)."""
+    max_seconds = float(index.meta["max_seconds"])
+    window = float(index.meta.get("window_seconds") or max_seconds)
+    return index.model().embed_audio([path], batch_size=QUERY_WINDOW_BATCH, max_seconds=max_seconds,
+                                     window_seconds=window)[0]
 
 
 def search_vector(index, query: np.ndarray, k: int = 10) -> list[Hit]:

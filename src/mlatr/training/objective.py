@@ -42,7 +42,6 @@ holds every rule about which options combine; the config loader calls it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -57,7 +56,7 @@ from mlatr.losses.schemes import SCHEME_NAMES, Scheme, Selection, build_scheme
 from mlatr.losses.simple_reweight import SimpleReweight
 from mlatr.losses.svr import SVR_SIMILARITIES
 from mlatr.losses.svr_regularizer import RADIUS_KINDS, SVRRegularizer, build_svr_regularizer
-from mlatr.matching import MatchingHead, build_matching_head, chunked_scores
+from mlatr.matching import MatchingHead, build_matching_head, chunked_scores, head_from_config
 from mlatr.models.outputs import EncoderOutput
 
 #: Bound on one block of the training-time head scoring. Under autograd blocks do not lower the memory,
@@ -86,18 +85,6 @@ class LossOutput:
         out = {f"loss_{name}": float(value.detach()) for name, value in self.terms.items()}
         out.update({name: float(value) for name, value in self.diagnostics.items()})
         return out
-
-
-def matching_head(matching: Any) -> MatchingHead:
-    """The head an ``objective.matching`` section names (a :class:`MatchingConfig` or its dict; ``None`` =
-    pooled cosine). LGMM takes ``tau_w`` and ``lam`` (paper: 0.25 and 10, §3.2); the other heads none."""
-    if matching is None:
-        return build_matching_head("cosine")
-    get = matching.get if isinstance(matching, Mapping) else lambda key, default=None: getattr(matching, key, default)
-    name = get("name", "lgmm")
-    if name != "lgmm":
-        return build_matching_head(name)
-    return build_matching_head("lgmm", **{k: get(k) for k in ("tau_w", "lam") if get(k) is not None})
 
 
 class Objective(nn.Module):
@@ -240,7 +227,7 @@ def check_objective_config(o) -> None:
                                  f"got {getattr(o.svr, key)!r}")
     if o.matching is None and o.cmsc is None:
         return
-    matching_head(o.matching)  # unknown head name / bad options
+    head_from_config(o.matching)  # unknown head name / bad options
     if o.base != "infonce":
         raise MlatrError("config: objective.matching / objective.cmsc train with NT-Xent (the fine-grained "
                          f"paper's eq. 6): objective.base must be infonce, got {o.base!r}")
@@ -281,7 +268,7 @@ def build_objective(o, batch_size: int) -> Objective:
         build_scheme(o.scheme), o.base,
         siglip_bias=o.siglip_bias if o.base == "siglip" else None,
         reweight=SimpleReweight() if o.reweight else None,
-        head=matching_head(o.matching) if head_path else None,
+        head=head_from_config(o.matching) if head_path else None,
         cmsc=o.cmsc,
         svr=svr,
     )

@@ -12,12 +12,9 @@ import sys
 
 import torch
 
+from mlatr.inference.device import resolve_device
 
-def resolve_device(name: str | torch.device) -> torch.device:
-    """``"auto"`` = CUDA when available, else CPU; any other name as given (``cpu``, ``cuda:1``, ...)."""
-    if str(name) == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(name)
+__all__ = ["memory_kind", "peak_memory_mb", "reset_peak_memory", "resolve_device"]
 
 
 def reset_peak_memory(device: torch.device) -> None:

@@ -33,14 +33,14 @@ from mlatr.data.dataset import TrainBatches, derive_seed
 from mlatr.data.loader import default_workers
 from mlatr.data.manifest import Manifest
 from mlatr.data.sources import choose_cache, open_source
-from mlatr.encoding import encode_manifest
 from mlatr.errors import MlatrError
 from mlatr.evaluation.with_head import evaluate_with_head
+from mlatr.inference.checkpoint import load_model, read_checkpoint, save_checkpoint
+from mlatr.inference.encoding import encode_manifest
 from mlatr.io_utils import atomic_write_json, atomic_write_text
 from mlatr.models.dual_encoder import DualEncoder
 from mlatr.models.registry import build_audio_encoder, build_text_encoder, text_encoder_takes_corpus
 from mlatr.training import distributed
-from mlatr.training.checkpoint import load_model, read_checkpoint, save_checkpoint
 from mlatr.training.config import Config, resume_view
 from mlatr.training.config_checks import config_differences
 from mlatr.training.diagnostics import diagnostic_callbacks

@@ -1,0 +1,31 @@
+"""Using a trained model: the layer below training, search, evaluation and serve.
+
+- :mod:`mlatr.inference.checkpoint`: the checkpoint format, :func:`load_model` (a checkpoint file or a model
+  folder), :func:`export_model`; :mod:`mlatr.inference.model_folder`: ``config.json`` + ``model.safetensors``.
+- :mod:`mlatr.inference.loaded_model`: :class:`LoadedModel` and its API (``embed_text``, ``embed_audio``,
+  ``similarity``, ``classify``).
+- :mod:`mlatr.inference.audio`: the one path from audio (files, waveforms, a manifest's clips; any length,
+  windows, batches, progress) to embeddings; :mod:`mlatr.inference.encoding`: a manifest split as the
+  evaluation contract's arrays; :mod:`mlatr.inference.evaluate`: what ``mlatr eval`` reports, as a dict.
+
+It imports nothing from :mod:`mlatr.training` or :mod:`mlatr.losses` (training imports it).
+"""
+
+from __future__ import annotations
+
+import os
+
+import torch
+
+from mlatr.inference.checkpoint import export_model, load_model, read_checkpoint, save_checkpoint
+from mlatr.inference.loaded_model import Classification, LoadedModel
+
+
+def load(path: str | os.PathLike, device: str | torch.device = "auto") -> LoadedModel:
+    """The model at ``path`` (a checkpoint written by ``mlatr train`` or a folder written by ``mlatr export``)
+    on ``device`` (``"auto"``: CUDA when available), ready to embed: ``mlatr.load``."""
+    return load_model(path, device)
+
+
+__all__ = ["Classification", "LoadedModel", "export_model", "load", "load_model", "read_checkpoint",
+           "save_checkpoint"]

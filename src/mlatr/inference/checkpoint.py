@@ -1,0 +1,127 @@
+"""Checkpoints and model folders: how a trained model is stored and becomes a :class:`LoadedModel`.
+
+A checkpoint is one file, a dict saved with ``torch.save`` and loaded with ``weights_only=True``::
+
+    {"format": "mlatr-checkpoint-1", "model_config": {...}, "model": state_dict,
+     "matching_head": {"name": ...}, "train_config": {...}, "objective": state_dict,
+     "epoch": int, "step": int, "optimizer": ..., "scheduler": ..., "best": {...}, "history": [...]}
+
+Only ``model_config``, ``model``, ``matching_head`` and the ``data`` part of ``train_config`` are needed
+to use a model; the rest resumes training (:mod:`mlatr.training`). A model folder
+(:mod:`mlatr.inference.model_folder`, ``mlatr export``) holds exactly those, without pickle.
+:func:`load_model` is the one way either becomes a usable model (evaluation, encoding, search, serve,
+initialisation of a run). Files are written atomically, so an interrupted save never corrupts the
+previous one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from mlatr.errors import MlatrError
+from mlatr.file_kinds import unreadable
+from mlatr.inference.device import resolve_device
+from mlatr.inference.loaded_model import LoadedModel
+from mlatr.inference.model_folder import is_model_folder, model_folder_files, read_model_folder, write_model_folder
+from mlatr.io_utils import atomic_write_with
+from mlatr.matching import MatchingHead, head_from_config
+from mlatr.models.dual_encoder import DualEncoder
+
+FORMAT = "mlatr-checkpoint-1"
+
+
+def save_checkpoint(path: str | os.PathLike, state: dict[str, Any]) -> None:
+    """Write ``state`` (the layout above) to ``path`` atomically."""
+    state = {"format": FORMAT, **state}
+    atomic_write_with(path, lambda fh: torch.save(state, fh))
+
+
+def read_checkpoint(path: str | os.PathLike, map_location: str | torch.device = "cpu") -> dict[str, Any]:
+    """The checkpoint dict of file ``path``; an error naming what the file is when it is not one."""
+    p = Path(path)
+    if p.is_dir():
+        raise MlatrError(f"{p} is a folder, not a checkpoint file (a model folder written by mlatr export is "
+                         "read by mlatr.load / --model)")
+    if not p.is_file():
+        raise MlatrError(f"checkpoint not found: {p}")
+    try:
+        state = torch.load(p, map_location=map_location, weights_only=True)
+    except Exception as exc:  # torch raises RuntimeError / UnpicklingError / EOFError / BadZipFile ...
+        raise unreadable(p, "an mlatr checkpoint (written by mlatr train)", exc, ("torch",)) from exc
+    if not isinstance(state, dict) or state.get("format") != FORMAT:
+        raise MlatrError(f"{p}: a PyTorch file but not an mlatr checkpoint (expected format {FORMAT}, "
+                         "written by mlatr train)")
+    return state
+
+
+def head_of(state: dict[str, Any]) -> MatchingHead:
+    """The matching head a checkpoint's model ranks with: ``state["matching_head"]`` (written by the
+    trainer), else the training config's ``objective.matching`` (older checkpoints), else pooled cosine."""
+    stored = state.get("matching_head")
+    return head_from_config(dict(stored) if stored else
+                            ((state.get("train_config") or {}).get("objective") or {}).get("matching"))
+
+
+#: Options of a pretrained encoder that say how a run trains it, not what it is.
+FINE_TUNING_OPTIONS = ("freeze", "train_last_blocks", "train_last_layers", "train_last_stages",
+                       "gradient_checkpointing")
+
+
+def with_fine_tuning(model_config: dict[str, Any], fine_tuning: dict[str, dict[str, Any]],
+                     path: str | os.PathLike) -> dict[str, Any]:
+    """``model_config`` with each encoder's fine-tuning options taken from ``fine_tuning[side]`` where given."""
+    config = dict(model_config)
+    for side, options in fine_tuning.items():
+        encoder = dict(config[f"{side}_encoder"])
+        for key in FINE_TUNING_OPTIONS:
+            if key not in options:
+                continue
+            if key not in encoder:
+                raise MlatrError(f"config: model.{side}.{key}: the {encoder['name']!r} {side} encoder of "
+                                 f"model.init_checkpoint {path} has no such option")
+            encoder[key] = options[key]
+        config[f"{side}_encoder"] = encoder
+    return config
+
+
+def load_model(path: str | os.PathLike, device: str | torch.device = "cpu",
+               fine_tuning: dict[str, dict[str, Any]] | None = None) -> LoadedModel:
+    """The :class:`LoadedModel` saved at ``path``: a checkpoint file or a model folder (``mlatr export``);
+    weights on ``device`` (``"auto"`` = CUDA when available), eval mode.
+
+    ``fine_tuning`` (``{"audio": options, "text": options}``, a run's ``model.audio`` / ``model.text``)
+    replaces the stored :data:`FINE_TUNING_OPTIONS` by the ones these options give, so a run started
+    from ``model.init_checkpoint`` freezes what its own config says; an option the stored encoder
+    does not take is refused, naming the key.
+    """
+    state = read_model_folder(path) if is_model_folder(path) else read_checkpoint(path)
+    model = DualEncoder.from_config(with_fine_tuning(state["model_config"], fine_tuning or {}, path))
+    model.load_state_dict(state["model"])
+    return LoadedModel(model=model.to(resolve_device(device)).eval(), head=head_of(state),
+                       train_config=dict(state.get("train_config") or {}), path=Path(path))
+
+
+def export_model(checkpoint: str | os.PathLike, folder: str | os.PathLike) -> Path:
+    """Write the model of ``checkpoint`` (a file, or a model folder to copy) as a model folder
+    (:mod:`mlatr.inference.model_folder`); returns the folder."""
+    state = read_model_folder(checkpoint) if is_model_folder(checkpoint) else read_checkpoint(checkpoint)
+    if Path(folder).resolve() == Path(checkpoint).resolve():
+        raise MlatrError(f"-o {folder}: the output is the model being exported")
+    return write_model_folder(state, head_of(state).config(), folder)
+
+
+def model_sha256(path: str | os.PathLike) -> str:
+    """Hex SHA-256 of a stored model: the checkpoint file's bytes, or a model folder's files (config and
+    weights, in that order), read in 1 MiB chunks; an index records it to refuse a changed model."""
+    h = hashlib.sha256()
+    files = model_folder_files(path) if Path(path).is_dir() else [Path(path)]
+    for file in files:
+        with open(file, "rb") as fh:
+            for chunk in iter(lambda fh=fh: fh.read(1 << 20), b""):
+                h.update(chunk)
+    return h.hexdigest()

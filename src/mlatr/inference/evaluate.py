@@ -1,0 +1,122 @@
+"""What ``mlatr eval`` computes, as a Python call: ``mlatr.evaluate(model, "manifest.jsonl", split="test")``.
+
+A manifest split is encoded (:func:`encode_split`), ranked with the model's own matching head
+(:func:`mlatr.evaluation.with_head.evaluate_with_head_with_ranks`: recall, mAP@10, consistency, ATRI Tables
+1-3), and, when clips carry exactly one label each (ESC-50, UrbanSound8K imports), classified zero-shot with
+the prompt "This is a sound of {label}." in each prompt language (SupCLAP sec. 4.2.2); clips with several
+labels are left out of it and counted. The command adds printing, files and plots.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from mlatr.data.loader import default_workers
+from mlatr.data.manifest import Manifest
+from mlatr.errors import MlatrError
+from mlatr.evaluation.caveats import evaluation_caveats
+from mlatr.evaluation.evaluate import Evaluation
+from mlatr.evaluation.with_head import HEAD_MEMORY_BUDGET_MB, evaluate_with_head_with_ranks, zero_shot_with_model
+from mlatr.evaluation.zero_shot import zero_shot_prompts
+from mlatr.inference.encoding import EncodedSplit, encode_manifest
+from mlatr.inference.loaded_model import LoadedModel
+from mlatr.inference.sources import manifest_split
+from mlatr.languages import normalize, normalize_all
+
+
+@dataclass
+class ModelEvaluation:
+    """An evaluation's metrics (the JSON ``mlatr eval --json`` writes), its ranks (for the plots), the
+    encoded split and the clips that were asked for (before unreadable ones were skipped)."""
+
+    metrics: dict[str, Any]
+    evaluation: Evaluation
+    encoded: EncodedSplit
+    clips: Manifest
+    skipped_lines: list = field(default_factory=list)
+
+
+def check_languages_present(manifest: Manifest, languages: Sequence[str], split: str, explicit: bool) -> None:
+    """Refuse languages with no caption in the clips to encode: every one given explicitly, at least one of
+    the model's otherwise."""
+    present = manifest.languages()
+    missing = [lang for lang in languages if lang not in present]
+    if (explicit and missing) or len(missing) == len(languages):
+        where = f"split {split!r} of {manifest.path}" if split != "all" else str(manifest.path)
+        flag = "--languages: " if explicit else "the model's languages: "
+        raise MlatrError(f"{flag}no caption in {', '.join(missing)} in {where} "
+                         f"(its captions are in: {', '.join(present) or 'no language'})")
+
+
+def encode_split(loaded: LoadedModel, manifest: Manifest, languages: Sequence[str] | None = None, *,
+                 split: str = "all", batch_size: int = 64, max_seconds: float | None = None, skip_bad: bool = False,
+                 workers: int | None = None, progress: bool = True, check_languages: bool = True) -> EncodedSplit:
+    """Every clip and caption of ``manifest`` (``split`` only names it in messages) in ``languages`` (default:
+    the model's training languages) encoded by ``loaded``, centre-cropped to ``max_seconds`` (default the
+    model's evaluation crop), with frame / token features when its head scores them."""
+    explicit = languages is not None
+    languages = normalize_all(languages, "languages") if explicit else list(loaded.data["languages"])
+    if check_languages:
+        check_languages_present(manifest, languages, split, explicit)
+    enc = encode_manifest(loaded.model, manifest, languages, batch_size=batch_size,
+                          max_seconds=max_seconds or loaded.data["eval_max_seconds"],
+                          sample_rate=loaded.data["sample_rate"], skip_bad=skip_bad, progress=progress,
+                          frames=loaded.head.needs_frames,
+                          workers=default_workers() if workers is None else workers)
+    if not enc.clip_ids:
+        raise MlatrError(f"none of the {len(manifest)} clip(s) to encode could be read "
+                         f"(first: {next(iter(enc.skipped.values()), '')})")
+    return enc
+
+
+def evaluate_model(loaded: LoadedModel, manifest: str | os.PathLike | Manifest, split: str = "test", *,
+                   languages: Sequence[str] | None = None, pivot: str = "eng",
+                   zero_shot_languages: Sequence[str] = ("eng",), batch_size: int = 64,
+                   max_seconds: float | None = None, skip_bad: bool = False,
+                   head_memory_mb: float = HEAD_MEMORY_BUDGET_MB, workers: int | None = None,
+                   progress: bool = True) -> ModelEvaluation:
+    """Evaluate ``loaded`` on split ``split`` (``all``: every clip) of ``manifest`` (a file or a
+    :class:`Manifest`, taken whole); see the module docstring."""
+    pivot = normalize(pivot, "pivot")
+    zero_shot_languages = normalize_all(zero_shot_languages, "zero-shot languages")
+    if isinstance(manifest, Manifest):
+        clips = manifest if split == "all" else manifest.split(split)
+    else:
+        clips = manifest_split(manifest, split, skip_bad)
+    enc = encode_split(loaded, clips, languages, split=split, batch_size=batch_size, max_seconds=max_seconds,
+                       skip_bad=skip_bad, workers=workers, progress=progress)
+    head = loaded.head
+    # The model's own head ranks (pooled cosine unless trained with a fine-grained one; T2A [Nt, Na] and
+    # A2T [Na, Nt] scored separately for an asymmetric head).
+    evaluation = evaluate_with_head_with_ranks(head, enc, pivot=pivot, head_memory_mb=head_memory_mb,
+                                               progress=progress)
+    metrics = evaluation.metrics
+    caveats = evaluation_caveats(len(enc.clip_ids), enc.text_lang, enc.text_group, pivot)
+    if caveats:
+        metrics["warnings"] = caveats
+    if head.name != "cosine":
+        metrics["matching_head"] = head.config()
+    kept = [clips[i] for i in enc.clip_rows]
+    single = [i for i, c in enumerate(kept) if c.labels and len(c.labels) == 1]
+    if single:
+        classes = sorted({kept[i].labels[0] for i in single})
+        targets = np.asarray([classes.index(kept[i].labels[0]) for i in single])
+        metrics["zero_shot"] = {"classes": len(classes), "clips": len(single),
+                                "skipped_multi_label": sum(1 for c in kept if c.labels and len(c.labels) > 1),
+                                "scored_with": head.name}
+        for lang in zero_shot_languages:
+            prompts = zero_shot_prompts(classes, lang)
+            metrics["zero_shot"][lang] = zero_shot_with_model(loaded, enc, single, prompts, lang, targets,
+                                                              batch_size, head_memory_mb)
+    return ModelEvaluation(metrics, evaluation, enc, clips, list(clips.problems))
+
+
+def evaluate(model: LoadedModel, manifest: str | os.PathLike | Manifest, split: str = "test",
+             **options: Any) -> dict[str, Any]:
+    """The metrics ``mlatr eval`` prints, as a dict (``mlatr.evaluate``); options as :func:`evaluate_model`."""
+    return evaluate_model(model, manifest, split, **options).metrics

@@ -1,0 +1,80 @@
+"""A model folder other tools can read: ``config.json`` + ``model.safetensors`` (the Hugging Face layout).
+
+``mlatr export CKPT -o DIR`` writes one; :func:`mlatr.load` / ``--model`` read it as they read a
+checkpoint, with the same embeddings to the last bit (the same tensors, stored without pickle).
+
+- ``config.json``: ``{"format": "mlatr-model-1", "model_config": {...}, "matching_head": {...},
+  "train_config": {"data": {...}}}``: the dual encoder's config (what ``DualEncoder.from_config``
+  rebuilds), the head it ranks with, and the data settings it was trained with (sample rate, evaluation
+  crop, languages). Nothing of the optimizer or the training run.
+- ``model.safetensors``: the model's ``state_dict``, each tensor stored contiguous on its own (safetensors
+  refuses shared storage), in the checkpoint's dtypes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import torch
+from safetensors import SafetensorError
+from safetensors.torch import load_file, save
+
+from mlatr.errors import MlatrError
+from mlatr.io_utils import atomic_write_json, atomic_write_with
+
+FORMAT = "mlatr-model-1"
+CONFIG_FILE = "config.json"
+WEIGHTS_FILE = "model.safetensors"
+
+
+def is_model_folder(path: str | os.PathLike) -> bool:
+    """Whether ``path`` is a folder (a model folder, or a folder given where a model was expected)."""
+    return Path(path).is_dir()
+
+
+def model_folder_files(path: str | os.PathLike) -> list[Path]:
+    """The files of model folder ``path`` that define the model, config first."""
+    return [Path(path) / CONFIG_FILE, Path(path) / WEIGHTS_FILE]
+
+
+def write_model_folder(state: dict[str, Any], head: dict[str, Any], folder: str | os.PathLike) -> Path:
+    """Write the parts of checkpoint ``state`` needed to use the model, with the config of the ``head`` it
+    ranks with, into ``folder`` (created); weights first, then the config, each atomically."""
+    folder = Path(folder)
+    if folder.exists() and not folder.is_dir():
+        raise MlatrError(f"{folder} exists and is not a folder")
+    folder.mkdir(parents=True, exist_ok=True)
+    weights = {k: v.detach().cpu().contiguous().clone() for k, v in state["model"].items()}
+    data = (state.get("train_config") or {}).get("data")
+    config = {"format": FORMAT, "model_config": state["model_config"], "matching_head": dict(head),
+              "train_config": {"data": data} if data else {}}
+    payload = save(weights, metadata={"format": FORMAT})
+    atomic_write_with(folder / WEIGHTS_FILE, lambda fh: fh.write(payload))
+    atomic_write_json(folder / CONFIG_FILE, config)
+    return folder
+
+
+def read_model_folder(folder: str | os.PathLike) -> dict[str, Any]:
+    """The checkpoint-like dict (``model_config``, ``model``, ``matching_head``, ``train_config``) of a model
+    folder; an error naming what is missing, with the hint when the folder holds sounds instead."""
+    folder = Path(folder)
+    config_path, weights_path = model_folder_files(folder)
+    if not config_path.is_file() or not weights_path.is_file():
+        missing = ", ".join(p.name for p in (config_path, weights_path) if not p.is_file())
+        raise MlatrError(f"{folder}: not a model folder (no {missing}); a model is a checkpoint file written by "
+                         "mlatr train or a folder written by mlatr export")
+    try:
+        config = json.loads(config_path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise MlatrError(f"{config_path}: not JSON ({exc})") from exc
+    if not isinstance(config, dict) or config.get("format") != FORMAT:
+        raise MlatrError(f"{config_path}: not an mlatr model config (expected format {FORMAT!r})")
+    try:
+        weights: dict[str, torch.Tensor] = load_file(str(weights_path))
+    except (SafetensorError, OSError) as exc:
+        raise MlatrError(f"{weights_path}: cannot read the weights ({exc})") from exc
+    return {"model_config": config["model_config"], "model": weights,
+            "matching_head": config.get("matching_head"), "train_config": config.get("train_config") or {}}
