@@ -27,15 +27,19 @@ def add_arguments(parser):
     parser.add_argument("--audio", metavar="FILE", help="sound file to search with (sound-to-sound/caption)")
     parser.add_argument("--backend", choices=["numpy", "faiss"], default="numpy", help="search backend")
     parser.add_argument("--json", action="store_true", help="print JSON")
+    parser.add_argument("--model", help="the index's model moved elsewhere (a checkpoint or a model folder written "
+                        "by mlatr export) instead of the path the index recorded")
 
 
 def run(args) -> int:
+    from mlatr.commands._model_io import model_for_index
     from mlatr.search.index import Index
 
     if (args.query is None) == (args.audio is None):
         raise MlatrError("give either a text QUERY or --audio FILE (not both)")
     lang = normalize(args.lang, "--lang")
-    index = Index.load(args.index, backend=args.backend)
+    model = model_for_index(args.model, args.index) if args.model else None
+    index = Index.load(args.index, backend=args.backend, model=model)
     if args.audio is not None:
         clips, captions = index.search_audio(args.audio, args.k)
         out = {"audio": args.audio, "k": args.k, "results": [h.to_dict() for h in clips],

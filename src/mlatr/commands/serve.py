@@ -26,6 +26,8 @@ def add_arguments(parser):
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine)")
     parser.add_argument("--port", type=int, default=8000, help="port (default 8000; 0 picks a free one)")
     parser.add_argument("--backend", choices=["numpy", "faiss"], default="numpy", help="search backend")
+    parser.add_argument("--model", help="the index's model moved elsewhere (a checkpoint or a model folder written "
+                        "by mlatr export) instead of the path the index recorded")
     parser.add_argument("--watch", type=float, default=2.0, metavar="SECONDS",
                         help="poll the index file every SECONDS and reload it when it changes (0: off; default 2)")
     parser.add_argument("--max-k", type=positive_int, default=100, help="most results one request may ask for")
@@ -87,7 +89,12 @@ def run(args) -> int:
     handler.setFormatter(logging.Formatter("%(levelname)s:     mlatr serve: %(message)s"))
     log.addHandler(handler)
     log.setLevel(logging.INFO)
-    live = LiveIndex(args.index, backend=args.backend)
+    model = None
+    if args.model:
+        from mlatr.commands._model_io import model_for_index
+
+        model = model_for_index(args.model, args.index)
+    live = LiveIndex(args.index, backend=args.backend, model=model)
     try:
         snap = live.reload()
         print(f"loaded {args.index}: {len(snap.index)} clips, text encoder "

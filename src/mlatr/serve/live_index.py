@@ -72,9 +72,10 @@ class Snapshot:
 class LiveIndex:
     """The index file at ``path`` as served: see the module docstring."""
 
-    def __init__(self, path: str | os.PathLike, backend: str = "numpy"):
+    def __init__(self, path: str | os.PathLike, backend: str = "numpy", model=None):
         self.path = Path(path)
         self.backend = backend
+        self.model = model  # a LoadedModel given with --model: used instead of the index's recorded checkpoint
         self.lock = threading.Lock()
         self._reload_lock = threading.Lock()
         self.snapshot: Snapshot | None = None
@@ -109,9 +110,9 @@ class LiveIndex:
         old = self.snapshot
         if signature is None:
             raise MlatrError(f"index not found: {self.path}")
-        keep = old.index.model() if old is not None else None
+        keep = self.model or (old.index.model() if old is not None else None)
         index = Index.load(self.path, backend=self.backend, model=keep)
-        if old is not None and index.meta.get("checkpoint") != old.index.meta.get("checkpoint"):
+        if self.model is None and old is not None and index.meta.get("checkpoint") != old.index.meta.get("checkpoint"):
             index = Index.load(self.path, backend=self.backend)  # another model: its own checkpoint
         model = index.model()  # loads and checks the checkpoint now, not at the first query
         index.searcher("audio")
