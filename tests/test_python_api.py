@@ -278,3 +278,29 @@ def test_search_imports_no_training_or_loss_module():
     bare = subprocess.run([sys.executable, "-c", "import mlatr, sys; print('torch' in sys.modules)"],
                           capture_output=True, text=True, check=True).stdout
     assert bare.strip() == "False"  # the public names are imported on first use
+
+
+def test_a_frame_scoring_head_classifies_on_frames(served_toy, tmp_path):
+    import torch
+
+    from mlatr.audio.io import load_audio
+    from mlatr.inference import read_checkpoint, save_checkpoint
+    from mlatr.matching import build_matching_head
+
+    state = read_checkpoint(served_toy[1])
+    state.pop("format")
+    save_checkpoint(tmp_path / "lgmm.pt", dict(state, matching_head={"name": "lgmm", "tau_w": 0.25, "lam": 10.0}))
+    model = mlatr.load(tmp_path / "lgmm.pt", device="cpu")
+    assert model.head.name == "lgmm"
+    files = _toy_files(served_toy)[:3]
+    labels = ["low tone", "high tone"]
+    result = model.classify(files, labels)
+    head = build_matching_head("lgmm", tau_w=0.25, lam=10.0)
+    with torch.no_grad():
+        text = model.model.encode_text(prompts_for(labels, "eng"), ["eng"] * 2)
+        for row, f in enumerate(files):  # one clip at a time: no padding, scored unchunked
+            wave = torch.from_numpy(load_audio(f, 16000))[None]
+            audio = model.model.encode_audio(wave, torch.tensor([wave.shape[1]]))
+            np.testing.assert_allclose(result.scores[row], head.scores(audio, text)[0].numpy(), atol=1e-5)
+    with pytest.raises(MlatrError, match="scores frames and tokens"):
+        model.similarity(np.ones((1, 16), np.float32), np.ones((1, 16), np.float32))

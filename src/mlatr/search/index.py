@@ -7,9 +7,11 @@ previous index, or nothing, never a partial file):
   (ATRI sec. 3.1: projected and L2-normalised, so inner product = cosine, eq. 1);
 - ``caption_embeddings [M, d]`` with ``caption_clip [M]`` (row of the clip a caption describes): the
   clips' manifest captions in ``caption_languages``, for sound-to-caption search;
-- ``meta``: a JSON string with ``format``, ``dim``, ``ids``, ``paths`` (absolute audio paths),
+- ``meta``: a JSON string with ``format``, ``dim``, ``ids``, ``paths`` (audio paths: relative to the
+  index's folder for files inside it, so the two move together, else absolute; absolute once loaded),
   ``captions`` (per clip, ``{lang: [text | null]}``), ``caption_lang``, ``caption_text``, the model's
-  ``checkpoint`` (``path``, ``sha256``), ``model_config``, ``sample_rate``, ``max_seconds``,
+  ``checkpoint`` (``path``, ``sha256`` of the checkpoint file or model folder: a moved model is given with
+  ``Index.load(..., model=)`` / ``--model``), ``model_config``, ``sample_rate``, ``max_seconds``,
   ``window_seconds`` (clips longer than this were encoded as windows: :mod:`mlatr.inference.audio`; absent in
   older indexes, which encoded the whole crop), ``manifest``.
 
