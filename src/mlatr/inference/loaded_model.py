@@ -16,14 +16,14 @@ from typing import Any
 
 import numpy as np
 import torch
+from tqdm import tqdm
 
-from mlatr import languages as _languages
 from mlatr.audio.io import crop_or_pad
 from mlatr.errors import MlatrError
 from mlatr.evaluation.zero_shot import label_text, zero_shot_prompts
 from mlatr.inference.audio import WHOLE_CLIP, embed_clips, encode_source, file_source, waveform_clips
 from mlatr.inference.encoding import encode_texts, pad_frames
-from mlatr.languages import DEFAULT_LANGUAGES
+from mlatr.languages import DEFAULT_LANGUAGES, normalize
 from mlatr.matching import MatchingHead, chunked_scores
 from mlatr.models.dual_encoder import DualEncoder
 from mlatr.models.outputs import EncoderOutput
@@ -121,8 +121,8 @@ class LoadedModel:
                                  + ", ".join(accepted.choices()) + " (lang=)")
             return None
         if isinstance(lang, str):
-            return [_languages.normalize(lang, "lang")] * n
-        langs = [_languages.normalize(code, "lang") for code in lang]
+            return [normalize(lang, "lang")] * n
+        langs = [normalize(code, "lang") for code in lang]
         if len(langs) != n:
             raise MlatrError(f"lang: {len(langs)} languages for {n} texts (give one, or one per text)")
         return langs
@@ -183,10 +183,12 @@ class LoadedModel:
                 return rows, emb
             if any(isinstance(a, (str, os.PathLike)) for a in items):
                 raise MlatrError("embed_audio: give file paths or waveforms, not both in one call")
-            count = int(round(min(crop, WHOLE_CLIP) * rate))
+            count = int(round(crop * rate))
             waves = ((i, crop_or_pad(w, count)[0] if w.shape[0] > count else w)  # centre crop, as files
                      for i, w in waveform_clips(items, sample_rate or rate, rate))
-            return embed_clips(self.model.encode_audio, waves, int(round(window * rate)), batch_size, self.device)
+            with tqdm(total=len(items), desc="audio", unit="clip", disable=not progress, leave=False) as bar:
+                return embed_clips(self.model.encode_audio, waves, int(round(window * rate)), batch_size,
+                                   self.device, bar)
         finally:
             self.model.train(was_training)
 
@@ -217,7 +219,7 @@ class LoadedModel:
         classes = [s.strip() for s in labels.split(",")] if isinstance(labels, str) else [str(s) for s in labels]
         if not classes or any(not c for c in classes):
             raise MlatrError("labels: give at least one non-empty label")
-        lang = _languages.normalize(lang, "lang")
+        lang = normalize(lang, "lang")
         prompts = prompts_for(classes, lang, template)
         if not self.head.needs_frames:
             a = self.embed_audio(audio, sample_rate=sample_rate, batch_size=batch_size, max_seconds=max_seconds)

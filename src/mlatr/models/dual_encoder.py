@@ -26,6 +26,7 @@ from torch import nn
 from mlatr.errors import MlatrError
 from mlatr.models.outputs import EncoderOutput
 from mlatr.models.projection import PROJECTION_HEADS, ProjectionHead
+from mlatr.models.protocols import AudioEncoder, TextEncoder
 from mlatr.models.registry import build_audio_encoder, build_text_encoder
 
 
@@ -43,7 +44,7 @@ def _project(head: ProjectionHead, out: EncoderOutput) -> EncoderOutput:
 class DualEncoder(nn.Module):
     """Audio and text encoders + one projection head per modality + the temperature."""
 
-    def __init__(self, audio_encoder: nn.Module, text_encoder: nn.Module, embed_dim: int = 128,
+    def __init__(self, audio_encoder: AudioEncoder, text_encoder: TextEncoder, embed_dim: int = 128,
                  temperature: float = 0.07, learnable_temperature: bool = False,
                  projection_hidden: int | None = None, min_temperature: float = 0.01,
                  max_temperature: float = 1.0, text_head: str = "mlp"):
