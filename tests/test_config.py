@@ -30,7 +30,7 @@ def test_bad_config_names_the_key(override, message):
 
 
 def test_cacl_needs_english_first():
-    with pytest.raises(MlatrError, match="CACL anchors on English"):
+    with pytest.raises(MlatrError, match="CACL anchors on eng: data.languages must start with eng"):
         load_config(None, ["objective.scheme=cacl", "data.languages=[fra,eng]"])
 
 

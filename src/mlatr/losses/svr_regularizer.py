@@ -129,7 +129,7 @@ class SVRRegularizer(nn.Module):
     ) -> tuple[Tensor, dict[str, Tensor]]:
         """The regularizer over a pairing scheme's pairs: the row-weighted mean of :meth:`forward`.
 
-        Only audio-text pairs are regularised, i.e. those named ``"audio-..."`` (ML-CLAP's
+        Only audio-text pairs are regularised (:attr:`Pair.audio_text <mlatr.losses.Pair.audio_text>`: ML-CLAP's
         ``audio-text``, KCL's ``audio-text[k]``, CACL's ``audio-eng`` and ``audio-other``), with
         ``pair.anchor`` the audio and ``pair.target`` the text; CACL's text-text ``eng-other`` pair is
         left to the base loss (SVR displaces a text towards its *audio*, SupCLAP §3.1). Each pair's term
@@ -139,9 +139,9 @@ class SVRRegularizer(nn.Module):
         Raises:
             ValueError: no audio-text pair in ``pairs``.
         """
-        audio_pairs = [p for p in pairs if p.name.startswith("audio-")]
+        audio_pairs = [p for p in pairs if p.audio_text]
         if not audio_pairs:
-            raise MlatrError("SVRRegularizer.over_pairs: no audio-text pair (names starting with 'audio-')")
+            raise MlatrError("SVRRegularizer.over_pairs: no audio-text pair")
         rows = sum(p.anchor.shape[0] for p in audio_pairs)
         term: Tensor | None = None
         diagnostics: dict[str, Tensor] = {}

@@ -320,15 +320,13 @@ def load_config(path: str | Path | None, overrides: list[str] = ()) -> Config:
 
 def validate_config(cfg: Config) -> None:
     check_config_values(cfg)
-    check_objective_config(cfg.objective)
+    check_objective_config(cfg.objective, cfg.data.languages)
     if cfg.optim.name not in ("adam", "adamw"):
         raise MlatrError(f"config: optim.name must be adam or adamw, got {cfg.optim.name!r}")
     if cfg.optim.schedule not in ("cosine", "constant"):
         raise MlatrError(f"config: optim.schedule must be cosine or constant, got {cfg.optim.schedule!r}")
     if not cfg.data.languages:
         raise MlatrError("config: data.languages is empty")
-    if cfg.objective.scheme == "cacl" and cfg.data.languages[0] != "eng":
-        raise MlatrError("config: CACL anchors on English: data.languages must start with eng")
     for key in ("audio", "text"):
         spec = getattr(cfg.model, key)
         if not isinstance(spec, dict) or "name" not in spec:

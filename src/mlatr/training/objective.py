@@ -42,7 +42,7 @@ holds every rule about which options combine; the config loader calls it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -53,7 +53,7 @@ from mlatr.errors import MlatrError
 from mlatr.losses import BASE_LOSSES, Pair, PairSum, pair_loss, pairs_loss
 from mlatr.losses.cmsc import SOFT_LABEL_MIXTURES, cmsc_loss_terms, cmsc_similarities, interc_loss, interc_rows_loss
 from mlatr.losses.radius import RADIUS_INPUTS, RADIUS_OUTPUTS
-from mlatr.losses.schemes import SCHEME_NAMES, Scheme, Selection, build_scheme
+from mlatr.losses.schemes import Scheme, Selection, build_scheme
 from mlatr.losses.simple_reweight import SimpleReweight
 from mlatr.losses.svr import SVR_SIMILARITIES
 from mlatr.losses.svr_regularizer import RADIUS_KINDS, SVRRegularizer, build_svr_regularizer
@@ -224,11 +224,14 @@ class Objective(nn.Module):
         return chunked_scores(self.head, query, context, memory_budget_mb=TRAINING_SCORING_BUDGET_MB)
 
 
-def check_objective_config(o) -> None:
-    """Raise :class:`MlatrError` for an ``objective`` section whose options are unknown or do not combine."""
-    for key, value, allowed in (("scheme", o.scheme, SCHEME_NAMES), ("base", o.base, BASE_LOSSES)):
-        if value not in allowed:
-            raise MlatrError(f"config: objective.{key} must be one of {', '.join(allowed)}, got {value!r}")
+def check_objective_config(o, languages: Sequence[str] | None = None) -> None:
+    """Raise :class:`MlatrError` for an ``objective`` section whose options are unknown or do not combine, or
+    whose scheme does not suit ``languages`` (``data.languages``; None = not checked)."""
+    scheme = build_scheme(o.scheme)
+    if languages is not None:
+        scheme.check_languages(languages)
+    if o.base not in BASE_LOSSES:
+        raise MlatrError(f"config: objective.base must be one of {', '.join(BASE_LOSSES)}, got {o.base!r}")
     if o.reweight and (o.base != "infonce" or o.svr is not None):
         raise MlatrError("config: objective.reweight (Simple Reweight, SupCLAP App. E.4) needs "
                          "objective.base=infonce and no objective.svr")
@@ -258,15 +261,16 @@ def check_objective_config(o) -> None:
         if c.mixture not in SOFT_LABEL_MIXTURES:
             raise MlatrError(f"config: objective.cmsc.mixture must be one of {', '.join(SOFT_LABEL_MIXTURES)}, "
                              f"got {c.mixture!r}")
-        if o.scheme == "cacl":
-            raise MlatrError("config: objective.cmsc does not combine with scheme cacl (its English-other "
-                             "pair is text-text); use mlclap or kcl")
+        if scheme.text_text_pairs:
+            raise MlatrError(f"config: objective.cmsc does not combine with scheme {o.scheme} (it has text-text "
+                             "pairs); use a scheme of audio-text pairs only (mlclap, kcl)")
 
 
-def build_objective(o, batch_size: int) -> Objective:
+def build_objective(o, batch_size: int, languages: Sequence[str] | None = None) -> Objective:
     """The :class:`Objective` of an ``objective`` config section (``ObjectiveConfig``); ``batch_size`` sizes
-    the DynamicRadius predictor's input (SupCLAP §3.2)."""
-    check_objective_config(o)
+    the DynamicRadius predictor's input (SupCLAP §3.2); ``languages`` (``data.languages``) are checked
+    against the scheme's needs."""
+    check_objective_config(o, languages)
     head_path = o.matching is not None or o.cmsc is not None
     svr = None
     if o.svr is not None:
