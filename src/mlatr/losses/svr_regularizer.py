@@ -19,9 +19,8 @@ from torch import Tensor, nn
 
 from mlatr.errors import MlatrError
 from mlatr.losses._common import Pair, Scalar, check_pair, l2_normalize
-from mlatr.losses.pair_losses import BASE_LOSSES
 from mlatr.losses.radius import DEFAULT_INIT_RADIUS, DynamicRadius, StaticRadius
-from mlatr.losses.svr import SVR_SIMILARITIES, constraint_loss, positive_distances, svr_loss
+from mlatr.losses.svr import constraint_loss, positive_distances, svr_loss
 
 #: Radius models by name (SupCLAP §3.2) and SVR directions (§4.1.2).
 RADIUS_KINDS = ("static", "dynamic")
@@ -74,10 +73,7 @@ class SVRRegularizer(nn.Module):
         similarity: str = "cosine",
     ) -> None:
         super().__init__()
-        if base not in BASE_LOSSES:
-            raise MlatrError(f"unknown SVR base loss {base!r}; expected one of {', '.join(BASE_LOSSES)}")
-        if similarity not in SVR_SIMILARITIES:
-            raise MlatrError(f"unknown SVR similarity {similarity!r}; expected one of {', '.join(SVR_SIMILARITIES)}")
+        # base and similarity are svr_loss's arguments, checked there
         if alpha < 0 or beta < 0:
             raise MlatrError(f"SVR weights must be >= 0, got alpha={alpha}, beta={beta}")
         self.radius_model = radius_model

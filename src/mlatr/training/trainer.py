@@ -93,7 +93,7 @@ class Trainer:
 
         torch.manual_seed(derive_seed(cfg.seed, "init"))
         self.model = self._initial_model().to(self.device)
-        self.objective = build_objective(cfg.objective, cfg.train.batch_size, cfg.data.languages).to(self.device)
+        self.objective = build_objective(cfg.objective, cfg.train.batch_size).to(self.device)
         self.net = self.model
         if self.dist.enabled:
             distributed.broadcast_module(self.objective, self.dist)
@@ -133,10 +133,11 @@ class Trainer:
         self.workers = default_workers() if d.workers == "auto" else int(d.workers)
         show = self.cfg.train.progress and self.dist.is_main
         train = open_source(self.train_manifest, d.sample_rate, d.store, d.skip_bad)
-        anchored = build_scheme(self.cfg.objective.scheme).anchor_language is not None  # first language needed
+        scheme = build_scheme(self.cfg.objective.scheme)
+        scheme.check_languages(d.languages)
         self.batches = TrainBatches(
             self.train_manifest, d.languages, self.cfg.train.batch_size, d.max_seconds, self.cfg.seed,
-            need_first_language=anchored, source=train, workers=self.workers,
+            need_first_language=scheme.anchor_language is not None, source=train, workers=self.workers,
             prefetch=d.prefetch, shard=(self.dist.rank, self.dist.world_size), progress=show,
         )
         parts = [(train, self.batches.clips)]
