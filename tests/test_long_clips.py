@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 from clitools import manifest_lines, run_cli, write_tone
-from mlatr.data.dataset import AudioSource
 from mlatr.data.manifest import Manifest
+from mlatr.data.pipeline.file_source import AudioSource
 from mlatr.encoding import encode_audio
 from mlatr.long_clips import pool_windows, window_bounds
 from mlatr.search.index import Index, build_index

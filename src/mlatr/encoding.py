@@ -15,8 +15,9 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from mlatr.data.dataset import AudioSource, iter_eval_audio
 from mlatr.data.manifest import Manifest
+from mlatr.data.pipeline.batches import iter_eval_audio
+from mlatr.data.pipeline.file_source import AudioSource
 from mlatr.io_utils import atomic_write_with
 from mlatr.models.outputs import EncoderOutput
 

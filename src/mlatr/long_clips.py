@@ -20,7 +20,8 @@ import torch
 from tqdm import tqdm
 
 from mlatr.audio.io import collate_waveforms
-from mlatr.data.dataset import AudioSource, iter_eval_audio
+from mlatr.data.pipeline.batches import iter_eval_audio
+from mlatr.data.pipeline.file_source import AudioSource
 
 
 def window_bounds(n_samples: int, window: int) -> list[tuple[int, int]]:

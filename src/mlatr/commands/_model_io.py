@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from mlatr.commands._notices import report_skipped
-from mlatr.data.loader import default_workers
 from mlatr.data.manifest import Manifest
+from mlatr.data.pipeline.workers import default_workers
 from mlatr.errors import MlatrError
 from mlatr.languages import parse_language_list
 

@@ -35,8 +35,8 @@ from typing import Any
 
 import numpy as np
 
-from mlatr.data.dataset import AudioSource
 from mlatr.data.manifest import Clip, Manifest
+from mlatr.data.pipeline.file_source import AudioSource
 from mlatr.encoding import encode_texts
 from mlatr.errors import MlatrError
 from mlatr.file_kinds import unreadable

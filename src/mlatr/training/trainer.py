@@ -29,10 +29,10 @@ import torch
 import yaml
 from tqdm import tqdm
 
-from mlatr.data.dataset import TrainBatches, derive_seed
-from mlatr.data.loader import default_workers
 from mlatr.data.manifest import Manifest
-from mlatr.data.sources import choose_cache, open_source
+from mlatr.data.pipeline.batches import TrainBatches
+from mlatr.data.pipeline.sources import choose_cache, open_source
+from mlatr.data.pipeline.workers import default_workers
 from mlatr.encoding import encode_manifest
 from mlatr.errors import MlatrError
 from mlatr.evaluation.with_head import evaluate_with_head
@@ -40,6 +40,7 @@ from mlatr.io_utils import atomic_write_json, atomic_write_text
 from mlatr.losses.schemes import build_scheme
 from mlatr.models.dual_encoder import DualEncoder
 from mlatr.models.registry import build_audio_encoder, build_text_encoder, text_encoder_takes_corpus
+from mlatr.seeds import derive_seed
 from mlatr.training import distributed
 from mlatr.training.checkpoint import load_model, read_checkpoint, save_checkpoint
 from mlatr.training.config import Config, resume_view
