@@ -1,9 +1,8 @@
 """The training loop: batch -> scheme's captions -> dual encoder -> objective's loss terms; checkpoints, resume.
 
-Per epoch ``e`` every random choice (clip order, caption index, crop, the scheme's language draws,
-dropout) comes from generators seeded by ``(seed, e)``. Checkpoints are written atomically at the end
-of every epoch with the optimizer, scheduler and bookkeeping, so ``resume=True`` continues an
-interrupted run bit-exactly: the same seed gives the same final weights as an uninterrupted run.
+Checkpoints are written atomically at the end of every epoch with the optimizer, scheduler and
+bookkeeping, so ``resume=True`` continues an interrupted run bit-exactly (the randomness contract:
+``docs/architecture.md``, "Randomness and resume").
 
 Outputs in ``cfg.out_dir``: ``config.yaml``, ``last.pt`` (resume), ``best.pt`` (best validation
 average R@1, the papers' selection rule: ATRI §5.3, SupCLAP §4.1.2), ``log.jsonl`` (one JSON object
