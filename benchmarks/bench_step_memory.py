@@ -63,7 +63,7 @@ def make_inputs(folder: Path, batch: int) -> tuple[Path, Path]:
 def run_method(args) -> dict:
     import torch
 
-    from mlatr.data.dataset import TrainBatch
+    from mlatr.data.pipeline.batches import TrainBatch
     from mlatr.training.config import load_config
     from mlatr.training.step import step_inputs
     from mlatr.training.trainer import Trainer

@@ -169,7 +169,7 @@ def _opens_with_no_frames(tmp_path, data: bytes) -> bool:
 
 
 def test_clip_audio_errors_name_the_manifest_line(tmp_path, sounds):
-    from mlatr.data.dataset import AudioSource
+    from mlatr.data.pipeline.file_source import AudioSource
 
     m = Manifest.load(_manifest(tmp_path, sounds, ["whole", "short"]))
     src = AudioSource(m)

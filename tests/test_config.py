@@ -1,7 +1,11 @@
+import subprocess
+import sys
+
 import pytest
 
 from mlatr.errors import MlatrError
 from mlatr.training.config import load_config
+from mlatr.training.objective import build_objective
 from mlatr.training.schedule import lr_factor
 
 
@@ -19,7 +23,7 @@ def test_yaml_and_overrides(tmp_path):
     "override, message",
     [
         ("optim.lrr=1", "unknown key optim.lrr"),
-        ("objective.scheme=kcll", "objective.scheme must be one of"),
+        ("objective.base=infonc", "objective.base: must be one of infonce, siglip, got 'infonc'"),
         ("optim.lr=fast", "optim.lr: expected a number"),
         ("epochs", "expected key=value"),
     ],
@@ -29,9 +33,19 @@ def test_bad_config_names_the_key(override, message):
         load_config(None, [override])
 
 
-def test_cacl_needs_english_first():
-    with pytest.raises(MlatrError, match="CACL anchors on English"):
-        load_config(None, ["objective.scheme=cacl", "data.languages=[fra,eng]"])
+def test_scheme_rules_are_checked_when_the_objective_is_built():
+    cfg = load_config(None, ["objective.scheme=kcll"])
+    with pytest.raises(MlatrError, match="objective.scheme must be one of mlclap, kcl, cacl, got 'kcll'"):
+        build_objective(cfg.objective, 4, cfg.data.languages)
+    cfg = load_config(None, ["objective.scheme=cacl", "data.languages=[fra,eng]"])
+    with pytest.raises(MlatrError, match="CACL anchors on eng: data.languages must start with eng"):
+        build_objective(cfg.objective, 4, cfg.data.languages)
+
+
+def test_config_loading_imports_no_torch():
+    code = "import sys; from mlatr.training.config import load_config; load_config(None); print('torch' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
 
 
 def test_warmup_then_cosine():

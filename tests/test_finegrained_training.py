@@ -178,7 +178,8 @@ def test_eval_with_the_head_equals_evaluate_scores_on_its_matrices(lgmm_run, man
 ])
 def test_unsupported_combinations_are_refused(manifest, tmp_path, extra, match):
     with pytest.raises(MlatrError, match=match):
-        tiny_config(manifest, tmp_path / "x", LGMM, *extra, epochs=1)
+        cfg = tiny_config(manifest, tmp_path / "x", LGMM, *extra, epochs=1)
+        build_objective(cfg.objective, 8, cfg.data.languages)  # the scheme's needs
 
 
 def test_kcl_groups_by_language(manifest, tmp_path):

@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 from clitools import manifest_lines, run_cli, write_tone
-from mlatr.data.dataset import AudioSource
 from mlatr.data.manifest import Manifest
+from mlatr.data.pipeline.file_source import AudioSource
 from mlatr.inference.audio import encode_source, pool_windows, window_bounds
 from mlatr.inference.checkpoint import load_model
 from mlatr.search.index import Index, build_index

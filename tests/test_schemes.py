@@ -65,7 +65,7 @@ def test_cacl_row_without_translation_has_empty_other_slot():
 
 
 def test_unknown_scheme_is_a_clear_error():
-    with pytest.raises(MlatrError, match="unknown pairing scheme 'kcll'"):
+    with pytest.raises(MlatrError, match="objective.scheme must be one of mlclap, kcl, cacl, got 'kcll'"):
         build_scheme("kcll")
     with pytest.raises(MlatrError, match="no caption"):
         MLCLAPScheme().select([[None, None, None]], LANGS, torch.Generator())

@@ -9,13 +9,16 @@ import torch
 
 from mlatr.audio.io import crop_or_pad, load_audio, probe_length
 from mlatr.cli import main
-from mlatr.data.dataset import AudioSource, TrainBatches, derive_seed, iter_eval_audio, usable_caption_indices
-from mlatr.data.loader import default_workers, shard_range
 from mlatr.data.manifest import Manifest
-from mlatr.data.sources import choose_cache
-from mlatr.data.store import StoreSource, prepare_store, read_index
+from mlatr.data.pipeline.batches import TrainBatches, iter_eval_audio
+from mlatr.data.pipeline.file_source import AudioSource
+from mlatr.data.pipeline.plan import shard_range, usable_caption_indices
+from mlatr.data.pipeline.sources import choose_cache
+from mlatr.data.pipeline.store import StoreSource, prepare_store, read_index
+from mlatr.data.pipeline.workers import default_workers
 from mlatr.errors import MlatrError
 from mlatr.inference.checkpoint import read_checkpoint
+from mlatr.seeds import derive_seed
 from mlatr.training.trainer import Trainer
 from toydata import make_toy_manifest, tiny_config
 
@@ -109,7 +112,7 @@ def test_eval_batches_with_workers_equal_inline(manifest):
 def test_store_holds_the_decoded_audio_and_resumes(manifest, tmp_path, monkeypatch):
     m = Manifest.load(manifest)
     store = tmp_path / "store"
-    import mlatr.data.store as store_module
+    import mlatr.data.pipeline.store as store_module
 
     real_add = store_module._ShardWriter.add
     calls = {"n": 0}

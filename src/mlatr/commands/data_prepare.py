@@ -1,7 +1,10 @@
+from mlatr.data.manifest import Manifest
+from mlatr.errors import MlatrError
+
 HELP = """Decode a manifest's audio once into a store that training reads without a codec.
 
 Every clip is decoded, mixed to mono and resampled to the model rate, then written into shards of int16
-(or float16) samples with an index (see mlatr.data.store). Train from it with `data.store=STORE`: the
+(or float16) samples with an index (see mlatr.data.pipeline.store). Train from it with `data.store=STORE`: the
 loader reads each crop window directly, so an epoch costs no decoding and the training processes' memory
 stays flat whatever the data set size. Interrupted runs resume: rerun the same command (also after the
 manifest gained clips) and only the missing clips are prepared.
@@ -30,10 +33,9 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
-    from mlatr.data.loader import default_workers
-    from mlatr.data.manifest import Manifest
-    from mlatr.data.store import prepare_store
-    from mlatr.errors import MlatrError
+    # the store and its workers pull in torch: imported here so that `mlatr --help` stays fast
+    from mlatr.data.pipeline.store import prepare_store
+    from mlatr.data.pipeline.workers import default_workers
 
     if args.workers == "auto":
         workers = default_workers()

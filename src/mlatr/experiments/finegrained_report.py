@@ -13,8 +13,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from mlatr.data.dataset import AudioSource, iter_eval_audio
 from mlatr.data.manifest import Manifest
+from mlatr.data.pipeline.batches import iter_eval_audio
+from mlatr.data.pipeline.file_source import AudioSource
 from mlatr.experiments.aggregate import grid_tables, markdown_table, overhead_rows, text_table
 from mlatr.experiments.demo_report import prepare_benchmark
 from mlatr.experiments.finegrained import EVAL_EVERY, FIGURE_METHODS, METHODS, TABLES, finegrained_config

@@ -13,7 +13,7 @@ mean of its windows' unit embeddings, normalised again. The encoder therefore ne
 ``batch_size x W`` samples at once; a clip no longer than ``W`` is one window and encodes exactly as
 without windows (the same padded batches of consecutive clips).
 
-Sources. A manifest's clips are read through :class:`~mlatr.data.dataset.AudioSource` (centre-cropped to
+Sources. A manifest's clips are read through :class:`~mlatr.data.pipeline.file_source.AudioSource` (centre-cropped to
 ``max_seconds``, decoded ahead by ``workers`` processes, unreadable clips skipped under ``skip_bad``); a
 list of file paths becomes such a source (:func:`file_source`); in-memory waveforms are resampled to the
 model's rate and encoded as they are.
@@ -31,8 +31,9 @@ import torch
 from tqdm import tqdm
 
 from mlatr.audio.io import collate_waveforms, load_audio, resample
-from mlatr.data.dataset import AudioSource, iter_eval_audio
 from mlatr.data.manifest import Clip, Manifest
+from mlatr.data.pipeline.batches import iter_eval_audio
+from mlatr.data.pipeline.file_source import AudioSource
 from mlatr.errors import MlatrError
 from mlatr.models.outputs import EncoderOutput
 
@@ -114,7 +115,7 @@ def embed_clips(encode: EncodeFn, clips: Iterable[tuple[int, np.ndarray]], windo
 def source_clips(source: AudioSource, batch_size: int, max_seconds: float, workers: int = 0
                  ) -> Iterator[tuple[int, np.ndarray]]:
     """``(clip index, waveform [T])`` of every readable clip of ``source`` in order, centre-cropped to
-    ``max_seconds`` (:func:`~mlatr.data.dataset.iter_eval_audio`; ``workers`` processes read ahead)."""
+    ``max_seconds`` (:func:`~mlatr.data.pipeline.batches.iter_eval_audio`; ``workers`` processes read ahead)."""
     for idx, wave, lens in iter_eval_audio(source, batch_size, max_seconds, workers=workers):
         for row, i in enumerate(idx):
             yield i, wave[row, : int(lens[row])].numpy()

@@ -16,8 +16,8 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from mlatr.data.dataset import AudioSource
 from mlatr.data.manifest import Manifest
+from mlatr.data.pipeline.file_source import AudioSource
 from mlatr.errors import MlatrError
 from mlatr.inference.audio import encode_source
 from mlatr.io_utils import atomic_write_with

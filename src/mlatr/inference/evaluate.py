@@ -16,8 +16,8 @@ from typing import Any
 
 import numpy as np
 
-from mlatr.data.loader import default_workers
 from mlatr.data.manifest import Manifest
+from mlatr.data.pipeline.workers import default_workers
 from mlatr.errors import MlatrError
 from mlatr.evaluation.caveats import evaluation_caveats
 from mlatr.evaluation.evaluate import Evaluation

@@ -6,8 +6,6 @@ yields; :func:`pairs_loss` joins any scheme with any base loss. Inputs are L2-no
 are ``cosine / temperature``; temperatures and biases may be floats or learnable scalar tensors.
 """
 
-import warnings
-
 from mlatr.losses._common import Pair, PairSum, cosine_logits, diagonal_cross_entropy, l2_normalize
 from mlatr.losses.cacl import cacl_loss
 from mlatr.losses.clip import clip_loss, infonce_pair
@@ -17,13 +15,14 @@ from mlatr.losses.mlclap import mlclap_loss, mlclap_pairs
 from mlatr.losses.pair_losses import BASE_LOSSES, PairLoss, pair_loss, pairs_loss
 from mlatr.losses.radius import DynamicRadius, StaticRadius
 from mlatr.losses.schemes import (
-    SCHEME_NAMES,
+    SCHEMES,
     Scheme,
     Selection,
     build_scheme,
     cacl_pairs,
     draw_languages,
     kcl_pairs,
+    register_scheme,
 )
 from mlatr.losses.siglip import siglip_loss, siglip_pair
 from mlatr.losses.simple_reweight import SimpleReweight, reweighted_infonce_loss
@@ -31,21 +30,11 @@ from mlatr.losses.svr import constraint_loss, positive_distances, support_vector
 from mlatr.losses.svr_regularizer import SVRRegularizer, build_svr_regularizer
 
 __all__ = [
-    "BASE_LOSSES", "DynamicRadius", "Pair", "PairLoss", "PairSum", "SCHEME_NAMES", "SVRRegularizer", "Scheme",
+    "BASE_LOSSES", "DynamicRadius", "Pair", "PairLoss", "PairSum", "SCHEMES", "SVRRegularizer", "Scheme",
     "Selection", "SimpleReweight", "StaticRadius", "build_scheme", "build_svr_regularizer", "cacl_loss",
     "cacl_pairs", "clip_loss", "cmsc_loss", "cmsc_loss_terms", "constraint_loss", "cosine_logits",
     "diagonal_cross_entropy", "draw_languages", "infonce_pair", "interc_loss", "intrac_loss", "jnt_loss",
     "kcl_loss", "kcl_pairs", "l2_normalize", "mlclap_loss", "mlclap_pairs", "pair_loss", "pairs_loss",
-    "positive_distances", "reweighted_infonce_loss", "siglip_loss", "siglip_pair", "support_vectors", "svr_loss",
+    "positive_distances", "register_scheme", "reweighted_infonce_loss", "siglip_loss", "siglip_pair",
+    "support_vectors", "svr_loss",
 ]
-
-#: Names of the 0.1 API kept working, with the name that replaced each.
-_DEPRECATED = {"PairObjective": "PairLoss", "pair_objective": "pair_loss", "BASE_OBJECTIVES": "BASE_LOSSES"}
-
-
-def __getattr__(name: str):
-    if name in _DEPRECATED:
-        warnings.warn(f"mlatr.losses.{name} is deprecated; use mlatr.losses.{_DEPRECATED[name]}",
-                      DeprecationWarning, stacklevel=2)
-        return globals()[_DEPRECATED[name]]
-    raise AttributeError(f"module 'mlatr.losses' has no attribute {name!r}")

@@ -23,26 +23,37 @@ from mlatr.errors import MlatrError
 Scalar = float | Tensor
 
 
+#: :attr:`Pair.kind` of a pair whose anchor holds audio and whose target holds text.
+AUDIO_TEXT = "audio-text"
+#: :attr:`Pair.kind` of a pair of two text sets (CACL's English-other pair).
+TEXT_TEXT = "text-text"
+
+
 @dataclass(frozen=True)
 class Pair:
     """Two aligned embedding sets a scheme asks to contrast: ``anchor[i]`` matches ``target[i]``.
 
     ``anchor`` and ``target`` are ``[n, d]`` tensors (not necessarily normalised) or, for a matching
     head that scores frames, :class:`~mlatr.models.outputs.EncoderOutput` s of ``n`` items (:meth:`pooled`
-    gives the tensor pair); ``name`` says what they are, for logs and for per-pair regularizers. Names
-    the schemes use: ML-CLAP ``"audio-text"``; KCL ``"audio-text[k]"`` (k = language column); CACL
-    ``"audio-eng"``, ``"audio-other"``, ``"eng-other"``. A name starts with ``"audio-"`` exactly when
-    ``anchor`` holds audio embeddings and ``target`` text embeddings (the pairs an audio-text regularizer
-    such as SVR applies to).
+    gives the tensor pair); ``name`` says which sets they are, for logs (ML-CLAP ``"audio-text"``; KCL
+    ``"audio-text[k]"``, k = language column; CACL ``"audio-eng"``, ``"audio-other"``, ``"eng-other"``).
+    ``kind`` says what they hold: :data:`AUDIO_TEXT` (``anchor`` audio, ``target`` text: the pairs an
+    audio-text regularizer such as SVR or Simple Reweight applies to) or :data:`TEXT_TEXT`.
     """
 
     anchor: Any
     target: Any
     name: str
+    kind: str = AUDIO_TEXT
 
     def pooled(self) -> Pair:
         """The same pair with the pooled ``[n, d]`` vectors of each side."""
-        return Pair(_pooled(self.anchor), _pooled(self.target), self.name)
+        return Pair(_pooled(self.anchor), _pooled(self.target), self.name, self.kind)
+
+    @property
+    def audio_text(self) -> bool:
+        """Whether the anchor holds audio and the target text (:data:`AUDIO_TEXT`)."""
+        return self.kind == AUDIO_TEXT
 
     @property
     def size(self) -> int:

@@ -12,7 +12,6 @@ function of ``(pair.anchor, pair.target)``) can be added over the very same pair
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Callable, Sequence
 from functools import partial
 
@@ -64,7 +63,7 @@ def pair_loss(base: str | PairLoss, temperature: Scalar, bias: Scalar | None = N
 
 
 def pairs_loss(pairs: Sequence[Pair], loss_fn: PairLoss, audio_text_loss: PairLoss | None = None, *,
-               audio_text_objective: PairLoss | None = None, rows: Sequence[Tensor] | None = None) -> Tensor:
+               rows: Sequence[Tensor] | None = None) -> Tensor:
     """``sum_p total_p / sum_p count_p`` over the pairs a scheme produced.
 
     With InfoNCE this is exactly the papers' normalisation: KCL's ``1/(2NK)`` (ATRI eq. 9, ``K``
@@ -75,10 +74,9 @@ def pairs_loss(pairs: Sequence[Pair], loss_fn: PairLoss, audio_text_loss: PairLo
     Args:
         pairs: non-empty list of :class:`~mlatr.losses.Pair` with tensor sides (:meth:`Pair.pooled`).
         loss_fn: from :func:`pair_loss`.
-        audio_text_loss: if given, scores the audio-text pairs instead (names starting with
-            ``"audio-"``, the naming contract of the schemes), e.g. SupCLAP's Simple Reweight
-            baseline; text-text pairs (CACL's English-other) keep ``loss_fn``.
-        audio_text_objective: deprecated name of ``audio_text_loss``.
+        audio_text_loss: if given, scores the audio-text pairs instead (:attr:`Pair.audio_text
+            <mlatr.losses.Pair.audio_text>`), e.g. SupCLAP's Simple Reweight baseline; text-text pairs
+            (CACL's English-other) keep ``loss_fn``.
         rows: optional ``[n_p]`` bool per pair: score only those rows (``loss_fn(..., rows=r)``, the base
             losses of :func:`pair_loss`); the result is then this part's share of the loss, the shares of a
             partition of the rows summing to it (a distributed local loss).
@@ -86,10 +84,6 @@ def pairs_loss(pairs: Sequence[Pair], loss_fn: PairLoss, audio_text_loss: PairLo
     Returns:
         Scalar tensor.
     """
-    if audio_text_objective is not None:
-        warnings.warn("pairs_loss(audio_text_objective=...) is deprecated; use audio_text_loss=...",
-                      DeprecationWarning, stacklevel=2)
-        audio_text_loss = audio_text_objective
     if not pairs:
         raise MlatrError("pairs_loss: no pairs to contrast (every caption is masked out?)")
     if rows is not None:
@@ -97,7 +91,7 @@ def pairs_loss(pairs: Sequence[Pair], loss_fn: PairLoss, audio_text_loss: PairLo
             raise MlatrError("pairs_loss: rows= needs the base losses of pair_loss (not audio_text_loss)")
         sums = [loss_fn(p.anchor, p.target, rows=r) for p, r in zip(pairs, rows, strict=True)]
         return torch.stack([s.total for s in sums]).sum() / sum(s.count for s in sums)
-    sums = [(audio_text_loss if audio_text_loss is not None and p.name.startswith("audio-")
+    sums = [(audio_text_loss if audio_text_loss is not None and p.audio_text
              else loss_fn)(p.anchor, p.target) for p in pairs]
     total = torch.stack([s.total for s in sums]).sum()
     return total / sum(s.count for s in sums)

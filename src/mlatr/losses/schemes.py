@@ -22,6 +22,12 @@ The three schemes:
 - :class:`CACLScheme` (ATRI §4.2 eq. 12-13): English plus one language drawn uniformly among the other
   languages present. ``S = 2``; pairs ``audio-eng``, ``audio-other`` and ``eng-other``.
 
+Each scheme also declares what it needs of the data and the objective (class attributes of
+:class:`Scheme`): ``anchor_language``, a language every training clip needs a caption in and that must come
+first in ``data.languages`` (CACL: ``eng``), and ``text_text_pairs``, whether :meth:`Scheme.pairs` yields
+text-text pairs (CACL's ``eng-other``; the matching heads' terms refuse them). A new scheme is one
+:class:`Scheme` subclass decorated with :func:`register_scheme`; nothing else in mlatr names a scheme.
+
 Randomness comes only from the ``torch.Generator`` passed to :meth:`Scheme.select` (through
 :func:`draw_languages`, the one language-draw rule of mlatr).
 """
@@ -30,15 +36,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import ClassVar
 
 import torch
 from torch import Tensor
 
 from mlatr.errors import MlatrError
-from mlatr.losses._common import Pair, _pooled, check_pair, take_rows, take_slot
-
-#: Scheme names, in the order the CLI and the docs list them.
-SCHEME_NAMES = ("mlclap", "kcl", "cacl")
+from mlatr.losses._common import TEXT_TEXT, Pair, _pooled, check_pair, take_rows, take_slot
 
 
 @dataclass
@@ -141,9 +145,23 @@ def _build(columns: list[list[tuple[str, str] | None]], slots: int) -> Selection
 
 
 class Scheme:
-    """Base class: :meth:`select` (which captions are encoded) and :meth:`pairs` (which sets are contrasted)."""
+    """Base class: :meth:`select` (which captions are encoded) and :meth:`pairs` (which sets are contrasted),
+    and what the scheme needs (see the module docstring)."""
 
-    name = "base"
+    #: Registry name (``objective.scheme``).
+    name: ClassVar[str] = "base"
+    #: The paper's name for the scheme, in messages and tables.
+    label: ClassVar[str] = "base"
+    #: A language every training clip needs a caption in, first in ``data.languages`` (None: any caption).
+    anchor_language: ClassVar[str | None] = None
+    #: Whether :meth:`pairs` yields text-text pairs besides the audio-text ones.
+    text_text_pairs: ClassVar[bool] = False
+
+    def check_languages(self, languages: Sequence[str]) -> None:
+        """Raise :class:`MlatrError` unless ``languages`` (``data.languages``) suit the scheme."""
+        if self.anchor_language is not None and (not languages or languages[0] != self.anchor_language):
+            raise MlatrError(f"config: {self.label} anchors on {self.anchor_language}: data.languages must start "
+                             f"with {self.anchor_language}")
 
     def select(self, rows: Sequence[Sequence[str | None]], languages: Sequence[str],
                generator: torch.Generator) -> Selection:
@@ -155,10 +173,22 @@ class Scheme:
         raise NotImplementedError
 
 
+#: Registered schemes by name, in the order the CLI and the docs list them.
+SCHEMES: dict[str, type[Scheme]] = {}
+
+
+def register_scheme(cls: type[Scheme]) -> type[Scheme]:
+    """Class decorator: make ``cls`` the scheme ``objective.scheme = cls.name`` selects."""
+    SCHEMES[cls.name] = cls
+    return cls
+
+
+@register_scheme
 class MLCLAPScheme(Scheme):
     """One random language per clip, then one audio-text pair (the ML-CLAP baseline)."""
 
     name = "mlclap"
+    label = "ML-CLAP"
 
     def select(self, rows, languages, generator):
         mask = _row_mask(rows)
@@ -172,10 +202,12 @@ class MLCLAPScheme(Scheme):
         return [Pair(audio, take_slot(text, 0), "audio-text")]
 
 
+@register_scheme
 class KCLScheme(Scheme):
     """All K languages of each clip (1-to-K contrastive learning): one pair per language."""
 
     name = "kcl"
+    label = "KCL"
 
     def select(self, rows, languages, generator):
         cols = [[(t, languages[k]) if t is not None else None for k, t in enumerate(row)] for row in rows]
@@ -185,14 +217,17 @@ class KCLScheme(Scheme):
         return kcl_pairs(audio, text, mask)
 
 
+@register_scheme
 class CACLScheme(Scheme):
     """English plus one other random language (audio-English co-anchor contrastive learning)."""
 
     name = "cacl"
+    label = "CACL"
+    anchor_language = "eng"
+    text_text_pairs = True
 
     def select(self, rows, languages, generator):
-        if languages[0] != "eng":
-            raise MlatrError("CACL needs English as the first language")
+        self.check_languages(languages)
         mask = _row_mask(rows)
         no_english = (~mask[:, 0]).nonzero().flatten().tolist()
         if no_english:
@@ -207,13 +242,10 @@ class CACLScheme(Scheme):
         return cacl_pairs(audio, take_slot(text, 0), take_slot(text, 1), other_mask=mask[:, 1])
 
 
-SCHEMES: dict[str, type[Scheme]] = {"mlclap": MLCLAPScheme, "kcl": KCLScheme, "cacl": CACLScheme}
-
-
 def build_scheme(name: str) -> Scheme:
-    """The scheme named ``name`` (``mlclap``, ``kcl`` or ``cacl``)."""
+    """The registered scheme named ``name`` (``mlclap``, ``kcl``, ``cacl``, ...)."""
     if name not in SCHEMES:
-        raise MlatrError(f"unknown pairing scheme {name!r}; available: {', '.join(SCHEMES)}")
+        raise MlatrError(f"config: objective.scheme must be one of {', '.join(SCHEMES)}, got {name!r}")
     return SCHEMES[name]()
 
 
@@ -285,4 +317,4 @@ def cacl_pairs(audio, eng, other, other_mask: Tensor | None = None) -> list[Pair
             return pairs
         if rows.numel() < n:
             audio, eng, other = (take_rows(x, rows) for x in (audio, eng, other))
-    return pairs + [Pair(audio, other, "audio-other"), Pair(eng, other, "eng-other")]
+    return pairs + [Pair(audio, other, "audio-other"), Pair(eng, other, "eng-other", TEXT_TEXT)]

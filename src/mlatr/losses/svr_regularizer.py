@@ -19,9 +19,8 @@ from torch import Tensor, nn
 
 from mlatr.errors import MlatrError
 from mlatr.losses._common import Pair, Scalar, check_pair, l2_normalize
-from mlatr.losses.pair_losses import BASE_LOSSES
 from mlatr.losses.radius import DEFAULT_INIT_RADIUS, DynamicRadius, StaticRadius
-from mlatr.losses.svr import SVR_SIMILARITIES, constraint_loss, positive_distances, svr_loss
+from mlatr.losses.svr import constraint_loss, positive_distances, svr_loss
 
 #: Radius models by name (SupCLAP §3.2) and SVR directions (§4.1.2).
 RADIUS_KINDS = ("static", "dynamic")
@@ -74,10 +73,7 @@ class SVRRegularizer(nn.Module):
         similarity: str = "cosine",
     ) -> None:
         super().__init__()
-        if base not in BASE_LOSSES:
-            raise MlatrError(f"unknown SVR base loss {base!r}; expected one of {', '.join(BASE_LOSSES)}")
-        if similarity not in SVR_SIMILARITIES:
-            raise MlatrError(f"unknown SVR similarity {similarity!r}; expected one of {', '.join(SVR_SIMILARITIES)}")
+        # base and similarity are svr_loss's arguments, checked there
         if alpha < 0 or beta < 0:
             raise MlatrError(f"SVR weights must be >= 0, got alpha={alpha}, beta={beta}")
         self.radius_model = radius_model
@@ -129,7 +125,7 @@ class SVRRegularizer(nn.Module):
     ) -> tuple[Tensor, dict[str, Tensor]]:
         """The regularizer over a pairing scheme's pairs: the row-weighted mean of :meth:`forward`.
 
-        Only audio-text pairs are regularised, i.e. those named ``"audio-..."`` (ML-CLAP's
+        Only audio-text pairs are regularised (:attr:`Pair.audio_text <mlatr.losses.Pair.audio_text>`: ML-CLAP's
         ``audio-text``, KCL's ``audio-text[k]``, CACL's ``audio-eng`` and ``audio-other``), with
         ``pair.anchor`` the audio and ``pair.target`` the text; CACL's text-text ``eng-other`` pair is
         left to the base loss (SVR displaces a text towards its *audio*, SupCLAP §3.1). Each pair's term
@@ -139,9 +135,9 @@ class SVRRegularizer(nn.Module):
         Raises:
             ValueError: no audio-text pair in ``pairs``.
         """
-        audio_pairs = [p for p in pairs if p.name.startswith("audio-")]
+        audio_pairs = [p for p in pairs if p.audio_text]
         if not audio_pairs:
-            raise MlatrError("SVRRegularizer.over_pairs: no audio-text pair (names starting with 'audio-')")
+            raise MlatrError("SVRRegularizer.over_pairs: no audio-text pair")
         rows = sum(p.anchor.shape[0] for p in audio_pairs)
         term: Tensor | None = None
         diagnostics: dict[str, Tensor] = {}

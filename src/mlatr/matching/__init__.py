@@ -4,8 +4,6 @@ Direction convention: ``head.scores(audio, text)`` is audio-to-text ``[Na, Nt]``
 ``head.scores(text, audio)`` is text-to-audio ``[Nt, Na]``; see :mod:`mlatr.matching.heads`.
 """
 
-import warnings
-
 from mlatr.matching.chunked import chunked_scores, plan_chunks
 from mlatr.matching.heads import (
     MATCHING_HEADS,
@@ -21,7 +19,6 @@ from mlatr.matching.heads import (
 )
 from mlatr.matching.lgmm import lgmm_local_scores, lgmm_scores, lse_pool
 from mlatr.matching.pooling_modes import POOLING_MODES, mode_local_scores, mode_scores
-from mlatr.models.outputs import EncoderOutput
 
 __all__ = [
     "MATCHING_HEADS", "POOLING_MODES", "CosineHead", "HasFeatures", "LGMMHead", "MatchingHead",
@@ -30,10 +27,3 @@ __all__ = [
     "mode_scores", "plan_chunks",
 ]
 
-
-def __getattr__(name: str):
-    if name == "Side":  # 0.1 name of one side of a match; one concept, one name: EncoderOutput
-        warnings.warn("mlatr.matching.Side is deprecated; use mlatr.models.outputs.EncoderOutput",
-                      DeprecationWarning, stacklevel=2)
-        return EncoderOutput
-    raise AttributeError(f"module 'mlatr.matching' has no attribute {name!r}")

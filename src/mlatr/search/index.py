@@ -37,8 +37,8 @@ from typing import Any
 
 import numpy as np
 
-from mlatr.data.dataset import AudioSource
 from mlatr.data.manifest import Clip, Manifest
+from mlatr.data.pipeline.file_source import AudioSource
 from mlatr.errors import MlatrError
 from mlatr.file_kinds import unreadable
 from mlatr.inference import LoadedModel, load_model

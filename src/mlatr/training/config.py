@@ -12,21 +12,44 @@ A config file mirrors these dataclasses::
 
 Overrides use dotted keys and YAML values: ``objective.scheme=cacl train.epochs=3``.
 An unknown key is an error that names it (a typo must not silently fall back to a default).
+
+Each field states its own rule next to it: its type (a ``Literal`` lists the allowed values) and, for a
+range, a :func:`~mlatr.training.config_checks.checked` default; one generic validator
+(:func:`~mlatr.training.config_checks.check_config_values`) applies them, and :func:`check_rules` holds the
+rules that relate fields. What a pairing scheme needs (``objective.scheme``: a registered name, English
+first for CACL) is declared by the scheme (:mod:`mlatr.losses.schemes`) and checked when the objective is
+built. This module imports no torch.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import typing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 
 from mlatr.errors import MlatrError
 from mlatr.languages import DEFAULT_LANGUAGES
-from mlatr.training.config_checks import check_config_values
-from mlatr.training.objective import check_objective_config
+from mlatr.training.config_checks import check_config_values, checked
+
+
+def _positive(v) -> bool:
+    return v > 0
+
+
+def _non_negative(v) -> bool:
+    return v >= 0
+
+
+def _at_least_one(v) -> bool:
+    return v >= 1
+
+
+def _fraction(v) -> bool:
+    return 0 <= v <= 1
 
 
 @dataclass
@@ -36,21 +59,22 @@ class DataConfig:
     val_split: str = "val"
     test_split: str = "test"
     languages: list[str] = field(default_factory=lambda: list(DEFAULT_LANGUAGES))
-    sample_rate: int = 16000
+    sample_rate: int = checked(16000, _positive, "> 0")
     #: Training crop length in seconds (random crop); evaluation uses ``eval_max_seconds``.
-    max_seconds: float = 6.0
-    eval_max_seconds: float = 10.0
-    #: Keep decoded waveforms in memory: true | false | auto (when the decoded training + validation audio
-    #: fits in ``cache_max_gb``; AudioCaps' 49k clips at 16 kHz float32, about 31 GB, do not, and stream).
-    cache_audio: bool | str = "auto"
-    cache_max_gb: float = 4.0
+    max_seconds: float = checked(6.0, _positive, "> 0 (seconds)")
+    eval_max_seconds: float = checked(10.0, _positive, "> 0 (seconds)")
+    #: Keep decoded waveforms in memory: true, false, or auto (when the decoded training + validation audio
+    #: fits in ``cache_max_gb``; see :mod:`mlatr.data.pipeline.sources`).
+    cache_audio: bool | str = checked("auto", lambda v: v in (True, False, "auto"), "true, false or auto")
+    cache_max_gb: float = checked(4.0, _non_negative, ">= 0 (GB)")
     #: Skip unreadable audio and count it instead of stopping.
     skip_bad: bool = False
     #: Worker processes reading audio (0 = in the training process); auto = the CPUs of this process
     #: shared among the training processes of the machine, minus one, at most 8.
-    workers: str | int = "auto"
+    workers: str | int = checked("auto", lambda v: v == "auto" or (isinstance(v, int) and v >= 0),
+                                 "auto or an integer >= 0")
     #: Batches each worker prepares ahead.
-    prefetch: int = 2
+    prefetch: int = checked(2, _at_least_one, ">= 1")
     #: A decoded-audio store (``mlatr data prepare MANIFEST -o STORE``) to read the clips from instead of
     #: decoding the manifest's files; None = decode the files.
     store: str | None = None
@@ -62,8 +86,8 @@ class ModelConfig:
     audio: dict[str, Any] = field(default_factory=lambda: {"name": "small-cnn"})
     #: Registry name and options of the text encoder.
     text: dict[str, Any] = field(default_factory=lambda: {"name": "small-transformer"})
-    embed_dim: int = 128
-    temperature: float = 0.07
+    embed_dim: int = checked(128, _at_least_one, ">= 1")
+    temperature: float = checked(0.07, _positive, "> 0")
     learnable_temperature: bool = False
     #: Initialise the whole dual encoder from a checkpoint (ATRI §5.3: start from ML-CLAP).
     init_checkpoint: str | None = None
@@ -73,30 +97,30 @@ class ModelConfig:
 class SVRConfig:
     """SupCLAP support vector regularization (see :mod:`mlatr.losses.svr`)."""
 
-    radius: str = "dynamic"  # static | dynamic
+    radius: Literal["static", "dynamic"] = "dynamic"
     bidirectional: bool = True
-    alpha: float = 1.0
+    alpha: float = checked(1.0, _non_negative, ">= 0")
     #: Constraint weight (Appendix B); None = 0.01 for the dynamic radius, 0 for the static one.
-    beta: float | None = None
+    beta: float | None = checked(None, _non_negative, ">= 0, or null for the default")
     constraint: bool = True
-    #: How a support vector is scored: cosine (§3.1, renormalised) | dot (Appendix D's linearised form).
-    similarity: str = "cosine"
-    #: Dynamic radius predictor (§3.2): output identity (R real, the paper) | softplus (R > 0); input
-    #: logits (cos/tau, the paper) | cosine; negatives in batch order or sorted; input detached or not.
-    radius_output: str = "identity"
-    radius_input: str = "logits"
+    #: How a support vector is scored: cosine (§3.1, renormalised) or dot (Appendix D's linearised form).
+    similarity: Literal["cosine", "dot"] = "cosine"
+    #: Dynamic radius predictor (§3.2): output identity (R real, the paper) or softplus (R > 0); input
+    #: logits (cos/tau, the paper) or cosine; negatives in batch order or sorted; input detached or not.
+    radius_output: Literal["identity", "softplus"] = "identity"
+    radius_input: Literal["logits", "cosine"] = "logits"
     sort_negatives: bool = False
     detach_radius_input: bool = False
 
 
 @dataclass
 class MatchingConfig:
-    """Matching head (fine-grained paper §2.1): cosine | lgmm | max-mean | max-max | mean-mean | mean-max."""
+    """Matching head (fine-grained paper §2.1)."""
 
-    name: str = "lgmm"
+    name: Literal["cosine", "lgmm", "max-mean", "max-max", "mean-mean", "mean-max"] = "lgmm"
     #: LGMM softmax temperature τ_w and LogSumExp factor λ (paper §3.2: 0.25 and 10); lgmm only.
-    tau_w: float = 0.25
-    lam: float = 10.0
+    tau_w: float = checked(0.25, _positive, "> 0")
+    lam: float = checked(10.0, _positive, "> 0")
 
 
 @dataclass
@@ -107,18 +131,20 @@ class CMSCConfig:
     jnt: bool = True
     intrac: bool = True
     #: Soft-label weight β of eq. 7-8 (paper: 0.3).
-    beta: float = 0.3
-    #: How eq. 7-8 mix intra-modal similarity and binary label: probability (mix distributions, default)
-    #: | logit (one softmax of the mixed scores); see :func:`mlatr.losses.cmsc.soft_labels`.
-    mixture: str = "probability"
+    beta: float = checked(0.3, _fraction, "in [0, 1]")
+    #: How eq. 7-8 mix intra-modal similarity and binary label: probability (mix distributions) or logit
+    #: (one softmax of the mixed scores); see :func:`mlatr.losses.cmsc.soft_labels`.
+    mixture: Literal["probability", "logit"] = "probability"
 
 
 @dataclass
 class ObjectiveConfig:
-    #: Pairing scheme: mlclap (one random language per clip), kcl (all K), cacl (English + one other).
+    #: Pairing scheme, a registered :class:`~mlatr.losses.schemes.Scheme`: mlclap (one random language per
+    #: clip), kcl (all K), cacl (English + one other). The scheme registry checks the name and the scheme
+    #: its needs when the objective is built (:func:`mlatr.training.objective.build_objective`).
     scheme: str = "mlclap"
-    #: Base contrastive objective: infonce | siglip.
-    base: str = "infonce"
+    #: Base contrastive objective.
+    base: Literal["infonce", "siglip"] = "infonce"
     #: Initial SigLIP bias (learnable), SupCLAP §2.1 / SigLIP's -10 with τ=0.1.
     siglip_bias: float = -10.0
     svr: SVRConfig | None = None
@@ -134,34 +160,35 @@ class ObjectiveConfig:
 
 @dataclass
 class OptimConfig:
-    name: str = "adamw"  # adam | adamw
-    lr: float = 1e-3
-    weight_decay: float = 0.01
-    betas: tuple[float, float] = (0.9, 0.999)
+    name: Literal["adam", "adamw"] = "adamw"
+    lr: float = checked(1e-3, _positive, "> 0")
+    weight_decay: float = checked(0.01, _non_negative, ">= 0")
+    betas: tuple[float, float] = checked((0.9, 0.999), lambda v: len(v) == 2 and all(0 <= b < 1 for b in v),
+                                         "two numbers in [0, 1)")
     #: Linear warmup steps, then cosine decay to ``min_lr_ratio * lr`` (schedule "cosine") or constant.
-    warmup_steps: int = 50
-    schedule: str = "cosine"  # cosine | constant
-    min_lr_ratio: float = 0.0
-    grad_clip: float | None = 1.0
-    accumulate: int = 1
+    warmup_steps: int = checked(50, _non_negative, ">= 0")
+    schedule: Literal["cosine", "constant"] = "cosine"
+    min_lr_ratio: float = checked(0.0, _fraction, "in [0, 1]")
+    grad_clip: float | None = checked(1.0, _positive, "> 0, or null for no clipping")
+    accumulate: int = checked(1, _at_least_one, ">= 1")
     #: Gradient caching (Gao et al. 2021): encode the batch without graphs in chunks of this many clips /
     #: captions, compute the loss on the cached embeddings, then replay each chunk with its embedding
     #: gradient. Same loss and gradients as the plain step, activation memory of one chunk. None = off.
-    grad_cache_chunk: int | None = None
+    grad_cache_chunk: int | None = checked(None, _at_least_one, ">= 1, or null for no gradient caching")
     #: Mixed precision: "auto" uses bf16/fp16 autocast on CUDA only.
-    amp: str = "auto"  # auto | off
+    amp: Literal["auto", "off"] = "auto"
 
 
 @dataclass
 class TrainConfig:
-    epochs: int = 10
-    batch_size: int = 32
-    eval_batch_size: int = 64
+    epochs: int = checked(10, _at_least_one, ">= 1")
+    batch_size: int = checked(32, lambda v: v >= 2, ">= 2 (a contrastive batch needs negatives)")
+    eval_batch_size: int = checked(64, _at_least_one, ">= 1")
     device: str = "auto"
-    log_every: int = 10
+    log_every: int = checked(10, _at_least_one, ">= 1")
     #: Evaluate on the validation split every N epochs and after the last one (best checkpoint by
     #: average R@1); 0 = never (best.pt is then the last epoch).
-    eval_every: int = 1
+    eval_every: int = checked(1, _non_negative, ">= 0 (0: never)")
     progress: bool = True
     tensorboard: bool = False
     #: Step diagnostics to log (:mod:`mlatr.training.diagnostics`): e.g. [drift] (SupCLAP Figure 1).
@@ -179,7 +206,7 @@ class DistConfig:
     #: DistributedDataParallel's option, for models with parameters some steps do not use.
     find_unused_parameters: bool = False
     #: How long a process waits for the others (validation runs on the first process only).
-    timeout_minutes: float = 60.0
+    timeout_minutes: float = checked(60.0, _positive, "> 0 (minutes)")
 
 
 @dataclass
@@ -223,9 +250,17 @@ def resume_view(tree: dict[str, Any]) -> dict[str, Any]:
     return strip(full)
 
 
+def _section(cls: type, name: str) -> type | None:
+    """The config dataclass field ``name`` of ``cls`` holds (``SVRConfig | None`` -> ``SVRConfig``), or None."""
+    kinds = [a for a in typing.get_args(_hints(cls)[name]) if a is not type(None)] or [_hints(cls)[name]]
+    return kinds[0] if len(kinds) == 1 and dataclasses.is_dataclass(kinds[0]) else None
+
+
+def _hints(cls: type) -> dict[str, Any]:
+    return typing.get_type_hints(cls)
+
+
 def _build(cls: type, values: Any, where: str) -> Any:
-    if values is None and cls in (SVRConfig, MatchingConfig, CMSCConfig):
-        return None
     if not isinstance(values, dict):
         raise MlatrError(f"config: {where or 'top level'}: expected a mapping, got {values!r}")
     fields = {f.name: f for f in dataclasses.fields(cls)}
@@ -236,37 +271,29 @@ def _build(cls: type, values: Any, where: str) -> Any:
                 f"config: unknown key {where + '.' if where else ''}{key} "
                 f"(known: {', '.join(sorted(fields))})"
             )
-        sub = _SECTIONS.get((cls, key))
+        sub = _section(cls, key)
         path = f"{where}.{key}" if where else key
-        kwargs[key] = _build(sub, value, path) if sub is not None else _coerce(fields[key], value, path)
+        if sub is None:
+            kwargs[key] = _coerce(_hints(cls)[key], value, path)
+        elif value is None and type(None) in typing.get_args(_hints(cls)[key]):
+            kwargs[key] = None  # an optional section switched off
+        else:
+            kwargs[key] = _build(sub, value, path)
     obj = cls(**kwargs)
     if isinstance(obj, OptimConfig):
         obj.betas = tuple(obj.betas)  # YAML gives a list
     return obj
 
 
-_SECTIONS: dict[tuple[type, str], type] = {
-    (Config, "data"): DataConfig,
-    (Config, "model"): ModelConfig,
-    (Config, "objective"): ObjectiveConfig,
-    (Config, "optim"): OptimConfig,
-    (Config, "train"): TrainConfig,
-    (Config, "dist"): DistConfig,
-    (ObjectiveConfig, "svr"): SVRConfig,
-    (ObjectiveConfig, "matching"): MatchingConfig,
-    (ObjectiveConfig, "cmsc"): CMSCConfig,
-}
-
-
-def _coerce(f: dataclasses.Field, value: Any, path: str) -> Any:
+def _coerce(tp: Any, value: Any, path: str) -> Any:
     """YAML 1.1 reads ``1e-4`` as a string: turn strings into numbers for numeric fields."""
-    kind = str(f.type).split("|")[0].strip()
-    if isinstance(value, str) and kind in ("float", "int"):
+    kind = ([a for a in typing.get_args(tp) if a is not type(None)] or [tp])[0]
+    if isinstance(value, str) and kind in (float, int):
         try:
-            return float(value) if kind == "float" else int(value)
+            return float(value) if kind is float else int(value)
         except ValueError:
             raise MlatrError(f"config: {path}: expected a number, got {value!r}") from None
-    if isinstance(value, int) and not isinstance(value, bool) and kind == "float":
+    if isinstance(value, int) and not isinstance(value, bool) and kind is float:
         return float(value)
     return value
 
@@ -319,20 +346,36 @@ def load_config(path: str | Path | None, overrides: list[str] = ()) -> Config:
 
 
 def validate_config(cfg: Config) -> None:
+    """Every field's own rule (:func:`~mlatr.training.config_checks.check_config_values`), then the rules
+    that relate fields (:func:`check_rules`). The scheme's own needs are checked by the scheme when the
+    objective is built (:func:`mlatr.training.objective.build_objective`)."""
     check_config_values(cfg)
-    check_objective_config(cfg.objective)
-    if cfg.optim.name not in ("adam", "adamw"):
-        raise MlatrError(f"config: optim.name must be adam or adamw, got {cfg.optim.name!r}")
-    if cfg.optim.schedule not in ("cosine", "constant"):
-        raise MlatrError(f"config: optim.schedule must be cosine or constant, got {cfg.optim.schedule!r}")
+    check_rules(cfg)
+
+
+def check_rules(cfg: Config) -> None:
+    """Raise :class:`MlatrError` for values that are each allowed but do not combine."""
     if not cfg.data.languages:
         raise MlatrError("config: data.languages is empty")
-    if cfg.objective.scheme == "cacl" and cfg.data.languages[0] != "eng":
-        raise MlatrError("config: CACL anchors on English: data.languages must start with eng")
     for key in ("audio", "text"):
-        spec = getattr(cfg.model, key)
-        if not isinstance(spec, dict) or "name" not in spec:
+        if "name" not in getattr(cfg.model, key):
             raise MlatrError(f"config: model.{key} must be a mapping with a 'name' (registry name)")
+    o = cfg.objective
+    if o.reweight and (o.base != "infonce" or o.svr is not None):
+        raise MlatrError("config: objective.reweight (Simple Reweight, SupCLAP App. E.4) needs "
+                         "objective.base=infonce and no objective.svr")
+    if o.matching is None and o.cmsc is None:
+        return
+    if o.base != "infonce":
+        raise MlatrError("config: objective.matching / objective.cmsc train with NT-Xent (the fine-grained "
+                         f"paper's eq. 6): objective.base must be infonce, got {o.base!r}")
+    if o.svr is not None:
+        raise MlatrError("config: objective.svr does not combine with objective.matching / objective.cmsc "
+                         "(SVR regularizes pooled pairs)")
+    if o.reweight:
+        raise MlatrError("config: objective.reweight does not combine with objective.matching / objective.cmsc")
+    if o.cmsc is not None and not (o.cmsc.interc or o.cmsc.jnt or o.cmsc.intrac):
+        raise MlatrError("config: objective.cmsc switches every term off (interc, jnt, intrac)")
 
 
 def _deep_copy(tree: Any) -> Any:

@@ -2,7 +2,7 @@
 
 ``torchrun --nproc_per_node=N -m mlatr train --config C`` starts N processes that share one global batch of
 ``train.batch_size`` clips: every process plans the same epoch and reads its contiguous shard of each batch
-(:mod:`mlatr.data.loader`), encodes it, and the embeddings of all processes are gathered in rank order
+(:mod:`mlatr.data.pipeline.plan`), encodes it, and the embeddings of all processes are gathered in rank order
 (:func:`gather_output`), so the objective (any scheme x base loss, SVR, matching heads) sees exactly the
 single-process batch. This module only moves tensors; the objective's maths does not know about it.
 
@@ -35,6 +35,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 from torch import Tensor
+from torch.nn.parallel import DistributedDataParallel
 
 from mlatr.errors import MlatrError
 from mlatr.models.outputs import EncoderOutput
@@ -248,8 +249,6 @@ def wrap_ddp(model: torch.nn.Module, device: torch.device, find_unused_parameter
              loss_side: Sequence[str] = ("log_temperature",)):
     """``model`` in DistributedDataParallel with summed gradients; the parameters named in ``loss_side``
     are left to :func:`reduce_loss_side_grads` (the loss uses them outside the model's forward)."""
-    from torch.nn.parallel import DistributedDataParallel
-
     names = {name for name, _ in list(model.named_parameters()) + list(model.named_buffers())}
     ignored = [n for n in loss_side if n in names]
     # DDP names a parameter of the root module ".name" when it builds its reducer, "name" elsewhere

@@ -36,12 +36,13 @@ languages of ``(alpha L_svr + beta L_cons) / 2``, each language's radius predict
 MLP from that language's similarity matrix.
 
 The objective owns the learnable parameters of the loss (SigLIP's bias, Simple Reweight's weight, the
-SVR radius model) so that the optimizer and the checkpoint see them. :func:`check_objective_config`
-holds every rule about which options combine; the config loader calls it.
+SVR radius model) so that the optimizer and the checkpoint see them. Which options combine is the config's
+rule (:func:`mlatr.training.config.check_rules`), what a scheme needs is the scheme's (:func:`check_scheme`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -49,13 +50,11 @@ import torch
 from torch import Tensor, nn
 
 from mlatr.errors import MlatrError
-from mlatr.losses import BASE_LOSSES, Pair, PairSum, pair_loss, pairs_loss
-from mlatr.losses.cmsc import SOFT_LABEL_MIXTURES, cmsc_loss_terms, cmsc_similarities, interc_loss, interc_rows_loss
-from mlatr.losses.radius import RADIUS_INPUTS, RADIUS_OUTPUTS
-from mlatr.losses.schemes import SCHEME_NAMES, Scheme, Selection, build_scheme
+from mlatr.losses import Pair, PairSum, pair_loss, pairs_loss
+from mlatr.losses.cmsc import cmsc_loss_terms, cmsc_similarities, interc_loss, interc_rows_loss
+from mlatr.losses.schemes import Scheme, Selection, build_scheme
 from mlatr.losses.simple_reweight import SimpleReweight
-from mlatr.losses.svr import SVR_SIMILARITIES
-from mlatr.losses.svr_regularizer import RADIUS_KINDS, SVRRegularizer, build_svr_regularizer
+from mlatr.losses.svr_regularizer import SVRRegularizer, build_svr_regularizer
 from mlatr.matching import MatchingHead, build_matching_head, chunked_scores, head_from_config
 from mlatr.models.outputs import EncoderOutput
 
@@ -211,49 +210,25 @@ class Objective(nn.Module):
         return chunked_scores(self.head, query, context, memory_budget_mb=TRAINING_SCORING_BUDGET_MB)
 
 
-def check_objective_config(o) -> None:
-    """Raise :class:`MlatrError` for an ``objective`` section whose options are unknown or do not combine."""
-    for key, value, allowed in (("scheme", o.scheme, SCHEME_NAMES), ("base", o.base, BASE_LOSSES)):
-        if value not in allowed:
-            raise MlatrError(f"config: objective.{key} must be one of {', '.join(allowed)}, got {value!r}")
-    if o.reweight and (o.base != "infonce" or o.svr is not None):
-        raise MlatrError("config: objective.reweight (Simple Reweight, SupCLAP App. E.4) needs "
-                         "objective.base=infonce and no objective.svr")
-    if o.svr is not None:
-        for key, allowed in (("radius", RADIUS_KINDS), ("similarity", SVR_SIMILARITIES),
-                             ("radius_output", RADIUS_OUTPUTS), ("radius_input", RADIUS_INPUTS)):
-            if getattr(o.svr, key) not in allowed:
-                raise MlatrError(f"config: objective.svr.{key} must be one of {', '.join(allowed)}, "
-                                 f"got {getattr(o.svr, key)!r}")
-    if o.matching is None and o.cmsc is None:
-        return
-    head_from_config(o.matching)  # unknown head name / bad options
-    if o.base != "infonce":
-        raise MlatrError("config: objective.matching / objective.cmsc train with NT-Xent (the fine-grained "
-                         f"paper's eq. 6): objective.base must be infonce, got {o.base!r}")
-    if o.svr is not None:
-        raise MlatrError("config: objective.svr does not combine with objective.matching / objective.cmsc "
-                         "(SVR regularizes pooled pairs)")
-    if o.reweight:
-        raise MlatrError("config: objective.reweight does not combine with objective.matching / objective.cmsc")
-    if o.cmsc is not None:
-        c = o.cmsc
-        if not (c.interc or c.jnt or c.intrac):
-            raise MlatrError("config: objective.cmsc switches every term off (interc, jnt, intrac)")
-        if not 0.0 <= c.beta <= 1.0:
-            raise MlatrError(f"config: objective.cmsc.beta must be in [0, 1], got {c.beta}")
-        if c.mixture not in SOFT_LABEL_MIXTURES:
-            raise MlatrError(f"config: objective.cmsc.mixture must be one of {', '.join(SOFT_LABEL_MIXTURES)}, "
-                             f"got {c.mixture!r}")
-        if o.scheme == "cacl":
-            raise MlatrError("config: objective.cmsc does not combine with scheme cacl (its English-other "
-                             "pair is text-text); use mlclap or kcl")
+def check_scheme(o, languages: Sequence[str] | None = None) -> Scheme:
+    """The scheme of an ``objective`` section, refused where its needs are not met: an unknown name,
+    ``languages`` (``data.languages``; None = not checked) that do not start with its anchor language, the
+    CMSC terms with a scheme of text-text pairs. The section's other rules are the config's
+    (:func:`mlatr.training.config.validate_config`)."""
+    scheme = build_scheme(o.scheme)
+    if languages is not None:
+        scheme.check_languages(languages)
+    if o.cmsc is not None and scheme.text_text_pairs:
+        raise MlatrError(f"config: objective.cmsc does not combine with scheme {o.scheme} (it has text-text "
+                         "pairs); use a scheme of audio-text pairs only (mlclap, kcl)")
+    return scheme
 
 
-def build_objective(o, batch_size: int) -> Objective:
+def build_objective(o, batch_size: int, languages: Sequence[str] | None = None) -> Objective:
     """The :class:`Objective` of an ``objective`` config section (``ObjectiveConfig``); ``batch_size`` sizes
-    the DynamicRadius predictor's input (SupCLAP §3.2)."""
-    check_objective_config(o)
+    the DynamicRadius predictor's input (SupCLAP §3.2); ``languages`` (``data.languages``) are checked
+    against the scheme's needs (:func:`check_scheme`)."""
+    scheme = check_scheme(o, languages)
     head_path = o.matching is not None or o.cmsc is not None
     svr = None
     if o.svr is not None:
@@ -265,7 +240,7 @@ def build_objective(o, batch_size: int) -> Objective:
             detach_radius_input=s.detach_radius_input,
         )
     return Objective(
-        build_scheme(o.scheme), o.base,
+        scheme, o.base,
         siglip_bias=o.siglip_bias if o.base == "siglip" else None,
         reweight=SimpleReweight() if o.reweight else None,
         head=head_from_config(o.matching) if head_path else None,

@@ -1,6 +1,6 @@
 """One training step's forward and backward on the global batch: plain, or with gradient caching.
 
-:func:`step_inputs` turns this process's :class:`~mlatr.data.dataset.TrainBatch` into the step's inputs:
+:func:`step_inputs` turns this process's :class:`~mlatr.data.pipeline.batches.TrainBatch` into the step's inputs:
 the global batch's caption rows (the clips every process kept, in rank order), the scheme's selection over
 them (the same draws in every process, from the same generator) and this process's share of it (its clips
 and their captions, contiguous in the selection's clip-major order). In a single process this is the batch
@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from mlatr.data.dataset import TrainBatch, TrainBatches
+from mlatr.data.pipeline.batches import TrainBatch, TrainBatches
 from mlatr.errors import MlatrError
 from mlatr.losses.schemes import Scheme, Selection
 from mlatr.models.outputs import EncoderOutput

@@ -1,9 +1,8 @@
 """The training loop: batch -> scheme's captions -> dual encoder -> objective's loss terms; checkpoints, resume.
 
-Per epoch ``e`` every random choice (clip order, caption index, crop, the scheme's language draws,
-dropout) comes from generators seeded by ``(seed, e)``. Checkpoints are written atomically at the end
-of every epoch with the optimizer, scheduler and bookkeeping, so ``resume=True`` continues an
-interrupted run bit-exactly: the same seed gives the same final weights as an uninterrupted run.
+Checkpoints are written atomically at the end of every epoch with the optimizer, scheduler and
+bookkeeping, so ``resume=True`` continues an interrupted run bit-exactly (the randomness contract:
+``docs/architecture.md``, "Randomness and resume").
 
 Outputs in ``cfg.out_dir``: ``config.yaml``, ``last.pt`` (resume), ``best.pt`` (best validation
 average R@1, the papers' selection rule: ATRI §5.3, SupCLAP §4.1.2), ``log.jsonl`` (one JSON object
@@ -29,17 +28,19 @@ import torch
 import yaml
 from tqdm import tqdm
 
-from mlatr.data.dataset import TrainBatches, derive_seed
-from mlatr.data.loader import default_workers
 from mlatr.data.manifest import Manifest
-from mlatr.data.sources import choose_cache, open_source
+from mlatr.data.pipeline.batches import TrainBatches
+from mlatr.data.pipeline.sources import choose_cache, open_source
+from mlatr.data.pipeline.workers import default_workers
 from mlatr.errors import MlatrError
 from mlatr.evaluation.with_head import evaluate_with_head
 from mlatr.inference.checkpoint import load_model, read_checkpoint, save_checkpoint
 from mlatr.inference.encoding import encode_manifest
 from mlatr.io_utils import atomic_write_json, atomic_write_text
+from mlatr.losses.schemes import build_scheme
 from mlatr.models.dual_encoder import DualEncoder
 from mlatr.models.registry import build_audio_encoder, build_text_encoder, text_encoder_takes_corpus
+from mlatr.seeds import derive_seed
 from mlatr.training import distributed
 from mlatr.training.config import Config, resume_view
 from mlatr.training.config_checks import config_differences
@@ -132,9 +133,11 @@ class Trainer:
         self.workers = default_workers() if d.workers == "auto" else int(d.workers)
         show = self.cfg.train.progress and self.dist.is_main
         train = open_source(self.train_manifest, d.sample_rate, d.store, d.skip_bad)
+        scheme = build_scheme(self.cfg.objective.scheme)
+        scheme.check_languages(d.languages)
         self.batches = TrainBatches(
             self.train_manifest, d.languages, self.cfg.train.batch_size, d.max_seconds, self.cfg.seed,
-            need_first_language=self.cfg.objective.scheme == "cacl", source=train, workers=self.workers,
+            need_first_language=scheme.anchor_language is not None, source=train, workers=self.workers,
             prefetch=d.prefetch, shard=(self.dist.rank, self.dist.world_size), progress=show,
         )
         parts = [(train, self.batches.clips)]

@@ -34,9 +34,10 @@ from typing import Any
 
 import numpy as np
 
-from mlatr.data.dataset import AudioSource, window_begin
-from mlatr.data.loader import decode_all
 from mlatr.data.manifest import Manifest
+from mlatr.data.pipeline.file_source import AudioSource
+from mlatr.data.pipeline.source import window_begin
+from mlatr.data.pipeline.workers import decode_all
 from mlatr.errors import MlatrError
 from mlatr.io_utils import atomic_write_json, atomic_write_with
 
@@ -183,7 +184,9 @@ def prepare_store(manifest: Manifest, out: str | os.PathLike, sample_rate: int =
 
 
 class StoreSource(AudioSource):
-    """An :class:`~mlatr.data.dataset.AudioSource` that reads a prepared store instead of decoding files.
+    """A :class:`~mlatr.data.pipeline.source.Source` that reads a prepared store instead of decoding files (the
+    bookkeeping of :class:`~mlatr.data.pipeline.file_source.AudioSource`: cache, ``skip_bad``, with the
+    store's reads in place of the files').
 
     Every clip of ``manifest`` must be in the store (prepared, or recorded as unreadable) with the same
     audio path, and the store's sample rate must be ``sample_rate``; otherwise MlatrError says which

@@ -11,27 +11,28 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from mlatr.data.dataset import AudioSource
 from mlatr.data.manifest import Manifest
-from mlatr.data.store import StoreSource
+from mlatr.data.pipeline.file_source import AudioSource
+from mlatr.data.pipeline.source import Source
+from mlatr.data.pipeline.store import StoreSource
 
 BYTES_PER_SAMPLE = 4  # float32
 
 
 def open_source(manifest: Manifest, sample_rate: int, store: str | None = None, skip_bad: bool = False
-                ) -> AudioSource:
+                ) -> Source:
     """A source for ``manifest``'s clips: the prepared ``store`` if given, else its files (no cache yet)."""
     if store:
         return StoreSource(store, manifest, sample_rate, skip_bad=skip_bad)
     return AudioSource(manifest, sample_rate, cache=False, skip_bad=skip_bad)
 
 
-def decoded_bytes(source: AudioSource, indices: Sequence[int]) -> int:
+def decoded_bytes(source: Source, indices: Sequence[int]) -> int:
     """Bytes the clips ``indices`` take decoded to float32 (unreadable clips count 0)."""
     return sum((source.length(i) or 0) for i in indices) * BYTES_PER_SAMPLE
 
 
-def choose_cache(setting: bool | str, parts: Sequence[tuple[AudioSource, Sequence[int]]], budget_gb: float) -> bool:
+def choose_cache(setting: bool | str, parts: Sequence[tuple[Source, Sequence[int]]], budget_gb: float) -> bool:
     """Whether to keep decoded audio in memory: ``setting`` true / false, or ``auto`` = the clips of every
     ``(source, indices)`` part fit in ``budget_gb``. Sets each source's ``cache`` accordingly."""
     if setting == "auto":

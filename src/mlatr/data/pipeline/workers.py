@@ -1,87 +1,25 @@
-"""Audio input that streams: an epoch's plan drawn up front, batches assembled in worker processes.
+"""Assembly of planned batches, inline or in worker processes: read each clip's window, collate.
 
-Training (:class:`~mlatr.data.dataset.TrainBatches`) splits each epoch in two:
-
-1. **The plan** (:func:`plan_epoch`, in the training process): clip order, caption index ``j`` and crop
-   offset of every clip of the epoch, drawn from the generators of ``(seed, epoch)`` in exactly the order
-   the single-process loader always drew them (order; then per clip ``j``, then the crop offset if the clip
-   is longer than the crop). The crop draw needs each clip's length, which comes from the audio headers
-   (:func:`~mlatr.audio.io.probe_length`), the decoded-audio store or the in-memory cache, so no audio has
-   to be decoded to plan. The plan is a function of ``(seed, epoch)`` and the data only: the same for any
-   number of workers and any number of training processes.
-2. **Assembly** (:class:`ClipWindows`, in ``data.workers`` worker processes of a
-   ``torch.utils.data.DataLoader``, ``data.prefetch`` batches ahead each, or inline with 0 workers):
-   read each planned clip's window, collate. Nothing random happens here, so workers cannot change a run.
-
-Under ``torchrun`` every process plans the whole global batch and assembles only its shard
-(:func:`shard_range`: contiguous positions, rank order), so the union of the shards is the single-process
-batch. Evaluation (:func:`eval_items`) streams every clip in order the same way.
-
-Unreadable clips: with ``skip_bad`` a clip the header probe cannot read is planned as unreadable (its ``j``
-is drawn, no crop, as before); a clip that fails only when decoded is dropped from its batch and reported
-back (``failed``), so the main process counts it in ``source.bad``.
+:class:`ClipWindows` is the ``torch.utils.data.Dataset`` whose item ``b`` is planned batch ``b`` (the clips'
+windows, collated); :func:`stream` yields its items in order, read inline (``data.workers: 0``) or by
+``data.workers`` processes of a ``DataLoader``, ``data.prefetch`` batches ahead each. Nothing random happens
+here, so workers cannot change a run. A clip that fails when read is reported back (``failed``) and counted
+in the source's ``bad`` by the training process; an error without ``skip_bad`` is raised there, not in a
+worker. :func:`decode_all` decodes whole clips the same way (filling a cache).
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
 import torch
+from tqdm import tqdm
 
 from mlatr.audio.io import collate_waveforms
 from mlatr.errors import MlatrError
-
-
-@dataclass(frozen=True)
-class PlannedClip:
-    """One clip of a planned batch: manifest row, source caption ``j``, crop start (0 when not cropped),
-    and whether its audio was readable when the epoch was planned."""
-
-    index: int
-    caption: int
-    offset: int
-    readable: bool = True
-
-
-def plan_epoch(clips: Sequence[int], options: Sequence[Sequence[int]], lengths: dict[int, int | None],
-               batch_size: int, num_samples: int, seed: int, epoch: int) -> list[list[PlannedClip]]:
-    """Every batch of epoch ``epoch``: ``len(clips) // batch_size`` lists of ``batch_size`` planned clips.
-
-    ``clips`` are the manifest rows that can train, ``options[i]`` the usable caption indices of row ``i``
-    and ``lengths[i]`` its decoded length at the model rate (None = unreadable). Draws (the randomness
-    contract of :mod:`mlatr.data.dataset`): ``torch.randperm`` from the ``(seed, epoch, "order")`` generator
-    orders the clips; then, clip by clip, the ``(seed, epoch, "crop")`` numpy generator draws ``j`` and,
-    for a readable clip longer than ``num_samples``, the crop start in ``[0, length - num_samples]``.
-    """
-    from mlatr.data.dataset import derive_seed
-
-    g = torch.Generator().manual_seed(derive_seed(seed, epoch, "order"))
-    crop = np.random.default_rng(derive_seed(seed, epoch, "crop"))
-    order = [clips[i] for i in torch.randperm(len(clips), generator=g).tolist()]
-    plan = []
-    for b in range(len(clips) // batch_size):
-        batch = []
-        for idx in order[b * batch_size:(b + 1) * batch_size]:
-            opts = options[idx]
-            j = opts[int(crop.integers(len(opts)))]
-            length = lengths[idx]
-            offset = 0
-            if length is not None and length > num_samples:
-                offset = int(crop.integers(0, length - num_samples + 1))
-            batch.append(PlannedClip(idx, j, offset, length is not None))
-        plan.append(batch)
-    return plan
-
-
-def shard_range(n: int, rank: int, world_size: int) -> tuple[int, int]:
-    """Positions ``[start, stop)`` of process ``rank``'s shard of ``n`` items: contiguous, in rank order,
-    sizes differing by at most one (the first ``n % world_size`` ranks take one more)."""
-    base, extra = divmod(n, world_size)
-    start = rank * base + min(rank, extra)
-    return start, start + base + (1 if rank < extra else 0)
 
 
 def default_workers(cpus: int | None = None, local_processes: int | None = None) -> int:
@@ -156,22 +94,6 @@ class ClipWindows(torch.utils.data.Dataset):
         return LoadedBatch(position, kept, waveform, lengths, failed)
 
 
-def training_items(plan: list[list[PlannedClip]], rank: int = 0, world_size: int = 1
-                   ) -> list[list[tuple[int, int, int | None]]]:
-    """:class:`ClipWindows` items of process ``rank``'s shard of every planned batch (readable clips)."""
-    items = []
-    for batch in plan:
-        start, stop = shard_range(len(batch), rank, world_size)
-        items.append([(p, batch[p].index, batch[p].offset) for p in range(start, stop) if batch[p].readable])
-    return items
-
-
-def eval_items(indices: list[int], batch_size: int) -> list[list[tuple[int, int, int | None]]]:
-    """:class:`ClipWindows` items of every clip of ``indices`` in order, centred windows."""
-    chunks = [indices[s:s + batch_size] for s in range(0, len(indices), batch_size)]
-    return [[(k, i, None) for k, i in enumerate(chunk)] for chunk in chunks]
-
-
 def stream(dataset: torch.utils.data.Dataset, workers: int, prefetch: int = 2) -> Iterator[LoadedBatch]:
     """The items of ``dataset`` in order: read inline (``workers == 0``) or by ``workers`` processes of a
     ``DataLoader`` keeping ``prefetch`` items each in flight. Failures are merged into the source's ``bad``."""
@@ -233,8 +155,6 @@ def decode_all(source, indices: list[int], workers: int, prefetch: int = 2, prog
                desc: str = "decoding audio") -> Iterator[tuple[int, np.ndarray | None]]:
     """``(index, waveform or None)`` for every clip of ``indices`` in order, decoded by ``workers`` processes
     (inline with 0); failures are merged into ``source.bad``."""
-    from tqdm import tqdm
-
     bar = tqdm(total=len(indices), desc=desc, unit="clip", disable=not progress, leave=False)
     for i, wave, failed, error in _items(WholeClips(source, indices), workers, prefetch):
         source.bad.update(failed)
