@@ -1,3 +1,5 @@
+from mlatr.commands._outputs import Output
+
 HELP = """Decode a manifest's audio once into a store that training reads without a codec.
 
 Every clip is decoded, mixed to mono and resampled to the model rate, then written into shards of int16
@@ -11,6 +13,10 @@ Examples:
   mlatr data prepare data/clotho/manifest.jsonl -o data/clotho/store --split train --split val --skip-bad
   mlatr train --config configs/atri-kcl-audiocaps.yaml data.store=data/audiocaps/store ...
 """
+
+
+#: What the command writes: the CLI checks each one's kind and holds its writer lock (see _outputs).
+OUTPUTS = (Output("out", "store", folder=True),)
 
 
 def add_arguments(parser) -> None:

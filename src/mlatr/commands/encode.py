@@ -1,4 +1,5 @@
 from mlatr.commands._arg_types import positive_float, positive_int
+from mlatr.commands._outputs import Output
 
 HELP = """Encode a manifest split with a trained model into an evaluation NPZ.
 
@@ -8,6 +9,10 @@ The NPZ holds audio [Na, D], text [Nt, D], text_audio, text_lang, text_group (th
 Example:
   mlatr encode --checkpoint runs/kcl/best.pt --manifest data/synth/manifest.jsonl --split test -o emb.npz
 """
+
+
+#: What the command writes: the CLI checks each one's kind and holds its writer lock (see _outputs).
+OUTPUTS = (Output("output", "embeddings file", folder=False),)
 
 
 def add_arguments(parser):
