@@ -11,6 +11,7 @@ import importlib
 import sys
 
 from mlatr import __version__
+from mlatr.commands._outputs import add_wait_option, hold_outputs
 from mlatr.errors import MlatrError, describe_os_error
 
 #: (command path, module under mlatr.commands). Order is the order shown in --help.
@@ -91,7 +92,10 @@ def build_parser() -> argparse.ArgumentParser:
             formatter_class=argparse.RawDescriptionHelpFormatter,
         )
         module.add_arguments(sub)
-        sub.set_defaults(_run=module.run, _parser=sub, _extra=getattr(module, "EXTRA_ARGS", None))
+        outputs = getattr(module, "OUTPUTS", ())
+        if outputs:
+            add_wait_option(sub)
+        sub.set_defaults(_run=module.run, _parser=sub, _extra=getattr(module, "EXTRA_ARGS", None), _outputs=outputs)
     return parser
 
 
@@ -118,7 +122,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
     try:
-        return int(run(args) or 0)
+        with hold_outputs(args, args._outputs):  # one writer per output (mlatr.commands._outputs)
+            return int(run(args) or 0)
     except MlatrError as exc:
         print(f"mlatr: error: {exc}", file=sys.stderr)
         return 2

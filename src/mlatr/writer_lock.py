@@ -39,14 +39,17 @@ class LockedError(MlatrError):
     """Another live process holds the writer lock of an output."""
 
 
-def lock_path(output: str | os.PathLike) -> Path:
+def lock_path(output: str | os.PathLike, folder: bool | None = None) -> Path:
     """The lock file of ``output``: inside it when it is (or will be) a folder, beside it when a file.
 
-    An output that does not exist yet is a folder when its name has no suffix (``runs/x``) and a file
-    otherwise (``lib.idx.npz``); its parent folder is created so the lock can be taken before anything else.
+    ``folder`` says which it is; when None, an output that does not exist yet is a folder when its name has
+    no suffix (``runs/x``) and a file otherwise (``lib.idx.npz``). The folder (or the file's parent folder)
+    is created so the lock can be taken before anything else.
     """
     output = Path(output)
-    is_folder = output.is_dir() or (not output.exists() and not output.suffix)
+    if folder is None:
+        folder = output.is_dir() or (not output.exists() and not output.suffix)
+    is_folder = folder
     if is_folder:
         output.mkdir(parents=True, exist_ok=True)
         return output / FOLDER_LOCK
@@ -71,7 +74,8 @@ def _describe(holder: dict) -> str:
 
 
 @contextmanager
-def writer_lock(output: str | os.PathLike, what: str = "output", wait: bool | float = False) -> Iterator[Path]:
+def writer_lock(output: str | os.PathLike, what: str = "output", wait: bool | float = False,
+                folder: bool | None = None) -> Iterator[Path]:
     """Hold the single-writer lock of ``output`` for the body of a ``with``.
 
     Args:
@@ -79,6 +83,7 @@ def writer_lock(output: str | os.PathLike, what: str = "output", wait: bool | fl
         what: What the output is, for messages ("training run", "index", ...).
         wait: False to refuse at once when another live process holds the lock; True to wait for it;
             a number of seconds to wait at most, then refuse.
+        folder: Whether ``output`` is a folder (see :func:`lock_path`; None guesses from its name).
 
     Yields:
         The lock file's path.
@@ -86,7 +91,7 @@ def writer_lock(output: str | os.PathLike, what: str = "output", wait: bool | fl
     Raises:
         LockedError: Another live process holds the lock (and waiting was not asked for or timed out).
     """
-    path = lock_path(output)
+    path = lock_path(output, folder)
     if fcntl is None:
         yield path
         return

@@ -2,6 +2,7 @@ import os
 from pathlib import Path
 
 from mlatr.commands._notices import report_skipped
+from mlatr.commands._outputs import Output
 from mlatr.commands._paths import refuse_output_over_input
 from mlatr.data.manifest import Manifest
 from mlatr.errors import MlatrError
@@ -35,6 +36,10 @@ Examples:
   mlatr data import --format translations test_fra.csv --lang fra -o data/audiocaps/test.jsonl
   mlatr data import --format folder /usr/share/scratch/Media/Sounds -o data/scratch.jsonl
 """
+
+
+#: What the command writes: the CLI checks each one's kind and holds its writer lock (see _outputs).
+OUTPUTS = (Output("output", "manifest", folder=False),)
 
 
 def add_arguments(parser) -> None:

@@ -1,3 +1,4 @@
+from mlatr.commands._outputs import Output
 from mlatr.data.manifest import Manifest
 from mlatr.errors import MlatrError
 
@@ -14,6 +15,10 @@ Examples:
   mlatr data prepare data/clotho/manifest.jsonl -o data/clotho/store --split train --split val --skip-bad
   mlatr train --config configs/atri-kcl-audiocaps.yaml data.store=data/audiocaps/store ...
 """
+
+
+#: What the command writes: the CLI checks each one's kind and holds its writer lock (see _outputs).
+OUTPUTS = (Output("out", "store", folder=True),)
 
 
 def add_arguments(parser) -> None:

@@ -11,10 +11,15 @@ Example:
   mlatr data recaption data/real-sounds/manifest.jsonl
 """
 
+from mlatr.commands._outputs import Output
 from mlatr.data.manifest import Manifest
 from mlatr.data.path_captions import DEFAULT_TABLE, CaptionTable, recaption
 
 HELP = __doc__
+
+
+#: What the command writes: the CLI checks each one's kind and holds its writer lock (see _outputs).
+OUTPUTS = (Output("manifest", "manifest", folder=False),)
 
 
 def add_arguments(parser) -> None:

@@ -8,11 +8,16 @@ Example:
   mlatr data split data/real-sounds/manifest.jsonl
 """
 
+from mlatr.commands._outputs import Output
 from mlatr.data.manifest import Manifest
 from mlatr.data.splits import TEST_FRACTION, VAL_FRACTION, assign_hash_splits
 from mlatr.errors import MlatrError
 
 HELP = __doc__
+
+
+#: What the command writes: the CLI checks each one's kind and holds its writer lock (see _outputs).
+OUTPUTS = (Output("manifest", "manifest", folder=False),)
 
 
 def add_arguments(parser) -> None:

@@ -1,4 +1,5 @@
 from mlatr.commands._arg_types import non_negative_int, positive_int
+from mlatr.commands._outputs import Output
 from mlatr.errors import MlatrError
 from mlatr.languages import normalize, parse_language_list
 
@@ -13,6 +14,10 @@ build resumes (wavs already written are kept).
 
 Example: mlatr data synth -o data/synth --noise fra=0.1,jpn=0.2
 """
+
+
+#: What the command writes: the CLI checks each one's kind and holds its writer lock (see _outputs).
+OUTPUTS = (Output("out", "synthetic benchmark", folder=True),)
 
 
 def add_arguments(parser) -> None:

@@ -17,9 +17,14 @@ Examples:
   mlatr data translate M.jsonl --to fra,jpn --backend hf --model weights/nllb-200-distilled-600M -o M.fr-ja.jsonl
 """
 
+from mlatr.commands._outputs import Output
 from mlatr.commands._translation_args import BACKEND_HELP, add_backend_arguments
 
 HELP = __doc__.format(backends=BACKEND_HELP)
+
+
+#: What the command writes: the CLI checks each one's kind and holds its writer lock (see _outputs).
+OUTPUTS = (Output("output", "manifest", folder=False),)
 
 
 def add_arguments(parser) -> None:

@@ -23,9 +23,14 @@ Examples:
       --encoder weights/roberta-large --out runs/qa-audiocaps
 """
 
+from mlatr.commands._outputs import Output
 from mlatr.commands._translation_args import BACKEND_HELP, add_backend_arguments
 
 HELP = __doc__.format(backends=BACKEND_HELP)
+
+
+#: What the command writes: the CLI checks each one's kind and holds its writer lock (see _outputs).
+OUTPUTS = (Output("out", "translation report", folder=True),)
 
 
 def add_arguments(parser) -> None:

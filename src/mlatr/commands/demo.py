@@ -1,5 +1,6 @@
 from mlatr.commands._arg_types import positive_int
 from mlatr.commands._grid_args import add_grid_arguments, parse_methods, parse_seeds
+from mlatr.commands._outputs import Output
 
 HELP = """Offline demo: build the synthetic benchmark, train ML-CLAP, CACL and KCL, compare them.
 
@@ -12,6 +13,10 @@ Examples:
   mlatr demo                          # small: a few minutes on a laptop CPU
   mlatr demo --size medium --seeds 0,1,2 --out runs/demo-medium
 """
+
+
+#: What the command writes: the CLI checks each one's kind and holds its writer lock (see _outputs).
+OUTPUTS = (Output("out", "demo", folder=True),)
 
 
 def add_arguments(parser):

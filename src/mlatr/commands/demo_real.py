@@ -19,9 +19,14 @@ Examples:
 
 from mlatr.commands._arg_types import positive_float, positive_int
 from mlatr.commands._grid_args import parse_methods
+from mlatr.commands._outputs import Output
 from mlatr.experiments.head_options import DEFAULT_HEADS, DEFAULT_TEXT_ENCODERS, HEAD_OPTIONS, TEXT_ENCODERS
 
 HELP = __doc__
+
+
+#: What the command writes: the CLI checks each one's kind and holds its writer lock (see _outputs).
+OUTPUTS = (Output("out", "demo", folder=True),)
 
 
 def add_arguments(parser):

@@ -1,4 +1,5 @@
 from mlatr.commands._arg_types import positive_float, positive_int
+from mlatr.commands._outputs import Output
 
 HELP = """Encode a manifest split with a trained model into an evaluation NPZ (or Parquet).
 
@@ -11,6 +12,10 @@ Examples:
   mlatr encode --checkpoint runs/kcl/best.pt --manifest data/synth/manifest.jsonl --split test -o emb.npz
   mlatr encode --checkpoint runs/kcl/best.pt --manifest data/synth/manifest.jsonl --split all -o emb.parquet
 """
+
+
+#: What the command writes: the CLI checks each one's kind and holds its writer lock (see _outputs).
+OUTPUTS = (Output("output", "embeddings file", folder=False),)
 
 
 def add_arguments(parser):

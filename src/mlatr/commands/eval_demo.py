@@ -17,10 +17,15 @@ import argparse
 from pathlib import Path
 
 from mlatr.commands._arg_types import non_negative_int, positive_int
+from mlatr.commands._outputs import Output
 from mlatr.commands.eval_embeddings import add_tsne_arguments
 from mlatr.errors import MlatrError
 
 HELP = __doc__
+
+
+#: What the command writes: the CLI checks each one's kind and holds its writer lock (see _outputs).
+OUTPUTS = (Output("out", "evaluation demo", folder=True),)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -31,6 +31,7 @@ import numpy as np
 
 from mlatr.commands._arg_types import non_negative_int, positive_float
 from mlatr.commands._notices import warn
+from mlatr.commands._outputs import Output
 from mlatr.commands._paths import refuse_output_over_input
 from mlatr.errors import InputError, MlatrError
 from mlatr.evaluation.caveats import evaluation_caveats
@@ -41,6 +42,11 @@ from mlatr.languages import normalize
 HELP = __doc__
 
 REQUIRED_ARRAYS = ("audio", "text", "text_audio", "text_lang", "text_group")
+
+
+#: What the command writes: the CLI checks each one's kind and holds its writer lock (see _outputs).
+OUTPUTS = (Output("json", "results file", folder=False), Output("report", "report", folder=True),
+           Output("plot", "plots", folder=True))
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -2,6 +2,7 @@ from pathlib import Path
 
 from mlatr.commands._arg_types import positive_float, positive_int
 from mlatr.commands._notices import warn
+from mlatr.commands._outputs import Output
 from mlatr.commands._paths import model_inputs, refuse_output_over_input
 from mlatr.commands.eval_embeddings import add_tsne_arguments
 from mlatr.data.manifest import Manifest
@@ -33,6 +34,11 @@ Examples:
   mlatr eval --checkpoint runs/kcl/best.pt --manifest data/synth/manifest.jsonl --plot plots/ \
       --compare runs/mlclap/best.pt
 """
+
+
+#: What the command writes: the CLI checks each one's kind and holds its writer lock (see _outputs).
+OUTPUTS = (Output("json", "metrics file", folder=False), Output("report", "report", folder=True),
+           Output("plot", "plots", folder=True))
 
 
 def add_arguments(parser):

@@ -1,5 +1,6 @@
 from mlatr.commands._arg_types import positive_int
 from mlatr.commands._grid_args import add_grid_arguments, parse_methods, parse_seeds
+from mlatr.commands._outputs import Output
 
 HELP = """Fine-grained matching on the synthetic benchmark: cosine vs LGMM vs max/mean modes, CMSC ablation.
 
@@ -14,6 +15,10 @@ Examples:
   mlatr experiment finegrained --size tiny --methods cosine,lgmm       # smoke run
   mlatr experiment finegrained --size small --seeds 0,1 --out runs/finegrained
 """
+
+
+#: What the command writes: the CLI checks each one's kind and holds its writer lock (see _outputs).
+OUTPUTS = (Output("out", "experiment", folder=True),)
 
 
 def add_arguments(parser):

@@ -1,4 +1,5 @@
 from mlatr.commands._grid_args import add_grid_arguments, parse_methods, parse_seeds
+from mlatr.commands._outputs import Output
 
 HELP = """SupCLAP experiments: InfoNCE / SigLIP / CACL with and without support vector regularization.
 
@@ -13,6 +14,10 @@ Examples:
   mlatr experiment supclap --size small --seeds 0,1,2 --methods infonce,infonce-bi-dynamic
   mlatr experiment supclap --size small --report-only     # tables of whatever has finished
 """
+
+
+#: What the command writes: the CLI checks each one's kind and holds its writer lock (see _outputs).
+OUTPUTS = (Output("out", "experiment", folder=True),)
 
 
 def add_arguments(parser):

@@ -18,9 +18,14 @@ Examples:
 """
 
 from mlatr.commands._grid_args import parse_methods
+from mlatr.commands._outputs import Output
 from mlatr.experiments.head_options import COMPARED_BY_DEFAULT, HEAD_OPTIONS, TEXT_ENCODERS
 
 HELP = __doc__
+
+
+#: What the command writes: the CLI checks each one's kind and holds its writer lock (see _outputs).
+OUTPUTS = (Output("out", "experiment", folder=True),)
 
 
 def add_arguments(parser) -> None:

@@ -18,7 +18,13 @@ Example:
   mlatr import-checkpoint --from mlclap weights/pretrain.pt --sonar weights/sonar -o weights/mlclap.pt
 """
 
+from mlatr.commands._outputs import Output
+
 HELP = __doc__
+
+
+#: What the command writes: the CLI checks each one's kind and holds its writer lock (see _outputs).
+OUTPUTS = (Output("output", "checkpoint", folder=False),)
 
 
 def add_arguments(parser) -> None:

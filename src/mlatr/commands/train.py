@@ -1,6 +1,7 @@
 import json
 
 from mlatr.commands._notices import report_skipped
+from mlatr.commands._outputs import add_wait_option
 from mlatr.errors import DiskFullError
 
 HELP = """Train a dual encoder from a YAML config.
@@ -28,6 +29,7 @@ def add_arguments(parser):
     parser.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="config overrides")
     parser.add_argument("--resume", action="store_true", help="continue the run in out_dir from last.pt")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    add_wait_option(parser)  # out_dir is in the config: the Trainer holds its writer lock
 
 
 def run(args) -> int:
@@ -38,7 +40,7 @@ def run(args) -> int:
     overrides = list(args.overrides) + (["train.progress=false"] if args.no_progress else [])
     cfg = load_config(args.config, overrides)
     try:
-        trainer = Trainer(cfg, resume=args.resume)
+        trainer = Trainer(cfg, resume=args.resume, wait=args.wait)
         summary = trainer.fit()
     except DiskFullError as exc:
         raise DiskFullError(f"training stopped: {exc}. Once there is room, continue the run with the same "

@@ -21,6 +21,7 @@ import math
 import sys
 import time
 from collections.abc import Callable
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +51,7 @@ from mlatr.training.resources import memory_kind, peak_memory_mb, reset_peak_mem
 from mlatr.training.run_log import open_run_log
 from mlatr.training.schedule import lr_factor
 from mlatr.training.step import StepRunner, step_inputs
+from mlatr.writer_lock import writer_lock
 
 #: ``callback(trainer, info)`` after each optimizer step. ``info`` holds step, epoch, loss, lr, the
 #: objective's terms and diagnostics (:meth:`~mlatr.training.objective.LossOutput.log_values`), and the
@@ -79,10 +81,28 @@ def validation_score(metrics: dict[str, Any]) -> float:
 
 
 class Trainer:
-    def __init__(self, cfg: Config, resume: bool = False, callbacks: list[StepCallback] | None = None):
+    def __init__(self, cfg: Config, resume: bool = False, callbacks: list[StepCallback] | None = None,
+                 wait: bool | float = False):
+        """``wait``: when another process is writing ``out_dir``, wait for it (True, or at most that many
+        seconds) instead of refusing (:class:`mlatr.writer_lock.LockedError`). The first process holds the
+        run's writer lock from here until :meth:`fit` returns (or :meth:`close`)."""
         self.cfg = cfg
         self.out = Path(cfg.out_dir)
         self.dist, self.device = distributed.setup(cfg.train.device, cfg.dist.timeout_minutes)
+        self._lock = ExitStack()
+        if self.dist.is_main:
+            self._lock.enter_context(writer_lock(self.out, "training run", wait=wait, folder=True))
+        try:
+            self._set_up(cfg, resume, callbacks)
+        except BaseException:
+            self.close()
+            raise
+
+    def close(self) -> None:
+        """Release the run's writer lock (:meth:`fit` does it when it returns)."""
+        self._lock.close()
+
+    def _set_up(self, cfg: Config, resume: bool, callbacks: list[StepCallback] | None) -> None:
         self.callbacks = list(callbacks or []) + diagnostic_callbacks(cfg.train.diagnostics)
         self.extra_logs: dict[str, float] = {}
         manifest = Manifest.load(cfg.data.manifest, skip_bad=cfg.data.skip_bad)
@@ -185,6 +205,13 @@ class Trainer:
 
     # ---- the loop --------------------------------------------------------------------------------
     def fit(self) -> dict[str, Any]:
+        """Train the remaining epochs; the run's writer lock is released when this returns or fails."""
+        try:
+            return self._fit()
+        finally:
+            self.close()
+
+    def _fit(self) -> dict[str, Any]:
         cfg = self.cfg
         main = self.dist.is_main
         if main:
