@@ -163,7 +163,9 @@ class TrainConfig:
     #: average R@1); 0 = never (best.pt is then the last epoch).
     eval_every: int = 1
     progress: bool = True
-    tensorboard: bool = False
+    #: Loggers besides log.jsonl: [tensorboard, wandb] (:mod:`mlatr.training.run_loggers`).
+    log: list[str] = field(default_factory=list)
+    tensorboard: bool = False  # the older spelling of log: [tensorboard]
     #: Step diagnostics to log (:mod:`mlatr.training.diagnostics`): e.g. [drift] (SupCLAP Figure 1).
     diagnostics: list[str] = field(default_factory=list)
 
@@ -200,7 +202,8 @@ class Config:
 #: Settings that choose how a run executes, not what it computes (the same batches and, up to
 #: floating-point rounding, the same updates): a run may resume with other values of these.
 EXECUTION_KEYS = (("data", "workers"), ("data", "prefetch"), ("data", "cache_audio"), ("data", "cache_max_gb"),
-                  ("optim", "grad_cache_chunk"), ("train", "progress"), ("dist",))
+                  ("optim", "grad_cache_chunk"), ("train", "progress"), ("train", "log"),
+                  ("train", "tensorboard"), ("dist",))
 
 
 def resume_view(tree: dict[str, Any]) -> dict[str, Any]:
