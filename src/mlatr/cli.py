@@ -20,6 +20,7 @@ COMMANDS: list[tuple[str, str]] = [
     ("data stats", "data_stats"),
     ("data synth", "data_synth"),
     ("data prepare", "data_prepare"),
+    ("data export", "data_export"),
     ("data split", "data_split"),
     ("data recaption", "data_recaption"),
     ("data translate", "data_translate"),

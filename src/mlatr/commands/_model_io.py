@@ -16,26 +16,50 @@ def load_model_from_args(args):
     return load_model(args.checkpoint, args.device)
 
 
-def encode_from_args(args, loaded=None, manifest=None, languages=None):
-    """Encode ``args.split`` of ``args.manifest`` (``all`` = every clip), or the given ``manifest`` as it is,
-    in ``languages`` (default ``--languages``, else the model's training languages) with the model (frame /
-    token features too when its matching head scores them); returns an :class:`~mlatr.encoding.EncodedSplit`."""
+def languages_from_args(args, loaded) -> list[str]:
+    """``--languages``, else the model's training languages."""
+    return parse_language_list(args.languages, "--languages") if args.languages else loaded.data["languages"]
+
+
+def clips_from_args(args, languages):
+    """``(manifest, shards)``: ``args.split`` (``all`` = every clip) of ``args.manifest``, or of the webdataset
+    shards ``args.webdataset`` (then ``shards`` is their :class:`~mlatr.data.webdataset_shards.ShardIndex`,
+    else None); languages without captions there are refused."""
+    shards = None
+    if getattr(args, "webdataset", None):
+        from mlatr.data.webdataset_shards import index_shards
+
+        shards = index_shards(args.webdataset, progress=True)
+        manifest = shards.manifest
+    else:
+        manifest = Manifest.load(args.manifest, skip_bad=args.skip_bad)
+    if args.split != "all":
+        manifest = manifest.split(args.split)
+    check_languages_present(manifest, languages, args.split, explicit=bool(args.languages))
+    report_skipped(manifest.problems, "malformed manifest line(s)")
+    return manifest, shards
+
+
+def encode_from_args(args, loaded=None, manifest=None, languages=None, shards=None):
+    """Encode the clips of :func:`clips_from_args`, or the given ``manifest`` as it is (its audio in ``shards``
+    when given), in ``languages`` (default :func:`languages_from_args`) with the model (frame / token features
+    too when its matching head scores them); returns an :class:`~mlatr.encoding.EncodedSplit`."""
     from mlatr.encoding import encode_manifest
 
     loaded = loaded or load_model_from_args(args)
     if languages is None:
-        languages = (parse_language_list(args.languages, "--languages") if args.languages
-                     else loaded.data["languages"])
+        languages = languages_from_args(args, loaded)
     max_seconds = args.max_seconds or loaded.data["eval_max_seconds"]
     if manifest is None:
-        manifest = Manifest.load(args.manifest, skip_bad=args.skip_bad)
-        if args.split != "all":
-            manifest = manifest.split(args.split)
-        check_languages_present(manifest, languages, args.split, explicit=bool(args.languages))
-        report_skipped(manifest.problems, "malformed manifest line(s)")
+        manifest, shards = clips_from_args(args, languages)
+    source = None
+    if shards is not None:
+        from mlatr.data.webdataset_shards import ShardSource
+
+        source = ShardSource(manifest, shards, loaded.data["sample_rate"], skip_bad=args.skip_bad)
     enc = encode_manifest(loaded.model, manifest, languages, batch_size=args.batch_size, max_seconds=max_seconds,
                           sample_rate=loaded.data["sample_rate"], skip_bad=args.skip_bad, progress=True,
-                          frames=loaded.head.needs_frames, workers=default_workers())
+                          frames=loaded.head.needs_frames, workers=default_workers(), source=source)
     report_skipped(enc.skipped, "clip(s) with unreadable audio")
     if not enc.clip_ids:
         raise MlatrError(f"none of the {len(manifest)} clip(s) to encode could be read "
@@ -49,7 +73,8 @@ def check_languages_present(manifest: Manifest, languages, split: str, explicit:
     present = manifest.languages()
     missing = [lang for lang in languages if lang not in present]
     if (explicit and missing) or len(missing) == len(languages):
-        where = f"split {split!r} of {manifest.path}" if split != "all" else str(manifest.path)
+        name = manifest.path or "the shards"
+        where = f"split {split!r} of {name}" if split != "all" else str(name)
         flag = "--languages: " if explicit else "the model's languages: "
         raise MlatrError(f"{flag}no caption in {', '.join(missing)} in {where} "
                          f"(its captions are in: {', '.join(present) or 'no language'})")

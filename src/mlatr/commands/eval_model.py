@@ -38,7 +38,10 @@ Examples:
 
 def add_arguments(parser):
     parser.add_argument("--checkpoint", required=True, help="a checkpoint written by mlatr train")
-    parser.add_argument("--manifest", required=True, help="JSONL manifest")
+    clips = parser.add_mutually_exclusive_group(required=True)
+    clips.add_argument("--manifest", help="JSONL manifest")
+    clips.add_argument("--webdataset", metavar="SHARDS",
+                       help="webdataset shards instead of a manifest: DIR/shard-{000000..000009}.tar (any fsspec URL)")
     parser.add_argument("--split", default="test", help="split to evaluate (default: test); 'all' for every clip")
     parser.add_argument("--languages", help="comma-separated languages (default: the model's training languages)")
     parser.add_argument("--pivot", default="eng", help="pivot language of the consistency metrics")
@@ -60,7 +63,7 @@ def add_arguments(parser):
 
 
 def run(args) -> int:
-    from mlatr.commands._model_io import encode_from_args, load_model_from_args
+    from mlatr.commands._model_io import clips_from_args, encode_from_args, languages_from_args, load_model_from_args
     from mlatr.evaluation import format_report, zero_shot_prompts
     from mlatr.evaluation.with_head import evaluate_with_head_with_ranks, zero_shot_with_model
 
@@ -71,7 +74,8 @@ def run(args) -> int:
     zero_shot_languages = parse_language_list(args.zero_shot_languages, "--zero-shot-languages")
     loaded = load_model_from_args(args)
     head = loaded.head
-    enc = encode_from_args(args, loaded)
+    manifest, shards = clips_from_args(args, languages_from_args(args, loaded))
+    enc = encode_from_args(args, loaded, manifest, shards=shards)
     # The model's own head ranks (pooled cosine unless trained with a fine-grained one; T2A [Nt, Na] and
     # A2T [Na, Nt] scored separately for an asymmetric head).
     evaluation = evaluate_with_head_with_ranks(head, enc, pivot=args.pivot, head_memory_mb=args.head_memory_mb,
@@ -84,9 +88,6 @@ def run(args) -> int:
         metrics["matching_head"] = head.config()
         print(f"ranked with the model's matching head: {head!r}\n")
     print(format_report(metrics))
-    manifest = Manifest.load(args.manifest, skip_bad=args.skip_bad)
-    if args.split != "all":
-        manifest = manifest.split(args.split)
     clips = [manifest[i] for i in enc.clip_rows]
     single = [i for i, c in enumerate(clips) if c.labels and len(c.labels) == 1]
     if single:
@@ -114,7 +115,7 @@ def run(args) -> int:
         plot_recall_by_language(metrics, Path(args.plot) / "recall_by_language.png")
         plot_rank_spread(evaluation, Path(args.plot) / "rank_spread.png")
         if args.tsne_clips > 0:
-            print(f"\nwrote {_plot_tsne(args, enc, manifest)}")
+            print(f"\nwrote {_plot_tsne(args, enc, manifest, shards)}")
     return 0
 
 
@@ -123,7 +124,7 @@ def _panel_name(path: str) -> str:
     return f"{p.parent.name}/{p.name}" if p.parent.name else p.name
 
 
-def _plot_tsne(args, enc, manifest):
+def _plot_tsne(args, enc, manifest, shards=None):
     """ATRI Appendix C's view of ``enc``; with --compare, the second checkpoint's encoding of the same clips
     and caption groups beside it."""
     from mlatr.commands._model_io import encode_from_args
@@ -137,7 +138,7 @@ def _plot_tsne(args, enc, manifest):
         clips = Manifest(clips=[manifest[enc.clip_rows[i]] for i in sel.clips], root=manifest.root,
                          path=manifest.path)
         languages = sorted(set(enc.text_lang.tolist()), key=enc.text_lang.tolist().index)
-        enc2 = encode_from_args(args, other, manifest=clips, languages=languages)
+        enc2 = encode_from_args(args, other, manifest=clips, languages=languages, shards=shards)
         sel2 = select_rows(enc2.text_audio, enc2.text_lang, enc2.text_group, len(enc2.audio), len(sel.clips))
         if [enc.texts[r] for r in sel.text_rows] != [enc2.texts[r] for r in sel2.text_rows]:
             raise MlatrError(f"--compare: {args.compare} did not encode the same clips and captions (unreadable "

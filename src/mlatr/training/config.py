@@ -54,6 +54,9 @@ class DataConfig:
     #: A decoded-audio store (``mlatr data prepare MANIFEST -o STORE``) to read the clips from instead of
     #: decoding the manifest's files; None = decode the files.
     store: str | None = None
+    #: webdataset shards to train and validate from instead of a manifest (``DIR/shard-{000000..000099}.tar``,
+    #: local or any fsspec URL; :mod:`mlatr.data.webdataset_shards`); the splits come from the samples' JSON.
+    webdataset: str | None = None
 
 
 @dataclass

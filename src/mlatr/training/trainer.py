@@ -33,6 +33,7 @@ from mlatr.data.dataset import TrainBatches, derive_seed
 from mlatr.data.loader import default_workers
 from mlatr.data.manifest import Manifest
 from mlatr.data.sources import choose_cache, open_source
+from mlatr.data.webdataset_shards import ShardIndex, index_shards
 from mlatr.encoding import encode_manifest
 from mlatr.errors import MlatrError
 from mlatr.evaluation.with_head import evaluate_with_head
@@ -87,7 +88,9 @@ class Trainer:
         self.callbacks = list(callbacks or []) + diagnostic_callbacks(cfg.train.diagnostics)
         self.extra_logs: dict[str, float] = {}
         self.logger_names = logger_names(cfg.train.log, cfg.train.tensorboard)
-        manifest = Manifest.load(cfg.data.manifest, skip_bad=cfg.data.skip_bad)
+        self.shards = self._read_shards() if cfg.data.webdataset else None
+        manifest = (self.shards.manifest if self.shards is not None
+                    else Manifest.load(cfg.data.manifest, skip_bad=cfg.data.skip_bad))
         self.manifest_problems = manifest.problems  # malformed lines skipped under data.skip_bad
         self.train_manifest = manifest.split(cfg.data.train_split)
         self.val_manifest = manifest.split(cfg.data.val_split) if cfg.train.eval_every > 0 else None
@@ -134,7 +137,7 @@ class Trainer:
         d = self.cfg.data
         self.workers = default_workers() if d.workers == "auto" else int(d.workers)
         show = self.cfg.train.progress and self.dist.is_main
-        train = open_source(self.train_manifest, d.sample_rate, d.store, d.skip_bad)
+        train = open_source(self.train_manifest, d.sample_rate, d.store, d.skip_bad, self.shards)
         self.batches = TrainBatches(
             self.train_manifest, d.languages, self.cfg.train.batch_size, d.max_seconds, self.cfg.seed,
             need_first_language=self.cfg.objective.scheme == "cacl", source=train, workers=self.workers,
@@ -143,11 +146,22 @@ class Trainer:
         parts = [(train, self.batches.clips)]
         val = None
         if self.val_manifest is not None:
-            val = open_source(self.val_manifest, d.sample_rate, d.store, d.skip_bad)
+            val = open_source(self.val_manifest, d.sample_rate, d.store, d.skip_bad, self.shards)
             parts.append((val, range(len(self.val_manifest))))
         # every process decides alike (the lengths the epoch is planned with come from the same place)
         choose_cache(d.cache_audio, parts, d.cache_max_gb / self.dist.local_world_size)
         self.val_source = val if self.dist.is_main else None
+
+    def _read_shards(self) -> ShardIndex:
+        """``data.webdataset``'s shards, each streamed once per job: split over the processes, exchanged."""
+        gather = None
+        if self.dist.enabled:
+            def gather(obj):
+                everyone: list[Any] = [None] * self.dist.world_size
+                torch.distributed.all_gather_object(everyone, obj)
+                return everyone
+        return index_shards(self.cfg.data.webdataset, self.dist.rank, self.dist.world_size, gather,
+                            progress=self.cfg.train.progress and self.dist.is_main)
 
     def _initial_model(self):
         """A fresh model, or the one of ``model.init_checkpoint`` (ATRI §5.3: KCL / CACL start from ML-CLAP)
