@@ -169,3 +169,19 @@ def test_two_torchrun_processes_from_shards_equal_the_manifest(exported, tmp_pat
             {"overrides": _overrides([spec], tmp_path / "s", epochs=1), "out": str(tmp_path / "s")}]
     launch(jobs, world=2, timeout_s=300)
     _same_runs(tmp_path / "m", tmp_path / "s")
+
+
+def test_shards_at_an_fsspec_url(exported):
+    """A shard at a non-local fsspec URL (the in-memory file system) reads as the local file does, audio by
+    its byte range included."""
+    import fsspec
+
+    path, shards = exported
+    local = index_shards(str(shards / "shard-000001.tar"))
+    with fsspec.open("memory://bucket/shard-000001.tar", "wb") as fh:
+        fh.write((shards / "shard-000001.tar").read_bytes())
+    remote = index_shards("memory://bucket/shard-{000001..000001}.tar")
+    assert [(c.id, c.captions) for c in remote.manifest] == [(c.id, c.captions) for c in local.manifest]
+    a, b = ShardSource(local.manifest, local, 16000), ShardSource(remote.manifest, remote, 16000)
+    assert all(np.array_equal(a.load(i), b.load(i)) for i in range(len(local.manifest)))
+    assert remote.audio[remote.manifest[0].id].url.startswith("memory://")
