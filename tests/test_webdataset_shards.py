@@ -185,3 +185,29 @@ def test_shards_at_an_fsspec_url(exported):
     a, b = ShardSource(local.manifest, local, 16000), ShardSource(remote.manifest, remote, 16000)
     assert all(np.array_equal(a.load(i), b.load(i)) for i in range(len(local.manifest)))
     assert remote.audio[remote.manifest[0].id].url.startswith("memory://")
+
+
+def test_gzipped_export_and_an_interrupted_one(exported, tmp_path, monkeypatch):
+    """A .tar.gz pattern gzips the shards; a failure mid-export leaves the complete shards and no partial one."""
+    import mlatr.data.webdataset_shards as shards_module
+    from mlatr.data.webdataset_shards import export_webdataset
+
+    path, _ = exported
+    manifest = Manifest.load(path)
+    written = export_webdataset(manifest, str(tmp_path / "gz" / "s-%03d.tar.gz"), maxcount=6, progress=False)
+    assert [p.rsplit("/", 1)[1] for p in written] == ["s-000.tar.gz", "s-001.tar.gz", "s-002.tar.gz"]
+    assert (tmp_path / "gz" / "s-000.tar.gz").read_bytes()[:2] == b"\x1f\x8b"
+    back = index_shards(str(tmp_path / "gz" / "s-{000..002}.tar.gz"))
+    assert [(c.id, c.captions) for c in back.manifest] == [(c.id, c.captions) for c in manifest]
+    real, calls = shards_module._audio_member, []
+
+    def failing(p):
+        calls.append(p)
+        if len(calls) == 8:
+            raise OSError("disk went away")
+        return real(p)
+
+    monkeypatch.setattr(shards_module, "_audio_member", failing)
+    with pytest.raises(OSError, match="disk went away"):
+        export_webdataset(manifest, str(tmp_path / "cut" / "s-%03d.tar"), maxcount=5, progress=False)
+    assert sorted(p.name for p in (tmp_path / "cut").iterdir()) == ["s-000.tar"]

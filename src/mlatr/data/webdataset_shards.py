@@ -51,7 +51,7 @@ from mlatr.audio.io import load_audio, probe_length
 from mlatr.data.dataset import AudioSource
 from mlatr.data.manifest import Clip, Manifest, clip_from_json
 from mlatr.errors import InputError, MlatrError
-from mlatr.io_utils import atomic_write_with
+from mlatr.io_utils import atomic_open, atomic_write_with
 
 #: Audio member extensions read and written (soundfile decodes them).
 AUDIO_EXTENSIONS = ("flac", "wav", "mp3", "ogg")
@@ -121,19 +121,28 @@ def _audio_member(path: Path) -> tuple[str, bytes]:
 def export_webdataset(manifest: Manifest, pattern: str, maxcount: int = 10_000, maxsize: float = 1e9,
                       progress: bool = True) -> list[str]:
     """Write ``manifest``'s clips (in order) to shards named by ``pattern`` (``DIR/shard-%06d.tar``; a
-    ``.tar.gz`` pattern gzips them), a new shard after ``maxcount`` samples or ``maxsize`` bytes. Returns the
-    shard paths written."""
+    ``.tar.gz`` pattern gzips them), a new shard after ``maxcount`` samples or ``maxsize`` bytes. Each shard
+    is written atomically (a killed export leaves complete shards and no partial one). Returns the shard
+    paths written."""
     wds = _wds()
     if "%" not in pattern:
         raise MlatrError(f"-o {pattern}: the shard pattern needs a %d-style field for the shard number "
                          "(e.g. DIR/shard-%06d.tar)")
     Path(pattern).parent.mkdir(parents=True, exist_ok=True)
     written: list[str] = []
+    writing: dict[str, Any] = {}  # shard name -> its atomic_open context, entered, not yet committed
 
-    def post(path: str) -> None:
-        written.append(path)
+    def opener(name: str):
+        writing[name] = atomic_open(name, "wb", encoding=None)
+        return writing[name].__enter__()
 
-    with wds.ShardWriter(pattern, maxcount=maxcount, maxsize=maxsize, verbose=0, post=post) as sink:
+    def post(name: str) -> None:  # the shard is complete: it replaces NAME
+        writing.pop(name).__exit__(None, None, None)
+        written.append(name)
+
+    sink = wds.ShardWriter(pattern, maxcount=maxcount, maxsize=maxsize, verbose=0, opener=opener, post=post,
+                           compress=pattern.endswith("gz"))
+    try:
         for position, clip in enumerate(tqdm(manifest.clips, desc="writing shards", unit="clip",
                                              disable=not progress)):
             path = clip.audio_path(manifest.root)
@@ -143,6 +152,13 @@ def export_webdataset(manifest: Manifest, pattern: str, maxcount: int = 10_000, 
             ext, data = _audio_member(path)
             sink.write({"__key__": sample_key(clip.id, position), ext: data,
                         "json": json.dumps(sample_json(clip), ensure_ascii=False).encode("utf-8")})
+        sink.close()
+    except BaseException as exc:  # the shard being written is dropped; the complete ones stay
+        if getattr(sink, "tarstream", None) is not None:
+            sink.tarstream.close()  # ends the tar stream in the temporary file (then removed), never renamed
+        for context in writing.values():
+            context.__exit__(type(exc), exc, exc.__traceback__)
+        raise
     return written
 
 
