@@ -118,6 +118,28 @@ def test_bad_shards_are_refused(tmp_path):
     assert shard_urls("a/s-{000..002}.tar::b.tar") == ["a/s-000.tar", "a/s-001.tar", "a/s-002.tar", "b.tar"]
 
 
+def test_ranks_and_reader_threads_split_the_shards(exported):
+    """Each rank reads shards k = rank mod 2 (by 2 threads); gathered, the index is the one-process index."""
+    _, shards = exported
+    spec = f"{shards}/shard-{{000000..000002}}.tar"
+    whole = index_shards(spec)
+    parts = {}
+
+    def gather(mine):
+        parts[len(parts)] = sorted(mine)
+        return [mine, index_shards_part(1)]
+
+    def index_shards_part(rank):
+        from mlatr.data.webdataset_shards import read_shard
+
+        return {k: read_shard(url) for k, url in enumerate(shard_urls(spec)) if k % 2 == rank}
+
+    split = index_shards(spec, rank=0, world_size=2, gather=gather, workers=2)
+    assert parts == {0: [0, 2]}
+    assert [(c.id, c.captions) for c in split.manifest] == [(c.id, c.captions) for c in whole.manifest]
+    assert split.audio == whole.audio
+
+
 def _overrides(data, out, epochs=2):
     return [*data, f"out_dir={out}", "data.languages=[eng,fra,deu]", f"train.epochs={epochs}",
             "data.max_seconds=1.0", "train.progress=false", "train.log_every=1", "train.batch_size=5",

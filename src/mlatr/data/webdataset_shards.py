@@ -20,8 +20,9 @@ anything ``fsspec`` opens (local paths, ``s3://``, ``gs://``, ``https://``) with
 Training (``data.webdataset``) reads the shards in two passes. The first streams every shard once for its
 JSON members and the position of each audio member (a gzipped shard's audio bytes are kept in memory: a
 gzip stream has no random access); under torchrun the shards are split over the processes as webdataset's
-``split_by_node`` does (shard ``k`` to rank ``k mod world_size``) and the processes exchange what they read,
-so every shard is streamed once per job. The result is a manifest (split, captions, duration) and a
+``split_by_node`` does (shard ``k`` to rank ``k mod world_size``), a process's shards over ``data.workers``
+reader threads (``split_by_worker``), and the processes exchange what they read, so every shard is streamed
+once per job. The result is a manifest (split, captions, duration) and a
 :class:`ShardSource` that reads a clip's audio member by its byte range. Training then follows mlatr's own
 plan (the seeded batches of :mod:`mlatr.data.dataset`, each process reading its part of each global batch
 in ``data.workers`` processes), which is what makes a run from shards give the weights a run from the
@@ -38,6 +39,7 @@ import re
 import tarfile
 import tempfile
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -265,13 +267,17 @@ class ShardIndex:
 
 
 def index_shards(spec: str | Sequence[str], rank: int = 0, world_size: int = 1, gather=None,
-                 progress: bool = False) -> ShardIndex:
-    """Stream every shard of ``spec`` once (shard ``k`` by rank ``k mod world_size``; ``gather(obj) -> list``
-    exchanges the ranks' findings, e.g. ``torch.distributed.all_gather_object``) into a :class:`ShardIndex`.
-    A clip id seen twice is refused."""
+                 progress: bool = False, workers: int = 0) -> ShardIndex:
+    """Stream every shard of ``spec`` once (shard ``k`` by rank ``k mod world_size``, a rank's shards read by
+    ``workers`` threads, as webdataset's ``split_by_node`` / ``split_by_worker``; ``gather(obj) -> list``
+    exchanges the ranks' findings, e.g. ``torch.distributed.all_gather_object``) into a :class:`ShardIndex`
+    (clips in shard order, whoever read them). A clip id seen twice is refused."""
     urls = shard_urls(spec)
-    mine = {k: read_shard(urls[k]) for k in tqdm(range(rank, len(urls), world_size), desc="reading shards",
-                                                  unit="shard", disable=not progress)}
+    ranks_shards = list(range(rank, len(urls), world_size))
+    with ThreadPoolExecutor(max(1, workers)) as pool:  # reading shards waits on storage, not on Python
+        read = pool.map(read_shard, [urls[k] for k in ranks_shards])
+        mine = dict(zip(ranks_shards, tqdm(read, total=len(ranks_shards), desc="reading shards", unit="shard",
+                                           disable=not progress), strict=True))
     found: dict[int, list] = {}
     for part in (gather(mine) if gather is not None else [mine]):
         found.update(part)
