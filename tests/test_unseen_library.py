@@ -12,6 +12,7 @@ import torch
 
 import mlatr.experiments.real_heads as real_heads
 from mlatr.cli import main
+from mlatr.commands.demo_real import closing_lines
 from mlatr.data.manifest import Clip, Manifest
 from mlatr.errors import MlatrError
 from mlatr.experiments import real_sounds, unseen_library
@@ -156,6 +157,11 @@ def test_demo_real_trains_the_chosen_heads_and_indexes_the_library(tmp_path, mon
     saved = json.loads((tmp_path / "demo" / "results.json").read_text(encoding="utf-8"))
     assert saved["settings"]["heads"] == "near-identity"
     assert "Hand-written multilingual queries" in (tmp_path / "demo" / "report.md").read_text(encoding="utf-8")
+    figure = tmp_path / "demo" / "query-recall-by-language.png"
+    assert res["figure"] == str(figure) and figure.read_bytes()[:4] == b"\x89PNG"
+    closing = closing_lines(res, tmp_path / "demo").splitlines()
+    assert closing[0].endswith("model.pt") and closing[1].endswith(f"sounds.idx.npz ({len(data.manifest)} clips)")
+    assert closing[-1].startswith(f"next:   mlatr search {tmp_path / 'demo' / 'sounds.idx.npz'} ")
     with pytest.raises(MlatrError, match="trained head option"):
         real_sounds.run_real_demo("m.jsonl", tmp_path / "d2", ["e5-small"], heads="random")
 

@@ -18,23 +18,37 @@ def load_model_from_args(args):
     return load_model(args.checkpoint, args.device)
 
 
-def encode_from_args(args, loaded=None, manifest=None, languages=None):
-    """Encode ``args.split`` of ``args.manifest`` (``all`` = every clip), or the given ``manifest`` as it is,
-    in ``languages`` (default ``--languages``, else the model's training languages) with the model (frame /
-    token features too when its matching head scores them); returns an
+def clips_from_args(args):
+    """``(manifest, shards)``: ``args.split`` (``all`` = every clip) of ``args.manifest``, or of the webdataset
+    shards ``args.webdataset`` (then ``shards`` is their :class:`~mlatr.data.webdataset_shards.ShardIndex`,
+    else None)."""
+    from mlatr.inference.sources import manifest_split
+
+    if getattr(args, "webdataset", None):
+        from mlatr.data.webdataset_shards import index_shards
+
+        shards = index_shards(args.webdataset, progress=True)
+        return (shards.manifest if args.split == "all" else shards.manifest.split(args.split)), shards
+    manifest = manifest_split(args.manifest, args.split, args.skip_bad)
+    report_skipped(manifest.problems, "malformed manifest line(s)")
+    return manifest, None
+
+
+def encode_from_args(args, loaded=None, manifest=None, languages=None, shards=None):
+    """Encode the clips of :func:`clips_from_args`, or the given ``manifest`` as it is (its audio in ``shards``
+    when given), in ``languages`` (default ``--languages``, else the model's training languages) with the
+    model (frame / token features too when its matching head scores them); returns an
     :class:`~mlatr.inference.encoding.EncodedSplit`."""
     from mlatr.inference.evaluate import encode_split
-    from mlatr.inference.sources import manifest_split
 
     loaded = loaded or load_model_from_args(args)
     given = manifest is None
     if languages is None and args.languages:
         languages = parse_language_list(args.languages, "--languages")
     if manifest is None:
-        manifest = manifest_split(args.manifest, args.split, args.skip_bad)
-        report_skipped(manifest.problems, "malformed manifest line(s)")
+        manifest, shards = clips_from_args(args)
     enc = encode_split(loaded, manifest, languages, split=args.split, batch_size=args.batch_size,
-                       max_seconds=args.max_seconds, skip_bad=args.skip_bad, check_languages=given)
+                       max_seconds=args.max_seconds, skip_bad=args.skip_bad, check_languages=given, shards=shards)
     report_skipped(enc.skipped, "clip(s) with unreadable audio")
     return enc
 

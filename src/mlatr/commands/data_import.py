@@ -26,6 +26,10 @@ Formats:
   folder            a folder of sound files (wav/flac/ogg/mp3/aiff); captions from NAME.txt sidecars (one
                     per line; NAME.fra.txt for French...) or from the file name (CarPassing.wav -> "car
                     passing"), labels from the parent folder, durations read from the files
+  webdataset        tar shards (DIR/shard-{000000..000009}.tar, .tar.gz, any fsspec URL) in mlatr's or
+                    ML-CLAP's layout (KEY.flac + KEY.json {"captions": {"eng_Latn": [...], ...}}) or
+                    LAION-CLAP's ({"text": [...]}); the audio members are written as files under --audio-dir
+                    (default: beside the manifest, MANIFEST_STEM-audio/)
 
 A relative --audio-dir is taken from the current folder and written relative to the output manifest's
 folder. Every malformed source row stops the import with its file and line; --skip-bad skips and counts.
@@ -77,9 +81,10 @@ def _check_options(args) -> None:
         "lang": ("translations", "mlclap-json"),
         "test_fold": ("esc50-csv", "urbansound8k-csv"), "val_fold": ("esc50-csv", "urbansound8k-csv"),
         "no_folder_labels": ("folder",),
-        "audio_dir": ("audiocaps-csv", "clotho-csv", "mlclap-json", "esc50-csv", "urbansound8k-csv"),
+        "audio_dir": ("audiocaps-csv", "clotho-csv", "mlclap-json", "esc50-csv", "urbansound8k-csv", "webdataset"),
         "audio_pattern": ("audiocaps-csv", "clotho-csv", "mlclap-json", "esc50-csv", "urbansound8k-csv"),
-        "split": ("audiocaps-csv", "clotho-csv", "mlclap-json", "esc50-csv", "urbansound8k-csv", "folder"),
+        "split": ("audiocaps-csv", "clotho-csv", "mlclap-json", "esc50-csv", "urbansound8k-csv", "folder",
+                  "webdataset"),
     }
     for opt, formats in only.items():
         value = getattr(args, opt)
@@ -115,6 +120,10 @@ def run(args) -> int:
         manifest = merge_translations(base, args.sources, lang=args.lang, overwrite=args.overwrite,
                                       skip_bad=args.skip_bad)
         manifest.rebase(out.resolve().parent)
+    elif args.format == "webdataset":  # the shards' audio becomes files under --audio-dir
+        from mlatr.data.webdataset_shards import import_webdataset
+
+        manifest = import_webdataset(args.sources, out, audio_dir=args.audio_dir, split=args.split)
     else:
         func, _ = IMPORTERS[args.format]
         opts: dict = {"skip_bad": args.skip_bad, "split": args.split}

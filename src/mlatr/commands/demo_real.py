@@ -9,13 +9,16 @@ with random (untrained) heads on the held-out test split: each clip's caption, 3
 in 8 languages (a hit = a clip whose caption contains one of the query's keywords) with the consistency
 metrics (gap, dis, MRV), zero-shot folder labels in 8 languages; chance levels beside them. Then indexes
 the whole library with the first text encoder's model and answers example queries in eight languages.
-Writes OUT/report.md, OUT/results.json, OUT/model.pt, OUT/sounds.idx.npz.
+Writes OUT/report.md, OUT/results.json, OUT/model.pt, OUT/sounds.idx.npz and OUT/query-recall-by-language.png,
+and ends by saying where they are and what to run next.
 
 Examples:
   scripts/get-real-sounds.sh && mlatr demo-real
   mlatr demo-real --text e5-small --heads both-heads --out runs/real
   mlatr search runs/demo-real/sounds.idx.npz "un chien aboie" --lang fra
 """
+
+from pathlib import Path
 
 from mlatr.commands._arg_types import positive_float, positive_int
 from mlatr.commands._grid_args import parse_methods
@@ -47,15 +50,24 @@ def add_arguments(parser):
 
 
 def run(args) -> int:
-    from pathlib import Path
-
     from mlatr.errors import MlatrError
     from mlatr.experiments.real_sounds import run_real_demo
 
     if not Path(args.manifest).is_file():
         raise MlatrError(f"{args.manifest} not found: run scripts/get-real-sounds.sh first (or pass --manifest)")
     names = parse_methods(args.text, list(TEXT_ENCODERS), "--text")
-    run_real_demo(args.manifest, args.out, names, heads=args.heads, embed_dim=args.embed_dim, epochs=args.epochs,
-                  seed=args.seed, max_seconds=args.max_seconds, progress=not args.no_progress)
+    results = run_real_demo(args.manifest, args.out, names, heads=args.heads, embed_dim=args.embed_dim,
+                            epochs=args.epochs, seed=args.seed, max_seconds=args.max_seconds,
+                            progress=not args.no_progress)
     print((Path(args.out) / "report.md").read_text(encoding="utf-8"))
+    print(closing_lines(results, Path(args.out)))
     return 0
+
+
+def closing_lines(results: dict, out: Path) -> str:
+    """Where the demo's model, index, report and figure are, and the commands to run next."""
+    index = results["index"]["path"]
+    return "\n".join([
+        f"model:  {out / 'model.pt'}", f"index:  {index} ({results['index']['clips']} clips)",
+        f"report: {out / 'report.md'}", f"figure: {results['figure']}",
+        f'next:   mlatr search {index} "un chien aboie" --lang fra     (or: mlatr serve {index})'])

@@ -44,7 +44,10 @@ OUTPUTS = (Output("json", "metrics file", folder=False), Output("report", "repor
 def add_arguments(parser):
     parser.add_argument("--checkpoint", required=True, help="a checkpoint written by mlatr train, or a model "
                         "folder written by mlatr export")
-    parser.add_argument("--manifest", required=True, help="JSONL manifest")
+    clips = parser.add_mutually_exclusive_group(required=True)
+    clips.add_argument("--manifest", help="JSONL manifest")
+    clips.add_argument("--webdataset", metavar="SHARDS",
+                       help="webdataset shards instead of a manifest: DIR/shard-{000000..000009}.tar (any fsspec URL)")
     parser.add_argument("--split", default="test", help="split to evaluate (default: test); 'all' for every clip")
     parser.add_argument("--languages", help="comma-separated languages (default: the model's training languages)")
     parser.add_argument("--pivot", default="eng", help="pivot language of the consistency metrics")
@@ -78,9 +81,17 @@ def run(args) -> int:
     zero_shot_languages = parse_language_list(args.zero_shot_languages, "--zero-shot-languages")
     languages = parse_language_list(args.languages, "--languages") if args.languages else None
     loaded = load_model_from_args(args)
-    result = evaluate_model(loaded, args.manifest, args.split, languages=languages, pivot=pivot,
+    shards = None
+    clips = args.manifest
+    if args.webdataset:
+        from mlatr.data.webdataset_shards import index_shards
+
+        shards = index_shards(args.webdataset, progress=True)
+        clips = shards.manifest
+    result = evaluate_model(loaded, clips, args.split, languages=languages, pivot=pivot,
                             zero_shot_languages=zero_shot_languages, batch_size=args.batch_size,
-                            max_seconds=args.max_seconds, skip_bad=args.skip_bad, head_memory_mb=args.head_memory_mb)
+                            max_seconds=args.max_seconds, skip_bad=args.skip_bad, head_memory_mb=args.head_memory_mb,
+                            shards=shards)
     report_skipped(result.skipped_lines, "malformed manifest line(s)")
     report_skipped(result.encoded.skipped, "clip(s) with unreadable audio")
     metrics = result.metrics
@@ -104,7 +115,7 @@ def run(args) -> int:
         plot_recall_by_language(metrics, Path(args.plot) / "recall_by_language.png")
         plot_rank_spread(result.evaluation, Path(args.plot) / "rank_spread.png")
         if args.tsne_clips > 0:
-            print(f"\nwrote {_plot_tsne(args, result.encoded, result.clips)}")
+            print(f"\nwrote {_plot_tsne(args, result.encoded, result.clips, shards)}")
     return 0
 
 
@@ -113,7 +124,7 @@ def _panel_name(path: str) -> str:
     return f"{p.parent.name}/{p.name}" if p.parent.name else p.name
 
 
-def _plot_tsne(args, enc, manifest):
+def _plot_tsne(args, enc, manifest, shards=None):
     """ATRI Appendix C's view of ``enc``; with --compare, the second checkpoint's encoding of the same clips
     and caption groups beside it."""
     from mlatr.commands._model_io import encode_from_args
@@ -127,7 +138,7 @@ def _plot_tsne(args, enc, manifest):
         clips = Manifest(clips=[manifest[enc.clip_rows[i]] for i in sel.clips], root=manifest.root,
                          path=manifest.path)
         languages = sorted(set(enc.text_lang.tolist()), key=enc.text_lang.tolist().index)
-        enc2 = encode_from_args(args, other, manifest=clips, languages=languages)
+        enc2 = encode_from_args(args, other, manifest=clips, languages=languages, shards=shards)
         sel2 = select_rows(enc2.text_audio, enc2.text_lang, enc2.text_group, len(enc2.audio), len(sel.clips))
         if [enc.texts[r] for r in sel.text_rows] != [enc2.texts[r] for r in sel2.text_rows]:
             raise MlatrError(f"--compare: {args.compare} did not encode the same clips and captions (unreadable "

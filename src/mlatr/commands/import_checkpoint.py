@@ -1,4 +1,10 @@
-"""Convert another project's released checkpoint into an mlatr checkpoint.
+"""Convert another project's released checkpoint (or model folder) into an mlatr checkpoint.
+
+--from hf-clap: a transformers ClapModel folder (LAION-CLAP: laion/clap-htsat-unfused, laion/larger_clap_general,
+...; HTSAT audio + RoBERTa text + their projections) as a ready model with the embeddings of
+ClapModel.get_audio_features / get_text_features, reading audio at the feature extractor's 48 kHz:
+  mlatr import-checkpoint --from hf-clap weights/clap-htsat-unfused -o weights/laion-clap.pt
+  mlatr eval --checkpoint weights/laion-clap.pt --manifest M --split test
 
 --from mlclap: ML-CLAP's pretrain.pt (github.com/zyyan4/ml-clap; zenodo.org/records/13358171), the model
 ATRI §5.3 starts KCL and CACL from: CED-Base audio encoder, SONAR text encoder, Linear-ReLU-Linear
@@ -19,6 +25,7 @@ Example:
 """
 
 from mlatr.commands._outputs import Output
+from mlatr.errors import MlatrError
 
 HELP = __doc__
 
@@ -28,11 +35,12 @@ OUTPUTS = (Output("output", "checkpoint", folder=False),)
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("file", metavar="FILE", help="the checkpoint to convert")
-    parser.add_argument("--from", dest="source", required=True, choices=("mlclap",), help="whose checkpoint FILE is")
+    parser.add_argument("file", metavar="FILE", help="the checkpoint to convert (hf-clap: the ClapModel folder)")
+    parser.add_argument("--from", dest="source", required=True, choices=("mlclap", "hf-clap"),
+                        help="whose checkpoint FILE is")
     parser.add_argument("-o", "--output", required=True, metavar="OUT.pt", help="mlatr checkpoint to write")
-    parser.add_argument("--sonar", required=True, metavar="DIR",
-                        help="local copy of cointegrated/SONAR_200_text_encoder (tokenizer + architecture)")
+    parser.add_argument("--sonar", metavar="DIR",
+                        help="mlclap: local copy of cointegrated/SONAR_200_text_encoder (tokenizer + architecture)")
     parser.add_argument("--audio-heads", type=int, default=None,
                         help="attention heads of the CED (default: from its published size, 12 for CED-Base)")
     parser.add_argument("--keep-temperature", action="store_true",
@@ -43,7 +51,20 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
+    if args.source == "hf-clap":
+        from mlatr.convert.hf_clap import import_hf_clap
+
+        report = import_hf_clap(args.file, args.output)
+        print(f"matched {report['matched']} key(s); temperature {report['temperature']:.4f}; feature extraction: "
+              + ", ".join(f"{k} {v}" for k, v in report["features"].items()))
+        for key, why in report["ignored"].items():
+            print(f"  set aside {key}: {why}")
+        print(f"wrote {args.output}")
+        return 0
     from mlatr.convert.mlclap import ATRI_TEMPERATURE, import_mlclap
+
+    if not args.sonar:
+        raise MlatrError("import-checkpoint --from mlclap needs --sonar DIR (the SONAR tokenizer and architecture)")
 
     report = import_mlclap(args.file, args.output, args.sonar, audio_heads=args.audio_heads,
                            temperature=None if args.keep_temperature else ATRI_TEMPERATURE,

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from mlatr.data.splits import assign_hash_splits
 from mlatr.errors import MlatrError
+from mlatr.evaluation.plots import plot_recall_by_language
 from mlatr.experiments.head_options import DEFAULT_HEADS, HEAD_OPTIONS
 from mlatr.experiments.real_heads import (
     RealSounds,
@@ -42,7 +43,8 @@ def run_real_demo(manifest_path: str | Path, out: str | Path, text_encoders: lis
                   max_seconds: float = 10.0, progress: bool = True) -> dict:
     """Train the heads (option ``heads``) over frozen aisfx + each text encoder, evaluate against random heads,
     build the index with the first text encoder, answer the example queries; writes ``OUT/report.md``,
-    ``OUT/results.json``, ``OUT/model.pt`` and ``OUT/sounds.idx.npz``. Returns the results dict."""
+    ``OUT/results.json``, ``OUT/model.pt``, ``OUT/sounds.idx.npz`` and ``OUT/query-recall-by-language.png``
+    (hand-written queries' t2a R@10 per language, one bar per run). Returns the results dict."""
     if heads not in HEAD_OPTIONS or not HEAD_OPTIONS[heads].trained:
         trained = ", ".join(k for k, o in HEAD_OPTIONS.items() if o.trained)
         raise MlatrError(f"--heads must be a trained head option ({trained}), got {heads!r}")
@@ -82,6 +84,9 @@ def run_real_demo(manifest_path: str | Path, out: str | Path, text_encoders: lis
                            for q, lang in EXAMPLE_QUERIES]
     results["index"] = {"path": str(out / "sounds.idx.npz"), "clips": len(index), "text_encoder": name,
                         "heads": heads}
+    figure = plot_recall_by_language({key: run["queries"] for key, run in results["runs"].items()},
+                                     out / "query-recall-by-language.png", metric="R10")
+    results["figure"] = str(figure)
     atomic_write_json(out / "results.json", results)
     atomic_write_text(out / "report.md", real_demo_report(results, data.languages))
     return results

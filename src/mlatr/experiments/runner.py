@@ -31,6 +31,7 @@ from mlatr.inference.encoding import encode_manifest
 from mlatr.io_utils import atomic_write_json, atomic_write_text
 from mlatr.languages import DEFAULT_LANGUAGES
 from mlatr.training.diagnostics import positive_similarities
+from mlatr.training.run_log import read_run_log
 
 
 @dataclass(frozen=True)
@@ -175,13 +176,7 @@ def evaluate_run(run_dir: Path, manifest: str, split: str = "test", languages: S
 
 def read_step_log(path: Path) -> list[dict]:
     """The step records of a run's ``log.jsonl`` in step order (a resumed run's repeats: the last one wins)."""
-    steps: dict[int, dict] = {}
-    for line in path.read_text(encoding="utf-8").splitlines():
-        if line.strip():
-            record = json.loads(line)
-            if record.get("type") == "step":
-                steps[record["step"]] = record
-    return [steps[k] for k in sorted(steps)]
+    return read_run_log(path)[0]
 
 
 def validation_curve(history: list[dict], key: str = "avg") -> list[tuple[int, float]]:

@@ -18,6 +18,7 @@ import numpy as np
 
 from mlatr.data.manifest import Manifest
 from mlatr.data.pipeline.workers import default_workers
+from mlatr.data.webdataset_shards import ShardIndex, ShardSource
 from mlatr.errors import MlatrError
 from mlatr.evaluation.caveats import evaluation_caveats
 from mlatr.evaluation.evaluate import Evaluation
@@ -47,7 +48,8 @@ def check_languages_present(manifest: Manifest, languages: Sequence[str], split:
     present = manifest.languages()
     missing = [lang for lang in languages if lang not in present]
     if (explicit and missing) or len(missing) == len(languages):
-        where = f"split {split!r} of {manifest.path}" if split != "all" else str(manifest.path)
+        name = manifest.path or "the shards"
+        where = f"split {split!r} of {name}" if split != "all" else str(name)
         flag = "--languages: " if explicit else "the model's languages: "
         raise MlatrError(f"{flag}no caption in {', '.join(missing)} in {where} "
                          f"(its captions are in: {', '.join(present) or 'no language'})")
@@ -55,19 +57,22 @@ def check_languages_present(manifest: Manifest, languages: Sequence[str], split:
 
 def encode_split(loaded: LoadedModel, manifest: Manifest, languages: Sequence[str] | None = None, *,
                  split: str = "all", batch_size: int = 64, max_seconds: float | None = None, skip_bad: bool = False,
-                 workers: int | None = None, progress: bool = True, check_languages: bool = True) -> EncodedSplit:
+                 workers: int | None = None, progress: bool = True, check_languages: bool = True,
+                 shards: ShardIndex | None = None) -> EncodedSplit:
     """Every clip and caption of ``manifest`` (``split`` only names it in messages) in ``languages`` (default:
     the model's training languages) encoded by ``loaded``, centre-cropped to ``max_seconds`` (default the
-    model's evaluation crop), with frame / token features when its head scores them."""
+    model's evaluation crop), with frame / token features when its head scores them. ``shards``: the webdataset
+    shards the clips were read from (their audio is read there)."""
     explicit = languages is not None
     languages = normalize_all(languages, "languages") if explicit else list(loaded.data["languages"])
     if check_languages:
         check_languages_present(manifest, languages, split, explicit)
+    source = None if shards is None else ShardSource(manifest, shards, loaded.data["sample_rate"], skip_bad=skip_bad)
     enc = encode_manifest(loaded.model, manifest, languages, batch_size=batch_size,
                           max_seconds=max_seconds or loaded.data["eval_max_seconds"],
                           sample_rate=loaded.data["sample_rate"], skip_bad=skip_bad, progress=progress,
                           frames=loaded.head.needs_frames,
-                          workers=default_workers() if workers is None else workers)
+                          workers=default_workers() if workers is None else workers, source=source)
     if not enc.clip_ids:
         raise MlatrError(f"none of the {len(manifest)} clip(s) to encode could be read "
                          f"(first: {next(iter(enc.skipped.values()), '')})")
@@ -79,9 +84,10 @@ def evaluate_model(loaded: LoadedModel, manifest: str | os.PathLike | Manifest, 
                    zero_shot_languages: Sequence[str] = ("eng",), batch_size: int = 64,
                    max_seconds: float | None = None, skip_bad: bool = False,
                    head_memory_mb: float = HEAD_MEMORY_BUDGET_MB, workers: int | None = None,
-                   progress: bool = True) -> ModelEvaluation:
+                   progress: bool = True, shards: ShardIndex | None = None) -> ModelEvaluation:
     """Evaluate ``loaded`` on split ``split`` (``all``: every clip) of ``manifest`` (a file or a
-    :class:`Manifest`, taken whole); see the module docstring."""
+    :class:`Manifest`, taken whole; ``shards``: the webdataset shards it was read from); see the module
+    docstring."""
     pivot = normalize(pivot, "pivot")
     zero_shot_languages = normalize_all(zero_shot_languages, "zero-shot languages")
     if isinstance(manifest, Manifest):
@@ -89,7 +95,7 @@ def evaluate_model(loaded: LoadedModel, manifest: str | os.PathLike | Manifest, 
     else:
         clips = manifest_split(manifest, split, skip_bad)
     enc = encode_split(loaded, clips, languages, split=split, batch_size=batch_size, max_seconds=max_seconds,
-                       skip_bad=skip_bad, workers=workers, progress=progress)
+                       skip_bad=skip_bad, workers=workers, progress=progress, shards=shards)
     head = loaded.head
     # The model's own head ranks (pooled cosine unless trained with a fine-grained one; T2A [Nt, Na] and
     # A2T [Na, Nt] scored separately for an asymmetric head).

@@ -116,8 +116,10 @@ def load_aisfx_state_dict(path: str | os.PathLike) -> dict[str, torch.Tensor]:
 
 
 def htk_mel_filterbank(sample_rate: int = AISFX_SAMPLE_RATE, n_fft: int = N_FFT, n_mels: int = N_MELS,
-                       f_min: float = F_MIN, f_max: float = F_MAX) -> np.ndarray:
-    """``[n_mels, n_fft // 2 + 1]`` triangular filters on the HTK mel scale, each row summing to 1.
+                       f_min: float = F_MIN, f_max: float = F_MAX, rows_sum_to_one: bool = True) -> np.ndarray:
+    """``[n_mels, n_fft // 2 + 1]`` triangular filters on the HTK mel scale, each row summing to 1 (or, with
+    ``rows_sum_to_one=False``, peaking at 1: torchaudio's ``melscale_fbanks(norm=None, mel_scale="htk")``,
+    the CLAP feature extractor's fusion filters).
 
     ``mel(f) = 2595 log10(1 + f / 700)``; ``n_mels + 2`` edges equally spaced in mel between f_min and
     f_max; triangle ``i`` rises from edge i to i+1 and falls to i+2 (librosa ``filters.mel(htk=True,
@@ -131,6 +133,8 @@ def htk_mel_filterbank(sample_rate: int = AISFX_SAMPLE_RATE, n_fft: int = N_FFT,
     rising = -ramps[:-2] / widths[:-1, None]
     falling = ramps[2:] / widths[1:, None]
     weights = np.maximum(0.0, np.minimum(rising, falling))
+    if not rows_sum_to_one:
+        return weights.astype(np.float32)
     sums = weights.sum(axis=1, keepdims=True)
     return (weights / np.where(sums > 0, sums, 1.0)).astype(np.float32)
 

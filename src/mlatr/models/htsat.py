@@ -78,6 +78,17 @@ def slaney_mel_filterbank(n_mels: int = 64, n_fft: int = 1024, sample_rate: int 
     return torch.from_numpy(fb.astype(np.float32))
 
 
+def clap_log_mel(wave: torch.Tensor, window: torch.Tensor, hop_length: int, filterbank: torch.Tensor) -> torch.Tensor:
+    """``[B, N]`` -> ``[B, frames, n_mels]``: power STFT (``window``'s length, centred with reflection) through
+    ``filterbank [bins, n_mels]``, in dB ``10 log10(max(mel power, 1e-10))`` (``ClapFeatureExtractor``'s
+    ``_np_extract_fbank_features``)."""
+    n_fft = window.shape[0]
+    spec = torch.stft(wave, n_fft, hop_length, n_fft, window, center=True, pad_mode="reflect", return_complex=True)
+    power = spec.real.square() + spec.imag.square()  # [B, bins, frames]
+    mel = torch.einsum("bkf,km->bfm", power, filterbank)
+    return 10.0 * torch.log10(mel.clamp(min=1e-10))
+
+
 class ClapLogMel(nn.Module):
     """Waveform ``[B, T]`` at ``input_rate`` (+ lengths) -> log-mel ``[B, 1, target_frames, n_mels]`` and
     the covered fraction ``[B]`` of the 10 s window (1.0 for clips of 10 s or more)."""
@@ -103,11 +114,7 @@ class ClapLogMel(nn.Module):
 
     def log_mel(self, wave48: torch.Tensor) -> torch.Tensor:
         """``[B, N]`` at 48 kHz -> ``[B, frames, n_mels]`` in dB: ``10 log10(max(mel power, 1e-10))``."""
-        spec = torch.stft(wave48, self.n_fft, self.hop_length, self.n_fft, self.window, center=True,
-                          pad_mode="reflect", return_complex=True)
-        power = spec.real.square() + spec.imag.square()  # [B, bins, frames]
-        mel = torch.einsum("bkf,km->bfm", power, self.filterbank)
-        return 10.0 * torch.log10(mel.clamp(min=1e-10))
+        return clap_log_mel(wave48, self.window, self.hop_length, self.filterbank)
 
     def forward(self, waveform: torch.Tensor, lengths: torch.Tensor | None = None
                 ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -163,7 +170,7 @@ def _htsat_folder_error(path: Path, problem: str) -> MlatrError:
 _DERIVED_BUFFERS = ("relative_position_index", "num_batches_tracked")
 
 
-def _read_weights(folder: Path) -> dict[str, torch.Tensor]:
+def read_hf_weights(folder: Path) -> dict[str, torch.Tensor]:
     """All tensors of a Hugging Face folder (single or sharded safetensors / torch ``.bin``)."""
     files: list[Path] = []
     for index in ("model.safetensors.index.json", "pytorch_model.bin.index.json"):
@@ -195,7 +202,7 @@ def load_clap_audio_model(folder: Path):
     transformers = _import_transformers()
     try:
         config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
-        state = _read_weights(folder)
+        state = read_hf_weights(folder)
     except (OSError, ValueError, KeyError, RuntimeError) as exc:
         raise _htsat_folder_error(folder, f"loading failed ({type(exc).__name__}: {exc})") from exc
     kind = config.get("model_type")

@@ -89,6 +89,7 @@ BUILTIN_MODULES: list[str] = [
     "mlatr.models.ced",
     "mlatr.models.hf_text",
     "mlatr.models.htsat",
+    "mlatr.models.hf_clap",
 ]
 
 

@@ -78,6 +78,9 @@ class DataConfig:
     #: A decoded-audio store (``mlatr data prepare MANIFEST -o STORE``) to read the clips from instead of
     #: decoding the manifest's files; None = decode the files.
     store: str | None = None
+    #: webdataset shards to train and validate from instead of a manifest (``DIR/shard-{000000..000099}.tar``,
+    #: local or any fsspec URL; :mod:`mlatr.data.webdataset_shards`); the splits come from the samples' JSON.
+    webdataset: str | None = None
 
 
 @dataclass
@@ -190,7 +193,9 @@ class TrainConfig:
     #: average R@1); 0 = never (best.pt is then the last epoch).
     eval_every: int = checked(1, _non_negative, ">= 0 (0: never)")
     progress: bool = True
-    tensorboard: bool = False
+    #: Loggers besides log.jsonl: [tensorboard, wandb] (:mod:`mlatr.training.run_loggers`).
+    log: list[str] = field(default_factory=list)
+    tensorboard: bool = False  # the older spelling of log: [tensorboard]
     #: Step diagnostics to log (:mod:`mlatr.training.diagnostics`): e.g. [drift] (SupCLAP Figure 1).
     diagnostics: list[str] = field(default_factory=list)
 
@@ -227,7 +232,8 @@ class Config:
 #: Settings that choose how a run executes, not what it computes (the same batches and, up to
 #: floating-point rounding, the same updates): a run may resume with other values of these.
 EXECUTION_KEYS = (("data", "workers"), ("data", "prefetch"), ("data", "cache_audio"), ("data", "cache_max_gb"),
-                  ("optim", "grad_cache_chunk"), ("train", "progress"), ("dist",))
+                  ("optim", "grad_cache_chunk"), ("train", "progress"), ("train", "log"),
+                  ("train", "tensorboard"), ("dist",))
 
 
 def resume_view(tree: dict[str, Any]) -> dict[str, Any]:

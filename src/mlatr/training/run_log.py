@@ -58,6 +58,25 @@ def reconcile_log(path: str | Path, epoch: int, step: int) -> int:
     return dropped
 
 
+def read_run_log(path: str | Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The step records (by step) and the epoch records (by epoch) of a ``log.jsonl``; where a resumed
+    run repeated one, the last one wins; a line cut short by a kill is skipped."""
+    steps: dict[int, dict[str, Any]] = {}
+    epochs: dict[int, dict[str, Any]] = {}
+    for line in Path(path).read_text(encoding="utf-8", errors="replace").splitlines():
+        try:
+            record = json.loads(line) if line.strip() else None
+        except json.JSONDecodeError:
+            continue
+        if not isinstance(record, dict):
+            continue
+        if record.get("type") == "step" and isinstance(record.get("step"), int):
+            steps[record["step"]] = record
+        elif record.get("type") == "epoch" and isinstance(record.get("epoch"), int):
+            epochs[record["epoch"]] = record
+    return [steps[k] for k in sorted(steps)], [epochs[k] for k in sorted(epochs)]
+
+
 def open_run_log(out_dir: str | Path, epoch: int, step: int) -> IO[str]:
     """Clean ``out_dir`` after an interrupted run (see the module docstring) and open its ``log.jsonl``
     for appending; what was removed is said on stderr."""

@@ -33,6 +33,7 @@ from mlatr.data.manifest import Manifest
 from mlatr.data.pipeline.batches import TrainBatches
 from mlatr.data.pipeline.sources import choose_cache, open_source
 from mlatr.data.pipeline.workers import default_workers
+from mlatr.data.webdataset_shards import ShardIndex, index_shards
 from mlatr.errors import MlatrError
 from mlatr.evaluation.with_head import evaluate_with_head
 from mlatr.inference.checkpoint import load_model, read_checkpoint, save_checkpoint
@@ -46,9 +47,11 @@ from mlatr.training import distributed
 from mlatr.training.config import Config, resume_view
 from mlatr.training.config_checks import config_differences
 from mlatr.training.diagnostics import diagnostic_callbacks
+from mlatr.training.epoch_line import epoch_line, eta_seconds
 from mlatr.training.objective import build_objective
 from mlatr.training.resources import memory_kind, peak_memory_mb, reset_peak_memory
 from mlatr.training.run_log import open_run_log
+from mlatr.training.run_loggers import RunLoggers, logger_names
 from mlatr.training.schedule import lr_factor
 from mlatr.training.step import StepRunner, step_inputs
 from mlatr.writer_lock import writer_lock
@@ -105,7 +108,10 @@ class Trainer:
     def _set_up(self, cfg: Config, resume: bool, callbacks: list[StepCallback] | None) -> None:
         self.callbacks = list(callbacks or []) + diagnostic_callbacks(cfg.train.diagnostics)
         self.extra_logs: dict[str, float] = {}
-        manifest = Manifest.load(cfg.data.manifest, skip_bad=cfg.data.skip_bad)
+        self.logger_names = logger_names(cfg.train.log, cfg.train.tensorboard)
+        self.shards = self._read_shards() if cfg.data.webdataset else None
+        manifest = (self.shards.manifest if self.shards is not None
+                    else Manifest.load(cfg.data.manifest, skip_bad=cfg.data.skip_bad))
         self.manifest_problems = manifest.problems  # malformed lines skipped under data.skip_bad
         self.train_manifest = manifest.split(cfg.data.train_split)
         self.val_manifest = manifest.split(cfg.data.val_split) if cfg.train.eval_every > 0 else None
@@ -152,7 +158,7 @@ class Trainer:
         d = self.cfg.data
         self.workers = default_workers() if d.workers == "auto" else int(d.workers)
         show = self.cfg.train.progress and self.dist.is_main
-        train = open_source(self.train_manifest, d.sample_rate, d.store, d.skip_bad)
+        train = open_source(self.train_manifest, d.sample_rate, d.store, d.skip_bad, self.shards)
         scheme = build_scheme(self.cfg.objective.scheme)
         scheme.check_languages(d.languages)
         self.batches = TrainBatches(
@@ -163,11 +169,23 @@ class Trainer:
         parts = [(train, self.batches.clips)]
         val = None
         if self.val_manifest is not None:
-            val = open_source(self.val_manifest, d.sample_rate, d.store, d.skip_bad)
+            val = open_source(self.val_manifest, d.sample_rate, d.store, d.skip_bad, self.shards)
             parts.append((val, range(len(self.val_manifest))))
         # every process decides alike (the lengths the epoch is planned with come from the same place)
         choose_cache(d.cache_audio, parts, d.cache_max_gb / self.dist.local_world_size)
         self.val_source = val if self.dist.is_main else None
+
+    def _read_shards(self) -> ShardIndex:
+        """``data.webdataset``'s shards, each streamed once per job: split over the processes, exchanged."""
+        gather = None
+        if self.dist.enabled:
+            def gather(obj):
+                everyone: list[Any] = [None] * self.dist.world_size
+                torch.distributed.all_gather_object(everyone, obj)
+                return everyone
+        workers = default_workers() if self.cfg.data.workers == "auto" else int(self.cfg.data.workers)
+        return index_shards(self.cfg.data.webdataset, self.dist.rank, self.dist.world_size, gather,
+                            progress=self.cfg.train.progress and self.dist.is_main, workers=workers)
 
     def _initial_model(self):
         """A fresh model, or the one of ``model.init_checkpoint`` (ATRI §5.3: KCL / CACL start from ML-CLAP)
@@ -220,9 +238,11 @@ class Trainer:
                                                                        allow_unicode=True))
         # the log agrees with last.pt; orphan temporary files are removed
         log = open_run_log(self.out, self.epoch, self.step) if main else None
-        writer = self._tensorboard() if main else None
+        writer = RunLoggers(self.logger_names, self.out, cfg.to_dict()) if main else None
+        walls: list[float] = []  # wall time of each epoch this process ran (the ETA)
         try:
             while self.epoch < cfg.train.epochs:
+                started = time.perf_counter()
                 record = self._train_epoch(self.epoch, log, writer)
                 self.epoch += 1
                 if self._validates_after(self.epoch) and main:
@@ -234,12 +254,15 @@ class Trainer:
                 if main:
                     log.write(json.dumps({"type": "epoch", **_compact(record)}) + "\n")
                     log.flush()
-                    if writer is not None and "val_score" in record:
-                        writer.add_scalar("val/avg_R1", record["val_score"], self.epoch)
+                    writer.epoch(record)
                     state = self._state()
                     save_checkpoint(self.out / "last.pt", state)
                     if self.best["epoch"] == self.epoch or cfg.train.eval_every <= 0:
                         save_checkpoint(self.out / "best.pt", state)
+                    walls.append(time.perf_counter() - started)
+                    tqdm.write(epoch_line(record, cfg.train.epochs, walls[-1],
+                                          eta_seconds(walls, self.epoch, cfg.train.epochs),
+                                          self.best["epoch"] == self.epoch and "val" in record), file=sys.stderr)
                 self.dist.barrier()  # the others wait for validation and the checkpoint
         finally:
             if log is not None:
@@ -260,6 +283,7 @@ class Trainer:
         reset_peak_memory(self.device)
         start = time.perf_counter()
         total, count, texts_seen = 0.0, 0, 0
+        term_sums: dict[str, float] = {}  # loss_<term> -> sum over the epoch's micro-batches
         bar = tqdm(total=len(self.batches), desc=f"epoch {epoch + 1}/{cfg.train.epochs}", unit="batch",
                    disable=not (cfg.train.progress and self.dist.is_main), dynamic_ncols=True)
         self.optimizer.zero_grad(set_to_none=True)
@@ -275,6 +299,9 @@ class Trainer:
             pending += 1
             total += result.loss
             count += 1
+            for key, value in result.logs.items():
+                if key.startswith("loss_"):
+                    term_sums[key] = term_sums.get(key, 0.0) + value
             texts_seen += len(step.selection.texts)
             if pending == cfg.optim.accumulate:
                 self._optimizer_step()
@@ -288,8 +315,7 @@ class Trainer:
                 self.extra_logs.clear()
                 if log is not None and self.step % max(1, cfg.train.log_every) == 0:
                     log.write(json.dumps(info) + "\n")
-                    if writer is not None:
-                        writer.add_scalar("train/loss", info["loss"], self.step)
+                    writer.step(info)
             bar.set_postfix(loss=f"{total / count:.4f}")
             bar.update(1)
         if pending:
@@ -298,6 +324,7 @@ class Trainer:
         seconds = time.perf_counter() - start
         peak = distributed.all_reduce_(torch.tensor([peak_memory_mb(self.device)]), self.dist, "max")
         return {"epoch": epoch + 1, "step": self.step, "train_loss": total / max(1, count),
+                "train_terms": {k: v / max(1, count) for k, v in term_sums.items()},
                 "epoch_time_s": seconds, "peak_memory_mb": float(peak), "memory_kind": memory_kind(self.device),
                 "texts_encoded": texts_seen, "bad_audio": self._bad_audio()}
 
@@ -333,15 +360,6 @@ class Trainer:
             dtype = torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
             return torch.autocast("cuda", dtype=dtype)
         return torch.autocast("cpu", enabled=False)
-
-    def _tensorboard(self):
-        if not self.cfg.train.tensorboard:
-            return None
-        try:
-            from torch.utils.tensorboard import SummaryWriter
-        except ImportError as exc:
-            raise MlatrError("train.tensorboard=true needs the tensorboard package: pip install tensorboard") from exc
-        return SummaryWriter(str(self.out / "tensorboard"))
 
     # ---- validation, state -----------------------------------------------------------------------
     def _validates_after(self, epoch: int) -> bool:

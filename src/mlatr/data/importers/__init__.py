@@ -36,8 +36,9 @@ IMPORTERS = {
     "folder": (import_folder, "a folder of sound files; captions from NAME.txt sidecars or file names"),
 }
 
-#: Every format ``mlatr data import`` accepts.
-FORMATS = (*IMPORTERS, "translations")
+#: Every format ``mlatr data import`` accepts (webdataset: :func:`mlatr.data.webdataset_shards.import_webdataset`,
+#: which also writes the shards' audio as files).
+FORMATS = (*IMPORTERS, "translations", "webdataset")
 
 __all__ = [
     "FORMATS", "IMPORTERS", "caption_from_name", "import_audiocaps_csv", "import_clotho_csv",

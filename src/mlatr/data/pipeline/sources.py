@@ -15,13 +15,17 @@ from mlatr.data.manifest import Manifest
 from mlatr.data.pipeline.file_source import AudioSource
 from mlatr.data.pipeline.source import Source
 from mlatr.data.pipeline.store import StoreSource
+from mlatr.data.webdataset_shards import ShardIndex, ShardSource
 
 BYTES_PER_SAMPLE = 4  # float32
 
 
-def open_source(manifest: Manifest, sample_rate: int, store: str | None = None, skip_bad: bool = False
-                ) -> Source:
-    """A source for ``manifest``'s clips: the prepared ``store`` if given, else its files (no cache yet)."""
+def open_source(manifest: Manifest, sample_rate: int, store: str | None = None, skip_bad: bool = False,
+                shards: ShardIndex | None = None) -> Source:
+    """A source for ``manifest``'s clips: the prepared ``store`` if given, else the webdataset ``shards``
+    they were read from, else its files (no cache yet)."""
+    if shards is not None:
+        return ShardSource(manifest, shards, sample_rate, skip_bad=skip_bad)
     if store:
         return StoreSource(store, manifest, sample_rate, skip_bad=skip_bad)
     return AudioSource(manifest, sample_rate, cache=False, skip_bad=skip_bad)

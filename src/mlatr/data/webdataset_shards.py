@@ -1,0 +1,355 @@
+"""webdataset tar shards in and out: export a manifest, train and validate from shards, import them back.
+
+The layout (the one ML-CLAP's ``tools/prepare_ml_caps_json_to_wds.py`` writes and its loader reads, which
+LAION-CLAP's shards share up to the JSON's caption key): each sample is two members of one tar, named
+``KEY.EXT`` and ``KEY.json``:
+
+* ``KEY.flac`` / ``.wav`` / ``.mp3`` / ``.ogg``: the audio file's bytes (mlatr exports each clip's file as
+  it is, so a shard decodes to exactly the samples the file does; other formats are re-encoded as FLAC);
+* ``KEY.json``: ``{"captions": {"eng_Latn": [...], "fra_Latn": [...], ...}}`` (NLLB codes, ML-CLAP's),
+  plus mlatr's ``id``, ``audio`` (the manifest's path), ``split``, ``labels``, ``duration`` and ``extra``.
+  mlatr keeps its caption lists aligned across languages, so a missing translation is ``null``. Reading
+  accepts ISO 639-1/3 codes as keys too, and LAION-CLAP's ``{"text": [...]}`` (English).
+
+``KEY`` is the clip id with every character outside ``[A-Za-z0-9_-]`` replaced by ``_``, then ``_`` and the
+clip's position (webdataset cuts a member name at its first dot to find the key); ML-CLAP's own keys are
+``STEM_UUID``. Shards are plain tars (``.tar``) or gzipped (``.tar.gz``, ML-CLAP's default); URLs are
+anything ``fsspec`` opens (local paths, ``s3://``, ``gs://``, ``https://``) with webdataset's brace ranges
+(``DIR/shard-{000000..000099}.tar``).
+
+Training (``data.webdataset``) reads the shards in two passes. The first streams every shard once for its
+JSON members and the position of each audio member (a gzipped shard's audio bytes are kept in memory: a
+gzip stream has no random access); under torchrun the shards are split over the processes as webdataset's
+``split_by_node`` does (shard ``k`` to rank ``k mod world_size``), a process's shards over ``data.workers``
+reader threads (``split_by_worker``), and the processes exchange what they read, so every shard is streamed
+once per job. The result is a manifest (split, captions, duration) and a
+:class:`ShardSource` that reads a clip's audio member by its byte range. Training then follows mlatr's own
+plan (the seeded batches of :mod:`mlatr.data.pipeline.batches`, each process reading its part of each global batch
+in ``data.workers`` processes), which is what makes a run from shards give the weights a run from the
+manifest gives, with any number of processes, and resume bit for bit; webdataset's own stream of
+shard-local shuffles would give other batches for another process count.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import re
+import tarfile
+import tempfile
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from tqdm import tqdm
+
+from mlatr import languages as _languages
+from mlatr.audio.integrity import duration_problem
+from mlatr.audio.io import load_audio, probe_length
+from mlatr.data.manifest import Clip, Manifest, clip_from_json
+from mlatr.data.pipeline.file_source import AudioSource
+from mlatr.errors import InputError, MlatrError
+from mlatr.io_utils import atomic_open, atomic_write_with
+
+#: Audio member extensions read and written (soundfile decodes them).
+AUDIO_EXTENSIONS = ("flac", "wav", "mp3", "ogg")
+#: Keys of a sample's JSON that mlatr reads into the clip (the rest goes to ``extra``).
+_META_KEYS = ("id", "audio", "captions", "text", "split", "labels", "duration", "extra")
+
+
+def _wds():
+    try:
+        import webdataset
+    except ImportError as exc:
+        raise MlatrError("webdataset shards need the webdataset package: pip install 'mlatr[shards]'") from exc
+    return webdataset
+
+
+def shard_urls(spec: str | Sequence[str]) -> list[str]:
+    """The shard URLs of a webdataset spec: brace ranges expanded (``{000000..000009}``), ``::``-joined or
+    listed specs concatenated."""
+    from braceexpand import braceexpand  # installed with webdataset
+
+    specs = [spec] if isinstance(spec, str) else list(spec)
+    urls = [url for s in specs for part in s.split("::") for url in braceexpand(part)]
+    if not urls:
+        raise MlatrError(f"no shard in {spec!r}")
+    return urls
+
+
+def sample_key(clip_id: str, position: int) -> str:
+    """The webdataset key of clip ``position`` (see the module docstring)."""
+    return f"{re.sub(r'[^A-Za-z0-9_-]', '_', clip_id)}_{position:08d}"
+
+
+def _iso(code: str, where: str) -> str:
+    try:
+        return _languages.normalize(code.split("_", 1)[0])
+    except (ValueError, MlatrError) as exc:
+        raise InputError(f"unknown caption language {code!r}", where, None, "captions") from exc
+
+
+def sample_json(clip: Clip) -> dict[str, Any]:
+    """A clip's JSON member: ML-CLAP's ``captions`` (NLLB codes) plus mlatr's fields."""
+    captions = {_languages.NLLB_CODES.get(lang, lang): list(texts) for lang, texts in clip.captions.items()}
+    out: dict[str, Any] = {"id": clip.id, "audio": clip.audio, "captions": captions}
+    for key in ("split", "duration"):
+        if getattr(clip, key) is not None:
+            out[key] = getattr(clip, key)
+    if clip.labels:
+        out["labels"] = list(clip.labels)
+    if clip.extra:
+        out["extra"] = dict(clip.extra)
+    return out
+
+
+def _audio_member(path: Path) -> tuple[str, bytes]:
+    """``(extension, bytes)`` of an audio file for a shard: the file as it is, or FLAC for other formats."""
+    ext = path.suffix.lower().lstrip(".")
+    if ext in AUDIO_EXTENSIONS:
+        return ext, path.read_bytes()
+    import soundfile as sf
+
+    data, rate = sf.read(str(path), dtype="float32", always_2d=True)
+    buf = io.BytesIO()
+    sf.write(buf, data, rate, format="FLAC")
+    return "flac", buf.getvalue()
+
+
+def export_webdataset(manifest: Manifest, pattern: str, maxcount: int = 10_000, maxsize: float = 1e9,
+                      progress: bool = True) -> list[str]:
+    """Write ``manifest``'s clips (in order) to shards named by ``pattern`` (``DIR/shard-%06d.tar``; a
+    ``.tar.gz`` pattern gzips them), a new shard after ``maxcount`` samples or ``maxsize`` bytes. Each shard
+    is written atomically (a killed export leaves complete shards and no partial one). Returns the shard
+    paths written."""
+    wds = _wds()
+    if "%" not in pattern:
+        raise MlatrError(f"-o {pattern}: the shard pattern needs a %d-style field for the shard number "
+                         "(e.g. DIR/shard-%06d.tar)")
+    Path(pattern).parent.mkdir(parents=True, exist_ok=True)
+    written: list[str] = []
+    writing: dict[str, Any] = {}  # shard name -> its atomic_open context, entered, not yet committed
+
+    def opener(name: str):
+        writing[name] = atomic_open(name, "wb", encoding=None)
+        return writing[name].__enter__()
+
+    def post(name: str) -> None:  # the shard is complete: it replaces NAME
+        writing.pop(name).__exit__(None, None, None)
+        written.append(name)
+
+    sink = wds.ShardWriter(pattern, maxcount=maxcount, maxsize=maxsize, verbose=0, opener=opener, post=post,
+                           compress=pattern.endswith("gz"))
+    try:
+        for position, clip in enumerate(tqdm(manifest.clips, desc="writing shards", unit="clip",
+                                             disable=not progress)):
+            path = clip.audio_path(manifest.root)
+            if not path.is_file():
+                raise InputError(f"clip {clip.id!r}: audio file not found: {path}", str(manifest.path or "manifest"),
+                                 clip.line, "audio")
+            ext, data = _audio_member(path)
+            sink.write({"__key__": sample_key(clip.id, position), ext: data,
+                        "json": json.dumps(sample_json(clip), ensure_ascii=False).encode("utf-8")})
+        sink.close()
+    except BaseException as exc:  # the shard being written is dropped; the complete ones stay
+        if getattr(sink, "tarstream", None) is not None:
+            sink.tarstream.close()  # ends the tar stream in the temporary file (then removed), never renamed
+        for context in writing.values():
+            context.__exit__(type(exc), exc, exc.__traceback__)
+        raise
+    return written
+
+
+@dataclass(frozen=True)
+class ShardAudio:
+    """Where a sample's audio member is: ``url``, byte ``offset`` and ``size`` in it, the extension, and the
+    bytes themselves for a gzipped shard (no random access there)."""
+
+    url: str
+    offset: int
+    size: int
+    ext: str
+    data: bytes | None = None
+
+    def read(self) -> bytes:
+        if self.data is not None:
+            return self.data
+        import fsspec
+
+        with fsspec.open(self.url, "rb") as fh:
+            fh.seek(self.offset)
+            data = fh.read(self.size)
+        if len(data) != self.size:
+            raise MlatrError(f"{self.url}: truncated shard (the audio at byte {self.offset} ends early)")
+        return data
+
+
+def _split_name(name: str) -> tuple[str, str]:
+    """webdataset's member naming: key = folder + base name up to its first dot, extension = the rest."""
+    folder, _, base = name.rpartition("/")
+    stem, _, ext = base.partition(".")
+    return (f"{folder}/{stem}" if folder else stem), ext.lower()
+
+
+def read_shard(url: str) -> list[tuple[str, dict[str, Any], ShardAudio]]:
+    """``(key, json, audio)`` of every complete sample of one shard, in order (a sample without JSON or
+    audio is refused, naming the shard and key)."""
+    import fsspec
+
+    compressed = url.endswith((".gz", ".tgz"))
+    samples: dict[str, dict[str, Any]] = {}
+    try:
+        with fsspec.open(url, "rb") as fh, tarfile.open(fileobj=fh, mode="r|*") as tar:
+            for member in tar:
+                if not member.isfile():
+                    continue
+                key, ext = _split_name(member.name)
+                entry = samples.setdefault(key, {})
+                if ext == "json":
+                    entry["json"] = json.loads(tar.extractfile(member).read().decode("utf-8"))
+                elif ext in AUDIO_EXTENSIONS:
+                    data = tar.extractfile(member).read() if compressed else None
+                    entry["audio"] = ShardAudio(url, member.offset_data, member.size, ext, data)
+    except FileNotFoundError as exc:
+        raise MlatrError(f"{url}: shard not found") from exc
+    except (tarfile.TarError, OSError, EOFError) as exc:
+        raise MlatrError(f"{url}: not a readable tar shard ({type(exc).__name__}: {exc})") from exc
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise MlatrError(f"{url}: a JSON member is not UTF-8 JSON ({exc})") from exc
+    out = []
+    for key, entry in samples.items():
+        for part in ("json", "audio"):
+            if part not in entry:
+                what = "JSON" if part == "json" else f"audio ({'/'.join(AUDIO_EXTENSIONS)})"
+                raise InputError(f"sample {key!r} has no {what} member", url, None, part)
+        if not isinstance(entry["json"], dict):
+            raise InputError(f"sample {key!r}: the JSON member is not an object", url, None, "json")
+        out.append((key, entry["json"], entry["audio"]))
+    return out
+
+
+def clip_of_sample(key: str, meta: dict[str, Any], audio: ShardAudio, audio_path: str) -> Clip:
+    """The manifest clip of one sample (``audio_path``: what its ``audio`` field is to say)."""
+    where = audio.url
+    captions: dict[str, list[str | None]] = {}
+    raw = meta.get("captions")
+    if isinstance(raw, dict):
+        for code, texts in raw.items():
+            lang = _iso(str(code), where)
+            texts = [texts] if isinstance(texts, str) else texts
+            captions.setdefault(lang, []).extend(texts if isinstance(texts, list) else [texts])
+    elif raw is not None:
+        raise InputError(f"sample {key!r}: captions must be an object of language -> list", where, None, "captions")
+    if "text" in meta and "eng" not in captions:  # LAION-CLAP: {"text": [...]}
+        text = meta["text"]
+        captions["eng"] = [text] if isinstance(text, str) else list(text)
+    obj = {"id": meta.get("id", key), "audio": audio_path, "captions": captions,
+           **{k: meta[k] for k in ("split", "labels", "duration") if k in meta},
+           **(meta.get("extra") or {}), **{k: v for k, v in meta.items() if k not in _META_KEYS}}
+    clip, problems = clip_from_json(obj, where, None)
+    if problems:
+        raise problems[0].to_error()
+    return clip
+
+
+@dataclass
+class ShardIndex:
+    """What the first pass over a set of shards found: the manifest (clips in shard order) and each clip
+    id's audio member."""
+
+    manifest: Manifest
+    audio: dict[str, ShardAudio]
+    urls: list[str]
+
+
+def index_shards(spec: str | Sequence[str], rank: int = 0, world_size: int = 1, gather=None,
+                 progress: bool = False, workers: int = 0) -> ShardIndex:
+    """Stream every shard of ``spec`` once (shard ``k`` by rank ``k mod world_size``, a rank's shards read by
+    ``workers`` threads, as webdataset's ``split_by_node`` / ``split_by_worker``; ``gather(obj) -> list``
+    exchanges the ranks' findings, e.g. ``torch.distributed.all_gather_object``) into a :class:`ShardIndex`
+    (clips in shard order, whoever read them). A clip id seen twice is refused."""
+    urls = shard_urls(spec)
+    ranks_shards = list(range(rank, len(urls), world_size))
+    with ThreadPoolExecutor(max(1, workers)) as pool:  # reading shards waits on storage, not on Python
+        read = pool.map(read_shard, [urls[k] for k in ranks_shards])
+        mine = dict(zip(ranks_shards, tqdm(read, total=len(ranks_shards), desc="reading shards", unit="shard",
+                                           disable=not progress), strict=True))
+    found: dict[int, list] = {}
+    for part in (gather(mine) if gather is not None else [mine]):
+        found.update(part)
+    clips: list[Clip] = []
+    audio: dict[str, ShardAudio] = {}
+    for k in range(len(urls)):
+        for key, meta, member in found[k]:
+            clip = clip_of_sample(key, meta, member, f"{urls[k]}#{key}.{member.ext}")
+            if clip.id in audio:
+                raise InputError(f"clip id {clip.id!r} appears twice", urls[k], None, "id")
+            audio[clip.id] = member
+            clips.append(clip)
+    if not clips:
+        raise MlatrError(f"no sample in {len(urls)} shard(s) of {spec!r}")
+    return ShardIndex(Manifest(clips=clips, root=Path.cwd(), path=None), audio, urls)
+
+
+def _through_a_file(data: bytes, ext: str, read):
+    """``read(path)`` on ``data`` written to a temporary ``.ext`` file: a shard's audio goes through the same
+    decoder (and integrity checks) as a manifest's files, so both give the same samples."""
+    with tempfile.TemporaryDirectory(prefix="mlatr-shard-") as folder:
+        path = Path(folder) / f"audio.{ext}"
+        path.write_bytes(data)
+        return read(path)
+
+
+class ShardSource(AudioSource):
+    """An :class:`AudioSource` whose clips' audio are members of webdataset shards (by clip id)."""
+
+    def __init__(self, manifest: Manifest, shards: ShardIndex, sample_rate: int = 16000, cache: bool = False,
+                 skip_bad: bool = False):
+        super().__init__(manifest, sample_rate, cache, skip_bad)
+        self.members = {c.id: shards.audio[c.id] for c in manifest.clips}
+
+    def _decode(self, index: int) -> np.ndarray:
+        clip = self.manifest[index]
+        member = self.members[clip.id]
+        try:
+            wave = _through_a_file(member.read(), member.ext, lambda p: load_audio(p, self.sample_rate))
+        except MlatrError as exc:
+            raise InputError(f"clip {clip.id!r}: {exc}", member.url, None, "audio") from exc
+        problem = duration_problem(wave.shape[0] / self.sample_rate, clip.duration)
+        if problem:
+            raise InputError(f"clip {clip.id!r}: {problem}", member.url, None, "duration")
+        return wave
+
+    def _probe(self, index: int) -> int:
+        member = self.members[self.manifest[index].id]
+        return _through_a_file(member.read(), member.ext, lambda p: probe_length(p, self.sample_rate))
+
+
+def import_webdataset(spec: str | Sequence[str], output: str | os.PathLike, audio_dir: str | None = None,
+                      split: str | None = None, progress: bool = True) -> Manifest:
+    """A manifest of the shards' samples, their audio members written as files under ``audio_dir``
+    (default: ``OUTPUT_STEM-audio`` beside the manifest) named ``KEY.EXT``; ``split`` sets the split of
+    clips whose JSON has none. The manifest is returned (the caller saves it)."""
+    out = Path(output)
+    folder = Path(audio_dir) if audio_dir else out.parent / f"{out.stem}-audio"
+    index = index_shards(spec, progress=progress)
+    folder.mkdir(parents=True, exist_ok=True)
+    rel = Path(os.path.relpath(folder.resolve(), out.resolve().parent)).as_posix()
+    clips = []
+    for clip in tqdm(index.manifest.clips, desc="writing audio files", unit="clip", disable=not progress):
+        member = index.audio[clip.id]
+        key = clip.audio.rpartition("#")[2]
+        target = folder / key
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if not target.is_file() or target.stat().st_size != member.size:  # a rerun keeps what is written
+            data = member.read()
+            atomic_write_with(target, lambda fh, data=data: fh.write(data))
+        clip.audio = f"{rel}/{key}"
+        if clip.split is None and split is not None:
+            clip.split = split
+        clips.append(clip)
+    return Manifest(clips=clips, root=out.resolve().parent, path=out)
