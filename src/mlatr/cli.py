@@ -26,6 +26,7 @@ COMMANDS: list[tuple[str, str]] = [
     ("data translation-qa", "data_translation_qa"),
     ("demo", "demo"),
     ("train", "train"),
+    ("plan", "plan"),
     ("encode", "encode"),
     ("eval", "eval_model"),
     ("eval-embeddings", "eval_embeddings"),
