@@ -37,7 +37,7 @@ from mlatr.data.manifest import Manifest
 from mlatr.planning.architectures import build_planned_model
 from mlatr.planning.gpus import GPUS
 from mlatr.planning.plan import MIB, predicted_bytes
-from mlatr.planning.step_trace import _inputs, trace_step
+from mlatr.planning.step_trace import step_batch, trace_step
 from mlatr.planning.tracker import LiveTensorTracker
 from mlatr.training.config import Config, load_config
 from mlatr.training.distributed import DistContext
@@ -69,7 +69,7 @@ def measure(cfg: Config, device: torch.device, steps: int, amp: bool, compile_: 
     autocast = ((lambda: torch.autocast(device.type, dtype=torch.bfloat16)) if amp
                 else (lambda: torch.autocast(device.type, enabled=False)))
     runner = StepRunner(model, model, objective, DistContext(), device, autocast, cfg.optim.grad_cache_chunk)
-    inputs = _inputs(cfg, cfg.train.batch_size, caption_tokens, real=True)
+    inputs = step_batch(cfg, cfg.train.batch_size, caption_tokens, real=True)
     tracker = LiveTensorTracker() if device.type == "cpu" else None
     times = []
     for k in range(steps + 1):

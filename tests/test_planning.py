@@ -6,9 +6,13 @@ prediction that drifted from the program it traces (a module built differently o
 caption tokenised to another length, a step path the trace skips) fails here.
 """
 
+import json
+from pathlib import Path
+
 import pytest
 import torch
 
+from clitools import assert_user_error, run_cli
 from mlatr.planning.architectures import ArchitectureOnlyText
 from mlatr.planning.gpus import GPU
 from mlatr.planning.plan import largest_batch, make_plan
@@ -101,3 +105,20 @@ def test_plan_reports_a_config_that_does_not_fit():
                      say=lambda m: None)
     assert not plan["fits"] and plan["predicted_mib"] > 10
     assert plan["step_time_lower_bound_s"] == pytest.approx(plan["flops_per_step"] / 1e12)
+
+
+def test_plan_command_prints_the_plan_as_json(capsys):
+    config = Path(__file__).resolve().parents[1] / "configs" / "demo.yaml"
+    result = run_cli(capsys, "plan", "--config", str(config), "train.batch_size=4", "data.max_seconds=1.0",
+                     "--gpu", "l4-24gb", "--no-search", "--json")
+    assert result.code == 0, result.err
+    plan = json.loads(result.out)
+    assert plan["gpu"] == "l4-24gb" and plan["batch_size"] == 4 and plan["fits"]
+    assert plan["predicted_mib"] == pytest.approx(sum(plan["parts_mib"].values()) + plan["rounding_mib"]
+                                                  + plan["workspace_mib"])
+
+
+def test_plan_command_refuses_bad_input(capsys):
+    config = Path(__file__).resolve().parents[1] / "configs" / "demo.yaml"
+    assert_user_error(run_cli(capsys, "plan", "--config", str(config), "--caption-tokens", "1"), "--caption-tokens")
+    assert_user_error(run_cli(capsys, "plan", "--config", str(config), "--sweep", "train.batch_size"), "--sweep")

@@ -73,7 +73,7 @@ class _TracedStepRunner(StepRunner):
         return out, math.nan, {}
 
 
-def _inputs(cfg: Config, batch: int, caption_tokens: int, real: bool) -> StepInputs:
+def step_batch(cfg: Config, batch: int, caption_tokens: int, real: bool) -> StepInputs:
     """One batch: ``batch`` clips of ``data.max_seconds`` (zeros, or noise for a real run), each captioned in
     every configured language; the scheme's selection drawn as in training."""
     languages = list(cfg.data.languages)
@@ -135,7 +135,7 @@ def trace_step(cfg: Config, caption_tokens: int = 32, fake: bool = True, amp: st
             tracker.track(weights + state)
             tracker.reset_peak()
             with kernels:
-                inputs = _inputs(cfg, batch, caption_tokens, real=not fake)
+                inputs = step_batch(cfg, batch, caption_tokens, real=not fake)
                 runner(inputs, cfg.optim.accumulate, True, "planned step")
                 texts = len(inputs.texts)
                 grads = tracker.records_of(p.grad for p in params)
