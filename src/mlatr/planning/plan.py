@@ -211,12 +211,13 @@ def format_plan(plan: dict[str, Any]) -> str:
 
 
 def format_sweep(key: str, rows: list[dict[str, Any]]) -> str:
-    """A sweep as a table: value, captions, parts, predicted MiB, TFLOPs."""
+    """A sweep as a table: value, captions, parts at the peak, predicted MiB, the forward-backward peak (the
+    part that grows with the batch and K when the optimizer step is the peak), TFLOPs."""
     head = (f"{key:>12} {'captions':>9} " + " ".join(f"{p[:12]:>12}" for p in PARTS)
-            + f" {'predicted':>12} {'TFLOPs':>8}")
+            + f" {'predicted':>12} {'fwd-bwd peak':>13} {'TFLOPs':>8}")
     lines = [head]
     for r in rows:
         parts = " ".join(f"{r['parts_mib'][p]:>12,.0f}" for p in PARTS)
         lines.append(f"{r[key]:>12} {r['texts_per_step']:>9} {parts} {r['predicted_mib']:>12,.0f} "
-                     f"{r['flops_per_step'] / 1e12:>8.2f}")
+                     f"{r['phase_peaks_mib']['forward-backward']:>13,.0f} {r['flops_per_step'] / 1e12:>8.2f}")
     return "\n".join(lines)
