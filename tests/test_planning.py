@@ -15,7 +15,7 @@ import torch
 from clitools import assert_user_error, run_cli
 from mlatr.planning.architectures import ArchitectureOnlyText
 from mlatr.planning.gpus import GPU
-from mlatr.planning.plan import largest_batch, make_plan
+from mlatr.planning.plan import format_sweep, largest_batch, make_plan, sweep
 from mlatr.planning.step_trace import trace_step
 from mlatr.planning.tracker import LiveTensorTracker, cuda_rounded
 from mlatr.training.config import load_config
@@ -122,3 +122,27 @@ def test_plan_command_refuses_bad_input(capsys):
     config = Path(__file__).resolve().parents[1] / "configs" / "demo.yaml"
     assert_user_error(run_cli(capsys, "plan", "--config", str(config), "--caption-tokens", "1"), "--caption-tokens")
     assert_user_error(run_cli(capsys, "plan", "--config", str(config), "--sweep", "train.batch_size"), "--sweep")
+
+
+def test_plan_finds_the_option_set_that_fits():
+    """A budget between the plain step's prediction and gradient caching's: the search reports an option set
+    that fits, traced, with its FLOPs against the plain step's (caching re-encodes: more FLOPs)."""
+    cfg = load_config(None, KCL[:-1] + ["train.batch_size=16"])
+    plain = make_plan(cfg, GPU("big", 1 << 20, 1.0, 1.0), caption_tokens=12, search=False, say=lambda m: None)
+    cached = make_plan(load_config(None, KCL[:-1] + ["train.batch_size=16", "optim.grad_cache_chunk=8"]),
+                       GPU("big", 1 << 20, 1.0, 1.0), caption_tokens=12, search=False, say=lambda m: None)
+    assert cached["predicted_mib"] < plain["predicted_mib"]
+    memory = (plain["predicted_mib"] + cached["predicted_mib"]) / 2
+    plan = make_plan(cfg, GPU("mid", memory, 1.0, 1.0), caption_tokens=12, reserve_mib=0.0, say=lambda m: None)
+    assert not plan["fits"]
+    option = plan["fitting_options"]
+    assert option is not None and option["predicted_mib"] <= memory
+    assert option["flops_ratio"] > 1.0
+
+
+def test_sweep_over_the_batch_grows_the_forward_backward_peak():
+    rows = sweep(load_config(None, KCL), GPU("big", 1 << 20, 1.0, 1.0), "train.batch_size", ["2", "4"],
+                 caption_tokens=12, say=lambda m: None)
+    assert [r["texts_per_step"] for r in rows] == [6, 12]
+    assert rows[1]["phase_peaks_mib"]["forward-backward"] > rows[0]["phase_peaks_mib"]["forward-backward"]
+    assert "fwd-bwd peak" in format_sweep("train.batch_size", rows)
