@@ -29,6 +29,7 @@ COMMANDS: list[tuple[str, str]] = [
     ("demo", "demo"),
     ("train", "train"),
     ("plot", "plot"),
+    ("plan", "plan"),
     ("encode", "encode"),
     ("embed", "embed"),
     ("classify", "classify"),

@@ -162,7 +162,6 @@ class HFTextEncoder(nn.Module):
         if name not in SPECS:
             raise MlatrError(f"unknown Hugging Face text encoder {name!r}; known: {', '.join(SPECS)}")
         self.name, self.spec = name, SPECS[name]
-        folder = check_model_folder(name, path)
         self.path = str(path)
         self.max_length = int(max_length if max_length is not None else self.spec.max_length)
         self.freeze, self.train_last_layers = bool(freeze), train_last_layers
@@ -170,15 +169,7 @@ class HFTextEncoder(nn.Module):
         self.lang_codes = {**ISO3_TO_NLLB, **(lang_codes or {})}
         self.custom_lang_codes = dict(lang_codes or {})
         self.default_lang = default_lang
-        transformers = _import_transformers()
-        kwargs: dict[str, Any] = {"local_files_only": True, "dtype": torch.float32}  # trainable in fp32
-        if self.spec.add_pooling_layer is not None:
-            kwargs["add_pooling_layer"] = self.spec.add_pooling_layer
-        try:
-            self.tokenizer = transformers.AutoTokenizer.from_pretrained(str(folder), local_files_only=True)
-            self.model = _model_class(name).from_pretrained(str(folder), **kwargs)
-        except (OSError, ValueError, KeyError) as exc:
-            raise _expected(name, folder, f"loading failed ({type(exc).__name__}: {exc})") from exc
+        self.tokenizer, self.model = self._load(path)
         self.output_dim = int(getattr(self.model.config, "d_model", None) or self.model.config.hidden_size)
         if self.spec.language_codes:
             self._check_codes()
@@ -195,6 +186,21 @@ class HFTextEncoder(nn.Module):
         if self.spec.language_codes:
             return QueryLanguages(required=True, known=ordered_languages(self.lang_codes))
         return ANY_LANGUAGE
+
+    def _load(self, path: str | None) -> tuple[Any, nn.Module]:
+        """The tokenizer and the model from the checked local folder ``path`` (the planner's subclass,
+        :class:`mlatr.planning.architectures.ArchitectureOnlyText`, builds them from the architecture)."""
+        folder = check_model_folder(self.name, path)
+        transformers = _import_transformers()
+        kwargs: dict[str, Any] = {"local_files_only": True, "dtype": torch.float32}  # trainable in fp32
+        if self.spec.add_pooling_layer is not None:
+            kwargs["add_pooling_layer"] = self.spec.add_pooling_layer
+        try:
+            tokenizer = transformers.AutoTokenizer.from_pretrained(str(folder), local_files_only=True)
+            model = _model_class(self.name).from_pretrained(str(folder), **kwargs)
+        except (OSError, ValueError, KeyError) as exc:
+            raise _expected(self.name, folder, f"loading failed ({type(exc).__name__}: {exc})") from exc
+        return tokenizer, model
 
     def config(self) -> dict[str, Any]:
         """Registry name and options; rebuilding needs the same model folder (tokenizer and architecture),

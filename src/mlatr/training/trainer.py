@@ -78,6 +78,16 @@ def build_model(cfg: Config, train_manifest: Manifest):
                        learnable_temperature=cfg.model.learnable_temperature)
 
 
+def build_optimizer(cfg: Config, model, objective, foreach: bool | None = None) -> torch.optim.Optimizer:
+    """The run's Adam / AdamW over the trainable parameters of the model and the objective. ``foreach``:
+    PyTorch's default (None) takes the multi-tensor implementation when the parameters are on CUDA; the
+    planner (:mod:`mlatr.planning`) asks for the one a GPU would run while tracing on the CPU."""
+    params = [p for p in list(model.parameters()) + list(objective.parameters()) if p.requires_grad]
+    opt_cls = torch.optim.AdamW if cfg.optim.name == "adamw" else torch.optim.Adam
+    wd = cfg.optim.weight_decay if cfg.optim.name == "adamw" else 0.0
+    return opt_cls(params, lr=cfg.optim.lr, betas=cfg.optim.betas, weight_decay=wd, foreach=foreach)
+
+
 def validation_score(metrics: dict[str, Any]) -> float:
     """Average R@1 over languages and both directions (the checkpoint selection criterion)."""
     return 0.5 * (metrics["t2a"]["avg"]["R1"] + metrics["a2t"]["avg"]["R1"])
@@ -129,10 +139,7 @@ class Trainer:
             self.loss_side.append(self.model.log_temperature)
         self.run_step = StepRunner(self.model, self.net, self.objective, self.dist, self.device, self._autocast,
                                    cfg.optim.grad_cache_chunk, cfg.dist.local_loss)
-        params = [p for p in list(self.model.parameters()) + list(self.objective.parameters()) if p.requires_grad]
-        opt_cls = torch.optim.AdamW if cfg.optim.name == "adamw" else torch.optim.Adam
-        wd = cfg.optim.weight_decay if cfg.optim.name == "adamw" else 0.0
-        self.optimizer = opt_cls(params, lr=cfg.optim.lr, betas=cfg.optim.betas, weight_decay=wd)
+        self.optimizer = build_optimizer(cfg, self.model, self.objective)
         self.steps_per_epoch = math.ceil(len(self.batches) / cfg.optim.accumulate)
         self.total_steps = self.steps_per_epoch * cfg.train.epochs
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(

@@ -1,0 +1,66 @@
+"""On a fake CPU trace, the kernels a CUDA run would choose where CPU and CUDA save different tensors.
+
+A fake trace runs on the CPU device (PyTorch's CPU-only build cannot index fake CUDA tensors). Two
+composite operations pick their kernel by device, and the CPU and CUDA kernels keep different tensors for
+backward; :class:`CudaKernelChoices` (a ``TorchFunctionMode``) makes the CUDA choice instead:
+
+* ``F.dropout`` in training: CUDA runs the fused ``native_dropout``, which keeps a boolean mask (one byte
+  per element); the CPU composite keeps a noise tensor in the input's dtype.
+* ``F.scaled_dot_product_attention``: CUDA runs flash attention (fp16 / bf16 inputs, no mask) or
+  memory-efficient attention (a mask, or fp32), which keep the output and the per-row log-sum-exp; on the
+  CPU a dropout probability sends it to the math fallback, which keeps the attention probabilities.
+  (PyTorch's ``sdp_kernel`` selection, ``torch/backends/cuda``; the flash kernel needs sm80+, every GPU
+  in :data:`~mlatr.planning.gpus.GPUS`.)
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch.overrides import TorchFunctionMode
+
+_LOW = (torch.float16, torch.bfloat16)
+
+
+def _autocast_dtype(t: torch.Tensor) -> torch.dtype:
+    """The dtype CUDA autocast would give a floating input of an op on its lower-precision list."""
+    if torch.is_autocast_enabled("cpu") and t.is_floating_point():
+        return torch.get_autocast_dtype("cpu")
+    return t.dtype
+
+
+def _dropout(x: torch.Tensor, p: float = 0.5, training: bool = True, inplace: bool = False) -> torch.Tensor:
+    if not training or p == 0.0:
+        return x
+    out, _ = torch.ops.aten.native_dropout(x, p, True)
+    return out
+
+
+def _attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False):
+    dtype = _autocast_dtype(query)
+    q, k, v = (t.to(dtype) for t in (query, key, value))
+    if attn_mask is None and dtype in _LOW:
+        out = torch.ops.aten._scaled_dot_product_flash_attention(q, k, v, dropout_p, is_causal, False, scale=scale)
+        return out[0]
+    bias = attn_mask
+    if bias is not None and bias.dtype == torch.bool:  # CUDA turns a boolean mask into an additive bias
+        bias = torch.zeros(bias.shape, dtype=dtype, device=bias.device).masked_fill(~bias, float("-inf"))
+    elif bias is not None:
+        bias = bias.to(dtype)
+    if bias is not None:
+        bias = bias.expand(q.shape[0], q.shape[1], q.shape[2], k.shape[2])
+    out = torch.ops.aten._scaled_dot_product_efficient_attention(q, k, v, bias, True, dropout_p, is_causal,
+                                                                 scale=scale)
+    return out[0]
+
+
+class CudaKernelChoices(TorchFunctionMode):
+    """``with CudaKernelChoices(): ...``: dropout and attention take CUDA's kernels (module docstring)."""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func is F.dropout:
+            return _dropout(*args, **kwargs)
+        if func is F.scaled_dot_product_attention:
+            return _attention(*args, **kwargs)
+        return func(*args, **kwargs)

@@ -1,0 +1,148 @@
+"""The planner's traced memory equals the live-tensor peak of really running the step (within 5 %).
+
+Each case traces one step of a config on fake tensors (what ``mlatr plan`` does, at full size) and runs the
+same step for real on the CPU with random weights, both measured by the same live-tensor tracker. A
+prediction that drifted from the program it traces (a module built differently on the fake device, a
+caption tokenised to another length, a step path the trace skips) fails here.
+"""
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from clitools import assert_user_error, run_cli
+from mlatr.planning.architectures import ArchitectureOnlyText
+from mlatr.planning.gpus import GPU
+from mlatr.planning.plan import format_sweep, largest_batch, make_plan, sweep
+from mlatr.planning.step_trace import trace_step
+from mlatr.planning.tracker import LiveTensorTracker, cuda_rounded
+from mlatr.training.config import load_config
+
+SMALL = ["model.audio={name: small-cnn, channels: [8, 16], dim: 32, num_heads: 2, ff_dim: 64}",
+         "model.text={name: small-transformer, dim: 32, num_layers: 1, num_heads: 2, ff_dim: 64, vocab_size: 300}",
+         "model.embed_dim=32", "data.languages=[eng,fra,deu]", "data.max_seconds=1.0", "train.batch_size=6"]
+#: CED and SONAR's classes at a medium size (the presets' code path, smaller widths), with dropout.
+MEDIUM = ["model.audio={name: ced, dim: 64, depth: 2, num_heads: 4, dropout: 0.1}", "model.text={name: sonar}",
+          "model.embed_dim=64", "data.languages=[eng,fra,deu,spa]", "data.max_seconds=2.0", "train.batch_size=4",
+          "optim.name=adam"]
+MEDIUM_TEXT = {"vocab_size": 500, "d_model": 64, "encoder_layers": 2, "encoder_attention_heads": 4,
+               "encoder_ffn_dim": 128, "max_position_embeddings": 64}
+
+#: Every scheme, SVR, LGMM and gradient caching, on small and medium models.
+CASES = {
+    "cacl": SMALL + ["objective.scheme=cacl"],
+    "kcl-svr": SMALL + ["objective.scheme=kcl", "objective.svr={radius: dynamic}"],
+    "mlclap-lgmm": SMALL + ["objective.scheme=mlclap", "objective.matching={name: lgmm}"],
+    "kcl-grad-cache": SMALL + ["objective.scheme=kcl", "optim.grad_cache_chunk=4"],
+    "medium-kcl": MEDIUM + ["objective.scheme=kcl"],
+    "medium-cacl-grad-cache": MEDIUM + ["objective.scheme=cacl", "optim.grad_cache_chunk=3"],
+}
+KCL = SMALL + ["objective.scheme=kcl"]
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_fake_trace_predicts_the_real_step(case):
+    cfg = load_config(None, CASES[case])
+    arch = MEDIUM_TEXT if case.startswith("medium") else None
+    torch.manual_seed(0)
+    real = trace_step(cfg, caption_tokens=12, fake=False, foreach=True, flops=False, text_architecture=arch)
+    planned = trace_step(cfg, caption_tokens=12, fake=True, foreach=True, flops=False, text_architecture=arch)
+    for part in ("weights", "optimizer_state"):  # the same tensors (a scalar buffer may differ in sharing)
+        assert planned.parts[part] == pytest.approx(real.parts[part], rel=1e-3)
+    assert planned.texts == real.texts
+    assert planned.peak == pytest.approx(real.peak, rel=0.05)
+    assert planned.phase_peaks["forward-backward"] == pytest.approx(real.phase_peaks["forward-backward"], rel=0.05)
+
+
+@pytest.fixture(scope="module")
+def kcl_traces():
+    """Fake traces of the small KCL config at batch 6 and 12."""
+    return [trace_step(load_config(None, KCL + [f"train.batch_size={b}"]), caption_tokens=12, fake=True)
+            for b in (6, 12)]
+
+
+def test_parts_are_the_model_and_adam_sizes(kcl_traces):
+    """Weights = 4 bytes per parameter (+ buffers); Adam's state = two fp32 moments per trained parameter
+    (+ a scalar step each); FLOPs counted."""
+    t = kcl_traces[0]
+    assert 4 * t.parameters <= t.parts["weights"] < 4 * t.parameters + 2**17  # + the mel filterbank buffers
+    assert 8 * t.trainable <= t.parts["optimizer_state"] < 8 * t.trainable + 2**12
+    assert t.flops > 0 and kcl_traces[1].flops > t.flops
+
+
+def test_tracker_counts_live_storages():
+    tracker = LiveTensorTracker()
+    with tracker:
+        a = torch.zeros(1000)  # 4000 bytes
+        b = torch.ones(500)  # 2000
+        view = a[:10]  # same storage: not counted again
+        del b
+        c = torch.zeros(250)  # 1000
+    assert tracker.peak == 6000 and tracker.current == 5000
+    assert view.shape == (10,) and c.numel() == 250
+    assert cuda_rounded(1) == 512 and cuda_rounded(512) == 512 and cuda_rounded(513) == 1024
+
+
+def test_full_size_sonar_has_its_published_parameter_count():
+    with torch.device("meta"):
+        text = ArchitectureOnlyText("sonar", caption_tokens=10)
+    assert sum(p.numel() for p in text.parameters()) == pytest.approx(766e6, rel=0.005)
+
+
+def test_largest_batch_meets_the_budget_on_the_traced_line(kcl_traces):
+    small, large = kcl_traces
+    gpu = GPU("toy", 1, 1.0, 1.0)
+    slope = (large.phase_peaks["forward-backward"] - small.phase_peaks["forward-backward"]) / 6
+    budget = int(small.phase_peaks["forward-backward"] + 10.5 * slope) + small.rounding + int(8.125 * 2**20)
+    assert largest_batch(small, large, budget, gpu) == 16
+
+
+def test_plan_reports_a_config_that_does_not_fit():
+    cfg = load_config(None, SMALL)
+    plan = make_plan(cfg, GPU("tiny-gpu", 10, 1.0, 1.0), caption_tokens=12, reserve_mib=0.0, search=False,
+                     say=lambda m: None)
+    assert not plan["fits"] and plan["predicted_mib"] > 10
+    assert plan["step_time_lower_bound_s"] == pytest.approx(plan["flops_per_step"] / 1e12)
+
+
+def test_plan_command_prints_the_plan_as_json(capsys):
+    config = Path(__file__).resolve().parents[1] / "configs" / "demo.yaml"
+    result = run_cli(capsys, "plan", "--config", str(config), "train.batch_size=4", "data.max_seconds=1.0",
+                     "--gpu", "l4-24gb", "--no-search", "--json")
+    assert result.code == 0, result.err
+    plan = json.loads(result.out)
+    assert plan["gpu"] == "l4-24gb" and plan["batch_size"] == 4 and plan["fits"]
+    assert plan["predicted_mib"] == pytest.approx(sum(plan["parts_mib"].values()) + plan["rounding_mib"]
+                                                  + plan["workspace_mib"])
+
+
+def test_plan_command_refuses_bad_input(capsys):
+    config = Path(__file__).resolve().parents[1] / "configs" / "demo.yaml"
+    assert_user_error(run_cli(capsys, "plan", "--config", str(config), "--caption-tokens", "1"), "--caption-tokens")
+    assert_user_error(run_cli(capsys, "plan", "--config", str(config), "--sweep", "train.batch_size"), "--sweep")
+
+
+def test_plan_finds_the_option_set_that_fits():
+    """A budget between the plain step's prediction and gradient caching's: the search reports an option set
+    that fits, traced, with its FLOPs against the plain step's (caching re-encodes: more FLOPs)."""
+    cfg = load_config(None, KCL[:-1] + ["train.batch_size=16"])
+    plain = make_plan(cfg, GPU("big", 1 << 20, 1.0, 1.0), caption_tokens=12, search=False, say=lambda m: None)
+    cached = make_plan(load_config(None, KCL[:-1] + ["train.batch_size=16", "optim.grad_cache_chunk=8"]),
+                       GPU("big", 1 << 20, 1.0, 1.0), caption_tokens=12, search=False, say=lambda m: None)
+    assert cached["predicted_mib"] < plain["predicted_mib"]
+    memory = (plain["predicted_mib"] + cached["predicted_mib"]) / 2
+    plan = make_plan(cfg, GPU("mid", memory, 1.0, 1.0), caption_tokens=12, reserve_mib=0.0, say=lambda m: None)
+    assert not plan["fits"]
+    option = plan["fitting_options"]
+    assert option is not None and option["predicted_mib"] <= memory
+    assert option["flops_ratio"] > 1.0
+
+
+def test_sweep_over_the_batch_grows_the_forward_backward_peak():
+    rows = sweep(load_config(None, KCL), GPU("big", 1 << 20, 1.0, 1.0), "train.batch_size", ["2", "4"],
+                 caption_tokens=12, say=lambda m: None)
+    assert [r["texts_per_step"] for r in rows] == [6, 12]
+    assert rows[1]["phase_peaks_mib"]["forward-backward"] > rows[0]["phase_peaks_mib"]["forward-backward"]
+    assert "fwd-bwd peak" in format_sweep("train.batch_size", rows)
