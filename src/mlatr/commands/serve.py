@@ -34,6 +34,9 @@ def add_arguments(parser):
     parser.add_argument("--threads", type=positive_int, default=1,
                         help="math threads (BLAS, OpenMP, torch) per query (default 1: a query's products are small, "
                              "and extra threads wait on each other on a busy CPU; see README)")
+    parser.add_argument("--allow-root", action="append", default=[], metavar="DIR",
+                        help="serve clip files only under DIR (repeatable; default: the directories of the clips the "
+                             "index recorded at start-up, symlinks resolved)")
     parser.add_argument("--no-access-log", action="store_true", help="do not log every request")
 
 
@@ -97,7 +100,7 @@ def run(args) -> int:
               "(it is watched; POST /reload reads it at once)", file=sys.stderr, flush=True)
     limit_math_threads(args.threads)  # again: the model's libraries (USE, FAISS) may have started their own pools
     limits = Limits(max_k=args.max_k, max_upload_bytes=int(args.max_upload_mb * 2**20))
-    app = create_app(live, limits, watch_seconds=args.watch)
+    app = create_app(live, limits, watch_seconds=args.watch, allow_roots=args.allow_root)
     sock = bind_socket(args.host, args.port)
     host, port = sock.getsockname()[:2]
     shown = f"[{host}]" if ":" in host else host

@@ -5,7 +5,7 @@
 ``GET /search``        ``q``, ``lang`` (ISO 639-3 or 639-1; may be left out when the model does not
                        read it, see :mod:`mlatr.search.query_language`), ``k`` -> ranked clips
 ``POST /search/audio`` multipart field ``file`` (a sound), ``k`` -> ranked clips and captions
-``GET /audio/{id}``    the file of an indexed clip (``Range`` requests work); nothing else is served
+``GET /audio/{id}``    the file of an indexed clip inside the library (``Range`` works); nothing else
 ``GET /health``        status, clip count, the languages a query may use, the limits
 ``POST /reload``       read the index file again (``mlatr index build --add`` on a served index)
 ``GET /openapi.json``  the OpenAPI schema
@@ -20,6 +20,7 @@ the server keeps running), 503 (no index could be loaded). The searches themselv
 :mod:`~mlatr.serve.schemas`, the error bodies in :mod:`~mlatr.serve.api_errors`.
 """
 
+from collections.abc import Sequence
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
@@ -37,10 +38,12 @@ from mlatr.serve.upload_limit import UploadLimit
 __all__ = ["Limits", "create_app"]
 
 
-def create_app(live: LiveIndex, limits: Limits | None = None, watch_seconds: float = 0.0) -> FastAPI:
+def create_app(live: LiveIndex, limits: Limits | None = None, watch_seconds: float = 0.0,
+               allow_roots: Sequence[str] = ()) -> FastAPI:
     """The application over ``live`` (loaded or not: an unloaded index answers 503 until a reload works);
     ``watch_seconds > 0`` polls the index file while the application runs; ``limits`` default to
-    :class:`Limits`'s."""
+    :class:`Limits`'s; ``allow_roots``: the only directories whose files ``GET /audio`` serves (default: those
+    of the clips the index recorded at start-up; :mod:`mlatr.serve.clip_files`)."""
     limits = limits or Limits()
 
     @asynccontextmanager
@@ -56,7 +59,7 @@ def create_app(live: LiveIndex, limits: Limits | None = None, watch_seconds: flo
     app.add_middleware(UploadLimit, limit=limits.max_upload_bytes, paths=("/search/audio",))
     add_error_handlers(app)
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
-    add_clip_routes(app, live)
+    add_clip_routes(app, live, allow_roots)
     add_search_routes(app, live, limits)
     add_status_routes(app, live, limits)
     return app
