@@ -63,5 +63,5 @@ def add_error_handlers(app: FastAPI) -> None:
         return error_response(400, str(exc))
 
     @app.exception_handler(Exception)
-    async def bug(_request, exc: Exception):
-        return error_response(500, f"internal error ({type(exc).__name__}); the server's log has the details")
+    async def bug(_request, _exc: Exception):  # the traceback goes to the server's log (uvicorn), not the client
+        return error_response(500, "internal error; the server's log has the details")

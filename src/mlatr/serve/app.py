@@ -29,6 +29,7 @@ from fastapi.staticfiles import StaticFiles
 from mlatr import __version__
 from mlatr.serve.api_errors import add_error_handlers
 from mlatr.serve.clip_routes import STATIC, add_clip_routes
+from mlatr.serve.exposure import LOOPBACK_HOSTS, ExposureGuard
 from mlatr.serve.limits import Limits
 from mlatr.serve.live_index import LiveIndex
 from mlatr.serve.search_routes import add_search_routes
@@ -39,11 +40,13 @@ __all__ = ["Limits", "create_app"]
 
 
 def create_app(live: LiveIndex, limits: Limits | None = None, watch_seconds: float = 0.0,
-               allow_roots: Sequence[str] = ()) -> FastAPI:
+               allow_roots: Sequence[str] = (), allowed_hosts: Sequence[str] = LOOPBACK_HOSTS,
+               token: str | None = None) -> FastAPI:
     """The application over ``live`` (loaded or not: an unloaded index answers 503 until a reload works);
     ``watch_seconds > 0`` polls the index file while the application runs; ``limits`` default to
     :class:`Limits`'s; ``allow_roots``: the only directories whose files ``GET /audio`` serves (default: those
-    of the clips the index recorded at start-up; :mod:`mlatr.serve.clip_files`)."""
+    of the clips the index recorded at start-up; :mod:`mlatr.serve.clip_files`); ``allowed_hosts`` (``*``:
+    any) and ``token`` (``None``: no authentication) are :class:`~mlatr.serve.exposure.ExposureGuard`'s."""
     limits = limits or Limits()
 
     @asynccontextmanager
@@ -62,4 +65,5 @@ def create_app(live: LiveIndex, limits: Limits | None = None, watch_seconds: flo
     add_clip_routes(app, live, allow_roots)
     add_search_routes(app, live, limits)
     add_status_routes(app, live, limits)
+    app.add_middleware(ExposureGuard, allowed_hosts=allowed_hosts, token=token)  # the outermost: runs first
     return app
