@@ -14,7 +14,7 @@ from fastapi import FastAPI, File, Query, Request, UploadFile
 from mlatr.audio.io import audio_duration
 from mlatr.errors import MlatrError
 from mlatr.languages import normalize
-from mlatr.search.search import search_audio, search_text
+from mlatr.search.search import query_waveform, search_audio, search_text
 from mlatr.serve.api_errors import ApiError, short
 from mlatr.serve.limits import Limits
 from mlatr.serve.live_index import LiveIndex
@@ -75,8 +75,9 @@ def add_search_routes(app: FastAPI, live: LiveIndex, limits: Limits) -> None:
                 raise ApiError(415, f"{short(name)} is not a sound file this server can read "
                                     "(WAV, FLAC, OGG/Vorbis/Opus, MP3, AIFF)")
             try:
+                wave = query_waveform(snap.index, tmp.name)  # decoded (bounded) outside the model lock
                 with live.lock:
-                    clips, captions = search_audio(snap.index, tmp.name, k)
+                    clips, captions = search_audio(snap.index, wave, k)
             except MlatrError as exc:
                 raise ApiError(400, str(exc).replace(tmp.name, short(name))) from None
         root = request.scope.get("root_path", "")
