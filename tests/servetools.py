@@ -31,14 +31,15 @@ def build_toy_index(manifest_path: Path, checkpoint: Path, out: Path, first: int
 
 
 @contextmanager
-def running_server(app, timeout: float = 30.0):
-    """Serve ``app`` on 127.0.0.1 (a free port) in a thread; yields the base URL; always shuts it down."""
+def running_server(app, timeout: float = 30.0, **config):
+    """Serve ``app`` on 127.0.0.1 (a free port) in a thread; yields the base URL; always shuts it down.
+    ``config``: more ``uvicorn.Config`` options."""
     import uvicorn
 
     from mlatr.commands.serve import bind_socket
 
     sock = bind_socket("127.0.0.1", 0)
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False))
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False, **config))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     deadline = time.monotonic() + timeout

@@ -1,4 +1,11 @@
+import os
+
 from mlatr.commands._arg_types import positive_float, positive_int
+
+#: The environment variable that holds the server's bearer token (``--token`` overrides it).
+TOKEN_ENV = "MLATR_TOKEN"
+#: Seconds a client has to send its request headers, then its body (slow clients are disconnected).
+HEADER_SECONDS, BODY_SECONDS = 10.0, 120.0
 
 HELP = """Serve an index: a web page and a JSON API to search it by text in any language or by sound.
 
@@ -10,8 +17,10 @@ The query language may be left out when the index's text encoder does not read i
 the small transformer without a language embedding); otherwise it is required (GET /health says which).
 The index file is watched (--watch): `mlatr index build --add` on it is picked up without a restart;
 POST /reload reads it at once. An index that cannot be read at start-up is reported and answered with
-503 errors until the file is fixed. Binds 127.0.0.1 (this machine only) unless --host says otherwise:
-there is no authentication, so expose it only to people who may read the library.
+503 errors until the file is fixed. Binds 127.0.0.1 (this machine only) unless --host says otherwise;
+a non-loopback address needs --allow-host (the names clients use) and --token / $MLATR_TOKEN (or
+--no-auth). Only clip files inside the library (or --allow-root) are served; cross-site POSTs are
+refused; a client gets 10 s for its request headers and 120 s for its body.
 
 Examples:
   mlatr serve runs/demo-real/sounds.idx.npz            # then open http://127.0.0.1:8000/
@@ -36,7 +45,37 @@ def add_arguments(parser):
     parser.add_argument("--threads", type=positive_int, default=1,
                         help="math threads (BLAS, OpenMP, torch) per query (default 1: a query's products are small, "
                              "and extra threads wait on each other on a busy CPU; see README)")
+    parser.add_argument("--allow-root", action="append", default=[], metavar="DIR",
+                        help="serve clip files only under DIR (repeatable; default: the directories of the clips the "
+                             "index recorded at start-up, symlinks resolved)")
+    parser.add_argument("--allow-host", action="append", default=[], metavar="NAME",
+                        help="a Host name the server answers to (repeatable; '*': any). Bound to a loopback "
+                             "address it answers to localhost, 127.0.0.1 and ::1 besides; bound elsewhere, to these "
+                             "names only (required there)")
+    parser.add_argument("--token", default=os.environ.get(TOKEN_ENV),
+                        help=f"require this bearer token on every request (default: ${TOKEN_ENV}); a browser "
+                             "opens /?token=TOKEN once. Required when binding a non-loopback address")
+    parser.add_argument("--no-auth", action="store_true",
+                        help="bind a non-loopback address without a token (anyone who reaches it can search and "
+                             "play the library)")
     parser.add_argument("--no-access-log", action="store_true", help="do not log every request")
+
+
+def exposure(host: str, allow_host: list[str], token: str | None, no_auth: bool) -> list[str]:
+    """The Host names the server answers to; refuses a non-loopback bind without a token (or ``--no-auth``)
+    or without ``--allow-host``."""
+    from mlatr.errors import MlatrError
+    from mlatr.serve.exposure import LOOPBACK_HOSTS, is_loopback
+
+    if is_loopback(host):
+        return [*LOOPBACK_HOSTS, *allow_host]
+    if not token and not no_auth:
+        raise MlatrError(f"--host {host} exposes the library beyond this machine: give --token (or ${TOKEN_ENV}), "
+                         "or --no-auth to serve it without one")
+    if not allow_host:
+        raise MlatrError(f"--host {host}: give the names clients will use with --allow-host (e.g. --allow-host "
+                         "search.example.org; '*' answers to any)")
+    return list(allow_host)
 
 
 def limit_math_threads(n: int) -> None:
@@ -78,11 +117,13 @@ def run(args) -> int:
 
         from mlatr.serve.app import Limits, create_app
         from mlatr.serve.live_index import LiveIndex
+        from mlatr.serve.slow_clients import deadline_protocol
     except ImportError as exc:
         raise MlatrError(f"mlatr serve needs fastapi, uvicorn, python-multipart and threadpoolctl ({exc}): "
                          "pip install 'mlatr[serve]'") from exc
     if not Path(args.index).is_file():
         raise MlatrError(f"index not found: {args.index}")
+    hosts = exposure(args.host, args.allow_host, args.token, args.no_auth)
     limit_math_threads(args.threads)
     log = logging.getLogger("mlatr.serve")  # reloads by the file watch, and their failures
     handler = logging.StreamHandler(sys.stderr)
@@ -104,12 +145,15 @@ def run(args) -> int:
               "(it is watched; POST /reload reads it at once)", file=sys.stderr, flush=True)
     limit_math_threads(args.threads)  # again: the model's libraries (USE, FAISS) may have started their own pools
     limits = Limits(max_k=args.max_k, max_upload_bytes=int(args.max_upload_mb * 2**20))
-    app = create_app(live, limits, watch_seconds=args.watch)
+    app = create_app(live, limits, watch_seconds=args.watch, allow_roots=args.allow_root, allowed_hosts=hosts,
+                     token=args.token or None)
     sock = bind_socket(args.host, args.port)
     host, port = sock.getsockname()[:2]
     shown = f"[{host}]" if ":" in host else host
     print(f"serving at http://{shown}:{port}/  (Ctrl-C stops)", flush=True)
-    config = uvicorn.Config(app, log_level="info", access_log=not args.no_access_log, timeout_graceful_shutdown=5)
+    config = uvicorn.Config(app, log_level="info", access_log=not args.no_access_log, timeout_graceful_shutdown=5,
+                            http=deadline_protocol(HEADER_SECONDS, BODY_SECONDS), timeout_keep_alive=5,
+                            limit_concurrency=256)
     try:
         uvicorn.Server(config).run(sockets=[sock])
     except KeyboardInterrupt:  # uvicorn shut down cleanly, then passes the Ctrl-C on: a normal stop

@@ -147,7 +147,8 @@ class Index:
             raise MlatrError(f"{path}: inconsistent index (a caption points to a clip row outside 0..{n - 1})")
         check_finite_rows(emb, meta["ids"], f"{path}: embeddings")
         check_finite_rows(cap_emb, [meta["ids"][int(c)] for c in cap_clip], f"{path}: caption_embeddings")
-        paths = [os.path.normpath(path.parent.resolve() / p) for p in meta["paths"]]  # relative: to the index
+        paths = [p if os.path.isabs(p) else os.path.normpath(path.parent.resolve() / p)  # relative: to the index
+                 for p in meta["paths"]]
         return cls(embeddings=emb, ids=list(meta["ids"]), paths=paths,
                    captions=list(meta["captions"]), caption_embeddings=cap_emb, caption_clip=cap_clip,
                    caption_lang=list(meta["caption_lang"]), caption_text=list(meta["caption_text"]),
@@ -227,9 +228,15 @@ class Index:
 
 
 def portable_path(audio: str, folder: Path) -> str:
-    """``audio`` relative to the index's ``folder`` when it lies inside it (the two move together), else as is."""
+    """``audio`` relative to the index's ``folder`` when it lies inside it (the two move together), else as is.
+
+    Only a path in the form ``index build`` records (absolute, normal) is rewritten, lexically: an edited
+    one (``lib/../x``) is kept as it is, so a reader still sees that it was edited (:mod:`mlatr.serve.clip_files`).
+    """
+    if not (os.path.isabs(audio) and os.path.normpath(audio) == audio):
+        return audio
     try:
-        return Path(audio).resolve().relative_to(folder.resolve()).as_posix()
+        return Path(audio).relative_to(folder.resolve()).as_posix()
     except ValueError:
         return audio
 

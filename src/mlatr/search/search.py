@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
+from mlatr.audio.bounded import load_query_audio
 from mlatr.errors import MlatrError
 
 #: Windows of one sound query encoded per call.
@@ -77,12 +78,21 @@ def encode_query_text(index, query: str, lang: str | None) -> np.ndarray:
     return index.model().embed_text([query], lang)[0]
 
 
-def encode_query_audio(index, path: str | os.PathLike) -> np.ndarray:
-    """``[d]`` unit-norm embedding of the sound file at ``path``, centre-cropped to the index's length and
-    encoded as the index's clips were (windows of ``window_seconds``: :mod:`mlatr.inference.audio`)."""
-    max_seconds = float(index.meta["max_seconds"])
+def query_waveform(index, path: str | os.PathLike) -> np.ndarray:
+    """``[T]`` the part of the sound file at ``path`` a query uses: its centre ``max_seconds`` at the index's
+    rate, decoded alone (:func:`mlatr.audio.bounded.load_query_audio`: the file's length is bounded from
+    its header before any decoding). No model is called: a server decodes outside its model lock."""
+    return load_query_audio(path, float(index.meta["max_seconds"]), int(index.meta["sample_rate"]))
+
+
+def encode_query_audio(index, query: str | os.PathLike | np.ndarray) -> np.ndarray:
+    """``[d]`` unit-norm embedding of a sound query (a file's path, or :func:`query_waveform`'s ``[T]``),
+    centre-cropped to the index's length and encoded as the index's clips were (windows of
+    ``window_seconds``: :mod:`mlatr.inference.audio`)."""
+    sr, max_seconds = int(index.meta["sample_rate"]), float(index.meta["max_seconds"])
+    wave = query if isinstance(query, np.ndarray) else query_waveform(index, query)
     window = float(index.meta.get("window_seconds") or max_seconds)
-    return index.model().embed_audio([path], batch_size=QUERY_WINDOW_BATCH, max_seconds=max_seconds,
+    return index.model().embed_audio([wave], sample_rate=sr, batch_size=QUERY_WINDOW_BATCH, max_seconds=max_seconds,
                                      window_seconds=window)[0]
 
 
@@ -102,9 +112,10 @@ def search_text(index, query: str, lang: str | None = "eng", k: int = 10) -> lis
     return search_vector(index, encode_query_text(index, query, lang), k)
 
 
-def search_audio(index, path: str | os.PathLike, k: int = 10) -> tuple[list[Hit], list[CaptionHit]]:
-    """Sound-to-sound (clips) and sound-to-caption (the indexed clips' captions) for the file ``path``."""
-    q = encode_query_audio(index, path)
+def search_audio(index, query: str | os.PathLike | np.ndarray, k: int = 10) -> tuple[list[Hit], list[CaptionHit]]:
+    """Sound-to-sound (clips) and sound-to-caption (the indexed clips' captions) for a sound query (a file's
+    path, or :func:`query_waveform`'s ``[T]``)."""
+    q = encode_query_audio(index, query)
     clips = search_vector(index, q, k)
     captions: list[CaptionHit] = []
     if len(index.caption_text):

@@ -3,7 +3,11 @@
 - :mod:`mlatr.serve.live_index`: the loaded index, its model and the reload / file-watch logic;
 - :mod:`mlatr.serve.results`: hits -> the JSON of the API (strict JSON, captions, audio URLs);
 - :mod:`mlatr.serve.upload_limit`: refuses request bodies over a size before they are parsed;
-- :mod:`mlatr.serve.app`: the FastAPI application (routes, JSON errors) and the web page in ``static/``.
+- :mod:`mlatr.serve.limits`, :mod:`mlatr.serve.schemas`, :mod:`mlatr.serve.api_errors`: what a request may
+  ask, the JSON shapes, the JSON error bodies;
+- :mod:`mlatr.serve.search_routes`, :mod:`mlatr.serve.clip_routes`, :mod:`mlatr.serve.status_routes`: the
+  routes by group (searches; the page and clip audio; health and reload);
+- :mod:`mlatr.serve.app`: ``create_app`` puts them together (the web page is in ``static/``).
 
 The search itself is :mod:`mlatr.search`'s; this package only puts it behind HTTP.
 """

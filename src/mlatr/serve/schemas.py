@@ -1,0 +1,75 @@
+"""The JSON shapes of the HTTP API (pydantic models: they make the OpenAPI schema and check responses)."""
+
+from pydantic import BaseModel
+
+
+class ClipResult(BaseModel):
+    rank: int
+    id: str
+    score: float | None  # cosine similarity; null if not a finite number
+    caption: str | None
+    caption_lang: str | None
+    duration: float | None  # seconds, from the file's header; null if unreadable
+    audio_url: str
+
+
+class CaptionResult(BaseModel):
+    rank: int
+    score: float | None
+    text: str
+    lang: str
+    id: str
+    audio_url: str
+
+
+class TextSearchResponse(BaseModel):
+    query: str
+    lang: str | None
+    k: int
+    took_ms: float
+    results: list[ClipResult]
+
+
+class AudioSearchResponse(BaseModel):
+    filename: str
+    k: int
+    took_ms: float
+    results: list[ClipResult]
+    captions: list[CaptionResult]
+
+
+class Language(BaseModel):
+    code: str  # ISO 639-3
+    name: str
+    alias: str | None  # ISO 639-1 (a browser's language), where there is one
+
+
+class Health(BaseModel):
+    status: str
+    index: str
+    clips: int
+    captions: int
+    text_encoder: str | None
+    languages: list[Language]
+    language_required: bool
+    max_k: int
+    max_query_chars: int
+    max_upload_bytes: int
+    loaded_at: float
+    reloads: int
+    reload_error: str | None
+
+
+class Reloaded(BaseModel):
+    status: str
+    clips: int
+    before: int | None
+
+
+class ErrorBody(BaseModel):
+    error: str
+    status: int
+
+
+#: The ``responses=`` of a route: every error status answers an :class:`ErrorBody`.
+ERRORS = {code: {"model": ErrorBody} for code in (400, 404, 413, 415, 422, 500, 503)}

@@ -1,0 +1,85 @@
+"""``GET /search`` (text in a language) and ``POST /search/audio`` (a sound): ranked clips as JSON."""
+
+# no "from __future__ import annotations": FastAPI reads the routes' annotations at run time, and some
+# name the limits of add_search_routes's closure
+
+import shutil
+import tempfile
+import time
+from pathlib import Path
+from typing import Annotated
+
+from fastapi import FastAPI, File, Query, Request, UploadFile
+
+from mlatr.audio.io import audio_duration
+from mlatr.errors import MlatrError
+from mlatr.languages import normalize
+from mlatr.search.search import query_waveform, search_audio, search_text
+from mlatr.serve.api_errors import ApiError, short
+from mlatr.serve.limits import Limits
+from mlatr.serve.live_index import LiveIndex
+from mlatr.serve.results import caption_result, clip_result
+from mlatr.serve.schemas import ERRORS, AudioSearchResponse, TextSearchResponse
+
+
+def query_language(snap, lang: str | None) -> str | None:
+    """The ISO 639-3 code of ``lang`` when this snapshot's text encoder takes it (``None``: left out)."""
+    if lang is None or not lang.strip():
+        return None  # encode_query_text refuses it when the model reads the language
+    try:
+        code = normalize(lang)
+    except ValueError as exc:
+        raise ApiError(400, f"lang: {exc}") from None
+    known = snap.languages.known
+    if known is not None and code not in known:
+        raise ApiError(400, f"lang: this index's text encoder does not take {code!r} "
+                            f"(it takes {', '.join(known)})")
+    return code
+
+
+def add_search_routes(app: FastAPI, live: LiveIndex, limits: Limits) -> None:
+    """Add the two searches over ``live`` to ``app``."""
+
+    @app.get("/search", response_model=TextSearchResponse, responses=ERRORS)
+    def search(request: Request,
+               q: Annotated[str, Query(max_length=limits.max_query_chars, description="text query")],
+               lang: Annotated[str | None, Query(max_length=16, description="language of q (ISO 639-3 or "
+                                                 "639-1); may be left out when the model does not read it "
+                                                 "(GET /health: language_required)")] = None,
+               k: Annotated[int, Query(ge=1, le=limits.max_k, description="number of results")] = 10):
+        t0 = time.perf_counter()
+        snap = live.current()
+        code = query_language(snap, lang)
+        if not q.strip():
+            raise ApiError(400, "q: the query is empty")
+        with live.lock:
+            hits = search_text(snap.index, q, code, k)
+            live.bound_text_cache(snap)
+        root = request.scope.get("root_path", "")
+        return {"query": q, "lang": code, "k": k, "results": [clip_result(snap, h, code, root) for h in hits],
+                "took_ms": (time.perf_counter() - t0) * 1e3}
+
+    @app.post("/search/audio", response_model=AudioSearchResponse, responses=ERRORS)
+    def search_by_sound(request: Request,
+                        file: Annotated[UploadFile, File(description="a sound file (WAV, FLAC, OGG, MP3, ...)")],
+                        k: Annotated[int, Query(ge=1, le=limits.max_k, description="number of results")] = 10):
+        t0 = time.perf_counter()
+        snap = live.current()
+        name = file.filename or "upload"
+        with tempfile.NamedTemporaryFile(prefix="mlatr-upload-", suffix=Path(name).suffix[:8]) as tmp:
+            shutil.copyfileobj(file.file, tmp)
+            tmp.flush()
+            if tmp.tell() == 0:
+                raise ApiError(400, f"the uploaded file {short(name)} is empty")
+            if audio_duration(tmp.name) is None:
+                raise ApiError(415, f"{short(name)} is not a sound file this server can read "
+                                    "(WAV, FLAC, OGG/Vorbis/Opus, MP3, AIFF)")
+            try:
+                wave = query_waveform(snap.index, tmp.name)  # decoded (bounded) outside the model lock
+                with live.lock:
+                    clips, captions = search_audio(snap.index, wave, k)
+            except MlatrError as exc:
+                raise ApiError(400, str(exc).replace(tmp.name, short(name))) from None
+        root = request.scope.get("root_path", "")
+        return {"filename": name, "k": k, "results": [clip_result(snap, h, None, root) for h in clips],
+                "captions": [caption_result(h, root) for h in captions], "took_ms": (time.perf_counter() - t0) * 1e3}

@@ -1,0 +1,61 @@
+"""Connections that send a request too slowly are closed (slowloris): uvicorn's h11 protocol with deadlines.
+
+uvicorn closes an idle keep-alive connection (``timeout_keep_alive``) but waits for ever on a client that
+opens a connection and sends its request headers a byte at a time, so a few hundred such sockets hold
+every slot of the server. :func:`deadline_protocol` makes an h11 protocol with two deadlines: the request
+line and headers must have arrived ``header_seconds`` after the connection opened (or after the previous
+response on a kept-alive connection), and the whole body ``body_seconds`` after the headers; a connection
+past either is closed without an answer. A middleware cannot do this: it runs only once the headers are in.
+"""
+
+from __future__ import annotations
+
+import h11
+from uvicorn.protocols.http.h11_impl import H11Protocol
+
+
+def deadline_protocol(header_seconds: float = 10.0, body_seconds: float = 120.0) -> type[H11Protocol]:
+    """An :class:`H11Protocol` (for ``uvicorn.Config(http=...)``) with the two deadlines above."""
+
+    class DeadlineH11(H11Protocol):
+        _deadline = None
+        _reading_body = False
+
+        def _arm(self, seconds: float) -> None:
+            self._disarm()
+            self._deadline = self.loop.call_later(seconds, self._expired)
+
+        def _disarm(self) -> None:
+            if self._deadline is not None:
+                self._deadline.cancel()
+                self._deadline = None
+
+        def _expired(self) -> None:
+            self._deadline = None
+            if not self.transport.is_closing():
+                self.transport.close()
+
+        def connection_made(self, transport) -> None:
+            super().connection_made(transport)
+            self._arm(header_seconds)
+
+        def connection_lost(self, exc) -> None:
+            self._disarm()
+            super().connection_lost(exc)
+
+        def data_received(self, data: bytes) -> None:
+            super().data_received(data)
+            state = self.conn.their_state
+            if state is h11.SEND_BODY and not self._reading_body:
+                self._reading_body = True
+                self._arm(body_seconds)
+            elif state is not h11.IDLE and state is not h11.SEND_BODY:  # the whole request is in
+                self._disarm()
+
+        def on_response_complete(self) -> None:
+            super().on_response_complete()
+            self._reading_body = False
+            if self.conn.our_state is h11.IDLE or self.conn.their_state is h11.IDLE:
+                self._arm(header_seconds)  # the next request on a kept-alive connection
+
+    return DeadlineH11
