@@ -29,13 +29,16 @@ QUERY_WINDOW_BATCH = 16
 
 @dataclass
 class Hit:
-    """One ranked clip: 1-based ``rank``, cosine ``score``, ``id``, absolute ``path``, English captions."""
+    """One ranked clip: 1-based ``rank``, cosine ``score``, ``id``, absolute ``path``, English captions;
+    ``stale``: ``"deleted"`` / ``"changed"`` when the clip's audio is gone or differs from when it was
+    indexed (its embedding describes a file that is not there any more)."""
 
     rank: int
     score: float
     id: str
     path: str
     captions: list[str]
+    stale: str | None = None
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -65,8 +68,8 @@ def _check_k(k: int) -> int:
 def clip_hits(index, scores: np.ndarray, rows: np.ndarray) -> list[Hit]:
     """Ranked :class:`Hit` list from one query's ``scores [k]`` and ``rows [k]``."""
     return [Hit(rank=r + 1, score=float(s), id=index.ids[i], path=index.paths[i],
-                captions=[c for c in index.captions[i].get("eng", []) if c])
-            for r, (s, i) in enumerate(zip(scores.tolist(), rows.tolist(), strict=True))]
+                captions=[c for c in index.captions[i].get("eng", []) if c], stale=index.stale(i))
+            for r, (s, i) in enumerate(zip(scores.tolist(), rows.tolist(), strict=True)) if i >= 0]
 
 
 def encode_query_text(index, query: str, lang: str | None) -> np.ndarray:
