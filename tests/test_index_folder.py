@@ -293,12 +293,17 @@ def test_ann_shard_recall_is_measured_recorded_and_searched(tmp_path, capsys):
     index = empty_index(d, meta)
     index.embeddings, index.ids = emb, [f"c{i}" for i in range(n)]
     index.paths, index.captions = [f"/x/{i}.wav" for i in range(n)], [{} for _ in range(n)]
-    for kind, params in (("hnsw", {"efSearch": 48}), ("ivfpq", {"nlist": 32, "nprobe": 8, "pq_bits": 6})):
+    for kind, params, knob in (("hnsw", {"efSearch": 8, "target_recall_pct": 90}, "efSearch"),
+                               ("ivfpq", {"nlist": 32, "nprobe": 1, "pq_bits": 6, "target_recall_pct": 90}, "nprobe")):
         out = tmp_path / f"{kind}.idx"
         index.save(out, ann=AnnBuild(kind, params))
         loaded = Index.load(out)
         entry = loaded.shard_entries[0]["ann"]
-        assert entry["kind"] == kind and {**entry["params"], **params} == entry["params"]
+        assert entry["kind"] == kind and entry["params"]["target_recall_pct"] == 90
+        # the search knob was doubled from its start until the measured recall reached the target or its cap
+        # (IVF: every list visited; coarse 6-bit codes of random vectors keep it under the target)
+        cap = 1024 if kind == "hnsw" else 32
+        assert entry["params"][knob] > params[knob] and (entry["recall_at_10"] >= 0.9 or entry["params"][knob] == cap)
         # the recorded recall is what the structure gives on the same sample, computed independently
         from mlatr.search.ann import recall_sample
 
@@ -306,7 +311,7 @@ def test_ann_shard_recall_is_measured_recorded_and_searched(tmp_path, capsys):
         truth = np.argsort(-(queries @ emb.T), axis=1, kind="stable")[:, :10]
         scores, rows = loaded.searcher("audio").top_k(queries, 10)
         recall = np.mean([len(set(a) & set(b)) / 10 for a, b in zip(rows.tolist(), truth.tolist(), strict=True)])
-        assert entry["recall_at_10"] == pytest.approx(recall, abs=1e-4) and recall >= 0.5
+        assert entry["recall_at_10"] == pytest.approx(recall, abs=1e-4)
         # scores are exact cosines of the rows returned
         assert np.allclose(scores, np.take_along_axis(queries @ emb.T, rows, axis=1), atol=1e-5)
         exact = Index.load(out, backend="numpy").searcher("audio").top_k(queries, 10)[1]

@@ -11,7 +11,9 @@ one gets a FAISS structure (``faiss-cpu``, the ``real`` extra) chosen by size:
 Either returns ``rerank * k`` candidates, which are re-scored exactly against the shard's own vectors
 (memory-mapped from ``embeddings.npy``): the scores given back are exact cosines, only the candidate set is
 approximate. :func:`build_ann` measures recall@10 against exact search on a sample of perturbed stored
-vectors and records it with every parameter in the index manifest; search reads the parameters from there.
+vectors, doubles the search-time knob (``efSearch`` / ``nprobe``) until that recall reaches
+``target_recall_pct`` (or the knob its cap), and records the recall with every parameter in the index
+manifest; search reads the parameters from there.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from mlatr.errors import MlatrError
-from mlatr.search.backends import top_k_numpy
+from mlatr.search.backends import NumpyBackend
 
 #: Shards with fewer rows are searched exactly.
 EXACT_BELOW = 50_000
@@ -32,9 +34,11 @@ EXACT_BELOW = 50_000
 HNSW_UP_TO = 5_000_000
 KINDS = ("auto", "exact", "hnsw", "ivfpq")
 DEFAULTS: dict[str, dict[str, Any]] = {
-    "hnsw": {"M": 32, "efConstruction": 64, "efSearch": 64, "rerank": 4},
-    "ivfpq": {"nprobe": 32, "pq_bits": 8, "rerank": 10},
+    "hnsw": {"M": 32, "efConstruction": 64, "efSearch": 64, "rerank": 4, "target_recall_pct": 95},
+    "ivfpq": {"nprobe": 16, "pq_bits": 8, "rerank": 10, "target_recall_pct": 95},
 }
+#: The search-time knob raised (doubling, up to its cap) until the measured recall@10 reaches the target.
+SEARCH_KNOB = {"hnsw": ("efSearch", 1024), "ivfpq": ("nprobe", 1024)}
 #: Queries of the recall sample, and the noise added to each sampled stored vector.
 RECALL_QUERIES = 200
 RECALL_NOISE = 0.5
@@ -131,11 +135,18 @@ def build_ann(folder: Path, embeddings: np.ndarray, kind: str = "auto", override
     for start in tqdm(range(0, n, CHUNK), desc=f"ann {kind}", disable=not progress, unit="chunk"):
         index.add(np.ascontiguousarray(embeddings[start:start + CHUNK], np.float32))
     faiss.write_index(index, str(folder / "ann.faiss"))
-    entry = {"kind": kind, "params": params, "file": "ann.faiss"}
-    searcher = AnnSearcher(embeddings, index, entry)
     queries = recall_sample(embeddings)
-    truth = top_k_numpy(embeddings, queries, 10)[1]
-    entry["recall_at_10"] = round(recall_at(searcher.top_k(queries, 10)[1], truth), 4)
+    truth = NumpyBackend(embeddings).top_k(queries, 10)[1]
+    knob, cap = SEARCH_KNOB[kind]
+    if kind == "ivfpq":
+        cap = min(cap, params["nlist"])
+    while True:  # the smallest knob value (doubling) whose recall@10 on the sample reaches the target
+        entry = {"kind": kind, "params": dict(params), "file": "ann.faiss"}
+        found = recall_at(AnnSearcher(embeddings, index, entry).top_k(queries, 10)[1], truth)
+        if found * 100 >= params["target_recall_pct"] or params[knob] >= cap:
+            break
+        params[knob] = min(cap, 2 * params[knob])
+    entry["recall_at_10"] = round(found, 4)
     entry["recall_queries"] = int(len(queries))
     (folder / "ann.json").write_text(json.dumps(entry), encoding="utf-8")
     return entry

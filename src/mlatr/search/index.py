@@ -491,26 +491,42 @@ def build_index(loaded: LoadedModel, manifest: Manifest, output: str | os.PathLi
         arrays = Manifest(clips=kept, root=manifest.root, path=manifest.path).caption_arrays(langs)
         text = encode_texts(model, arrays["texts"], list(arrays["text_lang"]), batch_size)
         part.append(kept, manifest.root, audio, arrays, text, [states[i] for i in rows])
-    with writer_lock(output, "index", wait=True):
-        before = shard_files.bytes_of(output) if folder else 0
-        current = _existing(output, loaded) if add else None
-        if current is not None:
-            _check_same_build(output, current, sha, sample_rate, max_seconds, window_seconds)
-        if folder:
-            build = AnnBuild(ann, ann_params, ann_exact_below, progress)
-            _write_folder_part(output, current, part, drop, dtype, build)
-            written = max(0, shard_files.bytes_of(output) - before)
-        else:
-            whole = _merged(current, part, drop)
-            whole.save(output)
-            written = output.stat().st_size
+    written = write_rows(output, part, add=add, drop=drop, dtype=dtype,
+                         build=AnnBuild(ann, ann_params, ann_exact_below, progress), model=loaded,
+                         check=lambda current: _check_same_build(output, current, sha, sample_rate, max_seconds,
+                                                                 window_seconds))
     index = Index.load(output, model=loaded)
     kept_n = len(index) - len(part.ids)
     return BuildReport(index=index, added=len(part.ids), kept=kept_n, skipped=skipped, changed=changed,
                        deleted=deleted, bytes_written=written)
 
 
-def _existing(output: Path, loaded: LoadedModel) -> Index | None:
+def write_rows(output: str | os.PathLike, part: Index, *, add: bool = True, drop: dict[str, int] | None = None,
+               dtype: str = "float32", build: AnnBuild | None = None, model: LoadedModel | None = None,
+               check=None) -> int:
+    """Write the rows of ``part`` (embeddings already computed) into the index at ``output`` under its
+    writer lock, and return the bytes written. With ``add`` and an existing index, it is read again
+    under the lock (``check(current)`` may refuse it), the rows of the ids in ``drop`` or in ``part``
+    are deleted, and ``part`` is appended: a folder gains one shard and a new manifest, an ``.npz`` is
+    rewritten. Otherwise ``part`` replaces whatever was at ``output``."""
+    output = Path(output)
+    folder = shard_files.is_index_folder(output)
+    if folder:
+        shard_files.refuse_foreign_folder(output)
+        output.mkdir(parents=True, exist_ok=True)
+    with writer_lock(output, "index", wait=True):
+        before = shard_files.bytes_of(output) if folder else 0
+        current = _existing(output, model) if add else None
+        if current is not None and check is not None:
+            check(current)
+        if folder:
+            _write_folder_part(output, current, part, drop or {}, dtype, build or AnnBuild())
+            return max(0, shard_files.bytes_of(output) - before)
+        _merged(current, part, drop or {}).save(output)
+        return output.stat().st_size
+
+
+def _existing(output: Path, loaded: LoadedModel | None) -> Index | None:
     there = (output / shard_files.MANIFEST).is_file() if output.is_dir() else output.is_file()
     return Index.load(output, backend="numpy", model=loaded) if there else None
 
