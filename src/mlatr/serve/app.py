@@ -41,7 +41,8 @@ from mlatr import __version__
 from mlatr.audio.io import audio_duration
 from mlatr.errors import MlatrError
 from mlatr.languages import ALIASES, LANGUAGE_NAMES, normalize
-from mlatr.search.search import search_audio, search_text
+from mlatr.search.search import search_audio
+from mlatr.serve.batching import TextBatcher
 from mlatr.serve.live_index import IndexUnavailable, LiveIndex
 from mlatr.serve.results import caption_result, clip_result
 from mlatr.serve.upload_limit import UploadLimit
@@ -170,6 +171,7 @@ def create_app(live: LiveIndex, limits: Limits = Limits(), watch_seconds: float 
                   redoc_url=None, description="Search an mlatr index by text in any language or by sound.")
     app.add_middleware(UploadLimit, limit=limits.max_upload_bytes, paths=("/search/audio",))
     _add_error_handlers(app)
+    batcher = TextBatcher(live)
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
 
     def query_language(snap, lang: str | None) -> str | None:
@@ -201,9 +203,7 @@ def create_app(live: LiveIndex, limits: Limits = Limits(), watch_seconds: float 
         code = query_language(snap, lang)
         if not q.strip():
             raise ApiError(400, "q: the query is empty")
-        with live.lock:
-            hits = search_text(snap.index, q, code, k)
-            live.bound_text_cache(snap)
+        hits = batcher.search(snap, q, code, k)  # embedded and searched with concurrent queries
         root = request.scope.get("root_path", "")
         return {"query": q, "lang": code, "k": k, "results": [clip_result(snap, h, code, root) for h in hits],
                 "took_ms": (time.perf_counter() - t0) * 1e3}
