@@ -244,8 +244,9 @@ def main() -> None:
                pct(results["random"][1]["times_ms"], 50), "FAISS flat"))
     print(line("load (Index.load + searcher, after imports)", res["load_s"], "s", ""))
     print(line("resident memory after queries", res["rss_bytes"] / 2**30, "GiB", "<= 1.2x vectors",
-               res["rss_bytes"] / 2**30 / (vec_bytes / 2**30), "of the vectors' bytes (ratio)"))
-    print(line("peak resident memory", res["peak_rss_bytes"] / 2**30, "GiB", "", vec_bytes / 2**30, "vectors"))
+               vec_bytes / 2**30, "the vectors' bytes"))
+    print(line("peak resident memory", res["peak_rss_bytes"] / 2**30, "GiB", "", vec_bytes / 2**30,
+               "the vectors' bytes"))
     print(line("vectors' bytes", vec_bytes / 2**30, "GiB", ""))
     print(line("index folder", res["index_bytes"] / 2**30, "GiB", ""))
     print(line("build (write shard + ANN + recall)", res["build_s"], "s", ""))

@@ -7,6 +7,7 @@ from mlatr.data.manifest import Manifest
 from mlatr.errors import MlatrError
 from mlatr.languages import parse_language_list
 from mlatr.search.ann import EXACT_BELOW, KINDS
+from mlatr.search.milvus import is_milvus
 from mlatr.search.shards import DTYPES, is_index_folder
 
 HELP = """Build (or extend with --add) a search index of a manifest's clips with a trained model.
@@ -29,6 +30,7 @@ or truncated clip stops the build (nothing is written) unless --skip-bad, which 
 Examples:
   mlatr index build --checkpoint runs/real/model.pt --manifest data/real-sounds/manifest.jsonl -o sounds.idx
   mlatr index build --checkpoint runs/real/model.pt --manifest more.jsonl -o sounds.idx --add
+  mlatr index build --checkpoint model.pt --manifest big.jsonl --to milvus://db.example:19530/sounds
   mlatr index build --checkpoint model.pt --manifest big.jsonl -o big.idx --dtype float16 --ann hnsw \\
       --ann-param efSearch=96
 """
@@ -37,8 +39,9 @@ Examples:
 def add_arguments(parser):
     parser.add_argument("--checkpoint", required=True, help="a checkpoint written by mlatr train / demo-real")
     parser.add_argument("--manifest", required=True, help="JSONL manifest of the clips to index")
-    parser.add_argument("-o", "--output", required=True, metavar="INDEX",
-                        help="index to write: a folder (any name), or one file when the name ends in .npz")
+    parser.add_argument("-o", "--output", "--to", required=True, metavar="INDEX",
+                        help="index to write: a folder (any name), one file when the name ends in .npz, or a "
+                             "Milvus collection: milvus:PATH.db (milvus-lite) or milvus://HOST:PORT/COLLECTION")
     parser.add_argument("--add", action="store_true", help="keep INDEX's entries and encode only new clips")
     parser.add_argument("--split", default="all", help="index only this split (default: all clips)")
     parser.add_argument("--caption-langs", default=None,
@@ -70,7 +73,7 @@ def run(args) -> int:
     from mlatr.commands._model_io import load_model_from_args
     from mlatr.search.index import build_index
 
-    if not is_index_folder(args.output):  # a folder index is checked by build_index (it refuses a foreign folder)
+    if not is_index_folder(args.output) and not is_milvus(args.output):  # build_index checks a folder
         refuse_output_over_input([("-o", args.output)], model_inputs(args))
     model = load_model_from_args(args)
     manifest = Manifest.load(args.manifest)

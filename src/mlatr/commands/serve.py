@@ -81,7 +81,7 @@ def run(args) -> int:
     except ImportError as exc:
         raise MlatrError(f"mlatr serve needs fastapi, uvicorn, python-multipart and threadpoolctl ({exc}): "
                          "pip install 'mlatr[serve]'") from exc
-    if not Path(args.index).exists():
+    if not Path(args.index).exists() and not args.index.startswith("milvus:"):
         raise MlatrError(f"index not found: {args.index}")
     limit_math_threads(args.threads)
     log = logging.getLogger("mlatr.serve")  # reloads by the file watch, and their failures

@@ -53,6 +53,7 @@ from mlatr.errors import InputError, MlatrError
 from mlatr.file_kinds import unreadable
 from mlatr.io_utils import atomic_write_with, remove_orphan_temps
 from mlatr.long_clips import encode_audio_windows
+from mlatr.search import milvus
 from mlatr.search import shards as shard_files
 from mlatr.search.ann import EXACT_BELOW, AnnSearcher, build_ann
 from mlatr.search.backends import BACKENDS, ShardedSearcher, make_backend
@@ -176,6 +177,8 @@ class Index:
         ``model`` (a :class:`~mlatr.training.checkpoint.LoadedModel`) is used for queries instead of
         loading the index's checkpoint.
         """
+        if milvus.is_milvus(path):
+            return milvus.load_milvus(str(path), model)
         if backend not in BACKENDS:
             raise MlatrError(f"unknown search backend {backend!r} (choose from {', '.join(BACKENDS)})")
         path = Path(path)
@@ -460,15 +463,18 @@ def build_index(loaded: LoadedModel, manifest: Manifest, output: str | os.PathLi
     if not manifest.clips:
         raise MlatrError(f"no clip to index in {manifest.path or 'the manifest'}")
     langs = list(caption_languages) if caption_languages else manifest.languages()
+    target = str(output) if milvus.is_milvus(output) else None
     output = Path(output)
-    folder = shard_files.is_index_folder(output)
-    if folder:
+    if target is None and shard_files.is_index_folder(output):
         shard_files.refuse_foreign_folder(output)
         output.mkdir(parents=True, exist_ok=True)
-    else:
+    elif target is None:
         remove_orphan_temps(output.parent, [output.name])  # what a killed build left beside the index
     model = loaded.model
-    existing = _existing(output, loaded) if add else None
+    if target is not None:
+        existing = milvus.load_milvus(target, loaded) if add and milvus.read_meta(target) else None
+    else:
+        existing = _existing(output, loaded) if add else None
     if existing is not None:
         _check_same_build(output, existing, sha, sample_rate, max_seconds, window_seconds)
         langs = list(existing.meta["caption_languages"])
@@ -491,11 +497,15 @@ def build_index(loaded: LoadedModel, manifest: Manifest, output: str | os.PathLi
         arrays = Manifest(clips=kept, root=manifest.root, path=manifest.path).caption_arrays(langs)
         text = encode_texts(model, arrays["texts"], list(arrays["text_lang"]), batch_size)
         part.append(kept, manifest.root, audio, arrays, text, [states[i] for i in rows])
-    written = write_rows(output, part, add=add, drop=drop, dtype=dtype,
-                         build=AnnBuild(ann, ann_params, ann_exact_below, progress), model=loaded,
-                         check=lambda current: _check_same_build(output, current, sha, sample_rate, max_seconds,
-                                                                 window_seconds))
-    index = Index.load(output, model=loaded)
+    if target is not None:  # rows in a database: inserts and deletes, nothing to lock or rewrite
+        written = milvus.write_milvus(target, part, list(drop), replace=not add)
+        index = milvus.load_milvus(target, loaded)
+    else:
+        written = write_rows(output, part, add=add, drop=drop, dtype=dtype,
+                             build=AnnBuild(ann, ann_params, ann_exact_below, progress), model=loaded,
+                             check=lambda current: _check_same_build(output, current, sha, sample_rate,
+                                                                     max_seconds, window_seconds))
+        index = Index.load(output, model=loaded)
     kept_n = len(index) - len(part.ids)
     return BuildReport(index=index, added=len(part.ids), kept=kept_n, skipped=skipped, changed=changed,
                        deleted=deleted, bytes_written=written)
@@ -695,6 +705,8 @@ def load_folder(path: Path, backend: str = "auto", model: LoadedModel | None = N
 def delete_clips(path: str | os.PathLike, ids: Sequence[str]) -> int:
     """Delete the clips ``ids`` from the index at ``path`` (a folder: tombstones in its manifest; an
     ``.npz``: rewritten without them), under its writer lock; an unknown id is an error. Returns the count."""
+    if milvus.is_milvus(path):
+        return milvus.delete_milvus(str(path), list(ids))
     path = Path(path)
     with writer_lock(path, "index", wait=True):
         index = Index.load(path, backend="numpy")
@@ -725,9 +737,10 @@ def index_summary(index: Index, check: bool = False) -> dict[str, Any]:
     path = index.path
     folder = bool(index.shards)
     info: dict[str, Any] = {
-        "format": shard_files.FORMAT if folder else FORMAT, "clips": len(index), "deleted": len(index.deleted_rows),
+        "format": shard_files.FORMAT if folder else milvus.FORMAT if index.backend == "milvus" else FORMAT,
+        "clips": len(index), "deleted": len(index.deleted_rows),
         "captions": len(index.caption_text), "dim": index.dim, "dtype": index.meta.get("dtype", "float32"),
-        "bytes": (shard_files.bytes_of(path) if folder else path.stat().st_size) if path else 0,
+        "bytes": (shard_files.bytes_of(path) if folder else path.stat().st_size) if path else 0,  # milvus: 0
         "checkpoint": index.meta["checkpoint"]["path"], "sample_rate": index.meta["sample_rate"],
         "max_seconds": index.meta["max_seconds"], "caption_languages": index.meta.get("caption_languages", []),
         "shards": [{"name": e["name"], "rows": e["rows"], "deleted": len(e.get("deleted", [])),

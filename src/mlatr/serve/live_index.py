@@ -30,6 +30,7 @@ from pathlib import Path
 from mlatr.audio.io import audio_duration
 from mlatr.errors import MlatrError
 from mlatr.search.index import Index
+from mlatr.search.milvus import is_milvus
 from mlatr.search.query_language import QueryLanguages, query_languages
 from mlatr.search.search import search_text
 from mlatr.search.shards import MANIFEST
@@ -81,6 +82,7 @@ class LiveIndex:
 
     def __init__(self, path: str | os.PathLike, backend: str = "auto"):
         self.path = Path(path)
+        self.target = str(path) if is_milvus(path) else None  # a Milvus collection (no file to watch)
         self.backend = backend
         self.lock = threading.Lock()
         self._reload_lock = threading.Lock()
@@ -114,12 +116,13 @@ class LiveIndex:
 
     def _load(self, signature) -> Snapshot:
         old = self.snapshot
-        if signature is None:
+        if signature is None and self.target is None:
             raise MlatrError(f"index not found: {self.path}")
+        source = self.target or self.path
         keep = old.index.model() if old is not None else None
-        index = Index.load(self.path, backend=self.backend, model=keep)
+        index = Index.load(source, backend=self.backend, model=keep)
         if old is not None and index.meta.get("checkpoint") != old.index.meta.get("checkpoint"):
-            index = Index.load(self.path, backend=self.backend)  # another model: its own checkpoint
+            index = Index.load(source, backend=self.backend)  # another model: its own checkpoint
         model = index.model()  # loads and checks the checkpoint now, not at the first query
         index.searcher("audio")
         index.searcher("captions")
