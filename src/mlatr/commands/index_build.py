@@ -27,6 +27,11 @@ an index built with another checkpoint is refused. Two builds onto one INDEX at 
 --window-seconds is encoded as windows (memory stays bounded with a long --max-seconds). An unreadable
 or truncated clip stops the build (nothing is written) unless --skip-bad, which skips and counts it.
 
+Under torchrun (torchrun --nproc_per_node=N -m mlatr index build ... -o FOLDER) each process encodes
+its contiguous part of the new clips and writes its own shard; the first process then adds the shards
+to the manifest. The result equals a one-process build. A killed run started again with the same
+command keeps the shards already written and encodes only the missing parts.
+
 Examples:
   mlatr index build --checkpoint runs/real/model.pt --manifest data/real-sounds/manifest.jsonl -o sounds.idx
   mlatr index build --checkpoint runs/real/model.pt --manifest more.jsonl -o sounds.idx --add
@@ -70,11 +75,25 @@ def add_arguments(parser):
 
 
 def run(args) -> int:
-    from mlatr.commands._model_io import load_model_from_args
-    from mlatr.search.index import build_index
+    from mlatr.training.distributed import environment_world_size, setup, shutdown  # torch: start-up time
 
     if not is_index_folder(args.output) and not is_milvus(args.output):  # build_index checks a folder
         refuse_output_over_input([("-o", args.output)], model_inputs(args))
+
+    ctx = None
+    if environment_world_size() > 1:  # torchrun: each process encodes its part of the new clips
+        ctx, device = setup(args.device)
+        args.device = str(device)
+    try:
+        return _build(args, ctx)
+    finally:
+        shutdown()
+
+
+def _build(args, ctx) -> int:
+    from mlatr.commands._model_io import load_model_from_args
+    from mlatr.search.index import build_index
+
     model = load_model_from_args(args)
     manifest = Manifest.load(args.manifest)
     if args.split != "all":
@@ -86,8 +105,10 @@ def run(args) -> int:
                          batch_size=args.batch_size, max_seconds=args.max_seconds,
                          window_seconds=args.window_seconds, skip_bad=args.skip_bad,
                          progress=not args.no_progress, dtype=args.dtype, ann=args.ann, ann_params=params,
-                         ann_exact_below=args.ann_exact_below)
+                         ann_exact_below=args.ann_exact_below, ctx=ctx)
     dt = time.perf_counter() - t0
+    if ctx is not None and not ctx.is_main:
+        return 0
     rate = f" ({report.added / dt:.1f} clips/s)" if report.added else ""
     print(f"wrote {args.output}: {len(report.index)} clips ({report.added} encoded{rate}, {report.kept} kept), "
           f"{len(report.index.caption_text)} captions, dim {report.index.dim}, "

@@ -432,7 +432,7 @@ def build_index(loaded: LoadedModel, manifest: Manifest, output: str | os.PathLi
                 caption_languages: Sequence[str] | None = None, batch_size: int = 16, max_seconds: float | None = None,
                 window_seconds: float | None = None, sample_rate: int | None = None, skip_bad: bool = False,
                 progress: bool = False, dtype: str = "float32", ann: str = "auto",
-                ann_params: dict | None = None, ann_exact_below: int = EXACT_BELOW) -> BuildReport:
+                ann_params: dict | None = None, ann_exact_below: int = EXACT_BELOW, ctx=None) -> BuildReport:
     """Encode ``manifest``'s clips (and captions) with ``loaded`` and write the index to ``output`` (a folder,
     or one file when it ends in ``.npz``; ``dtype`` / ``ann`` / ``ann_params``: a folder's, see
     :meth:`Index.save`).
@@ -449,7 +449,9 @@ def build_index(loaded: LoadedModel, manifest: Manifest, output: str | os.PathLi
     than ``window_seconds`` (default: the model's ``eval_max_seconds``) is encoded as windows,
     ``batch_size`` windows at a time (:mod:`mlatr.long_clips`), so memory does not grow with
     ``max_seconds`` or the library. An unreadable clip is an error, or with ``skip_bad`` skipped and
-    listed in the report; a manifest none of whose clips can be read is an error either way.
+    listed in the report; a manifest none of whose clips can be read is an error either way. ``ctx``
+    (a :class:`~mlatr.training.distributed.DistContext` under torchrun) splits the new clips over the
+    processes: :mod:`mlatr.search.rank_build`.
     """
     if loaded.path is None:
         raise MlatrError("build_index needs a model loaded from a checkpoint file (the index records it)")
@@ -470,7 +472,6 @@ def build_index(loaded: LoadedModel, manifest: Manifest, output: str | os.PathLi
         output.mkdir(parents=True, exist_ok=True)
     elif target is None:
         remove_orphan_temps(output.parent, [output.name])  # what a killed build left beside the index
-    model = loaded.model
     if target is not None:
         existing = milvus.load_milvus(target, loaded) if add and milvus.read_meta(target) else None
     else:
@@ -480,23 +481,19 @@ def build_index(loaded: LoadedModel, manifest: Manifest, output: str | os.PathLi
         langs = list(existing.meta["caption_languages"])
     meta = index_meta(loaded, manifest, sample_rate, max_seconds, langs, window_seconds, sha)
     new_clips, drop, changed, deleted = _plan(existing, manifest.clips, manifest.root)
-    part = empty_index(model.embed_dim, meta, loaded)
-    skipped: dict[str, str] = {}
-    if new_clips:
-        states = [file_state(c.audio_path(manifest.root)) for c in new_clips]  # before reading: a later change shows
-        sub = Manifest(clips=new_clips, root=manifest.root, path=manifest.path)
-        source = AudioSource(sub, sample_rate, cache=False, skip_bad=skip_bad)
-        rows, audio = encode_audio_windows(model, source, batch_size, max_seconds, window_seconds, loaded.device,
-                                           progress, desc="index")
-        skipped = dict(source.bad)
-        if not rows:
-            first = next(iter(skipped.values()), "")
-            raise MlatrError(f"none of the {len(new_clips)} new clip(s) of {manifest.path or 'the manifest'} "
-                             f"could be read; nothing was written (first: {first})")
-        kept = [sub[i] for i in rows]
-        arrays = Manifest(clips=kept, root=manifest.root, path=manifest.path).caption_arrays(langs)
-        text = encode_texts(model, arrays["texts"], list(arrays["text_lang"]), batch_size)
-        part.append(kept, manifest.root, audio, arrays, text, [states[i] for i in rows])
+    encode = EncodeSettings(sample_rate, max_seconds, window_seconds, batch_size, skip_bad, progress)
+    if ctx is not None and ctx.enabled:
+        if target is not None or not shard_files.is_index_folder(output):
+            raise MlatrError("a build split over processes (torchrun) writes an index folder: give -o a name "
+                             "not ending in .npz (each process writes its own shard)")
+        from mlatr.search.rank_build import build_by_rank  # torch.distributed: only under torchrun
+
+        rep = build_by_rank(ctx, loaded, manifest, new_clips, output, meta, langs, encode, drop, dtype,
+                            AnnBuild(ann, ann_params, ann_exact_below, progress))
+        index = Index.load(output, model=loaded)
+        return BuildReport(index=index, added=rep["added"], kept=len(index) - rep["added"], skipped=rep["skipped"],
+                           changed=changed, deleted=deleted, bytes_written=rep["bytes"])
+    part, skipped = encode_clips(loaded, manifest, new_clips, langs, meta, encode)
     if target is not None:  # rows in a database: inserts and deletes, nothing to lock or rewrite
         written = milvus.write_milvus(target, part, list(drop), replace=not add)
         index = milvus.load_milvus(target, loaded)
@@ -509,6 +506,60 @@ def build_index(loaded: LoadedModel, manifest: Manifest, output: str | os.PathLi
     kept_n = len(index) - len(part.ids)
     return BuildReport(index=index, added=len(part.ids), kept=kept_n, skipped=skipped, changed=changed,
                        deleted=deleted, bytes_written=written)
+
+
+@dataclass(frozen=True)
+class EncodeSettings:
+    """How clips are read and encoded for an index (see :func:`build_index`)."""
+
+    sample_rate: int
+    max_seconds: float
+    window_seconds: float
+    batch_size: int = 16
+    skip_bad: bool = False
+    progress: bool = False
+
+
+def encode_clips(loaded: LoadedModel, manifest: Manifest, clips: Sequence[Clip], langs: Sequence[str],
+                 meta: dict[str, Any], how: EncodeSettings) -> tuple[Index, dict[str, str]]:
+    """An in-memory index of ``clips`` (of ``manifest``) encoded by ``loaded``, and the unreadable clips
+    skipped (``how.skip_bad``; else the first one is an error). Each file's state is taken before it is read."""
+    model = loaded.model
+    part = empty_index(model.embed_dim, meta, loaded)
+    if not clips:
+        return part, {}
+    states = [file_state(c.audio_path(manifest.root)) for c in clips]  # before reading: a later change shows
+    sub = Manifest(clips=list(clips), root=manifest.root, path=manifest.path)
+    source = AudioSource(sub, how.sample_rate, cache=False, skip_bad=how.skip_bad)
+    rows, audio = encode_audio_windows(model, source, how.batch_size, how.max_seconds, how.window_seconds,
+                                       loaded.device, how.progress, desc="index")
+    skipped = dict(source.bad)
+    if not rows:
+        first = next(iter(skipped.values()), "")
+        raise MlatrError(f"none of the {len(clips)} new clip(s) of {manifest.path or 'the manifest'} "
+                         f"could be read; nothing was written (first: {first})")
+    kept = [sub[i] for i in rows]
+    arrays = Manifest(clips=kept, root=manifest.root, path=manifest.path).caption_arrays(list(langs))
+    text = encode_texts(model, arrays["texts"], list(arrays["text_lang"]), how.batch_size)
+    part.append(kept, manifest.root, audio, arrays, text, [states[i] for i in rows])
+    return part, skipped
+
+
+def next_seq(manifest: dict | None) -> int:
+    """The sequence number of the next shard (one more than the manifest's highest)."""
+    found = [int(e["name"].split("-")[1]) for e in (manifest or {}).get("shards", [])
+             if e["name"].split("-")[1:2] and e["name"].split("-")[1].isdigit()]
+    return 1 + max(found, default=-1)
+
+
+def mark_deleted(manifest: dict, rows: Sequence[int]) -> None:
+    """Record the global ``rows`` as deleted in the manifest entries of the shards that hold them."""
+    first = 0
+    for entry in manifest["shards"]:
+        mine = [r - first for r in rows if first <= r < first + entry["rows"]]
+        if mine:
+            entry["deleted"] = sorted(set(entry.get("deleted", [])) | set(mine))
+        first += entry["rows"]
 
 
 def write_rows(output: str | os.PathLike, part: Index, *, add: bool = True, drop: dict[str, int] | None = None,
@@ -612,16 +663,10 @@ def _write_folder_part(output: Path, current: Index | None, part: Index, drop: d
         write_folder(output, part, dtype, build)
         return
     renewed = set(drop) | set(part.ids)
-    gone = [row for cid, row in live_rows(current).items() if cid in renewed]
-    first = 0
-    for entry in manifest["shards"]:
-        mine = [r - first for r in gone if first <= r < first + entry["rows"]]
-        if mine:
-            entry["deleted"] = sorted(set(entry.get("deleted", [])) | set(mine))
-        first += entry["rows"]
+    mark_deleted(manifest, [row for cid, row in live_rows(current).items() if cid in renewed])
     if len(part.ids):
-        seq = 1 + max((int(e["name"].split("-")[1]) for e in manifest["shards"]), default=-1)
-        manifest["shards"].append(_write_shard(output, seq, manifest["dtype"], part, build))
+        manifest["shards"].append(write_part_shard(output, next_seq(manifest), manifest["dtype"], part,
+                                                   build))
     manifest["meta"] = dict(manifest["meta"], manifest=part.meta.get("manifest"))
     shard_files.write_manifest(output, manifest)
 
@@ -639,14 +684,17 @@ class AnnBuild:
         return build_ann(folder, embeddings, self.kind, self.params, self.exact_below, self.progress)
 
 
-def _write_shard(output: Path, seq: int, dtype: str, index: Index, build: AnnBuild) -> dict:
+def write_part_shard(output: Path, seq: int, dtype: str, index: Index, build: AnnBuild,
+                     name: str | None = None) -> dict:
+    """Write ``index``'s rows as one shard of the folder ``output`` (``name``: see
+    :func:`mlatr.search.shards.write_shard`); its manifest entry."""
     clip_rows = [{"path": index.paths[i], "captions": index.captions[i], "state": index.state(i)}
                  for i in range(len(index.ids))]
     caption_rows = [{"lang": index.caption_lang[i], "text": index.caption_text[i]}
                     for i in range(len(index.caption_text))]
     return shard_files.write_shard(
         output, seq, dtype, index.embeddings, index.ids, clip_rows, index.caption_embeddings, index.caption_clip,
-        caption_rows, ann=build)
+        caption_rows, ann=build, name=name)
 
 
 def write_folder(output: Path, index: Index, dtype: str = "float32", build: AnnBuild | None = None) -> None:
@@ -660,8 +708,7 @@ def write_folder(output: Path, index: Index, dtype: str = "float32", build: AnnB
         old = shard_files.read_manifest(output) if (output / shard_files.MANIFEST).exists() else None
     except MlatrError:
         old = None  # replaced whole: a damaged previous manifest does not matter
-    seq = 1 + max((int(e["name"].split("-")[1]) for e in (old or {}).get("shards", [])), default=-1)
-    entry = _write_shard(output, seq, dtype, index, build or AnnBuild())
+    entry = write_part_shard(output, next_seq(old), dtype, index, build or AnnBuild())
     meta = {k: v for k, v in index.meta.items() if k not in ("format", "dim")}
     manifest = {"format": shard_files.FORMAT, "dim": index.dim, "dtype": dtype, "meta": meta, "shards": [entry]}
     shard_files.write_manifest(output, manifest)
@@ -721,12 +768,7 @@ def delete_clips(path: str | os.PathLike, ids: Sequence[str]) -> int:
             index.live().save(path)
             return len(gone)
         manifest = shard_files.read_manifest(path)
-        first = 0
-        for entry in manifest["shards"]:
-            mine = [r - first for r in gone if first <= r < first + entry["rows"]]
-            if mine:
-                entry["deleted"] = sorted(set(entry.get("deleted", [])) | set(mine))
-            first += entry["rows"]
+        mark_deleted(manifest, gone)
         shard_files.write_manifest(path, manifest)
     return len(gone)
 

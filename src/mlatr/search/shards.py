@@ -223,13 +223,14 @@ def _write_jsonl_with_offsets(path: Path, rows: Sequence[Any]) -> None:
 
 def write_shard(folder: Path, seq: int, dtype: str, embeddings: np.ndarray, ids: Sequence[str],
                 clip_rows: Sequence[dict], caption_embeddings: np.ndarray, caption_clip: np.ndarray,
-                caption_rows: Sequence[dict], ann=None) -> dict:
+                caption_rows: Sequence[dict], ann=None, name: str | None = None) -> dict:
     """Write one shard into ``folder`` (a temporary name, renamed when complete); its manifest entry.
 
     ``ann`` (a callable ``(shard_folder, embeddings) -> dict``) builds the shard's approximate-search
-    structure inside the temporary folder and returns what the manifest records of it.
+    structure inside the temporary folder and returns what the manifest records of it. ``name``: the
+    shard's folder name (default ``shard-SEQ-RANDOM``).
     """
-    name = f"shard-{seq:06d}-{uuid.uuid4().hex[:6]}"
+    name = name or f"shard-{seq:06d}-{uuid.uuid4().hex[:6]}"
     tmp = folder / f".{name}.tmp"
     tmp.mkdir(parents=True)
     try:
