@@ -320,3 +320,28 @@ def test_ann_shard_recall_is_measured_recorded_and_searched(tmp_path, capsys):
         assert f"recall@10 {entry['recall_at_10']:.3f}" in capsys.readouterr().out
     with pytest.raises(MlatrError, match="not a parameter of hnsw"):
         index.save(tmp_path / "bad.idx", ann=AnnBuild("hnsw", {"nprobe": 3}))
+
+
+def test_server_watches_a_folder_and_refuses_a_bad_reload_cleanly(trained, tmp_path):
+    from mlatr.serve.app import create_app
+    from mlatr.serve.live_index import LiveIndex
+    from servetools import build_toy_index, request, running_server
+
+    manifest_path, ckpt = trained
+    path = build_toy_index(manifest_path, ckpt, tmp_path / "lib.idx", first=10)
+    live = LiveIndex(path)
+    live.reload()
+    with running_server(create_app(live, watch_seconds=0.1)) as base:
+        build_toy_index(manifest_path, ckpt, path, add=True)  # one more shard, a new index.json
+        deadline = time.monotonic() + 20
+        while request(base + "/health").json()["clips"] != 20:
+            assert time.monotonic() < deadline, "the watch did not pick up the new shard"
+            time.sleep(0.1)
+        assert request(base + "/audio/clip019").status == 200
+        manifest = json.loads((path / "index.json").read_text())
+        manifest["meta"]["checkpoint"] = "model.pt"
+        (path / "index.json").write_text(json.dumps(manifest))
+        r = request(base + "/reload", "POST")
+        body = r.json()
+        assert r.status == 500 and f"{path / 'index.json'}: checkpoint: expected an object" in body["error"]
+        assert "TypeError" not in body["error"] and "still serving the previous index (20 clips)" in body["error"]
