@@ -338,10 +338,15 @@ def test_server_watches_a_folder_and_refuses_a_bad_reload_cleanly(trained, tmp_p
             assert time.monotonic() < deadline, "the watch did not pick up the new shard"
             time.sleep(0.1)
         assert request(base + "/audio/clip019").status == 200
+        assert main(["index", "delete", str(path), "clip019"]) == 0  # a deleted clip is not served
+        while request(base + "/health").json()["clips"] != 19:
+            assert time.monotonic() < deadline + 20, "the watch did not pick up the deletion"
+            time.sleep(0.1)
+        assert request(base + "/audio/clip019").status == 404
         manifest = json.loads((path / "index.json").read_text())
         manifest["meta"]["checkpoint"] = "model.pt"
         (path / "index.json").write_text(json.dumps(manifest))
         r = request(base + "/reload", "POST")
         body = r.json()
         assert r.status == 500 and f"{path / 'index.json'}: checkpoint: expected an object" in body["error"]
-        assert "TypeError" not in body["error"] and "still serving the previous index (20 clips)" in body["error"]
+        assert "TypeError" not in body["error"] and "still serving the previous index (19 clips)" in body["error"]

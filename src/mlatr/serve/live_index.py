@@ -29,7 +29,7 @@ from pathlib import Path
 
 from mlatr.audio.io import audio_duration
 from mlatr.errors import MlatrError
-from mlatr.search.index import Index
+from mlatr.search.index import Index, live_rows
 from mlatr.search.milvus import is_milvus
 from mlatr.search.query_language import QueryLanguages, query_languages
 from mlatr.search.search import search_text
@@ -130,7 +130,7 @@ class LiveIndex:
         if model is not keep:  # a first query warms the encoder up (a frozen encoder's first call is slow)
             with self.lock:
                 search_text(index, "warm-up", languages.known[0] if languages.required else None, 1)
-        return Snapshot(index=index, rows={cid: i for i, cid in enumerate(index.ids)}, languages=languages,
+        return Snapshot(index=index, rows=live_rows(index), languages=languages,
                         signature=signature, loaded_at=time.time())
 
     def bound_text_cache(self, snap: Snapshot) -> None:
