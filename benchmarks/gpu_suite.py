@@ -31,9 +31,9 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from mlatr.data.dataset import TrainBatches
 
 from mlatr.data.manifest import Manifest
+from mlatr.data.pipeline.batches import TrainBatches
 from mlatr.planning.architectures import build_planned_model
 from mlatr.planning.gpus import GPUS
 from mlatr.planning.plan import MIB, predicted_bytes
@@ -114,8 +114,8 @@ def loader_throughput(clips: int, batch: int, seconds: float, languages: list[st
                          "captions": {lang: [f"noise number {i}"] for lang in languages}})
         (root / "m.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
         manifest = Manifest.load(root / "m.jsonl").split("train")
-        from mlatr.data.loader import default_workers
-        from mlatr.data.sources import open_source
+        from mlatr.data.pipeline.sources import open_source
+        from mlatr.data.pipeline.workers import default_workers
 
         batches = TrainBatches(manifest, languages, batch, seconds, 0, source=open_source(manifest, 16000, None, False),
                                workers=default_workers(), prefetch=2)

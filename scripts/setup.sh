@@ -18,7 +18,7 @@ fi
 stamp="$venv/.mlatr-installed"
 if [ ! -f "$stamp" ] || [ "$root/pyproject.toml" -nt "$stamp" ]; then
   echo "[setup] installing mlatr and its dependencies" >&2
-  "${pip[@]}" install -e "$root[dev,hf,real,serve,parquet,log,shards]"
+  "${pip[@]}" install -e "$root[dev,hf,real,serve,parquet,log,shards,milvus]"
   # aisfx pins old librosa/numpy: take only its wheel (mlatr reads its shipped checkpoint).
   "${pip[@]}" install --no-deps "aisfx==0.1.2"
   touch "$stamp"

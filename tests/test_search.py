@@ -133,7 +133,7 @@ def test_failed_build_leaves_no_partial_index(trained, tmp_path):
     with pytest.raises(RuntimeError):
         build_index(model, manifest, out, add=True, batch_size=4)
     assert out.read_bytes() == before
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.idx.npz"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".a.idx.npz.lock", "a.idx.npz"]  # the writer lock
     seen.clear()
     with pytest.raises(RuntimeError):
         build_index(model, manifest, tmp_path / "b.idx.npz", batch_size=4)
@@ -156,7 +156,8 @@ def test_write_failure_keeps_previous_index(trained, tmp_path, monkeypatch):
     monkeypatch.setattr(np, "savez", half_written)
     with pytest.raises(OSError):
         build_index(model, manifest, out, add=True)
-    assert out.read_bytes() == before and [p.name for p in tmp_path.iterdir()] == ["a.idx.npz"]
+    assert out.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".a.idx.npz.lock", "a.idx.npz"]
     monkeypatch.undo()
     assert len(Index.load(out)) == 3
 

@@ -39,6 +39,9 @@ COMMANDS: list[tuple[str, str]] = [
     ("eval-demo", "eval_demo"),
     ("import-checkpoint", "import_checkpoint"),
     ("index build", "index_build"),
+    ("index info", "index_info"),
+    ("index delete", "index_delete"),
+    ("index compact", "index_compact"),
     ("search", "search"),
     ("serve", "serve"),
     ("demo-real", "demo_real"),
@@ -51,7 +54,7 @@ COMMANDS: list[tuple[str, str]] = [
 GROUPS: dict[str, str] = {
     "data": "manifests: validate, import, statistics, synthetic benchmark, hash splits, captions from paths, "
             "translate and check translations, decoded-audio store",
-    "index": "build and update a search index of audio embeddings",
+    "index": "build, update, inspect, delete from and compact a search index of audio embeddings",
     "experiment": "paper experiments: grids of training runs with tables and figures",
 }
 

@@ -3,6 +3,7 @@ import json
 from mlatr.commands._arg_types import positive_int
 from mlatr.errors import MlatrError
 from mlatr.languages import normalize
+from mlatr.search.backends import BACKENDS
 
 HELP = """Search an index: clips for a text query in any language, or for a sound (--audio).
 
@@ -25,7 +26,9 @@ def add_arguments(parser):
     parser.add_argument("-k", type=positive_int, default=10, help="number of results (default 10)")
     parser.add_argument("--lang", default="eng", help="language of the text query, ISO 639-3 or 639-1 (default eng)")
     parser.add_argument("--audio", metavar="FILE", help="sound file to search with (sound-to-sound/caption)")
-    parser.add_argument("--backend", choices=["numpy", "faiss"], default="numpy", help="search backend")
+    parser.add_argument("--backend", choices=BACKENDS, default="auto",
+                        help="auto: each shard's recorded approximate structure (HNSW / IVF-PQ, built by index "
+                             "build for large shards) where it has one, else exact; numpy / faiss: exact")
     parser.add_argument("--json", action="store_true", help="print JSON")
     parser.add_argument("--model", help="the index's model moved elsewhere (a checkpoint or a model folder written "
                         "by mlatr export) instead of the path the index recorded")
@@ -54,7 +57,9 @@ def run(args) -> int:
     print(f"{'rank':>4}  {'score':>6}  id / caption / path")
     for h in clips:
         cap = "; ".join(h.captions)
-        print(f"{h.rank:>4}  {h.score:6.3f}  {h.id}" + (f"  \"{cap}\"" if cap else "") + f"\n{'':14}{h.path}")
+        print(f"{h.rank:>4}  {h.score:6.3f}  {h.id}" + (f"  \"{cap}\"" if cap else "") + f"\n{'':14}{h.path}"
+              + (f"\n{'':14}(its audio was {h.stale} since it was indexed: mlatr index build --add updates the index)"
+                 if h.stale else ""))
     if captions:
         print("\ncaptions of indexed clips:")
         for c in captions:

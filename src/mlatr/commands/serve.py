@@ -34,7 +34,9 @@ def add_arguments(parser):
     parser.add_argument("index", metavar="INDEX", help="index written by mlatr index build")
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine)")
     parser.add_argument("--port", type=int, default=8000, help="port (default 8000; 0 picks a free one)")
-    parser.add_argument("--backend", choices=["numpy", "faiss"], default="numpy", help="search backend")
+    parser.add_argument("--backend", choices=["auto", "numpy", "faiss"], default="auto",
+                        help="auto: the index's approximate structures where it has them, else exact; numpy / "
+                             "faiss: exact")
     parser.add_argument("--model", help="the index's model moved elsewhere (a checkpoint or a model folder written "
                         "by mlatr export) instead of the path the index recorded")
     parser.add_argument("--watch", type=float, default=2.0, metavar="SECONDS",
@@ -121,7 +123,7 @@ def run(args) -> int:
     except ImportError as exc:
         raise MlatrError(f"mlatr serve needs fastapi, uvicorn, python-multipart and threadpoolctl ({exc}): "
                          "pip install 'mlatr[serve]'") from exc
-    if not Path(args.index).is_file():
+    if not Path(args.index).exists() and not args.index.startswith("milvus:"):
         raise MlatrError(f"index not found: {args.index}")
     hosts = exposure(args.host, args.allow_host, args.token, args.no_auth)
     limit_math_threads(args.threads)

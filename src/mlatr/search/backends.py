@@ -11,7 +11,10 @@ import numpy as np
 
 from mlatr.errors import MlatrError
 
-BACKENDS = ("numpy", "faiss")
+#: ``auto``: a shard's recorded approximate structure (:mod:`mlatr.search.ann`) where it has one, else numpy.
+BACKENDS = ("auto", "numpy", "faiss")
+#: Rows multiplied at a time by the exact search (bounds the float32 copy of a float16 or mapped shard).
+EXACT_CHUNK = 262_144
 
 
 def top_k_numpy(embeddings: np.ndarray, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
@@ -42,10 +45,18 @@ class NumpyBackend:
     name = "numpy"
 
     def __init__(self, embeddings: np.ndarray):
-        self.embeddings = np.ascontiguousarray(embeddings, dtype=np.float32)
+        self.embeddings = embeddings  # float32 or float16, in memory or memory-mapped
 
     def top_k(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-        return top_k_numpy(self.embeddings, np.atleast_2d(queries), k)
+        queries = np.atleast_2d(queries).astype(np.float32, copy=False)
+        n = self.embeddings.shape[0]
+        if n <= EXACT_CHUNK:
+            return top_k_numpy(np.asarray(self.embeddings, np.float32), queries, k)
+        parts = []
+        for start in range(0, n, EXACT_CHUNK):
+            s, r = top_k_numpy(np.asarray(self.embeddings[start:start + EXACT_CHUNK], np.float32), queries, k)
+            parts.append((s, r + start))
+        return merge_top_k(parts, k)
 
 
 class FaissBackend:
@@ -58,7 +69,7 @@ class FaissBackend:
             import faiss
         except ImportError as exc:
             raise MlatrError("backend 'faiss' needs the faiss-cpu package (pip install 'mlatr[real]')") from exc
-        self.embeddings = np.ascontiguousarray(embeddings, dtype=np.float32)
+        self.embeddings = np.ascontiguousarray(embeddings, dtype=np.float32)  # FAISS keeps its own copy too
         self.index = faiss.IndexFlatIP(self.embeddings.shape[1])
         if len(self.embeddings):
             self.index.add(self.embeddings)
@@ -76,9 +87,56 @@ class FaissBackend:
         return scores, rows.astype(np.int64)
 
 
+def merge_top_k(parts: list[tuple[np.ndarray, np.ndarray]], k: int,
+                skip: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """One top-k from several ``(scores [Q, k_i], rows [Q, k_i])`` over disjoint rows (rows < 0 and rows in
+    the sorted array ``skip`` dropped); same order contract as :func:`top_k_numpy`. Short rows are padded
+    with score -inf and row -1 only when fewer than ``k`` rows exist in all."""
+    scores = np.concatenate([p[0] for p in parts], axis=1)
+    rows = np.concatenate([p[1] for p in parts], axis=1)
+    n_q = scores.shape[0]
+    out = [[] for _ in range(n_q)]
+    for q in range(n_q):
+        keep = rows[q] >= 0
+        if skip is not None and len(skip):
+            keep &= ~np.isin(rows[q], skip, assume_unique=False)
+        r, s = rows[q][keep], scores[q][keep]
+        order = np.lexsort((r, -s))[:k]
+        out[q] = (s[order], r[order])
+    width = min(k, max((len(o[0]) for o in out), default=0))
+    s_out = np.full((n_q, width), -np.inf, np.float32)
+    r_out = np.full((n_q, width), -1, np.int64)
+    for q, (s, r) in enumerate(out):
+        s_out[q, :len(s)], r_out[q, :len(r)] = s[:width], r[:width]
+    return s_out, r_out
+
+
+class ShardedSearcher:
+    """Top-k over several shards (each its own searcher, rows offset) with deleted rows skipped."""
+
+    name = "sharded"
+
+    def __init__(self, parts: list[tuple[int, int, object]], deleted_rows: np.ndarray):
+        self.parts = parts  # (first row, row count, searcher)
+        self.deleted = np.sort(np.asarray(deleted_rows, np.int64))
+
+    def top_k(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        queries = np.atleast_2d(queries)
+        found = []
+        for first, count, searcher in self.parts:
+            if count == 0:
+                continue
+            gone = int(np.count_nonzero((self.deleted >= first) & (self.deleted < first + count)))
+            s, r = searcher.top_k(queries, min(count, int(k) + gone))
+            found.append((s, np.where(r >= 0, r + first, -1)))
+        if not found:
+            return np.zeros((len(queries), 0), np.float32), np.zeros((len(queries), 0), np.int64)
+        return merge_top_k(found, int(k), self.deleted)
+
+
 def make_backend(name: str, embeddings: np.ndarray):
-    """The search backend ``name`` (``numpy`` or ``faiss``) over ``embeddings [N, d]``."""
-    if name == "numpy":
+    """The exact search backend ``name`` (``numpy`` or ``faiss``; ``auto`` = numpy) over ``embeddings [N, d]``."""
+    if name in ("numpy", "auto"):
         return NumpyBackend(embeddings)
     if name == "faiss":
         return FaissBackend(embeddings)

@@ -17,8 +17,10 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
+from mlatr import languages
 from mlatr.audio.bounded import load_query_audio
 from mlatr.errors import MlatrError
+from mlatr.models.protocols import query_languages
 
 #: Windows of one sound query encoded per call.
 QUERY_WINDOW_BATCH = 16
@@ -26,13 +28,16 @@ QUERY_WINDOW_BATCH = 16
 
 @dataclass
 class Hit:
-    """One ranked clip: 1-based ``rank``, cosine ``score``, ``id``, absolute ``path``, English captions."""
+    """One ranked clip: 1-based ``rank``, cosine ``score``, ``id``, absolute ``path``, English captions;
+    ``stale``: ``"deleted"`` / ``"changed"`` when the clip's audio is gone or differs from when it was
+    indexed (its embedding describes a file that is not there any more)."""
 
     rank: int
     score: float
     id: str
     path: str
     captions: list[str]
+    stale: str | None = None
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -62,8 +67,35 @@ def _check_k(k: int) -> int:
 def clip_hits(index, scores: np.ndarray, rows: np.ndarray) -> list[Hit]:
     """Ranked :class:`Hit` list from one query's ``scores [k]`` and ``rows [k]``."""
     return [Hit(rank=r + 1, score=float(s), id=index.ids[i], path=index.paths[i],
-                captions=[c for c in index.captions[i].get("eng", []) if c])
-            for r, (s, i) in enumerate(zip(scores.tolist(), rows.tolist(), strict=True))]
+                captions=[c for c in index.captions[i].get("eng", []) if c], stale=index.stale(i))
+            for r, (s, i) in enumerate(zip(scores.tolist(), rows.tolist(), strict=True)) if i >= 0]
+
+
+def check_query_text(index, query: str, lang: str | None) -> str | None:
+    """The query's language as the encoder takes it (ISO 639-3, or None), or :class:`MlatrError` for an
+    empty query or a missing language the model's text encoder needs."""
+    if not query.strip():
+        raise MlatrError("empty text query")
+    if lang is not None:
+        return languages.normalize(lang)
+    accepted = query_languages(index.model().model.text_encoder)
+    if accepted.required:
+        raise MlatrError("this index's text encoder reads the query's language: give one of "
+                         + ", ".join(accepted.choices()))
+    return None
+
+
+def encode_query_texts(index, queries: list[str], langs: list[str | None]) -> np.ndarray:
+    """``[Q, d]`` unit-norm embeddings of checked queries (:func:`check_query_text`), one encoder call per
+    kind of language argument (all given, or none)."""
+    loaded = index.model()
+    out = np.zeros((len(queries), index.dim), np.float32)
+    for has_lang in (True, False):
+        rows = [i for i, lang in enumerate(langs) if (lang is not None) == has_lang]
+        if rows:
+            out[rows] = loaded.embed_text([queries[i] for i in rows],
+                                          [langs[i] for i in rows] if has_lang else None)  # [len(rows), d]
+    return out
 
 
 def encode_query_text(index, query: str, lang: str | None) -> np.ndarray:
@@ -73,9 +105,8 @@ def encode_query_text(index, query: str, lang: str | None) -> np.ndarray:
     ``lang=None`` (language not given) is allowed when the model's text encoder does not read the
     language (:mod:`mlatr.search.query_language`); the text is then embedded alone.
     """
-    if not query.strip():
-        raise MlatrError("empty text query")
-    return index.model().embed_text([query], lang)[0]
+    lang = check_query_text(index, query, lang)
+    return encode_query_texts(index, [query], [lang])[0]
 
 
 def query_waveform(index, path: str | os.PathLike) -> np.ndarray:
@@ -98,12 +129,18 @@ def encode_query_audio(index, query: str | os.PathLike | np.ndarray) -> np.ndarr
 
 def search_vector(index, query: np.ndarray, k: int = 10) -> list[Hit]:
     """Clips nearest to an embedding ``query [d]`` (already in the index's space)."""
-    if query.shape != (index.dim,):
-        raise MlatrError(f"query embedding has shape {query.shape}, the index holds {index.dim}-d vectors")
-    if not np.isfinite(query).all():
+    return search_vectors(index, query[None] if query.ndim == 1 else query, [k])[0]
+
+
+def search_vectors(index, queries: np.ndarray, ks: list[int]) -> list[list[Hit]]:
+    """Clips nearest to each of ``queries [Q, d]`` (``ks[i]`` of them for query ``i``), one backend call."""
+    if queries.ndim != 2 or queries.shape[1] != index.dim:
+        raise MlatrError(f"query embedding has shape {queries.shape[1:]}, the index holds {index.dim}-d vectors")
+    if not np.isfinite(queries).all():
         raise MlatrError("the model gave a non-finite query embedding (NaN or inf); no result can be ranked")
-    scores, rows = index.searcher("audio").top_k(query[None].astype(np.float32), _check_k(k))
-    return clip_hits(index, scores[0], rows[0])
+    ks = [_check_k(k) for k in ks]
+    scores, rows = index.searcher("audio").top_k(queries.astype(np.float32), max(ks))
+    return [clip_hits(index, scores[i, :k], rows[i, :k]) for i, k in enumerate(ks)]
 
 
 def search_text(index, query: str, lang: str | None = "eng", k: int = 10) -> list[Hit]:

@@ -28,6 +28,7 @@ from fastapi.staticfiles import StaticFiles
 
 from mlatr import __version__
 from mlatr.serve.api_errors import add_error_handlers
+from mlatr.serve.batching import TextBatcher
 from mlatr.serve.clip_routes import STATIC, add_clip_routes
 from mlatr.serve.exposure import LOOPBACK_HOSTS, ExposureGuard
 from mlatr.serve.limits import Limits
@@ -63,7 +64,7 @@ def create_app(live: LiveIndex, limits: Limits | None = None, watch_seconds: flo
     add_error_handlers(app)
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
     add_clip_routes(app, live, allow_roots)
-    add_search_routes(app, live, limits)
+    add_search_routes(app, live, limits, TextBatcher(live))
     add_status_routes(app, live, limits)
     app.add_middleware(ExposureGuard, allowed_hosts=allowed_hosts, token=token)  # the outermost: runs first
     return app

@@ -3,14 +3,16 @@
 :class:`LiveIndex` holds one :class:`Snapshot` (the :class:`~mlatr.search.Index` with its model loaded,
 an id -> row map, the query languages the model accepts). A request takes the current snapshot and
 keeps it to its end, so a reload never changes an answer half-way. :meth:`LiveIndex.reload` reads the
-file again (``POST /reload``); :meth:`LiveIndex.start_watch` polls the file's identity (inode, size,
-mtime) and reloads when it changes: ``mlatr index build --add`` replaces the file atomically
-(``os.replace``), so a poll never sees half a file.
+index again (``POST /reload``); :meth:`LiveIndex.start_watch` polls the identity (inode, size, mtime) of
+the index's file (an index folder's ``index.json``) and reloads when it changes: ``mlatr index build
+--add`` replaces that file atomically (``os.replace``) after writing the rest, so a poll never sees half
+an index.
 
 A reload that fails (a corrupt or foreign file) keeps the previous snapshot and records the error; when
 no snapshot was ever loaded (a corrupt index at start-up), :meth:`LiveIndex.current` raises
 :class:`IndexUnavailable` with that error until a reload succeeds. The model is kept when the new file
-names the same checkpoint (path and SHA-256), so picking up ``--add`` re-reads the ``.npz`` only.
+names the same checkpoint (path and SHA-256), so picking up ``--add`` re-reads the index only (an
+index folder's shards are memory-mapped: a reload maps them again, it does not read their vectors).
 
 Model calls go through :attr:`LiveIndex.lock`: the encoders keep state (an embedding cache, torch
 modules) that is not made for concurrent calls.
@@ -27,14 +29,17 @@ from pathlib import Path
 
 from mlatr.audio.io import audio_duration
 from mlatr.errors import MlatrError
-from mlatr.search.index import Index
+from mlatr.search.index import Index, live_rows
+from mlatr.search.milvus import is_milvus
 from mlatr.search.query_language import QueryLanguages, query_languages
 from mlatr.search.search import search_text
+from mlatr.search.shards import MANIFEST
 
 log = logging.getLogger("mlatr.serve")
 
 #: The frozen text encoders memoise every text they embed; a server clears that memo past this many
-#: entries so that a stream of distinct queries cannot grow it without bound (USE: 2 KiB per entry).
+#: entries so that a stream of distinct queries cannot grow it without bound (one entry holds one
+#: embedding, a few KiB at most).
 TEXT_CACHE_LIMIT = 20_000
 
 
@@ -43,7 +48,10 @@ class IndexUnavailable(MlatrError):
 
 
 def file_signature(path: Path) -> tuple[int, int, int] | None:
-    """``(inode, size, mtime_ns)`` of ``path``, or ``None`` when it cannot be stat-ed."""
+    """``(inode, size, mtime_ns)`` of ``path`` (of an index folder: of its manifest, replaced last by every
+    write), or ``None`` when it cannot be stat-ed."""
+    if path.is_dir():
+        path = path / MANIFEST
     try:
         st = os.stat(path)
     except OSError:
@@ -72,8 +80,9 @@ class Snapshot:
 class LiveIndex:
     """The index file at ``path`` as served: see the module docstring."""
 
-    def __init__(self, path: str | os.PathLike, backend: str = "numpy", model=None):
+    def __init__(self, path: str | os.PathLike, backend: str = "auto", model=None):
         self.path = Path(path)
+        self.target = str(path) if is_milvus(path) else None  # a Milvus collection (no file to watch)
         self.backend = backend
         self.model = model  # a LoadedModel given with --model: used instead of the index's recorded checkpoint
         self.lock = threading.Lock()
@@ -108,20 +117,21 @@ class LiveIndex:
 
     def _load(self, signature) -> Snapshot:
         old = self.snapshot
-        if signature is None:
+        if signature is None and self.target is None:
             raise MlatrError(f"index not found: {self.path}")
+        source = self.target or self.path
         keep = self.model or (old.index.model() if old is not None else None)
-        index = Index.load(self.path, backend=self.backend, model=keep)
+        index = Index.load(source, backend=self.backend, model=keep)
         if self.model is None and old is not None and index.meta.get("checkpoint") != old.index.meta.get("checkpoint"):
-            index = Index.load(self.path, backend=self.backend)  # another model: its own checkpoint
+            index = Index.load(source, backend=self.backend)  # another model: its own checkpoint
         model = index.model()  # loads and checks the checkpoint now, not at the first query
         index.searcher("audio")
         index.searcher("captions")
         languages = query_languages(model.model.text_encoder)
-        if model is not keep:  # a first query warms the encoder up (USE: about a second) before users come
+        if model is not keep:  # a first query warms the encoder up (a frozen encoder's first call is slow)
             with self.lock:
                 search_text(index, "warm-up", languages.known[0] if languages.required else None, 1)
-        return Snapshot(index=index, rows={cid: i for i, cid in enumerate(index.ids)}, languages=languages,
+        return Snapshot(index=index, rows=live_rows(index), languages=languages,
                         signature=signature, loaded_at=time.time())
 
     def bound_text_cache(self, snap: Snapshot) -> None:

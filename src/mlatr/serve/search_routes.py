@@ -14,8 +14,9 @@ from fastapi import FastAPI, File, Query, Request, UploadFile
 from mlatr.audio.io import audio_duration
 from mlatr.errors import MlatrError
 from mlatr.languages import normalize
-from mlatr.search.search import query_waveform, search_audio, search_text
+from mlatr.search.search import query_waveform, search_audio
 from mlatr.serve.api_errors import ApiError, short
+from mlatr.serve.batching import TextBatcher
 from mlatr.serve.limits import Limits
 from mlatr.serve.live_index import LiveIndex
 from mlatr.serve.results import caption_result, clip_result
@@ -37,7 +38,7 @@ def query_language(snap, lang: str | None) -> str | None:
     return code
 
 
-def add_search_routes(app: FastAPI, live: LiveIndex, limits: Limits) -> None:
+def add_search_routes(app: FastAPI, live: LiveIndex, limits: Limits, batcher: TextBatcher) -> None:
     """Add the two searches over ``live`` to ``app``."""
 
     @app.get("/search", response_model=TextSearchResponse, responses=ERRORS)
@@ -52,9 +53,7 @@ def add_search_routes(app: FastAPI, live: LiveIndex, limits: Limits) -> None:
         code = query_language(snap, lang)
         if not q.strip():
             raise ApiError(400, "q: the query is empty")
-        with live.lock:
-            hits = search_text(snap.index, q, code, k)
-            live.bound_text_cache(snap)
+        hits = batcher.search(snap, q, code, k)  # embedded and searched with concurrent queries
         root = request.scope.get("root_path", "")
         return {"query": q, "lang": code, "k": k, "results": [clip_result(snap, h, code, root) for h in hits],
                 "took_ms": (time.perf_counter() - t0) * 1e3}

@@ -1,0 +1,280 @@
+"""Search at scale (issue 23): an index folder of ``--clips`` random unit vectors (d = ``--dim``), its
+approximate structure, load, memory, query latency and recall, appending, and ``mlatr serve``'s cold start.
+
+Every figure is printed with its goal and its ratio to the reference of the same run:
+
+1. Build: the vectors are written as one shard (``mlatr.search.index.write_rows``) with the structure
+   ``--ann`` (default ``auto``: chosen by size as ``mlatr index build`` chooses) whose recall@10 is
+   measured by the build itself (perturbed stored vectors as queries) and recorded.
+2. Query (a child process that loads the index as ``mlatr search`` / ``serve`` do, memory-mapped):
+   ``--queries`` single queries one after another, p50 / p95 latency; the reference is FAISS flat
+   (exact, ``IndexFlatIP``) over the same vectors in another child process, one query at a time; recall@10
+   of the approximate answers against the exact ones on the same queries (perturbed stored vectors, as at
+   build, and fresh vectors drawn like the library's). ``--clusters C`` draws the library around C
+   centres (uniform on the sphere by default: no neighbourhood structure, the hardest case for a graph).
+   Goal: p50 <= 5 ms at recall@10 >= 0.95.
+3. Memory: the query child's resident set (``VmRSS``, and its peak ``VmHWM``) after loading and querying,
+   against the vectors' bytes (goal <= 1.2x).
+4. Append: ``--add`` (default 1,000) new vectors as one more shard; seconds, bytes written, and whether
+   any file of the first shard changed (goal <= 10 s, nothing rewritten).
+5. Cold start of ``mlatr serve`` on the index (the model of ``benchmarks/bench_serve.py``: aisfx + USE,
+   untrained heads to ``--dim``): seconds from the process start to the first answered ``/health``
+   (goal <= 5 s). ``--no-serve`` skips it.
+
+    .venv/bin/python benchmarks/bench_search_scale.py --clips 1000000 --json out.json [--dim 512] [--ann auto]
+        [--dtype float32] [--threads 1] [--work DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+CHUNK = 100_000
+
+
+def random_unit(n: int, dim: int, seed: int, out: np.ndarray | None = None, clusters: int = 0) -> np.ndarray:
+    """``[n, d]`` random unit float32 vectors (written into ``out`` in chunks when given): uniform on the
+    sphere, or with ``clusters`` > 0 drawn around that many random centres (each vector = centre + noise of
+    the same norm, normalised: cosine ~0.5 to its centre), closer to real embeddings, which group by sound."""
+    out = np.empty((n, dim), np.float32) if out is None else out
+    rng = np.random.default_rng(seed)
+    centres = None
+    if clusters:
+        centres = np.random.default_rng(12345).standard_normal((clusters, dim), dtype=np.float32)
+        centres /= np.linalg.norm(centres, axis=1, keepdims=True)
+    for start in range(0, n, CHUNK):
+        x = rng.standard_normal((min(CHUNK, n - start), dim), dtype=np.float32)
+        if centres is not None:
+            x = centres[rng.integers(0, clusters, len(x))] + x / np.sqrt(dim)
+        out[start:start + len(x)] = x / np.linalg.norm(x, axis=1, keepdims=True)
+    return out
+
+
+def part_index(emb: np.ndarray, first_id: int, meta: dict):
+    """An in-memory index of ``emb`` rows (ids ``c{first_id + i}``, no captions, no audio file)."""
+    from mlatr.search.index import empty_index
+
+    n = emb.shape[0]
+    index = empty_index(emb.shape[1], meta)
+    index.embeddings = emb
+    index.ids = [f"c{first_id + i}" for i in range(n)]
+    index.paths = [f"/library/c{first_id + i}.wav" for i in range(n)]
+    index.captions = [{} for _ in range(n)]
+    return index
+
+
+def child(code: str, threads: int) -> dict:
+    """Run ``code`` in a fresh Python (mlatr's sources on the path); it prints one JSON line last."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "src"), OMP_NUM_THREADS=str(threads),
+               OPENBLAS_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads))
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=False)
+    if out.returncode != 0:
+        raise SystemExit(f"child failed:\n{out.stderr[-3000:]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+QUERY_CHILD = """
+import json, time, sys
+import numpy as np
+from mlatr.search import Index
+t0 = time.perf_counter()
+index = Index.load({path!r})
+searcher = index.searcher("audio")
+load_s = time.perf_counter() - t0
+queries = np.load({queries!r})
+rows, times = [], []
+for q in queries:
+    t = time.perf_counter()
+    _, r = searcher.top_k(q[None], 10)
+    times.append((time.perf_counter() - t) * 1e3)
+    rows.append(r[0].tolist())
+status = dict(line.split(":", 1) for line in open("/proc/self/status") if line.startswith(("VmRSS", "VmHWM")))
+kib = {{k: int(v.split()[0]) for k, v in status.items()}}
+print(json.dumps({{"load_s": load_s, "times_ms": times, "rows": rows, "rss_bytes": kib["VmRSS"] * 1024,
+                  "peak_rss_bytes": kib["VmHWM"] * 1024, "kind": [e.get("ann", {{}}).get("kind", "exact")
+                  for e in index.shard_entries]}}))
+"""
+
+FLAT_CHILD = """
+import json, time
+import numpy as np, faiss
+emb = np.load({vectors!r}, mmap_mode="r")
+index = faiss.IndexFlatIP(emb.shape[1])
+for s in range(0, emb.shape[0], 100000):
+    index.add(np.ascontiguousarray(emb[s:s + 100000], np.float32))
+queries = np.load({queries!r})
+rows, times = [], []
+for q in queries:
+    t = time.perf_counter()
+    _, r = index.search(q[None], 10)
+    times.append((time.perf_counter() - t) * 1e3)
+    rows.append(r[0].tolist())
+print(json.dumps({{"times_ms": times, "rows": rows}}))
+"""
+
+
+def pct(ms: list[float], q: float) -> float:
+    return float(np.percentile(np.asarray(ms), q))
+
+
+def recall(found: list[list[int]], truth: list[list[int]]) -> float:
+    return float(np.mean([len(set(f) & set(t)) / len(t) for f, t in zip(found, truth, strict=True)]))
+
+
+def serve_cold_start(index: Path) -> float:
+    """Seconds from starting ``mlatr serve INDEX`` to its first answered ``/health``."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from bench_serve import start_server
+
+    t0 = time.perf_counter()
+    proc, _ = start_server(index, 1)
+    took = time.perf_counter() - t0
+    proc.terminate()
+    proc.wait(timeout=30)
+    return took
+
+
+def line(name: str, value: float, unit: str, goal: str, ref: float | None = None, ref_name: str = "") -> str:
+    ratio = f"  ({value / ref:.3g}x {ref_name})" if ref else ""
+    return f"  {name:<42} {value:>12.4g} {unit:<6}{ratio}  goal {goal}"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--clips", type=int, default=100_000)
+    ap.add_argument("--dim", type=int, default=512)
+    ap.add_argument("--ann", default="auto", help="auto | exact | hnsw | ivfpq")
+    ap.add_argument("--ann-param", action="append", default=[], metavar="KEY=INT")
+    ap.add_argument("--dtype", default="float32", choices=["float32", "float16"])
+    ap.add_argument("--clusters", type=int, default=0,
+                    help="draw the vectors around this many centres (0: uniform on the sphere, the hardest case)")
+    ap.add_argument("--queries", type=int, default=200)
+    ap.add_argument("--add", type=int, default=1000)
+    ap.add_argument("--threads", type=int, default=1, help="math threads of the query children (default 1)")
+    ap.add_argument("--no-serve", action="store_true", help="skip the mlatr serve cold start")
+    ap.add_argument("--work", default=None, help="folder for the index (default: a temporary one, removed)")
+    ap.add_argument("--json", default=None)
+    args = ap.parse_args()
+    sys.path.insert(0, str(ROOT / "src"))
+    from mlatr.commands.index_build import parse_ann_params
+    from mlatr.search.ann import recall_sample
+    from mlatr.search.index import AnnBuild, file_sha256, write_rows
+    from mlatr.search.shards import bytes_of
+
+    work = Path(args.work or tempfile.mkdtemp(prefix="mlatr-scale-"))
+    work.mkdir(parents=True, exist_ok=True)
+    out = work / "scale.idx"
+    if out.exists():
+        shutil.rmtree(out)
+    vectors_path = work / "vectors.npy"
+    n, d = args.clips, args.dim
+    res: dict = {"clips": n, "dim": d, "dtype": args.dtype, "ann": args.ann, "clusters": args.clusters}
+    print(f"{n:,} clips, d={d}, {args.dtype}; work folder {work}", flush=True)
+
+    # the checkpoint the index records (and mlatr serve loads)
+    ckpt = work / "model.pt"
+    if not ckpt.exists():
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        from bench_serve import make_checkpoint
+
+        make_checkpoint(ckpt, d)
+    from mlatr.inference.checkpoint import read_checkpoint
+
+    meta = {"checkpoint": {"path": str(ckpt.resolve()), "sha256": file_sha256(ckpt)},
+            "model_config": read_checkpoint(ckpt)["model_config"], "sample_rate": 16000, "max_seconds": 10.0,
+            "caption_languages": [], "manifest": None}
+
+    t0 = time.perf_counter()
+    emb = random_unit(n, d, 0, np.lib.format.open_memmap(vectors_path, "w+", np.float32, (n, d)), args.clusters)
+    emb.flush()
+    res["generate_s"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    build = AnnBuild(args.ann, parse_ann_params(args.ann_param), progress=True)
+    write_rows(out, part_index(np.load(vectors_path, mmap_mode="r"), 0, meta), add=False, dtype=args.dtype,
+               build=build)
+    res["build_s"] = time.perf_counter() - t0
+    manifest = json.loads((out / "index.json").read_text())
+    ann = manifest["shards"][0].get("ann")
+    res["build_recall_at_10"] = ann["recall_at_10"] if ann else 1.0
+    res["ann_entry"] = ann
+    res["index_bytes"] = bytes_of(out)
+    vec_bytes = n * d * (2 if args.dtype == "float16" else 4)
+    res["vector_bytes"] = vec_bytes
+    print(f"built in {res['build_s']:.1f} s: {ann['kind'] if ann else 'exact'} "
+          f"{ann['params'] if ann else ''}, recall@10 at build {res['build_recall_at_10']}", flush=True)
+
+    near = recall_sample(np.load(vectors_path, mmap_mode="r"), args.queries, seed=1)
+    far = random_unit(args.queries, d, 2, clusters=args.clusters)
+    results = {}
+    for name, queries in (("near", near), ("random", far)):
+        qpath = work / f"queries-{name}.npy"
+        np.save(qpath, queries)
+        results[name] = (child(QUERY_CHILD.format(path=str(out), queries=str(qpath)), args.threads),
+                         child(FLAT_CHILD.format(vectors=str(vectors_path), queries=str(qpath)), args.threads))
+    q, flat = results["near"]
+    res.update({"load_s": q["load_s"], "query_p50_ms": pct(q["times_ms"], 50), "query_p95_ms": pct(q["times_ms"], 95),
+                "flat_p50_ms": pct(flat["times_ms"], 50), "flat_p95_ms": pct(flat["times_ms"], 95),
+                "recall_at_10": recall(q["rows"], flat["rows"]),
+                "recall_at_10_random_queries": recall(*(r["rows"] for r in results["random"])),
+                "query_p50_ms_random_queries": pct(results["random"][0]["times_ms"], 50),
+                "rss_bytes": q["rss_bytes"], "peak_rss_bytes": q["peak_rss_bytes"], "searched_with": q["kind"]})
+
+    # append: one more shard; the first shard's files must not change
+    first = {p: (p.stat().st_size, p.stat().st_mtime_ns) for p in (out / manifest["shards"][0]["name"]).iterdir()}
+    more = random_unit(args.add, d, 3, clusters=args.clusters)
+    t0 = time.perf_counter()
+    written = write_rows(out, part_index(more, n, meta), add=True, dtype=args.dtype, build=build)
+    res["add_s"] = time.perf_counter() - t0
+    res["add_bytes_written"] = written
+    res["add_rewrote_first_shard"] = any((p.stat().st_size, p.stat().st_mtime_ns) != s for p, s in first.items())
+    if not args.no_serve:
+        res["serve_cold_start_s"] = serve_cold_start(out)
+        tiny = work / "tiny.idx"  # the same model over 10 clips: what the model alone costs at start-up
+        write_rows(tiny, part_index(more[:10], 0, meta), add=False)
+        res["serve_cold_start_10_clips_s"] = serve_cold_start(tiny)
+
+    print(f"\n== search at scale: {n:,} clips, d={d}, {args.dtype}, {'/'.join(q['kind'])} "
+          f"(threads {args.threads}) ==")
+    print(line("query p50 (near queries)", res["query_p50_ms"], "ms", "<= 5 ms", res["flat_p50_ms"], "FAISS flat"))
+    print(line("query p95", res["query_p95_ms"], "ms", "", res["flat_p95_ms"], "FAISS flat p95"))
+    print(line("FAISS flat p50 (reference, exact)", res["flat_p50_ms"], "ms", "reference"))
+    print(line("recall@10 vs exact (near queries)", res["recall_at_10"], "", ">= 0.95", 0.95, "goal"))
+    print(line("recall@10 recorded at build", res["build_recall_at_10"], "", ">= 0.95", 0.95, "goal"))
+    print(line("recall@10 vs exact (fresh queries)", res["recall_at_10_random_queries"], "", "(new vectors)"))
+    print(line("query p50 (fresh queries)", res["query_p50_ms_random_queries"], "ms", "<= 5 ms",
+               pct(results["random"][1]["times_ms"], 50), "FAISS flat"))
+    print(line("load (Index.load + searcher, after imports)", res["load_s"], "s", ""))
+    print(line("resident memory after queries", res["rss_bytes"] / 2**30, "GiB", "<= 1.2x vectors",
+               vec_bytes / 2**30, "the vectors' bytes"))
+    print(line("peak resident memory", res["peak_rss_bytes"] / 2**30, "GiB", "", vec_bytes / 2**30,
+               "the vectors' bytes"))
+    print(line("vectors' bytes", vec_bytes / 2**30, "GiB", ""))
+    print(line("index folder", res["index_bytes"] / 2**30, "GiB", ""))
+    print(line("build (write shard + ANN + recall)", res["build_s"], "s", ""))
+    print(line(f"add {args.add:,} clips", res["add_s"], "s", "<= 10 s", 10.0, "goal"))
+    print(line("  bytes written by the add", res["add_bytes_written"] / 2**20, "MiB", "",
+               res["index_bytes"] / 2**20, "of the index"))
+    print(f"  {'  first shard rewritten by the add':<42} {res['add_rewrote_first_shard']!s:>12}         goal False")
+    if "serve_cold_start_s" in res:
+        print(line("mlatr serve cold start (to /health)", res["serve_cold_start_s"], "s", "<= 5 s", 5.0, "goal"))
+        print(line("  same model, 10-clip index", res["serve_cold_start_10_clips_s"], "s", "reference",
+                   res["serve_cold_start_s"], "of the full start"))
+    if args.json:
+        Path(args.json).write_text(json.dumps(res, indent=1))
+    if not args.work:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,46 @@
+HELP = """Print what an index holds: format, clips (live and deleted), captions, dimension, dtype, shards with
+their size and approximate-search structure (kind, parameters, recall@10 measured at build), the model
+and the audio settings it was built with. --check also stats every clip's audio file and lists those
+deleted or changed since they were indexed. --json prints one JSON object.
+
+Examples:
+  mlatr index info sounds.idx
+  mlatr index info sounds.idx --check --json
+"""
+
+
+def add_arguments(parser):
+    parser.add_argument("index", metavar="INDEX", help="index folder or .npz written by mlatr index build")
+    parser.add_argument("--check", action="store_true",
+                        help="stat every indexed clip's audio and list those deleted or changed since indexed")
+    parser.add_argument("--json", action="store_true", help="print JSON")
+
+
+def run(args) -> int:
+    import json
+
+    from mlatr.search.index import Index, index_summary
+
+    index = Index.load(args.index)
+    info = index_summary(index, check=args.check)
+    if args.json:
+        print(json.dumps(info, ensure_ascii=False, indent=1))
+        return 0
+    print(f"{args.index}: {info['format']}, {info['clips']} clips ({info['deleted']} deleted), "
+          f"{info['captions']} captions, dim {info['dim']}, {info['dtype']}, {info['bytes'] / 2**20:.1f} MiB")
+    print(f"  model {info['checkpoint']}; {info['sample_rate']} Hz, {info['max_seconds']} s; caption languages "
+          f"{', '.join(info['caption_languages'])}")
+    for shard in info["shards"]:
+        ann = shard.get("ann")
+        how = "exact search" if not ann else (
+            f"{ann['kind']} {' '.join(f'{k}={v}' for k, v in ann['params'].items())}, recall@10 "
+            f"{ann['recall_at_10']:.3f} ({ann['recall_queries']} queries)")
+        print(f"  {shard['name']}: {shard['rows']} rows ({shard['deleted']} deleted), {how}")
+    if args.check:
+        print(f"  audio: {len(info['stale']['deleted'])} deleted and {len(info['stale']['changed'])} changed "
+              "since indexed" + (" (mlatr index build --add re-encodes changed clips and drops deleted ones)"
+                                 if any(info["stale"].values()) else ""))
+        for why, ids in info["stale"].items():
+            for cid in ids[:20]:
+                print(f"    {why}: {cid}")
+    return 0

@@ -1,0 +1,105 @@
+"""An index build split over processes (``torchrun --nproc_per_node=N -m mlatr index build ...``).
+
+Every process reads the same manifest and the same existing index, so all of them plan the same list of
+new clips. Process ``r`` of ``N`` encodes the ``r``-th contiguous part of that list and writes it as its
+own shard, named after the plan (a hash of the checkpoint, the settings and the new clips' ids) and its
+rank: ``shard-P<plan>-r<r>of<N>``. After a barrier the first process takes the writer lock, re-reads the
+manifest, marks deleted the rows of clips encoded again or gone, appends the shards in rank order and
+writes the manifest: the index equals the one-process build's (same rows in the same order; several
+shards instead of one). A killed run started again with the same command and the same ``N`` plans the
+same shards and keeps those already written (a shard folder appears only when complete), so only the
+missing parts are encoded again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+from collections.abc import Sequence
+from pathlib import Path
+
+from mlatr.data.manifest import Clip, Manifest
+from mlatr.inference import LoadedModel
+from mlatr.search import shards as shard_files
+from mlatr.search.index import (
+    AnnBuild,
+    EncodeSettings,
+    encode_clips,
+    live_rows,
+    load_folder,
+    mark_deleted,
+    write_part_shard,
+)
+from mlatr.training.distributed import DistContext
+from mlatr.writer_lock import writer_lock
+
+#: What a rank shard records beside its arrays: its manifest entry and the clips it skipped.
+ENTRY = "entry.json"
+
+
+def plan_key(meta: dict, clips: Sequence[Clip], world: int, dtype: str) -> str:
+    """A short hash naming one planned build (same inputs, same name: how a resumed run finds its shards)."""
+    what = json.dumps([meta["checkpoint"]["sha256"], meta["sample_rate"], meta["max_seconds"],
+                       meta.get("window_seconds"), meta["caption_languages"], world, dtype, [c.id for c in clips]])
+    return hashlib.sha256(what.encode()).hexdigest()[:12]
+
+
+def rank_slice(n: int, rank: int, world: int) -> slice:
+    """The contiguous part of ``n`` items process ``rank`` of ``world`` takes (sizes differ by one at most)."""
+    per, extra = divmod(n, world)
+    start = rank * per + min(rank, extra)
+    return slice(start, start + per + (1 if rank < extra else 0))
+
+
+def build_by_rank(ctx: DistContext, loaded: LoadedModel, manifest: Manifest, clips: Sequence[Clip], output: Path,
+                  meta: dict, langs: Sequence[str], how: EncodeSettings, drop: dict[str, int], dtype: str,
+                  build: AnnBuild) -> dict:
+    """Encode this process's part of ``clips`` into its shard, then (first process) merge the shards into the
+    index folder ``output``; every process returns ``{"added", "skipped", "bytes"}`` once the merge is done."""
+    output.mkdir(parents=True, exist_ok=True)
+    key = plan_key(meta, clips, ctx.world_size, dtype)
+    names = [f"shard-P{key}-r{r}of{ctx.world_size}" for r in range(ctx.world_size)]
+    mine = output / names[ctx.rank]
+    part_clips = list(clips)[rank_slice(len(clips), ctx.rank, ctx.world_size)]
+    if part_clips and not (mine / ENTRY).is_file():  # not written by an earlier, interrupted run
+        shutil.rmtree(mine, ignore_errors=True)  # a shard killed between its rename and its entry
+        part, skipped = encode_clips(loaded, manifest, part_clips, langs, meta, how)
+        entry = write_part_shard(output, 0, dtype, part, build, name=names[ctx.rank])
+        (mine / ENTRY).write_text(json.dumps({"entry": entry, "skipped": skipped}), encoding="utf-8")
+    ctx.barrier()
+    result = {"added": 0, "skipped": {}, "bytes": 0}
+    done = [json.loads((output / n / ENTRY).read_text(encoding="utf-8")) for n in names
+            if (output / n / ENTRY).is_file()]
+    for d in done:
+        result["added"] += d["entry"]["rows"]
+        result["skipped"].update(d["skipped"])
+        result["bytes"] += shard_files.bytes_of(output / d["entry"]["name"])
+    if ctx.is_main:
+        with writer_lock(output, "index", wait=True):
+            there = (output / shard_files.MANIFEST).is_file()
+            manifest_now = shard_files.read_manifest(output) if there else {
+                "format": shard_files.FORMAT, "dim": loaded.model.embed_dim, "dtype": dtype,
+                "meta": {k: v for k, v in meta.items() if k not in ("format", "dim")}, "shards": []}
+            listed = {e["name"] for e in manifest_now["shards"]}
+            if there:
+                current = load_folder(output, "numpy", loaded)
+                renewed = set(drop) | {i for d in done for i in json.loads(
+                    (output / d["entry"]["name"] / "ids.json").read_text(encoding="utf-8"))}
+                mark_deleted(manifest_now, [row for cid, row in live_rows(current).items()
+                                            if cid in renewed and current_shard(current, row) not in names])
+            manifest_now["shards"] += [d["entry"] for d in done if d["entry"]["name"] not in listed]
+            manifest_now["meta"] = dict(manifest_now["meta"], manifest=meta.get("manifest"))
+            shard_files.write_manifest(output, manifest_now)
+    ctx.barrier()
+    return result
+
+
+def current_shard(index, row: int) -> str:
+    """The folder name of the shard holding global ``row`` of a loaded folder index."""
+    first = 0
+    for shard in index.shards:
+        if row < first + len(shard.ids):
+            return shard.folder.name
+        first += len(shard.ids)
+    raise IndexError(row)

@@ -1,0 +1,325 @@
+"""The sharded index folder (``mlatr-index-2``): append-only shards, a manifest written last, tombstones.
+
+An index folder (``mlatr index build -o LIB.idx``) holds::
+
+    index.json            the manifest: format, dim, dtype, the build's meta (checkpoint, model config, audio
+                          settings, ...), the list of shards (name, rows, deleted rows, ANN structure)
+    shard-000000-xxxxxx/  one build or one ``--add``, written once and never changed:
+        embeddings.npy            [n, d] float32 or float16, unit norm: loaded memory-mapped
+        caption_embeddings.npy    [m, d] same dtype;  caption_clip.npy [m] int64 (row within the shard)
+        ids.json                  the clips' ids (the only per-clip column read whole, for the id -> row map)
+        clips.jsonl               per clip: path, captions, state (size, mtime of the audio when encoded)
+        captions.jsonl            per caption: lang, text
+        *.offsets.npy             byte offset of each line of the two ``.jsonl`` files (a row is one seek)
+        ann.faiss, ann.json       optional approximate-search structure of the shard (:mod:`mlatr.search.ann`)
+
+A writer (under :func:`mlatr.writer_lock.writer_lock` on the folder) writes a new shard into a temporary
+folder, renames it into place, then replaces ``index.json`` atomically: a reader sees the old manifest or
+the new one, never a shard half written, and adding clips writes only the new shard and the small manifest.
+A shard folder that no manifest names (a killed writer's) is removed by the next writer. Deleting a clip
+records its row in its shard entry's ``deleted`` list (a tombstone): searches skip it; ``mlatr index
+compact`` rewrites the live rows into one shard and drops the tombstones.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from mlatr.errors import InputError, MlatrError
+from mlatr.io_utils import atomic_write_json
+
+FORMAT = "mlatr-index-2"
+MANIFEST = "index.json"
+DTYPES = ("float32", "float16")
+
+
+def is_index_folder(path: str | os.PathLike) -> bool:
+    """True when ``path`` is (or, not existing yet, will be) a sharded index folder: anything but ``.npz``."""
+    path = Path(path)
+    return path.is_dir() or (not path.exists() and path.suffix.lower() != ".npz")
+
+
+def refuse_foreign_folder(path: Path) -> None:
+    """Refuse to write an index into an existing folder that holds other things than an index (a writer
+    would mix its shards with someone's files)."""
+    if not path.is_dir() or (path / MANIFEST).is_file():
+        return
+    other = sorted(p.name for p in path.iterdir() if not p.name.startswith((".", "shard-")))
+    if other:
+        raise MlatrError(f"{path}: a folder holding other files ({', '.join(other[:3])}"
+                         f"{', ...' if len(other) > 3 else ''}), not an mlatr index; give a new name for the index")
+
+
+# ---- reading ------------------------------------------------------------------------------------------
+def _field_error(file: Path, field: str, message: str) -> InputError:
+    return InputError(message, file=str(file), field=field)
+
+
+def _expect(file: Path, obj: dict, field: str, kinds: type | tuple[type, ...], what: str) -> Any:
+    if field not in obj:
+        raise _field_error(file, field, "missing (a damaged index: rebuild it with mlatr index build)")
+    value = obj[field]
+    if not isinstance(value, kinds) or isinstance(value, bool):  # a bool is an int to isinstance
+        raise _field_error(file, field, f"expected {what}, found {type(value).__name__} {str(value)[:60]!r}")
+    return value
+
+
+def check_meta(file: Path, meta: Any) -> dict:
+    """Refuse an index meta whose fields have the wrong types (``FILE: FIELD: message``)."""
+    if not isinstance(meta, dict):
+        raise _field_error(file, "meta", f"expected an object, found {type(meta).__name__}")
+    ckpt = _expect(file, meta, "checkpoint", dict, "an object with path and sha256")
+    for key in ("path", "sha256"):
+        _expect(file, ckpt, key, str, "a string")
+    _expect(file, meta, "sample_rate", int, "an integer (Hz)")
+    if meta["sample_rate"] <= 0:
+        raise _field_error(file, "sample_rate", f"must be positive, not {meta['sample_rate']}")
+    _expect(file, meta, "max_seconds", (int, float), "a number (seconds)")
+    if meta.get("window_seconds") is not None:
+        _expect(file, meta, "window_seconds", (int, float), "a number (seconds)")
+    if "model_config" in meta:
+        _expect(file, meta, "model_config", dict, "an object")
+    if "caption_languages" in meta:
+        langs = _expect(file, meta, "caption_languages", list, "a list of language codes")
+        if not all(isinstance(x, str) for x in langs):
+            raise _field_error(file, "caption_languages", "expected a list of strings")
+    return meta
+
+
+@dataclass
+class Shard:
+    """One shard as read: its arrays (memory-mapped) and lazy per-row metadata."""
+
+    folder: Path
+    embeddings: np.ndarray  # [n, d] memmap, float32 | float16
+    caption_embeddings: np.ndarray  # [m, d]
+    caption_clip: np.ndarray  # [m] int64, row within the shard
+    ids: list[str]
+    clips: JsonlColumn
+    captions: JsonlColumn
+
+
+class JsonlColumn(Sequence):
+    """Row ``i`` of a ``.jsonl`` file read on demand (one seek, one line parsed) through its offsets."""
+
+    def __init__(self, path: Path, offsets: np.ndarray):
+        self.path, self.offsets = path, offsets  # offsets [n + 1] uint64
+        try:  # opened now: a compaction may remove the file while this reader still answers from it
+            self._fh = open(path, "rb")  # noqa: SIM115 (kept open for the column's life)
+        except OSError as exc:
+            raise InputError(f"unreadable ({exc.strerror})", file=str(path)) from exc
+
+    def __len__(self) -> int:
+        return len(self.offsets) - 1
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        i = int(i)
+        if i < 0:
+            i += len(self)
+        if not 0 <= i < len(self):
+            raise IndexError(i)
+        start, end = int(self.offsets[i]), int(self.offsets[i + 1])
+        line = os.pread(self._fh.fileno(), end - start, start)
+        try:
+            return json.loads(line)
+        except ValueError as exc:
+            raise InputError(f"row {i} is not JSON ({exc}); the shard is damaged", file=str(self.path)) from exc
+
+
+def _load_array(path: Path, ndim: int, dim: int | None = None) -> np.ndarray:
+    if not path.is_file():
+        raise InputError("missing: the shard is incomplete (rebuild the index, or restore the file)", file=str(path))
+    try:
+        arr = np.load(path, mmap_mode="r", allow_pickle=False)
+    except Exception as exc:  # ValueError / OSError / EOFError from a truncated or foreign file
+        raise InputError(f"not a readable .npy array ({exc})", file=str(path)) from exc
+    if arr.ndim != ndim or (dim is not None and arr.shape[1] != dim):
+        want = f"[n, {dim}]" if ndim == 2 else "[n]"
+        raise InputError(f"shape {list(arr.shape)}, expected {want}", file=str(path))
+    return arr
+
+
+def read_shard(folder: Path, dim: int, entry: dict) -> Shard:
+    """The shard in ``folder`` as the manifest ``entry`` describes it, checked against the manifest."""
+    emb = _load_array(folder / "embeddings.npy", 2, dim)
+    cap = _load_array(folder / "caption_embeddings.npy", 2, dim)
+    cap_clip = _load_array(folder / "caption_clip.npy", 1)
+    try:
+        ids = json.loads((folder / "ids.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise InputError(f"unreadable ({exc})", file=str(folder / "ids.json")) from exc
+    if not isinstance(ids, list) or not all(isinstance(x, str) for x in ids):
+        raise InputError("expected a JSON list of id strings", file=str(folder / "ids.json"))
+    n, m = len(ids), cap.shape[0]
+    if emb.shape[0] != n or entry.get("rows") != n:
+        raise InputError(f"{emb.shape[0]} embeddings for {n} ids (the manifest says {entry.get('rows')})",
+                         file=str(folder / "embeddings.npy"))
+    if cap_clip.shape[0] != m or (m and (cap_clip.min() < 0 or cap_clip.max() >= n)):
+        raise InputError(f"{cap_clip.shape[0]} rows for {m} caption embeddings, or a row outside 0..{n - 1}",
+                         file=str(folder / "caption_clip.npy"))
+    clip_off = _load_array(folder / "clips.offsets.npy", 1)
+    cap_off = _load_array(folder / "captions.offsets.npy", 1)
+    if len(clip_off) != n + 1 or len(cap_off) != m + 1:
+        raise InputError(f"{len(clip_off) - 1} clip rows for {n} ids", file=str(folder / "clips.offsets.npy"))
+    return Shard(folder=folder, embeddings=emb, caption_embeddings=cap, caption_clip=np.asarray(cap_clip, np.int64),
+                 ids=ids, clips=JsonlColumn(folder / "clips.jsonl", clip_off),
+                 captions=JsonlColumn(folder / "captions.jsonl", cap_off))
+
+
+def read_manifest(folder: str | os.PathLike) -> dict:
+    """The folder's ``index.json``, its types checked (``FILE: FIELD: message`` on a wrong one)."""
+    file = Path(folder) / MANIFEST
+    if not file.is_file():
+        raise MlatrError(f"{folder}: not an mlatr index folder (no {MANIFEST}; build one with mlatr index build)")
+    try:
+        manifest = json.loads(file.read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError) as exc:
+        raise InputError(f"not readable as JSON ({type(exc).__name__})", file=str(file)) from exc
+    if not isinstance(manifest, dict):
+        raise InputError("expected a JSON object", file=str(file))
+    fmt = manifest.get("format")
+    if fmt != FORMAT:
+        raise _field_error(file, "format", f"{fmt!r}, expected {FORMAT!r} (not an mlatr index folder)")
+    dim = _expect(file, manifest, "dim", int, "an integer")
+    if dim <= 0:
+        raise _field_error(file, "dim", f"must be positive, not {dim}")
+    if _expect(file, manifest, "dtype", str, "a string") not in DTYPES:
+        raise _field_error(file, "dtype", f"{manifest['dtype']!r}, expected one of {', '.join(DTYPES)}")
+    check_meta(file, _expect(file, manifest, "meta", dict, "an object"))
+    shards = _expect(file, manifest, "shards", list, "a list of shard entries")
+    for i, entry in enumerate(shards):
+        if not isinstance(entry, dict) or not isinstance(entry.get("name"), str) or "/" in entry["name"] \
+                or entry["name"].startswith(".") or not isinstance(entry.get("rows"), int):
+            raise _field_error(file, f"shards[{i}]", "expected an object with a name and a row count")
+        deleted = entry.get("deleted", [])
+        if not isinstance(deleted, list) or not all(isinstance(r, int) and 0 <= r < entry["rows"] for r in deleted):
+            raise _field_error(file, f"shards[{i}].deleted", f"expected a list of rows in 0..{entry['rows'] - 1}")
+        if "ann" in entry and not (isinstance(entry["ann"], dict) and isinstance(entry["ann"].get("params"), dict)
+                                   and entry["ann"].get("kind") in ("hnsw", "ivfpq")):
+            raise _field_error(file, f"shards[{i}].ann", "expected an object with kind (hnsw | ivfpq) and params")
+    return manifest
+
+
+# ---- writing (the caller holds the writer lock) -------------------------------------------------------
+def _write_jsonl_with_offsets(path: Path, rows: Sequence[Any]) -> None:
+    offsets = np.zeros(len(rows) + 1, np.uint64)
+    with open(path, "wb") as fh:
+        for i, row in enumerate(rows):
+            fh.write(json.dumps(row, ensure_ascii=False).encode() + b"\n")
+            offsets[i + 1] = fh.tell()
+    np.save(path.with_suffix(".offsets.npy"), offsets)
+
+
+def write_shard(folder: Path, seq: int, dtype: str, embeddings: np.ndarray, ids: Sequence[str],
+                clip_rows: Sequence[dict], caption_embeddings: np.ndarray, caption_clip: np.ndarray,
+                caption_rows: Sequence[dict], ann=None, name: str | None = None) -> dict:
+    """Write one shard into ``folder`` (a temporary name, renamed when complete); its manifest entry.
+
+    ``ann`` (a callable ``(shard_folder, embeddings) -> dict``) builds the shard's approximate-search
+    structure inside the temporary folder and returns what the manifest records of it. ``name``: the
+    shard's folder name (default ``shard-SEQ-RANDOM``).
+    """
+    name = name or f"shard-{seq:06d}-{uuid.uuid4().hex[:6]}"
+    tmp = folder / f".{name}.tmp"
+    tmp.mkdir(parents=True)
+    try:
+        np.save(tmp / "embeddings.npy", np.ascontiguousarray(embeddings, dtype))
+        np.save(tmp / "caption_embeddings.npy", np.ascontiguousarray(caption_embeddings, dtype))
+        np.save(tmp / "caption_clip.npy", np.asarray(caption_clip, np.int64))
+        (tmp / "ids.json").write_text(json.dumps(list(ids), ensure_ascii=False), encoding="utf-8")
+        _write_jsonl_with_offsets(tmp / "clips.jsonl", clip_rows)
+        _write_jsonl_with_offsets(tmp / "captions.jsonl", caption_rows)
+        entry: dict[str, Any] = {"name": name, "rows": len(ids), "captions": int(len(caption_clip))}
+        if ann is not None and len(ids):
+            found = ann(tmp, np.load(tmp / "embeddings.npy", mmap_mode="r"))
+            if found:
+                entry["ann"] = found
+        for f in tmp.iterdir():
+            with open(f, "rb") as fh:
+                os.fsync(fh.fileno())
+        os.replace(tmp, folder / name)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return entry
+
+
+def write_manifest(folder: Path, manifest: dict) -> None:
+    """Replace ``index.json`` atomically (the last step of every write)."""
+    atomic_write_json(folder / MANIFEST, manifest, indent=1)
+
+
+def remove_unlisted(folder: Path, manifest: dict | None) -> list[str]:
+    """Remove shard folders no manifest names (left by a killed or superseded writer); their names."""
+    keep = {e["name"] for e in (manifest or {}).get("shards", [])}
+    gone = []
+    for p in folder.iterdir():
+        is_shard = p.name.startswith("shard-") or (p.name.startswith(".shard-") and p.name.endswith(".tmp"))
+        if p.is_dir() and is_shard and p.name not in keep:
+            shutil.rmtree(p, ignore_errors=True)
+            gone.append(p.name)
+    return gone
+
+
+def bytes_of(folder: Path) -> int:
+    """Total size of the files under ``folder``."""
+    return sum(f.stat().st_size for f in folder.rglob("*") if f.is_file())
+
+
+class RowStack:
+    """Several ``[n_i, d]`` arrays read as one ``[sum n_i, d]`` without copying them (``np.asarray`` copies)."""
+
+    def __init__(self, parts: Sequence[np.ndarray], dim: int, dtype=np.float32):
+        self.parts = list(parts)
+        self.starts = np.cumsum([0] + [p.shape[0] for p in self.parts])
+        self.shape = (int(self.starts[-1]), dim)
+        self.dtype = np.dtype(self.parts[0].dtype if self.parts else dtype)
+        self.ndim = 2
+
+    def __len__(self) -> int:
+        return self.shape[0]
+
+    def __array__(self, dtype=None, copy=None):
+        out = np.concatenate(self.parts) if self.parts else np.zeros(self.shape, self.dtype)
+        return out if dtype is None else out.astype(dtype, copy=False)
+
+    def __getitem__(self, key):
+        if isinstance(key, (int, np.integer)):
+            key = int(key) + (self.shape[0] if key < 0 else 0)
+            p = int(np.searchsorted(self.starts, key, side="right")) - 1
+            return self.parts[p][key - self.starts[p]]
+        return np.asarray(self)[key]
+
+
+class ShardColumn(Sequence):
+    """One field of every shard's rows (``path``, ``captions``, ``lang``, ...) as one read-on-demand list."""
+
+    def __init__(self, columns: Sequence[JsonlColumn], key: str):
+        self.columns, self.key = list(columns), key
+        self.starts = np.cumsum([0] + [len(c) for c in self.columns])
+
+    def __len__(self) -> int:
+        return int(self.starts[-1])
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        i = int(i) + (len(self) if int(i) < 0 else 0)
+        if not 0 <= i < len(self):
+            raise IndexError(i)
+        p = int(np.searchsorted(self.starts, i, side="right")) - 1
+        row = self.columns[p][i - int(self.starts[p])]
+        if not isinstance(row, dict) or self.key not in row:
+            raise InputError(f"row {i - int(self.starts[p])} has no {self.key!r}", file=str(self.columns[p].path))
+        return row[self.key]
