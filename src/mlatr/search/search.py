@@ -12,7 +12,7 @@ language embedding (``languages=[...]``), and ignores it otherwise.
 from __future__ import annotations
 
 import os
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 import numpy as np
 import torch
@@ -21,6 +21,7 @@ from mlatr import languages
 from mlatr.audio.io import crop_or_pad, load_audio
 from mlatr.errors import MlatrError
 from mlatr.long_clips import encode_waveform
+from mlatr.search.hybrid import check_rank
 from mlatr.search.query_language import query_languages
 
 #: Windows of one sound query encoded per call.
@@ -29,13 +30,16 @@ QUERY_WINDOW_BATCH = 16
 
 @dataclass
 class Hit:
-    """One ranked clip: 1-based ``rank``, cosine ``score``, ``id``, absolute ``path``, English captions."""
+    """One ranked clip: 1-based ``rank``, ``score`` (a cosine; for a hybrid text search the fused score of
+    :mod:`mlatr.search.fusion`), ``id``, absolute ``path``, English captions, and the ``evidence`` that
+    ranked it (:mod:`mlatr.search.hybrid`; empty for sound-to-sound search)."""
 
     rank: int
     score: float
     id: str
     path: str
     captions: list[str]
+    evidence: list[dict] = field(default_factory=list)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -113,10 +117,22 @@ def search_vector(index, query: np.ndarray, k: int = 10) -> list[Hit]:
     return clip_hits(index, scores[0], rows[0])
 
 
-def search_text(index, query: str, lang: str | None = "eng", k: int = 10) -> list[Hit]:
-    """Text-to-audio: the ``k`` clips whose embeddings are nearest to the query's (``lang=None``: see
-    :func:`encode_query_text`)."""
-    return search_vector(index, encode_query_text(index, query, lang), k)
+def search_text(index, query: str, lang: str | None = "eng", k: int = 10, rank: str = "hybrid") -> list[Hit]:
+    """Text-to-audio: the ``k`` best clips for ``query`` (``lang=None``: see :func:`encode_query_text`) by
+    ``rank``: ``audio`` (the clips' audio embeddings nearest to the query's, through the index's backend),
+    ``captions`` or ``hybrid`` (:mod:`mlatr.search.hybrid`). Each hit carries its evidence."""
+    check_rank(rank)
+    vec = encode_query_text(index, query, lang)
+    if rank == "audio":
+        hits = search_vector(index, vec, k)
+        for h in hits:
+            h.evidence = [{"source": "sound", "score": h.score, "rank": h.rank}]
+        return hits
+    ranked = index.text_ranker().rank(vec, query, _check_k(k), rank)
+    hits = clip_hits(index, np.asarray([s for _, s, _ in ranked]), np.asarray([i for i, _, _ in ranked], np.int64))
+    for h, (_, _, evidence) in zip(hits, ranked, strict=True):
+        h.evidence = evidence
+    return hits
 
 
 def search_audio(index, path: str | os.PathLike, k: int = 10) -> tuple[list[Hit], list[CaptionHit]]:

@@ -28,7 +28,7 @@ import time
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal
 
 from fastapi import FastAPI, File, Query, Request, UploadFile
 from fastapi.exceptions import RequestValidationError
@@ -75,14 +75,24 @@ class ApiError(Exception):
 
 
 # ---- response schemas (OpenAPI) --------------------------------------------------------------------
+class Evidence(BaseModel):
+    source: Literal["caption", "keyword", "sound"]  # what ranked the clip (mlatr.search.hybrid)
+    score: float | None  # caption / sound: cosine; keyword: BM25
+    rank: int  # the clip's rank in that source
+    text: str | None = None  # the matched caption (caption, keyword)
+    lang: str | None = None  # its language
+    terms: list[str] | None = None  # the query's words found in it (keyword)
+
+
 class ClipResult(BaseModel):
     rank: int
     id: str
-    score: float | None  # cosine similarity; null if not a finite number
+    score: float | None  # cosine similarity (hybrid text search: the fused score); null if not finite
     caption: str | None
     caption_lang: str | None
     duration: float | None  # seconds, from the file's header; null if unreadable
     audio_url: str
+    evidence: list[Evidence] = []
 
 
 class CaptionResult(BaseModel):
@@ -98,6 +108,7 @@ class TextSearchResponse(BaseModel):
     query: str
     lang: str | None
     k: int
+    rank: str
     took_ms: float
     results: list[ClipResult]
 
@@ -195,17 +206,20 @@ def create_app(live: LiveIndex, limits: Limits = Limits(), watch_seconds: float 
                lang: Annotated[str | None, Query(max_length=16, description="language of q (ISO 639-3 or "
                                                  "639-1); may be left out when the model does not read it "
                                                  "(GET /health: language_required)")] = None,
-               k: Annotated[int, Query(ge=1, le=limits.max_k, description="number of results")] = 10):
+               k: Annotated[int, Query(ge=1, le=limits.max_k, description="number of results")] = 10,
+               rank: Annotated[Literal["audio", "captions", "hybrid"],
+                               Query(description="hybrid: sound + captions + keywords; audio; captions")] = "hybrid"):
         t0 = time.perf_counter()
         snap = live.current()
         code = query_language(snap, lang)
         if not q.strip():
             raise ApiError(400, "q: the query is empty")
         with live.lock:
-            hits = search_text(snap.index, q, code, k)
+            hits = search_text(snap.index, q, code, k, rank)
             live.bound_text_cache(snap)
         root = request.scope.get("root_path", "")
-        return {"query": q, "lang": code, "k": k, "results": [clip_result(snap, h, code, root) for h in hits],
+        return {"query": q, "lang": code, "k": k, "rank": rank,
+                "results": [clip_result(snap, h, code, root) for h in hits],
                 "took_ms": (time.perf_counter() - t0) * 1e3}
 
     @app.post("/search/audio", response_model=AudioSearchResponse, responses=ERRORS)

@@ -1,0 +1,109 @@
+"""Reciprocal-rank fusion of the three text-search sources: sound, caption meaning, caption keywords.
+
+The sources score on scales that do not compare: a cosine between a query and a clip's audio embedding
+(ATRI eq. 1; cross-modal cosines of a contrastive model sit in a narrow band), a cosine between the query
+and a caption (text-to-text, much wider), a BM25 score (unbounded). A weighted sum of raw scores lets the
+widest scale decide, and a fixed mix of cosines does worse than either alone (issue 22). Reciprocal-rank
+fusion (Cormack, Clarke & Büttcher 2009, "Reciprocal rank fusion outperforms Condorcet and individual rank
+learning methods") uses only each source's ranks:
+
+    fused(c) = sum over sources s that rank c of  1 / (k + rank_s(c))
+
+A caption or keyword source ranks only the clips it has evidence for: a caption whose cosine with the
+query reaches ``caption_gate``, a caption sharing a token with the query (BM25 > 0). The sound source
+ranks every clip. So a library whose names say nothing (``ZOOM0001.wav``) gives no caption evidence and
+the fused order is exactly the audio order, and a clip without caption is still ranked by its sound.
+``caption_gate`` and ``k`` are calibrated on libraries never trained on (``mlatr experiment
+unseen-library``, nested: each held-out library's setting is picked on the other libraries; see
+docs/hybrid-search.md).
+
+Every function takes ``[..., N]`` arrays (one query, or ``[Q, N]`` for a batch of queries).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+#: The rankings a text search can use: the model's audio embeddings only, the clips' captions only
+#: (their embeddings), or the fusion of sound, caption embeddings and caption keywords.
+RANKS = ("audio", "captions", "hybrid")
+
+
+@dataclass(frozen=True)
+class FusionSettings:
+    """``caption_gate``: the least query-caption cosine that counts as caption evidence; ``rrf_k``: the
+    constant ``k`` of reciprocal-rank fusion (larger: ranks further down still count)."""
+
+    caption_gate: float = 0.5
+    rrf_k: float = 60.0
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+#: The shipped setting: the one the leave-one-library-out calibration picked (docs/hybrid-search.md).
+DEFAULT_FUSION = FusionSettings()
+
+#: The grid the calibration searches.
+FUSION_GRID = tuple(FusionSettings(g, k) for g in (0.3, 0.4, 0.5, 0.6, 0.7) for k in (5.0, 20.0, 60.0))
+
+
+def clip_best(caption_scores: np.ndarray, caption_clip: np.ndarray, n_clips: int) -> tuple[np.ndarray, np.ndarray]:
+    """Each clip's best caption: ``(score [..., N], caption row [..., N])``; ``-inf`` / ``-1`` for a clip
+    without caption. ``caption_scores [..., M]``, ``caption_clip [M]`` = the clip of each caption."""
+    lead = caption_scores.shape[:-1]
+    best = np.full((*lead, n_clips), -np.inf, np.float32)
+    row = np.full((*lead, n_clips), -1, np.int64)
+    if caption_scores.shape[-1] == 0:
+        return best, row
+    # captions sorted by clip, then by score: the last of each clip's block is its best
+    flat = caption_scores.reshape(-1, caption_scores.shape[-1])  # [Q, M]
+    for q in range(flat.shape[0]):
+        order = np.lexsort((flat[q], caption_clip))
+        clips = caption_clip[order]
+        last = np.flatnonzero(np.append(clips[1:] != clips[:-1], True))
+        b, r = best.reshape(-1, n_clips)[q], row.reshape(-1, n_clips)[q]
+        b[clips[last]] = flat[q, order[last]]
+        r[clips[last]] = order[last]
+    return best, row
+
+
+def ranks_among(scores: np.ndarray, eligible: np.ndarray) -> np.ndarray:
+    """``[..., N]`` 1-based rank of each eligible item by descending score (ties: lower index first),
+    0 for an item that is not eligible."""
+    masked = np.where(eligible, scores, -np.inf)
+    order = np.argsort(-masked, axis=-1, kind="stable")
+    ranks = np.empty_like(order)
+    np.put_along_axis(ranks, order, np.broadcast_to(np.arange(1, scores.shape[-1] + 1), order.shape), axis=-1)
+    return np.where(eligible, ranks, 0)
+
+
+def source_ranks(audio: np.ndarray, caption: np.ndarray, keyword: np.ndarray,
+                 settings: FusionSettings = DEFAULT_FUSION) -> dict[str, np.ndarray]:
+    """The rank of each clip in each source (0 = no evidence from that source): ``audio [..., N]`` cosines,
+    ``caption [..., N]`` best caption cosine (``-inf``: no caption), ``keyword [..., N]`` best BM25."""
+    return {"sound": ranks_among(audio, np.isfinite(audio)),
+            "caption": ranks_among(caption, caption >= settings.caption_gate),
+            "keyword": ranks_among(keyword, keyword > 0)}
+
+
+def reciprocal_rank_fusion(ranks: dict[str, np.ndarray], rrf_k: float) -> np.ndarray:
+    """``sum_s 1 / (rrf_k + rank_s)`` over the sources that rank a clip (rank 0 = not ranked): ``[..., N]``."""
+    total = None
+    for r in ranks.values():
+        part = np.where(r > 0, 1.0 / (rrf_k + np.maximum(r, 1)), 0.0)
+        total = part if total is None else total + part
+    return total
+
+
+def fused_scores(audio: np.ndarray, caption: np.ndarray, keyword: np.ndarray, rank: str = "hybrid",
+                 settings: FusionSettings = DEFAULT_FUSION) -> np.ndarray:
+    """``[..., N]`` scores whose descending order is the ranking ``rank`` (one of :data:`RANKS`): the audio
+    cosine, the best caption cosine (``-inf`` for a clip without caption), or the reciprocal-rank fusion."""
+    if rank == "audio":
+        return audio
+    if rank == "captions":
+        return caption
+    return reciprocal_rank_fusion(source_ranks(audio, caption, keyword, settings), settings.rrf_k)
