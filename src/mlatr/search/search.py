@@ -138,12 +138,26 @@ def search_text(index, query: str, lang: str | None = "eng", k: int = 10, rank: 
 def search_audio(index, path: str | os.PathLike, k: int = 10) -> tuple[list[Hit], list[CaptionHit]]:
     """Sound-to-sound (clips) and sound-to-caption (the indexed clips' captions) for the file ``path``."""
     q = encode_query_audio(index, path)
-    clips = search_vector(index, q, k)
+    return search_vector(index, q, k), nearest_captions(index, q, k)
+
+
+def nearest_captions(index, query: np.ndarray, k: int) -> list[CaptionHit]:
+    """The ``k`` indexed captions nearest to an audio embedding ``query [d]`` (sound-to-caption)."""
     captions: list[CaptionHit] = []
     if len(index.caption_text):
-        scores, rows = index.searcher("captions").top_k(q[None], _check_k(k))
+        scores, rows = index.searcher("captions").top_k(query[None].astype(np.float32), _check_k(k))
         for r, (s, i) in enumerate(zip(scores[0].tolist(), rows[0].tolist(), strict=True)):
             clip = int(index.caption_clip[i])
             captions.append(CaptionHit(rank=r + 1, score=float(s), text=index.caption_text[i],
                                        lang=index.caption_lang[i], id=index.ids[clip], path=index.paths[clip]))
-    return clips, captions
+    return captions
+
+
+def search_similar(index, row: int, k: int = 10) -> tuple[list[Hit], list[CaptionHit]]:
+    """"More like this": the ``k`` clips nearest to indexed clip ``row``'s stored audio embedding (itself
+    left out), and the captions nearest to it."""
+    q = index.embeddings[row]
+    hits = [h for h in search_vector(index, q, _check_k(k) + 1) if h.id != index.ids[row]][:k]
+    for r, h in enumerate(hits):
+        h.rank = r + 1
+    return hits, nearest_captions(index, q, k)

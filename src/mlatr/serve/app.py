@@ -42,8 +42,10 @@ from mlatr.audio.io import audio_duration
 from mlatr.errors import MlatrError
 from mlatr.languages import ALIASES, LANGUAGE_NAMES, normalize
 from mlatr.search.search import search_audio, search_text
+from mlatr.serve.api_docs import register_api_docs
 from mlatr.serve.live_index import IndexUnavailable, LiveIndex
 from mlatr.serve.results import caption_result, clip_result
+from mlatr.serve.routes_clips import register_clip_routes
 from mlatr.serve.upload_limit import UploadLimit
 
 STATIC = Path(__file__).resolve().parent / "static"
@@ -182,6 +184,8 @@ def create_app(live: LiveIndex, limits: Limits = Limits(), watch_seconds: float 
     app.add_middleware(UploadLimit, limit=limits.max_upload_bytes, paths=("/search/audio",))
     _add_error_handlers(app)
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
+    register_api_docs(app)
+    register_clip_routes(app, live, limits, ApiError, ERRORS)
 
     def query_language(snap, lang: str | None) -> str | None:
         if lang is None or not lang.strip():
