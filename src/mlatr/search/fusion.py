@@ -7,14 +7,17 @@ widest scale decide, and a fixed mix of cosines does worse than either alone (is
 fusion (Cormack, Clarke & Büttcher 2009, "Reciprocal rank fusion outperforms Condorcet and individual rank
 learning methods") uses only each source's ranks:
 
-    fused(c) = sum over sources s that rank c of  1 / (k + rank_s(c))
+    fused(c) = sum over sources s that rank c of  w_s / (k + rank_s(c))
+
+with weight ``w_s = caption_weight`` for the caption and keyword sources and 1 for sound (weighted RRF).
 
 A caption or keyword source ranks only the clips it has evidence for: a caption whose cosine with the
 query reaches ``caption_gate``, a caption sharing a token with the query (BM25 > 0). The sound source
 ranks every clip. So a library whose names say nothing (``ZOOM0001.wav``) gives no caption evidence and
 the fused order is exactly the audio order, and a clip without caption is still ranked by its sound.
-``caption_gate`` and ``k`` are calibrated on libraries never trained on (``mlatr experiment
-unseen-library``, nested: each held-out library's setting is picked on the other libraries; see
+``caption_gate``, ``k`` and ``caption_weight`` are calibrated on libraries never trained on (``mlatr
+experiment unseen-library``, nested: each held-out library's setting is picked on the other libraries,
+among the settings that keep recorder-style names from lowering the audio ranking there; see
 docs/hybrid-search.md).
 
 Every function takes ``[..., N]`` arrays (one query, or ``[Q, N]`` for a batch of queries).
@@ -34,10 +37,12 @@ RANKS = ("audio", "captions", "hybrid")
 @dataclass(frozen=True)
 class FusionSettings:
     """``caption_gate``: the least query-caption cosine that counts as caption evidence; ``rrf_k``: the
-    constant ``k`` of reciprocal-rank fusion (larger: ranks further down still count)."""
+    constant ``k`` of reciprocal-rank fusion (larger: ranks further down still count); ``caption_weight``:
+    the weight of the caption and keyword sources against sound's 1."""
 
     caption_gate: float = 0.5
     rrf_k: float = 60.0
+    caption_weight: float = 1.0
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -47,7 +52,8 @@ class FusionSettings:
 DEFAULT_FUSION = FusionSettings()
 
 #: The grid the calibration searches.
-FUSION_GRID = tuple(FusionSettings(g, k) for g in (0.3, 0.4, 0.5, 0.6, 0.7) for k in (5.0, 20.0, 60.0))
+FUSION_GRID = tuple(FusionSettings(g, k, w) for g in (0.3, 0.4, 0.5, 0.6, 0.7) for k in (5.0, 20.0, 60.0)
+                    for w in (1.0, 2.0))
 
 
 def clip_best(caption_scores: np.ndarray, caption_clip: np.ndarray, n_clips: int) -> tuple[np.ndarray, np.ndarray]:
@@ -89,11 +95,14 @@ def source_ranks(audio: np.ndarray, caption: np.ndarray, keyword: np.ndarray,
             "keyword": ranks_among(keyword, keyword > 0)}
 
 
-def reciprocal_rank_fusion(ranks: dict[str, np.ndarray], rrf_k: float) -> np.ndarray:
-    """``sum_s 1 / (rrf_k + rank_s)`` over the sources that rank a clip (rank 0 = not ranked): ``[..., N]``."""
+def reciprocal_rank_fusion(ranks: dict[str, np.ndarray], rrf_k: float,
+                           weights: dict[str, float] | None = None) -> np.ndarray:
+    """``sum_s w_s / (rrf_k + rank_s)`` over the sources that rank a clip (rank 0 = not ranked; ``weights``
+    default to 1): ``[..., N]``."""
     total = None
-    for r in ranks.values():
-        part = np.where(r > 0, 1.0 / (rrf_k + np.maximum(r, 1)), 0.0)
+    for name, r in ranks.items():
+        w = 1.0 if weights is None else weights.get(name, 1.0)
+        part = np.where(r > 0, w / (rrf_k + np.maximum(r, 1)), 0.0)
         total = part if total is None else total + part
     return total
 
@@ -106,4 +115,6 @@ def fused_scores(audio: np.ndarray, caption: np.ndarray, keyword: np.ndarray, ra
         return audio
     if rank == "captions":
         return caption
-    return reciprocal_rank_fusion(source_ranks(audio, caption, keyword, settings), settings.rrf_k)
+    w = settings.caption_weight
+    return reciprocal_rank_fusion(source_ranks(audio, caption, keyword, settings), settings.rrf_k,
+                                  {"caption": w, "keyword": w})
