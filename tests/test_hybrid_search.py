@@ -186,3 +186,25 @@ def test_readme_own_folder_recipe_finds_the_french_sidecar_first(served_toy, tmp
     assert first["id"].endswith("dog_bark_02")
     assert {"source": "caption", "text": "un chien qui aboie", "lang": "fra"}.items() <= first["evidence"][0].items()
     assert sf.info(first["path"]).frames > 0
+
+
+def test_text_ranker_fast_path_equals_the_batch_fusion():
+    """The one-query path (grouped maximum, partial sorts) ranks as the batch functions the evaluation uses."""
+    rng = np.random.default_rng(3)
+    n, m = 200, 300
+    audio = _unit(rng.standard_normal((n, 8)))
+    captions = _unit(rng.standard_normal((m, 8)))
+    clip = rng.integers(0, n - 20, m)  # the last 20 clips have no caption
+    words = ["dog", "bark", "rain", "door", "wind", "bell", "car", "bird"]
+    texts = [" ".join(rng.choice(words, 2)) for _ in range(m)]
+    settings = FusionSettings(0.3, 20, 2.0)
+    ranker = TextRanker(audio, captions, clip, texts, ["eng"] * m, settings)
+    q = _unit(rng.standard_normal(8))
+    for rank in ("hybrid", "captions"):
+        got = ranker.rank(q, "dog bell", n, rank)
+        caption, _ = clip_best((captions @ q)[None], clip, n)
+        keyword, _ = clip_best(KeywordIndex(texts).scores("dog bell")[None], clip, n)
+        keyword = np.where(np.isfinite(keyword), keyword, 0)
+        fused = fused_scores((audio @ q)[None], caption, keyword, rank, settings)[0]
+        assert [r for r, _, _ in got] == np.lexsort((np.arange(n), -fused)).tolist()
+        assert np.allclose([s for _, s, _ in got], np.sort(fused)[::-1])

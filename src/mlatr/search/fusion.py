@@ -79,6 +79,11 @@ def clip_best(caption_scores: np.ndarray, caption_clip: np.ndarray, n_clips: int
 def ranks_among(scores: np.ndarray, eligible: np.ndarray) -> np.ndarray:
     """``[..., N]`` 1-based rank of each eligible item by descending score (ties: lower index first),
     0 for an item that is not eligible."""
+    if scores.ndim == 1:  # one query: sort only the eligible items (often few: the caption and keyword sources)
+        rows = np.flatnonzero(eligible)
+        ranks = np.zeros(scores.shape, np.int64)
+        ranks[rows[np.argsort(-scores[rows], kind="stable")]] = np.arange(1, len(rows) + 1)
+        return ranks
     masked = np.where(eligible, scores, -np.inf)
     order = np.argsort(-masked, axis=-1, kind="stable")
     ranks = np.empty_like(order)
@@ -108,13 +113,15 @@ def reciprocal_rank_fusion(ranks: dict[str, np.ndarray], rrf_k: float,
 
 
 def fused_scores(audio: np.ndarray, caption: np.ndarray, keyword: np.ndarray, rank: str = "hybrid",
-                 settings: FusionSettings = DEFAULT_FUSION) -> np.ndarray:
+                 settings: FusionSettings = DEFAULT_FUSION, ranks: dict[str, np.ndarray] | None = None) -> np.ndarray:
     """``[..., N]`` scores whose descending order is the ranking ``rank`` (one of :data:`RANKS`): the audio
-    cosine, the best caption cosine (``-inf`` for a clip without caption), or the reciprocal-rank fusion."""
+    cosine, the best caption cosine (``-inf`` for a clip without caption), or the reciprocal-rank fusion
+    (``ranks``: :func:`source_ranks` of the same arguments, when the caller has them already)."""
     if rank == "audio":
         return audio
     if rank == "captions":
         return caption
     w = settings.caption_weight
-    return reciprocal_rank_fusion(source_ranks(audio, caption, keyword, settings), settings.rrf_k,
+    ranks = source_ranks(audio, caption, keyword, settings) if ranks is None else ranks
+    return reciprocal_rank_fusion(ranks, settings.rrf_k,
                                   {"caption": w, "keyword": w})

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from mlatr.errors import MlatrError
-from mlatr.search.fusion import DEFAULT_FUSION, RANKS, FusionSettings, clip_best, fused_scores, source_ranks
+from mlatr.search.fusion import DEFAULT_FUSION, RANKS, FusionSettings, fused_scores, source_ranks
 from mlatr.search.lexical import KeywordIndex
 
 
@@ -45,6 +45,11 @@ class TextRanker:
         self.caption_lang = list(caption_lang)
         self.keywords = KeywordIndex(self.caption_text)
         self.settings = settings
+        # captions grouped by clip, once: a clip's best caption is then one maximum.reduceat per query
+        self._by_clip = np.argsort(self.caption_clip, kind="stable")  # [M]
+        grouped = self.caption_clip[self._by_clip]
+        self._starts = np.flatnonzero(np.r_[True, grouped[1:] != grouped[:-1]]) if len(grouped) else grouped
+        self._block_clip = grouped[self._starts]  # the clip of each block
 
     @classmethod
     def of(cls, index, settings: FusionSettings = DEFAULT_FUSION) -> TextRanker:
@@ -52,40 +57,61 @@ class TextRanker:
         return cls(index.embeddings, index.caption_embeddings, index.caption_clip, index.caption_text,
                    index.caption_lang, settings)
 
+    def _best(self, scores: np.ndarray) -> np.ndarray:
+        """``[N]`` each clip's best of ``scores [M]`` over its captions (``-inf``: no caption); the same
+        values as :func:`~mlatr.search.fusion.clip_best`, in one pass."""
+        best = np.full(len(self.audio), -np.inf, np.float32)
+        if len(scores):
+            best[self._block_clip] = np.maximum.reduceat(scores[self._by_clip], self._starts)
+        return best
+
+    def _best_row(self, scores: np.ndarray, clip: int) -> int:
+        """The caption row of ``clip`` with the highest of ``scores [M]``."""
+        rows = np.flatnonzero(self.caption_clip == clip)
+        return int(rows[np.argmax(scores[rows])])
+
     def source_scores(self, query_vec: np.ndarray, query: str) -> dict[str, np.ndarray]:
-        """Per clip: ``audio [N]`` cosine, ``caption [N]`` best caption cosine, ``caption_row [N]``,
-        ``keyword [N]`` best BM25 and ``keyword_row [N]`` (rows into the captions; -1: none)."""
-        n = len(self.audio)
-        audio = self.audio @ query_vec  # [N]
-        caption, caption_row = clip_best(self.captions @ query_vec, self.caption_clip, n)  # [N], [N]
-        keyword, keyword_row = clip_best(self.keywords.scores(query), self.caption_clip, n)  # [N], [N]
-        keyword = np.where(np.isfinite(keyword), keyword, 0.0)
-        return {"audio": audio, "caption": caption, "caption_row": caption_row, "keyword": keyword,
-                "keyword_row": keyword_row}
+        """``audio [N]`` cosine per clip, ``caption [N]`` best caption cosine, ``keyword [N]`` best BM25, and
+        the per-caption ``caption_scores [M]`` / ``keyword_scores [M]`` they come from."""
+        caption_scores = self.captions @ query_vec  # [M]
+        keyword_scores = self.keywords.scores(query)  # [M]
+        keyword = self._best(keyword_scores)
+        return {"audio": self.audio @ query_vec, "caption": self._best(caption_scores),
+                "keyword": np.where(np.isfinite(keyword), keyword, 0.0), "caption_scores": caption_scores,
+                "keyword_scores": keyword_scores}
 
     def rank(self, query_vec: np.ndarray, query: str, k: int, rank: str = "hybrid") -> list[tuple[int, float, list]]:
         """The ``k`` best clips as ``(row, score, evidence)``, best first (ties: lower row first)."""
         check_rank(rank)
         s = self.source_scores(query_vec, query)
-        scores = fused_scores(s["audio"], s["caption"], s["keyword"], rank, self.settings)  # [N]
-        order = np.lexsort((np.arange(len(scores)), -scores))[:k]
         ranks = source_ranks(s["audio"], s["caption"], s["keyword"], self.settings)
-        return [(int(i), float(scores[i]), self.evidence(s, ranks, int(i), query)) for i in order]
+        scores = fused_scores(s["audio"], s["caption"], s["keyword"], rank, self.settings, ranks)  # [N]
+        return [(int(i), float(scores[i]), self.evidence(s, ranks, int(i), query)) for i in top_rows(scores, k)]
 
     def evidence(self, s: dict[str, np.ndarray], ranks: dict[str, np.ndarray], i: int, query: str) -> list[dict]:
         """What ranked clip ``i``: its caption match, keyword match and sound (module docstring)."""
         out = []
         if ranks["caption"][i]:
-            row = int(s["caption_row"][i])
+            row = self._best_row(s["caption_scores"], i)
             out.append({"source": "caption", "text": self.caption_text[row], "lang": self.caption_lang[row],
                         "score": float(s["caption"][i]), "rank": int(ranks["caption"][i])})
         if ranks["keyword"][i]:
-            row = int(s["keyword_row"][i])
+            row = self._best_row(s["keyword_scores"], i)
             out.append({"source": "keyword", "text": self.caption_text[row], "lang": self.caption_lang[row],
                         "terms": self.keywords.matched_terms(query, row), "score": float(s["keyword"][i]),
                         "rank": int(ranks["keyword"][i])})
         out.append({"source": "sound", "score": float(s["audio"][i]), "rank": int(ranks["sound"][i])})
         return out
+
+
+def top_rows(scores: np.ndarray, k: int) -> np.ndarray:
+    """The ``k`` rows of the highest ``scores [N]``, best first, ties: lower row first (a partial sort)."""
+    if k < len(scores):
+        kth = np.partition(-scores, k - 1)[k - 1]
+        cand = np.flatnonzero(-scores <= kth)  # every row tied with the k-th too
+    else:
+        cand = np.arange(len(scores))
+    return cand[np.lexsort((cand, -scores[cand]))][:k]
 
 
 def describe_evidence(evidence: Sequence[dict]) -> str:
