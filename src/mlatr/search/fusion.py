@@ -48,8 +48,10 @@ class FusionSettings:
         return asdict(self)
 
 
-#: The shipped setting: the one the leave-one-library-out calibration picked (docs/hybrid-search.md).
-DEFAULT_FUSION = FusionSettings()
+#: The shipped setting: of the settings that kept meaningless names within 0.5 point of audio-only on the
+#: training libraries of every leave-one-library-out fold, the one with the best mean names R@10 there
+#: (``mlatr experiment unseen-library``, USE / near-identity heads; docs/hybrid-search.md).
+DEFAULT_FUSION = FusionSettings(caption_gate=0.4, rrf_k=5.0, caption_weight=1.0)
 
 #: The grid the calibration searches.
 FUSION_GRID = tuple(FusionSettings(g, k, w) for g in (0.3, 0.4, 0.5, 0.6, 0.7) for k in (5.0, 20.0, 60.0)
