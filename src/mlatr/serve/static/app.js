@@ -141,9 +141,9 @@ function card(r, top) {
 function show(data, what) {
   results.replaceChildren();
   const top = data.results.length && data.results[0].score !== null ? data.results[0].score : 0;
-  // cut-off: in a fused ranking, where results matched by their captions end and sound-only ones begin
+  // cut-off: in a fused ranking, after the last result a caption or keyword matched, only sound speaks
   const text = (r) => (r.evidence || []).some((e) => e.source !== "sound");
-  const cut = data.rank === "hybrid" && data.results.some(text) ? data.results.findIndex((r) => !text(r)) : -1;
+  const cut = data.rank === "hybrid" ? data.results.map(text).lastIndexOf(true) + 1 : -1;
   data.results.forEach((r, i) => {
     if (i === cut && i > 0) {
       const li = document.createElement("li");
