@@ -217,8 +217,8 @@ def test_text_search_scores_and_the_fast_recall_agree_with_the_evaluation(tmp_pa
     q_text, q_lang, _ = query_texts(data)
     q = bank.lookup(q_text, q_lang).numpy()
     c = bank.lookup(names, ["eng"] * 6).numpy()
-    unit = (lambda x: x / np.linalg.norm(x, axis=1, keepdims=True))
-    assert np.allclose(s.caption, unit(q) @ unit(c).T, atol=1e-5)
+    q, c = (x / np.linalg.norm(x, axis=1, keepdims=True) for x in (q, c))
+    assert np.allclose(s.caption, q @ c.T, atol=1e-5)
     assert np.allclose(s.keyword, np.stack([KeywordIndex(names).scores(t) for t in q_text]))
     assert s.keyword[q_text.index("a dog"), 0] > 0 and s.keyword[q_text.index("a dog"), 1] == 0
     for rank in ("audio", "captions", "hybrid"):
