@@ -15,7 +15,7 @@ import torch
 from mlatr.cli import main
 from mlatr.errors import MlatrError
 from mlatr.search import Index
-from mlatr.search.fusion import FusionSettings, clip_best, fused_scores, ranks_among, reciprocal_rank_fusion
+from mlatr.search.fusion import FusionSettings, fused_scores, ranks_among, reciprocal_rank_fusion
 from mlatr.search.hybrid import TextRanker, describe_evidence
 from mlatr.search.lexical import KeywordIndex, tokenize
 
@@ -49,20 +49,19 @@ def test_bm25_equals_the_lucene_formula():
     assert np.array_equal(KeywordIndex([]).scores("dog"), np.zeros(0))
 
 
-def test_clip_best_and_ranks_against_brute_force():
-    rng = np.random.default_rng(0)
-    scores = rng.standard_normal((3, 9)).astype(np.float32)
-    clip = np.array([2, 0, 2, 4, 0, 2, 1, 4, 4])
-    best, row = clip_best(scores, clip, 6)
-    for q in range(3):
-        for c in range(6):
-            mine = np.flatnonzero(clip == c)
-            if len(mine):
-                assert best[q, c] == scores[q, mine].max() and row[q, c] == mine[scores[q, mine].argmax()]
-            else:
-                assert best[q, c] == -np.inf and row[q, c] == -1
+def clip_best(scores, clip, n):
+    """Brute force: ``[1, n]`` each clip's best of ``scores [1, M]`` (-inf without caption)."""
+    return np.array([[max((s for s, c in zip(scores[0], clip, strict=True) if c == i), default=-np.inf)
+                      for i in range(n)]], np.float32)
+
+
+def test_ranks_among():
     r = ranks_among(np.array([0.1, 0.9, 0.5, 0.7]), np.array([True, True, False, True]))
     assert r.tolist() == [3, 1, 0, 2]
+    rng = np.random.default_rng(5)  # the batch path ranks each row as the one-query path does
+    scores, eligible = rng.standard_normal((4, 30)), rng.random((4, 30)) < 0.5
+    rows = [ranks_among(a, e) for a, e in zip(scores, eligible, strict=True)]
+    assert np.array_equal(ranks_among(scores, eligible), np.stack(rows))
 
 
 def test_reciprocal_rank_fusion_hand_values_and_gate():
@@ -202,8 +201,8 @@ def test_text_ranker_fast_path_equals_the_batch_fusion():
     q = _unit(rng.standard_normal(8))
     for rank in ("hybrid", "captions"):
         got = ranker.rank(q, "dog bell", n, rank)
-        caption, _ = clip_best((captions @ q)[None], clip, n)
-        keyword, _ = clip_best(KeywordIndex(texts).scores("dog bell")[None], clip, n)
+        caption = clip_best((captions @ q)[None], clip, n)
+        keyword = clip_best(KeywordIndex(texts).scores("dog bell")[None], clip, n)
         keyword = np.where(np.isfinite(keyword), keyword, 0)
         fused = fused_scores((audio @ q)[None], caption, keyword, rank, settings)[0]
         assert [r for r, _, _ in got] == np.lexsort((np.arange(n), -fused)).tolist()

@@ -58,26 +58,6 @@ FUSION_GRID = tuple(FusionSettings(g, k, w) for g in (0.3, 0.4, 0.5, 0.6, 0.7) f
                     for w in (1.0, 2.0))
 
 
-def clip_best(caption_scores: np.ndarray, caption_clip: np.ndarray, n_clips: int) -> tuple[np.ndarray, np.ndarray]:
-    """Each clip's best caption: ``(score [..., N], caption row [..., N])``; ``-inf`` / ``-1`` for a clip
-    without caption. ``caption_scores [..., M]``, ``caption_clip [M]`` = the clip of each caption."""
-    lead = caption_scores.shape[:-1]
-    best = np.full((*lead, n_clips), -np.inf, np.float32)
-    row = np.full((*lead, n_clips), -1, np.int64)
-    if caption_scores.shape[-1] == 0:
-        return best, row
-    # captions sorted by clip, then by score: the last of each clip's block is its best
-    flat = caption_scores.reshape(-1, caption_scores.shape[-1])  # [Q, M]
-    for q in range(flat.shape[0]):
-        order = np.lexsort((flat[q], caption_clip))
-        clips = caption_clip[order]
-        last = np.flatnonzero(np.append(clips[1:] != clips[:-1], True))
-        b, r = best.reshape(-1, n_clips)[q], row.reshape(-1, n_clips)[q]
-        b[clips[last]] = flat[q, order[last]]
-        r[clips[last]] = order[last]
-    return best, row
-
-
 def ranks_among(scores: np.ndarray, eligible: np.ndarray) -> np.ndarray:
     """``[..., N]`` 1-based rank of each eligible item by descending score (ties: lower index first),
     0 for an item that is not eligible."""

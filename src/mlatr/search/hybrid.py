@@ -58,8 +58,7 @@ class TextRanker:
                    index.caption_lang, settings)
 
     def _best(self, scores: np.ndarray) -> np.ndarray:
-        """``[N]`` each clip's best of ``scores [M]`` over its captions (``-inf``: no caption); the same
-        values as :func:`~mlatr.search.fusion.clip_best`, in one pass."""
+        """``[N]`` each clip's best of ``scores [M]`` over its captions (``-inf``: no caption), in one pass."""
         best = np.full(len(self.audio), -np.inf, np.float32)
         if len(scores):
             best[self._block_clip] = np.maximum.reduceat(scores[self._by_clip], self._starts)
