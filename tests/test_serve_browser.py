@@ -177,7 +177,7 @@ def test_cards_evidence_waveform_score_download_and_more_like_this(browser, toy_
     # more like this on the second result: sound-to-sound from that clip, itself left out
     second = api["results"][1]["id"]
     items[1].find_element(By.CSS_SELECTOR, "button.more").click()
-    wait(browser, lambda d: "sounds like" in d.find_element(By.ID, "status").text)
+    wait(browser, lambda d: "results for sounds like" in d.find_element(By.ID, "status").text)
     similar = request(base + "/clips/similar/" + urllib.parse.quote(second, safe="") + "?k=10").json()
     shown = [i.get_attribute("data-id") for i in browser.find_elements(By.CSS_SELECTOR, "#results .result")]
     assert shown == [r["id"] for r in similar["results"]] and second not in shown and len(shown) == 10
