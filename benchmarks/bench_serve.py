@@ -21,9 +21,14 @@ cost what trained ones of that size cost).
    the encoder could answer. The load's requests/s is printed beside it, with the goals of issue 23
    (>= 800 requests/s and p99 <= 150 ms at 10,000 clips and 50 clients). The server micro-batches
    concurrent text queries (:mod:`mlatr.serve.batching`).
+5. With ``--rank-latency N`` (issue 22): every clip first gets ``--captions-per-clip`` captions (the real
+   library's captions cycled, random unit embeddings), then ``N`` text queries are asked twice each, in
+   turn, as ``rank=audio`` and ``rank=hybrid`` (sound + caption embeddings + BM25 keywords), each text
+   new to the server; the p50 / p95 of both and their ratio, in the same run.
 
     .venv/bin/python benchmarks/bench_serve.py [--clips 10000] [--checkpoint runs/demo-real/model.pt]
         [--requests 500] [--concurrency 50] [--threads 1] [--json out.json]
+        [--rank-latency 200 --captions-per-clip 2]
 """
 
 from __future__ import annotations
@@ -230,6 +235,55 @@ def model_bound_rate(checkpoint: Path, batch: int, n: int = 1024) -> dict:
     return {"batch": batch, "queries_per_s": n / wall, "one_query_ms": one * 1e3}
 
 
+def add_captions(index_path: Path, per_clip: int, manifest: Path) -> int:
+    """Give every clip of the index ``per_clip`` captions: texts of the real library cycled (else numbered
+    phrases), random unit embeddings (the lookup cost depends on the count, not on the values). Returns
+    the number of captions."""
+    from mlatr.search.index import Index
+
+    texts = [f"sound number {i}" for i in range(100)]
+    if manifest.is_file():
+        from mlatr.data.manifest import Manifest
+
+        texts = [t for c in Manifest.load(manifest).clips for t in c.captions.get("eng", []) if t]
+    index = Index.load(index_path)
+    n = len(index) * per_clip
+    rng = np.random.default_rng(1)
+    emb = rng.standard_normal((n, index.dim), dtype=np.float32)
+    index.caption_embeddings = emb / np.linalg.norm(emb, axis=1, keepdims=True)
+    index.caption_clip = np.repeat(np.arange(len(index)), per_clip)
+    index.caption_text = [texts[i % len(texts)] for i in range(n)]
+    index.caption_lang = ["eng"] * n
+    index.captions = [{"eng": index.caption_text[i * per_clip:(i + 1) * per_clip]} for i in range(len(index))]
+    index.save(index_path)
+    return n
+
+
+def rank_latency(url: str, n: int) -> dict:
+    """``n`` new text queries, each asked with ``rank=audio`` then ``rank=hybrid`` over one connection."""
+    host = urllib.parse.urlsplit(url)
+    conn = http.client.HTTPConnection(host.hostname, host.port, timeout=60)
+    texts = query_texts()
+    times: dict[str, dict[str, list[float]]] = {r: {"client": [], "server": []} for r in ("audio", "hybrid")}
+    for i in range(n):
+        text, lang = texts[i % len(texts)]
+        for rank in ("audio", "hybrid"):
+            query = f"{text} r{i}{rank[0]}"  # new to the server's text memo each time
+            t0 = time.perf_counter()
+            conn.request("GET", search_path(query, lang) + f"&rank={rank}")
+            resp = conn.getresponse()
+            body = resp.read()
+            times[rank]["client"].append((time.perf_counter() - t0) * 1e3)
+            if resp.status != 200:
+                raise SystemExit(f"{resp.status}: {body[:200]!r}")
+            times[rank]["server"].append(json.loads(body)["took_ms"])
+    conn.close()
+    out = {r: {"client": percentiles(t["client"]), "server_took": percentiles(t["server"])} for r, t in times.items()}
+    out["ratio_client_p50"] = out["hybrid"]["client"]["p50_ms"] / out["audio"]["client"]["p50_ms"]
+    out["ratio_server_p50"] = out["hybrid"]["server_took"]["p50_ms"] / out["audio"]["server_took"]["p50_ms"]
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--clips", type=int, default=10_000)
@@ -243,6 +297,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--threads", type=int, default=1, help="the server's --threads")
     ap.add_argument("--embed-batch", type=int, default=64, help="batch of the model-bound rate")
     ap.add_argument("--json", default=None)
+    ap.add_argument("--rank-latency", type=int, default=0,
+                    help="queries asked as rank=audio and rank=hybrid in turn (0: skip; adds captions first)")
+    ap.add_argument("--captions-per-clip", type=int, default=2, help="captions per clip for --rank-latency")
     args = ap.parse_args(argv)
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
                             text=True).stdout.strip()
@@ -253,6 +310,8 @@ def main(argv: list[str] | None = None) -> int:
         ckpt = Path(args.checkpoint) if args.checkpoint else make_checkpoint(tmp / "model.pt", args.dim)
         files = audio_files(Path(args.manifest), tmp)
         index = make_index(ckpt, args.clips, files, tmp / "bench.idx")
+        if args.rank_latency:
+            out["captions"] = add_captions(index, args.captions_per_clip, Path(args.manifest))
         out["model_bound"] = model_bound_rate(ckpt, args.embed_batch)
         t0 = time.perf_counter()
         proc, url = start_server(index, args.threads)
@@ -261,6 +320,8 @@ def main(argv: list[str] | None = None) -> int:
             out["sequential"] = sequential(url, args.queries)
             out["load"] = load(url, args.requests, args.concurrency)
             out["sound"] = sound_queries(url, files, args.sound_queries)
+            if args.rank_latency:
+                out["rank_latency"] = rank_latency(url, args.rank_latency)
             health = json.loads(urllib.request.urlopen(url + "/health", timeout=10).read())
             out["server_alive_after"] = health["status"] == "ok"
         finally:
@@ -284,6 +345,12 @@ def main(argv: list[str] | None = None) -> int:
           f"p95 {snd['p95_ms']:.0f} ms")
     print(f"load average {out['load_average_start']:.1f} at start, {out['load_average_end']:.1f} at end; "
           f"server alive after: {out['server_alive_after']}")
+    if args.rank_latency:
+        rl = out["rank_latency"]
+        print(f"rank latency, {args.rank_latency} queries each, {out['captions']} captions: "
+              + "; ".join(f"{r} p50 {rl[r]['client']['p50_ms']:.1f} ms (server {rl[r]['server_took']['p50_ms']:.1f} "
+                          f"ms), p95 {rl[r]['client']['p95_ms']:.1f} ms" for r in ("audio", "hybrid"))
+              + f"; hybrid / audio p50: {rl['ratio_client_p50']:.2f}x client, {rl['ratio_server_p50']:.2f}x server")
     if args.json:
         Path(args.json).write_text(json.dumps(out, indent=1), encoding="utf-8")
     return 0 if out["load"]["errors"] == 0 else 1

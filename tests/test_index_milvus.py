@@ -40,7 +40,7 @@ def test_milvus_round_trip_equals_local_exact_index(trained, tmp_path, capsys):
     remote, exact = Index.load(target), Index.load(local, backend="numpy")
     assert sorted(remote.ids) == sorted(exact.ids) and len(remote) == 20
     for query, lang in (("a single low tone", "eng"), ("deux sons aigus", "fra")):
-        _same(remote.search_text(query, lang, k=20), exact.search_text(query, lang, k=20))
+        _same(remote.search_text(query, lang, k=20, rank="audio"), exact.search_text(query, lang, k=20, rank="audio"))
     clips, caps = remote.search_audio(exact.paths[3], k=8)
     clips_x, caps_x = exact.search_audio(exact.paths[3], k=8)
     _same(clips, clips_x)
@@ -50,13 +50,16 @@ def test_milvus_round_trip_equals_local_exact_index(trained, tmp_path, capsys):
 
     assert rows(caps) == rows(caps_x)
     # delete: gone from both, searches still equal
-    gone = [h.id for h in exact.search_text("a single low tone", "eng", k=3)]
+    gone = [h.id for h in exact.search_text("a single low tone", "eng", k=3, rank="audio")]
     assert main(["index", "delete", target, *gone]) == 0
     assert main(["index", "delete", str(local), *gone]) == 0
     remote, exact = Index.load(target), Index.load(local, backend="numpy")
     assert len(remote) == len(exact) == 17
-    _same(remote.search_text("a single low tone", "eng", k=17), exact.search_text("a single low tone", "eng", k=17))
-    assert main(["search", target, "a single low tone", "--json"]) == 0
+    _same(remote.search_text("a single low tone", "eng", k=17, rank="audio"),
+          exact.search_text("a single low tone", "eng", k=17, rank="audio"))
+    assert main(["search", target, "a single low tone", "--json"]) == 2  # hybrid needs local vectors: refused
+    assert "use rank audio" in capsys.readouterr().err
+    assert main(["search", target, "a single low tone", "--json", "--rank", "audio"]) == 0
     said = capsys.readouterr()
     assert gone[0] not in said.out and "Traceback" not in said.err and "Error" not in said.err
     # the model recorded in the collection is the one that encodes the queries

@@ -44,7 +44,7 @@ def test_build_and_text_search_equal_brute_force(trained, tmp_path):
         own = model.model.encode_audio(wave, torch.tensor([wave.shape[1]])).pooled[0].numpy()
     assert np.allclose(index.embeddings[5], own, atol=1e-5)
     # text search = brute-force ranking of cosines with the model's query embedding
-    hits = index.search_text("un son aigu double", lang="fra", k=7)
+    hits = index.search_text("un son aigu double", lang="fra", k=7, rank="audio")
     with torch.no_grad():
         q = model.model.encode_text(["un son aigu double"], ["fra"]).pooled[0].numpy()
     cos = index.embeddings @ q
@@ -75,8 +75,8 @@ def test_faiss_index_search_equals_numpy(trained, tmp_path):
     manifest_path, ckpt = trained
     out = tmp_path / "toy.idx.npz"
     build_index(_model(ckpt), Manifest.load(manifest_path), out, caption_languages=["eng"])
-    a = Index.load(out).search_text("a single low tone", k=20)
-    b = Index.load(out, backend="faiss").search_text("a single low tone", k=20)
+    a = Index.load(out).search_text("a single low tone", k=20, rank="audio")
+    b = Index.load(out, backend="faiss").search_text("a single low tone", k=20, rank="audio")
     assert [h.id for h in a] == [h.id for h in b]
     assert np.allclose([h.score for h in a], [h.score for h in b], atol=1e-5)
 

@@ -25,7 +25,7 @@ from selenium.webdriver.support.ui import Select, WebDriverWait  # noqa: E402
 from mlatr.data.manifest import Manifest  # noqa: E402
 from mlatr.serve.app import create_app  # noqa: E402
 from mlatr.serve.live_index import LiveIndex  # noqa: E402
-from servetools import request, running_server  # noqa: E402
+from servetools import request, running_server, upload  # noqa: E402
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 CHROMEDRIVER = shutil.which("chromedriver")
@@ -109,3 +109,173 @@ def test_page_search_play_and_drop_a_sound(browser, served_toy, tmp_path):
         browser.set_window_size(390, 844)
         time.sleep(0.3)
         assert browser.execute_script("return document.documentElement.scrollWidth <= window.innerWidth")
+
+
+def _ready(driver, url):
+    driver.get(url)
+    wait(driver, lambda d: d.find_element(By.TAG_NAME, "body").get_attribute("data-ready") == "1")
+
+
+def _search(driver, text):
+    box = driver.find_element(By.ID, "q")
+    box.clear()
+    box.send_keys(text, Keys.ENTER)
+    wait(driver, lambda d: d.find_elements(By.CSS_SELECTOR, "#results .result")
+         and "result" in d.find_element(By.ID, "status").text)
+    return driver.find_elements(By.CSS_SELECTOR, "#results .result")
+
+
+@pytest.fixture
+def toy_server(served_toy):
+    live = LiveIndex(served_toy[2])
+    live.reload()
+    with running_server(create_app(live)) as base:
+        yield base
+
+
+def test_cards_evidence_waveform_score_download_and_more_like_this(browser, toy_server):
+    base = toy_server
+    browser.execute_cdp_cmd("Emulation.setDeviceMetricsOverride",  # a 1000-px-tall viewport, exactly
+                            {"width": 1100, "height": 1000, "deviceScaleFactor": 1, "mobile": False})
+    _ready(browser, base + "/?lang=fra")
+    items = _search(browser, "un son aigu double")
+    api = request(base + "/search?" + urllib.parse.urlencode({"q": "un son aigu double", "lang": "fra"})).json()
+    assert [i.get_attribute("data-id") for i in items] == [r["id"] for r in api["results"]]
+    # compact: at least 8 whole cards on a 1000-px-tall window
+    inner = browser.execute_script("return window.innerHeight")
+    assert inner == 1000
+    bottoms = [i.rect["y"] + i.rect["height"] for i in items]
+    assert sum(b <= inner for b in bottoms) >= 8
+    # evidence: the API's, chip by chip (caption match with its caption and language, keywords, sound)
+    for item, r in zip(items, api["results"], strict=True):
+        chips = [c.text for c in item.find_elements(By.CSS_SELECTOR, ".evidence .chip")]
+        assert len(chips) == len(r["evidence"])
+        for chip, e in zip(chips, r["evidence"], strict=True):
+            if e["source"] == "caption":
+                assert chip == f"caption “{e['text']}” ({e['lang']})"
+            elif e["source"] == "keyword":
+                assert chip == "keywords: " + ", ".join(e["terms"])
+            else:
+                assert chip == f"sound #{e['rank']}"
+    assert any(e["source"] == "caption" for e in api["results"][0]["evidence"])
+    # score bar: each result's share of the best score
+    shares = [float(i.find_element(By.CSS_SELECTOR, ".score-bar").get_attribute("data-share")) for i in items]
+    top = api["results"][0]["score"]
+    assert shares == pytest.approx([r["score"] / top for r in api["results"]], abs=1e-3)
+    assert shares[0] == 1.0 and shares == sorted(shares, reverse=True)
+    # waveform thumbnail: one bar per peak the server computed
+    first = api["results"][0]
+    peaks = request(base + "/clips/waveform/" + urllib.parse.quote(first["id"], safe="") + "?bins=60").json()["peaks"]
+    svg = items[0].find_element(By.CSS_SELECTOR, "svg.wave")
+    wait(browser, lambda d: svg.get_attribute("data-bins") == "60")
+    heights = [float(r.get_attribute("height")) for r in svg.find_elements(By.TAG_NAME, "rect")]
+    assert heights == pytest.approx([max(0.5, p * 20) for p in peaks], abs=1e-6)
+    # download link: the clip's bytes, with a file name
+    link = items[0].find_element(By.CSS_SELECTOR, "a.download")
+    assert link.get_attribute("href") == base + first["audio_url"] and link.get_attribute("download")
+    assert request(link.get_attribute("href")).status == 200
+    # more like this on the second result: sound-to-sound from that clip, itself left out
+    second = api["results"][1]["id"]
+    items[1].find_element(By.CSS_SELECTOR, "button.more").click()
+    wait(browser, lambda d: "results for sounds like" in d.find_element(By.ID, "status").text)
+    similar = request(base + "/clips/similar/" + urllib.parse.quote(second, safe="") + "?k=10").json()
+    shown = [i.get_attribute("data-id") for i in browser.find_elements(By.CSS_SELECTOR, "#results .result")]
+    assert shown == [r["id"] for r in similar["results"]] and second not in shown and len(shown) == 10
+
+
+def test_cut_off_after_the_last_caption_or_keyword_match(browser, toy_server):
+    base = toy_server
+    _ready(browser, base + "/")
+    data = request(base + "/search?" + urllib.parse.urlencode({"q": "un son aigu double", "k": 10})).json()
+    # the page's own renderer over the API's answer, with text evidence kept on results 1, 3, 4 only
+    for i, r in enumerate(data["results"]):
+        if i not in (0, 2, 3):
+            r["evidence"] = [e for e in r["evidence"] if e["source"] == "sound"]
+    assert all(any(e["source"] != "sound" for e in data["results"][i]["evidence"]) for i in (0, 2, 3))
+    browser.execute_script("show(arguments[0], 'a test');", data)
+    rows = browser.find_elements(By.CSS_SELECTOR, "#results > li")
+    kinds = ["cut" if "cutoff" in li.get_attribute("class") else "r" for li in rows]
+    assert kinds == ["r"] * 4 + ["cut"] + ["r"] * 6 and "sound only" in rows[4].text
+    # a ranking other than hybrid: no line
+    browser.execute_script("show(Object.assign({}, arguments[0], {rank: 'audio'}), 'a test');", data)
+    assert not browser.find_elements(By.CSS_SELECTOR, "#results > li.cutoff")
+
+
+def test_sound_search_plays_the_query_clears_the_box_and_shows_captions_first(browser, toy_server, served_toy):
+    base = toy_server
+    manifest_path = served_toy[0]
+    _ready(browser, base + "/")
+    _search(browser, "un son grave")
+    wav = manifest_path.parent / "audio" / "clip004.wav"
+    browser.find_element(By.ID, "file").send_keys(str(wav))
+    wait(browser, lambda d: "clip004.wav" in d.find_element(By.ID, "status").text
+         and "result" in d.find_element(By.ID, "status").text)
+    assert browser.find_element(By.ID, "q").get_attribute("value") == ""
+    assert "q=" not in browser.current_url
+    player = browser.find_element(By.ID, "query-audio")
+    assert player.is_displayed() and player.get_attribute("src").startswith("blob:")
+    duration = browser.execute_async_script(
+        "const done = arguments[arguments.length - 1]; const a = document.getElementById('query-audio');"
+        "if (a.readyState >= 1) { done(a.duration); return; }"
+        "a.addEventListener('loadedmetadata', () => done(a.duration)); a.addEventListener('error', () => done(-1));")
+    import soundfile as sf
+    assert duration == pytest.approx(sf.info(wav).duration, abs=0.05)
+    near = browser.find_element(By.ID, "nearest-captions")
+    results = browser.find_element(By.ID, "results")
+    assert near.is_displayed() and near.rect["y"] < results.rect["y"]  # the nearest captions come first
+    api = upload(base + "/search/audio?k=10", "clip004.wav", wav.read_bytes()).json()
+    assert f"“{api['captions'][0]['text']}”" in near.text
+    # a text search afterwards hides the sound's player again
+    _search(browser, "un son aigu")
+    assert not browser.find_element(By.ID, "query-sound").is_displayed()
+
+
+def test_language_picker_says_when_the_language_does_not_matter(browser, toy_server):
+    base = toy_server
+    health = request(base + "/health").json()
+    assert health["language_required"] is False  # the toy model's text encoder has no language embedding
+    _ready(browser, base + "/")  # the browser says en-US: nothing may be preselected for it
+    assert Select(browser.find_element(By.ID, "lang")).first_selected_option.get_attribute("value") == ""
+    note = browser.find_element(By.ID, "lang-note")
+    assert note.is_displayed() and "does not change the results" in note.text
+
+
+def test_language_picker_preselects_for_an_encoder_that_reads_it(browser, served_toy, tmp_path):
+    from mlatr.models.registry import build_text_encoder
+    from servetools import build_toy_index, untrained_checkpoint
+
+    manifest = Manifest.load(served_toy[0])
+    corpus = [t for c in manifest.clips for texts in c.captions.values() for t in texts]
+    text = build_text_encoder("small-transformer", corpus=corpus, vocab_size=300, dim=32, num_layers=1,
+                              num_heads=2, ff_dim=64, languages=["eng", "fra"])
+    path = build_toy_index(served_toy[0], untrained_checkpoint(tmp_path / "lang.pt", text), tmp_path / "l.idx.npz")
+    live = LiveIndex(path)
+    live.reload()
+    with running_server(create_app(live)) as base:
+        _ready(browser, base + "/")
+        options = [o.get_attribute("value") for o in browser.find_elements(By.CSS_SELECTOR, "#lang option")]
+        assert options == ["eng", "fra"]  # no "any language" for an encoder that needs it
+        assert Select(browser.find_element(By.ID, "lang")).first_selected_option.get_attribute("value") == "eng"
+        assert not browser.find_element(By.ID, "lang-note").is_displayed()
+
+
+def test_a_network_failure_reads_as_a_human_message(browser, served_toy):
+    live = LiveIndex(served_toy[2])
+    live.reload()
+    with running_server(create_app(live)) as base:
+        _ready(browser, base + "/")
+    # the server is gone; the page is still open
+    browser.find_element(By.ID, "q").send_keys("un son aigu", Keys.ENTER)
+    wait(browser, lambda d: "error" in d.find_element(By.ID, "status").get_attribute("class"))
+    message = browser.find_element(By.ID, "status").text
+    assert "Cannot reach the search server" in message and "Failed to fetch" not in message
+
+
+def test_api_docs_page_works_offline(browser, toy_server):
+    browser.get(toy_server + "/docs")
+    wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, ".swagger-ui .info .title"))
+    assert "mlatr sound search" in browser.find_element(By.CSS_SELECTOR, ".swagger-ui .info .title").text
+    wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, ".opblock-summary-path"))
+    paths = {e.get_attribute("data-path") or e.text for e in browser.find_elements(By.CSS_SELECTOR,
+                                                                                     ".opblock-summary-path")}
+    assert {"/search", "/search/audio", "/clips/similar/{clip_id}"} <= {p.replace("\u200b", "") for p in paths}

@@ -133,6 +133,14 @@ def test_the_runner_writes_every_fold_resumes_and_picks_a_trained_best(tmp_path,
     assert u["queries"]["t2a"]["fra"]["R10"] == pytest.approx(expected) and u["libraries"] == 3
     report = (tmp_path / "out" / "report.md").read_text(encoding="utf-8")
     assert "| chance |" in report and "e5-small/audio-only" in report
+    # text search with the library's metadata: the audio ranking does not depend on the names; the
+    # meaningless names ("zoom", "track", ...) give the caption ranking, not the sound one
+    for fold in ("lib0", "lib1", "lib2"):
+        ts = res["runs"]["e5-small/audio-only"]["folds"][fold]["text_search"]
+        assert ts["meaningless"]["audio"] == ts["names"]["audio"]
+        assert set(ts["fusion"]) == {"caption_gate", "rrf_k", "caption_weight"} and len(ts["grid"]) == 30
+    assert "## Text search with the library's own names: e5-small/audio-only" in report
+    assert "| names / hybrid | R@10 |" in report and "| meaningless / captions | R@1 |" in report
     assert (tmp_path / "out" / "unseen-recall-by-language.png").stat().st_size > 0
     calls = []
     monkeypatch.setattr(unseen_library, "train_option", lambda *a, **k: calls.append(1) or [])
@@ -197,3 +205,30 @@ def test_unknown_encoder_or_head_is_refused_before_any_work(tmp_path, capsys, co
     assert main([*command, "--manifest", str(manifest), flag, "nope", "--out", str(out)]) != 0
     assert f"{flag}: unknown nope; known: " in capsys.readouterr().err
     assert not out.exists()
+
+
+def test_text_search_scores_and_the_fast_recall_agree_with_the_evaluation(tmp_path):
+    from mlatr.experiments.text_search_eval import KeywordScores, library_scores, query_texts
+    from mlatr.search.fusion import FusionSettings
+    from mlatr.search.lexical import KeywordIndex
+
+    data = make_data(n_libraries=2)
+    for i, clip in enumerate(data.manifest.clips):  # file names that say what the sound is, one without words
+        clip.audio = f"lib{i // 6}/fx/{['dog_bark', 'door', 'dog-growl', 'door_open', '0001', 'whistle'][i % 6]}.wav"
+    _, bank = fake_text_space("e5-small", data, tmp_path)
+    rows = list(range(6))
+    s = library_scores(Identity(), data, bank, rows, "names", KeywordScores(data))
+    names = [data.metadata(i, "names") for i in rows]
+    assert names == ["dog bark", "door", "dog growl", "door open", "fx", "whistle"]
+    q_text, q_lang, _ = query_texts(data)
+    q = bank.lookup(q_text, q_lang).numpy()
+    c = bank.lookup(names, ["eng"] * 6).numpy()
+    q, c = (x / np.linalg.norm(x, axis=1, keepdims=True) for x in (q, c))
+    assert np.allclose(s.caption, q @ c.T, atol=1e-5)
+    assert np.allclose(s.keyword, np.stack([KeywordIndex(names).scores(t) for t in q_text]))
+    assert s.keyword[q_text.index("a dog"), 0] > 0 and s.keyword[q_text.index("a dog"), 1] == 0
+    for rank in ("audio", "captions", "hybrid"):
+        g = FusionSettings(0.3, 5, 2.0)
+        r10, r1 = s.recall(data, rank, g)
+        avg = s.evaluate(data, rank, g)["t2a"]["avg"]
+        assert r10 == pytest.approx(avg["R10"]) and r1 == pytest.approx(avg["R1"])

@@ -4,10 +4,15 @@ from mlatr.commands._arg_types import positive_int
 from mlatr.errors import MlatrError
 from mlatr.languages import normalize
 from mlatr.search.backends import BACKENDS
+from mlatr.search.fusion import RANKS
+from mlatr.search.hybrid import describe_evidence
 
 HELP = """Search an index: clips for a text query in any language, or for a sound (--audio).
 
-Text queries are encoded by the index's model with the language --lang (ISO 639-3, default eng).
+Text queries are encoded by the index's model with the language --lang (ISO 639-3, default eng) and
+ranked by --rank: hybrid (default: the clips' sound, their captions' meaning in every language the index
+holds, and caption keywords, fused by reciprocal rank), audio (sound only) or captions (captions only).
+Each result says why it matched (caption, keyword, sound).
 The frozen multilingual text encoders (e5-small, use-multilingual) read any of their languages;
 a small trained text encoder uses --lang only if it was trained with a language embedding.
 --audio FILE ranks the indexed clips by similarity to FILE and also the indexed captions
@@ -17,6 +22,7 @@ Examples:
   mlatr search sounds.idx.npz "un chien aboie" --lang fra -k 5
   mlatr search sounds.idx.npz --audio query.wav --json
   mlatr search sounds.idx.npz "footsteps on snow" --backend faiss
+  mlatr search sounds.idx.npz "un chien qui aboie" --lang fra --rank audio
 """
 
 
@@ -26,6 +32,8 @@ def add_arguments(parser):
     parser.add_argument("-k", type=positive_int, default=10, help="number of results (default 10)")
     parser.add_argument("--lang", default="eng", help="language of the text query, ISO 639-3 or 639-1 (default eng)")
     parser.add_argument("--audio", metavar="FILE", help="sound file to search with (sound-to-sound/caption)")
+    parser.add_argument("--rank", choices=RANKS, default="hybrid",
+                        help="text ranking: hybrid (sound + captions + keywords, default), audio or captions")
     parser.add_argument("--backend", choices=BACKENDS, default="auto",
                         help="auto: each shard's recorded approximate structure (HNSW / IVF-PQ, built by index "
                              "build for large shards) where it has one, else exact; numpy / faiss: exact")
@@ -48,9 +56,10 @@ def run(args) -> int:
         out = {"audio": args.audio, "k": args.k, "results": [h.to_dict() for h in clips],
                "captions": [h.to_dict() for h in captions]}
     else:
-        clips = index.search_text(args.query, lang, args.k)
+        clips = index.search_text(args.query, lang, args.k, args.rank)
         captions = []
-        out = {"query": args.query, "lang": lang, "k": args.k, "results": [h.to_dict() for h in clips]}
+        out = {"query": args.query, "lang": lang, "k": args.k, "rank": args.rank,
+               "results": [h.to_dict() for h in clips]}
     if args.json:
         print(json.dumps(out, ensure_ascii=False, indent=1))
         return 0
@@ -60,6 +69,8 @@ def run(args) -> int:
         print(f"{h.rank:>4}  {h.score:6.3f}  {h.id}" + (f"  \"{cap}\"" if cap else "") + f"\n{'':14}{h.path}"
               + (f"\n{'':14}(its audio was {h.stale} since it was indexed: mlatr index build --add updates the index)"
                  if h.stale else ""))
+        if h.evidence:
+            print(f"{'':14}why: {describe_evidence(h.evidence)}")
     if captions:
         print("\ncaptions of indexed clips:")
         for c in captions:

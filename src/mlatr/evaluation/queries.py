@@ -63,7 +63,7 @@ def _recall(ranks: np.ndarray) -> dict[str, float]:
 
 
 def multilingual_query_eval(query_emb, query_lang: list[str], query_group, audio_emb, relevant,
-                            languages: list[str], pivot: str = "eng") -> dict:
+                            languages: list[str], pivot: str = "eng", scores: np.ndarray | None = None) -> dict:
     """Retrieval and consistency of a multilingual query set with keyword relevance (module docstring).
 
     ``query_emb [Nq, d]`` unit rows (query ``i`` in ``query_lang[i]``, translation group
@@ -71,9 +71,11 @@ def multilingual_query_eval(query_emb, query_lang: list[str], query_group, audio
     without a relevant clip, or missing a language, are left out. Returns ``{"t2a": {lang: {R1, R5, R10,
     medR}, "avg": ...}, "a2t": {...}, "chance": {"t2a": {R1, R5, R10}, "a2t": {...}}, "n_queries",
     "n_clips" (clips relevant to a kept query), "consistency": {"gap", "dis", "mrv"}}``; recall in percent.
+    ``scores [Nq, Na]``: the ranking scores when they are not the cosines ``query_emb @ audio_emb.T`` (a
+    fused text search, :mod:`mlatr.search.fusion`); the gap and dis stay those of ``query_emb``.
     """
     query_group = np.asarray(query_group)
-    scores = query_emb @ audio_emb.T  # [Nq, Na]
+    scores = query_emb @ audio_emb.T if scores is None else scores  # [Nq, Na]
     lang_idx = {lang: k for k, lang in enumerate(languages)}
     where = np.full((relevant.shape[0], len(languages)), -1, np.int64)
     for i, (lang, g) in enumerate(zip(query_lang, query_group, strict=True)):

@@ -35,6 +35,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from mlatr.data.importers.folder import name_caption
 from mlatr.data.manifest import Manifest
 from mlatr.data.path_captions import CaptionTable
 from mlatr.errors import MlatrError
@@ -48,6 +49,11 @@ from mlatr.training.config import ObjectiveConfig
 from mlatr.training.heads import HeadTraining, TextBank, caption_rows, project, train_heads
 
 QUERIES_PATH = Path(__file__).resolve().parent.parent / "data" / "queries_multilingual.json"
+
+#: What a library's metadata can be in the text-search evaluation: its file names as the folder importer
+#: reads them, or names that say nothing (a recorder's or a ripper's numbering).
+METADATA = ("names", "meaningless")
+MEANINGLESS_NAMES = ("ZOOM{:04d}.wav", "track_{}.ogg", "Audio {:03d}.wav", "REC{:04d}.WAV", "take_{}.flac")
 
 def library_of(clip_id: str) -> str:
     """The library a clip comes from: the first folder of its id (``scratch/Animal/Dog1`` -> ``scratch``)."""
@@ -88,6 +94,16 @@ class RealSounds:
         langs = {lang for c in self.manifest.clips for lang, caps in c.captions.items() if any(caps)}
         return sorted(langs, key=lambda lang: (lang != "eng", lang))
 
+    def metadata(self, i: int, kind: str) -> str:
+        """Clip ``i``'s caption from what ships with its file: ``names``, its path within its library as
+        ``mlatr data import --format folder`` reads it (file-name words, else its folder's); ``meaningless``,
+        a numbered recorder-style name (``ZOOM0007.wav`` -> "zoom"). Empty when the name has no words."""
+        if kind == "names":
+            return name_caption(Path(*Path(self.manifest.clips[i].audio).parts[1:]))
+        if kind == "meaningless":
+            return name_caption(Path(MEANINGLESS_NAMES[i % len(MEANINGLESS_NAMES)].format(i + 1)))
+        raise MlatrError(f"unknown metadata {kind!r} (choose from {', '.join(METADATA)})")
+
     def english(self, i: int) -> list[str]:
         return [c for c in self.manifest.clips[i].captions.get("eng", []) if c]
 
@@ -99,6 +115,8 @@ class RealSounds:
         """Every ``(language, text)`` a run embeds: the clips' captions, the queries, the zero-shot prompts."""
         pairs = [(lang, t) for c in self.manifest.clips for lang, caps in c.captions.items() for t in caps if t]
         pairs += [(lang, q["captions"][lang]) for q in self.queries for lang in self.languages]
+        pairs += sorted({("eng", t) for kind in METADATA for i in range(len(self.manifest))
+                         if (t := self.metadata(i, kind))})
         labels = sorted({lb for c in self.manifest.clips for lb in c.labels})
         for lang in self.languages:
             pairs += list(zip([lang] * len(labels), zero_shot_prompts([self.label_in(lb, lang) for lb in labels], lang),

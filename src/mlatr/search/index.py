@@ -60,6 +60,7 @@ from mlatr.search import milvus
 from mlatr.search import shards as shard_files
 from mlatr.search.ann import EXACT_BELOW, AnnSearcher, build_ann
 from mlatr.search.backends import BACKENDS, ShardedSearcher, make_backend
+from mlatr.search.hybrid import TextRanker
 from mlatr.search.search import search_audio, search_text
 from mlatr.writer_lock import writer_lock
 
@@ -312,6 +313,13 @@ class Index:
             first += emb.shape[0]
         return ShardedSearcher(parts, deleted)
 
+    def text_ranker(self) -> TextRanker:
+        """Caption and keyword ranking of the index's clips for text queries (:mod:`mlatr.search.hybrid`),
+        built once."""
+        if "text" not in self._searchers:
+            self._searchers["text"] = TextRanker.of(self)
+        return self._searchers["text"]
+
     def model(self) -> LoadedModel:
         """The model that made the embeddings (loaded from the index's checkpoint on first use)."""
         if self._model is None:
@@ -347,10 +355,11 @@ class Index:
             self.caption_text += list(caption_arrays["texts"])
         self._searchers.clear()
 
-    def search_text(self, query: str, lang: str | None = "eng", k: int = 10):
+    def search_text(self, query: str, lang: str | None = "eng", k: int = 10, rank: str = "hybrid"):
         """Clips for a text query in ``lang`` (ISO 639-3; ``None`` where the model does not read it), best
-        first: a list of :class:`~mlatr.search.search.Hit`."""
-        return search_text(self, query, lang, k)
+        first: a list of :class:`~mlatr.search.search.Hit`; ``rank`` = audio | captions | hybrid
+        (:mod:`mlatr.search.hybrid`)."""
+        return search_text(self, query, lang, k, rank)
 
     def search_audio(self, path: str | os.PathLike, k: int = 10):
         """Sound-to-sound and sound-to-caption search: ``(clip hits, caption hits)``."""

@@ -13,7 +13,7 @@ language embedding (``languages=[...]``), and ignores it otherwise.
 from __future__ import annotations
 
 import os
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
@@ -21,6 +21,7 @@ from mlatr import languages
 from mlatr.audio.bounded import load_query_audio
 from mlatr.errors import MlatrError
 from mlatr.models.protocols import query_languages
+from mlatr.search.hybrid import check_rank
 
 #: Windows of one sound query encoded per call.
 QUERY_WINDOW_BATCH = 16
@@ -28,15 +29,18 @@ QUERY_WINDOW_BATCH = 16
 
 @dataclass
 class Hit:
-    """One ranked clip: 1-based ``rank``, cosine ``score``, ``id``, absolute ``path``, English captions;
-    ``stale``: ``"deleted"`` / ``"changed"`` when the clip's audio is gone or differs from when it was
-    indexed (its embedding describes a file that is not there any more)."""
+    """One ranked clip: 1-based ``rank``, ``score`` (a cosine; for a hybrid text search the fused score of
+    :mod:`mlatr.search.fusion`), ``id``, absolute ``path``, English captions, the ``evidence`` that ranked it
+    (:mod:`mlatr.search.hybrid`; empty for sound-to-sound search); ``stale``: ``"deleted"`` / ``"changed"``
+    when the clip's audio is gone or differs from when it was indexed (its embedding describes a file that
+    is not there any more)."""
 
     rank: int
     score: float
     id: str
     path: str
     captions: list[str]
+    evidence: list[dict] = field(default_factory=list)
     stale: str | None = None
 
     def to_dict(self) -> dict:
@@ -143,22 +147,62 @@ def search_vectors(index, queries: np.ndarray, ks: list[int]) -> list[list[Hit]]
     return [clip_hits(index, scores[i, :k], rows[i, :k]) for i, k in enumerate(ks)]
 
 
-def search_text(index, query: str, lang: str | None = "eng", k: int = 10) -> list[Hit]:
-    """Text-to-audio: the ``k`` clips whose embeddings are nearest to the query's (``lang=None``: see
-    :func:`encode_query_text`)."""
-    return search_vector(index, encode_query_text(index, query, lang), k)
+def search_text(index, query: str, lang: str | None = "eng", k: int = 10, rank: str = "hybrid") -> list[Hit]:
+    """Text-to-audio: the ``k`` best clips for ``query`` (``lang=None``: see :func:`encode_query_text`) by
+    ``rank``: ``audio`` (the clips' audio embeddings nearest to the query's, through the index's backend),
+    ``captions`` or ``hybrid`` (:mod:`mlatr.search.hybrid`). Each hit carries its evidence."""
+    check_rank(rank)
+    return rank_text(index, encode_query_text(index, query, lang), query, k, rank)
+
+
+def sound_evidence(hits: list[Hit]) -> list[Hit]:
+    """``hits`` of a sound-only ranking, each saying so in its evidence."""
+    for h in hits:
+        h.evidence = [{"source": "sound", "score": h.score, "rank": h.rank}]
+    return hits
+
+
+def rank_text(index, vec: np.ndarray, query: str, k: int = 10, rank: str = "hybrid") -> list[Hit]:
+    """:func:`search_text`'s ranking of a text query already embedded (``vec [d]``: its
+    :func:`encode_query_text`); the batching server embeds concurrent queries together, then ranks each."""
+    if rank == "audio":
+        return sound_evidence(search_vector(index, vec, k))
+    if index.backend == "milvus":
+        raise MlatrError(f"rank {rank!r} scores every clip's captions and keywords here, and a Milvus index keeps "
+                         "its vectors in Milvus: use rank audio (--rank audio) for a Milvus index")
+    deleted = set(np.asarray(index.deleted_rows).tolist())  # tombstoned clips (mlatr index delete) never rank
+    ranked = index.text_ranker().rank(vec, query, _check_k(k) + len(deleted), rank)
+    ranked = [r for r in ranked if r[0] not in deleted][:k]
+    hits = clip_hits(index, np.asarray([s for _, s, _ in ranked]), np.asarray([i for i, _, _ in ranked], np.int64))
+    for h, (_, _, evidence) in zip(hits, ranked, strict=True):
+        h.evidence = evidence
+    return hits
 
 
 def search_audio(index, query: str | os.PathLike | np.ndarray, k: int = 10) -> tuple[list[Hit], list[CaptionHit]]:
     """Sound-to-sound (clips) and sound-to-caption (the indexed clips' captions) for a sound query (a file's
     path, or :func:`query_waveform`'s ``[T]``)."""
     q = encode_query_audio(index, query)
-    clips = search_vector(index, q, k)
+    return search_vector(index, q, k), nearest_captions(index, q, k)
+
+
+def nearest_captions(index, query: np.ndarray, k: int) -> list[CaptionHit]:
+    """The ``k`` indexed captions nearest to an audio embedding ``query [d]`` (sound-to-caption)."""
     captions: list[CaptionHit] = []
     if len(index.caption_text):
-        scores, rows = index.searcher("captions").top_k(q[None], _check_k(k))
+        scores, rows = index.searcher("captions").top_k(query[None].astype(np.float32), _check_k(k))
         for r, (s, i) in enumerate(zip(scores[0].tolist(), rows[0].tolist(), strict=True)):
             clip = int(index.caption_clip[i])
             captions.append(CaptionHit(rank=r + 1, score=float(s), text=index.caption_text[i],
                                        lang=index.caption_lang[i], id=index.ids[clip], path=index.paths[clip]))
-    return clips, captions
+    return captions
+
+
+def search_similar(index, row: int, k: int = 10) -> tuple[list[Hit], list[CaptionHit]]:
+    """"More like this": the ``k`` clips nearest to indexed clip ``row``'s stored audio embedding (itself
+    left out), and the captions nearest to it."""
+    q = index.embeddings[row]
+    hits = [h for h in search_vector(index, q, _check_k(k) + 1) if h.id != index.ids[row]][:k]
+    for r, h in enumerate(hits):
+        h.rank = r + 1
+    return hits, nearest_captions(index, q, k)

@@ -19,7 +19,8 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass, field
 
-from mlatr.search.search import Hit, check_query_text, encode_query_texts, search_vectors
+from mlatr.search.hybrid import check_rank
+from mlatr.search.search import Hit, check_query_text, encode_query_texts, rank_text, search_vectors, sound_evidence
 
 #: Most queries embedded in one call.
 MAX_BATCH = 64
@@ -33,6 +34,7 @@ class _Pending:
     query: str
     lang: str | None
     k: int
+    rank: str = "hybrid"
     done: threading.Event = field(default_factory=threading.Event)
     hits: list[Hit] | None = None
     error: BaseException | None = None
@@ -49,11 +51,13 @@ class TextBatcher:
         self.batches = 0
         self.queries = 0
 
-    def search(self, snap, query: str, lang: str | None, k: int) -> list[Hit]:
-        """The ``k`` best clips of ``snap``'s index for ``query`` in ``lang`` (checked here: an empty query
-        or a missing required language raises :class:`~mlatr.errors.MlatrError` at once)."""
+    def search(self, snap, query: str, lang: str | None, k: int, rank: str = "hybrid") -> list[Hit]:
+        """The ``k`` best clips of ``snap``'s index for ``query`` in ``lang`` ranked by ``rank``
+        (:func:`~mlatr.search.search.search_text`; checked here: an empty query, a missing required
+        language or an unknown rank raises :class:`~mlatr.errors.MlatrError` at once)."""
         lang = check_query_text(snap.index, query, lang)
-        item = _Pending(snap, query, lang, int(k))
+        check_rank(rank)
+        item = _Pending(snap, query, lang, int(k), rank)
         with self._cond:
             if self._worker is None or not self._worker.is_alive():
                 self._worker = threading.Thread(target=self._run, name="mlatr-text-batcher", daemon=True)
@@ -91,9 +95,13 @@ class TextBatcher:
             with self.live.lock:
                 vectors = encode_query_texts(snap.index, [i.query for i in items], [i.lang for i in items])
                 self.live.bound_text_cache(snap)
-            found = search_vectors(snap.index, vectors, [i.k for i in items])
-            for item, hits in zip(items, found, strict=True):
-                item.hits = hits
+            by_sound = [j for j, i in enumerate(items) if i.rank == "audio"]
+            found = search_vectors(snap.index, vectors[by_sound], [items[j].k for j in by_sound]) if by_sound else []
+            for j, hits in zip(by_sound, found, strict=True):
+                items[j].hits = sound_evidence(hits)
+            for j, item in enumerate(items):
+                if item.rank != "audio":  # captions and keywords: per query, on the batch's embeddings
+                    item.hits = rank_text(snap.index, vectors[j], item.query, item.k, item.rank)
         except BaseException as exc:  # handed to the waiting requests, which answer it as an error
             for item in items:
                 item.error = exc

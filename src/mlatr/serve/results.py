@@ -1,6 +1,7 @@
 """Search hits -> the JSON objects of the HTTP API.
 
-A clip result is ``{"rank", "id", "score", "caption", "caption_lang", "duration", "audio_url"}``:
+A clip result is ``{"rank", "id", "score", "caption", "caption_lang", "duration", "audio_url", "evidence"}``
+(``evidence``: what ranked the clip, :mod:`mlatr.search.hybrid`):
 ``caption`` is the clip's first caption in the query's language when the index holds one, else its
 first English caption, else its first caption in any language (``caption_lang`` says which), ``None``
 for a clip without captions. ``audio_url`` is the server path that streams the clip (``/audio/`` + the
@@ -46,7 +47,8 @@ def clip_result(snapshot, hit, lang: str | None, root: str = "") -> dict:
     caption, caption_lang = pick_caption(snapshot.index.captions[row], lang)
     return {"rank": hit.rank, "id": hit.id, "score": finite(hit.score), "caption": caption,
             "caption_lang": caption_lang, "duration": finite(snapshot.duration(row)),
-            "audio_url": audio_url(hit.id, root)}
+            "audio_url": audio_url(hit.id, root),
+            "evidence": [{**e, "score": finite(e["score"])} for e in hit.evidence]}
 
 
 def caption_result(hit, root: str = "") -> dict:

@@ -1,16 +1,28 @@
 """The JSON shapes of the HTTP API (pydantic models: they make the OpenAPI schema and check responses)."""
 
+from typing import Literal
+
 from pydantic import BaseModel
+
+
+class Evidence(BaseModel):
+    source: Literal["caption", "keyword", "sound"]  # what ranked the clip (mlatr.search.hybrid)
+    score: float | None  # caption / sound: cosine; keyword: BM25
+    rank: int  # the clip's rank in that source
+    text: str | None = None  # the matched caption (caption, keyword)
+    lang: str | None = None  # its language
+    terms: list[str] | None = None  # the query's words found in it (keyword)
 
 
 class ClipResult(BaseModel):
     rank: int
     id: str
-    score: float | None  # cosine similarity; null if not a finite number
+    score: float | None  # cosine similarity (hybrid text search: the fused score); null if not finite
     caption: str | None
     caption_lang: str | None
     duration: float | None  # seconds, from the file's header; null if unreadable
     audio_url: str
+    evidence: list[Evidence] = []
 
 
 class CaptionResult(BaseModel):
@@ -26,6 +38,7 @@ class TextSearchResponse(BaseModel):
     query: str
     lang: str | None
     k: int
+    rank: str
     took_ms: float
     results: list[ClipResult]
 

@@ -7,7 +7,7 @@ import shutil
 import tempfile
 import time
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal
 
 from fastapi import FastAPI, File, Query, Request, UploadFile
 
@@ -47,15 +47,18 @@ def add_search_routes(app: FastAPI, live: LiveIndex, limits: Limits, batcher: Te
                lang: Annotated[str | None, Query(max_length=16, description="language of q (ISO 639-3 or "
                                                  "639-1); may be left out when the model does not read it "
                                                  "(GET /health: language_required)")] = None,
-               k: Annotated[int, Query(ge=1, le=limits.max_k, description="number of results")] = 10):
+               k: Annotated[int, Query(ge=1, le=limits.max_k, description="number of results")] = 10,
+               rank: Annotated[Literal["audio", "captions", "hybrid"],
+                               Query(description="hybrid: sound + captions + keywords; audio; captions")] = "hybrid"):
         t0 = time.perf_counter()
         snap = live.current()
         code = query_language(snap, lang)
         if not q.strip():
             raise ApiError(400, "q: the query is empty")
-        hits = batcher.search(snap, q, code, k)  # embedded and searched with concurrent queries
+        hits = batcher.search(snap, q, code, k, rank)  # embedded and searched with concurrent queries
         root = request.scope.get("root_path", "")
-        return {"query": q, "lang": code, "k": k, "results": [clip_result(snap, h, code, root) for h in hits],
+        return {"query": q, "lang": code, "k": k, "rank": rank,
+                "results": [clip_result(snap, h, code, root) for h in hits],
                 "took_ms": (time.perf_counter() - t0) * 1e3}
 
     @app.post("/search/audio", response_model=AudioSearchResponse, responses=ERRORS)

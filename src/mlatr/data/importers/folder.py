@@ -66,6 +66,17 @@ def caption_from_name(name: str) -> str:
     return " ".join(w.lower() for w in words)
 
 
+def name_caption(rel: Path) -> str:
+    """The caption a sound file's path gives without a sidecar: the words of its file name, else of its
+    nearest folder with words (``"sfx/dog/01.wav"`` -> ``"dog"``); empty when no part has any."""
+    text = caption_from_name(rel.with_suffix("").name)
+    for parent in reversed(rel.parent.parts):
+        if text:
+            break
+        text = caption_from_name(parent)
+    return text
+
+
 def sound_files(folder: Path) -> list[Path]:
     """Sound files under ``folder``, recursively, sorted by their relative path (hidden ones skipped)."""
     found = []
@@ -174,11 +185,7 @@ def _captions(f: Path, rel: Path, bad: BadRows) -> dict[str, list[str | None]] |
                 return None
             captions[lang] = list(lines)
     if "eng" not in captions:
-        text = caption_from_name(stem.name)
-        for parent in reversed(rel.parent.parts):
-            if text:
-                break
-            text = caption_from_name(parent)
+        text = name_caption(rel)
         if text:
             captions["eng"] = [text]
     eng = captions.get("eng", [])

@@ -24,48 +24,162 @@ function fmtSeconds(s) {
   return s < 60 ? `${s.toFixed(1)} s` : `${Math.floor(s / 60)} min ${Math.round(s % 60)} s`;
 }
 
+const SVG = "http://www.w3.org/2000/svg";
+
+// What ranked a result (mlatr.search.hybrid), as short chips: the matched caption and its language, the
+// query's words found in a caption, the sound's rank.
+function evidenceChips(r) {
+  const box = document.createElement("div");
+  box.className = "evidence";
+  (r.evidence || []).forEach((e) => {
+    const chip = document.createElement("span");
+    chip.className = "chip " + e.source;
+    if (e.source === "caption") chip.textContent = `caption “${e.text}” (${e.lang})`;
+    else if (e.source === "keyword") chip.textContent = `keywords: ${e.terms.join(", ")}`;
+    else chip.textContent = `sound #${e.rank}`;
+    chip.title = e.source === "sound" ? `cosine ${e.score === null ? "n/a" : e.score.toFixed(3)}`
+      : `${e.source} match, #${e.rank} for this query (score ${e.score === null ? "n/a" : e.score.toFixed(3)})`;
+    box.append(chip);
+  });
+  return box;
+}
+
+// The clip's waveform (GET clips/waveform/ID): one bar per peak, drawn when the server answers.
+function thumbnail(r) {
+  const svg = document.createElementNS(SVG, "svg");
+  svg.setAttribute("class", "wave");
+  svg.setAttribute("viewBox", "0 0 60 20");
+  svg.setAttribute("preserveAspectRatio", "none");
+  svg.setAttribute("aria-hidden", "true");
+  fetch(`clips/waveform/${encodeURIComponent(r.id)}?bins=60`).then(getJSON).then((w) => {
+    w.peaks.forEach((p, i) => {
+      const bar = document.createElementNS(SVG, "rect");
+      const h = Math.max(0.5, p * 20);
+      bar.setAttribute("x", String(i));
+      bar.setAttribute("width", "0.8");
+      bar.setAttribute("y", String((20 - h) / 2));
+      bar.setAttribute("height", String(h));
+      svg.append(bar);
+    });
+    svg.dataset.bins = String(w.peaks.length);
+  }).catch(() => { svg.dataset.bins = "0"; });
+  return svg;
+}
+
+function button(text, label, onClick) {
+  const b = document.createElement("button");
+  b.type = "button";
+  b.className = "small-button";
+  b.textContent = text;
+  b.setAttribute("aria-label", label);
+  b.addEventListener("click", onClick);
+  return b;
+}
+
+function card(r, top) {
+  const li = document.createElement("li");
+  li.className = "result";
+  li.dataset.id = r.id;
+  const n = document.createElement("span");
+  n.className = "n";
+  n.textContent = String(r.rank);
+  const body = document.createElement("div");
+  body.className = "body";
+  const cap = document.createElement("div");
+  cap.className = "caption";
+  cap.textContent = r.caption || r.id;
+  if (r.caption_lang && health) {
+    const l = health.languages.find((x) => x.code === r.caption_lang);
+    if (l && l.alias) cap.lang = l.alias;
+  }
+  const meta = document.createElement("div");
+  meta.className = "meta";
+  const score = r.score === null ? "n/a" : r.score.toFixed(3);
+  meta.textContent = [r.id, fmtSeconds(r.duration), `score ${score}`].filter(Boolean).join(" · ");
+  // relevance cue: the score as a share of the best result's
+  const bar = document.createElement("div");
+  bar.className = "score-bar";
+  const fill = document.createElement("span");
+  const share = r.score !== null && top ? Math.max(0, Math.min(1, r.score / top)) : 0;
+  fill.style.width = `${(100 * share).toFixed(1)}%`;
+  bar.dataset.share = share.toFixed(3);
+  bar.append(fill);
+  const details = evidenceChips(r);
+  details.append(meta);
+  body.append(cap, details);
+  const audio = document.createElement("audio");
+  audio.preload = "none";
+  audio.src = r.audio_url;
+  const play = button("▶", `Play result ${r.rank}: ${r.caption || r.id}`, () => {
+    if (audio.paused) audio.play(); else audio.pause();
+  });
+  play.classList.add("play");
+  audio.addEventListener("play", () => {
+    document.querySelectorAll("audio").forEach((a) => { if (a !== audio) a.pause(); });
+    document.querySelectorAll(".result.playing").forEach((x) => x.classList.remove("playing"));
+    li.classList.add("playing");
+    play.textContent = "❚❚";
+  });
+  audio.addEventListener("pause", () => { li.classList.remove("playing"); play.textContent = "▶"; });
+  const download = document.createElement("a");
+  download.className = "download";
+  download.href = r.audio_url;
+  download.download = r.id.split("/").pop();
+  download.textContent = "⤓";
+  download.title = "Download";
+  download.setAttribute("aria-label", `Download result ${r.rank}`);
+  const more = button("≈", `More like result ${r.rank}`, () => searchSimilar(r));
+  more.classList.add("more");
+  more.title = "More like this";
+  const actions = document.createElement("div");
+  actions.className = "actions";
+  actions.append(play, more, download);
+  li.append(n, thumbnail(r), body, bar, actions, audio);
+  return li;
+}
+
 function show(data, what) {
   results.replaceChildren();
-  data.results.forEach((r) => {
-    const li = document.createElement("li");
-    li.className = "result";
-    const n = document.createElement("span");
-    n.className = "n";
-    n.textContent = String(r.rank);
-    const cap = document.createElement("div");
-    cap.className = "caption";
-    cap.textContent = r.caption || r.id;
-    if (r.caption_lang && health) {
-      const l = health.languages.find((x) => x.code === r.caption_lang);
-      if (l && l.alias) cap.lang = l.alias;
+  const top = data.results.length && data.results[0].score !== null ? data.results[0].score : 0;
+  // cut-off: in a fused ranking, after the last result a caption or keyword matched, only sound speaks
+  const text = (r) => (r.evidence || []).some((e) => e.source !== "sound");
+  const cut = data.rank === "hybrid" ? data.results.map(text).lastIndexOf(true) + 1 : -1;
+  data.results.forEach((r, i) => {
+    if (i === cut && i > 0) {
+      const li = document.createElement("li");
+      li.className = "cutoff";
+      li.textContent = "Below: matched by sound only, no caption says so";
+      results.append(li);
     }
-    const meta = document.createElement("div");
-    meta.className = "meta";
-    const score = r.score === null ? "n/a" : r.score.toFixed(3);
-    meta.textContent = [r.id, fmtSeconds(r.duration), `score ${score}`].filter(Boolean).join(" · ");
-    const audio = document.createElement("audio");
-    audio.controls = true;
-    audio.preload = "none";
-    audio.src = r.audio_url;
-    audio.setAttribute("aria-label", `Play result ${r.rank}: ${r.caption || r.id}`);
-    audio.addEventListener("play", () => {
-      document.querySelectorAll("audio").forEach((a) => { if (a !== audio) a.pause(); });
-      document.querySelectorAll(".result.playing").forEach((x) => x.classList.remove("playing"));
-      li.classList.add("playing");
-    });
-    audio.addEventListener("pause", () => li.classList.remove("playing"));
-    li.append(n, cap, meta, audio);
-    results.append(li);
+    results.append(card(r, top));
   });
-  if (data.captions && data.captions.length) {
-    const li = document.createElement("li");
-    li.className = "captions";
-    li.textContent = "Captions closest to this sound: " +
-      data.captions.slice(0, 3).map((c) => `“${c.text}” (${c.lang})`).join(", ");
-    results.append(li);
-  }
+  const near = $("nearest-captions");
+  near.hidden = !(data.captions && data.captions.length);
+  near.textContent = near.hidden ? "" : "Captions closest to this sound: " +
+    data.captions.slice(0, 5).map((c) => `“${c.text}” (${c.lang})`).join(", ");
   const n = data.results.length;
   say(n ? `${n} result${n > 1 ? "s" : ""} for ${what} (${Math.round(data.took_ms)} ms)` : `Nothing found for ${what}.`);
+}
+
+// A fetch that failed before any answer (server down, network gone) says so in words.
+function failed(e) {
+  results.replaceChildren();
+  $("nearest-captions").hidden = true;
+  if (e instanceof TypeError) {
+    say("Cannot reach the search server: it may have stopped, or the network is down. Check that " +
+        "mlatr serve is running, then try again.", true);
+  } else {
+    say(e.message, true);
+  }
+}
+
+async function searchSimilar(r) {
+  say(`Looking for sounds like ${r.caption || r.id}…`);
+  $("query-sound").hidden = true;
+  try {
+    show(await getJSON(await fetch(`clips/similar/${encodeURIComponent(r.id)}?k=${encodeURIComponent(k.value)}`)),
+         `sounds like “${r.caption || r.id}”`);
+  } catch (e) { failed(e); }
 }
 
 async function searchText(remember = true) {
@@ -73,14 +187,13 @@ async function searchText(remember = true) {
   if (!text) { say("Type a description of a sound first.", true); q.focus(); return; }
   const params = new URLSearchParams({ q: text, k: k.value });
   if (lang.value) params.set("lang", lang.value);
+  if ($("rank").value !== "hybrid") params.set("rank", $("rank").value);
+  $("query-sound").hidden = true;
   if (remember) history.replaceState(null, "", "?" + params.toString());
   say("Searching…");
   try {
     show(await getJSON(await fetch("search?" + params.toString())), `“${text}”`);
-  } catch (e) {
-    results.replaceChildren();
-    say(e.message, true);
-  }
+  } catch (e) { failed(e); }
 }
 
 async function searchSound(f) {
@@ -92,34 +205,48 @@ async function searchSound(f) {
   }
   const body = new FormData();
   body.append("file", f, f.name);
+  // the query is now this sound: it can be played back, and the text box no longer pretends otherwise
+  q.value = "";
+  history.replaceState(null, "", location.pathname);
+  const player = $("query-audio");
+  if (player.src.startsWith("blob:")) URL.revokeObjectURL(player.src);
+  player.src = URL.createObjectURL(f);
+  $("query-sound").hidden = false;
   say(`Listening to ${f.name}…`);
   try {
     const data = await getJSON(await fetch("search/audio?k=" + encodeURIComponent(k.value), { method: "POST", body }));
     show(data, `the sound ${f.name}`);
-  } catch (e) {
-    results.replaceChildren();
-    say(e.message, true);
-  }
+  } catch (e) { failed(e); }
 }
 
+// The picker tells the truth: an encoder that ignores the language gets "any language" selected and a
+// note saying so; only one that reads it gets the browser's language preselected.
 function fillLanguages(h) {
   lang.replaceChildren();
+  const note = $("lang-note");
   if (!h.language_required) {
-    const any = new Option("Any language", "");
-    lang.append(any);
+    lang.append(new Option("Any language (not needed)", ""));
+    note.textContent = `This library's text encoder${h.text_encoder ? ` (${h.text_encoder})` : ""} reads every ` +
+      "language alike: the language you pick does not change the results; it only chooses which captions are shown.";
+    note.hidden = false;
+  } else {
+    note.hidden = true;
   }
   h.languages.forEach((l) => lang.append(new Option(`${l.name} (${l.code})`, l.code)));
-  const browser = (navigator.language || "").slice(0, 2).toLowerCase();
-  const mine = h.languages.find((l) => l.alias === browser);
-  if (mine) lang.value = mine.code;
+  if (h.language_required) {
+    const browser = (navigator.language || "").slice(0, 2).toLowerCase();
+    const mine = h.languages.find((l) => l.alias === browser);
+    if (mine) lang.value = mine.code;
+  }
 }
 
 async function start() {
   try {
     health = await getJSON(await fetch("health"));
   } catch (e) {
-    $("library").textContent = "The library is not available: " + e.message;
-    say(e.message, true);
+    const why = e instanceof TypeError ? "the search server cannot be reached" : e.message;
+    $("library").textContent = "The library is not available: " + why;
+    failed(e);
     return;
   }
   fillLanguages(health);
@@ -132,6 +259,7 @@ async function start() {
     lang.value = params.get("lang");
   }
   if (params.get("k") && [...k.options].some((o) => o.value === params.get("k"))) k.value = params.get("k");
+  if (["audio", "captions"].includes(params.get("rank"))) $("rank").value = params.get("rank");
   if (params.get("q")) { q.value = params.get("q"); searchText(false); }
   document.body.dataset.ready = "1";
 }
@@ -154,8 +282,8 @@ document.addEventListener("keydown", (ev) => {
   if (typing || ev.ctrlKey || ev.metaKey || ev.altKey) return;
   if (ev.key === "/") { ev.preventDefault(); q.focus(); q.select(); return; }
   if (/^[1-9]$/.test(ev.key)) {
-    const audio = results.querySelectorAll("audio")[Number(ev.key) - 1];
-    if (audio) { ev.preventDefault(); if (audio.paused) audio.play(); else audio.pause(); audio.focus(); }
+    const item = results.querySelectorAll(".result")[Number(ev.key) - 1];
+    if (item) { ev.preventDefault(); item.querySelector(".play").click(); item.querySelector(".play").focus(); }
   }
 });
 start();

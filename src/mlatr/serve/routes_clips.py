@@ -1,0 +1,75 @@
+"""Routes about one indexed clip, for the page's result cards: its waveform and "more like this".
+
+- ``GET /clips/waveform/{id}?bins=N``: ``{"id", "duration", "peaks": [N floats in 0..1]}``, the largest
+  absolute sample of each of ``N`` equal slices of the clip, divided by the clip's largest (the card's
+  thumbnail; read at the index's sample rate, cached per file and modification time);
+- ``GET /clips/similar/{id}?k=K``: sound-to-sound from the clip's stored embedding (itself left out) and the
+  captions nearest to it, as ``POST /search/audio`` answers.
+
+(No ``from __future__ import annotations`` here: FastAPI must read the routes' annotations, which refer to
+the ``limits`` of :func:`register_clip_routes`, as objects.)
+"""
+
+import os
+import time
+from collections.abc import Sequence
+from functools import lru_cache
+from typing import Annotated
+
+import numpy as np
+from fastapi import FastAPI, Query, Request
+from pydantic import BaseModel
+
+from mlatr.audio.io import load_audio
+from mlatr.search.search import search_similar
+from mlatr.serve.clip_files import ClipRoots, confined_file
+from mlatr.serve.results import caption_result, clip_result
+
+
+class Waveform(BaseModel):
+    id: str
+    duration: float
+    peaks: list[float]
+
+
+@lru_cache(maxsize=512)
+def waveform_peaks(path: str, mtime_ns: int, sample_rate: int, bins: int) -> tuple[float, tuple[float, ...]]:
+    """``(duration in seconds, peaks)`` of the file at ``path`` (``mtime_ns``: part of the cache key)."""
+    wave = np.abs(load_audio(path, sample_rate))  # [T]
+    edges = np.linspace(0, len(wave), bins + 1).astype(np.int64)
+    peaks = np.array([wave[a:b].max() if b > a else 0.0 for a, b in zip(edges[:-1], edges[1:], strict=True)])
+    top = peaks.max() if peaks.size and peaks.max() > 0 else 1.0
+    return len(wave) / sample_rate, tuple(float(x) for x in peaks / top)
+
+
+def register_clip_routes(app: FastAPI, live, limits, api_error, errors: dict, allow_roots: Sequence[str] = ()) -> None:
+    """Add the routes of the module docstring to ``app`` (``api_error(status, message)``: the app's error). A
+    waveform is drawn only from a file ``GET /audio`` would serve (:mod:`mlatr.serve.clip_files`)."""
+    clip_roots = ClipRoots(allow_roots)
+
+    def clip_row(snap, clip_id: str) -> int:
+        row = snap.rows.get(clip_id)
+        if row is None:
+            raise api_error(404, f"no clip {clip_id[:80]!r} in the index")
+        return row
+
+    @app.get("/clips/waveform/{clip_id:path}", response_model=Waveform, responses=errors)
+    def waveform(clip_id: str, bins: Annotated[int, Query(ge=8, le=1000, description="number of peaks")] = 120):
+        snap = live.current()
+        path = confined_file(snap.index.paths[clip_row(snap, clip_id)], clip_roots.roots(snap.index.paths))
+        if path is None:
+            raise api_error(404, f"the audio file of clip {clip_id[:80]!r} is not on the server")
+        duration, peaks = waveform_peaks(str(path), os.stat(path).st_mtime_ns, int(snap.index.meta["sample_rate"]), bins)
+        return {"id": clip_id, "duration": duration, "peaks": list(peaks)}
+
+    @app.get("/clips/similar/{clip_id:path}", responses=errors)
+    def similar(request: Request, clip_id: str,
+                k: Annotated[int, Query(ge=1, le=limits.max_k, description="number of results")] = 10):
+        t0 = time.perf_counter()
+        snap = live.current()
+        row = clip_row(snap, clip_id)
+        with live.lock:
+            clips, captions = search_similar(snap.index, row, k)
+        root = request.scope.get("root_path", "")
+        return {"id": clip_id, "k": k, "results": [clip_result(snap, h, None, root) for h in clips],
+                "captions": [caption_result(h, root) for h in captions], "took_ms": (time.perf_counter() - t0) * 1e3}

@@ -1,0 +1,209 @@
+"""Hybrid text search: BM25 against its formula, reciprocal-rank fusion against hand values, the caption gate
+degrading to audio-only, evidence in the API / CLI / server, and the README's own-folder recipe with a
+French sidecar caption."""
+
+import json
+import math
+import shutil
+import urllib.parse
+
+import numpy as np
+import pytest
+import soundfile as sf
+import torch
+
+from mlatr.cli import main
+from mlatr.errors import MlatrError
+from mlatr.search import Index
+from mlatr.search.fusion import FusionSettings, fused_scores, ranks_among, reciprocal_rank_fusion
+from mlatr.search.hybrid import TextRanker, describe_evidence
+from mlatr.search.lexical import KeywordIndex, tokenize
+
+
+def test_tokenize_words_and_cjk_bigrams():
+    assert tokenize("Un CHIEN qui aboie_2!") == ["un", "chien", "qui", "aboie", "2"]
+    assert tokenize("狗叫 dog") == ["狗", "叫", "狗叫", "dog"]
+    assert tokenize("ドアabc") == ["ド", "ア", "ドア", "abc"]
+
+
+def test_bm25_equals_the_lucene_formula():
+    texts = ["dog barking loud", "cat meowing", "dog dog growling", "door slam", ""]
+    scores = KeywordIndex(texts).scores("Dog growling")
+    docs = [tokenize(t) for t in texts]
+    n, avgdl, k1, b = len(docs), np.mean([len(d) or 1 for d in docs]), 1.5, 0.75  # bm25s counts "" as 1 token
+
+    def bm25(doc, terms):
+        total = 0.0
+        for term in terms:
+            df = sum(term in d for d in docs)
+            tf = doc.count(term)
+            idf = math.log(1 + (n - df + 0.5) / (df + 0.5))
+            total += idf * tf / (tf + k1 * (1 - b + b * (len(doc) or 1) / avgdl))
+        return total
+
+    expected = [bm25(d, ["dog", "growling"]) for d in docs]
+    assert np.allclose(scores, expected, rtol=1e-4)
+    assert scores[2] > scores[0] > 0 and scores[1] == scores[3] == scores[4] == 0
+    assert np.array_equal(KeywordIndex(texts).scores("zebra"), np.zeros(5))
+    assert KeywordIndex(texts).matched_terms("Dog growling", 0) == ["dog"]
+    assert np.array_equal(KeywordIndex([]).scores("dog"), np.zeros(0))
+
+
+def clip_best(scores, clip, n):
+    """Brute force: ``[1, n]`` each clip's best of ``scores [1, M]`` (-inf without caption)."""
+    return np.array([[max((s for s, c in zip(scores[0], clip, strict=True) if c == i), default=-np.inf)
+                      for i in range(n)]], np.float32)
+
+
+def test_ranks_among():
+    r = ranks_among(np.array([0.1, 0.9, 0.5, 0.7]), np.array([True, True, False, True]))
+    assert r.tolist() == [3, 1, 0, 2]
+    rng = np.random.default_rng(5)  # the batch path ranks each row as the one-query path does
+    scores, eligible = rng.standard_normal((4, 30)), rng.random((4, 30)) < 0.5
+    rows = [ranks_among(a, e) for a, e in zip(scores, eligible, strict=True)]
+    assert np.array_equal(ranks_among(scores, eligible), np.stack(rows))
+
+
+def test_reciprocal_rank_fusion_hand_values_and_gate():
+    audio = np.array([0.30, 0.10, 0.20, 0.05])  # sound ranks 1, 3, 2, 4
+    caption = np.array([0.2, 0.9, -np.inf, 0.6])  # gate 0.5: clip 1 first, clip 3 second, the rest nothing
+    keyword = np.array([0.0, 0.0, 0.0, 3.0])  # only clip 3
+    s = FusionSettings(caption_gate=0.5, rrf_k=10)
+    fused = fused_scores(audio, caption, keyword, "hybrid", s)
+    assert np.allclose(fused, [1 / 11, 1 / 13 + 1 / 11, 1 / 12, 1 / 14 + 1 / 12 + 1 / 11])
+    assert reciprocal_rank_fusion({"a": np.array([0, 2])}, 1.0).tolist() == [0.0, 1 / 3]
+    # names that say nothing: no caption reaches the gate, no keyword -> exactly the audio order
+    rng = np.random.default_rng(1)
+    audio = rng.standard_normal((4, 50))
+    weak = rng.uniform(-0.2, 0.3, (4, 50))
+    hybrid = fused_scores(audio, weak, np.zeros((4, 50)), "hybrid", FusionSettings(0.5, 60))
+    assert np.array_equal(np.argsort(-hybrid, axis=1, kind="stable"), np.argsort(-audio, axis=1, kind="stable"))
+    assert fused_scores(audio, weak, None, "audio") is audio and fused_scores(audio, weak, None, "captions") is weak
+
+
+def _unit(x):
+    return (x / np.linalg.norm(x, axis=-1, keepdims=True)).astype(np.float32)
+
+
+def test_text_ranker_finds_the_caption_and_a_clip_without_caption():
+    rng = np.random.default_rng(2)
+    audio = _unit(rng.standard_normal((6, 8)))
+    captions = _unit(rng.standard_normal((4, 8)))
+    texts, langs = ["a dog barking", "un chien qui aboie", "rain on a roof", "door"], ["eng", "fra", "eng", "eng"]
+    clip = np.array([1, 1, 3, 4])
+    ranker = TextRanker(audio, captions, clip, texts, langs, FusionSettings(0.5, 60))
+    ranked = ranker.rank(captions[1], "un chien qui aboie", 6, "hybrid")
+    row, score, evidence = ranked[0]
+    assert row == 1
+    cap = next(e for e in evidence if e["source"] == "caption")
+    assert cap["text"] == "un chien qui aboie" and cap["lang"] == "fra" and cap["score"] == pytest.approx(1.0)
+    kw = next(e for e in evidence if e["source"] == "keyword")
+    assert kw["terms"] == ["un", "chien", "qui", "aboie"] and kw["rank"] == 1
+    assert evidence[-1]["source"] == "sound" and evidence[-1]["score"] == pytest.approx(float(audio[1] @ captions[1]))
+    assert sorted(r for r, _, _ in ranked) == list(range(6))  # clips 0, 2, 5 (no caption) still ranked by sound
+    assert "un chien qui aboie" in describe_evidence(evidence) and "[fra]" in describe_evidence(evidence)
+    # captions-only: the clips by their best caption cosine
+    cos = captions @ captions[1]
+    best = {c: max(cos[i] for i in range(4) if clip[i] == c) for c in set(clip.tolist())}
+    order = [r for r, _, _ in ranker.rank(captions[1], "x", 3, "captions")]
+    assert order == sorted(best, key=lambda c: -best[c])[:3]
+    with pytest.raises(MlatrError, match="unknown ranking"):
+        ranker.rank(captions[1], "x", 3, "bm25")
+
+
+def test_index_rank_modes_and_cli(served_toy, tmp_path, capsys):
+    _, _, index_path = served_toy
+    index = Index.load(index_path)
+    audio = index.search_text("un son aigu double", "fra", 5, rank="audio")
+    assert [e["source"] for e in audio[0].evidence] == ["sound"]
+    hybrid = index.search_text("un son aigu double", "fra", 5)
+    assert hybrid[0].evidence[0]["source"] in ("caption", "keyword")
+    with torch.no_grad():
+        q = index.model().model.encode_text(["un son aigu double"], ["fra"]).pooled[0].numpy()
+    cos = index.caption_embeddings @ q
+    best = {}
+    for i, c in enumerate(index.caption_clip.tolist()):
+        best[c] = max(best.get(c, -9), cos[i])
+    captions = index.search_text("un son aigu double", "fra", 5, rank="captions")
+    assert [h.id for h in captions] == [index.ids[c] for c in sorted(best, key=lambda c: (-best[c], c))[:5]]
+    assert main(["search", str(index_path), "un son aigu double", "--lang", "fra", "-k", "3", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["rank"] == "hybrid" and [r["id"] for r in out["results"]] == [h.id for h in hybrid[:3]]
+    assert out["results"][0]["evidence"] == hybrid[0].evidence
+    assert main(["search", str(index_path), "un son aigu double", "--lang", "fra", "-k", "2", "--rank", "audio"]) == 0
+    table = capsys.readouterr().out
+    assert "why: sound" in table and audio[0].id in table
+    with pytest.raises(SystemExit) as exc:  # argparse's choices
+        main(["search", str(index_path), "x", "--rank", "bm25"])
+    assert exc.value.code == 2
+
+
+def test_server_rank_and_evidence(served_toy):
+    pytest.importorskip("fastapi")
+    from mlatr.serve.app import create_app
+    from mlatr.serve.live_index import LiveIndex
+    from servetools import request, running_server
+
+    _, _, index_path = served_toy
+    live = LiveIndex(index_path)
+    live.reload()
+    expected = {r: Index.load(index_path).search_text("un son aigu", "fra", 4, rank=r)
+                for r in ("audio", "captions", "hybrid")}
+    with running_server(create_app(live)) as base:
+        for rank, hits in expected.items():
+            body = request(base + "/search?" + urllib.parse.urlencode({"q": "un son aigu", "lang": "fra", "k": 4,
+                                                                       "rank": rank})).json()
+            assert body["rank"] == rank and [x["id"] for x in body["results"]] == [h.id for h in hits]
+            assert [e["source"] for e in body["results"][0]["evidence"]] == [e["source"] for e in hits[0].evidence]
+        default = request(base + "/search?q=un+son+aigu&lang=fra&k=4").json()
+        assert default["rank"] == "hybrid"
+        bad = request(base + "/search?q=un+son+aigu&lang=fra&rank=bm25")
+        assert bad.status == 422 and "rank" in bad.json()["error"]
+
+
+def test_readme_own_folder_recipe_finds_the_french_sidecar_first(served_toy, tmp_path, capsys):
+    """README "Your own library": import a folder (captions from file names, one French sidecar), build the
+    index, search the sidecar's caption in French: that clip comes first, with the caption as evidence."""
+    manifest_path, ckpt, _ = served_toy
+    folder = tmp_path / "Sounds"
+    names = ["ZOOM0001", "track_17", "Rooster", "hard-candy", "Orca call", "dog_bark_02", "Rain", "door slam"]
+    src = sorted((manifest_path.parent / "audio").glob("*.wav"))
+    for name, wav in zip(names, src, strict=False):
+        (folder / "fx").mkdir(parents=True, exist_ok=True)
+        shutil.copy(wav, folder / "fx" / f"{name}.wav")
+    (folder / "fx" / "dog_bark_02.fra.txt").write_text("un chien qui aboie\n", encoding="utf-8")
+    m = tmp_path / "my-sounds.jsonl"
+    assert main(["data", "import", "--format", "folder", str(folder), "-o", str(m)]) == 0
+    assert main(["data", "recaption", str(m)]) == 0
+    idx = tmp_path / "my-sounds.idx.npz"
+    assert main(["index", "build", "--checkpoint", str(ckpt), "--manifest", str(m), "-o", str(idx),
+                 "--no-progress"]) == 0
+    capsys.readouterr()
+    assert main(["search", str(idx), "un chien qui aboie", "--lang", "fra", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    first = out["results"][0]
+    assert first["id"].endswith("dog_bark_02")
+    assert {"source": "caption", "text": "un chien qui aboie", "lang": "fra"}.items() <= first["evidence"][0].items()
+    assert sf.info(first["path"]).frames > 0
+
+
+def test_text_ranker_fast_path_equals_the_batch_fusion():
+    """The one-query path (grouped maximum, partial sorts) ranks as the batch functions the evaluation uses."""
+    rng = np.random.default_rng(3)
+    n, m = 200, 300
+    audio = _unit(rng.standard_normal((n, 8)))
+    captions = _unit(rng.standard_normal((m, 8)))
+    clip = rng.integers(0, n - 20, m)  # the last 20 clips have no caption
+    words = ["dog", "bark", "rain", "door", "wind", "bell", "car", "bird"]
+    texts = [" ".join(rng.choice(words, 2)) for _ in range(m)]
+    settings = FusionSettings(0.3, 20, 2.0)
+    ranker = TextRanker(audio, captions, clip, texts, ["eng"] * m, settings)
+    q = _unit(rng.standard_normal(8))
+    for rank in ("hybrid", "captions"):
+        got = ranker.rank(q, "dog bell", n, rank)
+        caption = clip_best((captions @ q)[None], clip, n)
+        keyword = clip_best(KeywordIndex(texts).scores("dog bell")[None], clip, n)
+        keyword = np.where(np.isfinite(keyword), keyword, 0)
+        fused = fused_scores((audio @ q)[None], caption, keyword, rank, settings)[0]
+        assert [r for r, _, _ in got] == np.lexsort((np.arange(n), -fused)).tolist()
+        assert np.allclose([s for _, s, _ in got], np.sort(fused)[::-1])
