@@ -59,7 +59,8 @@ def register_clip_routes(app: FastAPI, live, limits, api_error, errors: dict, al
         path = confined_file(snap.index.paths[clip_row(snap, clip_id)], clip_roots.roots(snap.index.paths))
         if path is None:
             raise api_error(404, f"the audio file of clip {clip_id[:80]!r} is not on the server")
-        duration, peaks = waveform_peaks(str(path), os.stat(path).st_mtime_ns, int(snap.index.meta["sample_rate"]), bins)
+        rate = int(snap.index.meta["sample_rate"])
+        duration, peaks = waveform_peaks(str(path), os.stat(path).st_mtime_ns, rate, bins)
         return {"id": clip_id, "duration": duration, "peaks": list(peaks)}
 
     @app.get("/clips/similar/{clip_id:path}", responses=errors)
