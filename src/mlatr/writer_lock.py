@@ -91,7 +91,43 @@ def writer_lock(output: str | os.PathLike, what: str = "output", wait: bool | fl
     Raises:
         LockedError: Another live process holds the lock (and waiting was not asked for or timed out).
     """
+    created = _first_missing_folder(output, folder)
     path = lock_path(output, folder)
+    try:
+        with _held(path, output, what, wait) as held:
+            yield held
+    finally:
+        if created is not None:
+            _remove_if_only_lock(created, path)
+
+
+def _first_missing_folder(output: str | os.PathLike, folder: bool | None) -> Path | None:
+    """The outermost folder :func:`lock_path` will create for ``output`` (None if none): removed again when
+    the writer left nothing but its lock there (a command refused before any work leaves nothing behind)."""
+    output = Path(output).absolute()
+    if folder is None:
+        folder = output.is_dir() or (not output.exists() and not output.suffix)
+    place = output if folder else output.parent
+    missing = None
+    while not place.exists():
+        missing, place = place, place.parent
+    return missing
+
+
+def _remove_if_only_lock(created: Path, lock: Path) -> None:
+    try:
+        if lock.exists() and {p.name for p in lock.parent.iterdir()} == {lock.name}:
+            lock.unlink()
+        for place in [lock.parent.absolute(), *lock.parent.absolute().parents]:  # empty folders it created
+            if not place.is_relative_to(created):
+                break
+            place.rmdir()
+    except OSError:
+        pass  # something was written there after all: keep it
+
+
+@contextmanager
+def _held(path: Path, output, what: str, wait: bool | float) -> Iterator[Path]:
     if fcntl is None:
         yield path
         return
