@@ -21,7 +21,6 @@ Rules checked here (each broken rule is one :class:`Problem` naming line and fie
 
 from __future__ import annotations
 
-import json
 import math
 import os
 from collections.abc import Iterable, Iterator
@@ -36,6 +35,7 @@ from mlatr.audio.integrity import audio_file_problem
 from mlatr.data import utf8
 from mlatr.errors import InputError, MlatrError
 from mlatr.io_utils import atomic_write_jsonl
+from mlatr.json_input import parse_json
 
 PIVOT = _languages.PIVOT
 KNOWN_KEYS = ("id", "audio", "split", "captions", "labels", "duration")
@@ -302,9 +302,9 @@ def parse_line(
     """One manifest line -> (clip or None, problems). The clip is returned when it could be built
     (id and audio usable); it is only valid when the problem list is empty."""
     try:
-        obj = json.loads(text)
-    except json.JSONDecodeError as exc:
-        return None, [Problem(file, line, "json", f"invalid JSON: {exc.msg} at column {exc.colno}")]
+        obj = parse_json(text, file, line)
+    except InputError as exc:
+        return None, [Problem(file, line, exc.field, exc.message)]
     if not isinstance(obj, dict):
         return None, [Problem(file, line, "json", f"expected a JSON object, got {type(obj).__name__}")]
     found = utf8.first_bad_field(obj)

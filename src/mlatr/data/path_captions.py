@@ -22,7 +22,6 @@ its ``note`` says how it was reviewed.
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,6 +30,7 @@ from mlatr.data.importers._common import AUDIO_EXTENSIONS
 from mlatr.data.importers.folder import caption_from_name
 from mlatr.data.manifest import Manifest
 from mlatr.errors import InputError
+from mlatr.json_input import parse_json
 
 #: The table shipped with mlatr (reviewed captions of the Debian sound libraries).
 DEFAULT_TABLE = Path(__file__).resolve().parent / "real_sound_captions.json"
@@ -63,12 +63,24 @@ class CaptionTable:
     def load(cls, path: str | Path = DEFAULT_TABLE) -> CaptionTable:
         path = Path(path)
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
+            text = path.read_text(encoding="utf-8")
         except (OSError, ValueError) as exc:
             raise InputError(f"cannot read the caption table: {exc}", str(path)) from exc
+        data = parse_json(text, str(path))
+        if not isinstance(data, dict):
+            raise InputError(f"expected a JSON object, got {type(data).__name__}", str(path))
         for key in ("words", "labels", "captions", "label_translations"):
             if not isinstance(data.get(key, {}), dict):
                 raise InputError(f"{key!r} must be an object", str(path), field=key)
+        for key in ("words", "labels"):
+            for name, value in data.get(key, {}).items():
+                if not isinstance(value, str):
+                    raise InputError(f"must be a string, got {type(value).__name__}", str(path), field=f"{key}.{name}")
+        for label, langs in data.get("label_translations", {}).items():
+            if not isinstance(langs, dict) or not all(isinstance(v, str) for v in langs.values()):
+                raise InputError("must map language codes to strings", str(path), field=f"label_translations.{label}")
+        if not isinstance(data.get("note", ""), str):
+            raise InputError("must be a string", str(path), field="note")
         for key, caps in data.get("captions", {}).items():
             if caps is not None and (not isinstance(caps, list) or not caps
                                      or not all(isinstance(c, str) and c.strip() for c in caps)):

@@ -11,12 +11,13 @@ temporary files an interrupted atomic write of the run's files left (``.last.pt.
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 from typing import IO, Any
 
+from mlatr.errors import InputError
 from mlatr.io_utils import atomic_write_text, remove_orphan_temps
+from mlatr.json_input import parse_json
 
 #: The files a training run writes in its folder (their orphan temporary files are removed at start).
 RUN_FILES = ("config.yaml", "last.pt", "best.pt", "log.jsonl", "summary.json")
@@ -46,8 +47,8 @@ def reconcile_log(path: str | Path, epoch: int, step: int) -> int:
             if not line.strip():
                 continue
             try:
-                record = json.loads(line)
-            except json.JSONDecodeError:
+                record = parse_json(line, str(path))
+            except InputError:
                 record = None
             if line.endswith("\n") and _covered(record, epoch, step):
                 kept.append(line)

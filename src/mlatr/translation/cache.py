@@ -23,6 +23,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from mlatr.errors import MlatrError
+from mlatr.json_input import parse_json
 
 Key = tuple[str, str, str, str, str]  # text, source, target, backend, model
 FIELDS = ("text", "source", "target", "backend", "model")
@@ -78,7 +79,7 @@ class TranslationCache:
                 if not text.strip():
                     continue
                 try:
-                    row = json.loads(text)
+                    row = parse_json(text, str(path))
                     key = tuple(row[f] for f in FIELDS)
                     value = row["translation"]
                 except (ValueError, KeyError, TypeError):

@@ -47,6 +47,7 @@ from mlatr.data.importers._common import BadRows, format_pattern, id_from_name, 
 from mlatr.data.importers._finish import checked_clips
 from mlatr.data.manifest import Clip, Manifest
 from mlatr.errors import InputError
+from mlatr.json_input import parse_json
 
 CAPTION_KEY = re.compile(r"^caption_(\d+)$")
 LANG_KEY = re.compile(r"^source_lang_(\d+)$")
@@ -66,10 +67,7 @@ def entries_with_lines(path: str | os.PathLike) -> tuple[list[tuple[int, Any]], 
         text = Path(path).read_text(encoding="utf-8-sig", errors=utf8.ERRORS)
     except OSError as exc:
         raise InputError(f"cannot read: {exc.strerror or exc}", file) from exc
-    try:
-        top = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise InputError(f"invalid JSON: {exc.msg} (column {exc.colno})", file, exc.lineno) from None
+    top = parse_json(text, file)
     if isinstance(top, list):
         data, rest = top, {}
     elif isinstance(top, dict) and isinstance(top.get("data"), list):

@@ -19,7 +19,6 @@ reported with its file and line.
 from __future__ import annotations
 
 import copy
-import json
 import os
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -31,6 +30,7 @@ from mlatr.data.importers._common import BadRows, header_of, parse_int, read_csv
 from mlatr.data.importers.clotho import caption_columns
 from mlatr.data.manifest import PIVOT, Manifest
 from mlatr.errors import InputError
+from mlatr.json_input import parse_json
 
 
 def merge_translations(
@@ -150,9 +150,9 @@ def _jsonl_rows(src: str | os.PathLike, bad: BadRows) -> Iterator[Row]:
             if not text.strip():
                 continue
             try:
-                obj = json.loads(text)
-            except json.JSONDecodeError as exc:
-                bad.report(file, line, "json", f"invalid JSON: {exc.msg} at column {exc.colno}")
+                obj = parse_json(text, file, line)
+            except InputError as exc:
+                bad.report(file, line, exc.field, exc.message)
                 continue
             if not isinstance(obj, dict):
                 bad.report(file, line, "json", f"expected a JSON object, got {type(obj).__name__}")
