@@ -64,10 +64,10 @@ def read_run_log(path: str | Path) -> tuple[list[dict[str, Any]], list[dict[str,
     run repeated one, the last one wins; a line cut short by a kill is skipped."""
     steps: dict[int, dict[str, Any]] = {}
     epochs: dict[int, dict[str, Any]] = {}
-    for line in Path(path).read_text(encoding="utf-8", errors="replace").splitlines():
+    for n, line in enumerate(Path(path).read_text(encoding="utf-8", errors="replace").splitlines(), 1):
         try:
-            record = json.loads(line) if line.strip() else None
-        except json.JSONDecodeError:
+            record = parse_json(line, str(path), n, "json") if line.strip() else None
+        except InputError:  # a line cut short by a kill (or damaged): skipped
             continue
         if not isinstance(record, dict):
             continue
