@@ -47,14 +47,18 @@ def lock_path(output: str | os.PathLike, folder: bool | None = None) -> Path:
     is created so the lock can be taken before anything else.
     """
     output = Path(output)
-    if folder is None:
-        folder = output.is_dir() or (not output.exists() and not output.suffix)
-    is_folder = folder
-    if is_folder:
+    if _is_folder(output, folder):
         output.mkdir(parents=True, exist_ok=True)
         return output / FOLDER_LOCK
     output.parent.mkdir(parents=True, exist_ok=True)
     return output.parent / f".{output.name}.lock"
+
+
+def _is_folder(output: Path, folder: bool | None) -> bool:
+    """``folder`` when given, else whether ``output`` is (or, not existing, will be by its name) a folder."""
+    if folder is not None:
+        return folder
+    return output.is_dir() or (not output.exists() and not output.suffix)
 
 
 def _holder(handle) -> dict:
@@ -105,9 +109,7 @@ def _first_missing_folder(output: str | os.PathLike, folder: bool | None) -> Pat
     """The outermost folder :func:`lock_path` will create for ``output`` (None if none): removed again when
     the writer left nothing but its lock there (a command refused before any work leaves nothing behind)."""
     output = Path(output).absolute()
-    if folder is None:
-        folder = output.is_dir() or (not output.exists() and not output.suffix)
-    place = output if folder else output.parent
+    place = output if _is_folder(output, folder) else output.parent
     missing = None
     while not place.exists():
         missing, place = place, place.parent
