@@ -42,15 +42,17 @@ class ModelEvaluation:
     skipped_lines: list = field(default_factory=list)
 
 
-def check_languages_present(manifest: Manifest, languages: Sequence[str], split: str, explicit: bool) -> None:
+def check_languages_present(manifest: Manifest, languages: Sequence[str], split: str, explicit: bool,
+                            flag: str | None = None) -> None:
     """Refuse languages with no caption in the clips to encode: every one given explicitly, at least one of
-    the model's otherwise."""
+    the model's otherwise. ``flag`` names where the languages came from (default ``--languages: `` or
+    ``the model's languages: ``)."""
     present = manifest.languages()
     missing = [lang for lang in languages if lang not in present]
     if (explicit and missing) or len(missing) == len(languages):
         name = manifest.path or "the shards"
         where = f"split {split!r} of {name}" if split != "all" else str(name)
-        flag = "--languages: " if explicit else "the model's languages: "
+        flag = flag or ("--languages: " if explicit else "the model's languages: ")
         raise MlatrError(f"{flag}no caption in {', '.join(missing)} in {where} "
                          f"(its captions are in: {', '.join(present) or 'no language'})")
 

@@ -46,6 +46,7 @@ from mlatr.seeds import derive_seed
 from mlatr.training import distributed
 from mlatr.training.config import Config, resume_view
 from mlatr.training.config_checks import config_differences
+from mlatr.training.data_checks import check_training_data
 from mlatr.training.diagnostics import diagnostic_callbacks
 from mlatr.training.epoch_line import epoch_line, eta_seconds
 from mlatr.training.objective import build_objective
@@ -165,9 +166,13 @@ class Trainer:
         d = self.cfg.data
         self.workers = default_workers() if d.workers == "auto" else int(d.workers)
         show = self.cfg.train.progress and self.dist.is_main
-        train = open_source(self.train_manifest, d.sample_rate, d.store, d.skip_bad, self.shards)
         scheme = build_scheme(self.cfg.objective.scheme)
         scheme.check_languages(d.languages)
+        # refuse data that cannot train before anything is built or read (training.data_checks)
+        check_training_data(self.train_manifest, self.val_manifest, d.languages, self.cfg.train.batch_size,
+                            scheme.anchor_language is not None, check_files=not d.store and self.shards is None,
+                            skip_bad=d.skip_bad, splits=(d.train_split, d.val_split))
+        train = open_source(self.train_manifest, d.sample_rate, d.store, d.skip_bad, self.shards)
         self.batches = TrainBatches(
             self.train_manifest, d.languages, self.cfg.train.batch_size, d.max_seconds, self.cfg.seed,
             need_first_language=scheme.anchor_language is not None, source=train, workers=self.workers,
