@@ -108,12 +108,12 @@ def test_clotho_csv(tmp_path):
         Santa Motor.wav,A machine whines,A motor runs,Gears turn,"A car, idling",An engine hums
         river.wav,Water flows,A stream,Water babbles,A brook runs,Water trickles
     """)
-    m = import_clotho_csv([src], split="eval", audio_dir="/data/clotho/evaluation")
+    m = import_clotho_csv([src], split="test", audio_dir="/data/clotho/evaluation")
     assert m.clips == [
-        Clip(id="Santa Motor", audio="/data/clotho/evaluation/Santa Motor.wav", split="eval",
+        Clip(id="Santa Motor", audio="/data/clotho/evaluation/Santa Motor.wav", split="test",
              captions={"eng": ["A machine whines", "A motor runs", "Gears turn", "A car, idling",
                                "An engine hums"]}),
-        Clip(id="river", audio="/data/clotho/evaluation/river.wav", split="eval",
+        Clip(id="river", audio="/data/clotho/evaluation/river.wav", split="test",
              captions={"eng": ["Water flows", "A stream", "Water babbles", "A brook runs",
                                "Water trickles"]}),
     ]

@@ -11,11 +11,11 @@ import json
 from pathlib import Path
 
 import pytest
-from clitools import assert_user_error, run_cli
-from toydata import make_toy_manifest, tiny_config
 
+from clitools import assert_user_error, run_cli
 from mlatr.errors import InputError, MlatrError
 from mlatr.training.trainer import Trainer
+from toydata import make_toy_manifest, tiny_config
 
 
 def _rewrite(manifest: Path, change) -> None:

@@ -10,6 +10,7 @@ expected and what was found.
 from __future__ import annotations
 
 import os
+import stat
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,7 +25,7 @@ _NPY_MAGIC = b"\x93NUMPY"
 
 @dataclass(frozen=True)
 class FileKind:
-    """What :func:`sniff` found: ``kind`` (one of ``missing folder unreadable empty torch npz zip
+    """What :func:`sniff` found: ``kind`` (one of ``missing folder special unreadable empty torch npz zip
     truncated-zip npy pickle text binary``) and a phrase for messages."""
 
     kind: str
@@ -59,13 +60,32 @@ def _text_start(head: bytes) -> str | None:
     return first[:60] + ("..." if len(first) > 60 else "")
 
 
+def special_file(path: str | os.PathLike) -> str | None:
+    """``"a FIFO"``, ``"a socket"``, ``"a character device"`` or ``"a block device"`` when ``path`` (links
+    followed) is one of those, else None. Checked before opening a user's file: opening a FIFO blocks
+    until something writes to it, so a FIFO in an imported folder would hang the import."""
+    try:
+        mode = os.stat(path).st_mode
+    except (OSError, ValueError):
+        return None
+    for test, name in ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"),
+                       (stat.S_ISBLK, "a block device")):
+        if test(mode):
+            return name
+    return None
+
+
 def sniff(path: str | os.PathLike) -> FileKind:
-    """What the file at ``path`` holds, from its first bytes (and a zip archive's directory)."""
+    """What the file at ``path`` holds, from its first bytes (and a zip archive's directory); a FIFO, socket
+    or device is named without being opened."""
     p = Path(path)
     if not p.exists():
         return FileKind("missing", "missing")
     if p.is_dir():
         return FileKind("folder", "a folder")
+    special = special_file(p)
+    if special:
+        return FileKind("special", f"{special}, not a regular file (not opened)")
     try:
         size = p.stat().st_size
         with open(p, "rb") as fh:

@@ -30,6 +30,7 @@ import numpy as np
 import soundfile as sf
 
 from mlatr.errors import MlatrError
+from mlatr.file_kinds import special_file
 
 #: Frames decoded per block (bounded memory whatever the file's length).
 BLOCK_FRAMES = 1 << 16
@@ -101,7 +102,10 @@ def _aiff_frames(fh) -> int | None:
 
 def declared_frames(path: str | os.PathLike) -> int | None:
     """Frames the header of a WAV or AIFF file declares; for other formats libsndfile's count (FLAC
-    STREAMINFO, Ogg granule position); ``None`` where nothing is declared or the header is unreadable."""
+    STREAMINFO, Ogg granule position); ``None`` where nothing is declared or the header is unreadable (or
+    the path is no regular file: a FIFO is never opened)."""
+    if not os.path.isfile(path) or special_file(path):
+        return None
     try:
         with open(path, "rb") as fh:
             magic = fh.read(12)
@@ -119,6 +123,9 @@ def declared_frames(path: str | os.PathLike) -> int | None:
 
 
 def _open(path: str) -> sf.SoundFile:
+    special = special_file(path)
+    if special:
+        raise MlatrError(f"{path}: not a regular file but {special} (not opened)")
     if not os.path.isfile(path):
         raise MlatrError(f"{path}: audio file not found")
     try:

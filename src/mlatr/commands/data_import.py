@@ -4,7 +4,7 @@ from pathlib import Path
 from mlatr.commands._notices import report_skipped
 from mlatr.commands._outputs import Output
 from mlatr.commands._paths import refuse_output_over_input
-from mlatr.data.manifest import Manifest
+from mlatr.data.manifest import Manifest, split_problem
 from mlatr.errors import MlatrError
 from mlatr.io_utils import remove_orphan_temps
 from mlatr.languages import normalize
@@ -93,6 +93,8 @@ def _check_options(args) -> None:
                              f"(only to {', '.join(formats)})")
     if args.lang is not None:
         args.lang = normalize(args.lang, "--lang")
+    if args.split is not None and (problem := split_problem(args.split)):
+        raise MlatrError(f"--split: {problem}")
 
 
 def _audio_dir_for(audio_dir: str | None, output) -> str | None:
@@ -123,7 +125,8 @@ def run(args) -> int:
     elif args.format == "webdataset":  # the shards' audio becomes files under --audio-dir
         from mlatr.data.webdataset_shards import import_webdataset
 
-        manifest = import_webdataset(args.sources, out, audio_dir=args.audio_dir, split=args.split)
+        manifest = import_webdataset(args.sources, out, audio_dir=args.audio_dir, split=args.split,
+                                     skip_bad=args.skip_bad)
     else:
         func, _ = IMPORTERS[args.format]
         opts: dict = {"skip_bad": args.skip_bad, "split": args.split}

@@ -15,14 +15,27 @@ Rules checked here (each broken rule is one :class:`Problem` naming line and fie
   language must have an English list, that list may not contain ``null``, and no other language's list may
   be longer than it. ``null`` in another language marks a missing translation; a shorter list means the
   trailing translations are missing. Caption strings may not be empty or whitespace.
-- ``split`` is a non-empty string, ``labels`` a list of non-empty strings, ``duration`` a finite number
-  >= 0 (seconds). Any other key is kept in :attr:`Clip.extra` and written back by :meth:`Manifest.save`.
+- ``split`` is one of :data:`SPLITS` or ``foldN`` (a cross-validation fold), exactly: ``Train`` is refused
+  (a split is matched exactly, so ``Train`` and ``train`` would silently be two splits), and so is any other
+  name (``validation``: did you mean ``val``?). ``labels`` is a list of non-empty strings, ``duration`` a
+  finite number >= 0 (seconds).
+- ``id``, ``audio`` and ``split`` hold no control character (escape, newline, ...). An ``id`` names a
+  file under a folder in several places (the store, shards, an index): it is relative (no leading ``/``) and
+  has no ``..`` part.
+- The source times :data:`TIME_KEYS` (AudioCaps' ``start_time``, UrbanSound8K's ``start`` / ``end``), where
+  present, are numbers of seconds in ``[0, MAX_SOURCE_SECONDS]`` (a day), an end after its start.
+- Any other key is kept in :attr:`Clip.extra` and written back by :meth:`Manifest.save`.
+
+Every importer checks its clips against these rules before writing (``importers._finish``), so the rules
+hold for every format.
 """
 
 from __future__ import annotations
 
 import math
 import os
+import re
+import unicodedata
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,6 +52,15 @@ from mlatr.json_input import parse_json
 
 PIVOT = _languages.PIVOT
 KNOWN_KEYS = ("id", "audio", "split", "captions", "labels", "duration")
+#: The split names a manifest may use, besides ``foldN``.
+SPLITS = ("train", "val", "test")
+_FOLD = re.compile(r"fold[0-9]+")
+#: Names people give splits, and the one mlatr uses.
+SPLIT_ALIASES = {"training": "train", "validation": "val", "valid": "val", "dev": "val", "testing": "test",
+                 "eval": "test", "evaluation": "test"}
+#: Times into the source recording (seconds) kept in ``extra``, and their largest allowed value: a day.
+TIME_KEYS = (("start_time", "end_time"), ("start", "end"))
+MAX_SOURCE_SECONDS = 86400.0
 
 
 @dataclass(frozen=True)
@@ -329,6 +351,14 @@ def clip_from_json(
     if split is not None and (not isinstance(split, str) or not split.strip()):
         bad("split", f"must be a non-empty string, got {split!r}")
         split = None
+    elif split is not None and (found := control_character(split) or split_problem(split)):
+        bad("split", found)
+        split = None
+    if ident is not None and (found := id_problem(ident)):
+        bad("id", found)
+    if audio is not None and (found := control_character(audio)):
+        bad("audio", found)
+    _check_times(obj, bad)
 
     labels = obj.get("labels")
     if labels is None:
@@ -360,6 +390,58 @@ def clip_from_json(
     clip = Clip(id=ident, audio=audio, captions=captions, split=split, labels=list(labels),
                 duration=duration, extra=extra, line=line)
     return clip, problems
+
+
+def split_problem(name: str) -> str | None:
+    """Why ``name`` is no split name (see the module docstring), or None when it is one."""
+    if name in SPLITS or _FOLD.fullmatch(name):
+        return None
+    lower = name.strip().lower()
+    if lower in SPLITS or _FOLD.fullmatch(lower):
+        return (f"split {name!r} is not lower case: write {lower!r} (splits are matched exactly, so {name!r} "
+                f"would be a split of its own, left out of {lower!r})")
+    hint = f"did you mean {SPLIT_ALIASES[lower]!r}? " if lower in SPLIT_ALIASES else ""
+    return f"unknown split {name!r} ({hint}a split is one of {', '.join(SPLITS)} or foldN)"
+
+
+def control_character(text: str) -> str | None:
+    """A message naming the first control character of ``text`` (C0, DEL, C1, line / paragraph separator),
+    or None when it has none."""
+    for k, ch in enumerate(text):
+        if unicodedata.category(ch) in ("Cc", "Zl", "Zp"):
+            return f"control character U+{ord(ch):04X} at position {k}"
+    return None
+
+
+def id_problem(ident: str) -> str | None:
+    """Why ``ident`` cannot be a clip id (a control character; an absolute path or a ``..`` part: ids name
+    files under a folder), or None."""
+    found = control_character(ident)
+    if found:
+        return found
+    if ident.startswith(("/", "\\")):
+        return f"id {ident!r} starts with a path separator: an id is a relative name"
+    if ".." in re.split(r"[/\\]", ident):
+        return f"id {ident!r} has a '..' part: an id may not name a path outside its folder"
+    return None
+
+
+def _check_times(obj: dict[str, Any], bad) -> None:
+    """The rule of :data:`TIME_KEYS`: numbers of seconds in ``[0, MAX_SOURCE_SECONDS]``, end after start."""
+    for pair in TIME_KEYS:
+        values = {}
+        for key in pair:
+            if key not in obj:
+                continue
+            v = obj[key]
+            if isinstance(v, bool) or not isinstance(v, int | float):
+                bad(key, f"must be a number of seconds, got {v!r}")
+            elif not math.isfinite(v) or not 0 <= v <= MAX_SOURCE_SECONDS:
+                bad(key, f"must be a time in seconds from 0 to {MAX_SOURCE_SECONDS:g} (a day), got {v!r}")
+            else:
+                values[key] = v
+        if len(values) == 2 and values[pair[1]] <= values[pair[0]]:
+            bad(pair[1], f"{pair[1]} {values[pair[1]]!r} is not after {pair[0]} {values[pair[0]]!r}")
 
 
 def _required_string(obj: dict[str, Any], key: str, bad) -> str | None:

@@ -50,7 +50,8 @@ from tqdm import tqdm
 from mlatr import languages as _languages
 from mlatr.audio.integrity import duration_problem
 from mlatr.audio.io import load_audio, probe_length
-from mlatr.data.manifest import Clip, Manifest, clip_from_json
+from mlatr.data.importers._common import BadRows
+from mlatr.data.manifest import Clip, Manifest, Problem, clip_from_json, split_problem
 from mlatr.data.pipeline.file_source import AudioSource
 from mlatr.errors import InputError, MlatrError
 from mlatr.io_utils import atomic_open, atomic_write_with
@@ -195,9 +196,12 @@ def _split_name(name: str) -> tuple[str, str]:
     return (f"{folder}/{stem}" if folder else stem), ext.lower()
 
 
-def read_shard(url: str) -> list[tuple[str, dict[str, Any], ShardAudio]]:
-    """``(key, json, audio)`` of every complete sample of one shard, in order (a sample without JSON or
-    audio is refused, naming the shard and key)."""
+def read_shard(url: str, skip_bad: bool = False
+               ) -> tuple[list[tuple[str, dict[str, Any], ShardAudio]], list[Problem]]:
+    """``(key, json, audio)`` of every complete sample of one shard, in order, and the problems skipped: a
+    sample without JSON or audio, or whose JSON is no object, or whose key leads out of a folder (``..``,
+    a leading ``/``: the key becomes a file name on import) is refused naming the shard and key, or with
+    ``skip_bad`` skipped and listed."""
     import fsspec
 
     compressed = url.endswith((".gz", ".tgz"))
@@ -221,15 +225,20 @@ def read_shard(url: str) -> list[tuple[str, dict[str, Any], ShardAudio]]:
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise MlatrError(f"{url}: a JSON member is not UTF-8 JSON ({exc})") from exc
     out = []
+    bad = BadRows(skip_bad)
     for key, entry in samples.items():
-        for part in ("json", "audio"):
-            if part not in entry:
-                what = "JSON" if part == "json" else f"audio ({'/'.join(AUDIO_EXTENSIONS)})"
-                raise InputError(f"sample {key!r} has no {what} member", url, None, part)
-        if not isinstance(entry["json"], dict):
-            raise InputError(f"sample {key!r}: the JSON member is not an object", url, None, "json")
-        out.append((key, entry["json"], entry["audio"]))
-    return out
+        missing = [p for p in ("json", "audio") if p not in entry]
+        if missing:
+            what = "JSON" if missing[0] == "json" else f"audio ({'/'.join(AUDIO_EXTENSIONS)})"
+            bad.report(url, None, missing[0], f"sample {key!r} has no {what} member")
+        elif not isinstance(entry["json"], dict):
+            bad.report(url, None, "json", f"sample {key!r}: the JSON member is not an object")
+        elif key.startswith("/") or ".." in key.split("/"):
+            bad.report(url, None, "key", f"sample {key!r}: a member name may not start with '/' or have a "
+                                         f"'..' part (it names a file on import)")
+        else:
+            out.append((key, entry["json"], entry["audio"]))
+    return out, bad.problems
 
 
 def clip_of_sample(key: str, meta: dict[str, Any], audio: ShardAudio, audio_path: str) -> Clip:
@@ -267,15 +276,16 @@ class ShardIndex:
 
 
 def index_shards(spec: str | Sequence[str], rank: int = 0, world_size: int = 1, gather=None,
-                 progress: bool = False, workers: int = 0) -> ShardIndex:
+                 progress: bool = False, workers: int = 0, skip_bad: bool = False) -> ShardIndex:
     """Stream every shard of ``spec`` once (shard ``k`` by rank ``k mod world_size``, a rank's shards read by
     ``workers`` threads, as webdataset's ``split_by_node`` / ``split_by_worker``; ``gather(obj) -> list``
     exchanges the ranks' findings, e.g. ``torch.distributed.all_gather_object``) into a :class:`ShardIndex`
-    (clips in shard order, whoever read them). A clip id seen twice is refused."""
+    (clips in shard order, whoever read them). A bad sample (:func:`read_shard`, :func:`clip_of_sample`, a clip
+    id seen twice) is refused, or with ``skip_bad`` skipped and listed in the manifest's ``problems``."""
     urls = shard_urls(spec)
     ranks_shards = list(range(rank, len(urls), world_size))
     with ThreadPoolExecutor(max(1, workers)) as pool:  # reading shards waits on storage, not on Python
-        read = pool.map(read_shard, [urls[k] for k in ranks_shards])
+        read = pool.map(lambda url: read_shard(url, skip_bad), [urls[k] for k in ranks_shards])
         mine = dict(zip(ranks_shards, tqdm(read, total=len(ranks_shards), desc="reading shards", unit="shard",
                                            disable=not progress), strict=True))
     found: dict[int, list] = {}
@@ -283,16 +293,25 @@ def index_shards(spec: str | Sequence[str], rank: int = 0, world_size: int = 1, 
         found.update(part)
     clips: list[Clip] = []
     audio: dict[str, ShardAudio] = {}
+    bad = BadRows(skip_bad)
     for k in range(len(urls)):
-        for key, meta, member in found[k]:
-            clip = clip_of_sample(key, meta, member, f"{urls[k]}#{key}.{member.ext}")
+        samples, skipped = found[k]
+        bad.problems.extend(skipped)
+        for key, meta, member in samples:
+            try:
+                clip = clip_of_sample(key, meta, member, f"{urls[k]}#{key}.{member.ext}")
+            except InputError as exc:
+                bad.report(exc.file or urls[k], exc.line, exc.field, f"sample {key!r}: {exc.message}")
+                continue
             if clip.id in audio:
-                raise InputError(f"clip id {clip.id!r} appears twice", urls[k], None, "id")
+                bad.report(urls[k], None, "id", f"clip id {clip.id!r} appears twice")
+                continue
             audio[clip.id] = member
             clips.append(clip)
     if not clips:
-        raise MlatrError(f"no sample in {len(urls)} shard(s) of {spec!r}")
-    return ShardIndex(Manifest(clips=clips, root=Path.cwd(), path=None), audio, urls)
+        skipped = f" ({len(bad.problems)} bad sample(s) skipped)" if bad.problems else ""
+        raise MlatrError(f"no sample in {len(urls)} shard(s) of {spec!r}{skipped}")
+    return ShardIndex(Manifest(clips=clips, root=Path.cwd(), path=None, problems=bad.problems), audio, urls)
 
 
 def _through_a_file(data: bytes, ext: str, read):
@@ -330,13 +349,16 @@ class ShardSource(AudioSource):
 
 
 def import_webdataset(spec: str | Sequence[str], output: str | os.PathLike, audio_dir: str | None = None,
-                      split: str | None = None, progress: bool = True) -> Manifest:
+                      split: str | None = None, progress: bool = True, skip_bad: bool = False) -> Manifest:
     """A manifest of the shards' samples, their audio members written as files under ``audio_dir``
     (default: ``OUTPUT_STEM-audio`` beside the manifest) named ``KEY.EXT``; ``split`` sets the split of
-    clips whose JSON has none. The manifest is returned (the caller saves it)."""
+    clips whose JSON has none. The manifest is returned (the caller saves it). A bad sample is refused, or
+    with ``skip_bad`` skipped and listed in the manifest's ``problems`` (as every importer does)."""
     out = Path(output)
     folder = Path(audio_dir) if audio_dir else out.parent / f"{out.stem}-audio"
-    index = index_shards(spec, progress=progress)
+    if split is not None and (found := split_problem(split)):
+        raise InputError(found, field="--split")
+    index = index_shards(spec, progress=progress, skip_bad=skip_bad)
     folder.mkdir(parents=True, exist_ok=True)
     rel = Path(os.path.relpath(folder.resolve(), out.resolve().parent)).as_posix()
     clips = []
@@ -352,4 +374,4 @@ def import_webdataset(spec: str | Sequence[str], output: str | os.PathLike, audi
         if clip.split is None and split is not None:
             clip.split = split
         clips.append(clip)
-    return Manifest(clips=clips, root=out.resolve().parent, path=out)
+    return Manifest(clips=clips, root=out.resolve().parent, path=out, problems=index.manifest.problems)

@@ -197,7 +197,8 @@ class Trainer:
                 return everyone
         workers = default_workers() if self.cfg.data.workers == "auto" else int(self.cfg.data.workers)
         return index_shards(self.cfg.data.webdataset, self.dist.rank, self.dist.world_size, gather,
-                            progress=self.cfg.train.progress and self.dist.is_main, workers=workers)
+                            progress=self.cfg.train.progress and self.dist.is_main, workers=workers,
+                            skip_bad=self.cfg.data.skip_bad)
 
     def _initial_model(self):
         """A fresh model, or the one of ``model.init_checkpoint`` (ATRI §5.3: KCL / CACL start from ML-CLAP)

@@ -86,8 +86,17 @@ def _delimiter(path: str | os.PathLike) -> str:
     return "\t" if Path(path).suffix.lower() == ".tsv" else ","
 
 
-def join_audio(audio_dir: str | None, name: str) -> str:
-    """``audio_dir/name`` as a POSIX path (``name`` alone without ``audio_dir``)."""
+def join_audio(audio_dir: str | None, name: str, file: str | os.PathLike, line: int | None,
+               bad: BadRows) -> str | None:
+    """``audio_dir/name`` as a POSIX path (``name`` alone without ``audio_dir``), for a ``name`` made from a
+    source row (a pattern over its fields). ``name`` must stay inside ``audio_dir`` (or the manifest's
+    folder): an absolute name or a ``..`` part (an AudioCaps ``youtube_id`` of ``../../etc/x``) goes to
+    ``bad`` and gives None."""
+    posix = name.replace("\\", "/")
+    if posix.startswith("/") or ".." in posix.split("/"):
+        inside = f"--audio-dir {audio_dir}" if audio_dir else "the manifest's folder"
+        bad.report(file, line, "audio", f"audio name {name!r} (from the row's fields) leads outside {inside}")
+        return None
     if not audio_dir:
         return name
     return str(PurePosixPath(Path(audio_dir).as_posix()) / name)

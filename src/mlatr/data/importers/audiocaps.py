@@ -79,11 +79,14 @@ def import_audiocaps_csv(
                                f"clip "
                                f"at {f0}:{l0} (another start time); put {{start_time}} in --audio-pattern")
                     continue
+                audio = join_audio(audio_dir, name, file, line, bad)
+                if audio is None:
+                    continue
                 ident = id_from_name(name)
                 if not seen.claim(ident, file, line, bad):
                     continue
                 names[name] = (file, line)
-                clip = Clip(id=ident, audio=join_audio(audio_dir, name), captions={"eng": []}, split=split,
+                clip = Clip(id=ident, audio=audio, captions={"eng": []}, split=split,
                             extra={"youtube_id": ytid, "start_time": _number(start), "audiocap_ids": []},
                             line=line)
                 groups[key] = clip

@@ -29,6 +29,7 @@ from mlatr.data.importers._common import (
     parse_int,
     read_csv_rows,
 )
+from mlatr.data.importers._finish import checked_clips
 from mlatr.data.manifest import Clip, Manifest
 
 
@@ -71,6 +72,7 @@ def _import(sources, *, name_col, label_col, int_cols, float_cols, pattern, audi
     bad = BadRows(skip_bad)
     seen = SeenIds()
     clips: list[Clip] = []
+    origin: dict[str, tuple[str, int | None]] = {}
     required = (name_col, label_col, *int_cols, *float_cols)
     for src in sources:
         file = str(src)
@@ -104,10 +106,13 @@ def _import(sources, *, name_col, label_col, int_cols, float_cols, pattern, audi
             if not seen.claim(ident, file, line, bad):
                 continue
             clip_split = split or fold_split(extra["fold"], test_fold, val_fold)
-            audio = join_audio(audio_dir, format_pattern(pattern, row, file, line))
+            audio = join_audio(audio_dir, format_pattern(pattern, row, file, line), file, line, bad)
+            if audio is None:
+                continue
             clips.append(Clip(id=ident, audio=audio, split=clip_split, labels=[row[label_col]],
                               duration=duration, extra=extra))
-    return Manifest(clips=clips, root=Path.cwd(), problems=bad.problems)
+            origin[ident] = (file, line)
+    return Manifest(clips=checked_clips(clips, origin, bad), root=Path.cwd(), problems=bad.problems)
 
 
 def _csv_value(value: str):

@@ -63,7 +63,9 @@ def import_clotho_csv(
             ident = id_from_name(name)
             if not seen.claim(ident, file, line, bad):
                 continue
-            audio = join_audio(audio_dir, format_pattern(pattern, row, file, line))
+            audio = join_audio(audio_dir, format_pattern(pattern, row, file, line), file, line, bad)
+            if audio is None:
+                continue
             clips.append(Clip(id=ident, audio=audio, captions={"eng": [row[c] for c in cols]}, split=split,
                               line=line))
             origin[ident] = (file, line)

@@ -197,7 +197,10 @@ def _entry_clip(entry: Any, file: str, line: int, bad: BadRows, audio_dir: str |
     if audio_dir is not None or audio_pattern is not None:
         name = PurePosixPath(source.replace("\\", "/")).name
         values = {"name": name, "stem": id_from_name(name), "id": ident}
-        audio = join_audio(audio_dir, format_pattern(audio_pattern or "{name}", values, file, line))
+        audio = join_audio(audio_dir, format_pattern(audio_pattern or "{name}", values, file, line), file, line,
+                           bad)
+        if audio is None:
+            return None
         used = None
     else:
         audio, used = source, ("wav" if "wav" in paths else "audio")
