@@ -201,6 +201,9 @@ def audio_file_problem(path: str | os.PathLike, stated_s: float | None = None) -
     """``(field, message)`` of what is wrong with the audio file ``path`` (decoded block by block, nothing
     kept): field ``audio`` when it is missing or does not decode whole, ``duration`` when it is far from
     ``stated_s``; ``None`` when it is fine."""
+    special = special_file(path)
+    if special:
+        return "audio", f"{path}: not a regular file but {special} (not opened)"
     if not os.path.isfile(path):
         return "audio", f"audio file not found: {path}"
     try:
