@@ -183,6 +183,37 @@ def test_stale_clips_are_reported_and_add_says_what_changed(trained, tmp_path, c
     assert np.allclose(np.asarray(after.embeddings[row]), fresh.embeddings[0], atol=1e-5)
 
 
+@pytest.mark.parametrize("suffix", ["idx", "idx.npz"])
+def test_add_from_a_source_that_no_longer_lists_a_deleted_clip_tombstones_it(trained, tmp_path, capsys, suffix):
+    """A file deleted from a library is not listed by the folder (or manifest) it is added from next time: the
+    index still tombstones it, counting it, instead of ranking it for ever."""
+    manifest_path, ckpt = trained
+    manifest, model = Manifest.load(manifest_path), load_model(ckpt)
+    lib = tmp_path / "lib"
+    lib.mkdir()
+    for clip in manifest.clips[:6]:  # a private copy of the audio, to delete
+        (lib / Path(clip.audio).name).write_bytes(clip.audio_path(manifest.root).read_bytes())
+    local = Manifest(clips=[c.__class__(**{**c.__dict__, "audio": Path(c.audio).name}) for c in manifest.clips[:6]],
+                     root=lib)
+    out = tmp_path / f"lib.{suffix}"
+    build_index(model, _part(local, 0, 4), out, caption_languages=["eng"])
+    gone = local.clips[1]
+    (lib / gone.audio).unlink()
+    report = build_index(model, _part(local, 4, 6), out, add=True, caption_languages=["eng"])
+    assert report.deleted == [gone.id] and report.added == 2
+    after = Index.load(out)
+    assert len(after) == 5 and gone.id not in {h.id for h in after.search_text("a tone", k=50)}
+    # the CLI says it with the count
+    (lib / local.clips[0].audio).unlink()
+    local.save(lib / "m.jsonl")
+    Manifest(clips=local.clips[2:6], root=lib).save(lib / "rest.jsonl")
+    assert main(["index", "build", "--checkpoint", str(ckpt), "--manifest", str(lib / "rest.jsonl"), "-o",
+                 str(out), "--add", "--no-progress"]) == 0
+    said = capsys.readouterr().out
+    assert f"1 indexed clip(s) whose audio file is gone were deleted from the index: {local.clips[0].id}" in said
+    assert len(Index.load(out)) == 4
+
+
 # ---- readers refuse bad files, naming the file and the field ------------------------------------------
 def _npz_with(src: Path, dst: Path, meta_edit=None, arrays_edit=None) -> Path:
     with np.load(src) as z:

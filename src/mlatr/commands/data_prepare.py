@@ -57,4 +57,8 @@ def run(args) -> int:
                            progress=not args.no_progress)
     print(f"{report.store}: {report.stored} clip(s) prepared now, {report.already} already there, "
           f"{report.bad} unreadable (recorded), {report.shards} shard(s)")
+    if report.changed:
+        shown = ", ".join(report.changed[:5]) + (", ..." if len(report.changed) > 5 else "")
+        print(f"{len(report.changed)} clip(s) changed since they were stored (size or mtime) and were prepared "
+              f"again: {shown}")
     return 0

@@ -21,7 +21,8 @@ gets an approximate-search structure (HNSW, IVF-PQ above 5M clips) whose recall@
 search is measured now and recorded (mlatr index info shows it).
 
 With --add and an existing INDEX only clips whose id is not in it yet are encoded; a clip whose audio
-changed since it was indexed is encoded again, one whose file is gone is deleted, and both are listed;
+changed since it was indexed is encoded again, an indexed clip whose file is gone (listed in the
+source or not) is deleted, and both are listed;
 an index built with another checkpoint is refused. Two builds onto one INDEX at once are serialised
 (the second waits for the first's write, saying so) and keep the clips of both. A clip longer than
 --window-seconds is encoded as windows (memory stays bounded with a long --max-seconds). An unreadable

@@ -15,7 +15,8 @@ Under torchrun the first process writes the outputs and validates; see docs/guid
 
 Overrides are dotted keys with YAML values (train.epochs=3, data.languages=[eng,fra]), anywhere on
 the command line. --resume continues with the run's own configuration: an override that changes it is
-refused, naming the keys.
+refused, naming the keys; so is a manifest whose training or validation clips changed since last.pt (the
+clips added, removed or changed are named; --allow-data-change goes on with the new data, warning).
 Writes config.yaml, last.pt, best.pt, log.jsonl and summary.json to out_dir.
 """
 
@@ -28,6 +29,9 @@ def add_arguments(parser):
     parser.add_argument("--config", help="YAML config file (defaults apply when omitted)")
     parser.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="config overrides")
     parser.add_argument("--resume", action="store_true", help="continue the run in out_dir from last.pt")
+    parser.add_argument("--allow-data-change", action="store_true",
+                        help="with --resume: go on although the training / validation clips changed since "
+                             "last.pt (a warning says what changed; without it the resume is refused)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     add_wait_option(parser)  # out_dir is in the config: the Trainer holds its writer lock
 
@@ -40,7 +44,7 @@ def run(args) -> int:
     overrides = list(args.overrides) + (["train.progress=false"] if args.no_progress else [])
     cfg = load_config(args.config, overrides)
     try:
-        trainer = Trainer(cfg, resume=args.resume, wait=args.wait)
+        trainer = Trainer(cfg, resume=args.resume, wait=args.wait, allow_data_change=args.allow_data_change)
         summary = trainer.fit()
     except DiskFullError as exc:
         raise DiskFullError(f"training stopped: {exc}. Once there is room, continue the run with the same "

@@ -50,6 +50,7 @@ from mlatr.data.manifest import Clip, Manifest
 from mlatr.data.pipeline.file_source import AudioSource
 from mlatr.errors import InputError, MlatrError
 from mlatr.file_kinds import unreadable
+from mlatr.file_state import file_state
 from mlatr.inference import LoadedModel, load_model
 from mlatr.inference.audio import encode_source
 from mlatr.inference.checkpoint import model_sha256
@@ -401,15 +402,6 @@ def check_unit_rows(embeddings: np.ndarray, ids: Sequence[str], what: str) -> No
                      "the file was not written by mlatr index build, or was edited (rebuild the index)")
 
 
-def file_state(path: str | os.PathLike) -> dict | None:
-    """``{"size", "mtime_ns"}`` of a clip's audio file (None when it cannot be stat-ed)."""
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    return {"size": st.st_size, "mtime_ns": st.st_mtime_ns}
-
-
 def load_index_model(checkpoint: dict[str, str], device: str = "cpu") -> LoadedModel:
     """The model of ``checkpoint`` (``{"path", "sha256"}``); refuses a file whose bytes changed."""
     path = checkpoint["path"]
@@ -495,8 +487,8 @@ def build_index(loaded: LoadedModel, manifest: Manifest, output: str | os.PathLi
     With ``add`` and an existing ``output``, only clips whose id is not in it are encoded and appended
     (a folder gains one shard; an ``.npz`` is rewritten; ``ann_exact_below``: see
     :func:`mlatr.search.ann.build_ann`); a clip whose audio changed since it was encoded
-    (size or mtime) is encoded again and its old row deleted; an indexed clip of the manifest whose file
-    is gone is deleted (both listed in the report). The existing index must come from the same
+    (size or mtime) is encoded again and its old row deleted; an indexed clip whose file is gone, listed in
+    the manifest or not, is deleted (a tombstone; both listed in the report). The existing index must come from the same
     checkpoint file (same SHA-256). Encoding runs without the writer lock; the write takes it (a second
     writer waits, saying so) and re-reads the index first, so two concurrent adds keep both's clips.
     ``caption_languages`` default to every language of the manifest. ``max_seconds`` / ``sample_rate``
@@ -667,7 +659,9 @@ def live_rows(index: Index) -> dict[str, int]:
 def _plan(existing: Index | None, clips: Sequence[Clip], root) -> tuple[list[Clip], dict[str, int], list[str],
                                                                        list[str]]:
     """Which of ``clips`` to encode, and which rows of ``existing`` to delete (id -> row): clips not in it,
-    clips whose file changed since (encoded again), clips whose file is gone (deleted)."""
+    clips whose file changed since (encoded again), clips whose file is gone (deleted): those of ``clips``
+    and every other indexed clip whose recorded file is gone (a file deleted from a library is no longer
+    listed by the folder it is added from, but would still be ranked)."""
     if existing is None:
         return list(clips), {}, [], []
     rows = live_rows(existing)
@@ -685,6 +679,11 @@ def _plan(existing: Index | None, clips: Sequence[Clip], root) -> tuple[list[Cli
             drop[clip.id] = row
             changed.append(clip.id)
             new.append(clip)
+    listed = {clip.id for clip in clips}
+    for cid, row in rows.items():
+        if cid not in listed and existing.stale(row) == "deleted":
+            drop[cid] = row
+            deleted.append(cid)
     return new, drop, changed, deleted
 
 

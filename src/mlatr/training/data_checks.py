@@ -15,10 +15,16 @@ of exiting 0 after zero steps (issue 24, "training that silently does nothing"):
 
 Whether the remainder of an epoch is dropped is said by the trainer's docs, not warned about: with random
 order every clip still trains over the epochs.
+
+The data a run trains on is recorded in its checkpoints (:func:`data_fingerprint`: per split, a digest of
+each clip's manifest line) so that ``--resume`` after a changed manifest says what changed
+(:func:`fingerprint_difference`) instead of continuing on other data without a word.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Sequence
 
 from mlatr.data.manifest import Clip, Manifest
@@ -89,3 +95,38 @@ def check_training_data(train: Manifest, val: Manifest | None, languages: Sequen
                          f"smaller batch is dropped, so no batch would fill and no step would run; "
                          f"set train.batch_size to at most {len(usable)} (>= 2) or add clips")
     return len(usable)
+
+
+def data_fingerprint(splits: dict[str, Manifest | None]) -> dict[str, dict]:
+    """``{split: {"clips": n, "sha256": digest of the split, "digests": {id: 12 hex digits}}}`` of the clips
+    a run reads (its training and validation splits; None: not read), from each clip's manifest line."""
+    out = {}
+    for name, manifest in splits.items():
+        if manifest is None:
+            continue
+        digests = {c.id: hashlib.sha256(json.dumps(c.to_json(), sort_keys=True, ensure_ascii=False).encode())
+                   .hexdigest()[:12] for c in manifest}
+        whole = hashlib.sha256(json.dumps(digests, sort_keys=True).encode()).hexdigest()
+        out[name] = {"clips": len(manifest), "sha256": whole, "digests": digests}
+    return out
+
+
+def fingerprint_difference(recorded: dict[str, dict], now: dict[str, dict]) -> str | None:
+    """What differs between two :func:`data_fingerprint` s, in words (counts, and the first clips added,
+    removed or changed per split); None when they agree."""
+    parts = []
+    for name in sorted(set(recorded) | set(now)):
+        old, new = recorded.get(name), now.get(name)
+        if old is None or new is None:
+            parts.append(f"split {name!r} {'is new' if old is None else 'is no longer read'}")
+            continue
+        if old.get("sha256") == new.get("sha256"):
+            continue
+        a, b = old.get("digests", {}), new.get("digests", {})
+        added = [i for i in b if i not in a]
+        removed = [i for i in a if i not in b]
+        changed = [i for i in b if i in a and a[i] != b[i]]
+        said = [f"{len(x)} {what} ({', '.join(repr(i) for i in x[:3])}{', ...' if len(x) > 3 else ''})"
+                for x, what in ((added, "added"), (removed, "removed"), (changed, "changed")) if x]
+        parts.append(f"split {name!r}: {old.get('clips')} -> {new.get('clips')} clips, " + "; ".join(said))
+    return "; ".join(parts) or None

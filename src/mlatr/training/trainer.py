@@ -46,7 +46,7 @@ from mlatr.seeds import derive_seed
 from mlatr.training import distributed
 from mlatr.training.config import Config, resume_view
 from mlatr.training.config_checks import config_differences
-from mlatr.training.data_checks import check_training_data
+from mlatr.training.data_checks import check_training_data, data_fingerprint, fingerprint_difference
 from mlatr.training.diagnostics import diagnostic_callbacks
 from mlatr.training.epoch_line import epoch_line, eta_seconds
 from mlatr.training.objective import build_objective
@@ -96,11 +96,14 @@ def validation_score(metrics: dict[str, Any]) -> float:
 
 class Trainer:
     def __init__(self, cfg: Config, resume: bool = False, callbacks: list[StepCallback] | None = None,
-                 wait: bool | float = False):
+                 wait: bool | float = False, allow_data_change: bool = False):
         """``wait``: when another process is writing ``out_dir``, wait for it (True, or at most that many
         seconds) instead of refusing (:class:`mlatr.writer_lock.LockedError`). The first process holds the
-        run's writer lock from here until :meth:`fit` returns (or :meth:`close`)."""
+        run's writer lock from here until :meth:`fit` returns (or :meth:`close`). ``resume`` refuses when the
+        training or validation clips differ from those ``last.pt`` was trained on, saying what changed;
+        ``allow_data_change`` warns with the difference and goes on."""
         self.cfg = cfg
+        self.allow_data_change = allow_data_change
         self.out = Path(cfg.out_dir)
         self.dist, self.device = distributed.setup(cfg.train.device, cfg.dist.timeout_minutes)
         self._lock = ExitStack()
@@ -126,6 +129,8 @@ class Trainer:
         self.manifest_problems = manifest.problems  # malformed lines skipped under data.skip_bad
         self.train_manifest = manifest.split(cfg.data.train_split)
         self.val_manifest = manifest.split(cfg.data.val_split) if cfg.train.eval_every > 0 else None
+        self.data_fingerprint = data_fingerprint({cfg.data.train_split: self.train_manifest,
+                                                  cfg.data.val_split: self.val_manifest})
         self._open_audio()
 
         torch.manual_seed(derive_seed(cfg.seed, "init"))
@@ -227,6 +232,14 @@ class Trainer:
         if stored != current:
             raise MlatrError(f"{path}: was written with another configuration; resume needs the same one "
                              f"({config_differences(stored, current)})")
+        recorded = state.get("data_fingerprint")  # absent in checkpoints written before it was recorded
+        change = fingerprint_difference(recorded, self.data_fingerprint) if recorded is not None else None
+        if change and not self.allow_data_change:
+            raise MlatrError(f"{path}: the run's data changed since this checkpoint was written ({change}); "
+                             f"resuming would go on with other clips than the run started with. Restore the "
+                             f"manifest, start a new run, or pass --allow-data-change to go on with the new data")
+        if change:
+            print(f"mlatr: warning: resuming on changed data (--allow-data-change): {change}", file=sys.stderr)
         self.model.load_state_dict(state["model"])
         self.objective.load_state_dict(state["objective"])
         self.optimizer.load_state_dict(state["optimizer"])
@@ -396,7 +409,7 @@ class Trainer:
             "objective": self.objective.state_dict(), "train_config": self.cfg.to_dict(),
             "epoch": self.epoch, "step": self.step, "optimizer": self.optimizer.state_dict(),
             "scheduler": self.scheduler.state_dict(), "best": self.best, "history": self.history,
-            "matching_head": self.objective.ranking_head.config(),
+            "matching_head": self.objective.ranking_head.config(), "data_fingerprint": self.data_fingerprint,
         }
 
     def summary(self) -> dict[str, Any]:

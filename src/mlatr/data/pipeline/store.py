@@ -6,11 +6,16 @@ crop window directly from the shards (``data.store: STORE``). A folder::
 
     STORE/index.json        {"format": "mlatr-audio-store-1", "sample_rate": 16000, "dtype": "int16",
                              "shards": ["shard-00000.npy", ...],
-                             "clips": {id: {"audio": path, "shard": k, "offset": o, "length": n, "scale": s}},
-                             "bad": {id: {"audio": path, "error": message}}}
+                             "clips": {id: {"audio": path, "shard": k, "offset": o, "length": n, "scale": s,
+                                            "state": {"size": bytes, "mtime_ns": t}}},
+                             "bad": {id: {"audio": path, "error": message, "state": {...}}}}
     STORE/shard-00000.npy   the clips of shard 0 back to back, a 1-D int16 (or float16) .npy array
 
 ``audio`` is the clip's path as the manifest writes it (a clip whose path changed is prepared again);
+``state`` is its file's size and mtime when it was read (:mod:`mlatr.file_state`): a file rewritten since is
+prepared again by the next ``mlatr data prepare``, and a reader of the store refuses to serve the old samples,
+naming the clip and what changed (a source file deleted since is no change: the store is the copy). Stores
+written before ``state`` was recorded are read without this check;
 ``scale`` restores int16 samples: ``x = q * scale / 32767`` with ``scale = max(1, peak)``, so resampling
 overshoot above full scale is kept rather than clipped. float16 shards hold the samples themselves.
 
@@ -28,7 +33,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +44,7 @@ from mlatr.data.pipeline.file_source import AudioSource
 from mlatr.data.pipeline.source import window_begin
 from mlatr.data.pipeline.workers import decode_all
 from mlatr.errors import MlatrError
+from mlatr.file_state import file_state, state_change
 from mlatr.io_utils import atomic_write_json, atomic_write_with
 
 FORMAT = "mlatr-audio-store-1"
@@ -87,6 +93,8 @@ class PrepareReport:
     bad: int
     shards: int
     store: Path
+    #: ids of the clips prepared again because their file changed since they were stored
+    changed: list[str] = field(default_factory=list)
 
 
 class _ShardWriter:
@@ -99,11 +107,11 @@ class _ShardWriter:
         self.size = 0
         self.written = 0
 
-    def add(self, clip_id: str, audio: str, wave: np.ndarray) -> None:
+    def add(self, clip_id: str, audio: str, wave: np.ndarray, state: dict | None) -> None:
         samples, scale = encode_samples(wave, self.index["dtype"])
         offset = sum(p.shape[0] for p in self.parts)
         self.entries[clip_id] = {"audio": audio, "shard": len(self.index["shards"]), "offset": offset,
-                                 "length": int(samples.shape[0]), "scale": scale}
+                                 "length": int(samples.shape[0]), "scale": scale, "state": state}
         self.parts.append(samples)
         self.size += samples.nbytes
         if self.size >= self.shard_bytes:
@@ -132,7 +140,8 @@ def prepare_store(manifest: Manifest, out: str | os.PathLike, sample_rate: int =
                   splits: Sequence[str] | None = None, progress: bool = False) -> PrepareReport:
     """Decode every clip of ``manifest`` (of ``splits``, all when None) into the store folder ``out``.
 
-    Clips already in the store with the same audio path are kept; unreadable clips stop the run with a
+    Clips already in the store with the same audio path and file state (size, mtime) are kept, a clip whose
+    file changed since is prepared again (listed in the report's ``changed``); unreadable clips stop the run with a
     clear error (what was decoded before it is written first), or with ``skip_bad`` are recorded in the
     index's ``bad`` table, which training reports as it would the file's own error."""
     if dtype not in DTYPES:
@@ -152,12 +161,21 @@ def prepare_store(manifest: Manifest, out: str | os.PathLike, sample_rate: int =
     if splits is not None and not wanted:
         raise MlatrError(f"{manifest.path}: no clip in split(s) {', '.join(splits)}")
 
+    changed: list[str] = []
+
     def done(i: int) -> bool:
         c = manifest[i]
         entry = index["clips"].get(c.id) or index["bad"].get(c.id)
-        return entry is not None and entry["audio"] == c.audio
+        if entry is None or entry["audio"] != c.audio:
+            return False
+        if source_change(entry, c.audio_path(manifest.root)):
+            changed.append(c.id)
+            return False
+        return True
 
     todo = [i for i in wanted if not done(i)]
+    # the state before reading: a file changed while it is decoded shows as changed next time
+    states = {i: file_state(manifest[i].audio_path(manifest.root)) for i in todo}
     for i in todo:  # prepared again: the old record goes (its samples stay unreferenced in their shard)
         index["clips"].pop(manifest[i].id, None)
         index["bad"].pop(manifest[i].id, None)
@@ -171,16 +189,23 @@ def prepare_store(manifest: Manifest, out: str | os.PathLike, sample_rate: int =
                 if not skip_bad:
                     raise MlatrError(f"clip {clip.id!r}: {source.bad[clip.id]} (the clips before it are stored; "
                                      "fix it and rerun, or pass --skip-bad)")
-                index["bad"][clip.id] = {"audio": clip.audio, "error": source.bad[clip.id]}
+                index["bad"][clip.id] = {"audio": clip.audio, "error": source.bad[clip.id], "state": states[i]}
                 bad += 1
                 continue
-            writer.add(clip.id, clip.audio, wave)
+            writer.add(clip.id, clip.audio, wave, states[i])
     finally:
         writer.flush()
         if bad or not (root / INDEX).is_file():
             write_index(root, index)
     return PrepareReport(stored=writer.written, already=len(wanted) - len(todo), bad=bad,
-                         shards=len(index["shards"]), store=root)
+                         shards=len(index["shards"]), store=root, changed=changed)
+
+
+def source_change(entry: dict[str, Any], path: Path) -> str | None:
+    """What changed in the file of a store entry since it was read (:func:`mlatr.file_state.state_change`);
+    None when nothing did, nothing was recorded, or the file is gone (the store keeps its copy)."""
+    change = state_change(entry.get("state"), file_state(path))
+    return None if change == "deleted" else change
 
 
 class StoreSource(AudioSource):
@@ -189,9 +214,9 @@ class StoreSource(AudioSource):
     store's reads in place of the files').
 
     Every clip of ``manifest`` must be in the store (prepared, or recorded as unreadable) with the same
-    audio path, and the store's sample rate must be ``sample_rate``; otherwise MlatrError says which
-    clips to prepare. Clips recorded as unreadable behave as the unreadable files did (error, or a
-    counted skip with ``skip_bad``)."""
+    audio path and an unchanged file (:func:`source_change`), and the store's sample rate must be
+    ``sample_rate``; otherwise MlatrError says which clips to prepare, and what changed. Clips recorded as
+    unreadable behave as the unreadable files did (error, or a counted skip with ``skip_bad``)."""
 
     def __init__(self, store: str | os.PathLike, manifest: Manifest, sample_rate: int = 16000, cache: bool = False,
                  skip_bad: bool = False):
@@ -204,9 +229,14 @@ class StoreSource(AudioSource):
         self._shards = [self.store / name for name in index["shards"]]
         self._entries: list[tuple[int, int, int, float] | None] = []
         self._bad_in_store: dict[int, str] = {}
-        missing = []
+        missing, changed = [], []
         for i, clip in enumerate(manifest):
             entry, bad = index["clips"].get(clip.id), index["bad"].get(clip.id)
+            recorded = entry if entry is not None and entry["audio"] == clip.audio else bad
+            if recorded is not None and recorded["audio"] == clip.audio:
+                change = source_change(recorded, clip.audio_path(manifest.root))
+                if change:
+                    changed.append(f"{clip.id!r} ({clip.audio}: {change})")
             if entry is not None and entry["audio"] == clip.audio:
                 self._entries.append((entry["shard"], entry["offset"], entry["length"], entry["scale"]))
             elif bad is not None and bad["audio"] == clip.audio:
@@ -215,8 +245,13 @@ class StoreSource(AudioSource):
             else:
                 self._entries.append(None)
                 missing.append(clip.id)
+        where = manifest.path or "the manifest"
+        if changed:
+            raise MlatrError(f"{self.store}: {len(changed)} clip(s) of {where} changed since `mlatr data prepare` "
+                             f"stored them (first: {'; '.join(changed[:3])}); the store would serve the old "
+                             f"audio: run `mlatr data prepare {where} -o {self.store}` again (it prepares the "
+                             f"changed clips again)")
         if missing:
-            where = manifest.path or "the manifest"
             raise MlatrError(f"{self.store}: {len(missing)} clip(s) of {where} are not in the store (first: "
                              f"{', '.join(repr(m) for m in missing[:3])}); run `mlatr data prepare {where} -o "
                              f"{self.store}` (it adds what is missing)")
