@@ -51,8 +51,9 @@ def check_split_audio(manifest: Manifest, split: str, skip_bad: bool) -> set[str
                          f"(first: {first.audio_path(manifest.root)}); check the manifest's folder or its "
                          f"audio paths")
     if not skip_bad:
-        raise InputError(f"audio file {first.audio_path(manifest.root)} does not exist ({len(missing)} of the "
-                         f"{len(manifest)} clips of split {split!r} are missing; data.skip_bad=true skips them)",
+        raise InputError(f"clip {first.id!r}: audio file {first.audio_path(manifest.root)} not found "
+                         f"({len(missing)} of the {len(manifest)} clips of split {split!r} are missing; "
+                         f"data.skip_bad=true skips them)",
                          str(where), first.line, "audio")
     return {c.id for c in missing}
 
