@@ -74,12 +74,19 @@ def test_a_language_only_missing_from_val_is_fine_without_validation(toy, tmp_pa
     Trainer(tiny_config(toy, tmp_path / "run", "train.batch_size=4", "train.eval_every=0")).close()
 
 
-def test_every_audio_file_missing_is_refused_even_with_skip_bad(toy, tmp_path):
-    for k in range(6):
+@pytest.mark.parametrize("split,clips", [("train", range(6)), ("val", range(6, 9))])
+def test_every_audio_file_missing_is_refused_even_with_skip_bad(toy, tmp_path, split, clips):
+    for k in clips:
         (toy.parent / "audio" / f"clip{k:03d}.wav").unlink()
     for skip in ("false", "true"):
         cfg = tiny_config(toy, tmp_path / "run", "train.batch_size=2", f"data.skip_bad={skip}")
-        _refused(cfg, "none of the 6 audio files of split 'train'", "clip000.wav")
+        _refused(cfg, f"none of the {len(clips)} audio files of split {split!r}", f"clip{clips[0]:03d}.wav")
+
+
+def test_a_split_left_with_one_clip_cannot_form_a_batch(toy, tmp_path):
+    _rewrite(toy, lambda r: {**r, "captions": {}} if r["split"] == "train" and r["id"] != "clip000" else r)
+    _refused(tiny_config(toy, tmp_path / "run", "train.batch_size=2"), "1 clip(s) that can train, of 6",
+             "needs at least 2 clips")
 
 
 def test_some_audio_files_missing(toy, tmp_path):

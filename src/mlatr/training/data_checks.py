@@ -91,10 +91,12 @@ def check_training_data(train: Manifest, val: Manifest | None, languages: Sequen
             lost.append(f"{len(missing)} with a missing audio file")
         detail = f" ({'; '.join(lost)})" if lost else ""
         where = train.path or "the shards"
-        raise MlatrError(f"train.batch_size={batch_size} but split {splits[0]!r} of {where} has "
-                         f"{len(usable)} clip(s) that can train, of {len(train)}{detail}: the epoch's last, "
-                         f"smaller batch is dropped, so no batch would fill and no step would run; "
-                         f"set train.batch_size to at most {len(usable)} (>= 2) or add clips")
+        head = (f"train.batch_size={batch_size} but split {splits[0]!r} of {where} has {len(usable)} clip(s) "
+                f"that can train, of {len(train)}{detail}")
+        if len(usable) < 2:
+            raise MlatrError(f"{head}: a contrastive batch needs at least 2 clips, so no step could run")
+        raise MlatrError(f"{head}: the epoch's last, smaller batch is dropped, so no batch would fill and no "
+                         f"step would run; set train.batch_size to at most {len(usable)} or add clips")
     return len(usable)
 
 
