@@ -90,11 +90,12 @@ def toy(tmp_path_factory):
 
 def test_placeholder_weights_fail_clearly(toy, tmp_path):
     cfg = load_config(CONFIGS / "atri-kcl-audiocaps.yaml", [f"data.manifest={toy['manifest']}",
-                                                             f"out_dir={tmp_path}", "data.languages=[eng,fra,deu]"])
+                                                             f"out_dir={tmp_path}", "data.languages=[eng,fra,deu]",
+                                                             "train.batch_size=8"])  # the toy set has 16 clips
     with pytest.raises(MlatrError, match="CED checkpoint weights/ced-base does not exist.*huggingface-cli download"):
         Trainer(cfg)
     cfg = load_config(CONFIGS / "finegrained-audiocaps.yaml", [f"data.manifest={toy['manifest']}",
-                                                                f"out_dir={tmp_path}"])
+                                                                f"out_dir={tmp_path}", "train.batch_size=8"])
     with pytest.raises(MlatrError, match="laion/clap-htsat-unfused"):
         Trainer(cfg)
 
