@@ -104,7 +104,7 @@ def declared_frames(path: str | os.PathLike) -> int | None:
     """Frames the header of a WAV or AIFF file declares; for other formats libsndfile's count (FLAC
     STREAMINFO, Ogg granule position); ``None`` where nothing is declared or the header is unreadable (or
     the path is no regular file: a FIFO is never opened)."""
-    if not os.path.isfile(path) or special_file(path):
+    if not os.path.isfile(path):  # a FIFO, socket or device is no regular file
         return None
     try:
         with open(path, "rb") as fh:
@@ -201,10 +201,7 @@ def audio_file_problem(path: str | os.PathLike, stated_s: float | None = None) -
     """``(field, message)`` of what is wrong with the audio file ``path`` (decoded block by block, nothing
     kept): field ``audio`` when it is missing or does not decode whole, ``duration`` when it is far from
     ``stated_s``; ``None`` when it is fine."""
-    special = special_file(path)
-    if special:
-        return "audio", f"{path}: not a regular file but {special} (not opened)"
-    if not os.path.isfile(path):
+    if not os.path.isfile(path) and not special_file(path):  # a FIFO is refused by probe_audio, unopened
         return "audio", f"audio file not found: {path}"
     try:
         probe = probe_audio(path)

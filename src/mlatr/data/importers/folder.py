@@ -8,8 +8,8 @@
 - Other languages: sidecars ``NAME.fra.txt`` etc., line ``j`` translating English caption ``j``.
 - ``labels``: the parent folder's name in caption form (``Animal Sounds/`` -> "animal sounds") for files
   in a subfolder; none at the top level.
-- A FIFO, socket or device file with a sound file's name is never opened: a bad row (raise, or skip and
-  count).
+- A FIFO, socket or device file with a sound file's name is never opened (:func:`probe_audio` refuses it
+  unopened; opening a FIFO would block the import for ever): a bad row (raise, or skip and count).
 - ``duration``: the decoded length (:func:`mlatr.audio.integrity.probe_audio` decodes every file): a file
   that does not decode, decodes to nothing or to fewer frames than its header declares is a bad row
   (raise, or skip and count).
@@ -33,7 +33,6 @@ from mlatr.data.importers._common import AUDIO_EXTENSIONS, BadRows
 from mlatr.data.importers._finish import checked_clips
 from mlatr.data.manifest import Clip, Manifest
 from mlatr.errors import InputError, MlatrError
-from mlatr.file_kinds import special_file
 
 
 def caption_from_name(name: str) -> str:
@@ -135,10 +134,6 @@ def import_folder(
         if ident in seen:
             bad.report(str(f), None, "id",
                        f"a file with id {ident!r} was already imported from another folder")
-            continue
-        special = special_file(f)
-        if special:  # opening a FIFO would block the import for ever
-            bad.report(str(f), None, "audio", f"not a regular file but {special} (not opened)")
             continue
         try:
             duration = round(probe_audio(f).seconds, 6)
