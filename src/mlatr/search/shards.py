@@ -140,6 +140,9 @@ def _load_array(path: Path, ndim: int, dim: int | None = None) -> np.ndarray:
     if arr.ndim != ndim or (dim is not None and arr.shape[1] != dim):
         want = f"[n, {dim}]" if ndim == 2 else "[n]"
         raise InputError(f"shape {list(arr.shape)}, expected {want}", file=str(path))
+    kind = np.floating if ndim == 2 else np.integer
+    if not np.issubdtype(arr.dtype, kind):
+        raise InputError(f"{arr.dtype} values, expected {'floats' if ndim == 2 else 'integers'}", file=str(path))
     return arr
 
 
