@@ -12,14 +12,16 @@ import json
 import os
 import re
 
+import numpy as np
 import pytest
 import torch
 
 from clitools import assert_user_error, run_cli
 from mlatr.commands._arg_types import tcp_port
+from mlatr.data.pipeline.store import read_index
 from mlatr.errors import InputError
 from mlatr.inference import load_model
-from mlatr.inference.checkpoint import read_checkpoint
+from mlatr.inference.checkpoint import export_model, read_checkpoint
 from mlatr.terminal_text import shown
 
 #: What a terminal obeys: C0 controls (ESC, BEL, CR, ...), DEL and C1 controls, bidirectional overrides.
@@ -63,6 +65,8 @@ def test_an_argument_that_is_not_utf8_is_refused_by_position(capsys, argv, posit
     (["data", "prepare", "m.jsonl", "-o", "s", "--sample-rate", "inf"], "--sample-rate", "an integer >= 1"),
     (["eval-embeddings", "e.npz", "--tsne-clips", "-1"], "--tsne-clips", "an integer >= 0"),
     (["plan", "--reserve-mib", "-1"], "--reserve-mib", "a number >= 0"),
+    (["data", "translation-qa", "m.jsonl", "--out", "o", "--backend", "apertium", "--threshold", "3"], "--threshold",
+     "a number in [-1, 1]"),
 ])
 def test_a_number_out_of_range_is_refused_naming_option_and_range(capsys, argv, option, rule):
     r = run_cli(capsys, *argv)
@@ -80,6 +84,89 @@ def test_an_out_dir_that_is_a_file_says_so(capsys, tmp_path):
     r = run_cli(capsys, "train", f"out_dir={afile}", f"data.manifest={tmp_path / 'm.jsonl'}")
     assert_user_error(r, f"out_dir {afile}: is a file", "writes a folder")
     assert "File exists" not in r.err and afile.read_text() == "not a folder"
+
+
+# ---------------------------------------------------------------- stored JSON and YAML with wrong types
+
+GOOD_STORE = {"format": "mlatr-audio-store-1", "sample_rate": 16000, "dtype": "int16", "shards": ["shard-00000.npy"],
+              "clips": {"a": {"audio": "a.wav", "shard": 0, "offset": 0, "length": 10, "scale": 1.0}}, "bad": {}}
+
+
+@pytest.mark.parametrize("edit, field, message", [
+    (lambda s: s.update(format="mlatr-audio-store-2"), "format", "version 2 of mlatr-audio-store"),
+    (lambda s: s.update(format="something-else"), "format", "not a decoded-audio store"),
+    (lambda s: s.update(sample_rate="16000"), "sample_rate", "expected an integer (Hz), found a string"),
+    (lambda s: s.update(sample_rate=0), "sample_rate", "must be > 0"),
+    (lambda s: s.update(dtype="int8"), "dtype", "must be int16 or float16"),
+    (lambda s: s.update(shards=["../../etc/passwd"]), "shards[0]", "inside the store"),
+    (lambda s: s["clips"]["a"].update(offset=-4), "clips.a.offset", "must be >= 0"),
+    (lambda s: s["clips"]["a"].update(scale="1"), "clips.a.scale", "expected a number"),
+    (lambda s: s["clips"]["a"].update(shard=3), "clips.a.shard", "a shard number in 0..0"),
+    (lambda s: s.pop("clips"), "clips", "missing"),
+])
+def test_store_index_with_wrong_types_is_refused_by_field(tmp_path, edit, field, message):
+    store = json.loads(json.dumps(GOOD_STORE))
+    edit(store)
+    (tmp_path / "index.json").write_text(json.dumps(store))
+    with pytest.raises(InputError, match=re.escape(f"{tmp_path / 'index.json'}: {field}: ")) as err:
+        read_index(tmp_path)
+    assert message in str(err.value)
+
+
+@pytest.mark.parametrize("edit, field", [
+    (lambda c: c.update(format="mlatr-model-9"), "format"),
+    (lambda c: c.update(model_config="small"), "model_config"),
+    (lambda c: c["model_config"].update(embed_dim=-3), "model_config.embed_dim"),
+    (lambda c: c["model_config"].update(embed_dim=10**9), "model_config.embed_dim"),
+    (lambda c: c["model_config"]["audio_encoder"].pop("name"), "model_config.audio_encoder.name"),
+    (lambda c: c.update(matching_head=[1]), "matching_head"),
+    (lambda c: c.update(train_config={"data": 5}), "train_config.data"),
+])
+def test_model_folder_config_with_wrong_types_is_refused_by_field(served_toy, tmp_path, capsys, edit, field):
+    _, ckpt, _ = served_toy
+    folder = export_model(ckpt, tmp_path / "model")
+    config = json.loads((folder / "config.json").read_text())
+    edit(config)
+    (folder / "config.json").write_text(json.dumps(config))
+    r = run_cli(capsys, "embed", "a dog", "--text", "--lang", "eng", "--model", folder, "-o", tmp_path / "e.npz")
+    assert_user_error(r, f"{folder / 'config.json'}: {field}: ")
+
+
+def test_npz_index_meta_of_another_kind_or_version_is_refused(served_toy, tmp_path, capsys):
+    _, _, npz = served_toy
+    with np.load(npz) as z:
+        arrays = {k: z[k] for k in z.files}
+    meta = json.loads(str(arrays["meta"]))
+    for bad, field, says in [(np.arange(3.0), "meta", "expected one JSON string"),
+                             (np.asarray(json.dumps(dict(meta, format="mlatr-index-7"))), "format", "version 7"),
+                             (np.asarray("[" * 5000), "meta", "nested too deeply")]:
+        np.savez(tmp_path / "x.npz", **dict(arrays, meta=bad))
+        assert_user_error(run_cli(capsys, "search", tmp_path / "x.npz", "a tone"), f"x.npz: {field}: ", says)
+
+
+@pytest.mark.parametrize("text, says", [
+    ("[" * 3000 + "]" * 3000, "nested too deeply"),
+    ("a: &x [*x]\n", "contains itself"),
+    ("l0: &l0 [1,1,1,1,1,1,1,1,1,1]\n" + "".join(f"l{i}: &l{i} [{', '.join([f'*l{i - 1}'] * 10)}]\n"
+                                                   for i in range(1, 10)), "more than 100,000 values"),
+    (b"\xff\xfe: 1\n", "not UTF-8"),
+    ("optim: {betas: 3}\n", "optim.betas: must be a list"),
+    ("model: {audio: {name: [1]}}\n", "model.audio.name: expected an encoder name"),
+])
+def test_yaml_config_hostile_shapes_are_refused(capsys, tmp_path, text, says):
+    config = tmp_path / "c.yaml"
+    config.write_bytes(text if isinstance(text, bytes) else text.encode())
+    assert_user_error(run_cli(capsys, "train", "--config", config, f"out_dir={tmp_path / 'run'}"), says)
+    r = run_cli(capsys, "train", "train.epochs=" + "[" * 200 + "]" * 200, f"out_dir={tmp_path / 'run'}")
+    assert_user_error(r, "override train.epochs: YAML nested too deeply")
+
+
+def test_encoder_options_of_the_wrong_type_name_the_encoder(served_toy, tmp_path, capsys):
+    manifest, _, _ = served_toy
+    r = run_cli(capsys, "train", f"data.manifest={manifest}", f"out_dir={tmp_path / 'run'}",
+                "data.languages=[eng,fra,deu]", "model.audio={name: small-cnn, dim: abc}", "train.progress=false")
+    assert_user_error(r, "audio encoder 'small-cnn'")
+    assert not (tmp_path / "run" / "last.pt").exists()
 
 
 # ---------------------------------------------------------------- user text on the terminal

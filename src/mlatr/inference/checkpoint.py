@@ -99,14 +99,17 @@ def load_model(path: str | os.PathLike, device: str | torch.device = "cpu",
     from ``model.init_checkpoint`` freezes what its own config says; an option the stored encoder
     does not take is refused, naming the key.
     """
-    state = read_model_folder(path) if is_model_folder(path) else read_checkpoint(path)
-    check_stored_state(path, state)
+    folder = is_model_folder(path)
+    state = read_model_folder(path) if folder else read_checkpoint(path)
+    meta_file, weights_file = model_folder_files(path) if folder else (path, path)
+    check_stored_state(meta_file, state)
     try:
         head = head_of(state)
     except (MlatrError, TypeError, ValueError) as exc:  # a head's options are the head's own
         field = "matching_head" if state.get("matching_head") else "train_config.objective.matching"
-        raise InputError(f"no matching head takes these options: {exc}", str(path), field=field) from None
-    model = build_stored_model(path, with_fine_tuning(state["model_config"], fine_tuning or {}, path), state["model"])
+        raise InputError(f"no matching head takes these options: {exc}", str(meta_file), field=field) from None
+    model = build_stored_model(meta_file, with_fine_tuning(state["model_config"], fine_tuning or {}, path),
+                               state["model"], weights_file)
     return LoadedModel(model=model.to(resolve_device(device)).eval(), head=head,
                        train_config=dict(state.get("train_config") or {}), path=Path(path))
 

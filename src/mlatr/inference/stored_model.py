@@ -91,9 +91,11 @@ def check_stored_state(file: str | os.PathLike, state: dict[str, Any]) -> dict[s
     return state
 
 
-def build_stored_model(file: str | os.PathLike, model_config: dict, weights: dict) -> DualEncoder:
-    """``DualEncoder.from_config(model_config)`` with ``weights`` loaded; what the encoder factories or the
-    weights refuse is an :class:`InputError` naming ``file`` and the field (``model_config`` or ``model``)."""
+def build_stored_model(file: str | os.PathLike, model_config: dict, weights: dict,
+                       weights_file: str | os.PathLike | None = None) -> DualEncoder:
+    """``DualEncoder.from_config(model_config)`` with ``weights`` loaded; what the encoder factories refuse is
+    an :class:`InputError` at ``file: model_config``, weights that do not fit at ``weights_file: model``
+    (``weights_file``: where they are stored, when not in ``file``: a model folder's ``model.safetensors``)."""
     file = str(file)
     try:
         model = DualEncoder.from_config(model_config)
@@ -106,6 +108,6 @@ def build_stored_model(file: str | os.PathLike, model_config: dict, weights: dic
         model.load_state_dict(weights)
     except (RuntimeError, TypeError, ValueError) as exc:
         first = str(exc).strip().splitlines()[:3]
-        raise InputError(f"the weights do not fit model_config ({' '.join(first)[:300]})", file,
-                         field="model") from None
+        raise InputError(f"the weights do not fit model_config ({' '.join(first)[:300]})",
+                         str(weights_file or file), field="model") from None
     return model

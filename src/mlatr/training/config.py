@@ -308,6 +308,24 @@ def _coerce(tp: Any, value: Any, path: str) -> Any:
     return value
 
 
+def _flow_depth(text: str) -> int:
+    """How deeply YAML ``text``'s ``[`` / ``{`` brackets nest outside quotes (an estimate: enough to refuse
+    thousands of them before the parser spends seconds on them)."""
+    depth = peak = 0
+    quote = None
+    for ch in text:
+        if quote is not None:
+            quote = None if ch == quote else quote
+        elif ch in "\"'":
+            quote = ch
+        elif ch in "[{":
+            depth += 1
+            peak = max(peak, depth)
+        elif ch in "]}":
+            depth -= 1
+    return peak
+
+
 def parse_yaml(text: str | bytes, where: str) -> Any:
     """``yaml.safe_load(text)``, or :class:`InputError` at ``where`` (a file, an override) when it is not YAML,
     not UTF-8, or nested deeper than :data:`mlatr.json_input.MAX_DEPTH` (the parser recurses: a deep value
@@ -317,6 +335,8 @@ def parse_yaml(text: str | bytes, where: str) -> Any:
             text = text.decode("utf-8")
         except UnicodeDecodeError as exc:
             raise InputError(f"not UTF-8 text (byte {exc.start})", where) from None
+    if _flow_depth(text) > MAX_DEPTH:  # PyYAML takes seconds on a few thousand nested brackets
+        raise InputError(f"YAML nested too deeply (more than {MAX_DEPTH} levels)", where)
     try:
         value = yaml.safe_load(text)
     except yaml.YAMLError as exc:
