@@ -18,10 +18,13 @@ import torch
 
 from clitools import assert_user_error, run_cli
 from mlatr.commands._arg_types import tcp_port
+from mlatr.data.manifest import Manifest
 from mlatr.data.pipeline.store import read_index
-from mlatr.errors import InputError
+from mlatr.errors import InputError, MlatrError
 from mlatr.inference import load_model
 from mlatr.inference.checkpoint import export_model, read_checkpoint
+from mlatr.search.index import build_index
+from mlatr.serve import live_index
 from mlatr.terminal_text import shown
 
 #: What a terminal obeys: C0 controls (ESC, BEL, CR, ...), DEL and C1 controls, bidirectional overrides.
@@ -183,8 +186,6 @@ def test_shown_escapes_every_control_and_cuts_long_text():
 @pytest.fixture(scope="module")
 def hostile_index(served_toy, tmp_path_factory):
     """An index of four toy clips whose captions would retitle, clear or flood the terminal."""
-    from mlatr.data.manifest import Manifest
-    from mlatr.search.index import build_index
 
     manifest, ckpt, _ = served_toy
     root = tmp_path_factory.mktemp("hostile")
@@ -274,3 +275,19 @@ def test_checkpoint_metadata_fuzz_is_refused_naming_file_and_field(served_toy, t
                 assert exc.file == str(file) and exc.field, (path, wrong, str(exc))
                 assert exc.field.split(".")[0] in (path[0], "model"), (path, wrong, str(exc))
     assert refused > len(_fields(good)) * 4  # most wrong values are refused; a few are allowed (a null option)
+
+
+def test_a_reload_that_fails_unexpectedly_names_no_internal_class(served_toy, monkeypatch):
+    _, _, npz = served_toy
+    live = live_index.LiveIndex(npz)
+    live.reload()
+
+    def broken(*args, **kwargs):
+        raise KeyError("secret_key_name")
+
+    monkeypatch.setattr(live_index.Index, "load", broken)
+    with pytest.raises(MlatrError) as err:
+        live.reload()
+    assert "KeyError" not in str(err.value) and "secret_key_name" not in str(err.value)
+    assert "server's log" in str(err.value) and live.error == str(err.value)
+    assert len(live.current().index) > 0  # the previous index stays in service

@@ -295,6 +295,17 @@ def _returns_or_refuses(read, *args) -> None:
         pass
 
 
+def _with_file_replaced(file: Path, good: dict, data, read, *args) -> None:
+    """``read(*args)`` returns or refuses while JSON file ``file`` holds a drawn document (or bytes) instead of
+    ``good``, which is written back after."""
+    raw = data.draw(documents(good).map(lambda v: json.dumps(v).encode()) | st.binary(max_size=40))
+    try:
+        file.write_bytes(raw)
+        _returns_or_refuses(read, *args)
+    finally:
+        file.write_text(json.dumps(good))
+
+
 @pytest.fixture(scope="module")
 def stored(served_toy, tmp_path_factory):
     """The toy library's good files: index (npz meta and a folder's manifest), checkpoint state, model folder."""
@@ -324,15 +335,8 @@ def test_index_npz_meta_reader_returns_or_refuses(stored, tmp_path, data):
 @READER_SETTINGS
 @given(data=st.data())
 def test_index_folder_manifest_reader_returns_or_refuses(stored, data):
-    from mlatr.search.index import Index
-
-    file = stored["folder"] / "index.json"
-    raw = data.draw(documents(stored["folder_manifest"]).map(lambda v: json.dumps(v).encode()) | st.binary(max_size=40))
-    try:
-        file.write_bytes(raw)
-        _returns_or_refuses(Index.load, stored["folder"])
-    finally:
-        file.write_text(json.dumps(stored["folder_manifest"]))
+    _with_file_replaced(stored["folder"] / "index.json", stored["folder_manifest"], data, Index.load,
+                        stored["folder"])
 
 
 GOOD_STORE = {"format": "mlatr-audio-store-1", "sample_rate": 16000, "dtype": "int16", "shards": ["shard-00000.npy"],
@@ -362,13 +366,8 @@ def test_checkpoint_metadata_reader_returns_or_refuses(stored, tmp_path, data):
 @READER_SETTINGS
 @given(data=st.data())
 def test_model_folder_config_reader_returns_or_refuses(stored, data):
-    file = stored["model_folder"] / "config.json"
-    raw = data.draw(documents(stored["model_config"]).map(lambda v: json.dumps(v).encode()) | st.binary(max_size=40))
-    try:
-        file.write_bytes(raw)
-        _returns_or_refuses(load_model, stored["model_folder"])
-    finally:
-        file.write_text(json.dumps(stored["model_config"]))
+    _with_file_replaced(stored["model_folder"] / "config.json", stored["model_config"], data, load_model,
+                        stored["model_folder"])
 
 
 GOOD_CONFIG = {"data": {"manifest": "m.jsonl", "languages": ["eng", "fra"], "max_seconds": 2.0},
