@@ -23,7 +23,7 @@ from mlatr.data.pipeline.store import read_index
 from mlatr.errors import InputError, MlatrError
 from mlatr.inference import load_model
 from mlatr.inference.checkpoint import export_model, read_checkpoint
-from mlatr.search.index import build_index
+from mlatr.search.index import Index, build_index
 from mlatr.serve import live_index
 from mlatr.terminal_text import shown
 
@@ -296,3 +296,16 @@ def test_a_reload_that_fails_unexpectedly_names_no_internal_class(served_toy, mo
     assert "KeyError" not in str(err.value) and "secret_key_name" not in str(err.value)
     assert "server's log" in str(err.value) and live.error == str(err.value)
     assert len(live.current().index) > 0  # the previous index stays in service
+
+
+@pytest.mark.parametrize("name, array, says", [
+    ("caption_clip.npy", lambda a: a.astype(np.float64) + 0.5, "float64 values, expected integers"),
+    ("embeddings.npy", lambda a: a.astype(str), "values, expected floats"),
+    ("embeddings.npy", lambda a: a[:, :-1], "expected [n, "),
+])
+def test_index_folder_array_of_the_wrong_kind_is_refused_by_file(served_toy, tmp_path, capsys, name, array, says):
+    _, _, npz = served_toy
+    folder = Index.load(npz).save(tmp_path / "lib.idx")
+    (shard,) = [p for p in folder.iterdir() if p.name.startswith("shard-")]
+    np.save(shard / name, array(np.load(shard / name)))
+    assert_user_error(run_cli(capsys, "search", folder, "a tone"), f"{shard / name}: ", says)
