@@ -29,8 +29,7 @@ MAX_OPTION = 1 << 22
 _POSITIVE = {"test": lambda v: v > 0, "must": "> 0"}
 
 
-def _check_encoder(file: str, cfg: dict, side: str) -> None:
-    where = "model_config"
+def _check_encoder(file: str, cfg: dict, side: str, where: str) -> None:
     encoder = expect_field(file, cfg, f"{side}_encoder", dict, "an object with the encoder's name and options",
                            where=where)
     expect_field(file, encoder, "name", str, "an encoder name", where=f"{where}.{side}_encoder")
@@ -42,15 +41,14 @@ def _check_encoder(file: str, cfg: dict, side: str) -> None:
                              field=f"{where}.{side}_encoder.{key}")
 
 
-def check_model_config(file: str | os.PathLike, cfg: Any) -> dict:
+def check_model_config(file: str | os.PathLike, cfg: Any, where: str = "model_config") -> dict:
     """``cfg`` (what :meth:`DualEncoder.config` writes) when every field has its type and range, else an
-    :class:`InputError` ``FILE: model_config.FIELD: message``."""
+    :class:`InputError` ``FILE: WHERE.FIELD: message`` (``where``: the config's place in the file)."""
     file = str(file)
     if not isinstance(cfg, dict):
-        raise InputError(f"expected an object, found {json_type(cfg)}", file, field="model_config")
+        raise InputError(f"expected an object, found {json_type(cfg)}", file, field=where)
     for side in ("audio", "text"):
-        _check_encoder(file, cfg, side)
-    where = "model_config"
+        _check_encoder(file, cfg, side, where)
     size = {"test": lambda v: 0 < v <= MAX_DIM, "must": f"in 1..{MAX_DIM}"}
     expect_field(file, cfg, "embed_dim", int, "an integer", where=where, **size)
     expect_field(file, cfg, "projection_hidden", (int, type(None)), "an integer or null", where=where,

@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 
 from mlatr.errors import InputError, MlatrError
+from mlatr.inference.stored_model import check_model_config
 from mlatr.io_utils import atomic_write_json
 from mlatr.json_input import expect_field, json_type, parse_json, read_format_json, read_json_file
 
@@ -83,8 +84,8 @@ def check_meta(file: Path, meta: Any, where: str = "") -> dict:
     if meta.get("window_seconds") is not None:
         expect_field(file, meta, "window_seconds", (int, float), "a number (seconds)", where=where,
                      test=lambda v: v > 0, must="> 0")
-    if "model_config" in meta:
-        expect_field(file, meta, "model_config", dict, "an object", where=where)
+    if "model_config" in meta:  # the model's config, copied for what the index reports (its text encoder)
+        check_model_config(file, meta["model_config"], f"{where}.model_config".lstrip("."))
     if "caption_languages" in meta:
         expect_field(file, meta, "caption_languages", list, "a list of language codes", where=where,
                      test=lambda v: all(isinstance(x, str) for x in v), must="a list of strings")
