@@ -1,6 +1,7 @@
 import os
 
 from mlatr.commands._arg_types import non_negative_float, positive_float, positive_int, tcp_port
+from mlatr.terminal_text import shown_lines
 
 #: The environment variable that holds the server's bearer token (``--token`` overrides it).
 TOKEN_ENV = "MLATR_TOKEN"
@@ -143,8 +144,8 @@ def run(args) -> int:
         print(f"loaded {args.index}: {len(snap.index)} clips, text encoder "
               f"{snap.index.meta['model_config']['text_encoder']['name']}", flush=True)
     except MlatrError as exc:
-        print(f"mlatr serve: cannot load {args.index}: {exc}\n  serving 503 errors until the file is fixed "
-              "(it is watched; POST /reload reads it at once)", file=sys.stderr, flush=True)
+        print(f"mlatr serve: cannot load {args.index}: {shown_lines(exc)}\n  serving 503 errors until the file is "
+              "fixed (it is watched; POST /reload reads it at once)", file=sys.stderr, flush=True)
     limit_math_threads(args.threads)  # again: the model's libraries (USE, FAISS) may have started their own pools
     limits = Limits(max_k=args.max_k, max_upload_bytes=int(args.max_upload_mb * 2**20))
     app = create_app(live, limits, watch_seconds=args.watch, allow_roots=args.allow_root, allowed_hosts=hosts,
