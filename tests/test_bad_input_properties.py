@@ -14,10 +14,27 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
+import pytest
+import torch
+import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from clitools import assert_user_error, digest, run_cli
+from mlatr.data.importers import (
+    import_audiocaps_csv,
+    import_clotho_csv,
+    import_esc50_csv,
+    import_mlclap_json,
+    merge_translations,
+)
+from mlatr.data.manifest import Manifest
+from mlatr.data.pipeline.store import read_index
+from mlatr.errors import MlatrError
+from mlatr.inference import load_model
+from mlatr.inference.checkpoint import export_model, read_checkpoint
+from mlatr.search.index import Index
+from mlatr.training.config import load_config
 
 SETTINGS = settings(max_examples=30, deadline=None, derandomize=True,
                     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
@@ -225,3 +242,181 @@ def test_malformed_npz(capsys, kind, n_audio, dim, seed):
         r = run_cli(capsys, "eval-embeddings", path, "--json", out)
         assert_user_error(r, str(path), field)
         assert not out.exists()
+
+
+# ---------------------------------------------------------------- every reader of a user's file
+# For arbitrary bytes, arbitrary JSON / YAML values, and good documents with one field replaced by an arbitrary
+# value or removed, each reader returns or raises MlatrError: never another exception (issue 24, Bad 4).
+
+READER_SETTINGS = settings(max_examples=20, deadline=None, derandomize=True,
+                           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers(-2**70, 2**70) | st.floats() | st.text(max_size=6),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3),
+    max_leaves=8)
+
+
+def _paths(value, prefix=()) -> list[tuple]:
+    """Every key path into a JSON value (object keys and array positions), outermost first."""
+    out = []
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    for key, child in items:
+        out.append((*prefix, key))
+        if len(out) < 400:
+            out.extend(_paths(child, (*prefix, key)))
+    return out
+
+
+def _replaced(doc, path: tuple, value):
+    """A deep copy of ``doc`` with the value at ``path`` replaced (``...``: removed)."""
+    doc = json.loads(json.dumps(doc))
+    node = doc
+    for key in path[:-1]:
+        node = node[key]
+    if value is ...:
+        del node[path[-1]]
+    else:
+        node[path[-1]] = value
+    return doc
+
+
+def documents(good):
+    """Arbitrary JSON values, and ``good`` with one field replaced by one (or removed)."""
+    paths = _paths(good)
+    return st.one_of(json_values, st.tuples(st.sampled_from(paths), json_values | st.just(...)).map(
+        lambda pv: _replaced(good, *pv)))
+
+
+def _returns_or_refuses(read, *args) -> None:
+    try:
+        read(*args)
+    except MlatrError:
+        pass
+
+
+def _with_file_replaced(file: Path, good: dict, data, read, *args) -> None:
+    """``read(*args)`` returns or refuses while JSON file ``file`` holds a drawn document (or bytes) instead of
+    ``good``, which is written back after."""
+    raw = data.draw(documents(good).map(lambda v: json.dumps(v).encode()) | st.binary(max_size=40))
+    try:
+        file.write_bytes(raw)
+        _returns_or_refuses(read, *args)
+    finally:
+        file.write_text(json.dumps(good))
+
+
+@pytest.fixture(scope="module")
+def stored(served_toy, tmp_path_factory):
+    """The toy library's good files: index (npz meta and a folder's manifest), checkpoint state, model folder."""
+    manifest, ckpt, npz = served_toy
+    root = tmp_path_factory.mktemp("stored")
+    with np.load(npz) as z:
+        arrays = {k: z[k] for k in z.files}
+    folder = Index.load(npz).save(root / "lib.idx")
+    state = read_checkpoint(ckpt)
+    state = {k: state[k] for k in ("format", "model_config", "model", "matching_head", "train_config")}
+    model_folder = export_model(ckpt, root / "model")
+    return {"manifest": manifest, "npz_arrays": arrays, "folder": folder, "folder_manifest":
+            json.loads((folder / "index.json").read_text()), "state": state,
+            "model_folder": model_folder, "model_config": json.loads((model_folder / "config.json").read_text())}
+
+
+@READER_SETTINGS
+@given(data=st.data())
+def test_index_npz_meta_reader_returns_or_refuses(stored, tmp_path, data):
+    good = json.loads(str(stored["npz_arrays"]["meta"]))
+    meta = data.draw(documents(good) | st.binary(max_size=40).map(lambda b: b.decode("latin-1")))
+    text = meta if isinstance(meta, str) else json.dumps(meta)
+    np.savez(tmp_path / "x.npz", **dict(stored["npz_arrays"], meta=np.asarray(text)))
+    _returns_or_refuses(Index.load, tmp_path / "x.npz")
+
+
+@READER_SETTINGS
+@given(data=st.data())
+def test_index_folder_manifest_reader_returns_or_refuses(stored, data):
+    _with_file_replaced(stored["folder"] / "index.json", stored["folder_manifest"], data, Index.load,
+                        stored["folder"])
+
+
+GOOD_STORE = {"format": "mlatr-audio-store-1", "sample_rate": 16000, "dtype": "int16", "shards": ["shard-00000.npy"],
+              "clips": {"a": {"audio": "a.wav", "shard": 0, "offset": 0, "length": 10, "scale": 1.0}},
+              "bad": {"b": {"audio": "b.wav", "error": "not audio"}}}
+
+
+@READER_SETTINGS
+@given(raw=documents(GOOD_STORE).map(lambda v: json.dumps(v).encode()) | st.binary(max_size=40))
+def test_store_index_reader_returns_or_refuses(tmp_path, raw):
+    (tmp_path / "index.json").write_bytes(raw)
+    _returns_or_refuses(read_index, tmp_path)
+
+
+@READER_SETTINGS
+@given(data=st.data())
+def test_checkpoint_metadata_reader_returns_or_refuses(stored, tmp_path, data):
+    state = stored["state"]
+    meta = {k: v for k, v in state.items() if k != "model"}
+    mutated = data.draw(documents(meta))
+    if isinstance(mutated, dict):
+        mutated = dict(mutated, model=state["model"])
+    torch.save(mutated, tmp_path / "m.pt")
+    _returns_or_refuses(load_model, tmp_path / "m.pt")
+
+
+@READER_SETTINGS
+@given(data=st.data())
+def test_model_folder_config_reader_returns_or_refuses(stored, data):
+    _with_file_replaced(stored["model_folder"] / "config.json", stored["model_config"], data, load_model,
+                        stored["model_folder"])
+
+
+GOOD_CONFIG = {"data": {"manifest": "m.jsonl", "languages": ["eng", "fra"], "max_seconds": 2.0},
+               "model": {"audio": {"name": "small-cnn", "dim": 32}, "text": {"name": "small-transformer"},
+                         "embed_dim": 16},
+               "optim": {"lr": 1e-3, "betas": [0.9, 0.98]}, "train": {"epochs": 1, "batch_size": 4}, "out_dir": "r"}
+
+
+@READER_SETTINGS
+@given(raw=documents(GOOD_CONFIG).map(lambda v: yaml.safe_dump(v).encode()) | st.binary(max_size=60)
+       | st.text(alphabet="[]{}:,-&*ab 1\n", max_size=40).map(str.encode))
+def test_yaml_config_reader_returns_or_refuses(tmp_path, raw):
+    (tmp_path / "c.yaml").write_bytes(raw)
+    _returns_or_refuses(load_config, tmp_path / "c.yaml")
+
+
+@READER_SETTINGS
+@given(lines=st.lists(documents(GOOD).map(lambda v: json.dumps(v).encode()) | st.binary(max_size=30), min_size=1,
+                      max_size=3))
+def test_manifest_reader_returns_or_refuses(tmp_path, lines):
+    (tmp_path / "m.jsonl").write_bytes(b"\n".join(lines) + b"\n")
+    _returns_or_refuses(Manifest.load, tmp_path / "m.jsonl")
+    _returns_or_refuses(lambda p: Manifest.load(p, skip_bad=True), tmp_path / "m.jsonl")
+
+
+csv_text = st.lists(st.lists(st.text(alphabet='ab,"\n0.5-\xe9\x00', max_size=6), min_size=1, max_size=6), max_size=4)
+
+
+@READER_SETTINGS
+@given(rows=csv_text, raw=st.binary(max_size=30), header=st.sampled_from(["audiocaps", "clotho", "translations",
+                                                                           "esc50", "none"]))
+def test_caption_table_readers_return_or_refuse(tmp_path, rows, raw, header):
+    heads = {"audiocaps": "audiocap_id,youtube_id,start_time,caption", "clotho": "file_name,caption_1,caption_2",
+             "translations": "id,index,caption,lang", "esc50": "filename,fold,target,category", "none": ""}
+    text = io.StringIO()
+    csv.writer(text, lineterminator="\n").writerows(rows)
+    body = (heads[header] + "\n").encode() + text.getvalue().encode() + raw
+    for name in ("t.csv", "t.jsonl", "t.json"):
+        (tmp_path / name).write_bytes(body)
+    target = Manifest.load(stored_manifest(tmp_path))
+    for read in (import_audiocaps_csv, import_clotho_csv, import_esc50_csv):
+        _returns_or_refuses(read, [tmp_path / "t.csv"])
+    _returns_or_refuses(import_mlclap_json, [tmp_path / "t.json"])
+    for name in ("t.csv", "t.jsonl"):
+        _returns_or_refuses(merge_translations, target, [tmp_path / name])
+
+
+def stored_manifest(folder: Path) -> Path:
+    """A one-clip manifest for the translation imports to merge into."""
+    path = folder / "target.jsonl"
+    path.write_text(json.dumps(dict(GOOD, id="a")) + "\n")
+    return path

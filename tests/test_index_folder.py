@@ -234,7 +234,7 @@ def _npz_with(src: Path, dst: Path, meta_edit=None, arrays_edit=None) -> Path:
     (lambda m: m.__setitem__("max_seconds", None), "max_seconds"),
     (lambda m: m.__setitem__("ids", {"a": 1}), "ids"),
     (lambda m: m.__setitem__("captions", [1] * len(m["captions"])), "captions"),
-    (lambda m: m["checkpoint"].__setitem__("sha256", 7), "sha256"),
+    (lambda m: m["checkpoint"].__setitem__("sha256", 7), "checkpoint.sha256"),
     (lambda m: m.pop("caption_text"), "caption_text"),
 ])
 def test_npz_meta_of_wrong_type_is_refused_naming_file_and_field(trained, tmp_path, capsys, edit, field):
@@ -248,7 +248,7 @@ def test_npz_meta_of_wrong_type_is_refused_naming_file_and_field(trained, tmp_pa
 
 
 @pytest.mark.parametrize("edit, field", [
-    (lambda m: m["meta"].__setitem__("checkpoint", "model.pt"), "checkpoint"),
+    (lambda m: m["meta"].__setitem__("checkpoint", "model.pt"), "meta.checkpoint"),
     (lambda m: m.__setitem__("dim", "16"), "dim"),
     (lambda m: m.__setitem__("dtype", "int8"), "dtype"),
     (lambda m: m.__setitem__("shards", [{"name": "../../etc", "rows": 1}]), "shards[0]"),
@@ -382,5 +382,5 @@ def test_server_watches_a_folder_and_refuses_a_bad_reload_cleanly(trained, tmp_p
         (path / "index.json").write_text(json.dumps(manifest))
         r = request(base + "/reload", "POST")
         body = r.json()
-        assert r.status == 500 and f"{path / 'index.json'}: checkpoint: expected an object" in body["error"]
+        assert r.status == 500 and f"{path / 'index.json'}: meta.checkpoint: expected an object" in body["error"]
         assert "TypeError" not in body["error"] and "still serving the previous index (19 clips)" in body["error"]

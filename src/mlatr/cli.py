@@ -13,6 +13,7 @@ import sys
 from mlatr import __version__
 from mlatr.commands._outputs import add_wait_option, hold_outputs
 from mlatr.errors import MlatrError, describe_os_error
+from mlatr.terminal_text import shown_lines, undecodable_argument
 
 #: (command path, module under mlatr.commands). Order is the order shown in --help.
 COMMANDS: list[tuple[str, str]] = [
@@ -118,6 +119,11 @@ def _take_extra(args: argparse.Namespace, extra: list[str], parser: argparse.Arg
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else [str(a) for a in argv]
+    problem = undecodable_argument(argv)
+    if problem:  # before argparse, which would print the argument itself
+        print(f"mlatr: error: {problem}", file=sys.stderr)
+        return 2
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
     if extra:
@@ -131,10 +137,10 @@ def main(argv: list[str] | None = None) -> int:
         with hold_outputs(args, args._outputs):  # one writer per output (mlatr.commands._outputs)
             return int(run(args) or 0)
     except MlatrError as exc:
-        print(f"mlatr: error: {exc}", file=sys.stderr)
+        print(f"mlatr: error: {shown_lines(exc)}", file=sys.stderr)
         return 2
     except OSError as exc:  # the system refused: a missing folder, a permission, a full disk
-        print(f"mlatr: error: {describe_os_error(exc)}", file=sys.stderr)
+        print(f"mlatr: error: {shown_lines(describe_os_error(exc))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)

@@ -6,6 +6,8 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterable, Mapping
 
+from mlatr.terminal_text import shown_lines
+
 #: Skipped items listed one per line; the rest are counted.
 SHOWN = 10
 
@@ -18,7 +20,7 @@ def report_skipped(items: Mapping[str, str] | Iterable[object], what: str) -> in
         return 0
     print(f"mlatr: skipped {len(lines)} {what} (--skip-bad):", file=sys.stderr)
     for line in lines[:SHOWN]:
-        print(f"  {line}", file=sys.stderr)
+        print(f"  {shown_lines(line)}", file=sys.stderr)
     if len(lines) > SHOWN:
         print(f"  ... and {len(lines) - SHOWN} more", file=sys.stderr)
     return len(lines)
@@ -28,5 +30,5 @@ def warn(messages: Iterable[str]) -> list[str]:
     """Print each message as ``mlatr: warning: ...`` to stderr; returns them as a list."""
     out = list(messages)
     for m in out:
-        print(f"mlatr: warning: {m}", file=sys.stderr)
+        print(f"mlatr: warning: {shown_lines(m)}", file=sys.stderr)
     return out

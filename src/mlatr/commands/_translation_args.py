@@ -7,7 +7,9 @@ import sys
 from pathlib import Path
 
 from mlatr import languages
+from mlatr.commands._arg_types import non_negative_float, non_negative_int, positive_float, positive_int
 from mlatr.errors import MlatrError
+from mlatr.terminal_text import shown
 
 BACKEND_HELP = """Backends:
   openai    any OpenAI-compatible chat-completions endpoint: --base-url (https://api.deepseek.com/v1, as
@@ -33,16 +35,17 @@ def add_backend_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--base-url", help="openai: the endpoint (…/v1; /chat/completions is appended)")
     g.add_argument("--api-key-env", default="OPENAI_API_KEY", metavar="VAR",
                    help="openai: environment variable holding the API key (default OPENAI_API_KEY)")
-    g.add_argument("--batch-size", type=int, default=None,
+    g.add_argument("--batch-size", type=positive_int, default=None,
                    help="captions per request / process / forward pass (default: openai 20, hf 16, apertium 64)")
-    g.add_argument("--timeout", type=float, default=None, help="seconds per request (openai, default 60) "
+    g.add_argument("--timeout", type=positive_float, default=None, help="seconds per request (openai, default 60) "
                    "or per process (apertium, default 300)")
-    g.add_argument("--retries", type=int, default=5, help="openai: retries of a request on 429/5xx/timeouts")
-    g.add_argument("--backoff", type=float, default=1.0,
+    g.add_argument("--retries", type=non_negative_int, default=5,
+                   help="openai: retries of a request on 429/5xx/timeouts")
+    g.add_argument("--backoff", type=non_negative_float, default=1.0,
                    help="openai: first retry delay in seconds, doubled each retry (at most 60)")
-    g.add_argument("--max-requests-per-minute", type=float, default=None, metavar="N",
+    g.add_argument("--max-requests-per-minute", type=positive_float, default=None, metavar="N",
                    help="openai: space request starts at least 60/N seconds apart")
-    g.add_argument("--beams", type=int, default=None, help="hf: beam size (default 4)")
+    g.add_argument("--beams", type=positive_int, default=None, help="hf: beam size (default 4)")
     g.add_argument("--device", default="cpu", help="hf: torch device (default cpu)")
     g.add_argument("--cache", metavar="FILE", help="translation cache (default: translation-cache.jsonl in the "
                                                    "output manifest's folder / the report folder)")
@@ -94,6 +97,7 @@ def cache_from_args(args: argparse.Namespace, folder: str | Path):
 def print_failures(failures, limit: int = 10) -> None:
     """The first ``limit`` failed captions, one per line, on stderr."""
     for f in failures[:limit]:
-        print(f"  failed: {f.clip_id} {f.lang}[{f.index}] {f.text[:60]!r}: {f.reason}", file=sys.stderr)
+        print(f'  failed: {shown(f.clip_id)} {f.lang}[{f.index}] "{shown(f.text, 60)}": {shown(f.reason)}',
+              file=sys.stderr)
     if len(failures) > limit:
         print(f"  ... and {len(failures) - limit} more", file=sys.stderr)

@@ -1,6 +1,7 @@
 import json
 
 from mlatr.commands._arg_types import positive_float, positive_int
+from mlatr.terminal_text import shown
 
 HELP = """Zero-shot classification of sound files: which of --labels each one sounds like.
 
@@ -46,5 +47,5 @@ def run(args) -> int:
         print(json.dumps(out, ensure_ascii=False, indent=1))
         return 0
     for f, best in zip(files, top, strict=True):
-        print(f"{f}\t" + "  ".join(f"{lb} {s:.3f}" for lb, s in best))
+        print(f"{shown(f)}\t" + "  ".join(f"{shown(lb)} {s:.3f}" for lb, s in best))
     return 0

@@ -1,6 +1,7 @@
 import os
 from pathlib import Path
 
+from mlatr.commands._arg_types import positive_int
 from mlatr.commands._notices import report_skipped
 from mlatr.commands._outputs import Output
 from mlatr.commands._paths import refuse_output_over_input
@@ -65,10 +66,10 @@ def add_arguments(parser) -> None:
                         help="translations: manifest to merge into (default: the -o manifest itself)")
     parser.add_argument("--overwrite", action="store_true",
                         help="translations: replace existing captions instead of reporting a conflict")
-    parser.add_argument("--test-fold", type=int, default=None, metavar="N",
+    parser.add_argument("--test-fold", type=positive_int, default=None, metavar="N",
                         help="esc50/urbansound8k: fold N is 'test', the others 'train' "
                              "(default split: foldN)")
-    parser.add_argument("--val-fold", type=int, default=None, metavar="N",
+    parser.add_argument("--val-fold", type=positive_int, default=None, metavar="N",
                         help="esc50/urbansound8k: fold N is 'val'")
     parser.add_argument("--no-folder-labels", action="store_true",
                         help="folder: do not put the parent folder's name into labels")

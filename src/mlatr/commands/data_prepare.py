@@ -1,3 +1,4 @@
+from mlatr.commands._arg_types import positive_float, positive_int
 from mlatr.commands._outputs import Output
 from mlatr.data.manifest import Manifest
 from mlatr.errors import MlatrError
@@ -26,10 +27,10 @@ def add_arguments(parser) -> None:
     parser.add_argument("-o", "--out", required=True, metavar="STORE", help="store folder (created or resumed)")
     parser.add_argument("--split", action="append", default=None, metavar="SPLIT",
                         help="prepare only this split (repeatable; default: every clip)")
-    parser.add_argument("--sample-rate", type=int, default=16000, help="model sample rate (default 16000)")
+    parser.add_argument("--sample-rate", type=positive_int, default=16000, help="model sample rate (default 16000)")
     parser.add_argument("--dtype", choices=("int16", "float16"), default="int16",
                         help="stored sample type (default int16, with a per-clip scale: 96 dB of range)")
-    parser.add_argument("--shard-mb", type=float, default=512.0, help="shard size in MB (default 512)")
+    parser.add_argument("--shard-mb", type=positive_float, default=512.0, help="shard size in MB (default 512)")
     parser.add_argument("--workers", default="auto",
                         help="decoding processes (default auto: the CPUs minus one, at most 8)")
     parser.add_argument("--skip-bad", action="store_true",

@@ -8,6 +8,7 @@ Example:
   mlatr data split data/real-sounds/manifest.jsonl
 """
 
+from mlatr.commands._arg_types import fraction
 from mlatr.commands._outputs import Output
 from mlatr.data.manifest import Manifest
 from mlatr.data.splits import TEST_FRACTION, VAL_FRACTION, assign_hash_splits
@@ -22,13 +23,13 @@ OUTPUTS = (Output("manifest", "manifest", folder=False),)
 
 def add_arguments(parser) -> None:
     parser.add_argument("manifest", metavar="MANIFEST", help="JSONL manifest")
-    parser.add_argument("--val", type=float, default=VAL_FRACTION, help=f"val fraction (default {VAL_FRACTION})")
-    parser.add_argument("--test", type=float, default=TEST_FRACTION,
+    parser.add_argument("--val", type=fraction, default=VAL_FRACTION, help=f"val fraction (default {VAL_FRACTION})")
+    parser.add_argument("--test", type=fraction, default=TEST_FRACTION,
                         help=f"test fraction (default {TEST_FRACTION})")
 
 
 def run(args) -> int:
-    if not (0 <= args.val and 0 <= args.test and args.val + args.test <= 1):
+    if args.val + args.test > 1:  # each is a fraction (_arg_types.fraction)
         raise MlatrError(f"--val {args.val} and --test {args.test} must be fractions summing to at most 1")
     manifest = Manifest.load(args.manifest)
     counts = assign_hash_splits(manifest, args.val, args.test)

@@ -2,6 +2,7 @@ import json
 
 from mlatr.commands._notices import report_skipped
 from mlatr.data.manifest import Manifest
+from mlatr.terminal_text import shown, shown_lines
 
 HELP = """Statistics of a manifest.
 
@@ -28,8 +29,8 @@ def run(args) -> int:
     if args.json:
         print(json.dumps(stats, ensure_ascii=False, indent=2))
     else:
-        print(f"{args.manifest}")
-        print(format_stats(stats))
+        print(shown(args.manifest))
+        print(shown_lines(format_stats(stats)))  # labels and split names are the manifest's own text
         if m.problems:
             print(f"skipped {m.skipped_lines()} malformed line(s) with {len(m.problems)} problem(s) "
                   f"(details: mlatr data validate {args.manifest})")

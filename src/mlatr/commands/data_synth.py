@@ -1,4 +1,4 @@
-from mlatr.commands._arg_types import non_negative_int, positive_int
+from mlatr.commands._arg_types import fraction, non_negative_int, positive_int, random_seed
 from mlatr.commands._outputs import Output
 from mlatr.errors import MlatrError
 from mlatr.languages import normalize, parse_language_list
@@ -25,7 +25,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--train", type=non_negative_int, default=800, metavar="N", help="train clips (default 800)")
     parser.add_argument("--val", type=non_negative_int, default=100, metavar="N", help="validation clips (default 100)")
     parser.add_argument("--test", type=non_negative_int, default=100, metavar="N", help="test clips (default 100)")
-    parser.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    parser.add_argument("--seed", type=random_seed, default=0, help="random seed (default 0)")
     parser.add_argument("--languages", default=None, metavar="L1,L2",
                         help="comma-separated language codes (ISO 639-3, or 639-1 such as fr), must include "
                              "eng (default: all eight)")
@@ -37,7 +37,7 @@ def add_arguments(parser) -> None:
                         help="per-language rate of translation-like caption errors, e.g. fra=0.1,jpn=0.2")
     parser.add_argument("--noise-splits", default="train", metavar="S1,S2",
                         help="splits the noise applies to (default: train; evaluation stays clean)")
-    parser.add_argument("--hard-negatives", type=float, default=0.3, metavar="P",
+    parser.add_argument("--hard-negatives", type=fraction, default=0.3, metavar="P",
                         help="fraction of clips that vary an earlier clip: same kinds, other attributes "
                              "or order (default 0.3)")
     parser.add_argument("--workers", type=positive_int, default=2, help="processes rendering audio (default 2)")

@@ -23,6 +23,7 @@ Examples:
       --encoder weights/roberta-large --out runs/qa-audiocaps
 """
 
+from mlatr.commands._arg_types import cosine, non_negative_int
 from mlatr.commands._outputs import Output
 from mlatr.commands._translation_args import BACKEND_HELP, add_backend_arguments
 
@@ -43,9 +44,9 @@ def add_arguments(parser) -> None:
     parser.add_argument("--encoder", default="e5-small",
                         help="sentence encoder: e5-small (default), use, or a local Hugging Face folder")
     parser.add_argument("--out", "-o", required=True, metavar="DIR", help="folder for the report files")
-    parser.add_argument("--threshold", type=float, default=None, metavar="T",
+    parser.add_argument("--threshold", type=cosine, default=None, metavar="T",
                         help="list every caption whose cosine is below T (0-1) in below_threshold.csv")
-    parser.add_argument("--worst", type=int, default=10, metavar="N",
+    parser.add_argument("--worst", type=non_negative_int, default=10, metavar="N",
                         help="captions per language in worst.md (default 10)")
     add_backend_arguments(parser)
 
@@ -63,8 +64,6 @@ def run(args) -> int:
 
     if parse_languages(args.pivot, "--pivot") != [PIVOT]:
         raise MlatrError(f"--pivot: only {PIVOT} (captions[L][j] translates captions[{PIVOT!r}][j])")
-    if args.threshold is not None and not -1.0 <= args.threshold <= 1.0:
-        raise MlatrError(f"--threshold is a cosine in [-1, 1], got {args.threshold}")
     manifest = Manifest.load(args.manifest)
     for split in args.split or []:
         manifest.split(split)  # an unknown split is an error naming the ones there are

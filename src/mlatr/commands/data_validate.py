@@ -1,5 +1,6 @@
 from mlatr.data.manifest import Manifest, validate_manifest
 from mlatr.languages import parse_language_list
+from mlatr.terminal_text import shown_lines
 
 HELP = """Check a manifest and report every problem with its line and field.
 
@@ -26,7 +27,7 @@ def run(args) -> int:
     langs = parse_language_list(args.languages, "--languages") if args.languages else None
     problems = validate_manifest(args.manifest, check_audio=args.check_audio, languages=langs)
     for p in problems:
-        print(p)
+        print(shown_lines(p))
     if problems:
         lines = {p.line for p in problems}
         print(f"{len(problems)} problem(s) on {len(lines)} line(s) of {args.manifest}")

@@ -20,7 +20,7 @@ Examples:
 
 from pathlib import Path
 
-from mlatr.commands._arg_types import positive_float, positive_int
+from mlatr.commands._arg_types import positive_float, positive_int, random_seed
 from mlatr.commands._grid_args import parse_methods
 from mlatr.commands._outputs import Output
 from mlatr.experiments.head_options import DEFAULT_HEADS, DEFAULT_TEXT_ENCODERS, HEAD_OPTIONS, TEXT_ENCODERS
@@ -44,7 +44,7 @@ def add_arguments(parser):
                         help=f"how the heads train (default: {DEFAULT_HEADS})")
     parser.add_argument("--epochs", type=positive_int, default=60)
     parser.add_argument("--embed-dim", type=positive_int, default=256, help="embedding size of the both-heads option")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=random_seed, default=0)
     parser.add_argument("--max-seconds", type=positive_float, default=10.0, help="centre crop of long clips")
     parser.add_argument("--no-progress", action="store_true")
 

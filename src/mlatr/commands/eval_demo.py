@@ -16,7 +16,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from mlatr.commands._arg_types import non_negative_int, positive_int
+from mlatr.commands._arg_types import non_negative_int, positive_int, random_seed
 from mlatr.commands._outputs import Output
 from mlatr.commands.eval_embeddings import add_tsne_arguments
 from mlatr.errors import MlatrError
@@ -29,7 +29,7 @@ OUTPUTS = (Output("out", "evaluation demo", folder=True),)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
+    parser.add_argument("--seed", type=random_seed, default=0, help="random seed (default: 0)")
     parser.add_argument("--out", metavar="DIR", default="runs/eval-demo",
                         help="folder for results.json, report.md, CSVs and plots (default: runs/eval-demo)")
     parser.add_argument("--clips", type=positive_int, default=500, help="number of clips (default: 500)")

@@ -29,7 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
-from mlatr.commands._arg_types import non_negative_int, positive_float
+from mlatr.commands._arg_types import non_negative_int, positive_float, random_seed
 from mlatr.commands._notices import warn
 from mlatr.commands._outputs import Output
 from mlatr.commands._paths import refuse_output_over_input
@@ -58,9 +58,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def add_tsne_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--tsne-clips", type=int, default=50, metavar="N",
+    parser.add_argument("--tsne-clips", type=non_negative_int, default=50, metavar="N",
                         help="clips in the t-SNE view of --plot (ATRI Appendix C: 50; 0 = no view)")
-    parser.add_argument("--tsne-seed", type=int, default=0, metavar="S", help="seed of the clip draw and t-SNE")
+    parser.add_argument("--tsne-seed", type=random_seed, default=0, metavar="S", help="seed of the clip draw and t-SNE")
 
 
 def add_output_arguments(parser: argparse.ArgumentParser) -> None:

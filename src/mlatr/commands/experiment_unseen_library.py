@@ -17,6 +17,7 @@ Examples:
   mlatr experiment unseen-library --text e5-small --heads audio-only --libraries scratch,qabcs
 """
 
+from mlatr.commands._arg_types import positive_float, positive_int, random_seed
 from mlatr.commands._grid_args import parse_methods
 from mlatr.commands._outputs import Output
 from mlatr.experiments.head_options import COMPARED_BY_DEFAULT, HEAD_OPTIONS, TEXT_ENCODERS
@@ -38,10 +39,10 @@ def add_arguments(parser) -> None:
                         help=f"comma-separated head options among {', '.join(HEAD_OPTIONS)} (default: "
                              f"{','.join(COMPARED_BY_DEFAULT)}; kcl-translations needs a translated manifest)")
     parser.add_argument("--libraries", default=None, help="comma-separated libraries to hold out (default: all)")
-    parser.add_argument("--epochs", type=int, default=60)
-    parser.add_argument("--embed-dim", type=int, default=256, help="embedding size of the both-heads option")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--max-seconds", type=float, default=10.0, help="centre crop of long clips")
+    parser.add_argument("--epochs", type=positive_int, default=60)
+    parser.add_argument("--embed-dim", type=positive_int, default=256, help="embedding size of the both-heads option")
+    parser.add_argument("--seed", type=random_seed, default=0)
+    parser.add_argument("--max-seconds", type=positive_float, default=10.0, help="centre crop of long clips")
     parser.add_argument("--cache-dir", default=None, help="feature caches (default: OUT/cache)")
     parser.add_argument("--no-progress", action="store_true")
 

@@ -24,6 +24,7 @@ Example:
   mlatr import-checkpoint --from mlclap weights/pretrain.pt --sonar weights/sonar -o weights/mlclap.pt
 """
 
+from mlatr.commands._arg_types import positive_int
 from mlatr.commands._outputs import Output
 from mlatr.errors import MlatrError
 
@@ -41,7 +42,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("-o", "--output", required=True, metavar="OUT.pt", help="mlatr checkpoint to write")
     parser.add_argument("--sonar", metavar="DIR",
                         help="mlclap: local copy of cointegrated/SONAR_200_text_encoder (tokenizer + architecture)")
-    parser.add_argument("--audio-heads", type=int, default=None,
+    parser.add_argument("--audio-heads", type=positive_int, default=None,
                         help="attention heads of the CED (default: from its published size, 12 for CED-Base)")
     parser.add_argument("--keep-temperature", action="store_true",
                         help="keep ML-CLAP's learnt temperature (learnable) instead of a fixed 0.07")

@@ -1,3 +1,5 @@
+from mlatr.terminal_text import shown
+
 HELP = """Print what an index holds: format, clips (live and deleted), captions, dimension, dtype, shards with
 their size and approximate-search structure (kind, parameters, recall@10 measured at build), the model
 and the audio settings it was built with. --check also stats every clip's audio file and lists those
@@ -28,8 +30,8 @@ def run(args) -> int:
         return 0
     print(f"{args.index}: {info['format']}, {info['clips']} clips ({info['deleted']} deleted), "
           f"{info['captions']} captions, dim {info['dim']}, {info['dtype']}, {info['bytes'] / 2**20:.1f} MiB")
-    print(f"  model {info['checkpoint']}; {info['sample_rate']} Hz, {info['max_seconds']} s; caption languages "
-          f"{', '.join(info['caption_languages'])}")
+    print(f"  model {shown(info['checkpoint'])}; {info['sample_rate']} Hz, {info['max_seconds']} s; caption languages "
+          f"{shown(', '.join(info['caption_languages']))}")
     for shard in info["shards"]:
         ann = shard.get("ann")
         how = "exact search" if not ann else (
@@ -42,5 +44,5 @@ def run(args) -> int:
                                  if any(info["stale"].values()) else ""))
         for why, ids in info["stale"].items():
             for cid in ids[:20]:
-                print(f"    {why}: {cid}")
+                print(f"    {why}: {shown(cid)}")
     return 0

@@ -2,6 +2,7 @@
 
 import json
 
+from mlatr.commands._arg_types import non_negative_float, positive_int
 from mlatr.planning.gpus import GPUS, gpu_named
 
 HELP = """Plan a GPU training run without a GPU: memory, FLOPs, time, the batch and options that fit.
@@ -24,11 +25,11 @@ def add_arguments(parser) -> None:
     parser.add_argument("--config", required=True, help="training config (YAML)")
     parser.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="config overrides, as for train")
     parser.add_argument("--gpu", default="a100-80gb", choices=sorted(GPUS), help="target GPU (default a100-80gb)")
-    parser.add_argument("--caption-tokens", type=int, default=32,
+    parser.add_argument("--caption-tokens", type=positive_int, default=32,
                         help="padded caption length in tokens (language code and </s> included; default 32)")
-    parser.add_argument("--reserve-mib", type=float, default=1024.0,
+    parser.add_argument("--reserve-mib", type=non_negative_float, default=1024.0,
                         help="GPU memory held back for the CUDA context and the allocator's cache (default 1024)")
-    parser.add_argument("--train-clips", type=int, default=None,
+    parser.add_argument("--train-clips", type=positive_int, default=None,
                         help="clips per epoch (default: the config's manifest, or the dataset's published size)")
     parser.add_argument("--sweep", metavar="KEY=V1,V2,...", default=None,
                         help="trace one step per value (e.g. train.batch_size=8,16,24,32 or languages=1,2,4,8)")

@@ -6,6 +6,7 @@ from mlatr.languages import normalize
 from mlatr.search.backends import BACKENDS
 from mlatr.search.fusion import RANKS
 from mlatr.search.hybrid import describe_evidence
+from mlatr.terminal_text import shown
 
 HELP = """Search an index: clips for a text query in any language, or for a sound (--audio).
 
@@ -65,14 +66,15 @@ def run(args) -> int:
         return 0
     print(f"{'rank':>4}  {'score':>6}  id / caption / path")
     for h in clips:
-        cap = "; ".join(h.captions)
-        print(f"{h.rank:>4}  {h.score:6.3f}  {h.id}" + (f"  \"{cap}\"" if cap else "") + f"\n{'':14}{h.path}"
+        cap = shown("; ".join(h.captions))
+        print(f"{h.rank:>4}  {h.score:6.3f}  {shown(h.id)}" + (f"  \"{cap}\"" if cap else "")
+              + f"\n{'':14}{shown(h.path)}"
               + (f"\n{'':14}(its audio was {h.stale} since it was indexed: mlatr index build --add updates the index)"
                  if h.stale else ""))
         if h.evidence:
-            print(f"{'':14}why: {describe_evidence(h.evidence)}")
+            print(f"{'':14}why: {shown(describe_evidence(h.evidence))}")
     if captions:
         print("\ncaptions of indexed clips:")
         for c in captions:
-            print(f"{c.rank:>4}  {c.score:6.3f}  [{c.lang}] {c.text}  ({c.id})")
+            print(f"{c.rank:>4}  {c.score:6.3f}  [{shown(c.lang)}] {shown(c.text)}  ({shown(c.id)})")
     return 0

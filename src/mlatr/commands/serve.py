@@ -1,6 +1,7 @@
 import os
 
-from mlatr.commands._arg_types import positive_float, positive_int
+from mlatr.commands._arg_types import non_negative_float, positive_float, positive_int, tcp_port
+from mlatr.terminal_text import shown_lines
 
 #: The environment variable that holds the server's bearer token (``--token`` overrides it).
 TOKEN_ENV = "MLATR_TOKEN"
@@ -33,13 +34,13 @@ Examples:
 def add_arguments(parser):
     parser.add_argument("index", metavar="INDEX", help="index written by mlatr index build")
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine)")
-    parser.add_argument("--port", type=int, default=8000, help="port (default 8000; 0 picks a free one)")
+    parser.add_argument("--port", type=tcp_port, default=8000, help="port (default 8000; 0 picks a free one)")
     parser.add_argument("--backend", choices=["auto", "numpy", "faiss"], default="auto",
                         help="auto: the index's approximate structures where it has them, else exact; numpy / "
                              "faiss: exact")
     parser.add_argument("--model", help="the index's model moved elsewhere (a checkpoint or a model folder written "
                         "by mlatr export) instead of the path the index recorded")
-    parser.add_argument("--watch", type=float, default=2.0, metavar="SECONDS",
+    parser.add_argument("--watch", type=non_negative_float, default=2.0, metavar="SECONDS",
                         help="poll the index file every SECONDS and reload it when it changes (0: off; default 2)")
     parser.add_argument("--max-k", type=positive_int, default=100, help="most results one request may ask for")
     parser.add_argument("--max-upload-mb", type=positive_float, default=20.0,
@@ -143,8 +144,8 @@ def run(args) -> int:
         print(f"loaded {args.index}: {len(snap.index)} clips, text encoder "
               f"{snap.index.meta['model_config']['text_encoder']['name']}", flush=True)
     except MlatrError as exc:
-        print(f"mlatr serve: cannot load {args.index}: {exc}\n  serving 503 errors until the file is fixed "
-              "(it is watched; POST /reload reads it at once)", file=sys.stderr, flush=True)
+        print(f"mlatr serve: cannot load {args.index}: {shown_lines(exc)}\n  serving 503 errors until the file is "
+              "fixed (it is watched; POST /reload reads it at once)", file=sys.stderr, flush=True)
     limit_math_threads(args.threads)  # again: the model's libraries (USE, FAISS) may have started their own pools
     limits = Limits(max_k=args.max_k, max_upload_bytes=int(args.max_upload_mb * 2**20))
     app = create_app(live, limits, watch_seconds=args.watch, allow_roots=args.allow_root, allowed_hosts=hosts,

@@ -1,7 +1,7 @@
 import json
 
 from mlatr.commands._notices import report_skipped
-from mlatr.commands._outputs import add_wait_option
+from mlatr.commands._outputs import add_wait_option, check_output_kind
 from mlatr.errors import DiskFullError
 
 HELP = """Train a dual encoder from a YAML config.
@@ -43,6 +43,7 @@ def run(args) -> int:
 
     overrides = list(args.overrides) + (["train.progress=false"] if args.no_progress else [])
     cfg = load_config(args.config, overrides)
+    check_output_kind("out_dir", cfg.out_dir, folder=True)
     try:
         trainer = Trainer(cfg, resume=args.resume, wait=args.wait, allow_data_change=args.allow_data_change)
         summary = trainer.fit()

@@ -23,14 +23,14 @@ from typing import Any
 
 import torch
 
-from mlatr.errors import MlatrError
+from mlatr.errors import InputError, MlatrError
 from mlatr.file_kinds import unreadable
 from mlatr.inference.device import resolve_device
 from mlatr.inference.loaded_model import LoadedModel
 from mlatr.inference.model_folder import is_model_folder, model_folder_files, read_model_folder, write_model_folder
+from mlatr.inference.stored_model import build_stored_model, check_stored_state
 from mlatr.io_utils import atomic_write_with
 from mlatr.matching import MatchingHead, head_from_config
-from mlatr.models.dual_encoder import DualEncoder
 
 FORMAT = "mlatr-checkpoint-1"
 
@@ -99,10 +99,18 @@ def load_model(path: str | os.PathLike, device: str | torch.device = "cpu",
     from ``model.init_checkpoint`` freezes what its own config says; an option the stored encoder
     does not take is refused, naming the key.
     """
-    state = read_model_folder(path) if is_model_folder(path) else read_checkpoint(path)
-    model = DualEncoder.from_config(with_fine_tuning(state["model_config"], fine_tuning or {}, path))
-    model.load_state_dict(state["model"])
-    return LoadedModel(model=model.to(resolve_device(device)).eval(), head=head_of(state),
+    folder = is_model_folder(path)
+    state = read_model_folder(path) if folder else read_checkpoint(path)
+    meta_file, weights_file = model_folder_files(path) if folder else (path, path)
+    check_stored_state(meta_file, state)
+    try:
+        head = head_of(state)
+    except (MlatrError, TypeError, ValueError) as exc:  # a head's options are the head's own
+        field = "matching_head" if state.get("matching_head") else "train_config.objective.matching"
+        raise InputError(f"no matching head takes these options: {exc}", str(meta_file), field=field) from None
+    model = build_stored_model(meta_file, with_fine_tuning(state["model_config"], fine_tuning or {}, path),
+                               state["model"], weights_file)
+    return LoadedModel(model=model.to(resolve_device(device)).eval(), head=head,
                        train_config=dict(state.get("train_config") or {}), path=Path(path))
 
 

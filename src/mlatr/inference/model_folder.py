@@ -13,7 +13,6 @@ checkpoint, with the same embeddings to the last bit (the same tensors, stored w
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 from typing import Any
@@ -24,6 +23,7 @@ from safetensors.torch import load_file, save
 
 from mlatr.errors import MlatrError
 from mlatr.io_utils import atomic_write_json, atomic_write_with
+from mlatr.json_input import expect_field, read_format_json
 
 FORMAT = "mlatr-model-1"
 CONFIG_FILE = "config.json"
@@ -66,15 +66,16 @@ def read_model_folder(folder: str | os.PathLike) -> dict[str, Any]:
         missing = ", ".join(p.name for p in (config_path, weights_path) if not p.is_file())
         raise MlatrError(f"{folder}: not a model folder (no {missing}); a model is a checkpoint file written by "
                          "mlatr train or a folder written by mlatr export")
-    try:
-        config = json.loads(config_path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise MlatrError(f"{config_path}: not JSON ({exc})") from exc
-    if not isinstance(config, dict) or config.get("format") != FORMAT:
-        raise MlatrError(f"{config_path}: not an mlatr model config (expected format {FORMAT!r})")
+    config = read_format_json(config_path, FORMAT, "an mlatr model config (written by mlatr export)")
+    model_config = expect_field(config_path, config, "model_config", dict, "an object (the dual encoder's config)",
+                                hint="rewrite the folder with mlatr export")
+    head = expect_field(config_path, config, "matching_head", (dict, type(None)), "an object", required=False)
+    train_config = expect_field(config_path, config, "train_config", (dict, type(None)), "an object",
+                                required=False) or {}
+    expect_field(config_path, train_config, "data", (dict, type(None)), "an object", where="train_config",
+                 required=False)
     try:
         weights: dict[str, torch.Tensor] = load_file(str(weights_path))
     except (SafetensorError, OSError) as exc:
         raise MlatrError(f"{weights_path}: cannot read the weights ({exc})") from exc
-    return {"model_config": config["model_config"], "model": weights,
-            "matching_head": config.get("matching_head"), "train_config": config.get("train_config") or {}}
+    return {"model_config": model_config, "model": weights, "matching_head": head, "train_config": train_config}

@@ -46,11 +46,31 @@ def register_text_encoder(name: str) -> Callable[[Factory], Factory]:
     return _register(_TEXT, "text", name)
 
 
-def _build(table: dict[str, Factory], kind: str, name: str, options: dict[str, Any]) -> nn.Module:
+def _factory(table: dict[str, Factory], kind: str, name: Any, options: dict[str, Any]) -> Factory:
+    """The factory of encoder ``name``, after checking that its signature takes ``options`` (by name)."""
     _load_builtin_encoders()
+    if not isinstance(name, str):
+        raise MlatrError(f"{kind} encoder name: expected a string, got {name!r}"[:200])
     if name not in table:
         raise MlatrError(f"unknown {kind} encoder {name!r}; available: {', '.join(sorted(table))}")
-    return table[name](**options)
+    factory = table[name]
+    try:
+        inspect.signature(factory).bind(**options)
+    except TypeError as exc:
+        taken = [p for p in inspect.signature(factory).parameters if p not in ("self", "args", "kwargs")]
+        raise MlatrError(f"{kind} encoder {name!r}: {exc} (its options: {', '.join(taken) or 'none'})") from None
+    return factory
+
+
+def _build(table: dict[str, Factory], kind: str, name: str, options: dict[str, Any]) -> nn.Module:
+    factory = _factory(table, kind, name, options)
+    try:
+        return factory(**options)
+    except (TypeError, ValueError, OverflowError, AssertionError, RuntimeError) as exc:  # torch's refusals of an
+        # option of the wrong type or range (an AssertionError for heads that do not divide a width)
+        if isinstance(exc, MlatrError):
+            raise
+        raise MlatrError(f"{kind} encoder {name!r}: options {options!r}: {exc}"[:500]) from None
 
 
 def build_audio_encoder(name: str, **options: Any) -> nn.Module:

@@ -57,6 +57,7 @@ from mlatr.inference.checkpoint import model_sha256
 from mlatr.inference.encoding import encode_texts
 from mlatr.inference.sources import library_manifest
 from mlatr.io_utils import atomic_write_with, remove_orphan_temps
+from mlatr.json_input import check_format, parse_json
 from mlatr.search import milvus
 from mlatr.search import shards as shard_files
 from mlatr.search.ann import EXACT_BELOW, AnnSearcher, build_ann
@@ -208,19 +209,15 @@ class Index:
                         raise InputError("missing array (a damaged or foreign index: rebuild it with mlatr index "
                                          "build)", file=str(path), field=name)
                     arrays[name] = z[name]
-                meta = json.loads(str(arrays["meta"]))
         except MlatrError:
             raise
-        except (ValueError, RecursionError) as exc:
-            if "meta" in arrays:
-                raise InputError(f"not readable as JSON ({type(exc).__name__})", file=str(path), field="meta") from exc
-            raise unreadable(path, what, exc, ("npz",)) from exc
         except Exception as exc:  # a damaged member: BadZipFile, zlib.error, ValueError, EOFError
             raise unreadable(path, what, exc, ("npz",)) from exc
         emb, cap_emb, cap_clip = arrays["embeddings"], arrays["caption_embeddings"], arrays["caption_clip"]
-        if not isinstance(meta, dict) or meta.get("format") != FORMAT:
-            found = meta.get("format") if isinstance(meta, dict) else None
-            raise MlatrError(f"{path}: not an mlatr index (format {found!r}, expected {FORMAT!r})")
+        if arrays["meta"].ndim != 0 or arrays["meta"].dtype.kind != "U":
+            raise InputError(f"expected one JSON string, found {arrays['meta'].dtype} of shape "
+                             f"{list(arrays['meta'].shape)}", file=str(path), field="meta")
+        meta = check_format(path, parse_json(str(arrays["meta"]), str(path), field="meta"), FORMAT, what)
         shard_files.check_meta(path, meta)
         for key in _PER_ENTRY:
             if key not in meta:

@@ -35,7 +35,9 @@ from typing import Any
 import numpy as np
 
 from mlatr.errors import InputError, MlatrError
+from mlatr.inference.stored_model import check_model_config
 from mlatr.io_utils import atomic_write_json
+from mlatr.json_input import expect_field, json_type, parse_json, read_format_json, read_json_file
 
 FORMAT = "mlatr-index-2"
 MANIFEST = "index.json"
@@ -64,34 +66,29 @@ def _field_error(file: Path, field: str, message: str) -> InputError:
     return InputError(message, file=str(file), field=field)
 
 
-def _expect(file: Path, obj: dict, field: str, kinds: type | tuple[type, ...], what: str) -> Any:
-    if field not in obj:
-        raise _field_error(file, field, "missing (a damaged index: rebuild it with mlatr index build)")
-    value = obj[field]
-    if not isinstance(value, kinds) or isinstance(value, bool):  # a bool is an int to isinstance
-        raise _field_error(file, field, f"expected {what}, found {type(value).__name__} {str(value)[:60]!r}")
-    return value
+_REBUILD = "a damaged index: rebuild it with mlatr index build"
 
 
-def check_meta(file: Path, meta: Any) -> dict:
-    """Refuse an index meta whose fields have the wrong types (``FILE: FIELD: message``)."""
+def check_meta(file: Path, meta: Any, where: str = "") -> dict:
+    """Refuse an index meta whose fields have the wrong types (``FILE: FIELD: message``); ``where``: the
+    meta's own place in the file (``meta`` in a folder's manifest)."""
     if not isinstance(meta, dict):
-        raise _field_error(file, "meta", f"expected an object, found {type(meta).__name__}")
-    ckpt = _expect(file, meta, "checkpoint", dict, "an object with path and sha256")
+        raise _field_error(file, where or "meta", f"expected an object, found {json_type(meta)}")
+    ckpt = expect_field(file, meta, "checkpoint", dict, "an object with path and sha256", where=where, hint=_REBUILD)
     for key in ("path", "sha256"):
-        _expect(file, ckpt, key, str, "a string")
-    _expect(file, meta, "sample_rate", int, "an integer (Hz)")
-    if meta["sample_rate"] <= 0:
-        raise _field_error(file, "sample_rate", f"must be positive, not {meta['sample_rate']}")
-    _expect(file, meta, "max_seconds", (int, float), "a number (seconds)")
+        expect_field(file, ckpt, key, str, "a string", where=f"{where}.checkpoint".lstrip("."), hint=_REBUILD)
+    expect_field(file, meta, "sample_rate", int, "an integer (Hz)", where=where, test=lambda v: v > 0, must="> 0",
+                 hint=_REBUILD)
+    expect_field(file, meta, "max_seconds", (int, float), "a number (seconds)", where=where, test=lambda v: v > 0,
+                 must="> 0", hint=_REBUILD)
     if meta.get("window_seconds") is not None:
-        _expect(file, meta, "window_seconds", (int, float), "a number (seconds)")
-    if "model_config" in meta:
-        _expect(file, meta, "model_config", dict, "an object")
+        expect_field(file, meta, "window_seconds", (int, float), "a number (seconds)", where=where,
+                     test=lambda v: v > 0, must="> 0")
+    if "model_config" in meta:  # the model's config, copied for what the index reports (its text encoder)
+        check_model_config(file, meta["model_config"], f"{where}.model_config".lstrip("."))
     if "caption_languages" in meta:
-        langs = _expect(file, meta, "caption_languages", list, "a list of language codes")
-        if not all(isinstance(x, str) for x in langs):
-            raise _field_error(file, "caption_languages", "expected a list of strings")
+        expect_field(file, meta, "caption_languages", list, "a list of language codes", where=where,
+                     test=lambda v: all(isinstance(x, str) for x in v), must="a list of strings")
     return meta
 
 
@@ -131,10 +128,7 @@ class JsonlColumn(Sequence):
             raise IndexError(i)
         start, end = int(self.offsets[i]), int(self.offsets[i + 1])
         line = os.pread(self._fh.fileno(), end - start, start)
-        try:
-            return json.loads(line)
-        except ValueError as exc:
-            raise InputError(f"row {i} is not JSON ({exc}); the shard is damaged", file=str(self.path)) from exc
+        return parse_json(line, str(self.path), line=i + 1, field=f"row {i}")
 
 
 def _load_array(path: Path, ndim: int, dim: int | None = None) -> np.ndarray:
@@ -147,6 +141,9 @@ def _load_array(path: Path, ndim: int, dim: int | None = None) -> np.ndarray:
     if arr.ndim != ndim or (dim is not None and arr.shape[1] != dim):
         want = f"[n, {dim}]" if ndim == 2 else "[n]"
         raise InputError(f"shape {list(arr.shape)}, expected {want}", file=str(path))
+    kind = np.floating if ndim == 2 else np.integer
+    if not np.issubdtype(arr.dtype, kind):
+        raise InputError(f"{arr.dtype} values, expected {'floats' if ndim == 2 else 'integers'}", file=str(path))
     return arr
 
 
@@ -155,10 +152,7 @@ def read_shard(folder: Path, dim: int, entry: dict) -> Shard:
     emb = _load_array(folder / "embeddings.npy", 2, dim)
     cap = _load_array(folder / "caption_embeddings.npy", 2, dim)
     cap_clip = _load_array(folder / "caption_clip.npy", 1)
-    try:
-        ids = json.loads((folder / "ids.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise InputError(f"unreadable ({exc})", file=str(folder / "ids.json")) from exc
+    ids = read_json_file(folder / "ids.json")
     if not isinstance(ids, list) or not all(isinstance(x, str) for x in ids):
         raise InputError("expected a JSON list of id strings", file=str(folder / "ids.json"))
     n, m = len(ids), cap.shape[0]
@@ -182,22 +176,12 @@ def read_manifest(folder: str | os.PathLike) -> dict:
     file = Path(folder) / MANIFEST
     if not file.is_file():
         raise MlatrError(f"{folder}: not an mlatr index folder (no {MANIFEST}; build one with mlatr index build)")
-    try:
-        manifest = json.loads(file.read_text(encoding="utf-8"))
-    except (OSError, ValueError, RecursionError) as exc:
-        raise InputError(f"not readable as JSON ({type(exc).__name__})", file=str(file)) from exc
-    if not isinstance(manifest, dict):
-        raise InputError("expected a JSON object", file=str(file))
-    fmt = manifest.get("format")
-    if fmt != FORMAT:
-        raise _field_error(file, "format", f"{fmt!r}, expected {FORMAT!r} (not an mlatr index folder)")
-    dim = _expect(file, manifest, "dim", int, "an integer")
-    if dim <= 0:
-        raise _field_error(file, "dim", f"must be positive, not {dim}")
-    if _expect(file, manifest, "dtype", str, "a string") not in DTYPES:
-        raise _field_error(file, "dtype", f"{manifest['dtype']!r}, expected one of {', '.join(DTYPES)}")
-    check_meta(file, _expect(file, manifest, "meta", dict, "an object"))
-    shards = _expect(file, manifest, "shards", list, "a list of shard entries")
+    manifest = read_format_json(file, FORMAT, "an mlatr index folder's manifest")
+    expect_field(file, manifest, "dim", int, "an integer", test=lambda v: v > 0, must="> 0", hint=_REBUILD)
+    expect_field(file, manifest, "dtype", str, "a string", test=lambda v: v in DTYPES, must=" or ".join(DTYPES),
+                 hint=_REBUILD)
+    check_meta(file, expect_field(file, manifest, "meta", dict, "an object", hint=_REBUILD), "meta")
+    shards = expect_field(file, manifest, "shards", list, "a list of shard entries", hint=_REBUILD)
     for i, entry in enumerate(shards):
         if not isinstance(entry, dict) or not isinstance(entry.get("name"), str) or "/" in entry["name"] \
                 or entry["name"].startswith(".") or not isinstance(entry.get("rows"), int):

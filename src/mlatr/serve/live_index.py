@@ -109,7 +109,10 @@ class LiveIndex:
             try:
                 snap = self._load(signature)
             except Exception as exc:  # a half-copied or foreign file must not stop the server
-                self.error = str(exc) if isinstance(exc, MlatrError) else f"{type(exc).__name__}: {exc}"
+                if not isinstance(exc, MlatrError):  # a bug: its details go to the log, not to a client
+                    log.exception("reloading %s failed", self.path)
+                self.error = str(exc) if isinstance(exc, MlatrError) else f"{self.path}: could not be loaded (an " \
+                    "unexpected error, written to the server's log)"
                 raise MlatrError(self.error) from exc
             self.snapshot, self.error = snap, None
             self.reloads += 1

@@ -31,9 +31,13 @@ from typing import Any, Literal
 
 import yaml
 
-from mlatr.errors import MlatrError
+from mlatr.errors import InputError, MlatrError
+from mlatr.json_input import MAX_DEPTH, expanded_size, nesting_depth
 from mlatr.languages import DEFAULT_LANGUAGES
 from mlatr.training.config_checks import check_config_values, checked
+
+#: Most values a config file may hold with its YAML aliases expanded (a real one holds about a hundred).
+MAX_YAML_VALUES = 100_000
 
 
 def _positive(v) -> bool:
@@ -286,8 +290,8 @@ def _build(cls: type, values: Any, where: str) -> Any:
         else:
             kwargs[key] = _build(sub, value, path)
     obj = cls(**kwargs)
-    if isinstance(obj, OptimConfig):
-        obj.betas = tuple(obj.betas)  # YAML gives a list
+    if isinstance(obj, OptimConfig) and isinstance(obj.betas, list):
+        obj.betas = tuple(obj.betas)  # YAML gives a list (another type is refused by validate_config)
     return obj
 
 
@@ -304,12 +308,54 @@ def _coerce(tp: Any, value: Any, path: str) -> Any:
     return value
 
 
+def _flow_depth(text: str) -> int:
+    """How deeply YAML ``text``'s ``[`` / ``{`` brackets nest outside quotes (an estimate: enough to refuse
+    thousands of them before the parser spends seconds on them)."""
+    depth = peak = 0
+    quote = None
+    for ch in text:
+        if quote is not None:
+            quote = None if ch == quote else quote
+        elif ch in "\"'":
+            quote = ch
+        elif ch in "[{":
+            depth += 1
+            peak = max(peak, depth)
+        elif ch in "]}":
+            depth -= 1
+    return peak
+
+
+def parse_yaml(text: str | bytes, where: str) -> Any:
+    """``yaml.safe_load(text)``, or :class:`InputError` at ``where`` (a file, an override) when it is not YAML,
+    not UTF-8, or nested deeper than :data:`mlatr.json_input.MAX_DEPTH` (the parser recurses: a deep value
+    would exhaust the stack)."""
+    if isinstance(text, bytes):
+        try:
+            text = text.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise InputError(f"not UTF-8 text (byte {exc.start})", where) from None
+    if _flow_depth(text) > MAX_DEPTH:  # PyYAML takes seconds on a few thousand nested brackets
+        raise InputError(f"YAML nested too deeply (more than {MAX_DEPTH} levels)", where)
+    try:
+        value = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise InputError(f"invalid YAML: {exc}", where) from None
+    except RecursionError:
+        raise InputError(f"YAML nested too deeply (more than {MAX_DEPTH} levels)", where) from None
+    if nesting_depth(value, MAX_DEPTH) > MAX_DEPTH:
+        raise InputError(f"YAML nested too deeply (more than {MAX_DEPTH} levels), or a value contains itself", where)
+    if expanded_size(value) > MAX_YAML_VALUES:
+        raise InputError(f"YAML holds more than {MAX_YAML_VALUES:,} values once its aliases are expanded", where)
+    return value
+
+
 def parse_override(text: str) -> tuple[list[str], Any]:
     """``"optim.lr=1e-4"`` -> (["optim", "lr"], 1e-4); the value is parsed as YAML."""
     if "=" not in text:
         raise MlatrError(f"override {text!r}: expected key=value (e.g. train.epochs=3)")
     key, raw = text.split("=", 1)
-    value = yaml.safe_load(raw) if raw != "" else ""
+    value = parse_yaml(raw, f"override {key.strip()}") if raw != "" else ""
     return key.strip().split("."), value
 
 
@@ -342,10 +388,7 @@ def load_config(path: str | Path | None, overrides: list[str] = ()) -> Config:
         p = Path(path)
         if not p.is_file():
             raise MlatrError(f"config file not found: {p}")
-        try:
-            tree = yaml.safe_load(p.read_text(encoding="utf-8")) or {}
-        except yaml.YAMLError as exc:
-            raise MlatrError(f"{p}: invalid YAML: {exc}") from exc
+        tree = parse_yaml(p.read_bytes(), str(p)) or {}
         if not isinstance(tree, dict):
             raise MlatrError(f"{p}: expected a mapping at the top level")
     return config_from_dict(tree, overrides)
@@ -366,6 +409,9 @@ def check_rules(cfg: Config) -> None:
     for key in ("audio", "text"):
         if "name" not in getattr(cfg.model, key):
             raise MlatrError(f"config: model.{key} must be a mapping with a 'name' (registry name)")
+        name = getattr(cfg.model, key)["name"]
+        if not isinstance(name, str):  # the options are checked when the encoder is built (models.registry)
+            raise MlatrError(f"config: model.{key}.name: expected an encoder name, got {name!r}"[:300])
     o = cfg.objective
     if o.reweight and (o.base != "infonce" or o.svr is not None):
         raise MlatrError("config: objective.reweight (Simple Reweight, SupCLAP App. E.4) needs "

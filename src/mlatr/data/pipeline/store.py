@@ -30,7 +30,7 @@ finished shard (and the clips decoded so far are written as a last shard on the 
 
 from __future__ import annotations
 
-import json
+import math
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -43,9 +43,10 @@ from mlatr.data.manifest import Manifest
 from mlatr.data.pipeline.file_source import AudioSource
 from mlatr.data.pipeline.source import window_begin
 from mlatr.data.pipeline.workers import decode_all
-from mlatr.errors import MlatrError
+from mlatr.errors import InputError, MlatrError
 from mlatr.file_state import file_state, state_change
 from mlatr.io_utils import atomic_write_json, atomic_write_with
+from mlatr.json_input import expect_field, json_type, read_format_json
 
 FORMAT = "mlatr-audio-store-1"
 INDEX = "index.json"
@@ -59,13 +60,48 @@ def read_index(store: str | os.PathLike) -> dict[str, Any]:
     if not path.is_file():
         raise MlatrError(f"{store}: not a decoded-audio store (no {INDEX}); make one with "
                          f"`mlatr data prepare MANIFEST -o {store}`")
-    try:
-        index = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as exc:
-        raise MlatrError(f"{path}: unreadable store index ({exc})") from exc
-    if not isinstance(index, dict) or index.get("format") != FORMAT:
-        raise MlatrError(f"{path}: not an mlatr audio store index (expected format {FORMAT})")
+    index = read_format_json(path, FORMAT, "a decoded-audio store's index (written by mlatr data prepare)")
+    redo = f"a damaged store: prepare it again with mlatr data prepare MANIFEST -o {store}"
+    expect_field(path, index, "sample_rate", int, "an integer (Hz)", test=lambda v: v > 0, must="> 0", hint=redo)
+    expect_field(path, index, "dtype", str, "a string", test=lambda v: v in DTYPES, must=" or ".join(DTYPES),
+                 hint=redo)
+    shards = expect_field(path, index, "shards", list, "a list of shard file names", hint=redo)
+    for i, name in enumerate(shards):
+        if not isinstance(name, str) or "/" in name or "\\" in name or name.startswith("."):
+            raise InputError("expected a shard file name inside the store", str(path), field=f"shards[{i}]")
+    for clip_id, entry in expect_field(path, index, "clips", dict, "an object {id: clip}", hint=redo).items():
+        if _clip_entry_ok(entry, len(shards)):  # the fast path: a store may list millions of clips
+            continue
+        where = f"clips.{clip_id}"
+        if not isinstance(entry, dict):
+            raise InputError(f"expected an object, found {json_type(entry)}", str(path), field=where)
+        expect_field(path, entry, "audio", str, "a path", where=where)
+        expect_field(path, entry, "shard", int, "a shard number", where=where,
+                     test=lambda v: 0 <= v < len(shards), must=f"a shard number in 0..{len(shards) - 1}")
+        for key in ("offset", "length"):
+            expect_field(path, entry, key, int, "an integer", where=where, test=lambda v: v >= 0, must=">= 0")
+        expect_field(path, entry, "scale", (int, float), "a number", where=where, test=lambda v: v > 0, must="> 0")
+        if not _state_ok(entry.get("state")):
+            raise InputError("expected null or an object {size, mtime_ns} of integers in [0, 2**63)", str(path),
+                             field=f"{where}.state")
+    for clip_id, entry in expect_field(path, index, "bad", dict, "an object {id: problem}", hint=redo).items():
+        if not isinstance(entry, dict) or not isinstance(entry.get("audio"), str) or not _state_ok(entry.get("state")):
+            raise InputError("expected an object with audio and error", str(path), field=f"bad.{clip_id}")
     return index
+
+
+def _clip_entry_ok(entry: Any, n_shards: int) -> bool:
+    get = entry.get if type(entry) is dict else {}.get
+    shard, offset, length, scale = get("shard"), get("offset"), get("length"), get("scale")
+    return (type(get("audio")) is str and type(shard) is int and 0 <= shard < n_shards and type(offset) is int
+            and offset >= 0 and type(length) is int and length >= 0 and type(scale) in (int, float)
+            and 0 < scale < math.inf and _state_ok(get("state")))
+
+
+def _state_ok(state: Any) -> bool:
+    """Whether a recorded :func:`~mlatr.file_state.file_state` is absent or well formed."""
+    return state is None or (type(state) is dict and all(type(state.get(k)) is int and 0 <= state[k] < 2**63
+                                                         for k in ("size", "mtime_ns")))
 
 
 def encode_samples(wave: np.ndarray, dtype: str) -> tuple[np.ndarray, float]:
