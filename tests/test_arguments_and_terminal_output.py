@@ -168,7 +168,8 @@ def test_yaml_config_hostile_shapes_are_refused(capsys, tmp_path, text, says):
 def test_encoder_options_of_the_wrong_type_name_the_encoder(served_toy, tmp_path, capsys, options):
     manifest, _, _ = served_toy
     r = run_cli(capsys, "train", f"data.manifest={manifest}", f"out_dir={tmp_path / 'run'}",
-                "data.languages=[eng,fra,deu]", f"model.audio={{name: small-cnn, {options}}}", "train.progress=false")
+                "data.languages=[eng,fra,deu]", "train.batch_size=4", f"model.audio={{name: small-cnn, {options}}}",
+                "train.progress=false")
     assert_user_error(r, "audio encoder 'small-cnn'")
     assert not (tmp_path / "run" / "last.pt").exists()
 
