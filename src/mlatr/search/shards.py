@@ -108,11 +108,19 @@ class Shard:
     captions: JsonlColumn
 
 
+#: Parsed rows a :class:`JsonlColumn` keeps: showing one search hit reads its clip's row for the path, the
+#: captions and the recorded state, and a server shows the same clips again and again. Cleared when full.
+ROW_MEMO = 4096
+
+
 class JsonlColumn(Sequence):
-    """Row ``i`` of a ``.jsonl`` file read on demand (one seek, one line parsed) through its offsets."""
+    """Row ``i`` of a ``.jsonl`` file read on demand (one seek, one line parsed) through its offsets; the
+    last :data:`ROW_MEMO` rows read are kept parsed (a shard's files never change), so a row is shared by
+    its readers: do not change it."""
 
     def __init__(self, path: Path, offsets: np.ndarray):
         self.path, self.offsets = path, offsets  # offsets [n + 1] uint64
+        self._memo: dict[int, object] = {}
         try:  # opened now: a compaction may remove the file while this reader still answers from it
             self._fh = open(path, "rb")  # noqa: SIM115 (kept open for the column's life)
         except OSError as exc:
@@ -129,12 +137,19 @@ class JsonlColumn(Sequence):
             i += len(self)
         if not 0 <= i < len(self):
             raise IndexError(i)
+        row = self._memo.get(i)
+        if row is not None:
+            return row
         start, end = int(self.offsets[i]), int(self.offsets[i + 1])
         line = os.pread(self._fh.fileno(), end - start, start)
         try:
-            return json.loads(line)
+            row = json.loads(line)
         except ValueError as exc:
             raise InputError(f"row {i} is not JSON ({exc}); the shard is damaged", file=str(self.path)) from exc
+        if len(self._memo) >= ROW_MEMO:  # clear-when-full: no order to keep, safe for concurrent readers
+            self._memo.clear()
+        self._memo[i] = row
+        return row
 
 
 def _load_array(path: Path, ndim: int, dim: int | None = None) -> np.ndarray:
