@@ -14,15 +14,18 @@ cost what trained ones of that size cost).
    to the server (a number appended after the first round), so the encoder's memo never answers.
    Reported: the client-side latency p50 / p95 / p99 and the server's own ``took_ms`` p50.
 2. Load: ``--requests`` (default 500) text queries from ``--concurrency`` (default 50) client threads,
-   a new connection each; the error count, throughput and latency distribution.
-3. Sound queries: ``POST /search/audio`` with a real clip, one after another (p50 / p95).
+   a new connection each; the error count, throughput and latency distribution, and the CPU milliseconds
+   per request of the server process and of this client (the clients share the server's cores: on a
+   busy machine the rate says what CPU the machine gave, the CPU per request what the server needs).
    ``--load-ranks`` (default ``hybrid,audio``) repeats the load once per ranking: ``hybrid`` is the API's
    default (sound + captions + BM25 keywords, ranked per query), ``audio`` the sound embeddings alone
    (one vectorised lookup per micro-batch), so the server's own per-request cost shows apart from the
    hybrid ranking's.
+3. Sound queries: ``POST /search/audio`` with a real clip, one after another (p50 / p95).
 4. The model-bound rate, before the server starts: the same model embedding the queries in batches of
    ``--embed-batch`` (default 64) in this process, one thread, no HTTP: the most text queries per second
-   the encoder could answer. The load's requests/s is printed beside it, with the goals of issue 23
+   the encoder could answer, and its CPU milliseconds per query. The load's requests/s is printed beside
+   it, with the goals of issue 23
    (>= 800 requests/s and p99 <= 150 ms at 10,000 clips and 50 clients). The server micro-batches
    concurrent text queries (:mod:`mlatr.serve.batching`).
 5. Cold start (issue 23: <= 5 s): from starting ``mlatr serve`` to the first answer of a real text query
@@ -194,7 +197,11 @@ def sequential(url: str, n: int) -> dict:
     return {"client": percentiles(client), "server_took": percentiles(server)}
 
 
-def load(url: str, n: int, concurrency: int, rank: str = "hybrid") -> dict:
+def load(url: str, n: int, concurrency: int, rank: str = "hybrid", server_pid: int | None = None) -> dict:
+    """``n`` text queries from ``concurrency`` client threads, a new connection each; with ``server_pid``,
+    also the CPU milliseconds per request the server process and this client process used (on a shared
+    machine the wall-clock rate says how much CPU the machine gave; the CPU per request says what the
+    server needs)."""
     texts = query_texts()
     tag = uuid.uuid4().hex[:6]
     paths = [search_path(f"{texts[i % len(texts)][0]} {tag}{i}", texts[i % len(texts)][1]) + f"&rank={rank}"
@@ -212,12 +219,16 @@ def load(url: str, n: int, concurrency: int, rank: str = "hybrid") -> dict:
             status = -1
         return status, (time.perf_counter() - t0) * 1e3
 
+    server0, client0 = (cpu_seconds(server_pid) if server_pid else None), time.process_time()
     t0 = time.perf_counter()
     with ThreadPoolExecutor(max_workers=concurrency) as pool:
         replies = list(pool.map(one, paths))
     wall = time.perf_counter() - t0
+    server_cpu = cpu_seconds(server_pid) - server0 if server0 is not None else None
     errors = sum(1 for s, _ in replies if s != 200)
     return {"rank": rank, "requests": n, "concurrency": concurrency, "errors": errors, "wall_s": wall,
+            "server_cpu_ms_per_request": server_cpu / n * 1e3 if server_cpu is not None else None,
+            "client_cpu_ms_per_request": (time.process_time() - client0) / n * 1e3,
             "requests_per_s": n / wall, **percentiles([t for _, t in replies])}
 
 
@@ -252,16 +263,16 @@ def model_bound_rate(checkpoint: Path, batch: int, n: int = 1024) -> dict:
     items = [(f"{texts[i % len(texts)][0]} {i}", texts[i % len(texts)][1]) for i in range(n)]
     with torch.no_grad():
         model.encode_text([t for t, _ in items[:batch]], [lang for _, lang in items[:batch]])  # warm-up
-        t0 = time.perf_counter()
+        t0, cpu0 = time.perf_counter(), time.process_time()
         for start in range(0, n, batch):
             chunk = items[start:start + batch]
             model.encode_text([t for t, _ in chunk], [lang for _, lang in chunk])
-        wall = time.perf_counter() - t0
+        wall, cpu = time.perf_counter() - t0, time.process_time() - cpu0
         t0 = time.perf_counter()
         for text, lang in items[:64]:
             model.encode_text([f"{text} alone"], [lang])  # texts not seen yet: the encoder memoises
         one = (time.perf_counter() - t0) / 64
-    return {"batch": batch, "queries_per_s": n / wall, "one_query_ms": one * 1e3}
+    return {"batch": batch, "queries_per_s": n / wall, "cpu_ms_per_query": cpu / n * 1e3, "one_query_ms": one * 1e3}
 
 
 def add_captions(index_path: Path, per_clip: int, manifest: Path) -> int:
@@ -346,7 +357,8 @@ def main(argv: list[str] | None = None) -> int:
         proc, url, out["cold_start"] = start_server(index, args.threads)
         try:
             out["sequential"] = sequential(url, args.queries)
-            out["loads"] = [load(url, args.requests, args.concurrency, rank) for rank in args.load_ranks.split(",")]
+            out["loads"] = [load(url, args.requests, args.concurrency, rank, proc.pid)
+                            for rank in args.load_ranks.split(",")]
             out["sound"] = sound_queries(url, files, args.sound_queries)
             if args.rank_latency:
                 out["rank_latency"] = rank_latency(url, args.rank_latency)
@@ -366,13 +378,18 @@ def main(argv: list[str] | None = None) -> int:
           f"p99 {s['p99_ms']:.1f} ms (server's own time p50 {c['p50_ms']:.1f} ms)")
     mb = out["model_bound"]
     print(f"model-bound rate (the encoder alone, batches of {mb['batch']}, 1 thread): "
-          f"{mb['queries_per_s']:.0f} queries/s (one query alone: {mb['one_query_ms']:.1f} ms)")
+          f"{mb['queries_per_s']:.0f} queries/s, {mb['cpu_ms_per_query']:.2f} CPU ms a query (one query alone: "
+          f"{mb['one_query_ms']:.1f} ms)")
     for ld in out["loads"]:
         print(f"load, rank={ld['rank']}: {ld['requests']} requests, {ld['concurrency']} concurrent: "
               f"{ld['errors']} errors, {ld['requests_per_s']:.0f} req/s; latency p50 {ld['p50_ms']:.0f} ms, "
               f"p90 {ld['p90_ms']:.0f} ms, p99 {ld['p99_ms']:.0f} ms, max {ld['max_ms']:.0f} ms")
         print(f"  {ld['requests_per_s'] / mb['queries_per_s']:.2f}x the model-bound rate; goals: >= 800 req/s "
               f"({ld['requests_per_s'] / 800:.2f}x), p99 <= 150 ms ({ld['p99_ms'] / 150:.2f}x)")
+        if ld["server_cpu_ms_per_request"] is not None:
+            print(f"  CPU a request: server {ld['server_cpu_ms_per_request']:.2f} ms "
+                  f"({ld['server_cpu_ms_per_request'] / mb['cpu_ms_per_query']:.1f}x the model's per query), "
+                  f"this client {ld['client_cpu_ms_per_request']:.2f} ms")
     print(f"sound queries ({snd['file_seconds']} s clip, {snd['n']}): p50 {snd['p50_ms']:.0f} ms, "
           f"p95 {snd['p95_ms']:.0f} ms")
     print(f"load average {out['load_average_start']:.1f} at start, {out['load_average_end']:.1f} at end; "
