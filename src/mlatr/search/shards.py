@@ -23,6 +23,7 @@ compact`` rewrites the live rows into one shard and drops the tombstones.
 
 from __future__ import annotations
 
+import bisect
 import json
 import os
 import shutil
@@ -323,18 +324,23 @@ class ShardColumn(Sequence):
     def __init__(self, columns: Sequence[JsonlColumn], key: str):
         self.columns, self.key = list(columns), key
         self.starts = np.cumsum([0] + [len(c) for c in self.columns])
+        self._starts = [int(x) for x in self.starts]  # plain ints: bisect per row read, no numpy scalar work
 
     def __len__(self) -> int:
-        return int(self.starts[-1])
+        return self._starts[-1]
 
     def __getitem__(self, i):
         if isinstance(i, slice):
             return [self[j] for j in range(*i.indices(len(self)))]
-        i = int(i) + (len(self) if int(i) < 0 else 0)
-        if not 0 <= i < len(self):
+        n = self._starts[-1]
+        i = int(i)
+        if i < 0:
+            i += n
+        if not 0 <= i < n:
             raise IndexError(i)
-        p = int(np.searchsorted(self.starts, i, side="right")) - 1
-        row = self.columns[p][i - int(self.starts[p])]
+        p = bisect.bisect_right(self._starts, i) - 1
+        local = i - self._starts[p]
+        row = self.columns[p][local]
         if not isinstance(row, dict) or self.key not in row:
-            raise InputError(f"row {i - int(self.starts[p])} has no {self.key!r}", file=str(self.columns[p].path))
+            raise InputError(f"row {local} has no {self.key!r}", file=str(self.columns[p].path))
         return row[self.key]
