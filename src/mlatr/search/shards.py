@@ -131,6 +131,17 @@ class JsonlColumn(Sequence):
         return len(self.offsets) - 1
 
     def __getitem__(self, i):
+        if isinstance(i, (int, np.integer)) and 0 <= i:
+            row = self._memo.get(int(i))
+            if row is None:
+                row = self._read(i)
+                if len(self._memo) >= ROW_MEMO:  # clear-when-full: no order to keep, safe for concurrent readers
+                    self._memo.clear()
+                self._memo[int(i)] = row
+            return row
+        return self._read(i)
+
+    def _read(self, i):
         if isinstance(i, slice):
             return [self[j] for j in range(*i.indices(len(self)))]
         i = int(i)
@@ -138,19 +149,12 @@ class JsonlColumn(Sequence):
             i += len(self)
         if not 0 <= i < len(self):
             raise IndexError(i)
-        row = self._memo.get(i)
-        if row is not None:
-            return row
         start, end = int(self.offsets[i]), int(self.offsets[i + 1])
         line = os.pread(self._fh.fileno(), end - start, start)
         try:
-            row = json.loads(line)
+            return json.loads(line)
         except ValueError as exc:
             raise InputError(f"row {i} is not JSON ({exc}); the shard is damaged", file=str(self.path)) from exc
-        if len(self._memo) >= ROW_MEMO:  # clear-when-full: no order to keep, safe for concurrent readers
-            self._memo.clear()
-        self._memo[i] = row
-        return row
 
 
 def _load_array(path: Path, ndim: int, dim: int | None = None) -> np.ndarray:
