@@ -384,3 +384,19 @@ def test_server_watches_a_folder_and_refuses_a_bad_reload_cleanly(trained, tmp_p
         body = r.json()
         assert r.status == 500 and f"{path / 'index.json'}: meta.checkpoint: expected an object" in body["error"]
         assert "TypeError" not in body["error"] and "still serving the previous index (19 clips)" in body["error"]
+
+
+def test_jsonl_rows_are_read_once_while_kept(tmp_path, monkeypatch):
+    from mlatr.search import shards
+
+    rows = [{"path": f"/a/{i}.wav", "captions": {"eng": [f"sound {i}"]}} for i in range(5)]
+    lines = [json.dumps(r).encode() + b"\n" for r in rows]
+    (tmp_path / "clips.jsonl").write_bytes(b"".join(lines))
+    column = shards.JsonlColumn(tmp_path / "clips.jsonl", np.cumsum([0] + [len(b) for b in lines]).astype(np.uint64))
+    reads = []
+    pread = os.pread
+    monkeypatch.setattr(os, "pread", lambda fd, n, off: reads.append(off) or pread(fd, n, off))
+    monkeypatch.setattr(shards, "ROW_MEMO", 3)
+    assert [column[i] for i in (1, 1, 2, 1, 0)] == [rows[i] for i in (1, 1, 2, 1, 0)]
+    assert len(reads) == 3  # rows 1, 2, 0: each read once
+    assert column[3] == rows[3] and column[1] == rows[1] and len(reads) == 5  # full at 3 rows: cleared, 1 read again

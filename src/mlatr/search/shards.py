@@ -23,6 +23,7 @@ compact`` rewrites the live rows into one shard and drops the tombstones.
 
 from __future__ import annotations
 
+import bisect
 import json
 import os
 import shutil
@@ -105,11 +106,19 @@ class Shard:
     captions: JsonlColumn
 
 
+#: Parsed rows a :class:`JsonlColumn` keeps: showing one search hit reads its clip's row for the path, the
+#: captions and the recorded state, and a server shows the same clips again and again. Cleared when full.
+ROW_MEMO = 4096
+
+
 class JsonlColumn(Sequence):
-    """Row ``i`` of a ``.jsonl`` file read on demand (one seek, one line parsed) through its offsets."""
+    """Row ``i`` of a ``.jsonl`` file read on demand (one seek, one line parsed) through its offsets; the
+    last :data:`ROW_MEMO` rows read are kept parsed (a shard's files never change), so a row is shared by
+    its readers: do not change it."""
 
     def __init__(self, path: Path, offsets: np.ndarray):
         self.path, self.offsets = path, offsets  # offsets [n + 1] uint64
+        self._memo: dict[int, object] = {}
         try:  # opened now: a compaction may remove the file while this reader still answers from it
             self._fh = open(path, "rb")  # noqa: SIM115 (kept open for the column's life)
         except OSError as exc:
@@ -119,6 +128,17 @@ class JsonlColumn(Sequence):
         return len(self.offsets) - 1
 
     def __getitem__(self, i):
+        if isinstance(i, (int, np.integer)) and 0 <= i:
+            row = self._memo.get(int(i))
+            if row is None:
+                row = self._read(i)
+                if len(self._memo) >= ROW_MEMO:  # clear-when-full: no order to keep, safe for concurrent readers
+                    self._memo.clear()
+                self._memo[int(i)] = row
+            return row
+        return self._read(i)
+
+    def _read(self, i):
         if isinstance(i, slice):
             return [self[j] for j in range(*i.indices(len(self)))]
         i = int(i)
@@ -292,18 +312,23 @@ class ShardColumn(Sequence):
     def __init__(self, columns: Sequence[JsonlColumn], key: str):
         self.columns, self.key = list(columns), key
         self.starts = np.cumsum([0] + [len(c) for c in self.columns])
+        self._starts = [int(x) for x in self.starts]  # plain ints: bisect per row read, no numpy scalar work
 
     def __len__(self) -> int:
-        return int(self.starts[-1])
+        return self._starts[-1]
 
     def __getitem__(self, i):
         if isinstance(i, slice):
             return [self[j] for j in range(*i.indices(len(self)))]
-        i = int(i) + (len(self) if int(i) < 0 else 0)
-        if not 0 <= i < len(self):
+        n = self._starts[-1]
+        i = int(i)
+        if i < 0:
+            i += n
+        if not 0 <= i < n:
             raise IndexError(i)
-        p = int(np.searchsorted(self.starts, i, side="right")) - 1
-        row = self.columns[p][i - int(self.starts[p])]
+        p = bisect.bisect_right(self._starts, i) - 1
+        local = i - self._starts[p]
+        row = self.columns[p][local]
         if not isinstance(row, dict) or self.key not in row:
-            raise InputError(f"row {i - int(self.starts[p])} has no {self.key!r}", file=str(self.columns[p].path))
+            raise InputError(f"row {local} has no {self.key!r}", file=str(self.columns[p].path))
         return row[self.key]

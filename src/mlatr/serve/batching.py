@@ -12,12 +12,19 @@ encoder's batched rate.
 
 Requests of one batch are grouped by the index snapshot they started on, so a reload between two
 requests never mixes indexes. An error (a bug, a bad embedding) fails only the requests of its group.
+
+:meth:`TextBatcher.search` blocks its thread until the answer is there; :meth:`TextBatcher.search_async`
+awaits it on the caller's event loop instead (the worker hands the answer over with
+``call_soon_threadsafe``), so the HTTP server waits on concurrent queries without a thread each: with 50
+clients, a thread per waiting request spent more time taking turns on the GIL than the queries took.
 """
 
 from __future__ import annotations
 
+import asyncio
 import threading
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass
 
 from mlatr.search.hybrid import check_rank
 from mlatr.search.search import Hit, check_query_text, encode_query_texts, rank_text, search_vectors, sound_evidence
@@ -34,10 +41,15 @@ class _Pending:
     query: str
     lang: str | None
     k: int
-    rank: str = "hybrid"
-    done: threading.Event = field(default_factory=threading.Event)
+    rank: str
+    notify: Callable[[], None]  # called by the worker once hits or error is set
     hits: list[Hit] | None = None
     error: BaseException | None = None
+
+    def result(self) -> list[Hit]:
+        if self.error is not None:
+            raise self.error
+        return self.hits
 
 
 class TextBatcher:
@@ -55,19 +67,42 @@ class TextBatcher:
         """The ``k`` best clips of ``snap``'s index for ``query`` in ``lang`` ranked by ``rank``
         (:func:`~mlatr.search.search.search_text`; checked here: an empty query, a missing required
         language or an unknown rank raises :class:`~mlatr.errors.MlatrError` at once)."""
+        done = threading.Event()
+        item = self._pending(snap, query, lang, k, rank, done.set)
+        done.wait()
+        return item.result()
+
+    async def search_async(self, snap, query: str, lang: str | None, k: int, rank: str = "hybrid") -> list[Hit]:
+        """:meth:`search` awaited on the running event loop (no thread waits for the answer)."""
+        loop = asyncio.get_running_loop()
+        done = loop.create_future()
+
+        def resolve() -> None:
+            if not done.done():  # a request cancelled meanwhile (its client went away) wants nothing
+                done.set_result(None)
+
+        def notify() -> None:
+            try:
+                loop.call_soon_threadsafe(resolve)
+            except RuntimeError:  # the loop was closed (server shutdown): nobody is waiting
+                pass
+
+        item = self._pending(snap, query, lang, k, rank, notify)
+        await done
+        return item.result()
+
+    def _pending(self, snap, query, lang, k, rank, notify) -> _Pending:
+        """Check the query, queue it for the worker (started when needed), return its :class:`_Pending`."""
         lang = check_query_text(snap.index, query, lang)
         check_rank(rank)
-        item = _Pending(snap, query, lang, int(k), rank)
+        item = _Pending(snap, query, lang, int(k), rank, notify)
         with self._cond:
             if self._worker is None or not self._worker.is_alive():
                 self._worker = threading.Thread(target=self._run, name="mlatr-text-batcher", daemon=True)
                 self._worker.start()
             self._queue.append(item)
             self._cond.notify_all()
-        item.done.wait()
-        if item.error is not None:
-            raise item.error
-        return item.hits
+        return item
 
     def _take(self) -> list[_Pending]:
         with self._cond:
@@ -107,4 +142,4 @@ class TextBatcher:
                 item.error = exc
         finally:
             for item in items:
-                item.done.set()
+                item.notify()

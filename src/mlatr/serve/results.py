@@ -1,7 +1,8 @@
 """Search hits -> the JSON objects of the HTTP API.
 
 A clip result is ``{"rank", "id", "score", "caption", "caption_lang", "duration", "audio_url", "evidence"}``
-(``evidence``: what ranked the clip, :mod:`mlatr.search.hybrid`):
+(``evidence``: what ranked the clip, :mod:`mlatr.search.hybrid`, with every field of
+:class:`~mlatr.serve.schemas.Evidence`):
 ``caption`` is the clip's first caption in the query's language when the index holds one, else its
 first English caption, else its first caption in any language (``caption_lang`` says which), ``None``
 for a clip without captions. ``audio_url`` is the server path that streams the clip (``/audio/`` + the
@@ -15,6 +16,11 @@ import math
 from urllib.parse import quote
 
 from mlatr.languages import PIVOT
+from mlatr.serve.schemas import Evidence
+
+#: The optional fields of an evidence object, as the schema fills them in: ``GET /search`` answers JSON built
+#: here without passing it through the schema again, so every object carries every field.
+EVIDENCE_DEFAULTS = {name: f.default for name, f in Evidence.model_fields.items() if not f.is_required()}
 
 
 def finite(x: float | None) -> float | None:
@@ -48,7 +54,7 @@ def clip_result(snapshot, hit, lang: str | None, root: str = "") -> dict:
     return {"rank": hit.rank, "id": hit.id, "score": finite(hit.score), "caption": caption,
             "caption_lang": caption_lang, "duration": finite(snapshot.duration(row)),
             "audio_url": audio_url(hit.id, root),
-            "evidence": [{**e, "score": finite(e["score"])} for e in hit.evidence]}
+            "evidence": [{**EVIDENCE_DEFAULTS, **e, "score": finite(e["score"])} for e in hit.evidence]}
 
 
 def caption_result(hit, root: str = "") -> dict:

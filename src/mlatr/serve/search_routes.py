@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Annotated, Literal
 
 from fastapi import FastAPI, File, Query, Request, UploadFile
+from fastapi.responses import JSONResponse
 
 from mlatr.audio.io import audio_duration
 from mlatr.errors import MlatrError
@@ -42,7 +43,7 @@ def add_search_routes(app: FastAPI, live: LiveIndex, limits: Limits, batcher: Te
     """Add the two searches over ``live`` to ``app``."""
 
     @app.get("/search", response_model=TextSearchResponse, responses=ERRORS)
-    def search(request: Request,
+    async def search(request: Request,
                q: Annotated[str, Query(max_length=limits.max_query_chars, description="text query")],
                lang: Annotated[str | None, Query(max_length=16, description="language of q (ISO 639-3 or "
                                                  "639-1); may be left out when the model does not read it "
@@ -55,11 +56,12 @@ def add_search_routes(app: FastAPI, live: LiveIndex, limits: Limits, batcher: Te
         code = query_language(snap, lang)
         if not q.strip():
             raise ApiError(400, "q: the query is empty")
-        hits = batcher.search(snap, q, code, k, rank)  # embedded and searched with concurrent queries
+        hits = await batcher.search_async(snap, q, code, k, rank)  # embedded and searched with concurrent queries
         root = request.scope.get("root_path", "")
-        return {"query": q, "lang": code, "k": k, "rank": rank,
-                "results": [clip_result(snap, h, code, root) for h in hits],
-                "took_ms": (time.perf_counter() - t0) * 1e3}
+        results = [clip_result(snap, h, code, root) for h in hits]
+        # built to TextSearchResponse field by field: sent as it is, not validated against it again
+        return JSONResponse({"query": q, "lang": code, "k": k, "rank": rank,
+                             "took_ms": (time.perf_counter() - t0) * 1e3, "results": results})
 
     @app.post("/search/audio", response_model=AudioSearchResponse, responses=ERRORS)
     def search_by_sound(request: Request,
