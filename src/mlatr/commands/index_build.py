@@ -3,7 +3,6 @@ import time
 from mlatr.commands._arg_types import positive_float, positive_int
 from mlatr.commands._notices import report_skipped
 from mlatr.commands._paths import model_inputs, refuse_output_over_input
-from mlatr.data.manifest import Manifest
 from mlatr.errors import MlatrError
 from mlatr.languages import parse_language_list
 from mlatr.search.ann import EXACT_BELOW, KINDS
@@ -91,13 +90,11 @@ def run(args) -> int:
 
 
 def _build(args, ctx) -> int:
-    from mlatr.commands._model_io import load_model_from_args
+    from mlatr.commands._model_io import clips_from_args, load_model_from_args
     from mlatr.search.index import build_index
 
     model = load_model_from_args(args)
-    manifest = Manifest.load(args.manifest)
-    if args.split != "all":
-        manifest = manifest.split(args.split)
+    manifest, _ = clips_from_args(args)  # a folder or a split the manifest lacks: the error says what to do
     langs = parse_language_list(args.caption_langs, "--caption-langs") if args.caption_langs else None
     params = parse_ann_params(args.ann_param)
     t0 = time.perf_counter()
