@@ -39,8 +39,9 @@ class TextRanker:
     source ranks them, their captions are left out of the keyword statistics, and they never take a result
     slot, so the ranking equals that of the index without them (:meth:`~mlatr.search.index.Index.live`).
 
-    A query costs one product with the audio embeddings and one with the caption embeddings; the rest
-    works on the few clips near the top (:meth:`rank`)."""
+    A query costs one product with the audio embeddings and one with the caption embeddings, a per-clip
+    maximum over the captions (one ``maximum.reduceat``); ranks and fusion work on the clips near the top
+    (:meth:`rank`)."""
 
     def __init__(self, audio: np.ndarray, caption_embeddings: np.ndarray, caption_clip: np.ndarray,
                  caption_text: Sequence[str], caption_lang: Sequence[str],
@@ -53,7 +54,6 @@ class TextRanker:
         self.settings = settings
         self.live = np.ones(len(self.audio), bool)  # [N]
         self.live[np.asarray(deleted, np.int64)] = False
-        self._all_live = bool(self.live.all())
         self._live_rows = np.flatnonzero(self.live)  # [N_live]
         self._caption_live = self.live[self.caption_clip]  # [M]
         # BM25 over the live clips' captions only (document j is caption row _keyword_rows[j])
@@ -64,6 +64,9 @@ class TextRanker:
         grouped = self.caption_clip[self._by_clip]
         self._starts = np.flatnonzero(np.r_[True, grouped[1:] != grouped[:-1]]) if len(grouped) else grouped
         self._block_clip = grouped[self._starts]  # the clip of each block
+        self._ends = np.r_[self._starts[1:], len(grouped)].astype(np.int64)
+        self._block_of = np.full(len(self.audio), -1, np.int64)  # clip -> its block (-1: no caption)
+        self._block_of[self._block_clip] = np.arange(len(self._starts))
 
     @classmethod
     def of(cls, index, settings: FusionSettings = DEFAULT_FUSION) -> TextRanker:
@@ -78,100 +81,100 @@ class TextRanker:
             best[self._block_clip] = np.maximum.reduceat(scores[self._by_clip], self._starts)
         return best
 
-    def _best_of_rows(self, scores: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Among caption ``rows`` (ascending), each clip's best of ``scores [M]``: ``(clips, best, row)``,
-        clips ascending, ``row`` the first caption row (in row order) holding the best."""
-        clips = self.caption_clip[rows]
-        order = np.lexsort((rows, -scores[rows], clips))  # by clip, best first, then lower row
-        clips, rows = clips[order], rows[order]
-        first = np.r_[True, clips[1:] != clips[:-1]] if len(clips) else np.zeros(0, bool)
-        return clips[first], scores[rows[first]], rows[first]
-
-    def _sound_ranks(self, audio: np.ndarray, rows: np.ndarray, top: np.ndarray) -> np.ndarray:
-        """``[len(rows)]`` 1-based rank of each live clip of ``rows`` by ``audio [N]`` among the live clips
-        (ties: lower row first); ``top``: the live clips of the sound's top, best first (their ranks are
-        their positions, the others are counted)."""
-        by_row = np.argsort(top)
-        pos = np.minimum(np.searchsorted(top[by_row], rows), max(len(top) - 1, 0))
-        in_top = top[by_row[pos]] == rows if len(top) else np.zeros(len(rows), bool)
-        ranks = np.where(in_top, by_row[pos] + 1, 0) if len(top) else np.zeros(len(rows), np.int64)
-        rest = np.flatnonzero(~in_top)
-        if len(rest):
-            ordered = np.sort(audio if self._all_live else audio[self._live_rows])  # [N_live]
-            s = audio[rows[rest]]
-            right = np.searchsorted(ordered, s, side="right")
-            ranks[rest] = len(ordered) - right + 1
-            for j in rest[right - np.searchsorted(ordered, s, side="left") > 1]:  # ties: the lower rows come first
-                live = self._live_rows[self._live_rows < rows[j]]
-                ranks[j] += int(np.count_nonzero(audio[live] == audio[rows[j]]))
-        return ranks
+    def _best_row(self, scores: np.ndarray, clip: int) -> int:
+        """The caption row of ``clip`` with the highest of ``scores [M]`` (the first in row order)."""
+        block = self._block_of[clip]
+        rows = self._by_clip[self._starts[block]:self._ends[block]]  # ascending
+        return int(rows[np.argmax(scores[rows])])
 
     def rank(self, query_vec: np.ndarray, query: str, k: int, rank: str = "hybrid") -> list[tuple[int, float, list]]:
         """The ``k`` best live clips as ``(row, score, evidence)``, best first (ties: lower row first): the
         same as sorting every clip by :func:`~mlatr.search.fusion.fused_scores` of the full score arrays.
 
-        Only the clips near the top are fused: a clip with neither caption nor keyword evidence scores
-        ``1 / (rrf_k + its sound rank)``, below each of the sound's top ``k``, so the ``k`` best lie among the
-        sound's top ``k`` and the clips with caption or keyword evidence; those get their exact source ranks
-        (the sound's by counting the live clips above them) and are fused and sorted alone."""
+        Only the clips near the top are fused (Fagin's threshold algorithm): the union of each source's top
+        ``K`` gets its exact ranks (counted among the clips each source ranks) and fused scores. Every other
+        clip ranks below ``K`` in every source, so it scores at most ``sum_s w_s / (rrf_k + K + 1)``; when the
+        ``k``-th best candidate scores more, the ``k`` best are found, else ``K`` doubles."""
         check_rank(rank)
         terms = self.keywords.terms(query)
         audio = self.audio @ query_vec  # [N]
         caption_scores = self.captions @ query_vec  # [M]
         keyword_scores = np.zeros(len(self.captions), np.float32)  # [M]
         keyword_scores[self._keyword_rows] = self.keywords.scores_of(terms)
-        gated = np.flatnonzero((caption_scores >= self.settings.caption_gate) & self._caption_live)
-        cap = self._best_of_rows(caption_scores, gated)
-        kw = self._best_of_rows(keyword_scores, np.flatnonzero(keyword_scores > 0))
-        masked = audio if self._all_live else np.where(self.live, audio, -np.inf)  # [N]
-        top = top_rows(masked, k)
-        top = top if self._all_live else top[self.live[top]]
-        if rank == "captions":
-            best = self._best(caption_scores)[self._live_rows]  # [N_live]
-            rows = self._live_rows[top_rows(best, k)]
-        else:
-            rows = np.unique(np.concatenate([top, cap[0], kw[0]])) if rank == "hybrid" else top
-        ranks = {"sound": self._sound_ranks(audio, rows, top), "caption": _ranks_of(rows, cap),
-                 "keyword": _ranks_of(rows, kw)}
+        caption, keyword = self._best(caption_scores), self._best(keyword_scores)  # [N] each
+        keyword = np.where(np.isfinite(keyword), keyword, 0.0)
+        sources = {"sound": _Source(audio, self.live),
+                   "caption": _Source(caption, self.live & (caption >= self.settings.caption_gate)),
+                   "keyword": _Source(keyword, self.live & (keyword > 0))}
+        w = self.settings.caption_weight
+        weights = {"caption": w, "keyword": w}
         if rank == "hybrid":
-            w = self.settings.caption_weight
-            scores = reciprocal_rank_fusion(ranks, self.settings.rrf_k, {"caption": w, "keyword": w})
+            depth = k
+            while True:
+                rows = np.unique(np.concatenate([src.top(depth) for src in sources.values()]))
+                ranks = {name: src.ranks(rows) for name, src in sources.items()}
+                scores = reciprocal_rank_fusion(ranks, self.settings.rrf_k, weights)  # [len(rows)]
+                order = np.lexsort((rows, -scores))[:k]
+                below = reciprocal_rank_fusion({n: np.array([depth + 1]) for n in sources}, self.settings.rrf_k,
+                                               weights)[0]  # the most a clip outside every top-depth scores
+                if (len(order) == k and scores[order[-1]] > below) or all(depth >= src.size for src in
+                                                                          sources.values()):
+                    break
+                depth *= 2
         else:
-            scores = best[np.searchsorted(self._live_rows, rows)] if rank == "captions" else audio[rows]
-        order = np.lexsort((rows, -scores))[:k]
-        return [(int(rows[j]), float(scores[j]), self._evidence(int(rows[j]), {n: int(r[j]) for n, r in ranks.items()},
-                                                                 float(audio[rows[j]]), cap, kw, terms))
-                for j in order]
-
-    def _evidence(self, i: int, ranks: dict[str, int], sound: float, cap: tuple, kw: tuple,
-                  terms: list[str]) -> list[dict]:
-        """What ranked clip ``i``: its caption match, keyword match and sound (module docstring)."""
+            live = self._live_rows  # a clip without caption still takes a place in the captions ranking (-inf)
+            rows = sources["sound"].top(k) if rank == "audio" else live[top_rows(caption[live], k)]
+            ranks = {name: src.ranks(rows) for name, src in sources.items()}
+            scores = audio[rows] if rank == "audio" else caption[rows]
+            order = np.arange(len(rows))
         out = []
-        if ranks["caption"]:
-            j = int(np.searchsorted(cap[0], i))
-            row = int(cap[2][j])
-            out.append({"source": "caption", "text": self.caption_text[row], "lang": self.caption_lang[row],
-                        "score": float(cap[1][j]), "rank": ranks["caption"]})
-        if ranks["keyword"]:
-            j = int(np.searchsorted(kw[0], i))
-            row = int(kw[2][j])
-            doc = int(np.searchsorted(self._keyword_rows, row))
-            out.append({"source": "keyword", "text": self.caption_text[row], "lang": self.caption_lang[row],
-                        "terms": self.keywords.matched_terms(terms, doc), "score": float(kw[1][j]),
-                        "rank": ranks["keyword"]})
-        out.append({"source": "sound", "score": sound, "rank": ranks["sound"]})
+        for j in order.tolist():
+            i, r = int(rows[j]), {name: int(v[j]) for name, v in ranks.items()}
+            evidence = []
+            if r["caption"]:
+                row = self._best_row(caption_scores, i)
+                evidence.append({"source": "caption", "text": self.caption_text[row], "lang": self.caption_lang[row],
+                                 "score": float(caption[i]), "rank": r["caption"]})
+            if r["keyword"]:
+                row = self._best_row(keyword_scores, i)
+                doc = int(np.searchsorted(self._keyword_rows, row))
+                evidence.append({"source": "keyword", "text": self.caption_text[row], "lang": self.caption_lang[row],
+                                 "terms": self.keywords.matched_terms(terms, doc), "score": float(keyword[i]),
+                                 "rank": r["keyword"]})
+            evidence.append({"source": "sound", "score": float(audio[i]), "rank": r["sound"]})
+            out.append((i, float(scores[j]), evidence))
         return out
 
 
-def _ranks_of(rows: np.ndarray, evidence: tuple[np.ndarray, np.ndarray, np.ndarray]) -> np.ndarray:
-    """``[len(rows)]`` each row's 1-based rank among the clips of one source's ``evidence`` (``(clips
-    ascending, best score, caption row)``: best score first, ties lower clip first); 0 without evidence."""
-    clips, best = evidence[0], evidence[1]
-    rank_of = np.empty(len(clips), np.int64)
-    rank_of[np.lexsort((clips, -best))] = np.arange(1, len(clips) + 1)
-    pos = np.minimum(np.searchsorted(clips, rows), max(len(clips) - 1, 0))
-    has = (pos < len(clips)) & (clips[pos] == rows) if len(clips) else np.zeros(len(rows), bool)
-    return np.where(has, rank_of[pos] if len(clips) else 0, 0)
+class _Source:
+    """One source's ranking of the clips: ``scores [N]`` over the ``eligible [N]`` clips (1-based ranks by
+    descending score, ties: lower row first; 0 for a clip it does not rank)."""
+
+    def __init__(self, scores: np.ndarray, eligible: np.ndarray):
+        self.scores = scores
+        self.rows = np.flatnonzero(eligible)  # ascending
+        self.values = scores[self.rows]
+        self.size = len(self.rows)
+        self._sorted = None
+
+    def top(self, depth: int) -> np.ndarray:
+        """The rows of the ``depth`` best eligible clips."""
+        return self.rows[top_rows(self.values, depth)] if self.size else self.rows
+
+    def ranks(self, rows: np.ndarray) -> np.ndarray:
+        """``[len(rows)]`` the rank of each of ``rows``, counted: the eligible clips scoring more, plus those
+        scoring the same at a lower row."""
+        if self._sorted is None:
+            self._sorted = np.sort(self.values)
+        pos = np.minimum(np.searchsorted(self.rows, rows), max(self.size - 1, 0))
+        eligible = (self.rows[pos] == rows) if self.size else np.zeros(len(rows), bool)
+        s = self.scores[rows]
+        right = np.searchsorted(self._sorted, s, side="right")
+        ranks = np.where(eligible, self.size - right + 1, 0)
+        tied = eligible & (right - np.searchsorted(self._sorted, s, side="left") > 1)
+        for j in np.flatnonzero(tied):  # equal scores: the lower rows come first
+            ranks[j] += int(np.count_nonzero(self.values[:pos[j]] == s[j]))
+        return ranks
 
 
 def top_rows(scores: np.ndarray, k: int) -> np.ndarray:
