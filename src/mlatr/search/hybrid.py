@@ -40,7 +40,7 @@ class TextRanker:
     slot, so the ranking equals that of the index without them (:meth:`~mlatr.search.index.Index.live`).
 
     A query costs one product with the audio embeddings and one with the caption embeddings, a per-clip
-    maximum over the captions (one ``maximum.reduceat``); ranks and fusion work on the clips near the top
+    maximum over the captions (one ``maximum.at``); ranks and fusion work on the clips near the top
     (:meth:`rank`)."""
 
     def __init__(self, audio: np.ndarray, caption_embeddings: np.ndarray, caption_clip: np.ndarray,
@@ -59,7 +59,7 @@ class TextRanker:
         # BM25 over the live clips' captions only (document j is caption row _keyword_rows[j])
         self._keyword_rows = np.flatnonzero(self._caption_live)
         self.keywords = KeywordIndex([self.caption_text[r] for r in self._keyword_rows])
-        # captions grouped by clip, once: a clip's best caption is then one maximum.reduceat per query
+        # captions grouped by clip, once: the rows of a hit's captions, for its evidence
         self._by_clip = np.argsort(self.caption_clip, kind="stable")  # [M]
         grouped = self.caption_clip[self._by_clip]
         self._starts = np.flatnonzero(np.r_[True, grouped[1:] != grouped[:-1]]) if len(grouped) else grouped
@@ -75,10 +75,10 @@ class TextRanker:
                    index.caption_lang, settings, index.deleted_rows)
 
     def _best(self, scores: np.ndarray) -> np.ndarray:
-        """``[N]`` each clip's best of ``scores [M]`` over its captions (``-inf``: no caption), in one pass."""
+        """``[N]`` each clip's best of ``scores [M]`` over its captions (``-inf``: no caption), in one pass
+        (``maximum.at``: a clip's few captions make ``maximum.reduceat``'s many short segments slower)."""
         best = np.full(len(self.audio), -np.inf, np.float32)
-        if len(scores):
-            best[self._block_clip] = np.maximum.reduceat(scores[self._by_clip], self._starts)
+        np.maximum.at(best, self.caption_clip, scores)
         return best
 
     def _best_row(self, scores: np.ndarray, clip: int) -> int:
