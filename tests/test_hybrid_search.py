@@ -207,3 +207,85 @@ def test_text_ranker_fast_path_equals_the_batch_fusion():
         fused = fused_scores((audio @ q)[None], caption, keyword, rank, settings)[0]
         assert [r for r, _, _ in got] == np.lexsort((np.arange(n), -fused)).tolist()
         assert np.allclose([s for _, s, _ in got], np.sort(fused)[::-1])
+
+
+def full_ranking(audio, captions, clip, texts, langs, settings, q, query, k, rank):
+    """The ranking as computed before the top-only fusion (every clip's source scores, ranks and fused
+    score, then a full sort), with its evidence: the reference the fast path must equal exactly."""
+    n = len(audio)
+    keywords = KeywordIndex(texts)
+    caption_scores, keyword_scores = captions @ q, keywords.scores(query)
+    caption = np.array([caption_scores[clip == i].max(initial=-np.inf) for i in range(n)], np.float32)
+    keyword = np.array([keyword_scores[clip == i].max(initial=-np.inf) for i in range(n)], np.float32)
+    keyword = np.where(np.isfinite(keyword), keyword, 0.0)
+    a = audio @ q
+    ranks = {"sound": ranks_among(a, np.isfinite(a)), "caption": ranks_among(caption, caption >= settings.caption_gate),
+             "keyword": ranks_among(keyword, keyword > 0)}
+    scores = fused_scores(a, caption, keyword, rank, settings, ranks)
+    out = []
+    for i in np.lexsort((np.arange(n), -scores))[:k].tolist():
+        rows = np.flatnonzero(clip == i)
+        evidence = []
+        if ranks["caption"][i]:
+            row = rows[np.argmax(caption_scores[rows])]
+            evidence.append({"source": "caption", "text": texts[row], "lang": langs[row], "score": float(caption[i]),
+                             "rank": int(ranks["caption"][i])})
+        if ranks["keyword"][i]:
+            row = rows[np.argmax(keyword_scores[rows])]
+            evidence.append({"source": "keyword", "text": texts[row], "lang": langs[row],
+                             "terms": keywords.matched_terms(query, row), "score": float(keyword[i]),
+                             "rank": int(ranks["keyword"][i])})
+        evidence.append({"source": "sound", "score": float(a[i]), "rank": int(ranks["sound"][i])})
+        out.append((i, float(scores[i]), evidence))
+    return out
+
+
+def _tied_library(seed, n=60, m=90):
+    """Coarse embeddings (many tied cosines), captions from six words (tied BM25), some clips without any."""
+    rng = np.random.default_rng(seed)
+    audio = (rng.integers(-2, 3, (n, 4)) / 2).astype(np.float32)
+    captions = (rng.integers(-2, 3, (m, 4)) / 2).astype(np.float32)
+    clip = np.sort(rng.integers(0, n - 10, m))[rng.permutation(m)]
+    words = ["dog", "bark", "rain", "door", "bell", "chien"]
+    texts = [" ".join(rng.choice(words, rng.integers(1, 3))) for _ in range(m)]
+    langs = [("eng", "fra")[i % 2] for i in range(m)]
+    return audio, captions, clip, texts, langs
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_top_only_fusion_equals_the_full_fusion(seed):
+    """Fusing only the sound's top k and the clips with caption or keyword evidence gives exactly the full
+    computation's rows, scores and evidence, ties included, for every k and ranking."""
+    audio, captions, clip, texts, langs = _tied_library(seed)
+    settings = FusionSettings(0.5, 5.0, 2.0) if seed % 2 else FusionSettings(1.0, 60.0, 1.0)
+    ranker = TextRanker(audio, captions, clip, texts, langs, settings)
+    q = (np.random.default_rng(100 + seed).integers(-2, 3, 4) / 2).astype(np.float32)
+    for query in ("dog bell", "rain", "zebra"):
+        for rank in ("hybrid", "captions", "audio"):
+            full = full_ranking(audio, captions, clip, texts, langs, settings, q, query, len(audio), rank)
+            for k in (1, 3, 10, 59, 60, 200):
+                assert ranker.rank(q, query, k, rank) == full[:k]
+
+
+def test_tombstoned_clips_never_rank_and_the_rest_rank_as_without_them():
+    """Deleted clips that would rank first take no slot (k results still come back), and the ranking is that
+    of the library without them (ranks, keyword statistics), in every ranking."""
+    audio, captions, clip, texts, langs = _tied_library(7)
+    settings = FusionSettings(0.5, 5.0, 1.0)
+    q = captions[0] + audio[clip[0]]
+    query = texts[0]
+    full = TextRanker(audio, captions, clip, texts, langs, settings)
+    first = [r for r, _, _ in full.rank(q, query, 4, "hybrid")]
+    deleted = np.array(first[:3] + [59])
+    ranker = TextRanker(audio, captions, clip, texts, langs, settings, deleted)
+    keep = np.setdiff1d(np.arange(len(audio)), deleted)
+    new_row = np.full(len(audio), -1)
+    new_row[keep] = np.arange(len(keep))
+    kept_captions = np.flatnonzero(np.isin(clip, keep))
+    compact = TextRanker(audio[keep], captions[kept_captions], new_row[clip[kept_captions]],
+                         [texts[i] for i in kept_captions], [langs[i] for i in kept_captions], settings)
+    for rank in ("hybrid", "captions", "audio"):
+        for k in (3, 10, len(keep), len(audio)):
+            got = ranker.rank(q, query, k, rank)
+            assert len(got) == min(k, len(keep)) and not set(deleted) & {r for r, _, _ in got}
+            assert [(int(keep[r]), s, e) for r, s, e in compact.rank(q, query, k, rank)] == got

@@ -224,6 +224,12 @@ def test_manifest_errors_carry_the_hint(served_toy, tmp_path, capsys):
     r = run_cli(capsys, "encode", "--checkpoint", ckpt, "--manifest", toy.root, "-o", tmp_path / "x.npz")
     assert_user_error(r, "is a folder, not a manifest", "mlatr data import --format folder")
     assert not (tmp_path / "x.npz").exists()
+    build = ["index", "build", "--checkpoint", ckpt, "--no-progress", "-o", tmp_path / "x.idx"]
+    r = run_cli(capsys, *build, "--manifest", plain, "--split", "test")
+    assert_user_error(r, "has no splits", "--split all")
+    r = run_cli(capsys, *build, "--manifest", toy.root)
+    assert_user_error(r, "is a folder, not a manifest", "mlatr data import --format folder")
+    assert not (tmp_path / "x.idx").exists()
 
 
 def test_embed_and_classify_commands(served_toy, tmp_path, capsys):

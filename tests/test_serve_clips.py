@@ -40,3 +40,12 @@ def test_waveform_and_more_like_this(served_toy):
             assert r.status == 404 and "no clip 'nope'" in r.json()["error"]
         assert request(base + "/clips/waveform/" + clip + "?bins=2").status == 422
         assert request(base + "/docs").status == 200 and request(base + "/docs-assets/swagger-ui.css").status == 200
+        # both routes are described in the API schema /docs shows, with the fields they answer
+        schema = request(base + "/openapi.json").json()
+        for path, name, body in (("/clips/similar/{clip_id}", "SimilarResponse", sim),
+                                 ("/clips/waveform/{clip_id}", "Waveform", w)):
+            ok = schema["paths"][path]["get"]["responses"]["200"]["content"]["application/json"]["schema"]
+            assert ok == {"$ref": f"#/components/schemas/{name}"}
+            assert set(schema["components"]["schemas"][name]["properties"]) == set(body)
+        item = schema["components"]["schemas"]["SimilarResponse"]["properties"]["results"]["items"]
+        assert item == {"$ref": "#/components/schemas/ClipResult"}

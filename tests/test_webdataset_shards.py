@@ -5,6 +5,7 @@ import io
 import json
 import tarfile
 import uuid
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -233,3 +234,38 @@ def test_gzipped_export_and_an_interrupted_one(exported, tmp_path, monkeypatch):
     with pytest.raises(OSError, match="disk went away"):
         export_webdataset(manifest, str(tmp_path / "cut" / "s-%03d.tar"), maxcount=5, progress=False)
     assert sorted(p.name for p in (tmp_path / "cut").iterdir()) == ["s-000.tar"]
+
+
+def test_encode_and_index_build_from_shards_equal_the_manifest(exported, served_toy, tmp_path, capsys):
+    """``mlatr encode`` and ``mlatr index build`` read the shards' audio members: the embeddings, ids and captions
+    are the manifest's; the index records each member's address as the clip's path and searches it."""
+    from mlatr.search import Index
+
+    path, shards = exported
+    spec = f"{shards}/shard-{{000000..000002}}.tar"
+    ckpt = str(served_toy[1])
+    common = ["encode", "--checkpoint", ckpt, "--split", "all", "--max-seconds", "1", "--languages", "eng"]
+    assert main([*common, "--manifest", str(path), "-o", str(tmp_path / "m.npz")]) == 0
+    assert main([*common, "--webdataset", spec, "-o", str(tmp_path / "s.npz")]) == 0
+    m, s = np.load(tmp_path / "m.npz"), np.load(tmp_path / "s.npz")
+    for key in ("audio", "text", "clip_ids", "text_lang"):
+        assert np.array_equal(m[key], s[key]), key
+    build = ["index", "build", "--checkpoint", ckpt, "--caption-langs", "eng,fra", "--max-seconds", "1",
+             "--no-progress"]
+    assert main([*build, "--manifest", str(path), "-o", str(tmp_path / "m.idx")]) == 0
+    assert main([*build, "--webdataset", spec, "-o", str(tmp_path / "s.idx"), "--split", "train"]) == 0
+    capsys.readouterr()
+    a, b = Index.load(tmp_path / "m.idx"), Index.load(tmp_path / "s.idx")
+    train = [i for i, c in enumerate(Manifest.load(path).clips) if c.split == "train"]
+    assert b.ids == [a.ids[i] for i in train] and np.array_equal(b.embeddings, a.embeddings[train])
+    assert list(b.captions) == [a.captions[i] for i in train]
+    kept = np.isin(a.caption_clip, train)
+    assert list(b.caption_text) == [t for t, k in zip(a.caption_text, kept, strict=True) if k]
+    assert np.allclose(b.caption_embeddings, a.caption_embeddings[kept], atol=1e-5)  # other text batches
+    first = index_shards(spec).audio[b.ids[0]]
+    assert b.paths[0] == str(Path(first.url).resolve()) + f"#{b.paths[0].split('#')[1]}"
+    assert b.paths[0].endswith(f".{first.ext}") and b.stale(0) is None
+    assert [h.id for h in b.search_text("a tone", k=3, rank="audio")] == \
+        [h.id for h in a.search_text("a tone", k=len(a.ids), rank="audio") if h.id in b.ids][:3]
+    with pytest.raises(SystemExit):  # one source or the other
+        main([*build, "--manifest", str(path), "--webdataset", spec, "-o", str(tmp_path / "x.idx")])

@@ -1,7 +1,8 @@
 from mlatr.commands._arg_types import positive_float, positive_int
 from mlatr.commands._outputs import Output
 
-HELP = """Encode a manifest split with a trained model into an evaluation NPZ (or Parquet).
+HELP = """Encode a manifest split (or webdataset shards' with --webdataset) with a trained model into an
+evaluation NPZ (or Parquet).
 
 The NPZ holds audio [Na, D], text [Nt, D], text_audio, text_lang, text_group (the arrays
 `mlatr eval-embeddings` reads) plus clip_ids and texts. With -o FILE.parquet (needs pyarrow: pip install
@@ -21,7 +22,10 @@ OUTPUTS = (Output("output", "embeddings file", folder=False),)
 def add_arguments(parser):
     parser.add_argument("--checkpoint", required=True, help="a checkpoint written by mlatr train, or a model folder "
                         "written by mlatr export")
-    parser.add_argument("--manifest", required=True, help="JSONL manifest")
+    clips = parser.add_mutually_exclusive_group(required=True)
+    clips.add_argument("--manifest", help="JSONL manifest")
+    clips.add_argument("--webdataset", metavar="SHARDS",
+                       help="webdataset shards instead of a manifest: DIR/shard-{000000..000009}.tar (any fsspec URL)")
     parser.add_argument("--split", default="test", help="split to encode (default: test); 'all' for every clip")
     parser.add_argument("-o", "--output", required=True, help="output .npz or .parquet")
     parser.add_argument("--languages", help="comma-separated languages (default: the model's training languages)")

@@ -3,14 +3,13 @@ import time
 from mlatr.commands._arg_types import positive_float, positive_int
 from mlatr.commands._notices import report_skipped
 from mlatr.commands._paths import model_inputs, refuse_output_over_input
-from mlatr.data.manifest import Manifest
 from mlatr.errors import MlatrError
 from mlatr.languages import parse_language_list
 from mlatr.search.ann import EXACT_BELOW, KINDS
 from mlatr.search.milvus import is_milvus
 from mlatr.search.shards import DTYPES, is_index_folder
 
-HELP = """Build (or extend with --add) a search index of a manifest's clips with a trained model.
+HELP = """Build (or extend with --add) a search index of a manifest's (or webdataset shards') clips with a model.
 
 Encodes every clip's audio (and every caption, for sound-to-caption search) with the checkpoint's
 model and writes the index: unit-norm embeddings, clip ids, absolute audio paths, captions, each
@@ -37,6 +36,7 @@ Examples:
   mlatr index build --checkpoint runs/real/model.pt --manifest data/real-sounds/manifest.jsonl -o sounds.idx
   mlatr index build --checkpoint runs/real/model.pt --manifest more.jsonl -o sounds.idx --add
   mlatr index build --checkpoint model.pt --manifest big.jsonl --to milvus://db.example:19530/sounds
+  mlatr index build --checkpoint model.pt --webdataset 'shards/shard-{000000..000009}.tar' -o sounds.idx
   mlatr index build --checkpoint model.pt --manifest big.jsonl -o big.idx --dtype float16 --ann hnsw \\
       --ann-param efSearch=96
 """
@@ -44,7 +44,11 @@ Examples:
 
 def add_arguments(parser):
     parser.add_argument("--checkpoint", required=True, help="a checkpoint written by mlatr train / demo-real")
-    parser.add_argument("--manifest", required=True, help="JSONL manifest of the clips to index")
+    clips = parser.add_mutually_exclusive_group(required=True)
+    clips.add_argument("--manifest", help="JSONL manifest of the clips to index")
+    clips.add_argument("--webdataset", metavar="SHARDS",
+                       help="webdataset shards instead of a manifest: DIR/shard-{000000..000009}.tar (any fsspec "
+                            "URL); each clip's path in the index is its shard member's address")
     parser.add_argument("-o", "--output", "--to", required=True, metavar="INDEX",
                         help="index to write: a folder (any name), one file when the name ends in .npz, or a "
                              "Milvus collection: milvus:PATH.db (milvus-lite) or milvus://HOST:PORT/COLLECTION")
@@ -92,13 +96,11 @@ def run(args) -> int:
 
 
 def _build(args, ctx) -> int:
-    from mlatr.commands._model_io import load_model_from_args
+    from mlatr.commands._model_io import clips_from_args, load_model_from_args
     from mlatr.search.index import build_index
 
     model = load_model_from_args(args)
-    manifest = Manifest.load(args.manifest)
-    if args.split != "all":
-        manifest = manifest.split(args.split)
+    manifest, shards = clips_from_args(args)  # a folder or a split the manifest lacks: the error says what to do
     langs = parse_language_list(args.caption_langs, "--caption-langs") if args.caption_langs else None
     params = parse_ann_params(args.ann_param)
     t0 = time.perf_counter()
@@ -106,7 +108,7 @@ def _build(args, ctx) -> int:
                          batch_size=args.batch_size, max_seconds=args.max_seconds,
                          window_seconds=args.window_seconds, skip_bad=args.skip_bad,
                          progress=not args.no_progress, dtype=args.dtype, ann=args.ann, ann_params=params,
-                         ann_exact_below=args.ann_exact_below, ctx=ctx)
+                         ann_exact_below=args.ann_exact_below, ctx=ctx, shards=shards)
     dt = time.perf_counter() - t0
     if ctx is not None and not ctx.is_main:
         return 0

@@ -48,6 +48,7 @@ import numpy as np
 
 from mlatr.data.manifest import Clip, Manifest
 from mlatr.data.pipeline.file_source import AudioSource
+from mlatr.data.webdataset_shards import ShardIndex, ShardSource
 from mlatr.errors import InputError, MlatrError
 from mlatr.file_kinds import unreadable
 from mlatr.file_state import file_state
@@ -476,7 +477,8 @@ def build_index(loaded: LoadedModel, manifest: Manifest, output: str | os.PathLi
                 caption_languages: Sequence[str] | None = None, batch_size: int = 16, max_seconds: float | None = None,
                 window_seconds: float | None = None, sample_rate: int | None = None, skip_bad: bool = False,
                 progress: bool = False, dtype: str = "float32", ann: str = "auto",
-                ann_params: dict | None = None, ann_exact_below: int = EXACT_BELOW, ctx=None) -> BuildReport:
+                ann_params: dict | None = None, ann_exact_below: int = EXACT_BELOW, ctx=None,
+                shards: ShardIndex | None = None) -> BuildReport:
     """Encode ``manifest``'s clips (and captions) with ``loaded`` and write the index to ``output`` (a folder,
     or one file when it ends in ``.npz``; ``dtype`` / ``ann`` / ``ann_params``: a folder's, see
     :meth:`Index.save`).
@@ -495,7 +497,9 @@ def build_index(loaded: LoadedModel, manifest: Manifest, output: str | os.PathLi
     ``max_seconds`` or the library. An unreadable clip is an error, or with ``skip_bad`` skipped and
     listed in the report; a manifest none of whose clips can be read is an error either way. ``ctx``
     (a :class:`~mlatr.training.distributed.DistContext` under torchrun) splits the new clips over the
-    processes: :mod:`mlatr.search.rank_build`.
+    processes: :mod:`mlatr.search.rank_build`. ``shards``: the webdataset shards ``manifest`` was read from
+    (:func:`~mlatr.data.webdataset_shards.index_shards`); each clip's audio is then its shard member, whose
+    address (``SHARD#MEMBER``) the index records as the clip's path, with no file state (never stale).
     """
     if loaded.path is None:
         raise MlatrError("build_index needs a model loaded from a checkpoint file (the index records it)")
@@ -523,7 +527,7 @@ def build_index(loaded: LoadedModel, manifest: Manifest, output: str | os.PathLi
         langs = list(existing.meta["caption_languages"])
     meta = index_meta(loaded, manifest, sample_rate, max_seconds, langs, window_seconds, sha)
     new_clips, drop, changed, deleted = _plan(existing, manifest.clips, manifest.root)
-    encode = EncodeSettings(sample_rate, max_seconds, window_seconds, batch_size, skip_bad, progress)
+    encode = EncodeSettings(sample_rate, max_seconds, window_seconds, batch_size, skip_bad, progress, shards)
     if ctx is not None and ctx.enabled:
         if target is not None or not shard_files.is_index_folder(output):
             raise MlatrError("a build split over processes (torchrun) writes an index folder: give -o a name "
@@ -560,6 +564,8 @@ class EncodeSettings:
     batch_size: int = 16
     skip_bad: bool = False
     progress: bool = False
+    #: the webdataset shards the clips' audio is read from (:mod:`mlatr.data.webdataset_shards`), else their files
+    shards: ShardIndex | None = None
 
 
 def encode_clips(loaded: LoadedModel, manifest: Manifest, clips: Sequence[Clip], langs: Sequence[str],
@@ -570,9 +576,13 @@ def encode_clips(loaded: LoadedModel, manifest: Manifest, clips: Sequence[Clip],
     part = empty_index(model.embed_dim, meta, loaded)
     if not clips:
         return part, {}
-    states = [file_state(c.audio_path(manifest.root)) for c in clips]  # before reading: a later change shows
     sub = Manifest(clips=list(clips), root=manifest.root, path=manifest.path)
-    source = AudioSource(sub, how.sample_rate, cache=False, skip_bad=how.skip_bad)
+    if how.shards is None:
+        states = [file_state(c.audio_path(manifest.root)) for c in clips]  # before reading: a later change shows
+        source = AudioSource(sub, how.sample_rate, cache=False, skip_bad=how.skip_bad)
+    else:  # a shard member has no file of its own to watch: no state recorded, never stale
+        states = [None] * len(clips)
+        source = ShardSource(sub, how.shards, how.sample_rate, skip_bad=how.skip_bad)
     rows, audio = encode_source(model.encode_audio, source, how.batch_size, how.max_seconds, loaded.device,
                                 window_seconds=how.window_seconds, progress=how.progress, desc="index")
     skipped = dict(source.bad)

@@ -53,14 +53,24 @@ class KeywordIndex:
             self._bm25.index([t or [""] for t in self._tokens], show_progress=False)
             self._vocab = set(self._bm25.vocab_dict)
 
+    def terms(self, query: str) -> list[str]:
+        """The query's distinct tokens, in order (tokenised once per query: :meth:`scores_of` and
+        :meth:`matched_terms` take them)."""
+        return list(dict.fromkeys(tokenize(query)))
+
+    def scores_of(self, terms: list[str]) -> np.ndarray:
+        """``[len(texts)]`` BM25 score of every text for the query tokens ``terms`` (0 where none occurs)."""
+        known = [t for t in terms if self._bm25 is not None and t in self._vocab]
+        if not known:
+            return np.zeros(self.n, np.float32)
+        return np.asarray(self._bm25.get_scores(known), np.float32)
+
     def scores(self, query: str) -> np.ndarray:
         """``[len(texts)]`` BM25 score of every text for ``query`` (0 where no query token occurs)."""
-        terms = [t for t in dict.fromkeys(tokenize(query)) if self._bm25 is not None and t in self._vocab]
-        if not terms:
-            return np.zeros(self.n, np.float32)
-        return np.asarray(self._bm25.get_scores(terms), np.float32)
+        return self.scores_of(self.terms(query))
 
-    def matched_terms(self, query: str, row: int) -> list[str]:
-        """The query's tokens that occur in text ``row`` (the evidence shown for a keyword match)."""
+    def matched_terms(self, query: str | list[str], row: int) -> list[str]:
+        """The query's tokens (``query``, or its :meth:`terms`) that occur in text ``row`` (the evidence shown
+        for a keyword match)."""
         have = set(self._tokens[row])
-        return [t for t in dict.fromkeys(tokenize(query)) if t in have]
+        return [t for t in (self.terms(query) if isinstance(query, str) else query) if t in have]

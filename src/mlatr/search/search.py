@@ -170,9 +170,7 @@ def rank_text(index, vec: np.ndarray, query: str, k: int = 10, rank: str = "hybr
     if index.backend == "milvus":
         raise MlatrError(f"rank {rank!r} scores every clip's captions and keywords here, and a Milvus index keeps "
                          "its vectors in Milvus: use rank audio (--rank audio) for a Milvus index")
-    deleted = set(np.asarray(index.deleted_rows).tolist())  # tombstoned clips (mlatr index delete) never rank
-    ranked = index.text_ranker().rank(vec, query, _check_k(k) + len(deleted), rank)
-    ranked = [r for r in ranked if r[0] not in deleted][:k]
+    ranked = index.text_ranker().rank(vec, query, _check_k(k), rank)  # tombstoned clips never rank
     hits = clip_hits(index, np.asarray([s for _, s, _ in ranked]), np.asarray([i for i, _, _ in ranked], np.int64))
     for h, (_, _, evidence) in zip(hits, ranked, strict=True):
         h.evidence = evidence

@@ -18,18 +18,12 @@ from typing import Annotated
 
 import numpy as np
 from fastapi import FastAPI, Query, Request
-from pydantic import BaseModel
 
 from mlatr.audio.io import load_audio
 from mlatr.search.search import search_similar
 from mlatr.serve.clip_files import ClipRoots, confined_file
 from mlatr.serve.results import caption_result, clip_result
-
-
-class Waveform(BaseModel):
-    id: str
-    duration: float
-    peaks: list[float]
+from mlatr.serve.schemas import SimilarResponse, Waveform
 
 
 @lru_cache(maxsize=512)
@@ -63,7 +57,7 @@ def register_clip_routes(app: FastAPI, live, limits, api_error, errors: dict, al
         duration, peaks = waveform_peaks(str(path), os.stat(path).st_mtime_ns, rate, bins)
         return {"id": clip_id, "duration": duration, "peaks": list(peaks)}
 
-    @app.get("/clips/similar/{clip_id:path}", responses=errors)
+    @app.get("/clips/similar/{clip_id:path}", response_model=SimilarResponse, responses=errors)
     def similar(request: Request, clip_id: str,
                 k: Annotated[int, Query(ge=1, le=limits.max_k, description="number of results")] = 10):
         t0 = time.perf_counter()

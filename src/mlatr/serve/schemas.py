@@ -51,6 +51,25 @@ class AudioSearchResponse(BaseModel):
     captions: list[CaptionResult]
 
 
+class SimilarResponse(BaseModel):
+    """``GET /clips/similar/{id}``: the clips nearest to clip ``id``'s sound (itself left out) and the captions
+    nearest to it."""
+
+    id: str
+    k: int
+    took_ms: float
+    results: list[ClipResult]
+    captions: list[CaptionResult]
+
+
+class Waveform(BaseModel):
+    """``GET /clips/waveform/{id}``: the clip's length in seconds and the peaks of its thumbnail (0..1)."""
+
+    id: str
+    duration: float
+    peaks: list[float]
+
+
 class Language(BaseModel):
     code: str  # ISO 639-3
     name: str
