@@ -114,7 +114,7 @@ def test_audio_only_heads_keep_the_text_space_and_train(tmp_path):
     x = bank.vectors[:3]
     assert torch.equal(model.text_projection(x), x)
     log = train_option(model, data, bank, HEAD_OPTIONS["audio-only"], list(range(12)), [12, 13, 14],
-                       HeadTraining(epochs=3, batch_size=4, lr=1e-2), progress=False)
+                       HeadTraining.at(1e-2, epochs=3, batch_size=4), progress=False)
     assert len(log) == 3 and log[-1]["loss"] < log[0]["loss"]
     assert train_option(model, data, bank, HEAD_OPTIONS["random"], [0, 1], [], HeadTraining()) == []
 
