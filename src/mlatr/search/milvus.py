@@ -66,7 +66,7 @@ def client(target: str):
 
 
 def _create(mc, collection: str, dim: int) -> None:
-    from pymilvus import DataType, MilvusClient
+    from pymilvus import DataType, MilvusClient  # optional extra (mlatr[milvus])
 
     key = {"is_primary": True, "max_length": 8192}
     text = {"max_length": 65535}
