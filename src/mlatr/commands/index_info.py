@@ -1,3 +1,5 @@
+import json
+
 HELP = """Print what an index holds: format, clips (live and deleted), captions, dimension, dtype, shards with
 their size and approximate-search structure (kind, parameters, recall@10 measured at build), the model
 and the audio settings it was built with. --check also stats every clip's audio file and lists those
@@ -17,9 +19,7 @@ def add_arguments(parser):
 
 
 def run(args) -> int:
-    import json
-
-    from mlatr.search.index import Index, index_summary
+    from mlatr.search.index import Index, index_summary  # loads torch: not paid by every command's parser
 
     index = Index.load(args.index)
     info = index_summary(index, check=args.check)
