@@ -70,11 +70,11 @@ def run_real_demo(manifest_path: str | Path, out: str | Path, text_encoders: lis
             checkpoints = out / "heads" / f"{name}-{option.name}"  # an interrupted run resumes from its last epoch
             log = train_option(model, data, bank, option, by_split["train"], by_split["val"], settings, progress,
                                checkpoints=checkpoints)
-            shutil.rmtree(checkpoints, ignore_errors=True)  # trained: a rerun trains afresh
             results["runs"][f"{name}/{option.name}"] = {**evaluate_clips(model, data, bank, by_split["test"]),
                                                         "log": log}
             if option.trained:
                 models[name] = model
+    shutil.rmtree(out / "heads", ignore_errors=True)  # every head run is trained
     name = text_encoders[0]
     model = models[name]
     data_cfg = {"data": {"sample_rate": 16000, "eval_max_seconds": max_seconds, "languages": data.languages}}

@@ -117,6 +117,7 @@ def run_unseen_library(manifest_path: str | Path, out: str | Path, text_encoders
                 shutil.rmtree(checkpoints, ignore_errors=True)  # the fold is recorded: its heads are not needed
                 bar.update(1)
     bar.close()
+    shutil.rmtree(out / "heads", ignore_errors=True)  # every run is recorded: no head run left to resume
     for run in results["runs"].values():
         run["unseen"] = summarize(run["folds"])
     results["best"] = best_run(results)
