@@ -1,21 +1,27 @@
 """The head trainer on cached features (mlatr.training.heads) against hand-written references."""
 
+import math
+from dataclasses import replace
+
 import numpy as np
 import pytest
 import torch
 from torch import nn
 
+from mlatr.errors import MlatrError
+from mlatr.inference.checkpoint import read_checkpoint
 from mlatr.losses import clip_loss, kcl_loss
 from mlatr.models.dual_encoder import DualEncoder
 from mlatr.models.projection import IdentityHead, ProjectionHead, ResidualHead
-from mlatr.training.config import ObjectiveConfig
-from mlatr.training.heads import HeadTraining, TextBank, caption_rows, train_heads
+from mlatr.seeds import derive_seed
+from mlatr.training.config import ObjectiveConfig, OptimConfig
+from mlatr.training.heads import HEAD_OPTIM, HeadTraining, TextBank, caption_rows, train_heads
 
 
 class Heads(nn.Module):
-    def __init__(self, da=6, dt=5, d=4, text_head=ProjectionHead):
+    def __init__(self, da=6, dt=5, d=4, text_head=ProjectionHead, seed=0):
         super().__init__()
-        torch.manual_seed(0)
+        torch.manual_seed(seed)
         self.audio_projection = ProjectionHead(da, d)
         self.text_projection = text_head(dt, d)
         self.temperature = torch.tensor(0.07)
@@ -30,30 +36,82 @@ def _data(n=10, da=6, dt=5, langs=("eng",), seed=0):
     return audio, captions, bank
 
 
-def test_english_infonce_equals_a_plain_clip_loss_loop():
+def _settings(lr=1e-2, **kw) -> HeadTraining:
+    return HeadTraining(optim=replace(HEAD_OPTIM, lr=lr), **kw)
+
+
+def test_english_infonce_equals_a_plain_clip_loss_loop_with_schedule_and_clipping():
     audio, captions, bank = _data()
     model = Heads()
     ref = Heads()
-    settings = HeadTraining(epochs=3, batch_size=4, lr=1e-2, seed=5)
+    optim = OptimConfig(lr=1e-2, weight_decay=1e-4, warmup_steps=2, schedule="cosine", min_lr_ratio=0.1,
+                        grad_clip=0.05)
+    settings = HeadTraining(epochs=3, batch_size=4, seed=5, optim=optim)
     log = train_heads(model, audio, [caption_rows(c, ["eng"]) for c in captions], ["eng"], bank, settings,
                       progress=False)
-    # reference: the loop mlatr had before the objective (one caption per clip, symmetric InfoNCE)
-    gen = torch.Generator().manual_seed(5)
+    # reference: one caption per clip, symmetric InfoNCE, the (seed, epoch, "order") permutation in batches
+    # of 4 (the last 2 clips dropped), warmup 2 steps then cosine to 0.1 over 6 steps, norm clipped to 0.05
     opt = torch.optim.AdamW(list(ref.parameters()), lr=1e-2, weight_decay=1e-4)
     text = bank.lookup([c["eng"][0] for c in captions], ["eng"] * len(captions))
-    for _ in range(3):
-        order = torch.randperm(10, generator=gen)
-        for start in range(0, 9, 4):
+    step = 0
+    for epoch in range(3):
+        order = torch.randperm(10, generator=torch.Generator().manual_seed(derive_seed(5, epoch, "order")))
+        for start in (0, 4):
             idx = order[start:start + 4]
-            if len(idx) < 2:
-                continue
+            factor = (step + 1) / 2 if step < 2 else 0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * (step - 2) / 4))
+            for g in opt.param_groups:
+                g["lr"] = 1e-2 * factor
             loss = clip_loss(ref.audio_projection(torch.from_numpy(audio)[idx]), ref.text_projection(text[idx]), 0.07)
             opt.zero_grad()
             loss.backward()
+            torch.nn.utils.clip_grad_norm_(list(ref.parameters()), 0.05)
             opt.step()
+            step += 1
     for (name, p), q in zip(model.named_parameters(), ref.parameters(), strict=True):
         assert torch.allclose(p, q, atol=1e-6), name
     assert len(log) == 3
+
+
+def test_a_killed_and_resumed_head_run_equals_the_uninterrupted_one(tmp_path):
+    langs = ["eng", "fra"]
+    audio, captions, bank = _data(n=12, dt=4, langs=langs)
+    for c in captions[::3]:  # two source captions for some clips: the caption draw matters
+        for lang in langs:
+            c[lang].append(c[lang][0])
+    rows = [caption_rows(c, langs) for c in captions]
+    settings = HeadTraining(epochs=4, batch_size=5, seed=3, optim=replace(HEAD_OPTIM, lr=1e-2, warmup_steps=2,
+                                                                          schedule="cosine", grad_clip=1.0),
+                            objective=ObjectiveConfig(scheme="kcl"), identity_penalty=0.5)
+
+    def validate(m):  # a deterministic function of the heads, not monotone in the epoch
+        return float(torch.sin(1e4 * sum(p.detach().double().sum() for p in m.parameters())))
+
+    whole = Heads(dt=4, text_head=ResidualHead)
+    log = train_heads(whole, audio, rows, langs, bank, settings, validate, progress=False, out_dir=tmp_path / "a")
+    best = max(log, key=lambda e: e["val"])["epoch"]
+    assert best < 4 and "loss_text_identity" in log[0]  # the kept heads come from best.pt, not the last epoch
+
+    calls = []
+
+    def killed_in_epoch_3(m):
+        calls.append(1)
+        if len(calls) == 3:
+            raise KeyboardInterrupt  # after epoch 3's training, before its checkpoint
+        return validate(m)
+
+    with pytest.raises(KeyboardInterrupt):
+        train_heads(Heads(dt=4, text_head=ResidualHead), audio, rows, langs, bank, settings, killed_in_epoch_3,
+                    progress=False, out_dir=tmp_path / "b")
+    assert read_checkpoint(tmp_path / "b" / "last.pt")["epoch"] == 2
+    resumed = Heads(dt=4, text_head=ResidualHead, seed=1)  # other initial weights: all comes from the checkpoint
+    again = train_heads(resumed, audio, rows, langs, bank, settings, validate, progress=False,
+                        out_dir=tmp_path / "b", resume=True)
+    assert again == log
+    for (name, p), q in zip(whole.state_dict().items(), resumed.state_dict().values(), strict=True):
+        assert torch.equal(p, q), name
+    with pytest.raises(MlatrError, match="other head-training settings"):
+        train_heads(Heads(dt=4, text_head=ResidualHead), audio, rows, langs, bank, replace(settings, seed=4),
+                    progress=False, out_dir=tmp_path / "b", resume=True)
 
 
 def test_kcl_over_languages_is_atri_eq9_on_the_projected_features():
@@ -68,7 +126,7 @@ def test_kcl_over_languages_is_atri_eq9_on_the_projected_features():
     mask = torch.ones(6, 3, dtype=torch.bool)
     mask[2, 2] = False
     expected = float(kcl_loss(a, t, 0.07, text_mask=mask))
-    settings = HeadTraining(epochs=1, batch_size=6, lr=0.0, objective=ObjectiveConfig(scheme="kcl"))
+    settings = _settings(lr=0.0, epochs=1, batch_size=6, objective=ObjectiveConfig(scheme="kcl"))
     log = train_heads(model, audio, [caption_rows(c, langs) for c in captions], langs, bank, settings,
                       progress=False)
     assert log[0]["loss"] == pytest.approx(expected, rel=1e-5)
@@ -81,7 +139,7 @@ def test_identity_penalty_keeps_a_residual_text_head_near_the_identity():
     drift = {}
     for weight in (0.0, 10.0):
         model = Heads(dt=4, text_head=ResidualHead)
-        log = train_heads(model, audio, rows, ["eng"], bank, HeadTraining(epochs=20, batch_size=8, lr=1e-2,
+        log = train_heads(model, audio, rows, ["eng"], bank, _settings(epochs=20, batch_size=8,
                                                                          identity_penalty=weight), progress=False)
         with torch.no_grad():
             drift[weight] = float(((model.text_projection(text) - text) ** 2).sum(1).mean())
@@ -101,7 +159,7 @@ def test_the_best_validation_epoch_is_kept():
         return next(scores)
 
     log = train_heads(model, audio, [caption_rows(c, ["eng"]) for c in captions], ["eng"], bank,
-                      HeadTraining(epochs=3, batch_size=4, lr=1e-2), validate, progress=False)
+                      _settings(epochs=3, batch_size=4), validate, progress=False)
     assert [e["val"] for e in log] == [1.0, 3.0, 2.0]
     for k, v in model.state_dict().items():
         assert torch.equal(v, snapshots[1][k]), k

@@ -276,7 +276,7 @@ def test_encode_writes_parquet(served_toy, tmp_path, capsys):
 
 
 def test_search_imports_no_training_or_loss_module():
-    code = "import mlatr.search, sys; print(sorted(m for m in sys.modules if m.startswith('mlatr.')))"
+    code = "from mlatr.search import Index; import sys; print(sorted(m for m in sys.modules if m.startswith('mlatr.')))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     modules = eval(out)  # a printed list of module names
     assert "mlatr.search.index" in modules and "mlatr.inference.checkpoint" in modules
@@ -284,6 +284,9 @@ def test_search_imports_no_training_or_loss_module():
     bare = subprocess.run([sys.executable, "-c", "import mlatr, sys; print('torch' in sys.modules)"],
                           capture_output=True, text=True, check=True).stdout
     assert bare.strip() == "False"  # the public names are imported on first use
+    light = "import mlatr.search.ann, mlatr.search.shards, sys; print('torch' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", light], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "False"  # what the command parsers read (mlatr --help) loads no torch
 
 
 def test_a_frame_scoring_head_classifies_on_frames(served_toy, tmp_path):

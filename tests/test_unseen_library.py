@@ -114,7 +114,7 @@ def test_audio_only_heads_keep_the_text_space_and_train(tmp_path):
     x = bank.vectors[:3]
     assert torch.equal(model.text_projection(x), x)
     log = train_option(model, data, bank, HEAD_OPTIONS["audio-only"], list(range(12)), [12, 13, 14],
-                       HeadTraining(epochs=3, batch_size=4, lr=1e-2), progress=False)
+                       HeadTraining.at(1e-2, epochs=3, batch_size=4), progress=False)
     assert len(log) == 3 and log[-1]["loss"] < log[0]["loss"]
     assert train_option(model, data, bank, HEAD_OPTIONS["random"], [0, 1], [], HeadTraining()) == []
 
@@ -123,8 +123,17 @@ def test_the_runner_writes_every_fold_resumes_and_picks_a_trained_best(tmp_path,
     data = make_data()
     monkeypatch.setattr(RealSounds, "load", classmethod(lambda cls, *a, **k: data))
     monkeypatch.setattr(unseen_library, "text_space", fake_text_space)
+    written, train = [], unseen_library.train_option
+
+    def checkpointed(*args, **kwargs):  # a trained fold leaves last.pt until its results are recorded
+        log = train(*args, **kwargs)
+        written.append(bool(log) and (kwargs["checkpoints"] / "last.pt").is_file())
+        return log
+
+    monkeypatch.setattr(unseen_library, "train_option", checkpointed)
     res = unseen_library.run_unseen_library("m.jsonl", tmp_path / "out", ["e5-small"], ["random", "audio-only"],
                                             epochs=2, batch_size=4, progress=False)
+    assert written.count(True) == 4  # the four audio-only folds
     assert set(res["runs"]["e5-small/audio-only"]["folds"]) == {"lib0", "lib1", "lib2", "in-library"}
     assert res["best"] == "e5-small/audio-only"
     u = res["runs"]["e5-small/random"]["unseen"]
@@ -142,6 +151,7 @@ def test_the_runner_writes_every_fold_resumes_and_picks_a_trained_best(tmp_path,
     assert "## Text search with the library's own names: e5-small/audio-only" in report
     assert "| names / hybrid | R@10 |" in report and "| meaningless / captions | R@1 |" in report
     assert (tmp_path / "out" / "unseen-recall-by-language.png").stat().st_size > 0
+    assert not (tmp_path / "out" / "heads").exists()  # every fold recorded: no head checkpoint is kept
     calls = []
     monkeypatch.setattr(unseen_library, "train_option", lambda *a, **k: calls.append(1) or [])
     again = unseen_library.run_unseen_library("m.jsonl", tmp_path / "out", ["e5-small"], ["random", "audio-only"],

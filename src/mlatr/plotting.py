@@ -13,10 +13,10 @@ from mlatr.io_utils import atomic_write_with
 
 def pyplot():
     """``matplotlib.pyplot`` with the Agg backend (figures are written to files, never shown)."""
-    import matplotlib
+    import matplotlib  # matplotlib's import time, paid only by a command that plots
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # after matplotlib.use: the backend is chosen first
 
     return plt
 

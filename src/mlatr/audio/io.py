@@ -94,8 +94,6 @@ def probe_length(path: str | os.PathLike, sample_rate: int = SAMPLE_RATE) -> int
     differ by a few samples from the decoded length, which the training loader tolerates. Raises
     :class:`MlatrError` naming the file when it is missing, unreadable or empty.
     """
-    import soundfile as sf
-
     path = os.fspath(path)
     if not os.path.isfile(path):
         raise MlatrError(f"{path}: audio file not found")

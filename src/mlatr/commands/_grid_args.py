@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 from mlatr.errors import MlatrError
+from mlatr.experiments.demo import SIZES
 
 
 def add_grid_arguments(parser, default_out: str, methods: list[str] | None = None, method_flag: str = "--methods"):
     """``--out``, ``--size``, ``--seeds``, ``--no-progress`` and (when ``methods``) a method filter."""
-    from mlatr.experiments.demo import SIZES
-
     parser.add_argument("--out", default=default_out, help=f"output folder (default: {default_out})")
     parser.add_argument("--size", choices=list(SIZES), default="small",
                         help="benchmark size and epochs: " + "; ".join(

@@ -13,7 +13,7 @@ from mlatr.languages import parse_language_list
 def load_model_from_args(args):
     """The :class:`~mlatr.inference.LoadedModel` of ``args.checkpoint`` (a checkpoint or a model folder) on
     ``args.device``."""
-    from mlatr.inference import load_model
+    from mlatr.inference import load_model  # loads torch: not paid by every command's parser
 
     return load_model(args.checkpoint, args.device)
 
@@ -22,10 +22,10 @@ def clips_from_args(args):
     """``(manifest, shards)``: ``args.split`` (``all`` = every clip) of ``args.manifest``, or of the webdataset
     shards ``args.webdataset`` (then ``shards`` is their :class:`~mlatr.data.webdataset_shards.ShardIndex`,
     else None)."""
-    from mlatr.inference.sources import manifest_split
+    from mlatr.inference.sources import manifest_split  # loads torch: not paid by every command's parser
 
     if getattr(args, "webdataset", None):
-        from mlatr.data.webdataset_shards import index_shards
+        from mlatr.data.webdataset_shards import index_shards  # loads torch: not paid by every command's parser
 
         shards = index_shards(args.webdataset, progress=True)
         return (shards.manifest if args.split == "all" else shards.manifest.split(args.split)), shards
@@ -39,7 +39,7 @@ def encode_from_args(args, loaded=None, manifest=None, languages=None, shards=No
     when given), in ``languages`` (default ``--languages``, else the model's training languages) with the
     model (frame / token features too when its matching head scores them); returns an
     :class:`~mlatr.inference.encoding.EncodedSplit`."""
-    from mlatr.inference.evaluate import encode_split
+    from mlatr.inference.evaluate import encode_split  # loads torch: not paid by every command's parser
 
     loaded = loaded or load_model_from_args(args)
     given = manifest is None
@@ -56,8 +56,8 @@ def encode_from_args(args, loaded=None, manifest=None, languages=None, shards=No
 def model_for_index(model_path, index_path, device="cpu"):
     """The model at ``model_path`` (``--model``: the index's model, moved) for the index at ``index_path``;
     refused when its config differs from the one the index was built with (another model's space)."""
-    from mlatr.inference import load_model
-    from mlatr.search.index import Index
+    from mlatr.inference import load_model  # loads torch: not paid by every command's parser
+    from mlatr.search.index import Index  # loads torch: not paid by every command's parser
 
     loaded = load_model(model_path, device)
     built_with = Index.load(index_path).meta.get("model_config")

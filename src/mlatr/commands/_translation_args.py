@@ -10,6 +10,7 @@ from mlatr import languages
 from mlatr.commands._arg_types import non_negative_float, non_negative_int, positive_float, positive_int
 from mlatr.errors import MlatrError
 from mlatr.terminal_text import shown
+from mlatr.translation import ApertiumBackend, HFBackend, OpenAIBackend, TranslationCache
 
 BACKEND_HELP = """Backends:
   openai    any OpenAI-compatible chat-completions endpoint: --base-url (https://api.deepseek.com/v1, as
@@ -62,8 +63,6 @@ def parse_languages(text: str, option: str) -> list[str]:
 
 def backend_from_args(args: argparse.Namespace):
     """The backend the options describe (built here, where its heavy imports happen)."""
-    from mlatr.translation import ApertiumBackend, HFBackend, OpenAIBackend
-
     for opt, backend in ONLY.items():
         if getattr(args, opt) is not None and args.backend != backend:
             raise MlatrError(f"--{opt.replace('_', '-')} applies to --backend {backend} only")
@@ -85,8 +84,6 @@ def backend_from_args(args: argparse.Namespace):
 
 def cache_from_args(args: argparse.Namespace, folder: str | Path):
     """The cache of ``--cache``, else ``translation-cache.jsonl`` in ``folder``."""
-    from mlatr.translation import TranslationCache
-
     path = Path(args.cache) if args.cache else Path(folder) / "translation-cache.jsonl"
     cache = TranslationCache(path)
     if cache.skipped_lines:

@@ -1,6 +1,7 @@
 import json
 
 from mlatr.commands._arg_types import positive_float, positive_int
+from mlatr.commands.embed import audio_files
 from mlatr.terminal_text import shown
 
 HELP = """Zero-shot classification of sound files: which of --labels each one sounds like.
@@ -31,8 +32,7 @@ def add_arguments(parser):
 
 
 def run(args) -> int:
-    from mlatr.commands.embed import audio_files
-    from mlatr.inference import load
+    from mlatr.inference import load  # loads torch: not paid by every command's parser
 
     files = audio_files(args.items)
     model = load(args.model, args.device)

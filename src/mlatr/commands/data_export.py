@@ -28,7 +28,7 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
-    from mlatr.data.webdataset_shards import export_webdataset
+    from mlatr.data.webdataset_shards import export_webdataset  # loads torch: not paid by every command's parser
 
     manifest = Manifest.load(args.manifest)
     shards = export_webdataset(manifest, args.output, maxcount=args.maxcount, maxsize=args.maxsize,

@@ -5,6 +5,7 @@ from mlatr.commands._arg_types import positive_int
 from mlatr.commands._notices import report_skipped
 from mlatr.commands._outputs import Output
 from mlatr.commands._paths import refuse_output_over_input
+from mlatr.data.importers import FORMATS, IMPORTERS, merge_translations
 from mlatr.data.manifest import Manifest, split_problem
 from mlatr.errors import MlatrError
 from mlatr.io_utils import remove_orphan_temps
@@ -48,8 +49,6 @@ OUTPUTS = (Output("output", "manifest", folder=False),)
 
 
 def add_arguments(parser) -> None:
-    from mlatr.data.importers import FORMATS
-
     parser.add_argument("--format", "-f", required=True, choices=FORMATS, help="source format (see above)")
     parser.add_argument("sources", nargs="+", metavar="SRC", help="source file(s) or folder(s)")
     parser.add_argument("-o", "--output", required=True, metavar="MANIFEST", help="manifest to write (JSONL)")
@@ -108,8 +107,6 @@ def _audio_dir_for(audio_dir: str | None, output) -> str | None:
 
 
 def run(args) -> int:
-    from mlatr.data.importers import IMPORTERS, merge_translations
-
     _check_options(args)
     refuse_output_over_input([("-o", args.output)], [("source", s) for s in args.sources])
     out = Path(args.output)
@@ -124,7 +121,7 @@ def run(args) -> int:
                                       skip_bad=args.skip_bad)
         manifest.rebase(out.resolve().parent)
     elif args.format == "webdataset":  # the shards' audio becomes files under --audio-dir
-        from mlatr.data.webdataset_shards import import_webdataset
+        from mlatr.data.webdataset_shards import import_webdataset  # loads torch: not paid by every command's parser
 
         manifest = import_webdataset(args.sources, out, audio_dir=args.audio_dir, split=args.split,
                                      skip_bad=args.skip_bad)

@@ -40,8 +40,8 @@ def add_arguments(parser) -> None:
 
 def run(args) -> int:
     # the store and its workers pull in torch: imported here so that `mlatr --help` stays fast
-    from mlatr.data.pipeline.store import prepare_store
-    from mlatr.data.pipeline.workers import default_workers
+    from mlatr.data.pipeline.store import prepare_store  # loads torch: not paid by every command's parser
+    from mlatr.data.pipeline.workers import default_workers  # loads torch: not paid by every command's parser
 
     if args.workers == "auto":
         workers = default_workers()

@@ -2,6 +2,7 @@ import json
 
 from mlatr.commands._notices import report_skipped
 from mlatr.data.manifest import Manifest
+from mlatr.data.stats import format_stats, manifest_stats
 from mlatr.terminal_text import shown, shown_lines
 
 HELP = """Statistics of a manifest.
@@ -19,8 +20,6 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
-    from mlatr.data.stats import format_stats, manifest_stats
-
     m = Manifest.load(args.manifest, skip_bad=args.skip_bad)
     stats = manifest_stats(m)
     if args.skip_bad:

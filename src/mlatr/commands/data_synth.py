@@ -62,8 +62,9 @@ def parse_noise(text: str | None) -> dict[str, float]:
 
 
 def run(args) -> int:
+    # loads scipy.signal: not paid by every command's parser
     from mlatr.data.synth.build import SPLITS, build_synthetic_benchmark, describe
-    from mlatr.data.synth.languages import SUPPORTED
+    from mlatr.data.synth.languages import SUPPORTED  # loads scipy.signal: not paid by every command's parser
 
     languages = parse_language_list(args.languages, "--languages") if args.languages else list(SUPPORTED)
     splits = [s.strip() for s in args.noise_splits.split(",") if s.strip()]

@@ -17,8 +17,19 @@ Examples:
   mlatr data translate M.jsonl --to fra,jpn --backend hf --model weights/nllb-200-distilled-600M -o M.fr-ja.jsonl
 """
 
+from pathlib import Path
+
 from mlatr.commands._outputs import Output
-from mlatr.commands._translation_args import BACKEND_HELP, add_backend_arguments
+from mlatr.commands._translation_args import (
+    BACKEND_HELP,
+    add_backend_arguments,
+    backend_from_args,
+    cache_from_args,
+    parse_languages,
+    print_failures,
+)
+from mlatr.data.manifest import Manifest
+from mlatr.translation import Translator, translate_manifest
 
 HELP = __doc__.format(backends=BACKEND_HELP)
 
@@ -37,17 +48,6 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
-    from pathlib import Path
-
-    from mlatr.commands._translation_args import (
-        backend_from_args,
-        cache_from_args,
-        parse_languages,
-        print_failures,
-    )
-    from mlatr.data.manifest import Manifest
-    from mlatr.translation import Translator, translate_manifest
-
     targets = parse_languages(args.to, "--to")
     manifest = Manifest.load(args.manifest)
     translator = Translator(backend_from_args(args), cache_from_args(args, Path(args.output).parent))

@@ -23,9 +23,23 @@ Examples:
       --encoder weights/roberta-large --out runs/qa-audiocaps
 """
 
+from pathlib import Path
+
 from mlatr.commands._arg_types import cosine, non_negative_int
 from mlatr.commands._outputs import Output
-from mlatr.commands._translation_args import BACKEND_HELP, add_backend_arguments
+from mlatr.commands._translation_args import (
+    BACKEND_HELP,
+    add_backend_arguments,
+    backend_from_args,
+    cache_from_args,
+    parse_languages,
+)
+from mlatr.data.manifest import PIVOT, Manifest
+from mlatr.errors import MlatrError
+from mlatr.translation import Translator
+from mlatr.translation.qa import back_translate, collect_rows, qa_languages, qa_table, score_rows
+from mlatr.translation.qa_report import format_table5, write_qa_report
+from mlatr.translation.sentence import build_sentence_encoder
 
 HELP = __doc__.format(backends=BACKEND_HELP)
 
@@ -52,16 +66,6 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
-    from pathlib import Path
-
-    from mlatr.commands._translation_args import backend_from_args, cache_from_args, parse_languages
-    from mlatr.data.manifest import PIVOT, Manifest
-    from mlatr.errors import MlatrError
-    from mlatr.translation import Translator
-    from mlatr.translation.qa import back_translate, collect_rows, qa_languages, qa_table, score_rows
-    from mlatr.translation.qa_report import format_table5, write_qa_report
-    from mlatr.translation.sentence import build_sentence_encoder
-
     if parse_languages(args.pivot, "--pivot") != [PIVOT]:
         raise MlatrError(f"--pivot: only {PIVOT} (captions[L][j] translates captions[{PIVOT!r}][j])")
     manifest = Manifest.load(args.manifest)

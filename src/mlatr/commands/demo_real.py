@@ -23,6 +23,7 @@ from pathlib import Path
 from mlatr.commands._arg_types import positive_float, positive_int, random_seed
 from mlatr.commands._grid_args import parse_methods
 from mlatr.commands._outputs import Output
+from mlatr.errors import MlatrError
 from mlatr.experiments.head_options import DEFAULT_HEADS, DEFAULT_TEXT_ENCODERS, HEAD_OPTIONS, TEXT_ENCODERS
 
 HELP = __doc__
@@ -50,8 +51,7 @@ def add_arguments(parser):
 
 
 def run(args) -> int:
-    from mlatr.errors import MlatrError
-    from mlatr.experiments.real_sounds import run_real_demo
+    from mlatr.experiments.real_sounds import run_real_demo  # loads torch: not paid by every command's parser
 
     if not Path(args.manifest).is_file():
         raise MlatrError(f"{args.manifest} not found: run scripts/get-real-sounds.sh first (or pass --manifest)")

@@ -1,6 +1,8 @@
 from pathlib import Path
 
 from mlatr.commands._arg_types import positive_float, positive_int
+from mlatr.commands._notices import report_skipped
+from mlatr.commands._paths import refuse_output_over_input
 from mlatr.errors import MlatrError
 
 HELP = """Embed sound files (or texts, with --text) with a model into an NPZ or a Parquet table.
@@ -52,9 +54,9 @@ def audio_files(items):
 
 
 def run(args) -> int:
-    from mlatr.commands._notices import report_skipped
-    from mlatr.commands._paths import refuse_output_over_input
-    from mlatr.inference import load
+    from mlatr.inference import load  # loads torch: not paid by every command's parser
+
+    # loads torch: not paid by every command's parser
     from mlatr.inference.tables import is_parquet, require_parquet, write_embeddings
 
     if is_parquet(args.output):

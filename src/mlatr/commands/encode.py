@@ -1,5 +1,7 @@
 from mlatr.commands._arg_types import positive_float, positive_int
+from mlatr.commands._model_io import encode_from_args
 from mlatr.commands._outputs import Output
+from mlatr.commands._paths import model_inputs, refuse_output_over_input
 
 HELP = """Encode a manifest split (or webdataset shards' with --webdataset) with a trained model into an
 evaluation NPZ (or Parquet).
@@ -37,8 +39,7 @@ def add_arguments(parser):
 
 
 def run(args) -> int:
-    from mlatr.commands._model_io import encode_from_args
-    from mlatr.commands._paths import model_inputs, refuse_output_over_input
+    # loads torch: not paid by every command's parser
     from mlatr.inference.tables import is_parquet, require_parquet, write_embeddings_parquet
 
     refuse_output_over_input([("-o", args.output)], model_inputs(args))

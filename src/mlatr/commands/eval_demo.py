@@ -18,8 +18,10 @@ from pathlib import Path
 
 from mlatr.commands._arg_types import non_negative_int, positive_int, random_seed
 from mlatr.commands._outputs import Output
-from mlatr.commands.eval_embeddings import add_tsne_arguments
+from mlatr.commands.eval_embeddings import add_tsne_arguments, emit
 from mlatr.errors import MlatrError
+from mlatr.evaluation import evaluate_embeddings_with_ranks
+from mlatr.evaluation.synthetic import DEFAULT_LANGUAGE_NOISE, structured_embeddings
 
 HELP = __doc__
 
@@ -39,10 +41,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from mlatr.commands.eval_embeddings import emit
-    from mlatr.evaluation import evaluate_embeddings_with_ranks
-    from mlatr.evaluation.synthetic import DEFAULT_LANGUAGE_NOISE, structured_embeddings
-
     if args.clips < 2:
         raise MlatrError(f"--clips: need at least 2 clips, got {args.clips}")
     spaces = {

@@ -34,7 +34,11 @@ from mlatr.commands._notices import warn
 from mlatr.commands._outputs import Output
 from mlatr.commands._paths import refuse_output_over_input
 from mlatr.errors import InputError, MlatrError
+from mlatr.evaluation import evaluate_embeddings_with_ranks
+from mlatr.evaluation.cases import format_cases, rank_cases
 from mlatr.evaluation.caveats import evaluation_caveats
+from mlatr.evaluation.plots import plot_rank_spread, plot_recall_by_language
+from mlatr.evaluation.report import format_report, write_report
 from mlatr.file_kinds import sniff, unreadable
 from mlatr.io_utils import atomic_write_json
 from mlatr.languages import normalize
@@ -128,9 +132,6 @@ def jsonable(obj):
 def emit(results_by_method: dict, evaluations: dict, args: argparse.Namespace, arrays: dict | None = None) -> None:
     """Print the tables (and cases); write JSON, report and plots where asked (the t-SNE view of
     ``arrays``, ``{name: evaluation arrays}``, when given)."""
-    from mlatr.evaluation.cases import format_cases, rank_cases
-    from mlatr.evaluation.report import format_report, write_report
-
     print(format_report(results_by_method if len(results_by_method) > 1 else next(iter(results_by_method.values()))))
     if args.cases:
         for name, ev in evaluations.items():
@@ -150,22 +151,18 @@ def emit(results_by_method: dict, evaluations: dict, args: argparse.Namespace, a
         paths = write_report(args.report, single if single is not None else results_by_method)
         print(f"wrote {', '.join(str(p) for p in paths)}")
     if args.plot:
-        from mlatr.evaluation.plots import plot_rank_spread, plot_recall_by_language
-
         d = Path(args.plot)
         p1 = plot_recall_by_language(single if single is not None else results_by_method, d / "recall_by_language.png")
         p2 = plot_rank_spread(next(iter(evaluations.values())) if single is not None else evaluations,
                               d / "rank_spread.png")
         print(f"wrote {p1}, {p2}")
         if arrays and getattr(args, "tsne_clips", 0) > 0:
-            from mlatr.evaluation.tsne import plot_tsne_arrays
+            from mlatr.evaluation.tsne import plot_tsne_arrays  # loads scikit-learn: not paid by every command's parser
 
             print(f"wrote {plot_tsne_arrays(arrays, d / 'tsne.png', args.tsne_clips, args.tsne_seed)}")
 
 
 def run(args: argparse.Namespace) -> int:
-    from mlatr.evaluation import evaluate_embeddings_with_ranks
-
     if args.compare and not args.plot:
         raise MlatrError("--compare draws a second t-SNE panel: give --plot DIR too")
     refuse_output_over_input([("--json", args.json)], [("embeddings file", args.npz)])

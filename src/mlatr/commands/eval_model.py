@@ -1,12 +1,14 @@
 from pathlib import Path
 
 from mlatr.commands._arg_types import positive_float, positive_int
-from mlatr.commands._notices import warn
+from mlatr.commands._model_io import encode_from_args, load_model_from_args
+from mlatr.commands._notices import report_skipped, warn
 from mlatr.commands._outputs import Output
 from mlatr.commands._paths import model_inputs, refuse_output_over_input
 from mlatr.commands.eval_embeddings import add_tsne_arguments
 from mlatr.data.manifest import Manifest
 from mlatr.errors import MlatrError
+from mlatr.evaluation import format_report, plot_rank_spread, plot_recall_by_language, write_report
 from mlatr.io_utils import atomic_write_json
 from mlatr.languages import normalize, parse_language_list
 
@@ -69,10 +71,7 @@ def add_arguments(parser):
 
 
 def run(args) -> int:
-    from mlatr.commands._model_io import load_model_from_args
-    from mlatr.commands._notices import report_skipped
-    from mlatr.evaluation import format_report
-    from mlatr.inference.evaluate import evaluate_model
+    from mlatr.inference.evaluate import evaluate_model  # loads torch: not paid by every command's parser
 
     if args.compare and not args.plot:
         raise MlatrError("--compare draws a second t-SNE panel: give --plot DIR too")
@@ -84,7 +83,7 @@ def run(args) -> int:
     shards = None
     clips = args.manifest
     if args.webdataset:
-        from mlatr.data.webdataset_shards import index_shards
+        from mlatr.data.webdataset_shards import index_shards  # loads torch: not paid by every command's parser
 
         shards = index_shards(args.webdataset, progress=True)
         clips = shards.manifest
@@ -106,12 +105,8 @@ def run(args) -> int:
     if args.json:
         atomic_write_json(args.json, metrics)
     if args.report:
-        from mlatr.evaluation import write_report
-
         write_report(args.report, metrics)
     if args.plot:
-        from mlatr.evaluation import plot_rank_spread, plot_recall_by_language
-
         plot_recall_by_language(metrics, Path(args.plot) / "recall_by_language.png")
         plot_rank_spread(result.evaluation, Path(args.plot) / "rank_spread.png")
         if args.tsne_clips > 0:
@@ -127,9 +122,9 @@ def _panel_name(path: str) -> str:
 def _plot_tsne(args, enc, manifest, shards=None):
     """ATRI Appendix C's view of ``enc``; with --compare, the second checkpoint's encoding of the same clips
     and caption groups beside it."""
-    from mlatr.commands._model_io import encode_from_args
+    # loads scikit-learn: not paid by every command's parser
     from mlatr.evaluation.tsne import plot_tsne, select_rows, view_from_arrays
-    from mlatr.inference import load_model
+    from mlatr.inference import load_model  # loads torch: not paid by every command's parser
 
     sel = select_rows(enc.text_audio, enc.text_lang, enc.text_group, len(enc.audio), args.tsne_clips, args.tsne_seed)
     views = [view_from_arrays(_panel_name(args.checkpoint), enc.audio, enc.text, enc.text_lang, sel)]

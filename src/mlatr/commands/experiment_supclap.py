@@ -1,5 +1,6 @@
 from mlatr.commands._grid_args import add_grid_arguments, parse_methods, parse_seeds
 from mlatr.commands._outputs import Output
+from mlatr.experiments.supclap import METHODS
 
 HELP = """SupCLAP experiments: InfoNCE / SigLIP / CACL with and without support vector regularization.
 
@@ -21,16 +22,13 @@ OUTPUTS = (Output("out", "experiment", folder=True),)
 
 
 def add_arguments(parser):
-    from mlatr.experiments.supclap import METHODS
-
     add_grid_arguments(parser, "mlatr-supclap", list(METHODS))
     parser.add_argument("--report-only", action="store_true",
                         help="train nothing: report the finished runs of --methods found in OUT (any seed)")
 
 
 def run(args) -> int:
-    from mlatr.experiments.supclap import METHODS
-    from mlatr.experiments.supclap_report import run_supclap
+    from mlatr.experiments.supclap_report import run_supclap  # loads torch: not paid by every command's parser
 
     run_supclap(args.out, size=args.size, seeds=parse_seeds(args.seeds), methods=parse_methods(args.methods, METHODS),
                 progress=not args.no_progress, report_only=args.report_only)

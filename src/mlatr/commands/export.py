@@ -16,7 +16,7 @@ def add_arguments(parser):
 
 
 def run(args) -> int:
-    from mlatr.inference import export_model
+    from mlatr.inference import export_model  # loads torch: not paid by every command's parser
 
     folder = export_model(args.checkpoint, args.output)
     print(f"wrote {folder}/config.json and {folder}/model.safetensors")

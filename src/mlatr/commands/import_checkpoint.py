@@ -53,7 +53,7 @@ def add_arguments(parser) -> None:
 
 def run(args) -> int:
     if args.source == "hf-clap":
-        from mlatr.convert.hf_clap import import_hf_clap
+        from mlatr.convert.hf_clap import import_hf_clap  # loads torch: not paid by every command's parser
 
         report = import_hf_clap(args.file, args.output)
         print(f"matched {report['matched']} key(s); temperature {report['temperature']:.4f}; feature extraction: "
@@ -62,7 +62,7 @@ def run(args) -> int:
             print(f"  set aside {key}: {why}")
         print(f"wrote {args.output}")
         return 0
-    from mlatr.convert.mlclap import ATRI_TEMPERATURE, import_mlclap
+    from mlatr.convert.mlclap import ATRI_TEMPERATURE, import_mlclap  # loads torch: not paid by every command's parser
 
     if not args.sonar:
         raise MlatrError("import-checkpoint --from mlclap needs --sonar DIR (the SONAR tokenizer and architecture)")

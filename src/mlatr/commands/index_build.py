@@ -1,6 +1,7 @@
 import time
 
 from mlatr.commands._arg_types import positive_float, positive_int
+from mlatr.commands._model_io import clips_from_args, load_model_from_args
 from mlatr.commands._notices import report_skipped
 from mlatr.commands._paths import model_inputs, refuse_output_over_input
 from mlatr.errors import MlatrError
@@ -96,8 +97,7 @@ def run(args) -> int:
 
 
 def _build(args, ctx) -> int:
-    from mlatr.commands._model_io import clips_from_args, load_model_from_args
-    from mlatr.search.index import build_index
+    from mlatr.search.index import build_index  # loads torch: not paid by every command's parser
 
     model = load_model_from_args(args)
     manifest, shards = clips_from_args(args)  # a folder or a split the manifest lacks: the error says what to do

@@ -1,6 +1,10 @@
+from pathlib import Path
+
 from mlatr.commands._arg_types import positive_int
+from mlatr.commands.index_build import parse_ann_params
 from mlatr.search.ann import EXACT_BELOW, KINDS
-from mlatr.search.shards import DTYPES
+from mlatr.search.shards import DTYPES, bytes_of
+from mlatr.writer_lock import writer_lock
 
 HELP = """Rewrite an index's live clips into one shard: deleted rows (tombstones) are dropped, the shards
 written by --add runs are merged, and the approximate-search structure is built again over the whole
@@ -25,12 +29,7 @@ def add_arguments(parser):
 
 
 def run(args) -> int:
-    from pathlib import Path
-
-    from mlatr.commands.index_build import parse_ann_params
-    from mlatr.search.index import AnnBuild, Index
-    from mlatr.search.shards import bytes_of
-    from mlatr.writer_lock import writer_lock
+    from mlatr.search.index import AnnBuild, Index  # loads torch: not paid by every command's parser
 
     out = Path(args.output or args.index)
     build = AnnBuild(args.ann, parse_ann_params(args.ann_param), args.ann_exact_below, not args.no_progress)

@@ -1,3 +1,7 @@
+from pathlib import Path
+
+from mlatr.errors import MlatrError
+
 HELP = """Delete clips from an index folder by id: each row is marked deleted (a tombstone in the manifest,
 written atomically), searches skip it at once, and `mlatr index compact` drops it from the files.
 An id not in the index is an error (nothing is changed). Holds the index's writer lock.
@@ -15,10 +19,7 @@ def add_arguments(parser):
 
 
 def run(args) -> int:
-    from pathlib import Path
-
-    from mlatr.errors import MlatrError
-    from mlatr.search.index import delete_clips
+    from mlatr.search.index import delete_clips  # loads torch: not paid by every command's parser
 
     ids = list(args.ids)
     if args.ids_file:

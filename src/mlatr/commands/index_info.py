@@ -1,3 +1,5 @@
+import json
+
 from mlatr.terminal_text import shown
 
 HELP = """Print what an index holds: format, clips (live and deleted), captions, dimension, dtype, shards with
@@ -19,9 +21,7 @@ def add_arguments(parser):
 
 
 def run(args) -> int:
-    import json
-
-    from mlatr.search.index import Index, index_summary
+    from mlatr.search.index import Index, index_summary  # loads torch: not paid by every command's parser
 
     index = Index.load(args.index)
     info = index_summary(index, check=args.check)

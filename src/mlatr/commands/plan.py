@@ -3,6 +3,7 @@
 import json
 
 from mlatr.commands._arg_types import non_negative_float, positive_int
+from mlatr.errors import MlatrError
 from mlatr.planning.gpus import GPUS, gpu_named
 
 HELP = """Plan a GPU training run without a GPU: memory, FLOPs, time, the batch and options that fit.
@@ -39,9 +40,9 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
-    from mlatr.errors import MlatrError
+    # loads torch: not paid by every command's parser
     from mlatr.planning.plan import format_plan, format_sweep, make_plan, sweep
-    from mlatr.training.config import load_config
+    from mlatr.training.config import load_config  # loads yaml: not paid by every command's parser
 
     if args.caption_tokens < 3:
         raise MlatrError("--caption-tokens must be at least 3")

@@ -1,6 +1,7 @@
 import json
 
 from mlatr.commands._arg_types import positive_int
+from mlatr.commands._model_io import model_for_index
 from mlatr.errors import MlatrError
 from mlatr.languages import normalize
 from mlatr.search.backends import BACKENDS
@@ -44,8 +45,7 @@ def add_arguments(parser):
 
 
 def run(args) -> int:
-    from mlatr.commands._model_io import model_for_index
-    from mlatr.search.index import Index
+    from mlatr.search.index import Index  # loads torch: not paid by every command's parser
 
     if (args.query is None) == (args.audio is None):
         raise MlatrError("give either a text QUERY or --audio FILE (not both)")

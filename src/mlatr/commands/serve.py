@@ -1,6 +1,13 @@
+import logging
 import os
+import socket
+import sys
+from pathlib import Path
 
 from mlatr.commands._arg_types import non_negative_float, positive_float, positive_int, tcp_port
+from mlatr.commands._model_io import model_for_index
+from mlatr.errors import MlatrError
+from mlatr.serve.exposure import LOOPBACK_HOSTS, is_loopback
 from mlatr.terminal_text import shown_lines
 
 #: The environment variable that holds the server's bearer token (``--token`` overrides it).
@@ -67,9 +74,6 @@ def add_arguments(parser):
 def exposure(host: str, allow_host: list[str], token: str | None, no_auth: bool) -> list[str]:
     """The Host names the server answers to; refuses a non-loopback bind without a token (or ``--no-auth``)
     or without ``--allow-host``."""
-    from mlatr.errors import MlatrError
-    from mlatr.serve.exposure import LOOPBACK_HOSTS, is_loopback
-
     if is_loopback(host):
         return [*LOOPBACK_HOSTS, *allow_host]
     if not token and not no_auth:
@@ -83,8 +87,8 @@ def exposure(host: str, allow_host: list[str], token: str | None, no_auth: bool)
 
 def limit_math_threads(n: int) -> None:
     """Every later numpy / USE / FAISS (BLAS, OpenMP) and torch call in this process uses ``n`` threads."""
-    import torch
-    from threadpoolctl import threadpool_limits
+    import torch  # torch's import time: not paid by every command's parser
+    from threadpoolctl import threadpool_limits  # optional extra (mlatr[serve])
 
     torch.set_num_threads(n)
     threadpool_limits(n)
@@ -92,10 +96,6 @@ def limit_math_threads(n: int) -> None:
 
 def bind_socket(host: str, port: int):
     """A listening TCP socket on ``host:port`` (IPv4 or IPv6; port 0: a free one)."""
-    import socket
-
-    from mlatr.errors import MlatrError
-
     try:
         family, kind, proto, _, addr = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
         sock = socket.socket(family, kind, proto)
@@ -108,19 +108,13 @@ def bind_socket(host: str, port: int):
 
 
 def run(args) -> int:
-    import logging
-    import sys
-    from pathlib import Path
-
-    from mlatr.errors import MlatrError
-
     try:
         import threadpoolctl  # noqa: F401  (limit_math_threads)
-        import uvicorn
+        import uvicorn  # optional extra (mlatr[serve])
 
-        from mlatr.serve.app import Limits, create_app
-        from mlatr.serve.live_index import LiveIndex
-        from mlatr.serve.slow_clients import deadline_protocol
+        from mlatr.serve.app import Limits, create_app  # optional extra (mlatr[serve]: fastapi)
+        from mlatr.serve.live_index import LiveIndex  # optional extra (mlatr[serve]: fastapi)
+        from mlatr.serve.slow_clients import deadline_protocol  # optional extra (mlatr[serve]: uvicorn)
     except ImportError as exc:
         raise MlatrError(f"mlatr serve needs fastapi, uvicorn, python-multipart and threadpoolctl ({exc}): "
                          "pip install 'mlatr[serve]'") from exc
@@ -135,8 +129,6 @@ def run(args) -> int:
     log.setLevel(logging.INFO)
     model = None
     if args.model:
-        from mlatr.commands._model_io import model_for_index
-
         model = model_for_index(args.model, args.index)
     live = LiveIndex(args.index, backend=args.backend, model=model)
     try:

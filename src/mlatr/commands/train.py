@@ -37,9 +37,9 @@ def add_arguments(parser):
 
 
 def run(args) -> int:
-    from mlatr.training import distributed
-    from mlatr.training.config import load_config
-    from mlatr.training.trainer import Trainer
+    from mlatr.training import distributed  # loads torch: not paid by every command's parser
+    from mlatr.training.config import load_config  # loads yaml: not paid by every command's parser
+    from mlatr.training.trainer import Trainer  # loads torch: not paid by every command's parser
 
     overrides = list(args.overrides) + (["train.progress=false"] if args.no_progress else [])
     cfg = load_config(args.config, overrides)

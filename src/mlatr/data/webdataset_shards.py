@@ -45,6 +45,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import soundfile as sf
 from tqdm import tqdm
 
 from mlatr import languages as _languages
@@ -64,7 +65,7 @@ _META_KEYS = ("id", "audio", "captions", "text", "split", "labels", "duration", 
 
 def _wds():
     try:
-        import webdataset
+        import webdataset  # optional extra (mlatr[shards])
     except ImportError as exc:
         raise MlatrError("webdataset shards need the webdataset package: pip install 'mlatr[shards]'") from exc
     return webdataset
@@ -113,8 +114,6 @@ def _audio_member(path: Path) -> tuple[str, bytes]:
     ext = path.suffix.lower().lstrip(".")
     if ext in AUDIO_EXTENSIONS:
         return ext, path.read_bytes()
-    import soundfile as sf
-
     data, rate = sf.read(str(path), dtype="float32", always_2d=True)
     buf = io.BytesIO()
     sf.write(buf, data, rate, format="FLAC")
@@ -179,7 +178,7 @@ class ShardAudio:
     def read(self) -> bytes:
         if self.data is not None:
             return self.data
-        import fsspec
+        import fsspec  # optional extra (mlatr[shards])
 
         with fsspec.open(self.url, "rb") as fh:
             fh.seek(self.offset)
@@ -202,7 +201,7 @@ def read_shard(url: str, skip_bad: bool = False
     sample without JSON or audio, or whose JSON is no object, or whose key leads out of a folder (``..``,
     a leading ``/``: the key becomes a file name on import) is refused naming the shard and key, or with
     ``skip_bad`` skipped and listed."""
-    import fsspec
+    import fsspec  # optional extra (mlatr[shards])
 
     compressed = url.endswith((".gz", ".tgz"))
     samples: dict[str, dict[str, Any]] = {}

@@ -24,6 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+from sklearn.manifold import TSNE
+from threadpoolctl import threadpool_limits
 
 from mlatr.data.manifest import language_order
 from mlatr.errors import MlatrError
@@ -94,9 +96,6 @@ def embed_2d(view: View, seed: int = 0, perplexity: float = 30.0) -> np.ndarray:
 
     Runs on one OpenMP thread: a few hundred points need no more, and OpenMP threads spinning on a machine
     busy with other work slow the fit down many times (README, measured figures)."""
-    from sklearn.manifold import TSNE
-    from threadpoolctl import threadpool_limits
-
     points = np.concatenate([view.audio, view.text]).astype(np.float64)
     n = points.shape[0]
     if n < 4:

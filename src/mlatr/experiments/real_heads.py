@@ -146,9 +146,11 @@ def build_model(data: RealSounds, text_encoder, option: HeadOption, embed_dim: i
 
 
 def train_option(model, data: RealSounds, bank: TextBank, option: HeadOption, train_rows: Sequence[int],
-                 val_rows: Sequence[int], settings: HeadTraining, progress: bool = True) -> list[dict]:
+                 val_rows: Sequence[int], settings: HeadTraining, progress: bool = True,
+                 checkpoints: str | Path | None = None) -> list[dict]:
     """Train ``model``'s heads on the clips ``train_rows`` as ``option`` says, keeping the epoch of the best
-    validation t2a R@10 of ``val_rows``' file-name captions; the log (empty for an untrained option)."""
+    validation t2a R@10 of ``val_rows``' file-name captions; the log (empty for an untrained option).
+    ``checkpoints``: a folder for the run's ``last.pt`` / ``best.pt``, resumed from when it holds one."""
     if not option.trained:
         return []
     languages = ["eng"] if option.caption_languages == "eng" else data.caption_languages()
@@ -164,7 +166,8 @@ def train_option(model, data: RealSounds, bank: TextBank, option: HeadOption, tr
         def validate(m):
             return caption_retrieval(m, data, bank, val_rows)["t2a"]["R10"]
     feats = data.features[[train_rows[k] for k in keep]]
-    return train_heads(model, feats, [rows[k] for k in keep], languages, bank, settings, validate, progress)
+    return train_heads(model, feats, [rows[k] for k in keep], languages, bank, settings, validate, progress,
+                       out_dir=checkpoints, resume=checkpoints is not None)
 
 
 def _embed(model, audio_feats: np.ndarray, text_feats: torch.Tensor) -> tuple[np.ndarray, np.ndarray]:

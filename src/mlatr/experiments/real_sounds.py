@@ -11,6 +11,7 @@ encoder's model (:func:`mlatr.search.from_features.index_from_features`, from th
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 from mlatr.data.splits import assign_hash_splits
@@ -57,7 +58,7 @@ def run_real_demo(manifest_path: str | Path, out: str | Path, text_encoders: lis
     by_split = {s: [i for i, c in enumerate(manifest.clips) if c.split == s] for s in ("train", "val", "test")}
     if not by_split["train"] or not by_split["test"]:
         raise MlatrError(f"{manifest_path}: the demo needs train and test clips (splits {manifest.splits()})")
-    settings = HeadTraining(epochs=epochs, batch_size=batch_size, lr=lr, seed=seed)
+    settings = HeadTraining.at(lr, epochs=epochs, batch_size=batch_size, seed=seed)
     results: dict = {"manifest": str(manifest_path), "clips": {s: len(r) for s, r in by_split.items()},
                      "settings": {"heads": heads, "embed_dim": embed_dim, "epochs": epochs, "batch_size": batch_size,
                                   "lr": lr, "seed": seed, "max_seconds": max_seconds}, "runs": {}}
@@ -66,11 +67,14 @@ def run_real_demo(manifest_path: str | Path, out: str | Path, text_encoders: lis
         text_enc, bank = text_space(name, data, out / "cache")
         for option in (HEAD_OPTIONS["random"], HEAD_OPTIONS[heads]):
             model = build_model(data, text_enc, option, embed_dim, seed)
-            log = train_option(model, data, bank, option, by_split["train"], by_split["val"], settings, progress)
+            checkpoints = out / "heads" / f"{name}-{option.name}"  # an interrupted run resumes from its last epoch
+            log = train_option(model, data, bank, option, by_split["train"], by_split["val"], settings, progress,
+                               checkpoints=checkpoints)
             results["runs"][f"{name}/{option.name}"] = {**evaluate_clips(model, data, bank, by_split["test"]),
                                                         "log": log}
             if option.trained:
                 models[name] = model
+    shutil.rmtree(out / "heads", ignore_errors=True)  # every head run is trained
     name = text_encoders[0]
     model = models[name]
     data_cfg = {"data": {"sample_rate": 16000, "eval_max_seconds": max_seconds, "languages": data.languages}}

@@ -17,6 +17,7 @@ next to recall, per library in the report.
 from __future__ import annotations
 
 import json
+import shutil
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -81,7 +82,7 @@ def run_unseen_library(manifest_path: str | Path, out: str | Path, text_encoders
                 "max_seconds": max_seconds, "clips": len(data.manifest)}
     results = _previous(out / "results.json", settings)
     results["folds"] = {f: {s: len(r) for s, r in rows.items()} for f, rows in fold_rows.items()}
-    train = HeadTraining(epochs=epochs, batch_size=batch_size, lr=lr, seed=seed)
+    train = HeadTraining.at(lr, epochs=epochs, batch_size=batch_size, seed=seed)
     todo = [(enc, opt, f) for enc in text_encoders for opt in options for f in fold_rows
             if not _done(results["runs"].get(f"{enc}/{opt}", {}).get("folds", {}), f)]
     libraries_rows = {lib: [i for i, x in enumerate(data.libraries) if x == lib]
@@ -102,7 +103,9 @@ def run_unseen_library(manifest_path: str | Path, out: str | Path, text_encoders
                     continue
                 bar.set_postfix_str(f"{enc} {opt} {f}")
                 model = build_model(data, text_enc, option, embed_dim, seed)
-                log = train_option(model, data, bank, option, rows["train"], rows["val"], train, progress=False)
+                checkpoints = out / "heads" / enc / opt / f  # an interrupted run resumes from its last epoch
+                log = train_option(model, data, bank, option, rows["train"], rows["val"], train, progress=False,
+                                   checkpoints=checkpoints)
                 run["folds"][f] = {**evaluate_clips(model, data, bank, rows["test"]),
                                    "best_epoch": _best_epoch(log)}
                 if f != IN_LIBRARY:
@@ -111,8 +114,10 @@ def run_unseen_library(manifest_path: str | Path, out: str | Path, text_encoders
                                                                       keywords)
                 run["unseen"] = summarize(run["folds"])
                 atomic_write_json(out / "results.json", results)
+                shutil.rmtree(checkpoints, ignore_errors=True)  # the fold is recorded: its heads are not needed
                 bar.update(1)
     bar.close()
+    shutil.rmtree(out / "heads", ignore_errors=True)  # every run is recorded: no head run left to resume
     for run in results["runs"].values():
         run["unseen"] = summarize(run["folds"])
     results["best"] = best_run(results)

@@ -26,8 +26,8 @@ def is_parquet(path: str | os.PathLike) -> bool:
 def require_parquet():
     """The ``pyarrow`` module, or an error saying how to install it. Imported here: an optional extra."""
     try:
-        import pyarrow
-        import pyarrow.parquet  # noqa: F401
+        import pyarrow  # optional extra (mlatr[parquet])
+        import pyarrow.parquet  # noqa: F401 (optional extra, mlatr[parquet])
     except ImportError as exc:
         raise MlatrError("writing Parquet needs pyarrow: pip install 'mlatr[parquet]'") from exc
     return pyarrow

@@ -50,6 +50,11 @@ from mlatr.errors import MlatrError
 from mlatr.models.outputs import EncoderOutput
 from mlatr.models.registry import register_audio_encoder
 
+try:  # numpy's scalar reconstructor, allow-listed for torch.load (numpy >= 2 moved it)
+    from numpy._core.multiarray import scalar as _numpy_scalar
+except ImportError:  # numpy < 2
+    from numpy.core.multiarray import scalar as _numpy_scalar
+
 AISFX_SAMPLE_RATE = 44100
 N_FFT = 2048
 HOP = 1024
@@ -93,12 +98,7 @@ def load_aisfx_state_dict(path: str | os.PathLike) -> dict[str, torch.Tensor]:
     The file pickles ``(state_dict, {dataset: (numpy.int64 index, classes)})``; it is read with
     ``torch.load(weights_only=True)`` allow-listing only numpy's scalar and dtype reconstructors.
     """
-    try:
-        from numpy._core.multiarray import scalar
-    except ImportError:  # numpy < 2
-        from numpy.core.multiarray import scalar
-
-    allowed = [(scalar, "numpy.core.multiarray.scalar"), (scalar, "numpy._core.multiarray.scalar"),
+    allowed = [(_numpy_scalar, "numpy.core.multiarray.scalar"), (_numpy_scalar, "numpy._core.multiarray.scalar"),
                np.dtype, type(np.dtype("int64"))]
     try:
         with torch.serialization.safe_globals(allowed):

@@ -49,6 +49,7 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
+from safetensors.torch import load_file
 from torch import nn
 from torch.utils.checkpoint import checkpoint as activation_checkpoint
 
@@ -233,8 +234,6 @@ def read_ced_checkpoint(path: str | os.PathLike) -> dict[str, torch.Tensor]:
                          "https://zenodo.org/record/8275347 audiotransformer_base_mAP_4999.pt)")
     try:
         if p.suffix == ".safetensors":
-            from safetensors.torch import load_file
-
             obj: Any = load_file(str(p))
         else:
             obj = torch.load(p, map_location="cpu", weights_only=True)

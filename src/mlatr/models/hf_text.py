@@ -127,7 +127,7 @@ def check_model_folder(name: str, path: str | Path | None) -> Path:
 
 def _import_transformers():
     try:
-        import transformers
+        import transformers  # optional extra (mlatr[hf])
     except ImportError as exc:
         raise MlatrError(f"the Hugging Face text encoders need transformers: {HF_INSTALL_HINT}") from exc
     return transformers
@@ -136,7 +136,7 @@ def _import_transformers():
 def _model_class(name: str):
     transformers = _import_transformers()
     if SPECS[name].model_class == "M2M100Encoder":
-        from transformers.models.m2m_100.modeling_m2m_100 import M2M100Encoder
+        from transformers.models.m2m_100.modeling_m2m_100 import M2M100Encoder  # optional extra (mlatr[hf])
 
         return M2M100Encoder
     return getattr(transformers, SPECS[name].model_class)
@@ -324,7 +324,7 @@ def write_tiny_model(name: str, folder: str | Path, seed: int = 0, dim: int = 16
         vocab.update({c: len(vocab) + i for i, c in enumerate(chars)})
         codes = list(dict.fromkeys(ISO3_TO_NLLB.values()))
         tokenizer = transformers.NllbTokenizer(vocab=vocab, merges=[], additional_special_tokens=codes)
-        from transformers.models.m2m_100.modeling_m2m_100 import M2M100Encoder
+        from transformers.models.m2m_100.modeling_m2m_100 import M2M100Encoder  # optional extra (mlatr[hf])
 
         model = M2M100Encoder(transformers.M2M100Config(
             vocab_size=len(tokenizer), d_model=dim, encoder_layers=layers, encoder_attention_heads=2,

@@ -37,6 +37,7 @@ from typing import Any
 import numpy as np
 import torch
 import torch.nn.functional as F
+from safetensors.torch import load_file
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
@@ -152,7 +153,7 @@ class ClapLogMel(nn.Module):
 
 def _import_transformers():
     try:
-        import transformers
+        import transformers  # optional extra (mlatr[hf])
     except ImportError as exc:
         raise MlatrError(f"audio encoder 'htsat' needs transformers: {HF_INSTALL_HINT}") from exc
     return transformers
@@ -183,8 +184,6 @@ def read_hf_weights(folder: Path) -> dict[str, torch.Tensor]:
     state: dict[str, torch.Tensor] = {}
     for file in files:
         if file.suffix == ".safetensors":
-            from safetensors.torch import load_file
-
             state.update(load_file(str(file)))
         else:
             state.update(torch.load(file, map_location="cpu", weights_only=True))

@@ -11,8 +11,25 @@ Python API::
 ``build_index(load_model(checkpoint), manifest, output, add=...)`` writes one (``mlatr index build``).
 """
 
-from mlatr.search.index import BuildReport, Index, build_index
-from mlatr.search.search import CaptionHit, Hit, search_audio, search_text, search_vector
+from __future__ import annotations
 
-__all__ = ["BuildReport", "CaptionHit", "Hit", "Index", "build_index", "search_audio", "search_text",
-           "search_vector"]
+import importlib
+from typing import Any
+
+#: Public name -> module, imported on first access: ``mlatr.search.ann``, ``.fusion`` and the other
+#: light submodules (read by the ``mlatr`` command's parsers) load without torch.
+_LAZY = {"BuildReport": "mlatr.search.index", "Index": "mlatr.search.index", "build_index": "mlatr.search.index",
+         "CaptionHit": "mlatr.search.search", "Hit": "mlatr.search.search", "search_audio": "mlatr.search.search",
+         "search_text": "mlatr.search.search", "search_vector": "mlatr.search.search"}
+
+__all__ = sorted(_LAZY)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _LAZY:
+        raise AttributeError(f"module 'mlatr.search' has no attribute {name!r}")
+    return getattr(importlib.import_module(_LAZY[name]), name)
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))

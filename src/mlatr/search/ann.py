@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from tqdm import tqdm
 
 from mlatr.errors import MlatrError
 from mlatr.search.backends import NumpyBackend
@@ -130,7 +131,6 @@ def build_ann(folder: Path, embeddings: np.ndarray, kind: str = "auto", override
     train = np.asarray(embeddings[np.sort(rng.choice(n, size=min(n, 100_000), replace=False))], np.float32)
     index.train(train)
     del train
-    from tqdm import tqdm  # progress of a long build
 
     for start in tqdm(range(0, n, CHUNK), desc=f"ann {kind}", disable=not progress, unit="chunk"):
         index.add(np.ascontiguousarray(embeddings[start:start + CHUNK], np.float32))

@@ -66,7 +66,7 @@ class FaissBackend:
 
     def __init__(self, embeddings: np.ndarray):
         try:
-            import faiss
+            import faiss  # optional extra (mlatr[real])
         except ImportError as exc:
             raise MlatrError("backend 'faiss' needs the faiss-cpu package (pip install 'mlatr[real]')") from exc
         self.embeddings = np.ascontiguousarray(embeddings, dtype=np.float32)  # FAISS keeps its own copy too

@@ -185,7 +185,7 @@ class Index:
         loading the index's checkpoint.
         """
         if milvus.is_milvus(path):
-            return milvus.load_milvus(str(path), model)
+            return load_milvus(str(path), model)
         if backend not in BACKENDS:
             raise MlatrError(f"unknown search backend {backend!r} (choose from {', '.join(BACKENDS)})")
         path = Path(path)
@@ -519,7 +519,7 @@ def build_index(loaded: LoadedModel, manifest: Manifest, output: str | os.PathLi
     elif target is None:
         remove_orphan_temps(output.parent, [output.name])  # what a killed build left beside the index
     if target is not None:
-        existing = milvus.load_milvus(target, loaded) if add and milvus.read_meta(target) else None
+        existing = load_milvus(target, loaded) if add and milvus.read_meta(target) else None
     else:
         existing = _existing(output, loaded) if add else None
     if existing is not None:
@@ -542,7 +542,7 @@ def build_index(loaded: LoadedModel, manifest: Manifest, output: str | os.PathLi
     part, skipped = encode_clips(loaded, manifest, new_clips, langs, meta, encode)
     if target is not None:  # rows in a database: inserts and deletes, nothing to lock or rewrite
         written = milvus.write_milvus(target, part, list(drop), replace=not add)
-        index = milvus.load_milvus(target, loaded)
+        index = load_milvus(target, loaded)
     else:
         written = write_rows(output, part, add=add, drop=drop, dtype=dtype,
                              build=AnnBuild(ann, ann_params, ann_exact_below, progress), model=loaded,
@@ -772,6 +772,23 @@ def write_folder(output: Path, index: Index, dtype: str = "float32", build: AnnB
     manifest = {"format": shard_files.FORMAT, "dim": index.dim, "dtype": dtype, "meta": meta, "shards": [entry]}
     shard_files.write_manifest(output, manifest)
     shard_files.remove_unlisted(output, manifest)
+
+
+def load_milvus(target: str, model: LoadedModel | None = None) -> Index:
+    """The :class:`Index` of a Milvus target (:func:`mlatr.search.milvus.read_milvus`): metadata read here,
+    searches through Milvus."""
+    lib = milvus.read_milvus(target)
+    clips, caps, dim = lib.clips, lib.captions, lib.meta["dim"]
+    index = Index(embeddings=np.zeros((0, dim), np.float32), ids=[r["id"] for r in clips],
+                  paths=[r["path"] for r in clips], captions=[r["info"].get("captions", {}) for r in clips],
+                  caption_embeddings=np.zeros((0, dim), np.float32),
+                  caption_clip=np.asarray([lib.row_of.get(c["clip"], -1) for c in caps], np.int64),
+                  caption_lang=[c["lang"] for c in caps], caption_text=[c["text"] for c in caps],
+                  meta={k: v for k, v in lib.meta.items() if k != "format"}, path=None, backend="milvus",
+                  states=[r["info"].get("state") for r in clips], _model=model)
+    index._searchers["audio"] = lib.audio
+    index._searchers["captions"] = lib.caption_search
+    return index
 
 
 def load_folder(path: Path, backend: str = "auto", model: LoadedModel | None = None) -> Index:

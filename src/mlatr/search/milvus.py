@@ -11,14 +11,17 @@ operator may re-index a collection with an approximate index, which Milvus then 
 
 Milvus keeps rows, not files: ``--add`` inserts the new clips' rows (two concurrent adds of different clips
 keep both; no read-modify-write), a re-encoded clip is an upsert, a deleted clip a delete. Loading a
-target (:func:`load_milvus`) reads the clips' and captions' metadata (ids, paths, captions: not the
-vectors) into the :class:`~mlatr.search.index.Index`, whose searchers query Milvus.
+target (:func:`read_milvus`; :func:`mlatr.search.index.load_milvus` builds the Index from it) reads the clips'
+and captions' metadata (ids, paths, captions: not the vectors) into the :class:`~mlatr.search.index.Index`,
+whose searchers query Milvus.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+from dataclasses import dataclass
+from typing import Any
 from urllib.parse import urlsplit
 
 import numpy as np
@@ -66,7 +69,7 @@ def client(target: str):
 
 
 def _create(mc, collection: str, dim: int) -> None:
-    from pymilvus import DataType, MilvusClient
+    from pymilvus import DataType, MilvusClient  # optional extra (mlatr[milvus])
 
     key = {"is_primary": True, "max_length": 8192}
     text = {"max_length": 65535}
@@ -195,10 +198,21 @@ class MilvusSearcher:
         return scores, rows
 
 
-def load_milvus(target: str, model=None):
-    """The :class:`~mlatr.search.index.Index` of a Milvus target: metadata read, searches through Milvus."""
-    from mlatr.search.index import Index  # index.py imports this module: the reverse import is deferred
+@dataclass
+class MilvusLibrary:
+    """What a Milvus target holds for an :class:`~mlatr.search.index.Index` (built by ``Index.load``): the
+    index metadata, the clips' and captions' rows (in id / row order) and a searcher over each collection."""
 
+    meta: dict[str, Any]
+    clips: list[dict[str, Any]]
+    captions: list[dict[str, Any]]
+    row_of: dict[str, int]  # clip id -> row
+    audio: MilvusSearcher
+    caption_search: MilvusSearcher
+
+
+def read_milvus(target: str) -> MilvusLibrary:
+    """The metadata, rows and searchers of a Milvus target (the vectors stay in Milvus)."""
     meta = read_meta(target)
     if meta is None:
         raise MlatrError(f"{target}: holds no mlatr index (build one with mlatr index build --to {target})")
@@ -208,15 +222,5 @@ def load_milvus(target: str, model=None):
     clips = sorted(_all(mc, collection, ["id", "path", "info"]), key=lambda r: r["id"])
     caps = sorted(_all(mc, f"{collection}_captions", ["row", "clip", "lang", "text"]), key=lambda r: r["row"])
     row_of = {r["id"]: i for i, r in enumerate(clips)}
-    dim = meta["dim"]
-    index = Index(embeddings=np.zeros((0, dim), np.float32), ids=[r["id"] for r in clips],
-                  paths=[r["path"] for r in clips], captions=[r["info"].get("captions", {}) for r in clips],
-                  caption_embeddings=np.zeros((0, dim), np.float32),
-                  caption_clip=np.asarray([row_of.get(c["clip"], -1) for c in caps], np.int64),
-                  caption_lang=[c["lang"] for c in caps], caption_text=[c["text"] for c in caps],
-                  meta={k: v for k, v in meta.items() if k != "format"}, path=None, backend="milvus",
-                  states=[r["info"].get("state") for r in clips], _model=model)
-    index._searchers["audio"] = MilvusSearcher(mc, collection, "id", row_of)
-    index._searchers["captions"] = MilvusSearcher(mc, f"{collection}_captions", "row",
-                                                  {c["row"]: j for j, c in enumerate(caps)})
-    return index
+    return MilvusLibrary(meta, clips, caps, row_of, MilvusSearcher(mc, collection, "id", row_of),
+                         MilvusSearcher(mc, f"{collection}_captions", "row", {c["row"]: j for j, c in enumerate(caps)}))

@@ -2,37 +2,51 @@
 
 With both backbones frozen (aisfx audio, a frozen multilingual sentence encoder: ``mlatr demo-real``),
 only the DualEncoder's heads learn (ATRI sec. 3.1: ``g_a(f_a(x))``, ``g_t(f_t(t))`` with ``f`` fixed),
-so every epoch can start from the backbones' cached outputs instead of audio and text. The loss is the
-project's objective (:func:`mlatr.training.objective.build_objective`): the pairing scheme chooses which
-captions of each clip enter a batch and which sets are contrasted (ML-CLAP, KCL over the translations,
-CACL), the base loss scores them (InfoNCE, SigLIP), SupCLAP's SVR regularises, exactly as in full
-training; there is no second copy of a loss here.
+so every epoch can start from the backbones' cached outputs instead of audio and text.
+
+The loop is the full-model trainer's, piece by piece; only the encoder differs (:class:`FeatureHeads`:
+the heads over the cached features): the epoch plan (:func:`~mlatr.data.pipeline.plan.plan_epoch`: clip
+order and one source caption per clip from the ``(seed, epoch, "order")`` and ``(seed, epoch, "crop")``
+generators, nothing to crop, the last smaller batch dropped), the scheme's draws from the
+``(seed, epoch, "pairing")`` generator and the step (:func:`~mlatr.training.step.step_inputs`,
+:class:`~mlatr.training.step.StepRunner`), the objective (:func:`~mlatr.training.objective.build_objective`:
+ML-CLAP, KCL, CACL; InfoNCE, SigLIP; SupCLAP's SVR), the optimizer, schedule and clipped step
+(:mod:`mlatr.training.optimization`, ``HeadTraining.optim``), and the checkpoint layout and resume of
+:mod:`mlatr.training.trainer` (``docs/architecture.md``, "Randomness and resume"): with ``out_dir``,
+``last.pt`` after every epoch and ``best.pt`` at the best validated epoch, ``"model"`` holding the heads
+only; ``resume=True`` continues bit-exactly.
 
 One extra term exists only here: ``text_identity`` (weight ``identity_penalty``), the mean squared
 distance ``||g_t(t) - t||^2`` between the text head's output and its input, which keeps a near-identity
 text head (:class:`~mlatr.models.projection.ResidualHead`) close to the frozen multilingual space.
-
-Batches: each epoch shuffles the clips with a generator seeded by ``seed`` (one permutation per epoch,
-batches in that order, a last batch of one clip skipped); a clip with several source captions uses one
-of them per epoch, drawn from a second generator seeded by ``(seed, epoch)``, and the scheme's language
-draws come from a third, so adding captions or languages does not move the clip order.
 """
 
 from __future__ import annotations
 
 import copy
+import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from contextlib import nullcontext
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
 from torch import nn
 from tqdm import tqdm
 
+from mlatr.data.pipeline.batches import TrainBatch
+from mlatr.data.pipeline.plan import plan_epoch
 from mlatr.errors import MlatrError
+from mlatr.inference.checkpoint import read_checkpoint, save_checkpoint
 from mlatr.models.outputs import EncoderOutput
-from mlatr.training.config import ObjectiveConfig
+from mlatr.seeds import derive_seed
+from mlatr.training.config import ObjectiveConfig, OptimConfig
+from mlatr.training.distributed import DistContext
 from mlatr.training.objective import build_objective
+from mlatr.training.optimization import make_optimizer, make_scheduler, optimizer_step
+from mlatr.training.step import ExtraTerms, StepInputs, StepRunner, step_inputs
 
 HEAD_PREFIXES = ("audio_projection", "text_projection")
 
@@ -62,18 +76,41 @@ class TextBank:
         return self.vectors[rows]
 
 
+#: The heads' optimizer unless told otherwise: AdamW at a constant learning rate, no warmup, no clipping.
+HEAD_OPTIM = OptimConfig(lr=1e-3, weight_decay=1e-4, warmup_steps=0, schedule="constant", grad_clip=None)
+
+
 @dataclass
 class HeadTraining:
-    """Settings of :func:`train_heads` (the objective as in a training config's ``objective`` section)."""
+    """Settings of :func:`train_heads` (``objective`` and ``optim`` as in a training config's sections;
+    ``optim.accumulate``, ``grad_cache_chunk`` and ``amp`` do not apply to heads)."""
 
     epochs: int = 60
     batch_size: int = 64
-    lr: float = 1e-3
-    weight_decay: float = 1e-4
     seed: int = 0
+    optim: OptimConfig = field(default_factory=lambda: replace(HEAD_OPTIM))
     objective: ObjectiveConfig = field(default_factory=ObjectiveConfig)
     #: Weight of the ``text_identity`` term (0 = off).
     identity_penalty: float = 0.0
+
+    @classmethod
+    def at(cls, lr: float, **fields: Any) -> HeadTraining:
+        """Settings with :data:`HEAD_OPTIM` at learning rate ``lr`` (``fields``: the other settings)."""
+        return cls(optim=replace(HEAD_OPTIM, lr=lr), **fields)
+
+
+class FeatureHeads:
+    """``heads(features [n, Da], lengths, texts, langs) -> (audio, text)``: the dual encoder's forward with
+    the frozen backbones' outputs read from the cache (audio features given, texts looked up in ``bank``)."""
+
+    def __init__(self, model, bank: TextBank):
+        self.model, self.bank = model, bank
+
+    def __call__(self, features: torch.Tensor, lengths: torch.Tensor, texts: Sequence[str],
+                 langs: Sequence[str]) -> tuple[EncoderOutput, EncoderOutput]:
+        audio = self.model.audio_projection(features)  # [n, D]
+        text = self.model.text_projection(self.bank.lookup(texts, langs))  # [M, D]
+        return EncoderOutput(pooled=audio), EncoderOutput(pooled=text)
 
 
 def caption_rows(captions: dict[str, list[str | None]], languages: Sequence[str]) -> list[list[str | None]]:
@@ -106,74 +143,142 @@ def head_parameters(model) -> list[nn.Parameter]:
 
 def train_heads(model, audio_feats: np.ndarray, clip_rows: Sequence[Sequence[Sequence[str | None]]],
                 languages: Sequence[str], bank: TextBank, settings: HeadTraining,
-                validate: Callable[[nn.Module], float] | None = None, progress: bool = True) -> list[dict]:
+                validate: Callable[[nn.Module], float] | None = None, progress: bool = True,
+                out_dir: str | Path | None = None, resume: bool = False) -> list[dict]:
     """Train ``model``'s projection heads on fixed features; returns the per-epoch log.
 
     ``audio_feats [N, Da]`` frozen audio features; ``clip_rows[i]`` the caption rows of clip ``i``
     (:func:`caption_rows`: one row per source caption, one text per language of ``languages``, English
     first for CACL); ``bank`` holds the frozen text features of every caption. ``validate(model)`` (a
     score, higher is better) is called after each epoch and the heads of the best epoch are kept.
+    ``out_dir``: write ``last.pt`` / ``best.pt`` there; ``resume``: continue from its ``last.pt`` (a run
+    killed before its first checkpoint starts over).
     """
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # [64, 512] matrices: thread hand-offs cost more than they save on a busy CPU
     try:
-        return _train(model, audio_feats, clip_rows, list(languages), bank, settings, validate, progress)
+        run = _HeadRun(model, audio_feats, clip_rows, list(languages), bank, settings, out_dir)
+        if resume:
+            run.resume()
+        return run.fit(validate, progress)
     finally:
         torch.set_num_threads(threads)
 
 
-def _train(model, audio_feats, clip_rows, languages, bank, s: HeadTraining, validate, progress):
-    if len(clip_rows) != len(audio_feats):
-        raise MlatrError(f"train heads: {len(clip_rows)} clips of captions for {len(audio_feats)} audio features")
-    empty = [i for i, rows in enumerate(clip_rows) if not rows]
-    if empty:
-        raise MlatrError(f"train heads: clip {empty[0]} has no caption")
-    objective = build_objective(s.objective, s.batch_size)
-    gen = torch.Generator().manual_seed(s.seed)
-    params = head_parameters(model) + list(objective.parameters())
-    opt = torch.optim.AdamW(params, lr=s.lr, weight_decay=s.weight_decay)
-    a_all = torch.from_numpy(np.ascontiguousarray(audio_feats, np.float32))
-    n = len(clip_rows)
-    log, best, best_state = [], -float("inf"), None
-    for epoch in tqdm(range(s.epochs), desc="train heads", unit="epoch", disable=not progress):
-        model.audio_projection.train()
-        model.text_projection.train()
-        order = torch.randperm(n, generator=gen)
-        caption_gen = torch.Generator().manual_seed(s.seed * 100_003 + epoch)
-        scheme_gen = torch.Generator().manual_seed(s.seed * 100_019 + epoch)
-        pick = [int(torch.randint(len(rows), (1,), generator=caption_gen)) if len(rows) > 1 else 0
-                for rows in clip_rows]
-        total, terms_sum, seen = 0.0, {}, 0
-        for start in range(0, n - 1, s.batch_size):
-            idx = order[start:start + s.batch_size]
-            if len(idx) < 2:
+class _HeadRun:
+    """One head-training run: the trainer's pieces over cached features (see the module docstring)."""
+
+    def __init__(self, model, audio_feats, clip_rows, languages: list[str], bank: TextBank, s: HeadTraining,
+                 out_dir: str | Path | None):
+        if len(clip_rows) != len(audio_feats):
+            raise MlatrError(f"train heads: {len(clip_rows)} clips of captions for {len(audio_feats)} audio "
+                             "features")
+        empty = [i for i, rows in enumerate(clip_rows) if not rows]
+        if empty:
+            raise MlatrError(f"train heads: clip {empty[0]} has no caption")
+        self.model, self.clip_rows, self.languages, self.s = model, clip_rows, languages, s
+        self.out = Path(out_dir) if out_dir is not None else None
+        self.features = torch.from_numpy(np.ascontiguousarray(audio_feats, np.float32))  # [N, Da]
+        self.batch_size = min(s.batch_size, len(clip_rows))  # fewer clips than a batch: one batch of them all
+        self.objective = build_objective(s.objective, self.batch_size)
+        self.run_step = StepRunner(model, FeatureHeads(model, bank), self.objective, DistContext(),
+                                   torch.device("cpu"), nullcontext,
+                                   extra_terms=_identity_term(bank, s.identity_penalty))
+        self.optimizer = make_optimizer(s.optim, head_parameters(model) + list(self.objective.parameters()))
+        steps_per_epoch = len(clip_rows) // self.batch_size
+        self.scheduler = make_scheduler(self.optimizer, s.optim, steps_per_epoch * s.epochs)
+        self.config = {**asdict(s), "clips": len(clip_rows), "languages": languages}
+        self.epoch, self.step = 0, 0  # epochs completed, optimizer steps taken
+        self.best: dict[str, Any] = {"score": -math.inf, "epoch": None}
+        self.best_heads: dict[str, torch.Tensor] | None = None
+        self.history: list[dict] = []
+
+    def resume(self) -> None:
+        if self.out is None:
+            raise MlatrError("train heads: resume needs out_dir")
+        path = self.out / "last.pt"
+        if not path.exists():  # killed before its first checkpoint: resuming is starting
+            return
+        state = read_checkpoint(path)
+        if state.get("train_config") != self.config:
+            raise MlatrError(f"{path}: was written with other head-training settings or data; resume needs the "
+                             f"same ones (or remove {self.out})")
+        self.model.load_state_dict(state["model"], strict=False)
+        self.objective.load_state_dict(state["objective"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.scheduler.load_state_dict(state["scheduler"])
+        self.epoch, self.step = state["epoch"], state["step"]
+        self.best, self.history = state["best"], state["history"]
+        if self.best["epoch"] is not None:
+            self.best_heads = read_checkpoint(self.out / "best.pt")["model"]
+
+    def fit(self, validate: Callable[[nn.Module], float] | None, progress: bool) -> list[dict]:
+        bar = tqdm(range(self.epoch, self.s.epochs), desc="train heads", unit="epoch", disable=not progress)
+        for epoch in bar:
+            entry = self._train_epoch(epoch)
+            self.epoch = epoch + 1
+            if validate is not None:
+                entry["val"] = float(validate(self.model))
+                if entry["val"] > self.best["score"]:
+                    self.best = {"score": entry["val"], "epoch": self.epoch}
+                    self.best_heads = copy.deepcopy(self._heads())
+            self.history.append(entry)
+            if self.out is not None:
+                self._save()
+        if self.best_heads is not None:
+            self.model.load_state_dict(self.best_heads, strict=False)
+        return list(self.history)
+
+    def _train_epoch(self, epoch: int) -> dict:
+        s = self.s
+        self.model.audio_projection.train()
+        self.model.text_projection.train()
+        torch.manual_seed(derive_seed(s.seed, epoch, "torch"))
+        pairing = torch.Generator().manual_seed(derive_seed(s.seed, epoch, "pairing"))
+        options = [range(len(rows)) for rows in self.clip_rows]
+        plan = plan_epoch(range(len(self.clip_rows)), options, None, self.batch_size, 0, s.seed, epoch)
+        total, sums = 0.0, {}
+        for planned in plan:
+            idx = [p.index for p in planned]
+            rows = [list(self.clip_rows[p.index][p.caption]) for p in planned]
+            batch = TrainBatch(self.features[idx], torch.full((len(idx),), self.features.shape[1]), idx, rows,
+                               list(range(len(idx))), planned)
+            inputs = step_inputs(batch, None, self.objective.scheme, self.languages, pairing, self.run_step.ctx)
+            if inputs is None:  # a single clip: no negatives
                 continue
-            rows = [clip_rows[i][pick[i]] for i in idx.tolist()]
-            selection = objective.scheme.select(rows, languages, scheme_gen)
-            text_in = bank.lookup(selection.texts, selection.langs)
-            text_out = model.text_projection(text_in)
-            audio = EncoderOutput(pooled=model.audio_projection(a_all[idx]))
-            out = objective(audio, EncoderOutput(pooled=text_out), selection, model.temperature)
-            if s.identity_penalty > 0:
-                out.terms["text_identity"] = s.identity_penalty * ((text_out - text_in) ** 2).sum(dim=1).mean()
-            loss = out.total
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-            total += float(loss.detach()) * len(idx)
-            for name, value in out.terms.items():
-                terms_sum[name] = terms_sum.get(name, 0.0) + float(value.detach()) * len(idx)
-            seen += len(idx)
-        entry = {"epoch": epoch + 1, "loss": total / max(seen, 1)}
-        if len(terms_sum) > 1:
-            entry.update({f"loss_{k}": v / max(seen, 1) for k, v in terms_sum.items()})
-        if validate is not None:
-            score = float(validate(model))
-            entry["val"] = score
-            if score > best:
-                best = score
-                best_state = copy.deepcopy({k: v for k, v in model.state_dict().items() if k.startswith(HEAD_PREFIXES)})
-        log.append(entry)
-    if best_state is not None:
-        model.load_state_dict(best_state, strict=False)
-    return log
+            result = self.run_step(inputs, 1, True, f"epoch {epoch + 1}, step {self.step}")
+            optimizer_step(self.optimizer, self.scheduler, s.optim.grad_clip)
+            self.step += 1
+            total += result.loss
+            for key, value in result.logs.items():
+                if key.startswith("loss_"):
+                    sums[key] = sums.get(key, 0.0) + value
+        entry = {"epoch": epoch + 1, "loss": total / max(len(plan), 1)}
+        if len(sums) > 1:
+            entry.update({k: v / max(len(plan), 1) for k, v in sums.items()})
+        return entry
+
+    def _heads(self) -> dict[str, torch.Tensor]:
+        return {k: v for k, v in self.model.state_dict().items() if k.startswith(HEAD_PREFIXES)}
+
+    def _save(self) -> None:
+        """``last.pt`` (and ``best.pt`` when this epoch is the best): the trainer's checkpoint layout."""
+        state = {"model": self._heads(), "objective": self.objective.state_dict(), "train_config": self.config,
+                 "epoch": self.epoch, "step": self.step, "optimizer": self.optimizer.state_dict(),
+                 "scheduler": self.scheduler.state_dict(), "best": self.best, "history": self.history}
+        self.out.mkdir(parents=True, exist_ok=True)
+        save_checkpoint(self.out / "last.pt", state)
+        if self.best["epoch"] == self.epoch:
+            save_checkpoint(self.out / "best.pt", state)
+
+
+def _identity_term(bank: TextBank, weight: float) -> ExtraTerms | None:
+    """The ``text_identity`` term ``weight * mean ||g_t(t) - t||^2`` over the step's captions (None: off)."""
+    if weight <= 0:
+        return None
+
+    def terms(audio: EncoderOutput, text: EncoderOutput, inputs: StepInputs) -> dict[str, torch.Tensor]:
+        text_in = bank.lookup(inputs.selection.texts, inputs.selection.langs)  # [M, Dt]
+        return {"text_identity": weight * ((text.pooled - text_in) ** 2).sum(dim=1).mean()}
+
+    return terms

@@ -56,14 +56,14 @@ class RunLoggers:
         self.tensorboard = self.wandb = None
         if "tensorboard" in names:
             try:
-                from torch.utils.tensorboard import SummaryWriter
+                from torch.utils.tensorboard import SummaryWriter  # optional extra (mlatr[log])
             except ImportError as exc:
                 raise MlatrError("train.log: tensorboard needs the tensorboard package: pip install 'mlatr[log]'"
                                  ) from exc
             self.tensorboard = SummaryWriter(str(self.out / "tensorboard"))
         if "wandb" in names:
             try:
-                import wandb
+                import wandb  # optional extra (mlatr[log])
             except ImportError as exc:
                 raise MlatrError("train.log: wandb needs the wandb package: pip install 'mlatr[log]'") from exc
             (self.out / "wandb").mkdir(parents=True, exist_ok=True)

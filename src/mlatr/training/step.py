@@ -38,8 +38,8 @@ from mlatr.training.objective import LossOutput, Objective
 class StepInputs:
     """What one process encodes for a step, and the global batch it belongs to."""
 
-    waveform: Tensor  # this process's clips [n, T]
-    lengths: Tensor
+    waveform: Tensor  # this process's clips [n, T] (the head trainer: their cached backbone features [n, D])
+    lengths: Tensor  # [n]
     texts: list[str]  # this process's captions (its clips' part of ``selection.texts``)
     langs: list[str]
     selection: Selection  # over the global batch
@@ -48,7 +48,7 @@ class StepInputs:
     owned: Tensor  # [N] bool, the global batch's rows that are this process's clips
 
 
-def step_inputs(batch: TrainBatch, batches: TrainBatches, scheme: Scheme, languages: list[str],
+def step_inputs(batch: TrainBatch, batches: TrainBatches | None, scheme: Scheme, languages: list[str],
                 generator: torch.Generator, ctx: DistContext) -> StepInputs | None:
     """The step's inputs, or None when the global batch is skipped (fewer than 2 clips kept, or a process
     whose shard kept none: every process decides alike)."""
@@ -69,6 +69,10 @@ def step_inputs(batch: TrainBatch, batches: TrainBatches, scheme: Scheme, langua
                       selection, clip_counts, text_counts, owned)
 
 
+#: ``extra_terms(audio, text, inputs) -> {name: scalar}``: loss terms a loop adds to the objective's.
+ExtraTerms = Callable[[EncoderOutput, EncoderOutput, StepInputs], dict[str, Tensor]]
+
+
 @dataclass
 class StepResult:
     """A step's loss (the global value, also under a local loss), its logged terms and diagnostics, and the
@@ -84,15 +88,18 @@ class StepResult:
 class StepRunner:
     """``runner(inputs, accumulate, sync, where) -> StepResult``: forward and backward of one (micro-)batch.
 
-    ``net`` is the dual encoder or its DistributedDataParallel wrapper (``model`` the encoder itself);
+    ``net`` is the dual encoder or its DistributedDataParallel wrapper (``model`` the encoder itself; the
+    head trainer passes its heads over cached features, :class:`mlatr.training.heads.FeatureHeads`);
     ``sync=False`` keeps DDP from synchronising gradients (accumulation); ``where`` names the step in a
-    non-finite-loss error."""
+    non-finite-loss error. ``extra_terms(audio, text, inputs)`` adds named loss terms beside the
+    objective's (the head trainer's ``text_identity``)."""
 
     def __init__(self, model, net, objective: Objective, ctx: DistContext, device: torch.device,
                  autocast: Callable[[], AbstractContextManager], grad_cache_chunk: int | None = None,
-                 local_loss: bool = False):
+                 local_loss: bool = False, extra_terms: ExtraTerms | None = None):
         self.model, self.net, self.objective, self.ctx, self.device = model, net, objective, ctx, device
         self.autocast = autocast
+        self.extra_terms = extra_terms
         self.chunk = grad_cache_chunk
         self.local = local_loss and ctx.enabled
         if self.local:
@@ -117,6 +124,8 @@ class StepRunner:
         """The objective on the global batch, its global value (checked finite) and its log values."""
         out = self.objective(audio, text, inp.selection, self.model.temperature,
                              rows=inp.owned if self.local else None)
+        if self.extra_terms is not None:
+            out.terms.update(self.extra_terms(audio, text, inp))
         logs = out.log_values()
         loss = out.total
         value = float(loss.detach())

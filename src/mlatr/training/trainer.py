@@ -50,10 +50,10 @@ from mlatr.training.data_checks import check_training_data, data_fingerprint, fi
 from mlatr.training.diagnostics import diagnostic_callbacks
 from mlatr.training.epoch_line import epoch_line, eta_seconds
 from mlatr.training.objective import build_objective
+from mlatr.training.optimization import make_optimizer, make_scheduler, optimizer_step
 from mlatr.training.resources import memory_kind, peak_memory_mb, reset_peak_memory
 from mlatr.training.run_log import open_run_log
 from mlatr.training.run_loggers import RunLoggers, logger_names
-from mlatr.training.schedule import lr_factor
 from mlatr.training.step import StepRunner, step_inputs
 from mlatr.writer_lock import writer_lock
 
@@ -80,13 +80,10 @@ def build_model(cfg: Config, train_manifest: Manifest):
 
 
 def build_optimizer(cfg: Config, model, objective, foreach: bool | None = None) -> torch.optim.Optimizer:
-    """The run's Adam / AdamW over the trainable parameters of the model and the objective. ``foreach``:
-    PyTorch's default (None) takes the multi-tensor implementation when the parameters are on CUDA; the
-    planner (:mod:`mlatr.planning`) asks for the one a GPU would run while tracing on the CPU."""
-    params = [p for p in list(model.parameters()) + list(objective.parameters()) if p.requires_grad]
-    opt_cls = torch.optim.AdamW if cfg.optim.name == "adamw" else torch.optim.Adam
-    wd = cfg.optim.weight_decay if cfg.optim.name == "adamw" else 0.0
-    return opt_cls(params, lr=cfg.optim.lr, betas=cfg.optim.betas, weight_decay=wd, foreach=foreach)
+    """The run's optimizer (:func:`~mlatr.training.optimization.make_optimizer`) over the trainable parameters
+    of the model and the objective. ``foreach``: the planner (:mod:`mlatr.planning`) asks for the
+    implementation a GPU would run while tracing on the CPU."""
+    return make_optimizer(cfg.optim, list(model.parameters()) + list(objective.parameters()), foreach)
 
 
 def validation_score(metrics: dict[str, Any]) -> float:
@@ -148,11 +145,7 @@ class Trainer:
         self.optimizer = build_optimizer(cfg, self.model, self.objective)
         self.steps_per_epoch = math.ceil(len(self.batches) / cfg.optim.accumulate)
         self.total_steps = self.steps_per_epoch * cfg.train.epochs
-        self.scheduler = torch.optim.lr_scheduler.LambdaLR(
-            self.optimizer,
-            lambda s: lr_factor(s, self.total_steps, cfg.optim.warmup_steps, cfg.optim.schedule,
-                                cfg.optim.min_lr_ratio),
-        )
+        self.scheduler = make_scheduler(self.optimizer, cfg.optim, self.total_steps)
         self.epoch = 0  # epochs completed
         self.step = 0
         self.best: dict[str, Any] = {"score": -1.0, "epoch": None}
@@ -371,13 +364,7 @@ class Trainer:
                 distributed.all_reduce_(g, self.dist)
             self.run_step.unsynced = False
         distributed.reduce_loss_side_grads(self.loss_side, self.dist, self.run_step.local)
-        clip = self.cfg.optim.grad_clip
-        if clip:
-            params = [p for g in self.optimizer.param_groups for p in g["params"]]
-            torch.nn.utils.clip_grad_norm_(params, clip)
-        self.optimizer.step()
-        self.scheduler.step()
-        self.optimizer.zero_grad(set_to_none=True)
+        optimizer_step(self.optimizer, self.scheduler, self.cfg.optim.grad_clip)
         self.step += 1
 
     def _autocast(self):

@@ -156,7 +156,7 @@ class HFBackend(TranslationBackend):
 
     # ---- translation -----------------------------------------------------------------------------
     def translate_batch(self, texts: Sequence[str], source: str, target: str) -> list[str | None]:
-        import torch
+        import torch  # torch only with the hf backend: the translation package stays free of it
 
         inputs = [single_line(t) for t in texts]
         generate: dict[str, Any] = {"num_beams": self.num_beams, "max_new_tokens": self.max_new_tokens}

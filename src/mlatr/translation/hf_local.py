@@ -18,7 +18,7 @@ def load_local(folder: str | Path, auto_class: str, owner: str, hint: str = "") 
     (e.g. ``AutoModelForSeq2SeqLM``), the model in eval mode; a failure is an :class:`MlatrError` naming
     ``owner`` and the folder, followed by ``hint``."""
     try:
-        import transformers
+        import transformers  # optional extra (mlatr[hf])
     except ImportError as exc:
         raise MlatrError(f"{owner} needs transformers: pip install 'mlatr[hf]'") from exc
     try:

@@ -38,6 +38,7 @@ class PackagedEncoder:
     """One of the frozen encoders shipped in pip wheels (``e5-small``, ``use-multilingual``)."""
 
     def __init__(self, name: str):
+        # mlatr.models loads torch: the translation package stays free of it
         from mlatr.models.registry import build_text_encoder
 
         self.name = name
@@ -62,7 +63,7 @@ class HFMeanPoolEncoder:
         self.batch_size, self.max_length = int(batch_size), int(max_length)
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
-        import torch
+        import torch  # torch only for a Hugging Face encoder: the translation package stays free of it
 
         out: list[np.ndarray] = []
         for start in range(0, len(texts), self.batch_size):

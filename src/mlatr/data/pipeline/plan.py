@@ -36,12 +36,13 @@ class PlannedClip:
     readable: bool = True
 
 
-def plan_epoch(clips: Sequence[int], options: Sequence[Sequence[int]], lengths: dict[int, int | None],
+def plan_epoch(clips: Sequence[int], options: Sequence[Sequence[int]], lengths: dict[int, int | None] | None,
                batch_size: int, num_samples: int, seed: int, epoch: int) -> list[list[PlannedClip]]:
     """Every batch of epoch ``epoch``: ``len(clips) // batch_size`` lists of ``batch_size`` planned clips.
 
     ``clips`` are the manifest rows that can train, ``options[i]`` the usable caption indices of row ``i``
-    and ``lengths[i]`` its decoded length at the model rate (None = unreadable). Draws (the randomness
+    and ``lengths[i]`` its decoded length at the model rate (None = unreadable; ``lengths=None``: nothing
+    to crop, e.g. cached backbone features, so no crop is drawn). Draws (the randomness
     contract: :mod:`mlatr.data.pipeline`): ``torch.randperm`` from the ``(seed, epoch, "order")`` generator
     orders the clips; then, clip by clip, the ``(seed, epoch, "crop")`` numpy generator draws ``j`` and,
     for a readable clip longer than ``num_samples``, the crop start in ``[0, length - num_samples]``.
@@ -55,7 +56,7 @@ def plan_epoch(clips: Sequence[int], options: Sequence[Sequence[int]], lengths: 
         for idx in order[b * batch_size:(b + 1) * batch_size]:
             opts = options[idx]
             j = opts[int(crop.integers(len(opts)))]
-            length = lengths[idx]
+            length = lengths[idx] if lengths is not None else 0
             offset = 0
             if length is not None and length > num_samples:
                 offset = int(crop.integers(0, length - num_samples + 1))
