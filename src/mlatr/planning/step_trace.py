@@ -30,7 +30,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 
 from mlatr.losses.schemes import build_scheme
 from mlatr.planning.architectures import build_planned_model, planning_captions
-from mlatr.planning.cuda_kernels import CudaKernelChoices
+from mlatr.planning.cuda_kernels import cuda_choices
 from mlatr.planning.tracker import LiveTensorTracker, cuda_rounded
 from mlatr.training.config import Config
 from mlatr.training.distributed import DistContext
@@ -170,7 +170,7 @@ class StepTracer:
                         else (lambda: torch.autocast("cpu", enabled=False)))
             runner = runner_cls(model, model, objective, DistContext(), device, autocast, cfg.optim.grad_cache_chunk)
             tracker = LiveTensorTracker(fake=fake, count_flops=flops)
-            kernels = CudaKernelChoices() if self.cuda_kernels else nullcontext()
+            kernels = cuda_choices() if self.cuda_kernels else nullcontext()
             with tracker:
                 tracker.track(self.weights + self.state)
                 tracker.reset_peak()
@@ -217,7 +217,7 @@ def trace_step(cfg: Config, caption_tokens: int = 32, fake: bool = True, amp: st
         foreach: the optimizer's multi-tensor implementation (True: what PyTorch picks on CUDA).
         flops: count FLOPs (``torch.utils.flop_counter``'s formulas).
         cuda_kernels: dropout and attention take the kernels CUDA would
-            (:class:`~mlatr.planning.cuda_kernels.CudaKernelChoices`; a plan for a GPU).
+            (:func:`~mlatr.planning.cuda_kernels.cuda_choices`; a plan for a GPU).
         text_architecture: values replacing a Hugging Face text tower's published ones (smaller towers for
             the validation; :func:`~mlatr.planning.architectures.build_planned_model`).
     """
