@@ -11,10 +11,11 @@ libraries' own allocations and the allocator's cached but unallocated blocks, no
 
 - **Time lower bound**: the step's FLOPs at the GPU's peak (bf16 under AMP, TF32 otherwise); a real step is
   slower (memory-bound operations, launch overheads, the data loader), never faster.
-- **Largest batch**: the forward-backward peak is traced at ``B`` and ``2B``; activations grow linearly with
-  the batch (every clip and caption adds the same tensors; the loss's ``N x N`` similarity matrices are
-  quadratic but kilobytes), the optimizer step's peak does not depend on it. The largest batch is where the
-  line through the two traces meets the budget (the optimizer step's peak must fit too).
+- **Largest batch**: the forward-backward peak is traced at ``B`` and ``2B`` (on the same built model);
+  activations grow linearly with the batch (every clip and caption adds the same tensors; the loss's ``N x N``
+  similarity matrices are quadratic but kilobytes), the optimizer step's peak does not depend on it. The
+  largest batch is where the line through the two traces meets the budget (the optimizer step's peak must fit
+  too).
 - **Cheapest option set that fits** (a config that does not fit): candidates in order of their time cost,
   each traced, the first that fits is reported with its memory and FLOPs relative to the config's:
   bf16 AMP (when off), gradient checkpointing of both encoders, gradient caching (chunks of 8), both, and
