@@ -18,6 +18,7 @@ from mlatr.matching import (
     mode_scores,
     plan_chunks,
 )
+from mlatr.matching.chunked import blocks_as_on
 from mlatr.models.outputs import EncoderOutput
 
 R = 1 / math.sqrt(2)
@@ -159,6 +160,24 @@ def test_chunked_scores_block_target_changes_blocks_not_values():
         counts[target] = blocks[-1]
     assert counts[float("inf")] == 1 and counts[0.05] > 4
     torch.testing.assert_close(results[0.05], results[float("inf")], rtol=1e-5, atol=1e-6)
+
+
+def test_blocks_as_on_cuda_takes_the_gpu_blocks_on_cpu_tensors():
+    """The GPU planner traces on the CPU device: under ``blocks_as_on("cuda")`` the default block choice is
+    the GPU's (the largest the budget allows), not the CPU's cache-sized blocks; the values are the same."""
+    gen = torch.Generator().manual_seed(4)
+    q = EncoderOutput(None, torch.randn(48, 160, 4, generator=gen), torch.ones(48, 160, dtype=torch.bool))
+    c = EncoderOutput(None, torch.randn(48, 40, 4, generator=gen), torch.ones(48, 40, dtype=torch.bool))
+    head = build_matching_head("lgmm")
+    counts, results = {}, {}
+    for device in ("cpu", "cuda"):
+        blocks = []
+        with torch.no_grad(), blocks_as_on(device):
+            results[device] = chunked_scores(head, q, c, memory_budget_mb=2048,
+                                             on_block=lambda d, t, blocks=blocks: blocks.append(t))
+        counts[device] = blocks[-1]
+    assert counts["cuda"] == 1 and counts["cpu"] > 1
+    torch.testing.assert_close(results["cpu"], results["cuda"], rtol=1e-5, atol=1e-6)
 
 
 @pytest.mark.parametrize("name", ["lgmm", "max-mean", "mean-max", "cosine"])

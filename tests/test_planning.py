@@ -16,7 +16,7 @@ from clitools import assert_user_error, run_cli
 from mlatr.planning.architectures import ArchitectureOnlyText
 from mlatr.planning.gpus import GPU
 from mlatr.planning.plan import format_sweep, largest_batch, make_plan, sweep
-from mlatr.planning.step_trace import trace_step
+from mlatr.planning.step_trace import StepTracer, trace_step
 from mlatr.planning.tracker import LiveTensorTracker, cuda_rounded
 from mlatr.training.config import load_config
 
@@ -61,6 +61,18 @@ def kcl_traces():
     """Fake traces of the small KCL config at batch 6 and 12."""
     return [trace_step(load_config(None, KCL + [f"train.batch_size={b}"]), caption_tokens=12, fake=True)
             for b in (6, 12)]
+
+
+def test_a_reused_tracer_traces_what_a_fresh_one_does(kcl_traces):
+    """A tracer built at batch 6 traces batch 12 and gets what a fresh trace of that config gets: every
+    part, both phases' peaks, the FLOPs (the plan's doubled batch and its option search reuse the built
+    model); a config that changes what is built is not traced on it."""
+    tracer = StepTracer(load_config(None, KCL), caption_tokens=12)
+    assert tracer.trace() == kcl_traces[0]
+    assert tracer.trace(load_config(None, KCL + ["train.batch_size=12"])) == kcl_traces[1]
+    assert tracer.reuses(load_config(None, KCL + ["optim.grad_cache_chunk=4", "optim.amp='off'"]))
+    assert not tracer.reuses(load_config(None, KCL + ["model.text.num_layers=2"]))
+    assert not tracer.reuses(load_config(None, KCL + ["objective.svr={radius: dynamic}"]))
 
 
 def test_parts_are_the_model_and_adam_sizes(kcl_traces):

@@ -14,7 +14,9 @@ block, not the whole call: use it under ``torch.no_grad()`` for evaluation.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 
 import torch
 
@@ -25,6 +27,23 @@ from mlatr.matching.heads import HasFeatures, MatchingHead, side_length, slice_s
 #: LGMM element-wise passes (eq. 2's normalisation and softmax) about twice as fast as blocks of a few
 #: hundred MB; ``benchmarks/bench_matching.py --compare-targets`` measures it (figures in the README).
 CPU_BLOCK_TARGET_MB = 48.0
+
+#: The device type whose block preference :func:`chunked_scores` applies (None: the tensors' own); set by
+#: :func:`blocks_as_on`.
+_BLOCKS_AS_ON: ContextVar[str | None] = ContextVar("blocks_as_on", default=None)
+
+
+@contextmanager
+def blocks_as_on(device_type: str) -> Iterator[None]:
+    """``with blocks_as_on("cuda"): ...``: :func:`chunked_scores` chooses its blocks as it would for tensors
+    on ``device_type``, whatever device they are on. The GPU planner (:mod:`mlatr.planning`) traces a GPU
+    step with fake tensors on the CPU device, and the GPU's blocks (the largest the budget allows) are what
+    it must trace, not the CPU's cache-sized ones."""
+    token = _BLOCKS_AS_ON.set(device_type)
+    try:
+        yield
+    finally:
+        _BLOCKS_AS_ON.reset(token)
 
 
 def plan_chunks(n_query: int, n_context: int, bytes_per_pair: int, bytes_per_query: int,
@@ -92,7 +111,8 @@ def chunked_scores(head: MatchingHead, query: HasFeatures, context: HasFeatures,
             advance a progress bar); the function itself prints nothing.
         block_target_mb: preferred working set of one block, below the budget (see :func:`plan_chunks`);
             None = :data:`CPU_BLOCK_TARGET_MB` for tensors on the CPU and no preference elsewhere (GPUs
-            favour the largest blocks the budget allows); ``float("inf")`` turns the preference off.
+            favour the largest blocks the budget allows; :func:`blocks_as_on` overrides the device type);
+            ``float("inf")`` turns the preference off.
     """
     if memory_budget_mb <= 0:
         raise MlatrError(f"memory budget must be positive, got {memory_budget_mb} MB")
@@ -100,7 +120,7 @@ def chunked_scores(head: MatchingHead, query: HasFeatures, context: HasFeatures,
     head._check(context, "context")
     nq, nc = side_length(query), side_length(context)
     ref = query.frames if head.needs_frames else query.pooled
-    if block_target_mb is None and ref.device.type == "cpu":
+    if block_target_mb is None and (_BLOCKS_AS_ON.get() or ref.device.type) == "cpu":
         block_target_mb = CPU_BLOCK_TARGET_MB
     target = None if block_target_mb is None or math.isinf(block_target_mb) else int(block_target_mb * 2**20)
     block_q, block_c = plan_chunks(nq, nc, head.bytes_per_pair(query, context), head.bytes_per_item(query),

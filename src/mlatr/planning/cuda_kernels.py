@@ -11,13 +11,22 @@ backward; :class:`CudaKernelChoices` (a ``TorchFunctionMode``) makes the CUDA ch
   CPU a dropout probability sends it to the math fallback, which keeps the attention probabilities.
   (PyTorch's ``sdp_kernel`` selection, ``torch/backends/cuda``; the flash kernel needs sm80+, every GPU
   in :data:`~mlatr.planning.gpus.GPUS`.)
+
+One choice of mlatr's own is made by device as well: :func:`~mlatr.matching.chunked_scores` (a matching
+head's scores in training) takes cache-sized blocks on the CPU and the largest blocks its budget allows on
+a GPU; :func:`cuda_choices` makes it take the GPU's (fewer, larger blocks, each kept for backward).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 import torch
 import torch.nn.functional as F
 from torch.overrides import TorchFunctionMode
+
+from mlatr.matching.chunked import blocks_as_on
 
 _LOW = (torch.float16, torch.bfloat16)
 
@@ -64,3 +73,11 @@ class CudaKernelChoices(TorchFunctionMode):
         if func is F.scaled_dot_product_attention:
             return _attention(*args, **kwargs)
         return func(*args, **kwargs)
+
+
+@contextmanager
+def cuda_choices() -> Iterator[None]:
+    """``with cuda_choices(): ...``: dropout, attention and the matching head's score blocks take what a CUDA
+    run would (module docstring)."""
+    with CudaKernelChoices(), blocks_as_on("cuda"):
+        yield

@@ -11,10 +11,11 @@ libraries' own allocations and the allocator's cached but unallocated blocks, no
 
 - **Time lower bound**: the step's FLOPs at the GPU's peak (bf16 under AMP, TF32 otherwise); a real step is
   slower (memory-bound operations, launch overheads, the data loader), never faster.
-- **Largest batch**: the forward-backward peak is traced at ``B`` and ``2B``; activations grow linearly with
-  the batch (every clip and caption adds the same tensors; the loss's ``N x N`` similarity matrices are
-  quadratic but kilobytes), the optimizer step's peak does not depend on it. The largest batch is where the
-  line through the two traces meets the budget (the optimizer step's peak must fit too).
+- **Largest batch**: the forward-backward peak is traced at ``B`` and ``2B`` (on the same built model);
+  activations grow linearly with the batch (every clip and caption adds the same tensors; the loss's ``N x N``
+  similarity matrices are quadratic but kilobytes), the optimizer step's peak does not depend on it. The
+  largest batch is where the line through the two traces meets the budget (the optimizer step's peak must fit
+  too).
 - **Cheapest option set that fits** (a config that does not fit): candidates in order of their time cost,
   each traced, the first that fits is reported with its memory and FLOPs relative to the config's:
   bf16 AMP (when off), gradient checkpointing of both encoders, gradient caching (chunks of 8), both, and
@@ -32,7 +33,7 @@ from typing import Any
 from mlatr.data.manifest import Manifest
 from mlatr.errors import MlatrError
 from mlatr.planning.gpus import GPU
-from mlatr.planning.step_trace import PARTS, StepTrace, trace_step
+from mlatr.planning.step_trace import PARTS, StepTrace, StepTracer
 from mlatr.training.config import Config, config_from_dict
 
 MIB = 2**20
@@ -84,10 +85,22 @@ def train_clips(cfg: Config, given: int | None) -> tuple[int | None, str]:
     return None, "unknown (give --train-clips)"
 
 
-def _trace(cfg: Config, caption_tokens: int, flops: bool, say: Callable[[str], None]) -> StepTrace:
-    say(f"tracing batch {cfg.train.batch_size}, {cfg.objective.scheme}, grad_cache_chunk="
-        f"{cfg.optim.grad_cache_chunk}, amp {amp_of(cfg)}")
-    return trace_step(cfg, caption_tokens, fake=True, amp=amp_of(cfg), foreach=True, flops=flops, cuda_kernels=True)
+class _Tracers:
+    """The plan's :class:`~mlatr.planning.step_trace.StepTracer` s: a config that differs from one already
+    built only in what a step does (its batch, AMP, gradient caching) is traced on that one's model."""
+
+    def __init__(self, caption_tokens: int, say: Callable[[str], None]):
+        self.caption_tokens, self.say = caption_tokens, say
+        self.built: list[StepTracer] = []
+
+    def trace(self, cfg: Config, flops: bool) -> StepTrace:
+        self.say(f"tracing batch {cfg.train.batch_size}, {cfg.objective.scheme}, grad_cache_chunk="
+                 f"{cfg.optim.grad_cache_chunk}, amp {amp_of(cfg)}")
+        tracer = next((t for t in self.built if t.reuses(cfg)), None)
+        if tracer is None:
+            tracer = StepTracer(cfg, self.caption_tokens, fake=True, foreach=True, cuda_kernels=True)
+            self.built.append(tracer)
+        return tracer.trace(cfg, amp=amp_of(cfg), flops=flops)
 
 
 def memory_summary(trace: StepTrace, gpu: GPU) -> dict[str, Any]:
@@ -116,7 +129,8 @@ def make_plan(cfg: Config, gpu: GPU, caption_tokens: int = 32, reserve_mib: floa
               say: Callable[[str], None] = lambda m: print(m, file=sys.stderr)) -> dict[str, Any]:
     """The plan of ``cfg`` on ``gpu`` (see the module docstring) as a JSON-able dict."""
     budget = int((gpu.memory_mib - reserve_mib) * MIB)
-    trace = _trace(cfg, caption_tokens, True, say)
+    tracers = _Tracers(caption_tokens, say)
+    trace = tracers.trace(cfg, True)
     amp = amp_of(cfg)
     step_s = trace.flops / gpu.peak_flops(amp)
     n_clips, clips_from = train_clips(cfg, clips)
@@ -135,7 +149,7 @@ def make_plan(cfg: Config, gpu: GPU, caption_tokens: int = 32, reserve_mib: floa
     if not search:
         return plan
     bigger = with_overrides(cfg, [f"train.batch_size={2 * cfg.train.batch_size}"])
-    plan["largest_batch"] = largest_batch(trace, _trace(bigger, caption_tokens, False, say), budget, gpu)
+    plan["largest_batch"] = largest_batch(trace, tracers.trace(bigger, False), budget, gpu)
     if not plan["fits"]:
         plan["fitting_options"] = None
         for label, overrides in OPTION_SETS:
@@ -143,7 +157,7 @@ def make_plan(cfg: Config, gpu: GPU, caption_tokens: int = 32, reserve_mib: floa
                 option_cfg = with_overrides(cfg, overrides)
                 if option_cfg.to_dict() == cfg.to_dict():
                     continue
-                option = _trace(option_cfg, caption_tokens, True, say)
+                option = tracers.trace(option_cfg, True)
             except (MlatrError, TypeError) as exc:
                 say(f"option set {label!r} does not apply to this config ({exc})")
                 continue
@@ -161,13 +175,14 @@ def sweep(cfg: Config, gpu: GPU, key: str, values: list[str], caption_tokens: in
     """One traced step per value of ``key`` (``languages=K`` takes the first K of ``data.languages``): the
     batch's texts, the predicted memory and its parts, the FLOPs."""
     rows = []
+    tracers = _Tracers(caption_tokens, say)
     for value in values:
         if key == "languages":
             override = f"data.languages=[{','.join(cfg.data.languages[:int(value)])}]"
         else:
             override = f"{key}={value}"
         point = with_overrides(cfg, [override])
-        trace = _trace(point, caption_tokens, True, say)
+        trace = tracers.trace(point, True)
         rows.append({key: value, "texts_per_step": trace.texts, **memory_summary(trace, gpu),
                      "flops_per_step": trace.flops})
     return rows

@@ -30,7 +30,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 
 from mlatr.losses.schemes import build_scheme
 from mlatr.planning.architectures import build_planned_model, planning_captions
-from mlatr.planning.cuda_kernels import CudaKernelChoices
+from mlatr.planning.cuda_kernels import cuda_choices
 from mlatr.planning.tracker import LiveTensorTracker, cuda_rounded
 from mlatr.training.config import Config
 from mlatr.training.distributed import DistContext
@@ -89,6 +89,121 @@ def step_batch(cfg: Config, batch: int, caption_tokens: int, real: bool) -> Step
                       [len(selection.texts)], owned)
 
 
+#: Config keys a :class:`StepTracer` may trace other values of without rebuilding its model, objective and
+#: optimizer: they change the batch or how the step runs, not what is built (``optim.amp`` is the trace's
+#: ``amp`` argument). ``train.batch_size`` also sizes a dynamic SVR radius: see :meth:`StepTracer.reuses`.
+STEP_KEYS = (("train", "batch_size"), ("optim", "amp"), ("optim", "grad_cache_chunk"), ("optim", "accumulate"),
+             ("optim", "grad_clip"))
+
+
+def _built_part(cfg: Config) -> dict:
+    """``cfg`` as a dict without :data:`STEP_KEYS` (what decides the model, objective and optimizer)."""
+    d = cfg.to_dict()
+    for section, key in STEP_KEYS:
+        d[section] = {k: v for k, v in d[section].items() if k != key}
+    return d
+
+
+def _tensor_shapes(module: torch.nn.Module) -> list[torch.Size]:
+    return [t.shape for t in list(module.parameters()) + list(module.buffers())]
+
+
+class StepTracer:
+    """The model, objective and optimizer of a config built once (with the optimizer's first step taken, so
+    its state exists), then :meth:`trace` traces one steady-state step at any batch (see
+    :func:`trace_step`; the arguments are its own).
+
+    Building is a large part of a fake trace's cost (the model on the ``meta`` device, its fake copy, the
+    warm-up optimizer step), and a plan traces the same model several times (the config, the doubled batch,
+    option sets that change only the step). Each :meth:`trace` starts from the state a fresh build leaves:
+    weights and optimizer state alive, no gradients (``zero_grad(set_to_none=True)`` after every step), a new
+    tracker that counts only those and what the step creates; tests/test_planning.py checks that a reused
+    tracer's trace equals a fresh one's.
+    """
+
+    def __init__(self, cfg: Config, caption_tokens: int = 32, fake: bool = True, foreach: bool | None = None,
+                 cuda_kernels: bool = False, text_architecture: dict | None = None):
+        self.cfg, self.caption_tokens, self.fake, self.cuda_kernels = cfg, caption_tokens, fake, cuda_kernels
+        self.mode = FakeTensorMode(allow_non_fake_inputs=True) if fake else nullcontext()
+        with torch.device("meta") if fake else nullcontext():
+            model = build_planned_model(cfg, caption_tokens, text_architecture)
+            objective = build_objective(cfg.objective, cfg.train.batch_size)
+        self._objective_shapes = _tensor_shapes(objective)
+        with self.mode:
+            if fake:
+                model, objective = model.to_empty(device="cpu"), objective.to_empty(device="cpu")
+            model.train()
+            self.model, self.objective = model, objective
+            self.optimizer = build_optimizer(cfg, model, objective, foreach=foreach)
+            self.params = [p for group in self.optimizer.param_groups for p in group["params"]]
+            for p in self.params:  # the optimizer's state exists before a steady-state step
+                p.grad = torch.zeros_like(p)
+            self.optimizer.step()
+            self.optimizer.zero_grad(set_to_none=True)
+        self.weights = list(model.parameters()) + list(model.buffers()) + list(objective.parameters()) + \
+            list(objective.buffers())
+        self.state = [t for s in self.optimizer.state.values() for t in s.values() if isinstance(t, torch.Tensor)]
+
+    def reuses(self, cfg: Config) -> bool:
+        """Whether :meth:`trace` can trace ``cfg``: it differs from the built config only in
+        :data:`STEP_KEYS`, and its batch gives the objective the same parameters (a dynamic SVR radius's
+        predictor is sized by the batch)."""
+        if _built_part(cfg) != _built_part(self.cfg):
+            return False
+        if cfg.train.batch_size == self.cfg.train.batch_size:
+            return True
+        with torch.device("meta"):
+            objective = build_objective(cfg.objective, cfg.train.batch_size)
+        return _tensor_shapes(objective) == self._objective_shapes
+
+    def trace(self, cfg: Config | None = None, amp: str = "off", flops: bool = True) -> StepTrace:
+        """One steady-state step of ``cfg`` (default: the built config; it must satisfy :meth:`reuses`)."""
+        cfg = cfg or self.cfg
+        if not self.reuses(cfg):
+            raise ValueError("StepTracer.trace: the config changes what is built; make a new StepTracer")
+        batch, fake = cfg.train.batch_size, self.fake
+        model, objective, optimizer, params = self.model, self.objective, self.optimizer, self.params
+        with self.mode:
+            runner_cls = _TracedStepRunner if fake else StepRunner
+            device = torch.device("cpu")
+            autocast = ((lambda: torch.autocast("cpu", dtype=torch.bfloat16)) if amp == "bf16"
+                        else (lambda: torch.autocast("cpu", enabled=False)))
+            runner = runner_cls(model, model, objective, DistContext(), device, autocast, cfg.optim.grad_cache_chunk)
+            tracker = LiveTensorTracker(fake=fake, count_flops=flops)
+            kernels = cuda_choices() if self.cuda_kernels else nullcontext()
+            with tracker:
+                tracker.track(self.weights + self.state)
+                tracker.reset_peak()
+                with kernels:
+                    inputs = step_batch(cfg, batch, self.caption_tokens, real=not fake)
+                    runner(inputs, cfg.optim.accumulate, True, "planned step")
+                    texts = len(inputs.texts)
+                    grads = tracker.records_of(p.grad for p in params)
+                    windows = {"forward-backward": (tracker.peak, tracker.peak_event)}
+                    tracker.reset_peak()
+                    if cfg.optim.grad_clip:
+                        torch.nn.utils.clip_grad_norm_(params, cfg.optim.grad_clip)
+                    optimizer.step()
+                    optimizer.zero_grad(set_to_none=True)
+                    windows["optimizer step"] = (tracker.peak, tracker.peak_event)
+                del inputs
+            phase = max(windows, key=lambda k: windows[k][0])
+            weight_ids, state_ids = tracker.records_of(self.weights), tracker.records_of(self.state)
+            parts = dict.fromkeys(PARTS, 0)
+            rounding = 0
+            for i in tracker.live_at(windows[phase][1]):
+                nbytes = tracker.records[i].nbytes
+                part = ("weights" if i in weight_ids else "optimizer_state" if i in state_ids
+                        else "gradients" if i in grads else "activations")
+                parts[part] += nbytes
+                rounding += cuda_rounded(nbytes) - nbytes
+        return StepTrace(
+            batch_size=batch, texts=texts, parameters=sum(p.numel() for p in model.parameters()),
+            trainable=sum(p.numel() for p in params), parts=parts, peak=sum(parts.values()), rounding=rounding,
+            phase=phase, phase_peaks={k: v[0] for k, v in windows.items()}, flops=tracker.flops,
+        )
+
+
 def trace_step(cfg: Config, caption_tokens: int = 32, fake: bool = True, amp: str = "off",
                foreach: bool | None = None, flops: bool = True, cuda_kernels: bool = False,
                text_architecture: dict | None = None) -> StepTrace:
@@ -102,63 +217,10 @@ def trace_step(cfg: Config, caption_tokens: int = 32, fake: bool = True, amp: st
         foreach: the optimizer's multi-tensor implementation (True: what PyTorch picks on CUDA).
         flops: count FLOPs (``torch.utils.flop_counter``'s formulas).
         cuda_kernels: dropout and attention take the kernels CUDA would
-            (:class:`~mlatr.planning.cuda_kernels.CudaKernelChoices`; a plan for a GPU).
+            (:func:`~mlatr.planning.cuda_kernels.cuda_choices`; a plan for a GPU).
         text_architecture: values replacing a Hugging Face text tower's published ones (smaller towers for
             the validation; :func:`~mlatr.planning.architectures.build_planned_model`).
     """
-    batch = cfg.train.batch_size
-    mode = FakeTensorMode(allow_non_fake_inputs=True) if fake else nullcontext()
-    with torch.device("meta") if fake else nullcontext():
-        model = build_planned_model(cfg, caption_tokens, text_architecture)
-        objective = build_objective(cfg.objective, batch)
-    with mode:
-        if fake:
-            model, objective = model.to_empty(device="cpu"), objective.to_empty(device="cpu")
-        model.train()
-        optimizer = build_optimizer(cfg, model, objective, foreach=foreach)
-        params = [p for group in optimizer.param_groups for p in group["params"]]
-        for p in params:  # the optimizer's state exists before a steady-state step
-            p.grad = torch.zeros_like(p)
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
-        runner_cls = _TracedStepRunner if fake else StepRunner
-        device = torch.device("cpu")
-        autocast = ((lambda: torch.autocast("cpu", dtype=torch.bfloat16)) if amp == "bf16"
-                    else (lambda: torch.autocast("cpu", enabled=False)))
-        runner = runner_cls(model, model, objective, DistContext(), device, autocast, cfg.optim.grad_cache_chunk)
-        tracker = LiveTensorTracker(fake=fake, count_flops=flops)
-        kernels = CudaKernelChoices() if cuda_kernels else nullcontext()
-        weights = list(model.parameters()) + list(model.buffers()) + list(objective.parameters()) + \
-            list(objective.buffers())
-        state = [t for s in optimizer.state.values() for t in s.values() if isinstance(t, torch.Tensor)]
-        with tracker:
-            tracker.track(weights + state)
-            tracker.reset_peak()
-            with kernels:
-                inputs = step_batch(cfg, batch, caption_tokens, real=not fake)
-                runner(inputs, cfg.optim.accumulate, True, "planned step")
-                texts = len(inputs.texts)
-                grads = tracker.records_of(p.grad for p in params)
-                windows = {"forward-backward": (tracker.peak, tracker.peak_event)}
-                tracker.reset_peak()
-                if cfg.optim.grad_clip:
-                    torch.nn.utils.clip_grad_norm_(params, cfg.optim.grad_clip)
-                optimizer.step()
-                optimizer.zero_grad(set_to_none=True)
-                windows["optimizer step"] = (tracker.peak, tracker.peak_event)
-            del inputs
-        phase = max(windows, key=lambda k: windows[k][0])
-        weight_ids, state_ids = tracker.records_of(weights), tracker.records_of(state)
-        parts = dict.fromkeys(PARTS, 0)
-        rounding = 0
-        for i in tracker.live_at(windows[phase][1]):
-            nbytes = tracker.records[i].nbytes
-            part = ("weights" if i in weight_ids else "optimizer_state" if i in state_ids
-                    else "gradients" if i in grads else "activations")
-            parts[part] += nbytes
-            rounding += cuda_rounded(nbytes) - nbytes
-    return StepTrace(
-        batch_size=batch, texts=texts, parameters=sum(p.numel() for p in model.parameters()),
-        trainable=sum(p.numel() for p in params), parts=parts, peak=sum(parts.values()), rounding=rounding,
-        phase=phase, phase_peaks={k: v[0] for k, v in windows.items()}, flops=tracker.flops,
-    )
+    tracer = StepTracer(cfg, caption_tokens, fake=fake, foreach=foreach, cuda_kernels=cuda_kernels,
+                        text_architecture=text_architecture)
+    return tracer.trace(amp=amp, flops=flops)
