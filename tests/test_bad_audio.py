@@ -17,7 +17,8 @@ import pytest
 import soundfile as sf
 
 from clitools import assert_user_error, manifest_lines, run_cli, truncate_wav, write_tone
-from mlatr.audio.integrity import declared_frames, duration_problem, probe_audio
+from mlatr.audio.bounded import load_query_audio
+from mlatr.audio.integrity import MPEG_SLACK_FRAMES, declared_frames, duration_problem, probe_audio
 from mlatr.audio.io import load_audio
 from mlatr.data.manifest import Manifest
 from mlatr.errors import InputError, MlatrError
@@ -59,6 +60,26 @@ def test_truncated_files_are_refused_naming_the_file(sounds):
         with pytest.raises(MlatrError, match="truncated audio"):
             probe_audio(sounds[name])
     assert load_audio(sounds["whole"]).shape == (FRAMES,)
+
+
+def test_mp3_within_its_encoder_padding_is_whole_and_one_cut_in_half_is_not(tmp_path):
+    """libsndfile's MP3 frame count is an estimate (Xing header / bit rate, encoder delay and padding not taken
+    off): a decode a few hundred frames short of it is a whole file; one half as long is truncated."""
+    wave = (np.random.default_rng(0).standard_normal(88_200) * 0.1).astype(np.float32)
+    full = tmp_path / "full.mp3"
+    sf.write(full, wave, 44_100, format="MP3")
+    data = full.read_bytes()
+    for name, cut, whole in (("tail.mp3", 400, True), ("half.mp3", len(data) // 2, False)):
+        p = tmp_path / name
+        p.write_bytes(data[:-cut])
+        short = declared_frames(p) - sf.read(p)[0].shape[0]
+        assert (short <= MPEG_SLACK_FRAMES) == whole, short  # the cut lands where the case says
+        for read in (load_audio, probe_audio, lambda q: load_query_audio(q, 10.0)):
+            if whole:
+                read(p)
+            else:
+                with pytest.raises(MlatrError, match="truncated audio"):
+                    read(p)
 
 
 def test_streamed_wav_without_a_size_is_not_called_truncated(tmp_path):

@@ -16,7 +16,7 @@ import os
 import numpy as np
 import soundfile as sf
 
-from mlatr.audio.integrity import declared_frames
+from mlatr.audio.integrity import count_slack, declared_frames
 from mlatr.audio.io import SAMPLE_RATE, crop_or_pad, resample
 from mlatr.errors import MlatrError
 
@@ -64,7 +64,7 @@ def load_query_audio(path: str | os.PathLike, seconds: float, sample_rate: int =
                 block = snd.read(want, dtype="float32", always_2d=True)
             except Exception as exc:  # a corrupt stream fails part-way
                 raise MlatrError(f"{path}: cannot decode audio ({exc})") from exc
-            if block.shape[0] < want:
+            if block.shape[0] < want and start + block.shape[0] < frames - count_slack(snd.format):
                 raise MlatrError(f"{path}: truncated audio: the header declares {frames:,} frames but the window "
                                  f"at {start:,} decodes only {block.shape[0]:,} of {want:,}")
         else:  # short, or no length declared: decode from the start, never past the cap
@@ -77,7 +77,7 @@ def load_query_audio(path: str | os.PathLike, seconds: float, sample_rate: int =
                                  "may be")
             if block.shape[0] == 0:
                 raise MlatrError(f"{path}: audio file is empty (0 samples decode)")
-            if known and block.shape[0] < frames:
+            if known and block.shape[0] < frames - count_slack(snd.format):
                 raise MlatrError(f"{path}: truncated audio: the header declares {frames:,} frames but only "
                                  f"{block.shape[0]:,} decode")
     if not np.isfinite(block).all():

@@ -38,6 +38,10 @@ BLOCK_FRAMES = 1 << 16
 #: :data:`DURATION_TOLERANCE_RATIO` of it, is a problem (a half-length file is; 9.9 s for 10 s is not).
 DURATION_TOLERANCE_S = 0.5
 DURATION_TOLERANCE_RATIO = 0.2
+#: Frames an MPEG (MP3) decode may fall short of libsndfile's count and still be whole: that count comes from
+#: the Xing / LAME header or from the bit rate and does not subtract the encoder's delay and padding (up to
+#: about two MPEG frames of 1,152 samples); four frames of slack. Every other format's count is exact.
+MPEG_SLACK_FRAMES = 4 * 1152
 #: RIFF size fields that writers use as "unknown" (streamed output).
 _PLACEHOLDER_SIZES = (0, 0xFFFFFFFF)
 #: WAVE format tags whose data chunk is plain frames: PCM, IEEE float, A-law, mu-law, extensible.
@@ -139,10 +143,15 @@ def _seconds(frames: int, rate: int) -> str:
     return f"{s * 1000:.1f} ms" if s < 1 else f"{s:.2f} s"
 
 
-def _check_whole(path: str, declared: int | None, read: int, rate: int) -> None:
+def count_slack(format_name: str) -> int:
+    """Frames a whole file of libsndfile format ``format_name`` may decode short of its declared count."""
+    return MPEG_SLACK_FRAMES if format_name in ("MP3", "MPEG") else 0
+
+
+def _check_whole(path: str, declared: int | None, read: int, rate: int, format_name: str) -> None:
     if read == 0:
         raise MlatrError(f"{path}: audio file is empty (0 samples decode)")
-    if declared is not None and read < declared:
+    if declared is not None and read < declared - count_slack(format_name):
         raise MlatrError(f"{path}: truncated audio: the header declares {declared:,} frames "
                          f"({_seconds(declared, rate)}) but only {read:,} decode ({_seconds(read, rate)})")
 
@@ -167,9 +176,9 @@ def probe_audio(path: str | os.PathLike) -> AudioProbe:
     path = os.fspath(path)
     declared = declared_frames(path)
     with _open(path) as snd:
-        rate, channels = int(snd.samplerate), int(snd.channels)
+        rate, channels, format_name = int(snd.samplerate), int(snd.channels), snd.format
     read = sum(block.shape[0] for _snd, block in _blocks(path))
-    _check_whole(path, declared, read, rate)
+    _check_whole(path, declared, read, rate, format_name)
     return AudioProbe(path, rate, channels, declared, read)
 
 
@@ -179,11 +188,11 @@ def read_audio_blocks(path: str | os.PathLike) -> tuple[np.ndarray, int]:
     path = os.fspath(path)
     declared = declared_frames(path)
     with _open(path) as snd:
-        rate = int(snd.samplerate)
+        rate, format_name = int(snd.samplerate), snd.format
     parts = [block[:, 0].copy() if block.shape[1] == 1 else block.mean(axis=1, dtype=np.float32)
              for _snd, block in _blocks(path)]
     mono = np.concatenate(parts) if parts else np.zeros(0, np.float32)
-    _check_whole(path, declared, mono.shape[0], rate)
+    _check_whole(path, declared, mono.shape[0], rate, format_name)
     return mono, rate
 
 
