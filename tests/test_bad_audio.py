@@ -82,6 +82,23 @@ def test_mp3_within_its_encoder_padding_is_whole_and_one_cut_in_half_is_not(tmp_
                     read(p)
 
 
+def test_an_mp3_declares_frames_only_through_a_xing_header(tmp_path):
+    """Behind an ID3 tag or not, an MP3 whose first frame holds a Xing header declares its frame count; one
+    without declares nothing (libsndfile's count would be an estimate from the file size, tags included)."""
+    full = tmp_path / "full.mp3"
+    sf.write(full, np.zeros(88_200, np.float32), 44_100, format="MP3")
+    data = full.read_bytes()
+    xing = data.index(b"Xing")
+    second = data.index(data[:2], xing)  # the frame after the one holding the Xing header
+    tag = b"ID3\x04\x00\x00" + bytes([0, 0, 0x20, 0]) + bytes(4096)  # an ID3v2 tag of 4,096 bytes
+    cases = {"tagged.mp3": (tag + data, 88_200), "bare.mp3": (data[second:], None),
+             "tagged-bare.mp3": (tag + data[second:], None)}
+    for name, (content, declared) in cases.items():
+        (tmp_path / name).write_bytes(content)
+        assert declared_frames(tmp_path / name) == declared, name
+        probe_audio(tmp_path / name)
+
+
 def test_streamed_wav_without_a_size_is_not_called_truncated(tmp_path):
     """A WAV written to a pipe holds a placeholder size (0xFFFFFFFF): nothing is declared, nothing refused."""
     p = write_tone(tmp_path / "piped.wav", 0.5)
