@@ -36,9 +36,9 @@ from typing import Any
 import numpy as np
 
 from mlatr.errors import InputError, MlatrError
-from mlatr.inference.stored_model import check_model_config
 from mlatr.io_utils import atomic_write_json
 from mlatr.json_input import expect_field, json_type, parse_json, read_format_json, read_json_file
+from mlatr.stored_config import check_model_config
 
 FORMAT = "mlatr-index-2"
 MANIFEST = "index.json"
