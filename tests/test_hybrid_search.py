@@ -267,6 +267,19 @@ def test_top_only_fusion_equals_the_full_fusion(seed):
                 assert ranker.rank(q, query, k, rank) == full[:k]
 
 
+def test_a_batch_of_queries_ranks_as_each_query_alone():
+    """rank_many (the batching server's path: one product of the batch with each matrix) gives each query the
+    ranking rank gives it alone, for mixed rankings and k (exact: the library's products are exact in float32)."""
+    audio, captions, clip, texts, langs = _tied_library(1)
+    ranker = TextRanker(audio, captions, clip, texts, langs, FusionSettings(0.5, 5.0, 2.0))
+    vecs = (np.random.default_rng(7).integers(-2, 3, (6, 4)) / 2).astype(np.float32)
+    queries = ["dog bell", "rain", "zebra", "chien", "door bark", ""]
+    ks, ranks = [1, 3, 10, 60, 5, 2], ["hybrid", "captions", "audio", "hybrid", "captions", "hybrid"]
+    batch = ranker.rank_many(vecs, queries, ks, ranks)
+    assert batch == [ranker.rank(v, q, k, r) for v, q, k, r in zip(vecs, queries, ks, ranks, strict=True)]
+    assert len({tuple(i for i, _, _ in one) for one in batch}) > 3  # the queries do rank differently
+
+
 def test_tombstoned_clips_never_rank_and_the_rest_rank_as_without_them():
     """Deleted clips that would rank first take no slot (k results still come back), and the ranking is that
     of the library without them (ranks, keyword statistics), in every ranking."""

@@ -88,17 +88,36 @@ class TextRanker:
         return int(rows[np.argmax(scores[rows])])
 
     def rank(self, query_vec: np.ndarray, query: str, k: int, rank: str = "hybrid") -> list[tuple[int, float, list]]:
-        """The ``k`` best live clips as ``(row, score, evidence)``, best first (ties: lower row first): the
-        same as sorting every clip by :func:`~mlatr.search.fusion.fused_scores` of the full score arrays.
+        """The ``k`` best live clips as ``(row, score, evidence)`` for the embedded query ``query_vec [d]``
+        (:meth:`ranked`)."""
+        check_rank(rank)
+        return self.ranked(self.audio @ query_vec, self.captions @ query_vec, query, k, rank)
+
+    def rank_many(self, query_vecs: np.ndarray, queries: Sequence[str], ks: Sequence[int],
+                  ranks: Sequence[str]) -> list[list[tuple[int, float, list]]]:
+        """:meth:`rank` of several embedded queries ``query_vecs [B, d]``: the products with the audio and
+        caption embeddings are taken for the whole batch at once (one pass over each matrix, which a single
+        query's product spends its time reading), then each query is ranked on its own row."""
+        for rank in ranks:
+            check_rank(rank)
+        vecs = np.asarray(query_vecs, np.float32)  # [B, d]
+        audio = vecs @ self.audio.T  # [B, N]
+        captions = vecs @ self.captions.T  # [B, M]
+        return [self.ranked(audio[b], captions[b], query, k, rank)
+                for b, (query, k, rank) in enumerate(zip(queries, ks, ranks, strict=True))]
+
+    def ranked(self, audio: np.ndarray, caption_scores: np.ndarray, query: str, k: int,
+               rank: str = "hybrid") -> list[tuple[int, float, list]]:
+        """The ``k`` best live clips as ``(row, score, evidence)``, best first (ties: lower row first), for a
+        query whose scores against the clips' audio (``audio [N]``) and their captions (``caption_scores [M]``)
+        are given: the same as sorting every clip by :func:`~mlatr.search.fusion.fused_scores` of the full
+        score arrays.
 
         Only the clips near the top are fused (Fagin's threshold algorithm): the union of each source's top
         ``K`` gets its exact ranks (counted among the clips each source ranks) and fused scores. Every other
         clip ranks below ``K`` in every source, so it scores at most ``sum_s w_s / (rrf_k + K + 1)``; when the
         ``k``-th best candidate scores more, the ``k`` best are found, else ``K`` doubles."""
-        check_rank(rank)
         terms = self.keywords.terms(query)
-        audio = self.audio @ query_vec  # [N]
-        caption_scores = self.captions @ query_vec  # [M]
         keyword_scores = np.zeros(len(self.captions), np.float32)  # [M]
         keyword_scores[self._keyword_rows] = self.keywords.scores_of(terms)
         caption, keyword = self._best(caption_scores), self._best(keyword_scores)  # [N] each

@@ -13,6 +13,7 @@ language embedding (``languages=[...]``), and ignores it otherwise.
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
@@ -164,13 +165,42 @@ def sound_evidence(hits: list[Hit]) -> list[Hit]:
 
 def rank_text(index, vec: np.ndarray, query: str, k: int = 10, rank: str = "hybrid") -> list[Hit]:
     """:func:`search_text`'s ranking of a text query already embedded (``vec [d]``: its
-    :func:`encode_query_text`); the batching server embeds concurrent queries together, then ranks each."""
+    :func:`encode_query_text`)."""
     if rank == "audio":
         return sound_evidence(search_vector(index, vec, k))
+    return _fused_hits(index, _ranker(index, rank).rank(vec, query, _check_k(k), rank))
+
+
+def rank_texts(index, vecs: np.ndarray, queries: Sequence[str], ks: Sequence[int],
+               ranks: Sequence[str]) -> list[list[Hit]]:
+    """:func:`rank_text` of several text queries embedded together (``vecs [B, d]``), as the batching server
+    has them: the queries ranked by sound are searched as one batch, the others share one product of the
+    batch with the clips' audio and caption embeddings (:meth:`~mlatr.search.hybrid.TextRanker.rank_many`)."""
+    out: list[list[Hit]] = [[] for _ in queries]
+    by_sound = [j for j, rank in enumerate(ranks) if rank == "audio"]
+    if by_sound:
+        found = search_vectors(index, vecs[by_sound], [ks[j] for j in by_sound])
+        for j, hits in zip(by_sound, found, strict=True):
+            out[j] = sound_evidence(hits)
+    fused = [j for j, rank in enumerate(ranks) if rank != "audio"]
+    if fused:
+        ranker = _ranker(index, ranks[fused[0]])
+        ranked = ranker.rank_many(vecs[fused], [queries[j] for j in fused], [_check_k(ks[j]) for j in fused],
+                                  [ranks[j] for j in fused])
+        for j, one in zip(fused, ranked, strict=True):
+            out[j] = _fused_hits(index, one)
+    return out
+
+
+def _ranker(index, rank: str):
+    """The index's :class:`~mlatr.search.hybrid.TextRanker` (tombstoned clips never rank), for ``rank``."""
     if index.backend == "milvus":
         raise MlatrError(f"rank {rank!r} scores every clip's captions and keywords here, and a Milvus index keeps "
                          "its vectors in Milvus: use rank audio (--rank audio) for a Milvus index")
-    ranked = index.text_ranker().rank(vec, query, _check_k(k), rank)  # tombstoned clips never rank
+    return index.text_ranker()
+
+
+def _fused_hits(index, ranked: list[tuple[int, float, list]]) -> list[Hit]:
     hits = clip_hits(index, np.asarray([s for _, s, _ in ranked]), np.asarray([i for i, _, _ in ranked], np.int64))
     for h, (_, _, evidence) in zip(hits, ranked, strict=True):
         h.evidence = evidence

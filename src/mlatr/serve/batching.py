@@ -27,7 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from mlatr.search.hybrid import check_rank
-from mlatr.search.search import Hit, check_query_text, encode_query_texts, rank_text, search_vectors, sound_evidence
+from mlatr.search.search import Hit, check_query_text, encode_query_texts, rank_texts
 
 #: Most queries embedded in one call.
 MAX_BATCH = 64
@@ -130,13 +130,10 @@ class TextBatcher:
             with self.live.lock:
                 vectors = encode_query_texts(snap.index, [i.query for i in items], [i.lang for i in items])
                 self.live.bound_text_cache(snap)
-            by_sound = [j for j, i in enumerate(items) if i.rank == "audio"]
-            found = search_vectors(snap.index, vectors[by_sound], [items[j].k for j in by_sound]) if by_sound else []
-            for j, hits in zip(by_sound, found, strict=True):
-                items[j].hits = sound_evidence(hits)
-            for j, item in enumerate(items):
-                if item.rank != "audio":  # captions and keywords: per query, on the batch's embeddings
-                    item.hits = rank_text(snap.index, vectors[j], item.query, item.k, item.rank)
+            found = rank_texts(snap.index, vectors, [i.query for i in items], [i.k for i in items],
+                               [i.rank for i in items])  # one product of the batch with each embedding matrix
+            for item, hits in zip(items, found, strict=True):
+                item.hits = hits
         except BaseException as exc:  # handed to the waiting requests, which answer it as an error
             for item in items:
                 item.error = exc
