@@ -257,7 +257,8 @@ def test_encode_and_index_build_from_shards_equal_the_manifest(exported, served_
     capsys.readouterr()
     a, b = Index.load(tmp_path / "m.idx"), Index.load(tmp_path / "s.idx")
     train = [i for i, c in enumerate(Manifest.load(path).clips) if c.split == "train"]
-    assert b.ids == [a.ids[i] for i in train] and np.array_equal(b.embeddings, a.embeddings[train])
+    assert b.ids == [a.ids[i] for i in train]
+    assert np.allclose(b.embeddings, a.embeddings[train], atol=1e-5)  # other audio batches: BLAS rounding may differ
     assert list(b.captions) == [a.captions[i] for i in train]
     kept = np.isin(a.caption_clip, train)
     assert list(b.caption_text) == [t for t, k in zip(a.caption_text, kept, strict=True) if k]
