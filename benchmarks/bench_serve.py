@@ -14,7 +14,8 @@ cost what trained ones of that size cost).
    to the server (a number appended after the first round), so the encoder's memo never answers.
    Reported: the client-side latency p50 / p95 / p99 and the server's own ``took_ms`` p50.
 2. Load: ``--requests`` (default 500) text queries from ``--concurrency`` (default 50) client threads,
-   a new connection each; the error count, throughput and latency distribution, and the CPU milliseconds
+   a new connection each (``--keep-alive`` runs each load a second time with one persistent connection
+   per client thread, as browsers and load generators such as wrk do); the error count, throughput and latency distribution, and the CPU milliseconds
    per request of the server process and of this client (the clients share the server's cores: on a
    busy machine the rate says what CPU the machine gave, the CPU per request what the server needs).
    ``--load-ranks`` (default ``hybrid,audio``) repeats the load once per ranking: ``hybrid`` is the API's
@@ -51,6 +52,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.error
 import urllib.parse
@@ -197,17 +199,37 @@ def sequential(url: str, n: int) -> dict:
     return {"client": percentiles(client), "server_took": percentiles(server)}
 
 
-def load(url: str, n: int, concurrency: int, rank: str = "hybrid", server_pid: int | None = None) -> dict:
-    """``n`` text queries from ``concurrency`` client threads, a new connection each; with ``server_pid``,
-    also the CPU milliseconds per request the server process and this client process used (on a shared
-    machine the wall-clock rate says how much CPU the machine gave; the CPU per request says what the
-    server needs)."""
+def load(url: str, n: int, concurrency: int, rank: str = "hybrid", server_pid: int | None = None,
+         keep_alive: bool = False) -> dict:
+    """``n`` text queries from ``concurrency`` client threads, a new connection each (``keep_alive``: one
+    persistent HTTP/1.1 connection per client thread, as browsers and load generators such as wrk do); with
+    ``server_pid``, also the CPU milliseconds per request the server process and this client process used
+    (on a shared machine the wall-clock rate says how much CPU the machine gave; the CPU per request says
+    what the server needs)."""
     texts = query_texts()
     tag = uuid.uuid4().hex[:6]
     paths = [search_path(f"{texts[i % len(texts)][0]} {tag}{i}", texts[i % len(texts)][1]) + f"&rank={rank}"
              for i in range(n)]
+    host = urllib.parse.urlsplit(url)
+    local = threading.local()
+
+    def one_kept(path: str) -> tuple[int, float]:
+        t0 = time.perf_counter()
+        try:
+            if getattr(local, "conn", None) is None:
+                local.conn = http.client.HTTPConnection(host.hostname, host.port, timeout=120)
+            local.conn.request("GET", path)
+            resp = local.conn.getresponse()
+            resp.read()
+            status = resp.status
+        except OSError:
+            local.conn = None
+            status = -1
+        return status, (time.perf_counter() - t0) * 1e3
 
     def one(path: str) -> tuple[int, float]:
+        if keep_alive:
+            return one_kept(path)
         t0 = time.perf_counter()
         try:
             with urllib.request.urlopen(url + path, timeout=120) as resp:
@@ -226,7 +248,8 @@ def load(url: str, n: int, concurrency: int, rank: str = "hybrid", server_pid: i
     wall = time.perf_counter() - t0
     server_cpu = cpu_seconds(server_pid) - server0 if server0 is not None else None
     errors = sum(1 for s, _ in replies if s != 200)
-    return {"rank": rank, "requests": n, "concurrency": concurrency, "errors": errors, "wall_s": wall,
+    return {"rank": rank, "keep_alive": keep_alive, "requests": n, "concurrency": concurrency, "errors": errors,
+            "wall_s": wall,
             "server_cpu_ms_per_request": server_cpu / n * 1e3 if server_cpu is not None else None,
             "client_cpu_ms_per_request": (time.process_time() - client0) / n * 1e3,
             "requests_per_s": n / wall, **percentiles([t for _, t in replies])}
@@ -337,6 +360,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--threads", type=int, default=1, help="the server's --threads")
     ap.add_argument("--embed-batch", type=int, default=64, help="batch of the model-bound rate")
     ap.add_argument("--load-ranks", default="hybrid,audio", help="rankings the load is run with, in turn")
+    ap.add_argument("--keep-alive", action="store_true",
+                    help="also run each load with one persistent connection per client (as browsers and wrk do)")
     ap.add_argument("--json", default=None)
     ap.add_argument("--rank-latency", type=int, default=0,
                     help="queries asked as rank=audio and rank=hybrid in turn (0: skip; adds captions first)")
@@ -357,7 +382,8 @@ def main(argv: list[str] | None = None) -> int:
         proc, url, out["cold_start"] = start_server(index, args.threads)
         try:
             out["sequential"] = sequential(url, args.queries)
-            out["loads"] = [load(url, args.requests, args.concurrency, rank, proc.pid)
+            out["loads"] = [load(url, args.requests, args.concurrency, rank, proc.pid, kept)
+                            for kept in ([False, True] if args.keep_alive else [False])
                             for rank in args.load_ranks.split(",")]
             out["sound"] = sound_queries(url, files, args.sound_queries)
             if args.rank_latency:
@@ -381,7 +407,8 @@ def main(argv: list[str] | None = None) -> int:
           f"{mb['queries_per_s']:.0f} queries/s, {mb['cpu_ms_per_query']:.2f} CPU ms a query (one query alone: "
           f"{mb['one_query_ms']:.1f} ms)")
     for ld in out["loads"]:
-        print(f"load, rank={ld['rank']}: {ld['requests']} requests, {ld['concurrency']} concurrent: "
+        conns = "one kept-alive connection per client" if ld["keep_alive"] else "a new connection per request"
+        print(f"load, rank={ld['rank']}, {conns}: {ld['requests']} requests, {ld['concurrency']} concurrent: "
               f"{ld['errors']} errors, {ld['requests_per_s']:.0f} req/s; latency p50 {ld['p50_ms']:.0f} ms, "
               f"p90 {ld['p90_ms']:.0f} ms, p99 {ld['p99_ms']:.0f} ms, max {ld['max_ms']:.0f} ms")
         print(f"  {ld['requests_per_s'] / mb['queries_per_s']:.2f}x the model-bound rate; goals: >= 800 req/s "
