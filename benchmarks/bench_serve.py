@@ -15,9 +15,10 @@ cost what trained ones of that size cost).
    Reported: the client-side latency p50 / p95 / p99 and the server's own ``took_ms`` p50.
 2. Load: ``--requests`` (default 500) text queries from ``--concurrency`` (default 50) client threads,
    a new connection each (``--keep-alive`` runs each load a second time with one persistent connection
-   per client thread, as browsers and load generators such as wrk do); the error count, throughput and latency distribution, and the CPU milliseconds
-   per request of the server process and of this client (the clients share the server's cores: on a
-   busy machine the rate says what CPU the machine gave, the CPU per request what the server needs).
+   per client thread, as browsers and load generators such as wrk do); the error count, throughput and
+   latency distribution, and the CPU milliseconds per request of the server process and of this client
+   (the clients share the server's cores: on a busy machine the rate says what CPU the machine gave, the
+   CPU per request what the server needs).
    ``--load-ranks`` (default ``hybrid,audio``) repeats the load once per ranking: ``hybrid`` is the API's
    default (sound + captions + BM25 keywords, ranked per query), ``audio`` the sound embeddings alone
    (one vectorised lookup per micro-batch), so the server's own per-request cost shows apart from the

@@ -15,9 +15,10 @@ import torch
 from mlatr.cli import main
 from mlatr.errors import MlatrError
 from mlatr.search import Index
-from mlatr.search.fusion import FusionSettings, fused_scores, ranks_among, reciprocal_rank_fusion
+from mlatr.search.fusion import DEFAULT_FUSION, FusionSettings, fused_scores, ranks_among, reciprocal_rank_fusion
 from mlatr.search.hybrid import TextRanker, describe_evidence
 from mlatr.search.lexical import KeywordIndex, tokenize
+from mlatr.search.search import rank_text, rank_texts
 
 
 def test_tokenize_words_and_cjk_bigrams():
@@ -302,3 +303,35 @@ def test_tombstoned_clips_never_rank_and_the_rest_rank_as_without_them():
             got = ranker.rank(q, query, k, rank)
             assert len(got) == min(k, len(keep)) and not set(deleted) & {r for r, _, _ in got}
             assert [(int(keep[r]), s, e) for r, s, e in compact.rank(q, query, k, rank)] == got
+
+
+def test_hybrid_without_any_caption_is_the_sound_ranking_through_the_searcher():
+    """A library with no caption (or only captions of deleted clips) ranks hybrid queries by sound alone: the
+    index's searcher finds them (approximate at scale, no every-clip pass, no copy of the embeddings) and the
+    hits, scores and evidence equal the full fusion's (TextRanker) exactly."""
+    rng = np.random.default_rng(3)
+    n, d = 40, 8
+    audio = _unit(rng.standard_normal((n, d)))
+    settings = DEFAULT_FUSION  # what Index.text_ranker builds its ranker with
+
+    def make(cap_rows, deleted):
+        caps = _unit(rng.standard_normal((len(cap_rows), d)))
+        return Index(embeddings=audio, ids=[f"c{i}" for i in range(n)], paths=[f"/x/c{i}.wav" for i in range(n)],
+                     captions=[{} for _ in range(n)], caption_embeddings=caps.reshape(len(cap_rows), d),
+                     caption_clip=np.asarray(cap_rows, np.int64), caption_lang=["eng"] * len(cap_rows),
+                     caption_text=["a dog"] * len(cap_rows), backend="numpy",
+                     deleted_rows=np.asarray(deleted, np.int64))
+
+    q = _unit(rng.standard_normal(d))
+    for cap_rows, deleted in (([], []), ([], [4, 9]), ([4, 9], [4, 9])):
+        index = make(cap_rows, deleted)
+        ranker = TextRanker(audio, index.caption_embeddings, index.caption_clip, index.caption_text,
+                            index.caption_lang, settings, index.deleted_rows)
+        want = ranker.rank(q, "a dog", 7, "hybrid")
+        for hits in (rank_text(index, q, "a dog", 7, "hybrid"), rank_texts(index, q[None], ["a dog"], [7],
+                                                                            ["hybrid"])[0]):
+            assert [(index.ids.index(h.id), h.score, h.evidence) for h in hits] == \
+                [(r, pytest.approx(s), e) for r, s, e in want]
+            assert "text" not in index._searchers  # the every-clip ranker was never built
+    index = make([4], [9])  # a live clip with a caption: the full fusion
+    assert rank_text(index, q, "a dog", 3, "hybrid")[0].evidence[0]["source"] in ("caption", "keyword")

@@ -22,6 +22,7 @@ from mlatr import languages
 from mlatr.audio.bounded import load_query_audio
 from mlatr.errors import MlatrError
 from mlatr.models.protocols import query_languages
+from mlatr.search.fusion import DEFAULT_FUSION, FusionSettings, reciprocal_rank_fusion
 from mlatr.search.hybrid import check_rank
 
 #: Windows of one sound query encoded per call.
@@ -168,6 +169,8 @@ def rank_text(index, vec: np.ndarray, query: str, k: int = 10, rank: str = "hybr
     :func:`encode_query_text`)."""
     if rank == "audio":
         return sound_evidence(search_vector(index, vec, k))
+    if rank == "hybrid" and not has_live_captions(index):
+        return sound_fused(sound_evidence(search_vector(index, vec, k)))
     return _fused_hits(index, _ranker(index, rank).rank(vec, query, _check_k(k), rank))
 
 
@@ -182,7 +185,13 @@ def rank_texts(index, vecs: np.ndarray, queries: Sequence[str], ks: Sequence[int
         found = search_vectors(index, vecs[by_sound], [ks[j] for j in by_sound])
         for j, hits in zip(by_sound, found, strict=True):
             out[j] = sound_evidence(hits)
-    fused = [j for j, rank in enumerate(ranks) if rank != "audio"]
+    if not has_live_captions(index):  # hybrid is the sound ranking, through the index's searcher
+        by_sound = [j for j, rank in enumerate(ranks) if rank == "hybrid"]
+        if by_sound:
+            found = search_vectors(index, vecs[by_sound], [ks[j] for j in by_sound])
+            for j, hits in zip(by_sound, found, strict=True):
+                out[j] = sound_fused(sound_evidence(hits))
+    fused = [j for j, rank in enumerate(ranks) if rank != "audio" and not out[j]]
     if fused:
         ranker = _ranker(index, ranks[fused[0]])
         ranked = ranker.rank_many(vecs[fused], [queries[j] for j in fused], [_check_k(ks[j]) for j in fused],
@@ -190,6 +199,27 @@ def rank_texts(index, vecs: np.ndarray, queries: Sequence[str], ks: Sequence[int
         for j, one in zip(fused, ranked, strict=True):
             out[j] = _fused_hits(index, one)
     return out
+
+
+def has_live_captions(index) -> bool:
+    """Whether any clip not deleted has a caption (without one, a hybrid ranking is the sound ranking)."""
+    if not len(index.caption_clip):
+        return False
+    if not len(index.deleted_rows):
+        return True
+    return not np.isin(np.asarray(index.caption_clip), index.deleted_rows).all()
+
+
+def sound_fused(hits: list[Hit], settings: FusionSettings = DEFAULT_FUSION) -> list[Hit]:
+    """``hits`` of the sound ranking (with :func:`sound_evidence`) scored as the hybrid fusion scores them when
+    no clip has a caption or keyword (only the sound source ranks): the clips' order is the sound ranking's,
+    so the index's searcher (approximate at scale) finds them without the exact every-clip pass of
+    :class:`~mlatr.search.hybrid.TextRanker`."""
+    if hits:
+        fused = reciprocal_rank_fusion({"sound": np.array([h.rank for h in hits])}, settings.rrf_k)
+        for h, score in zip(hits, fused.tolist(), strict=True):
+            h.score = score
+    return hits
 
 
 def _ranker(index, rank: str):

@@ -7,9 +7,9 @@ line and headers must have arrived ``header_seconds`` after the connection opene
 response on a kept-alive connection), and the whole body ``body_seconds`` after the headers; a connection
 past either is closed without an answer. A middleware cannot do this: it runs only once the headers are in.
 
-Two parsers carry the deadlines: ``httptools`` (the C parser of ``uvicorn[standard]``; used when it is
-installed: it costs the server about a third of the CPU per request that the pure-Python ``h11`` does,
-see docs/search-at-scale.md) and ``h11`` (always there with uvicorn).
+Two parsers carry the deadlines: ``httptools`` (the C parser of ``uvicorn[standard]``, part of
+``mlatr[serve]``; used when it is installed: less CPU per request than the pure-Python parser, figures in
+docs/search-at-scale.md) and ``h11`` (always there with uvicorn).
 """
 
 from __future__ import annotations
