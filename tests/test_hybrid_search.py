@@ -19,6 +19,7 @@ from mlatr.search.fusion import DEFAULT_FUSION, FusionSettings, fused_scores, ra
 from mlatr.search.hybrid import TextRanker, describe_evidence
 from mlatr.search.lexical import KeywordIndex, tokenize
 from mlatr.search.search import rank_text, rank_texts
+from mlatr.search.shards import RowStack
 
 
 def test_tokenize_words_and_cjk_bigrams():
@@ -335,3 +336,20 @@ def test_hybrid_without_any_caption_is_the_sound_ranking_through_the_searcher():
             assert "text" not in index._searchers  # the every-clip ranker was never built
     index = make([4], [9])  # a live clip with a caption: the full fusion
     assert rank_text(index, q, "a dog", 3, "hybrid")[0].evidence[0]["source"] in ("caption", "keyword")
+
+
+def test_ranker_over_shards_ranks_as_over_one_array_without_copying_them():
+    """An index folder's embeddings come as a RowStack of memory-mapped shards: the ranker reads them part by
+    part (float32 parts not copied, float16 widened) and ranks exactly as over the concatenated array."""
+    audio, captions, clip, texts, langs = _tied_library(3)
+    settings = FusionSettings(0.5, 5.0, 1.0)
+    stacked = RowStack([audio[:25], audio[25:].astype(np.float16).astype(np.float32)], audio.shape[1])
+    caps = RowStack([captions[:10], captions[10:].astype(np.float16)], captions.shape[1])
+    one = TextRanker(audio, np.asarray(caps, np.float32), clip, texts, langs, settings)
+    parts = TextRanker(stacked, caps, clip, texts, langs, settings)
+    assert all(np.shares_memory(p, s) for p, s in zip(parts.audio.parts, stacked.parts, strict=True))
+    assert len(parts.audio) == len(audio) and len(parts.captions) == len(captions)
+    vecs = (np.random.default_rng(5).integers(-2, 3, (4, audio.shape[1])) / 2).astype(np.float32)
+    for rank in ("hybrid", "captions", "audio"):
+        assert parts.rank_many(vecs, ["dog", "rain", "x", ""], [3, 5, 60, 2], [rank] * 4) == \
+            one.rank_many(vecs, ["dog", "rain", "x", ""], [3, 5, 60, 2], [rank] * 4)

@@ -23,6 +23,7 @@ import numpy as np
 from mlatr.errors import MlatrError
 from mlatr.search.fusion import DEFAULT_FUSION, RANKS, FusionSettings, reciprocal_rank_fusion
 from mlatr.search.lexical import KeywordIndex
+from mlatr.search.shards import RowStack
 
 
 def check_rank(rank: str) -> str:
@@ -46,8 +47,8 @@ class TextRanker:
     def __init__(self, audio: np.ndarray, caption_embeddings: np.ndarray, caption_clip: np.ndarray,
                  caption_text: Sequence[str], caption_lang: Sequence[str],
                  settings: FusionSettings = DEFAULT_FUSION, deleted: Sequence[int] | np.ndarray = ()):
-        self.audio = np.ascontiguousarray(audio, np.float32)  # [N, d]
-        self.captions = np.ascontiguousarray(caption_embeddings, np.float32)  # [M, d]
+        self.audio = RowParts(audio)  # [N, d]
+        self.captions = RowParts(caption_embeddings)  # [M, d]
         self.caption_clip = np.asarray(caption_clip, np.int64)  # [M]
         self.caption_text = list(caption_text)
         self.caption_lang = list(caption_lang)
@@ -91,7 +92,8 @@ class TextRanker:
         """The ``k`` best live clips as ``(row, score, evidence)`` for the embedded query ``query_vec [d]``
         (:meth:`ranked`)."""
         check_rank(rank)
-        return self.ranked(self.audio @ query_vec, self.captions @ query_vec, query, k, rank)
+        vec = np.asarray(query_vec, np.float32)[None]  # [1, d]
+        return self.ranked(self.audio.scores(vec)[0], self.captions.scores(vec)[0], query, k, rank)
 
     def rank_many(self, query_vecs: np.ndarray, queries: Sequence[str], ks: Sequence[int],
                   ranks: Sequence[str]) -> list[list[tuple[int, float, list]]]:
@@ -101,8 +103,8 @@ class TextRanker:
         for rank in ranks:
             check_rank(rank)
         vecs = np.asarray(query_vecs, np.float32)  # [B, d]
-        audio = vecs @ self.audio.T  # [B, N]
-        captions = vecs @ self.captions.T  # [B, M]
+        audio = self.audio.scores(vecs)  # [B, N]
+        captions = self.captions.scores(vecs)  # [B, M]
         return [self.ranked(audio[b], captions[b], query, k, rank)
                 for b, (query, k, rank) in enumerate(zip(queries, ks, ranks, strict=True))]
 
@@ -163,6 +165,24 @@ class TextRanker:
             evidence.append({"source": "sound", "score": float(audio[i]), "rank": r["sound"]})
             out.append((i, float(scores[j]), evidence))
         return out
+
+
+class RowParts:
+    """A ``[N, d]`` matrix kept as the parts it came in (an index folder's shards, memory-mapped: a
+    :class:`~mlatr.search.shards.RowStack`), never copied into one array; float16 parts are widened once."""
+
+    def __init__(self, matrix):
+        parts = matrix.parts if isinstance(matrix, RowStack) else [matrix]
+        self.parts = [p if p.dtype == np.float32 else np.asarray(p, np.float32) for p in parts]
+        self.dim = int(matrix.shape[1])
+
+    def __len__(self) -> int:
+        return sum(p.shape[0] for p in self.parts)
+
+    def scores(self, vecs: np.ndarray) -> np.ndarray:
+        """``[B, N]`` the products of ``vecs [B, d]`` with every row, part after part."""
+        out = [vecs @ p.T for p in self.parts]  # [B, n_i] each
+        return out[0] if len(out) == 1 else np.concatenate(out, axis=1) if out else np.zeros((len(vecs), 0), np.float32)
 
 
 class _Source:
