@@ -3,6 +3,7 @@ compaction, concurrent writers keep both's clips, staleness, and readers that re
 
 import json
 import os
+import random
 import re
 import subprocess
 import sys
@@ -17,7 +18,7 @@ from mlatr.data.manifest import Manifest
 from mlatr.errors import MlatrError
 from mlatr.inference.checkpoint import load_model
 from mlatr.search import Index, build_index
-from mlatr.search.index import AnnBuild
+from mlatr.search.index import AnnBuild, live_rows
 from mlatr.writer_lock import writer_lock
 from toydata import train_toy_model
 
@@ -412,3 +413,18 @@ def test_jsonl_rows_are_read_once_while_kept(tmp_path, monkeypatch):
     assert [column[i] for i in (1, 1, 2, 1, 0)] == [rows[i] for i in (1, 1, 2, 1, 0)]
     assert len(reads) == 3  # rows 1, 2, 0: each read once
     assert column[3] == rows[3] and column[1] == rows[1] and len(reads) == 5  # full at 3 rows: cleared, 1 read again
+
+
+def test_live_rows_maps_each_id_to_its_latest_row_not_deleted():
+    """id -> row of the clips a search can return, against the plain definition, with ids encoded again
+    (their old rows deleted), deleted outright, and deleted at their latest row with an older row live."""
+    class Rows:  # live_rows reads only ids and deleted_rows
+        def __init__(self, ids, deleted):
+            self.ids, self.deleted_rows = ids, np.asarray(sorted(deleted), np.int64)
+
+    rng = random.Random(0)
+    for _ in range(200):
+        ids = [f"c{rng.randrange(8)}" for _ in range(rng.randrange(0, 20))]
+        deleted = {i for i in range(len(ids)) if rng.random() < 0.4}
+        want = {cid: i for i, cid in enumerate(ids) if i not in deleted}
+        assert live_rows(Rows(ids, deleted)) == want

@@ -72,3 +72,8 @@ def test_a_manifest_field_of_any_type_loads_or_refuses_with_its_line(tmp_path_fa
         Manifest.load(path)
     except InputError as exc:
         assert str(exc).startswith(f"{path}:1: ")
+
+
+def test_nesting_depth_of_a_long_flat_list_and_mixed_values():
+    assert nesting_depth(["x"] * 100_000) == 1 and nesting_depth([]) == 1 and nesting_depth({}) == 1
+    assert nesting_depth([1, "a", [2, [3]], {"k": None}]) == 3

@@ -41,7 +41,9 @@ def nesting_depth(value: Any, limit: int | None = None) -> int:
         deepest = max(deepest, depth)
         if limit is not None and deepest > limit:
             return deepest
-        stack.extend((child, depth + 1) for child in children)
+        # a scalar child adds no depth: only arrays and objects are walked (a list of a million strings
+        # is looked at once, not pushed a million times)
+        stack.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
     return deepest
 
 

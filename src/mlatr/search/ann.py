@@ -170,7 +170,9 @@ class AnnSearcher:
             raise MlatrError(f"{path}: missing (the manifest records an {entry.get('kind')} structure); "
                              "rebuild the shard with mlatr index compact")
         try:
-            index = faiss.read_index(str(path))
+            # memory-mapped where this FAISS can (IO_FLAG_MMAP_IFC): the codes are paged in as searches touch
+            # them, instead of the whole file read at start
+            index = faiss.read_index(str(path), getattr(faiss, "IO_FLAG_MMAP_IFC", 0))
         except RuntimeError as exc:
             raise MlatrError(f"{path}: not a readable FAISS index ({str(exc).splitlines()[0][:200]})") from exc
         if index.ntotal != embeddings.shape[0] or index.d != embeddings.shape[1]:

@@ -659,8 +659,17 @@ def _check_same_build(output: Path, index: Index, sha: str, sample_rate: int, ma
 
 def live_rows(index: Index) -> dict[str, int]:
     """id -> row of every clip not deleted (the latest row of an id encoded again)."""
-    gone = set(index.deleted_rows.tolist())
-    return {cid: i for i, cid in enumerate(index.ids) if i not in gone}
+    ids = list(index.ids)
+    rows = dict(zip(ids, range(len(ids)), strict=True))  # the last row of each id
+    stale = {ids[g] for g in index.deleted_rows.tolist() if rows[ids[g]] == g}  # ids whose last row is deleted
+    if stale:  # their latest live row, if any (one more pass, only then)
+        gone = set(index.deleted_rows.tolist())
+        for cid in stale:
+            del rows[cid]
+        for i, cid in enumerate(ids):
+            if cid in stale and i not in gone:
+                rows[cid] = i
+    return rows
 
 
 def _plan(existing: Index | None, clips: Sequence[Clip], root) -> tuple[list[Clip], dict[str, int], list[str],

@@ -173,7 +173,7 @@ def read_shard(folder: Path, dim: int, entry: dict) -> Shard:
     cap = _load_array(folder / "caption_embeddings.npy", 2, dim)
     cap_clip = _load_array(folder / "caption_clip.npy", 1)
     ids = read_json_file(folder / "ids.json")
-    if not isinstance(ids, list) or not all(isinstance(x, str) for x in ids):
+    if not isinstance(ids, list) or not set(map(type, ids)) <= {str}:
         raise InputError("expected a JSON list of id strings", file=str(folder / "ids.json"))
     n, m = len(ids), cap.shape[0]
     if emb.shape[0] != n or entry.get("rows") != n:
