@@ -25,6 +25,8 @@ from mlatr.errors import InputError
 
 #: The deepest nesting of arrays and objects accepted (a manifest line needs 3).
 MAX_DEPTH = 64
+#: The types of JSON's (and YAML's plain) scalars.
+_SCALARS = {str, int, float, bool, type(None)}
 
 
 def nesting_depth(value: Any, limit: int | None = None) -> int:
@@ -41,9 +43,10 @@ def nesting_depth(value: Any, limit: int | None = None) -> int:
         deepest = max(deepest, depth)
         if limit is not None and deepest > limit:
             return deepest
-        # a scalar child adds no depth: only arrays and objects are walked (a list of a million strings
-        # is looked at once, not pushed a million times)
-        stack.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
+        # a scalar child adds no depth: only arrays and objects are walked (a list of a million strings is
+        # looked at in one pass of C code, not pushed a million times)
+        if not (isinstance(node, list) and set(map(type, children)) <= _SCALARS):
+            stack.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
     return deepest
 
 
