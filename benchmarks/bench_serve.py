@@ -129,20 +129,23 @@ def make_index(checkpoint: Path, n: int, files: list[str], out: Path) -> Path:
 
 
 def cpu_seconds(pid: int) -> float | None:
-    """User + system CPU seconds process ``pid`` has used (Linux ``/proc``; ``None`` elsewhere)."""
+    """User + system CPU seconds process ``pid`` and its live child processes (``--workers``) have used (Linux
+    ``/proc``; ``None`` elsewhere)."""
     try:
         fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
     except OSError:
         return None
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    own = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return own + sum(cpu_seconds(int(c)) or 0.0 for c in children)
 
 
-def start_server(index: Path, threads: int) -> tuple[subprocess.Popen, str, dict]:
+def start_server(index: Path, threads: int, workers: int = 1) -> tuple[subprocess.Popen, str, dict]:
     """Start ``mlatr serve`` and wait until it answers a text query; the cold-start figures (seconds from
     the start: ``serving_line_s``, ``health_s``, ``first_query_s``; ``cpu_s``: the server's CPU seconds then)."""
     t0 = time.perf_counter()
-    cmd = [sys.executable, "-m", "mlatr", "serve", str(index), "--port", "0", "--watch", "0", "--no-access-log",
-           "--threads", str(threads)]
+    cmd = [sys.executable, "-m", "mlatr", "serve", str(index), "--port", "0", "--watch", "0" if workers == 1 else "5",
+           "--no-access-log", "--threads", str(threads), "--workers", str(workers)]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             env=dict(os.environ, PYTHONUNBUFFERED="1"))
     deadline = time.monotonic() + 300
@@ -359,6 +362,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--concurrency", type=int, default=50)
     ap.add_argument("--sound-queries", type=int, default=20)
     ap.add_argument("--threads", type=int, default=1, help="the server's --threads")
+    ap.add_argument("--workers", type=int, default=1, help="the server's --workers (processes on one port)")
     ap.add_argument("--embed-batch", type=int, default=64, help="batch of the model-bound rate")
     ap.add_argument("--load-ranks", default="hybrid,audio", help="rankings the load is run with, in turn")
     ap.add_argument("--keep-alive", action="store_true",
@@ -370,7 +374,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
                             text=True).stdout.strip()
-    out: dict = {"commit": commit, "clips": args.clips, "threads": args.threads,
+    out: dict = {"commit": commit, "clips": args.clips, "threads": args.threads, "workers": args.workers,
                  "load_average_start": os.getloadavg()[0]}
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
@@ -380,7 +384,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.rank_latency:
             out["captions"] = add_captions(index, args.captions_per_clip, Path(args.manifest))
         out["model_bound"] = model_bound_rate(ckpt, args.embed_batch)
-        proc, url, out["cold_start"] = start_server(index, args.threads)
+        proc, url, out["cold_start"] = start_server(index, args.threads, args.workers)
         try:
             out["sequential"] = sequential(url, args.queries)
             out["loads"] = [load(url, args.requests, args.concurrency, rank, proc.pid, kept)
@@ -396,7 +400,8 @@ def main(argv: list[str] | None = None) -> int:
             proc.wait(timeout=30)
     out["load_average_end"] = os.getloadavg()[0]
     s, c, snd, cs = out["sequential"]["client"], out["sequential"]["server_took"], out["sound"], out["cold_start"]
-    print(f"commit {commit}; {args.clips} clips, USE text encoder, server --threads {args.threads}")
+    print(f"commit {commit}; {args.clips} clips, USE text encoder, server --threads {args.threads} "
+          f"--workers {args.workers}")
     cpu = f"{cs['cpu_s']:.1f} CPU s" if cs["cpu_s"] is not None else "CPU time unknown"
     print(f"cold start: first text query answered {cs['first_query_s']:.1f} s after the start ({cpu} in the "
           f"server; goal <= 5 s: {cs['first_query_s'] / 5:.2f}x); 'serving at' {cs['serving_line_s']:.1f} s, "

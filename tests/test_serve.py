@@ -326,3 +326,61 @@ def test_cli_serve_runs_and_stops(toy, tmp_path):
             proc.kill()
             proc.wait()
     assert proc.returncode == 0
+
+
+def _health_by_worker(url: str, tries: int = 400) -> dict:
+    """worker -> its /health, from fresh connections (the kernel hands each to one worker) until every worker
+    answered twice or ``tries`` ran out."""
+    seen: dict[int, list] = {}
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        for _ in range(tries // 4):
+            for h in pool.map(lambda _: request(url + "/health", timeout=10).json(), range(4)):
+                seen.setdefault(h["worker"], []).append(h)
+            if len(seen) == 2 and all(len(v) >= 2 for v in seen.values()):
+                break
+    return {w: v[-1] for w, v in seen.items()}
+
+
+def test_cli_serve_workers_share_the_port_and_reload_together(toy, tmp_path):
+    """--workers 2: two processes answer on one port; POST /reload reaches one of them, which has the
+    supervisor signal the other (the file watch is set far beyond the test), so both serve the new index;
+    SIGINT stops all with exit code 0."""
+    manifest_path, ckpt, _ = toy
+    path = build_toy_index(manifest_path, ckpt, tmp_path / "lib.idx.npz", first=12)
+    assert main(["serve", str(path), "--workers", "2", "--watch", "0"]) == 2  # reloads need the watch
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    proc = subprocess.Popen([sys.executable, "-m", "mlatr", "serve", str(path), "--port", "0", "--watch", "600",
+                             "--no-access-log", "--workers", "2"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True, env=env)
+    try:
+        url, lines, deadline = None, [], time.monotonic() + 180
+        while url is None and time.monotonic() < deadline:
+            line = proc.stdout.readline()
+            if not line:
+                break
+            lines.append(line)
+            if line.startswith("serving at "):
+                url = line.split()[2].rstrip("/")
+        assert url and "2 worker processes" in lines[-1], "".join(lines)
+        assert sum("loaded" in line and "12 clips" in line for line in lines) == 2  # each worker loaded it
+        health = _health_by_worker(url)
+        assert sorted(health) == [0, 1] and all(h["clips"] == 12 for h in health.values())
+        build_toy_index(manifest_path, ckpt, path, first=16, add=True)
+        r = request(url + "/reload", "POST")
+        assert r.status == 200 and r.json()["clips"] == 16
+        for _ in range(50):  # the other worker reloads on the supervisor's signal
+            health = _health_by_worker(url, 40)
+            if sorted(health) == [0, 1] and all(h["clips"] == 16 for h in health.values()):
+                break
+            time.sleep(0.2)
+        assert sorted(health) == [0, 1] and all(h["clips"] == 16 for h in health.values()), health
+        hits = json.loads(request(url + "/search?q=a+tone&k=100").body)["results"]
+        assert len(hits) == 16
+    finally:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, proc.stdout.read()

@@ -1,3 +1,4 @@
+import argparse
 import logging
 import os
 import socket
@@ -8,6 +9,7 @@ from mlatr.commands._arg_types import non_negative_float, positive_float, positi
 from mlatr.commands._model_io import model_for_index
 from mlatr.errors import MlatrError
 from mlatr.serve.exposure import LOOPBACK_HOSTS, is_loopback
+from mlatr.serve.workers import on_reload_signal, supervise, tell_siblings
 from mlatr.terminal_text import shown_lines
 
 #: The environment variable that holds the server's bearer token (``--token`` overrides it).
@@ -69,6 +71,9 @@ def add_arguments(parser):
                         help="bind a non-loopback address without a token (anyone who reaches it can search and "
                              "play the library)")
     parser.add_argument("--no-access-log", action="store_true", help="do not log every request")
+    parser.add_argument("--workers", type=positive_int, default=1,
+                        help="server processes answering on the same port (default 1); each loads the model, the "
+                             "index's vectors are shared through the page cache: one per free core for throughput")
 
 
 def exposure(host: str, allow_host: list[str], token: str | None, no_auth: bool) -> list[str]:
@@ -108,23 +113,62 @@ def bind_socket(host: str, port: int):
 
 
 def run(args) -> int:
-    try:
-        import threadpoolctl  # noqa: F401  (limit_math_threads)
-        import uvicorn  # optional extra (mlatr[serve])
+    _serve_imports()
+    if not Path(args.index).exists() and not args.index.startswith("milvus:"):
+        raise MlatrError(f"index not found: {args.index}")
+    exposure(args.host, args.allow_host, args.token, args.no_auth)
+    if args.workers > 1 and args.watch <= 0:
+        raise MlatrError("--workers needs the index file watch (--watch > 0): each worker reloads by it")
+    sock = bind_socket(args.host, args.port)
+    if args.workers == 1:
+        return serve(args, sock)
+    options = {k: v for k, v in vars(args).items() if not k.startswith("_")}  # the parser stays here
+    return supervise(serve_worker, options, sock, args.workers, lambda: announce(sock, args.workers))
 
-        from mlatr.serve.app import Limits, create_app  # optional extra (mlatr[serve]: fastapi)
-        from mlatr.serve.live_index import LiveIndex  # optional extra (mlatr[serve]: fastapi)
-        from mlatr.serve.slow_clients import deadline_protocol  # optional extra (mlatr[serve]: uvicorn)
+
+def _serve_imports() -> None:
+    """The optional extra's packages, or an error saying how to install them."""
+    try:
+        import fastapi  # noqa: F401  (mlatr.serve.app)
+        import threadpoolctl  # noqa: F401  (limit_math_threads)
+        import uvicorn  # noqa: F401
     except ImportError as exc:
         raise MlatrError(f"mlatr serve needs fastapi, uvicorn, python-multipart and threadpoolctl ({exc}): "
                          "pip install 'mlatr[serve]'") from exc
-    if not Path(args.index).exists() and not args.index.startswith("milvus:"):
-        raise MlatrError(f"index not found: {args.index}")
+
+
+def announce(sock, workers: int = 1) -> None:
+    host, port = sock.getsockname()[:2]
+    shown = f"[{host}]" if ":" in host else host
+    more = f", {workers} worker processes" if workers > 1 else ""
+    print(f"serving at http://{shown}:{port}/  (Ctrl-C stops{more})", flush=True)
+
+
+def serve_worker(options: dict, sock, worker: int, ready) -> None:
+    """One process of ``--workers``: :func:`serve` on the supervisor's socket (:mod:`mlatr.serve.workers`)."""
+    try:
+        code = serve(argparse.Namespace(**options), sock, worker, ready)
+    except MlatrError as exc:
+        print(f"mlatr: error: worker {worker}: {shown_lines(exc)}", file=sys.stderr, flush=True)
+        code = 2
+    sys.exit(code)
+
+
+def serve(args, sock, worker: int | None = None, ready=None) -> int:
+    """Load the index and its model, then answer on ``sock`` until stopped; as worker ``worker`` of
+    ``--workers``, put its number on ``ready`` once loaded instead of announcing the address."""
+    import uvicorn  # optional extra (mlatr[serve]; run checked it)
+
+    from mlatr.serve.app import Limits, create_app  # optional extra (mlatr[serve]: fastapi)
+    from mlatr.serve.live_index import LiveIndex  # optional extra (mlatr[serve]: fastapi)
+    from mlatr.serve.slow_clients import deadline_protocol  # optional extra (mlatr[serve]: uvicorn)
+
     hosts = exposure(args.host, args.allow_host, args.token, args.no_auth)
     limit_math_threads(args.threads)
+    tag = "" if worker is None else f"worker {worker}: "
     log = logging.getLogger("mlatr.serve")  # reloads by the file watch, and their failures
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("%(levelname)s:     mlatr serve: %(message)s"))
+    handler.setFormatter(logging.Formatter(f"%(levelname)s:     mlatr serve: {tag}%(message)s"))
     log.addHandler(handler)
     log.setLevel(logging.INFO)
     model = None
@@ -133,22 +177,23 @@ def run(args) -> int:
     live = LiveIndex(args.index, backend=args.backend, model=model)
     try:
         snap = live.reload()
-        print(f"loaded {args.index}: {len(snap.index)} clips, text encoder "
+        print(f"{tag}loaded {args.index}: {len(snap.index)} clips, text encoder "
               f"{snap.index.meta['model_config']['text_encoder']['name']}", flush=True)
     except MlatrError as exc:
-        print(f"mlatr serve: cannot load {args.index}: {shown_lines(exc)}\n  serving 503 errors until the file is "
-              "fixed (it is watched; POST /reload reads it at once)", file=sys.stderr, flush=True)
+        print(f"mlatr serve: {tag}cannot load {args.index}: {shown_lines(exc)}\n  serving 503 errors until the file "
+              "is fixed (it is watched; POST /reload reads it at once)", file=sys.stderr, flush=True)
     limit_math_threads(args.threads)  # again: the model's libraries (USE, FAISS) may have started their own pools
     limits = Limits(max_k=args.max_k, max_upload_bytes=int(args.max_upload_mb * 2**20))
     app = create_app(live, limits, watch_seconds=args.watch, allow_roots=args.allow_root, allowed_hosts=hosts,
-                     token=args.token or None)
-    sock = bind_socket(args.host, args.port)
-    host, port = sock.getsockname()[:2]
-    shown = f"[{host}]" if ":" in host else host
-    print(f"serving at http://{shown}:{port}/  (Ctrl-C stops)", flush=True)
+                     token=args.token or None, worker=worker, after_reload=None if worker is None else tell_siblings)
     config = uvicorn.Config(app, log_level="info", access_log=not args.no_access_log, timeout_graceful_shutdown=5,
                             http=deadline_protocol(HEADER_SECONDS, BODY_SECONDS), timeout_keep_alive=5,
                             limit_concurrency=256)
+    if worker is None:
+        announce(sock)
+    else:
+        on_reload_signal(live.reload_if_changed)
+        ready.put(worker)
     try:
         uvicorn.Server(config).run(sockets=[sock])
     except KeyboardInterrupt:  # uvicorn shut down cleanly, then passes the Ctrl-C on: a normal stop

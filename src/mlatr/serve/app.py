@@ -20,7 +20,7 @@ the server keeps running), 503 (no index could be loaded). The searches themselv
 :mod:`~mlatr.serve.schemas`, the error bodies in :mod:`~mlatr.serve.api_errors`.
 """
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
@@ -45,12 +45,14 @@ __all__ = ["Limits", "create_app"]
 
 def create_app(live: LiveIndex, limits: Limits | None = None, watch_seconds: float = 0.0,
                allow_roots: Sequence[str] = (), allowed_hosts: Sequence[str] = LOOPBACK_HOSTS,
-               token: str | None = None) -> FastAPI:
+               token: str | None = None, worker: int | None = None,
+               after_reload: Callable[[], None] | None = None) -> FastAPI:
     """The application over ``live`` (loaded or not: an unloaded index answers 503 until a reload works);
     ``watch_seconds > 0`` polls the index file while the application runs; ``limits`` default to
     :class:`Limits`'s; ``allow_roots``: the only directories whose files ``GET /audio`` serves (default: those
     of the clips the index recorded at start-up; :mod:`mlatr.serve.clip_files`); ``allowed_hosts`` (``*``:
-    any) and ``token`` (``None``: no authentication) are :class:`~mlatr.serve.exposure.ExposureGuard`'s."""
+    any) and ``token`` (``None``: no authentication) are :class:`~mlatr.serve.exposure.ExposureGuard`'s;
+    ``worker`` and ``after_reload``: :func:`~mlatr.serve.status_routes.add_status_routes`'s (``--workers``)."""
     limits = limits or Limits()
 
     @asynccontextmanager
@@ -70,6 +72,6 @@ def create_app(live: LiveIndex, limits: Limits | None = None, watch_seconds: flo
     register_clip_routes(app, live, limits, ApiError, ERRORS, allow_roots)
     add_clip_routes(app, live, allow_roots)
     add_search_routes(app, live, limits, TextBatcher(live))
-    add_status_routes(app, live, limits)
+    add_status_routes(app, live, limits, worker, after_reload)
     app.add_middleware(ExposureGuard, allowed_hosts=allowed_hosts, token=token)  # the outermost: runs first
     return app

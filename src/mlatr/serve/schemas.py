@@ -90,6 +90,8 @@ class Health(BaseModel):
     loaded_at: float
     reloads: int
     reload_error: str | None
+    #: which process of ``mlatr serve --workers N`` answered (0..N-1); None: a single process
+    worker: int | None = None
 
 
 class Reloaded(BaseModel):

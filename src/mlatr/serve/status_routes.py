@@ -1,5 +1,7 @@
 """``GET /health`` (what is served, the limits) and ``POST /reload`` (read the index file again)."""
 
+from collections.abc import Callable
+
 from fastapi import FastAPI
 
 from mlatr.errors import MlatrError
@@ -13,8 +15,11 @@ from mlatr.serve.schemas import ERRORS, Health, Reloaded
 ISO_639_1 = {three: two for two, three in ALIASES.items() if len(two) == 2}
 
 
-def add_status_routes(app: FastAPI, live: LiveIndex, limits: Limits) -> None:
-    """Add the health report and the reload of ``live`` to ``app``."""
+def add_status_routes(app: FastAPI, live: LiveIndex, limits: Limits, worker: int | None = None,
+                      after_reload: Callable[[], None] | None = None) -> None:
+    """Add the health report and the reload of ``live`` to ``app``; ``worker``: this process's number under
+    ``mlatr serve --workers``, ``after_reload``: called after a reload by ``POST /reload`` worked (to have the
+    other workers reload, :func:`mlatr.serve.workers.tell_siblings`)."""
 
     @app.get("/health", response_model=Health, responses=ERRORS)
     def health():
@@ -27,7 +32,7 @@ def add_status_routes(app: FastAPI, live: LiveIndex, limits: Limits) -> None:
                               for c in snap.languages.choices()],
                 "language_required": snap.languages.required, "max_k": limits.max_k,
                 "max_query_chars": limits.max_query_chars, "max_upload_bytes": limits.max_upload_bytes,
-                "loaded_at": snap.loaded_at, "reloads": live.reloads, "reload_error": live.error}
+                "loaded_at": snap.loaded_at, "reloads": live.reloads, "reload_error": live.error, "worker": worker}
 
     @app.post("/reload", response_model=Reloaded, responses=ERRORS)
     def reload():
@@ -40,4 +45,6 @@ def add_status_routes(app: FastAPI, live: LiveIndex, limits: Limits) -> None:
                 raise ApiError(503, f"reload failed: {exc}") from None
             raise ApiError(500, f"reload failed: {exc}; still serving the previous index "
                                 f"({len(live.snapshot.index)} clips)") from None
+        if after_reload is not None:
+            after_reload()
         return {"status": "ok", "clips": len(snap.index), "before": len(before.index) if before else None}
