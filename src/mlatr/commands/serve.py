@@ -30,11 +30,13 @@ POST /reload reads it at once. An index that cannot be read at start-up is repor
 503 errors until the file is fixed. Binds 127.0.0.1 (this machine only) unless --host says otherwise;
 a non-loopback address needs --allow-host (the names clients use) and --token / $MLATR_TOKEN (or
 --no-auth). Only clip files inside the library (or --allow-root) are served; cross-site POSTs are
-refused; a client gets 10 s for its request headers and 120 s for its body.
+refused; a client gets 10 s for its request headers and 120 s for its body. --workers N answers with N
+processes on the same port (each loads the model; one per free core for throughput).
 
 Examples:
   mlatr serve runs/demo-real/sounds.idx.npz            # then open http://127.0.0.1:8000/
   mlatr serve lib.idx.npz --host 0.0.0.0 --port 8080   # the whole network (a team)
+  mlatr serve lib.idx --workers 4                      # 4 processes on one port (for 4 or more free cores)
   curl 'http://127.0.0.1:8000/search?q=un+chien+aboie&lang=fra&k=5'
   curl -F file=@query.wav 'http://127.0.0.1:8000/search/audio?k=5'
 """
