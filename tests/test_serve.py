@@ -292,20 +292,37 @@ def test_bounded_load_500_requests_50_concurrent(server, capsys):
               f"p50 {np.percentile(ms, 50):.1f} p95 {np.percentile(ms, 95):.1f} max {ms.max():.1f}")
 
 
+def start_cli_server(args: list[str], wait: float = 90) -> tuple[subprocess.Popen, str | None, list[str]]:
+    """``mlatr serve ARGS --port 0 --no-access-log`` as its own process: (process, its URL once it printed
+    "serving at", else None; the lines it printed until then)."""
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    proc = subprocess.Popen([sys.executable, "-m", "mlatr", "serve", *args, "--port", "0", "--no-access-log"],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    url, lines, deadline = None, [], time.monotonic() + wait
+    while url is None and time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        if not line:
+            break
+        lines.append(line)
+        if line.startswith("serving at "):
+            url = line.split()[2].rstrip("/")
+    return proc, url, lines
+
+
+def stop_cli_server(proc: subprocess.Popen) -> None:
+    """Ctrl-C, as a person stops it (killed if it has not stopped 30 s later)."""
+    proc.send_signal(signal.SIGINT)
+    try:
+        proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
 def test_cli_serve_runs_and_stops(toy, tmp_path):
     assert main(["serve", str(tmp_path / "missing.idx.npz")]) == 2
-    env = dict(os.environ, PYTHONUNBUFFERED="1")
-    proc = subprocess.Popen([sys.executable, "-m", "mlatr", "serve", str(toy[2]), "--port", "0", "--watch", "0",
-                             "--no-access-log"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    proc, url, lines = start_cli_server([str(toy[2]), "--watch", "0"])
     try:
-        url, lines, deadline = None, [], time.monotonic() + 90
-        while url is None and time.monotonic() < deadline:
-            line = proc.stdout.readline()
-            if not line:
-                break
-            lines.append(line)
-            if line.startswith("serving at "):
-                url = line.split()[2].rstrip("/")
         assert url, "".join(lines)
         assert "20 clips" in "".join(lines)
         health = None
@@ -319,12 +336,7 @@ def test_cli_serve_runs_and_stops(toy, tmp_path):
         hits = json.loads(request(url + "/search?q=a+tone&k=2").body)["results"]
         assert len(hits) == 2
     finally:
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_cli_server(proc)
     assert proc.returncode == 0
 
 
@@ -348,19 +360,8 @@ def test_cli_serve_workers_share_the_port_and_reload_together(toy, tmp_path):
     manifest_path, ckpt, _ = toy
     path = build_toy_index(manifest_path, ckpt, tmp_path / "lib.idx.npz", first=12)
     assert main(["serve", str(path), "--workers", "2", "--watch", "0"]) == 2  # reloads need the watch
-    env = dict(os.environ, PYTHONUNBUFFERED="1")
-    proc = subprocess.Popen([sys.executable, "-m", "mlatr", "serve", str(path), "--port", "0", "--watch", "600",
-                             "--no-access-log", "--workers", "2"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True, env=env)
+    proc, url, lines = start_cli_server([str(path), "--watch", "600", "--workers", "2"], wait=180)
     try:
-        url, lines, deadline = None, [], time.monotonic() + 180
-        while url is None and time.monotonic() < deadline:
-            line = proc.stdout.readline()
-            if not line:
-                break
-            lines.append(line)
-            if line.startswith("serving at "):
-                url = line.split()[2].rstrip("/")
         assert url and "2 worker processes" in lines[-1], "".join(lines)
         assert sum("loaded" in line and "12 clips" in line for line in lines) == 2  # each worker loaded it
         health = _health_by_worker(url)
@@ -377,10 +378,5 @@ def test_cli_serve_workers_share_the_port_and_reload_together(toy, tmp_path):
         hits = json.loads(request(url + "/search?q=a+tone&k=100").body)["results"]
         assert len(hits) == 16
     finally:
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_cli_server(proc)
     assert proc.returncode == 0, proc.stdout.read()
