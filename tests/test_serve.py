@@ -360,6 +360,7 @@ def test_cli_serve_workers_share_the_port_and_reload_together(toy, tmp_path):
     manifest_path, ckpt, _ = toy
     path = build_toy_index(manifest_path, ckpt, tmp_path / "lib.idx.npz", first=12)
     assert main(["serve", str(path), "--workers", "2", "--watch", "0"]) == 2  # reloads need the watch
+    assert main(["serve", "milvus:" + str(tmp_path / "lib.db"), "--workers", "2"]) == 2  # one process per file
     proc, url, lines = start_cli_server([str(path), "--watch", "600", "--workers", "2"], wait=180)
     try:
         assert url and "2 worker processes" in lines[-1], "".join(lines)

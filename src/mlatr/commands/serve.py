@@ -121,6 +121,9 @@ def run(args) -> int:
     exposure(args.host, args.allow_host, args.token, args.no_auth)
     if args.workers > 1 and args.watch <= 0:
         raise MlatrError("--workers needs the index file watch (--watch > 0): each worker reloads by it")
+    if args.workers > 1 and args.index.startswith("milvus:") and not args.index.startswith("milvus://"):
+        raise MlatrError(f"--workers {args.workers}: a milvus-lite file ({args.index}) opens in one process only; "
+                         "serve it with one worker, or from a Milvus server (milvus://HOST:PORT/COLLECTION)")
     sock = bind_socket(args.host, args.port)
     if args.workers == 1:
         return serve(args, sock)
