@@ -297,7 +297,8 @@ def start_cli_server(args: list[str], wait: float = 90) -> tuple[subprocess.Pope
     "serving at", else None; the lines it printed until then)."""
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     proc = subprocess.Popen([sys.executable, "-m", "mlatr", "serve", *args, "--port", "0", "--no-access-log"],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
+                            start_new_session=True)  # its own process group: stop_cli_server can end all of it
     url, lines, deadline = None, [], time.monotonic() + wait
     while url is None and time.monotonic() < deadline:
         line = proc.stdout.readline()
@@ -310,13 +311,23 @@ def start_cli_server(args: list[str], wait: float = 90) -> tuple[subprocess.Pope
 
 
 def stop_cli_server(proc: subprocess.Popen) -> None:
-    """Ctrl-C, as a person stops it (killed if it has not stopped 30 s later)."""
+    """SIGINT to the server process alone (a test of its own shutdown: it must stop its workers); if it has
+    not stopped 30 s later, its whole process group is killed (no worker outlives a failed test)."""
     proc.send_signal(signal.SIGINT)
     try:
         proc.wait(timeout=30)
     except subprocess.TimeoutExpired:
-        proc.kill()
+        os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
+    else:
+        for _ in range(100):  # its helpers (multiprocessing's resource tracker) exit once it has
+            try:
+                os.killpg(proc.pid, 0)  # anything left in its group after that is a worker it failed to stop
+            except ProcessLookupError:
+                return
+            time.sleep(0.1)
+        os.killpg(proc.pid, signal.SIGKILL)
+        raise AssertionError("mlatr serve exited but left processes of its group running")
 
 
 def test_cli_serve_runs_and_stops(toy, tmp_path):

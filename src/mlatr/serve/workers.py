@@ -73,7 +73,9 @@ def supervise(target: Callable, options: dict, sock, workers: int, announce: Cal
         stopping.set()
 
     signal.signal(RELOAD_SIGNAL, forward_reload)
-    signal.signal(signal.SIGTERM, stop)
+    # Ctrl-C and SIGTERM only set a flag the loop below checks every half second: no exception can land
+    # inside the queue or a restart, and the workers are always stopped on the way out
+    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGINT, signal.SIGTERM)}
     for i in range(workers):
         start(i)
     code, loaded, announced = 0, set(), False
@@ -86,6 +88,8 @@ def supervise(target: Callable, options: dict, sock, workers: int, announce: Cal
             if not announced and len(loaded) == workers:
                 announce()
                 announced = True
+            if stopping.is_set():  # Ctrl-C reaches the workers too (one process group): not a death to restart
+                break
             for i, p in list(procs.items()):
                 if p.is_alive():
                     continue
@@ -101,8 +105,6 @@ def supervise(target: Callable, options: dict, sock, workers: int, announce: Cal
                 print(f"mlatr serve: worker {i} exited with code {p.exitcode}; starting it again", file=sys.stderr,
                       flush=True)
                 start(i)
-    except KeyboardInterrupt:  # Ctrl-C reaches the workers too (same process group): they stop themselves
-        pass
     finally:
         for p in procs.values():
             if p.is_alive():
@@ -112,6 +114,8 @@ def supervise(target: Callable, options: dict, sock, workers: int, announce: Cal
             if p.is_alive():
                 p.kill()
                 p.join()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
         if marker is None:
             del os.environ["MLATR_SERVE_WORKER"]
         else:
