@@ -167,31 +167,24 @@ def sound_evidence(hits: list[Hit]) -> list[Hit]:
 def rank_text(index, vec: np.ndarray, query: str, k: int = 10, rank: str = "hybrid") -> list[Hit]:
     """:func:`search_text`'s ranking of a text query already embedded (``vec [d]``: its
     :func:`encode_query_text`)."""
-    if rank == "audio":
-        return sound_evidence(search_vector(index, vec, k))
-    if rank == "hybrid" and not has_live_captions(index):
-        return sound_fused(sound_evidence(search_vector(index, vec, k)))
-    return _fused_hits(index, _ranker(index, rank).rank(vec, query, _check_k(k), rank))
+    return rank_texts(index, vec[None], [query], [k], [rank])[0]
 
 
 def rank_texts(index, vecs: np.ndarray, queries: Sequence[str], ks: Sequence[int],
                ranks: Sequence[str]) -> list[list[Hit]]:
     """:func:`rank_text` of several text queries embedded together (``vecs [B, d]``), as the batching server
-    has them: the queries ranked by sound are searched as one batch, the others share one product of the
-    batch with the clips' audio and caption embeddings (:meth:`~mlatr.search.hybrid.TextRanker.rank_many`)."""
+    has them: the queries ranked by sound (``audio``, and ``hybrid`` on a library without any live caption,
+    where only the sound source ranks) are searched as one batch through the index's searcher, the others
+    share one product of the batch with the clips' audio and caption embeddings
+    (:meth:`~mlatr.search.hybrid.TextRanker.rank_many`)."""
     out: list[list[Hit]] = [[] for _ in queries]
-    by_sound = [j for j, rank in enumerate(ranks) if rank == "audio"]
+    sound_only = {"audio", "hybrid"} if "hybrid" in ranks and not has_live_captions(index) else {"audio"}
+    by_sound = [j for j, rank in enumerate(ranks) if rank in sound_only]
     if by_sound:
         found = search_vectors(index, vecs[by_sound], [ks[j] for j in by_sound])
         for j, hits in zip(by_sound, found, strict=True):
-            out[j] = sound_evidence(hits)
-    if not has_live_captions(index):  # hybrid is the sound ranking, through the index's searcher
-        by_sound = [j for j, rank in enumerate(ranks) if rank == "hybrid"]
-        if by_sound:
-            found = search_vectors(index, vecs[by_sound], [ks[j] for j in by_sound])
-            for j, hits in zip(by_sound, found, strict=True):
-                out[j] = sound_fused(sound_evidence(hits))
-    fused = [j for j, rank in enumerate(ranks) if rank != "audio" and not out[j]]
+            out[j] = sound_evidence(hits) if ranks[j] == "audio" else sound_fused(sound_evidence(hits))
+    fused = [j for j, rank in enumerate(ranks) if rank not in sound_only]
     if fused:
         ranker = _ranker(index, ranks[fused[0]])
         ranked = ranker.rank_many(vecs[fused], [queries[j] for j in fused], [_check_k(ks[j]) for j in fused],
