@@ -174,15 +174,16 @@ class RowParts:
     def __init__(self, matrix):
         parts = matrix.parts if isinstance(matrix, RowStack) else [matrix]
         self.parts = [p if p.dtype == np.float32 else np.asarray(p, np.float32) for p in parts]
-        self.dim = int(matrix.shape[1])
 
     def __len__(self) -> int:
         return sum(p.shape[0] for p in self.parts)
 
     def scores(self, vecs: np.ndarray) -> np.ndarray:
         """``[B, N]`` the products of ``vecs [B, d]`` with every row, part after part."""
+        if not self.parts:  # an index folder without shards
+            return np.zeros((len(vecs), 0), np.float32)
         out = [vecs @ p.T for p in self.parts]  # [B, n_i] each
-        return out[0] if len(out) == 1 else np.concatenate(out, axis=1) if out else np.zeros((len(vecs), 0), np.float32)
+        return out[0] if len(out) == 1 else np.concatenate(out, axis=1)
 
 
 class _Source:

@@ -659,7 +659,7 @@ def _check_same_build(output: Path, index: Index, sha: str, sample_rate: int, ma
 
 def live_rows(index: Index) -> dict[str, int]:
     """id -> row of every clip not deleted (the latest row of an id encoded again)."""
-    ids = list(index.ids)
+    ids = index.ids
     rows = dict(zip(ids, range(len(ids)), strict=True))  # the last row of each id
     stale = {ids[g] for g in index.deleted_rows.tolist() if rows[ids[g]] == g}  # ids whose last row is deleted
     if stale:  # their latest live row, if any (one more pass, only then)

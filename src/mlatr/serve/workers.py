@@ -34,9 +34,8 @@ MAX_QUICK_DEATHS, RESTART_WINDOW = 3, 30.0
 
 
 def tell_siblings() -> None:
-    """From a worker: ask the supervisor to have every worker reload (a no-op outside ``--workers``)."""
-    if os.environ.get("MLATR_SERVE_WORKER"):
-        os.kill(os.getppid(), RELOAD_SIGNAL)
+    """From a worker (its parent is the supervisor): ask the supervisor to have every worker reload."""
+    os.kill(os.getppid(), RELOAD_SIGNAL)
 
 
 def on_reload_signal(reload_if_changed: Callable[[], Any]) -> None:
@@ -53,8 +52,6 @@ def supervise(target: Callable, options: dict, sock, workers: int, announce: Cal
     not be kept running."""
     ctx = multiprocessing.get_context("spawn")
     ready = ctx.Queue()
-    marker = os.environ.get("MLATR_SERVE_WORKER")
-    os.environ["MLATR_SERVE_WORKER"] = "1"  # inherited by the spawned workers
     procs: dict[int, Any] = {}
     deaths: dict[int, list[float]] = {i: [] for i in range(workers)}
     stopping = threading.Event()
@@ -116,8 +113,4 @@ def supervise(target: Callable, options: dict, sock, workers: int, announce: Cal
                 p.join()
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-        if marker is None:
-            del os.environ["MLATR_SERVE_WORKER"]
-        else:
-            os.environ["MLATR_SERVE_WORKER"] = marker
     return code
