@@ -1,6 +1,7 @@
 """JSON from a user's file: deep nesting, huge integers and bad syntax are InputErrors with their place."""
 
 import json
+from collections import OrderedDict
 
 import pytest
 from hypothesis import given, settings
@@ -77,3 +78,4 @@ def test_a_manifest_field_of_any_type_loads_or_refuses_with_its_line(tmp_path_fa
 def test_nesting_depth_of_a_long_flat_list_and_mixed_values():
     assert nesting_depth(["x"] * 100_000) == 1 and nesting_depth([]) == 1 and nesting_depth({}) == 1
     assert nesting_depth([1, "a", [2, [3]], {"k": None}]) == 3
+    assert nesting_depth([OrderedDict(k=[1])]) == 3  # a dict subclass in a list is still walked

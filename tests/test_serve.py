@@ -364,14 +364,16 @@ def _health_by_worker(url: str, tries: int = 400) -> dict:
     return {w: v[-1] for w, v in seen.items()}
 
 
-def test_cli_serve_workers_share_the_port_and_reload_together(toy, tmp_path):
+def test_cli_serve_workers_share_the_port_and_reload_together(toy, tmp_path, capsys):
     """--workers 2: two processes answer on one port; POST /reload reaches one of them, which has the
     supervisor signal the other (the file watch is set far beyond the test), so both serve the new index;
     SIGINT stops all with exit code 0."""
     manifest_path, ckpt, _ = toy
     path = build_toy_index(manifest_path, ckpt, tmp_path / "lib.idx.npz", first=12)
     assert main(["serve", str(path), "--workers", "2", "--watch", "0"]) == 2  # reloads need the watch
+    assert "--workers needs the index file watch" in capsys.readouterr().err
     assert main(["serve", "milvus:" + str(tmp_path / "lib.db"), "--workers", "2"]) == 2  # one process per file
+    assert "a milvus-lite file" in capsys.readouterr().err
     proc, url, lines = start_cli_server([str(path), "--watch", "600", "--workers", "2"], wait=180)
     try:
         assert url and "2 worker processes" in lines[-1], "".join(lines)
