@@ -76,3 +76,32 @@ def test_killed_writers_lock_is_taken_over(tmp_path, capsys):
     with writer_lock(tmp_path / "run"):  # a lock released cleanly is not reported as taken over
         pass
     assert "taking over" not in capsys.readouterr().err
+
+
+HOLD_WITH_CHILD = """
+import os, sys, time
+from mlatr.writer_lock import writer_lock
+with writer_lock(sys.argv[1], what="thing"):
+    child = os.fork()  # as a data loader's worker is forked while the run holds its lock
+    if child == 0:
+        time.sleep(30)
+        os._exit(0)
+    print(child, flush=True)
+    time.sleep(30)
+"""
+
+
+def test_a_killed_writers_forked_children_do_not_keep_its_lock(tmp_path):
+    """SIGKILL of a writer whose forked child lives on (an orphaned data-loader worker): the next writer
+    gets the lock at once, not once the child exits."""
+    proc = subprocess.Popen([sys.executable, "-c", HOLD_WITH_CHILD, str(tmp_path / "run")], stdout=subprocess.PIPE,
+                            text=True)
+    child = int(proc.stdout.readline())
+    try:
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+        os.kill(child, 0)  # the child is still alive
+        with writer_lock(tmp_path / "run"):
+            pass
+    finally:
+        os.kill(child, signal.SIGKILL)

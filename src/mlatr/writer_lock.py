@@ -39,6 +39,27 @@ class LockedError(MlatrError):
     """Another live process holds the writer lock of an output."""
 
 
+#: File descriptors of the locks this process holds. A child forked while one is held (a data loader's worker
+#: processes) shares the lock's open file, and an ``flock`` lasts until every process sharing it has let go:
+#: a training run killed with SIGKILL would stay locked until its orphaned workers noticed and exited. So a
+#: forked child points those descriptors at /dev/null at once; the lock stays its parent's alone.
+_HELD: set[int] = set()
+
+
+def _drop_inherited_locks() -> None:
+    if not _HELD:
+        return
+    null = os.open(os.devnull, os.O_RDWR)
+    for fd in _HELD:
+        os.dup2(null, fd)  # the number stays valid (the child's copy of the file object may close it)
+    os.close(null)
+    _HELD.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_drop_inherited_locks)
+
+
 def lock_path(output: str | os.PathLike, folder: bool | None = None) -> Path:
     """The lock file of ``output``: inside it when it is (or will be) a folder, beside it when a file.
 
@@ -158,9 +179,11 @@ def _held(path: Path, output, what: str, wait: bool | float) -> Iterator[Path]:
                   "command": " ".join([Path(sys.argv[0]).name, *sys.argv[1:]])[:300],
                   "since": time.strftime("%Y-%m-%dT%H:%M:%S")}
         _record(handle, record)
+        _HELD.add(handle.fileno())
         try:
             yield path
         finally:
+            _HELD.discard(handle.fileno())
             _record(handle, {**record, "open": False})
             fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
 
