@@ -6,6 +6,7 @@ from mlatr.commands._notices import report_skipped
 from mlatr.commands._paths import model_inputs, refuse_output_over_input
 from mlatr.errors import MlatrError
 from mlatr.languages import parse_language_list
+from mlatr.output_paths import check_output_path
 from mlatr.search.ann import EXACT_BELOW, KINDS
 from mlatr.search.milvus import is_milvus
 from mlatr.search.shards import DTYPES, is_index_folder
@@ -83,8 +84,10 @@ def add_arguments(parser):
 def run(args) -> int:
     from mlatr.training.distributed import environment_world_size, setup, shutdown  # torch: start-up time
 
-    if not is_index_folder(args.output) and not is_milvus(args.output):  # build_index checks a folder
-        refuse_output_over_input([("-o", args.output)], model_inputs(args))
+    if not is_milvus(args.output):
+        check_output_path(args.output, "-o", folder=None)
+        if not is_index_folder(args.output):  # build_index checks a folder
+            refuse_output_over_input([("-o", args.output)], model_inputs(args))
 
     ctx = None
     if environment_world_size() > 1:  # torchrun: each process encodes its part of the new clips

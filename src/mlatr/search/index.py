@@ -59,6 +59,7 @@ from mlatr.inference.encoding import encode_texts
 from mlatr.inference.sources import library_manifest
 from mlatr.io_utils import atomic_write_with, remove_orphan_temps
 from mlatr.json_input import check_format, parse_json
+from mlatr.output_paths import check_output_path
 from mlatr.search import milvus
 from mlatr.search import shards as shard_files
 from mlatr.search.ann import EXACT_BELOW, AnnSearcher, build_ann
@@ -512,10 +513,9 @@ def build_index(loaded: LoadedModel, manifest: Manifest, output: str | os.PathLi
         raise MlatrError(f"no clip to index in {manifest.path or 'the manifest'}")
     langs = list(caption_languages) if caption_languages else manifest.languages()
     target = str(output) if milvus.is_milvus(output) else None
-    output = Path(output)
+    output = Path(output) if target is not None else check_output_path(output, "output", folder=None)
     if target is None and shard_files.is_index_folder(output):
-        shard_files.refuse_foreign_folder(output)
-        output.mkdir(parents=True, exist_ok=True)
+        shard_files.refuse_foreign_folder(output)  # the folder is made when the first rows are written
     elif target is None:
         remove_orphan_temps(output.parent, [output.name])  # what a killed build left beside the index
     if target is not None:
