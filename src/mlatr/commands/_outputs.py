@@ -49,6 +49,16 @@ def _option(parser: argparse.ArgumentParser | None, dest: str) -> str:
     return "--" + dest.replace("_", "-")
 
 
+def hold_output(path: str | Path, what: str, folder: bool = False, wait: bool | float = False,
+                option: str = "") -> ExitStack:
+    """Check one output's kind and take its writer lock (a context manager): for an output a command decides
+    itself (a default name, ``--in-place``), which ``OUTPUTS`` cannot declare."""
+    check_output_kind(option, path, folder)
+    stack = ExitStack()
+    stack.enter_context(writer_lock(path, what, wait=wait, folder=folder))
+    return stack
+
+
 @contextmanager
 def hold_outputs(args: argparse.Namespace, outputs: Iterable[Output]) -> Iterator[None]:
     """Check the kind of every given output, then hold their writer locks for the body of a ``with``."""
