@@ -16,7 +16,6 @@ previous one.
 
 from __future__ import annotations
 
-import hashlib
 import os
 from pathlib import Path
 from typing import Any
@@ -121,15 +120,3 @@ def export_model(checkpoint: str | os.PathLike, folder: str | os.PathLike) -> Pa
     if Path(folder).resolve() == Path(checkpoint).resolve():
         raise MlatrError(f"-o {folder}: the output is the model being exported")
     return write_model_folder(state, head_of(state).config(), folder)
-
-
-def model_sha256(path: str | os.PathLike) -> str:
-    """Hex SHA-256 of a stored model: the checkpoint file's bytes, or a model folder's files (config and
-    weights, in that order), read in 1 MiB chunks; an index records it to refuse a changed model."""
-    h = hashlib.sha256()
-    files = model_folder_files(path) if Path(path).is_dir() else [Path(path)]
-    for file in files:
-        with open(file, "rb") as fh:
-            for chunk in iter(lambda fh=fh: fh.read(1 << 20), b""):
-                h.update(chunk)
-    return h.hexdigest()

@@ -23,6 +23,7 @@ from mlatr.errors import MlatrError
 from mlatr.evaluation.zero_shot import label_text, zero_shot_prompts
 from mlatr.inference.audio import WHOLE_CLIP, embed_clips, encode_source, file_source, waveform_clips
 from mlatr.inference.encoding import encode_texts, pad_frames
+from mlatr.inference.model_identity import model_sha256, weights_sha256
 from mlatr.languages import DEFAULT_LANGUAGES, normalize
 from mlatr.matching import MatchingHead, chunked_scores
 from mlatr.models.dual_encoder import DualEncoder
@@ -91,6 +92,20 @@ class LoadedModel:
     head: MatchingHead
     train_config: dict[str, Any] = field(default_factory=dict)
     path: Path | None = None
+    _digests: dict[str, str] = field(default_factory=dict, repr=False, compare=False)
+
+    def weights_sha256(self) -> str:
+        """SHA-256 of the model's weights (:func:`~mlatr.inference.model_identity.weights_sha256`), computed once:
+        what an index records to know its model by."""
+        if "weights" not in self._digests:
+            self._digests["weights"] = weights_sha256(self.model.state_dict())
+        return self._digests["weights"]
+
+    def file_sha256(self) -> str | None:
+        """SHA-256 of the file (or model folder) the model was loaded from, computed once; None without one."""
+        if "file" not in self._digests and self.path is not None:
+            self._digests["file"] = model_sha256(self.path)
+        return self._digests.get("file")
 
     @property
     def data(self) -> dict[str, Any]:

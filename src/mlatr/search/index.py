@@ -54,8 +54,8 @@ from mlatr.file_kinds import unreadable
 from mlatr.file_state import file_state
 from mlatr.inference import LoadedModel, load_model
 from mlatr.inference.audio import encode_source
-from mlatr.inference.checkpoint import model_sha256
 from mlatr.inference.encoding import encode_texts
+from mlatr.inference.model_identity import check_index_model, model_sha256
 from mlatr.inference.sources import library_manifest
 from mlatr.io_utils import atomic_write_with, remove_orphan_temps
 from mlatr.json_input import check_format, parse_json
@@ -177,14 +177,24 @@ class Index:
         return "changed" if now != recorded else None
 
     @classmethod
-    def load(cls, path: str | os.PathLike, backend: str = "auto", model: LoadedModel | None = None) -> Index:
+    def load(cls, path: str | os.PathLike, backend: str = "auto", model: LoadedModel | None = None,
+             allow_other_model: bool = False) -> Index:
         """Read an index written by :meth:`save` / ``mlatr index build`` (a folder or an ``.npz``);
         ``backend`` = auto (a shard's approximate structure where it has one, else exact) | numpy | faiss
         (both exact).
 
-        ``model`` (a :class:`~mlatr.inference.LoadedModel`) is used for queries instead of
-        loading the index's checkpoint.
+        ``model`` (a :class:`~mlatr.inference.LoadedModel`) is used for queries instead of loading the index's
+        checkpoint; it must be the model that made the index (its weights' SHA-256: another seed or epoch of
+        the same config is refused, naming both) unless ``allow_other_model``
+        (:func:`~mlatr.inference.model_identity.check_index_model`).
         """
+        index = cls._read(path, backend, model)
+        if model is not None:
+            check_index_model(index.meta, model, str(path), allow_other_model)
+        return index
+
+    @classmethod
+    def _read(cls, path: str | os.PathLike, backend: str, model: LoadedModel | None) -> Index:
         if milvus.is_milvus(path):
             return load_milvus(str(path), model)
         if backend not in BACKENDS:
@@ -419,7 +429,8 @@ def index_meta(loaded: LoadedModel, manifest: Manifest, sample_rate: int, max_se
     """What an index records of how it was made: the checkpoint (absolute path, SHA-256: ``sha`` when
     already computed), the model's config, the audio settings, the caption languages and the manifest."""
     checkpoint = Path(loaded.path).resolve()
-    meta: dict[str, Any] = {"checkpoint": {"path": str(checkpoint), "sha256": sha or model_sha256(checkpoint)},
+    meta: dict[str, Any] = {"checkpoint": {"path": str(checkpoint), "sha256": sha or model_sha256(checkpoint),
+                                           "weights_sha256": loaded.weights_sha256()},
                             "model_config": loaded.model.config(), "sample_rate": sample_rate,
                             "max_seconds": max_seconds}
     if window_seconds is not None:
@@ -641,7 +652,8 @@ def write_rows(output: str | os.PathLike, part: Index, *, add: bool = True, drop
 
 def _existing(output: Path, loaded: LoadedModel | None) -> Index | None:
     there = (output / shard_files.MANIFEST).is_file() if output.is_dir() else output.is_file()
-    return Index.load(output, backend="numpy", model=loaded) if there else None
+    # another model is refused with its own message (_check_same_build)
+    return Index.load(output, backend="numpy", model=loaded, allow_other_model=True) if there else None
 
 
 def _check_same_build(output: Path, index: Index, sha: str, sample_rate: int, max_seconds: float,
