@@ -2,10 +2,21 @@
 checkpoint, a model folder's ``config.json`` and an index's metadata), checked field by field without torch:
 the index readers check it too, and they load no torch (:mod:`mlatr.inference.stored_model` checks the rest
 of a stored model and builds it).
+
+A config is bounded before anything is built: ``num_layers: 20000`` built 1.6 GB of layers before the weights
+were refused, a nested ``n_fft`` of 4,194,304 loaded and embedded at 5 GB. Every number anywhere in an
+encoder's options (nested objects and lists included: a front end's settings, a Hugging Face architecture) is
+finite and within :data:`RANGES` by its name (layers, heads, sizes, FFT and hop lengths, mel bins, sample
+rates, positions, vocabularies, rates), any other integer within :data:`MAX_OPTION`, a list within
+:data:`MAX_LIST` items and a layer list (``depths``) within :data:`MAX_LAYERS` layers in all.
+:func:`check_bounded` applies the same table to any config tree (a Hugging Face folder's ``config.json`` on
+import). :func:`mlatr.inference.stored_model.build_stored_model` then checks the sizes against the weights'
+shapes before building for real.
 """
 
 from __future__ import annotations
 
+import math
 import os
 from typing import Any
 
@@ -18,19 +29,79 @@ MAX_DIM = 1 << 16
 #: Largest integer option of a stored encoder config (vocabularies of multilingual encoders are ~250k).
 MAX_OPTION = 1 << 22
 
+#: Most layers of one encoder (the papers' encoders have 6 to 24; the largest text towers 48).
+MAX_LAYERS = 128
+#: Longest FFT / window / hop in samples (65,536 is 1.4 s at 48 kHz; the papers' front ends use 400 to 1024).
+MAX_FFT = 1 << 16
+#: Most items of a list option (channels, depths, language codes, ...).
+MAX_LIST = 1024
+
+#: The range of a numeric option by its name, wherever it stands in an encoder's options (or a Hugging Face
+#: config): ``(low, high)``, both included.
+RANGES: dict[str, tuple[float, float]] = {
+    **dict.fromkeys(("num_layers", "depth", "num_hidden_layers", "layers", "train_last_blocks", "train_last_layers",
+                     "train_last_stages", "depths", "fusion_num_hidden_layers"), (0, MAX_LAYERS)),
+    **dict.fromkeys(("num_heads", "num_attention_heads", "heads"), (1, 1024)),
+    **dict.fromkeys(("dim", "hidden_size", "ff_dim", "intermediate_size", "embed_dim", "projection_dim",
+                     "hidden_dim", "d_model", "width", "projection_hidden", "projection_hidden_size", "channels",
+                     "patch_embeds_hidden_size"), (1, MAX_DIM)),
+    **dict.fromkeys(("n_fft", "win_length", "fft_window_size", "hop_length", "hop_size", "block_hop",
+                     "window_size"), (1, MAX_FFT)),
+    **dict.fromkeys(("n_mels", "num_mel_bins", "feature_size", "mel_bins", "spec_size"), (1, 4096)),
+    **dict.fromkeys(("sample_rate", "sampling_rate", "input_rate"), (1, 768_000)),
+    **dict.fromkeys(("max_length", "max_position_embeddings", "target_length", "target_frames",
+                     "type_vocab_size"), (1, 1 << 17)),
+    "vocab_size": (1, 1 << 20),
+    **dict.fromkeys(("patch_size", "patch_stride"), (1, 1024)),
+    "mlp_ratio": (0, 64), "max_length_s": (0, 3600), "clip_seconds": (0, 3600),
+    **dict.fromkeys(("dropout", "attn_dropout", "hidden_dropout_prob", "attention_probs_dropout_prob",
+                     "drop_path_rate", "hidden_dropout", "attention_dropout"), (0, 1)),
+    **dict.fromkeys(("f_min", "f_max", "frequency_min", "frequency_max"), (0, 384_000)),
+}
+
 _POSITIVE = {"test": lambda v: v > 0, "must": "> 0"}
+
+
+def check_bounded(file: str, value: Any, where: str) -> None:
+    """Refuse a number of ``value`` (an encoder's options, a config tree) outside its :data:`RANGES` (by its key;
+    a list's items by the list's key), any other integer beyond :data:`MAX_OPTION`, a non-finite number, a
+    list of more than :data:`MAX_LIST` items or a ``depths`` list of more than :data:`MAX_LAYERS` layers in all:
+    :class:`InputError` ``FILE: WHERE.KEY: message``. Walked without recursion (``value`` comes from a parser
+    that bounds nesting)."""
+    stack: list[tuple[Any, str, str | None]] = [(value, where, None)]
+    while stack:
+        node, place, name = stack.pop()
+        if isinstance(node, dict):
+            stack.extend((v, f"{place}.{k}", str(k)) for k, v in node.items())
+        elif isinstance(node, list):
+            if len(node) > MAX_LIST:
+                raise InputError(f"a list of {len(node):,} items (at most {MAX_LIST})", file, field=place)
+            numbers = [v for v in node if isinstance(v, int | float) and not isinstance(v, bool)]
+            if name == "depths" and sum(numbers) > MAX_LAYERS:
+                raise InputError(f"{sum(numbers):,} layers in all (at most {MAX_LAYERS})", file, field=place)
+            stack.extend((v, f"{place}[{i}]", name) for i, v in enumerate(node))
+        elif isinstance(node, int | float) and not isinstance(node, bool):
+            _check_number(file, node, place, name)
+
+
+def _check_number(file: str, value: float, place: str, name: str | None) -> None:
+    if isinstance(value, float) and not math.isfinite(value):
+        raise InputError(f"expected a finite number, found {value}", file, field=place)
+    low, high = RANGES.get(name or "", (-MAX_OPTION, MAX_OPTION))
+    if not low <= value <= high:
+        kind = f"{name} " if name in RANGES else ""
+        raise InputError(f"{value:,} is outside the range of any {kind}option ({low:,} to {high:,})", file,
+                         field=place)
 
 
 def _check_encoder(file: str, cfg: dict, side: str, where: str) -> None:
     encoder = expect_field(file, cfg, f"{side}_encoder", dict, "an object with the encoder's name and options",
                            where=where)
     expect_field(file, encoder, "name", str, "an encoder name", where=f"{where}.{side}_encoder")
-    for key, value in encoder.items():
+    for key in encoder:
         if not isinstance(key, str) or not key.isidentifier():
             raise InputError("expected option names", file, field=f"{where}.{side}_encoder")
-        if isinstance(value, int) and not isinstance(value, bool) and abs(value) > MAX_OPTION:
-            raise InputError(f"{value} is larger than any encoder option (at most {MAX_OPTION})", file,
-                             field=f"{where}.{side}_encoder.{key}")
+    check_bounded(file, encoder, f"{where}.{side}_encoder")
 
 
 def check_model_config(file: str | os.PathLike, cfg: Any, where: str = "model_config") -> dict:

@@ -44,7 +44,7 @@ from torch import nn
 
 from mlatr.errors import MlatrError
 from mlatr.models.aisfx import htk_mel_filterbank
-from mlatr.models.hf_text import HF_INSTALL_HINT, check_options
+from mlatr.models.hf_text import HF_INSTALL_HINT, check_options, load_tokenizer
 from mlatr.models.htsat import clap_log_mel, slaney_mel_filterbank
 from mlatr.models.outputs import EncoderOutput
 from mlatr.models.registry import register_audio_encoder, register_text_encoder
@@ -203,7 +203,9 @@ class HFClapTextEncoder(nn.Module):
         transformers = _import_transformers()
         folder = Path(path).expanduser()
         try:
-            self.tokenizer = transformers.AutoTokenizer.from_pretrained(str(folder), local_files_only=True)
+            self.tokenizer = load_tokenizer(folder, "text encoder 'hf-clap-text'")
+        except MlatrError:  # the files' own check, already saying what is wrong
+            raise
         except (OSError, ValueError, KeyError) as exc:
             raise MlatrError(f"text encoder 'hf-clap-text': no tokenizer in {folder} ({type(exc).__name__}: "
                              f"{exc}); the ClapModel folder (e.g. laion/clap-htsat-unfused) holds it") from exc
