@@ -53,7 +53,7 @@ RANGES: dict[str, tuple[float, float]] = {
                      "type_vocab_size"), (1, 1 << 17)),
     "vocab_size": (1, 1 << 20),
     **dict.fromkeys(("patch_size", "patch_stride"), (1, 1024)),
-    "mlp_ratio": (0, 64), "max_length_s": (0, 3600), "clip_seconds": (0, 3600),
+    "mlp_ratio": (0, 64), "max_length_s": (1e-3, 3600), "clip_seconds": (1e-3, 3600),
     **dict.fromkeys(("dropout", "attn_dropout", "hidden_dropout_prob", "attention_probs_dropout_prob",
                      "drop_path_rate", "hidden_dropout", "attention_dropout"), (0, 1)),
     **dict.fromkeys(("f_min", "f_max", "frequency_min", "frequency_max"), (0, 384_000)),
@@ -128,3 +128,91 @@ def check_model_config(file: str | os.PathLike, cfg: Any, where: str = "model_co
         raise InputError(f"unknown field(s) {', '.join(unknown)[:200]} (written by another mlatr version?)", file,
                          field=where)
     return cfg
+
+
+# ---- a transformers ClapModel folder (import-checkpoint --from hf-clap) -------------------------------------
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+#: A JSON field's kind: (what it is called in a message, its test).
+KINDS: dict[str, tuple[str, Any]] = {
+    "int": ("an integer", _is_int),
+    "number": ("a number", lambda v: _is_int(v) or isinstance(v, float)),
+    "string": ("a string", lambda v: isinstance(v, str)),
+    "string?": ("a string or null", lambda v: v is None or isinstance(v, str)),
+    "bool": ("true or false", lambda v: isinstance(v, bool)),
+    "object?": ("an object or null", lambda v: v is None or isinstance(v, dict)),
+    "ints": ("a list of integers", lambda v: isinstance(v, list) and all(map(_is_int, v))),
+    "int|ints": ("an integer or a list of integers", lambda v: _is_int(v) or (isinstance(v, list)
+                                                                               and all(map(_is_int, v)))),
+}
+#: The fields of a ClapModel ``config.json`` mlatr passes on, by part, with their kinds (:data:`KINDS`).
+CLAP_FIELDS: dict[str, dict[str, str]] = {
+    "": {"model_type": "string", "projection_dim": "int", "projection_hidden_act": "string",
+         "logit_scale_init_value": "number", "initializer_factor": "number", "audio_config": "object?",
+         "text_config": "object?"},
+    "text_config": {
+        **dict.fromkeys(("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
+                         "max_position_embeddings", "type_vocab_size", "projection_dim", "pad_token_id",
+                         "bos_token_id", "eos_token_id"), "int"),
+        **dict.fromkeys(("hidden_dropout_prob", "attention_probs_dropout_prob", "layer_norm_eps",
+                         "initializer_factor"), "number"),
+        **dict.fromkeys(("hidden_act", "projection_hidden_act"), "string")},
+    "audio_config": {
+        **dict.fromkeys(("window_size", "num_mel_bins", "spec_size", "patch_size", "num_classes", "hidden_size",
+                         "projection_dim", "patch_embed_input_channels", "patch_embeds_hidden_size", "aff_block_r",
+                         "num_hidden_layers"), "int"),
+        "depths": "ints", "num_attention_heads": "ints", "patch_stride": "int|ints",
+        **dict.fromkeys(("enable_fusion", "flatten_patch_embeds", "enable_patch_layer_norm", "qkv_bias"), "bool"),
+        **dict.fromkeys(("hidden_dropout_prob", "drop_path_rate", "attention_probs_dropout_prob", "mlp_ratio",
+                         "layer_norm_eps", "initializer_factor"), "number"),
+        **dict.fromkeys(("hidden_act", "projection_hidden_act"), "string"), "fusion_type": "string?"},
+}
+#: The feature extractor's settings (``preprocessor_config.json``) mlatr reads, with their kinds.
+CLAP_FEATURE_FIELDS: dict[str, str] = {
+    **dict.fromkeys(("feature_size", "sampling_rate", "hop_length", "fft_window_size"), "int"),
+    **dict.fromkeys(("max_length_s", "frequency_min", "frequency_max"), "number"),
+    **dict.fromkeys(("truncation", "padding"), "string")}
+
+
+def check_kinds(file: str, obj: dict, fields: dict[str, str], where: str = "") -> None:
+    """Refuse a field of ``obj`` whose value is not of its kind (:data:`KINDS`): ``FILE: WHERE.FIELD: expected
+    ..., found ...``; absent fields are not checked."""
+    for key, kind in fields.items():
+        if key in obj and not KINDS[kind][1](obj[key]):
+            raise InputError(f"expected {KINDS[kind][0]}, found {json_type(obj[key])} {str(obj[key])[:40]!r}", file,
+                             field=f"{where}.{key}" if where else key)
+
+
+def check_clap_config(file: str | os.PathLike, config: Any) -> dict:
+    """A ClapModel folder's ``config.json`` (``config``) when it is an object of ``model_type`` clap whose fields
+    mlatr reads have their types (:data:`CLAP_FIELDS`) and every number its range (:func:`check_bounded`: 100,000
+    layers or a ``projection_dim`` of 10^7 are refused before anything is built); else :class:`InputError`
+    ``FILE: FIELD: message``."""
+    file = str(file)
+    if not isinstance(config, dict):
+        raise InputError(f"expected a JSON object (a ClapModel config), found {json_type(config)}", file)
+    if config.get("model_type") != "clap":
+        raise InputError(f"{str(config.get('model_type'))[:40]!r}, not clap (a transformers ClapModel folder)", file,
+                         field="model_type")
+    for part, fields in CLAP_FIELDS.items():
+        check_kinds(file, config if not part else config.get(part) or {}, fields, part)
+    audio = config.get("audio_config") or {}
+    if "depths" in audio and "num_attention_heads" in audio and len(audio["depths"]) != len(
+            audio["num_attention_heads"]):
+        raise InputError(f"{len(audio['depths'])} stages but {len(audio['num_attention_heads'])} head counts", file,
+                         field="audio_config.num_attention_heads")
+    check_bounded(file, config, "config")
+    return config
+
+
+def check_clap_features(file: str | os.PathLike, settings: Any) -> dict:
+    """A ClapModel folder's ``preprocessor_config.json`` when the settings mlatr reads have their types
+    (:data:`CLAP_FEATURE_FIELDS`) and ranges (``hop_length: 0`` is refused); else :class:`InputError`."""
+    file = str(file)
+    if not isinstance(settings, dict):
+        raise InputError(f"expected a JSON object (feature extractor settings), found {json_type(settings)}", file)
+    check_kinds(file, settings, CLAP_FEATURE_FIELDS)
+    check_bounded(file, {k: settings[k] for k in CLAP_FEATURE_FIELDS if k in settings}, "preprocessor_config")
+    return settings

@@ -37,7 +37,7 @@ import torch
 from torch import nn
 
 from mlatr.errors import MlatrError, panic_as_error
-from mlatr.file_kinds import special_file
+from mlatr.file_kinds import folder_file
 from mlatr.json_input import read_json_file
 from mlatr.languages import NLLB_CODES
 from mlatr.models.freezing import freeze_all_but_last
@@ -133,16 +133,14 @@ def check_model_folder(name: str, path: str | Path | None) -> Path:
 
 
 def check_tokenizer_files(folder: Path, what: str) -> None:
-    """Refuse a tokenizer file of ``folder`` (:data:`TOKENIZER_READS`) that is not a regular file (a FIFO would
-    hang the load), is larger than :data:`MAX_TOKENIZER_BYTES`, or, for JSON, is not UTF-8 JSON of bounded
-    nesting: one :class:`MlatrError` naming ``what`` and the file, before the tokenizer library reads it."""
+    """Refuse a tokenizer file of ``folder`` (:data:`TOKENIZER_READS`) that is not a regular file inside it
+    (:func:`~mlatr.file_kinds.folder_file`: a FIFO would hang the load, a link may lead anywhere), is larger than
+    :data:`MAX_TOKENIZER_BYTES`, or, for JSON, is not UTF-8 JSON of bounded nesting: one :class:`MlatrError`
+    naming ``what`` and the file, before the tokenizer library reads it."""
     for name in TOKENIZER_READS:
-        path = folder / name
-        if not path.exists() and not path.is_symlink():
+        path = folder_file(folder, name, what)
+        if path is None:
             continue
-        special = special_file(path)
-        if special or not path.is_file():
-            raise MlatrError(f"{what}: {path} is {special or 'not a regular file'}; a tokenizer file must be one")
         size = path.stat().st_size
         if size > MAX_TOKENIZER_BYTES:
             raise MlatrError(f"{what}: {path} holds {size:,} bytes (a tokenizer file holds at most "
