@@ -98,6 +98,7 @@ def load_model(path: str | os.PathLike, device: str | torch.device = "cpu",
     from ``model.init_checkpoint`` freezes what its own config says; an option the stored encoder
     does not take is refused, naming the key.
     """
+    device = resolve_device(device)  # a bad name is refused before anything is read
     folder = is_model_folder(path)
     state = read_model_folder(path) if folder else read_checkpoint(path)
     meta_file, weights_file = model_folder_files(path) if folder else (path, path)
@@ -109,7 +110,7 @@ def load_model(path: str | os.PathLike, device: str | torch.device = "cpu",
         raise InputError(f"no matching head takes these options: {exc}", str(meta_file), field=field) from None
     model = build_stored_model(meta_file, with_fine_tuning(state["model_config"], fine_tuning or {}, path),
                                state["model"], weights_file)
-    return LoadedModel(model=model.to(resolve_device(device)).eval(), head=head,
+    return LoadedModel(model=model.to(device).eval(), head=head,
                        train_config=dict(state.get("train_config") or {}), path=Path(path))
 
 

@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from mlatr import languages
+from mlatr import api_args, languages
 from mlatr.audio.bounded import load_query_audio
 from mlatr.errors import MlatrError
 from mlatr.models.protocols import query_languages
@@ -65,9 +65,7 @@ class CaptionHit:
 
 
 def _check_k(k: int) -> int:
-    if int(k) < 1:
-        raise MlatrError(f"k must be at least 1, not {k}")
-    return int(k)
+    return api_args.integer("k", k)
 
 
 def clip_hits(index, scores: np.ndarray, rows: np.ndarray) -> list[Hit]:
@@ -80,10 +78,10 @@ def clip_hits(index, scores: np.ndarray, rows: np.ndarray) -> list[Hit]:
 def check_query_text(index, query: str, lang: str | None) -> str | None:
     """The query's language as the encoder takes it (ISO 639-3, or None), or :class:`MlatrError` for an
     empty query or a missing language the model's text encoder needs."""
-    if not query.strip():
-        raise MlatrError("empty text query")
+    if not api_args.text("query", query, empty=True).strip():
+        raise api_args.ArgumentError("empty text query")
     if lang is not None:
-        return languages.normalize(lang)
+        return languages.normalize(api_args.text("lang", lang), "lang")
     accepted = query_languages(index.model().model.text_encoder)
     if accepted.required:
         raise MlatrError("this index's text encoder reads the query's language: give one of "
@@ -127,7 +125,7 @@ def encode_query_audio(index, query: str | os.PathLike | np.ndarray) -> np.ndarr
     centre-cropped to the index's length and encoded as the index's clips were (windows of
     ``window_seconds``: :mod:`mlatr.inference.audio`)."""
     sr, max_seconds = int(index.meta["sample_rate"]), float(index.meta["max_seconds"])
-    wave = query if isinstance(query, np.ndarray) else query_waveform(index, query)
+    wave = query if isinstance(query, np.ndarray) else query_waveform(index, api_args.path("query", query))
     window = float(index.meta.get("window_seconds") or max_seconds)
     return index.model().embed_audio([wave], sample_rate=sr, batch_size=QUERY_WINDOW_BATCH, max_seconds=max_seconds,
                                      window_seconds=window)[0]
