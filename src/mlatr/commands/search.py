@@ -61,7 +61,7 @@ def run(args) -> int:
         out = {"query": args.query, "lang": lang, "k": args.k, "rank": args.rank,
                "results": [h.to_dict() for h in clips]}
     if args.json:
-        print(json.dumps(out, ensure_ascii=False, indent=1))
+        print(json.dumps(out, ensure_ascii=False, indent=1, allow_nan=False))  # strict JSON: hits hold no inf
         return 0
     print(f"{'rank':>4}  {'score':>6}  id / caption / path")
     for h in clips:

@@ -12,6 +12,7 @@ language embedding (``languages=[...]``), and ignores it otherwise.
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
@@ -46,7 +47,12 @@ class Hit:
     stale: str | None = None
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        """The hit as JSON can hold it: a score that is not finite is ``None`` (JSON has no ``-Infinity``)."""
+        out = asdict(self)
+        out["score"] = finite_or_none(self.score)
+        out["evidence"] = [{**e, "score": finite_or_none(e.get("score"))} if "score" in e else e
+                           for e in out["evidence"]]
+        return out
 
 
 @dataclass
@@ -61,7 +67,12 @@ class CaptionHit:
     path: str
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        return {**asdict(self), "score": finite_or_none(self.score)}
+
+
+def finite_or_none(x: float | None) -> float | None:
+    """``x`` as a float, or ``None`` when it is missing, NaN or infinite (strict JSON)."""
+    return None if x is None or not math.isfinite(float(x)) else float(x)
 
 
 def _check_k(k: int) -> int:
@@ -152,6 +163,9 @@ def search_text(index, query: str, lang: str | None = "eng", k: int = 10, rank: 
     ``rank``: ``audio`` (the clips' audio embeddings nearest to the query's, through the index's backend),
     ``captions`` or ``hybrid`` (:mod:`mlatr.search.hybrid`). Each hit carries its evidence."""
     check_rank(rank)
+    if rank == "captions" and not has_live_captions(index):
+        raise api_args.ArgumentError("rank: captions ranks clips by their captions, and this index holds none (of a "
+                                     "clip not deleted): rank by audio or hybrid")
     return rank_text(index, encode_query_text(index, query, lang), query, k, rank)
 
 
