@@ -87,7 +87,7 @@ def test_sizes_the_weights_do_not_hold_are_refused_before_the_model_is_built(fol
 
     monkeypatch.setattr(stored_model, "_build", no_build)
     r = _embed(capsys, folder, tmp_path)
-    assert_user_error(r, "model_config: the config does not fit the weights stored in", "model.safetensors",
+    assert_user_error(r, "model.safetensors: model: the weights do not fit model_config (found before building it",
                       "tensor(s) the weights lack", "text_encoder.transformer.layers.1.",
                       "tensor(s) of another shape", "stored [32], config [4096]")
 

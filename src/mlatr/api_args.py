@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from mlatr.errors import MlatrError
+from mlatr.languages import normalize_all
 
 #: Most channels an array may have to be read as ``[frames, channels]``.
 MAX_CHANNELS = 8
@@ -103,6 +104,18 @@ def texts(name: str, value: Any) -> list[str]:
     if isinstance(value, bytes | bytearray | dict) or not isinstance(value, Sequence | np.ndarray):
         raise ArgumentTypeError(f"{name}: expected a string or a list of strings, got {_kind(value)} {value!r:.40}")
     return [text(f"{name}[{i}]", v) for i, v in enumerate(value)]
+
+
+def language_codes(name: str, value: Any) -> list[str]:
+    """One language code or a list of them (ISO 639-1/3, :func:`mlatr.languages.normalize_all`), each a string."""
+    return normalize_all(texts(name, value), name)
+
+
+def instance(name: str, value: Any, kind: type, what: str) -> Any:
+    """``value`` when it is a ``kind`` (``what`` says how to make one: ``"mlatr.load(PATH)"``)."""
+    if not isinstance(value, kind):
+        raise ArgumentTypeError(f"{name}: expected a {kind.__name__} ({what}), got {_kind(value)}")
+    return value
 
 
 def choice(name: str, value: Any, choices: Sequence[str]) -> str:

@@ -91,20 +91,16 @@ def evaluate_model(loaded: LoadedModel, manifest: str | os.PathLike | Manifest, 
     """Evaluate ``loaded`` on split ``split`` (``all``: every clip) of ``manifest`` (a file or a
     :class:`Manifest`, taken whole; ``shards``: the webdataset shards it was read from); see the module
     docstring."""
-    if not isinstance(loaded, LoadedModel):
-        raise api_args.ArgumentTypeError(f"model: expected a LoadedModel (mlatr.load(PATH)), got "
-                                         f"{type(loaded).__name__}")
+    api_args.instance("model", loaded, LoadedModel, "mlatr.load(PATH)")
     split = api_args.text("split", split)
     batch_size = api_args.integer("batch_size", batch_size)
     max_seconds = api_args.positive_number("max_seconds", max_seconds)
     head_memory_mb = api_args.positive_number("head_memory_mb", head_memory_mb, allow_none=False)
     workers = None if workers is None else api_args.integer("workers", workers, low=0)
     skip_bad, progress = api_args.flag("skip_bad", skip_bad), api_args.flag("progress", progress)
-    if languages is not None:
-        languages = normalize_all(api_args.texts("languages", languages), "languages")
+    languages = None if languages is None else api_args.language_codes("languages", languages)
     pivot = normalize(api_args.text("pivot", pivot), "pivot")
-    zero_shot_languages = normalize_all(api_args.texts("zero_shot_languages", zero_shot_languages),
-                                        "zero-shot languages")
+    zero_shot_languages = api_args.language_codes("zero_shot_languages", zero_shot_languages)
     if isinstance(manifest, Manifest):
         clips = manifest if split == "all" else manifest.split(split)
     else:

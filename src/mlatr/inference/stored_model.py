@@ -92,14 +92,14 @@ def weights_problem(model_config: dict, weights: dict) -> str | None:
 def build_stored_model(file: str | os.PathLike, model_config: dict, weights: dict,
                        weights_file: str | os.PathLike | None = None) -> DualEncoder:
     """``DualEncoder.from_config(model_config)`` with ``weights`` loaded; what the encoder factories refuse is
-    an :class:`InputError` at ``file: model_config``, a config whose sizes the weights do not hold
-    (:func:`weights_problem`, before anything is built) or weights that do not fit at ``weights_file: model``
+    an :class:`InputError` at ``file: model_config``; weights that do not fit at ``weights_file: model``, from
+    their shapes before anything is built (:func:`weights_problem`) or when loaded
     (``weights_file``: where they are stored, when not in ``file``: a model folder's ``model.safetensors``)."""
     file = str(file)
     problem = weights_problem(model_config, weights)
     if problem:
-        raise InputError(f"the config does not fit the weights stored in {weights_file or file}: {problem}", file,
-                         field="model_config")
+        raise InputError(f"the weights do not fit model_config (found before building it: {problem})",
+                         str(weights_file or file), field="model")
     model = _build(file, model_config)
     try:
         model.load_state_dict(weights)

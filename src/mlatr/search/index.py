@@ -60,7 +60,6 @@ from mlatr.inference.model_identity import check_index_model, model_sha256
 from mlatr.inference.sources import library_manifest
 from mlatr.io_utils import atomic_write_with, remove_orphan_temps
 from mlatr.json_input import check_format, parse_json
-from mlatr.languages import normalize_all
 from mlatr.output_paths import check_output_path
 from mlatr.search import milvus
 from mlatr.search import shards as shard_files
@@ -190,9 +189,8 @@ class Index:
         the same config is refused, naming both) unless ``allow_other_model``
         (:func:`~mlatr.inference.model_identity.check_index_model`).
         """
-        if model is not None and not isinstance(model, LoadedModel):
-            raise api_args.ArgumentTypeError(f"model: expected a LoadedModel (mlatr.load(PATH)) or None, got "
-                                             f"{type(model).__name__}")
+        if model is not None:
+            api_args.instance("model", model, LoadedModel, "mlatr.load(PATH), or None")
         index = cls._read(api_args.path("path", path), backend, model)
         if model is not None:
             check_index_model(index.meta, model, str(path), allow_other_model)
@@ -293,16 +291,13 @@ class Index:
         paths: :func:`mlatr.inference.sources.library_manifest`) embedded by ``model``, in memory
         (:meth:`save` writes it). Options as :func:`build_index`; unreadable clips are an error unless
         ``skip_bad``."""
-        if not isinstance(model, LoadedModel):
-            raise api_args.ArgumentTypeError(f"model: expected a LoadedModel (mlatr.load(PATH)), got "
-                                             f"{type(model).__name__}")
+        api_args.instance("model", model, LoadedModel, "mlatr.load(PATH)")
         batch_size = api_args.integer("batch_size", batch_size)
         max_seconds = api_args.positive_number("max_seconds", max_seconds)
         window_seconds = api_args.positive_number("window_seconds", window_seconds)
         skip_bad, progress = api_args.flag("skip_bad", skip_bad), api_args.flag("progress", progress)
         if caption_languages is not None:
-            caption_languages = normalize_all(api_args.texts("caption_languages", caption_languages),
-                                              "caption_languages")
+            caption_languages = api_args.language_codes("caption_languages", caption_languages)
         manifest = library_manifest(source, split=api_args.text("split", split), skip_bad=skip_bad)
         sample_rate, max_seconds, window_seconds = build_settings(model, max_seconds, window_seconds, None)
         langs = list(caption_languages) if caption_languages else manifest.languages()
