@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import math
 import os
+import warnings
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -99,7 +101,10 @@ def _build(root: Path, config: dict[str, Any], tau: float, meta: bool) -> DualEn
     for side in (audio_config, text_config):
         side.update({"projection_dim": projection_dim, "projection_hidden_act": act})
     try:
-        with torch.device("meta" if meta else "cpu"), panic_as_error("hf-clap: building the model"):
+        quiet = warnings.catch_warnings() if meta else nullcontext()
+        with torch.device("meta" if meta else "cpu"), panic_as_error("hf-clap: building the model"), quiet:
+            if meta:  # meta tensors take no copy of loaded weights, and say so: not the user's concern
+                warnings.simplefilter("ignore")
             audio = HFClapAudioEncoder(config=audio_config, features=feature_settings(root))
             text = HFClapTextEncoder(path=str(root), config=text_config)
             return DualEncoder(audio, text, embed_dim=projection_dim, projection_hidden=projection_dim,

@@ -17,6 +17,7 @@ panic (a Rust ``PanicException``, which is no ``Exception``) while the model is 
 from __future__ import annotations
 
 import os
+import warnings
 from typing import Any
 
 import torch
@@ -72,8 +73,9 @@ def weights_problem(model_config: dict, weights: dict) -> str | None:
     other shapes: the first few, with counts), found on the ``meta`` device without allocating; None when
     they fit, or when the model cannot be built there (an encoder that reads files as it is built): the real
     build and ``load_state_dict`` then judge."""
-    try:
-        with torch.device("meta"), panic_as_error("building the model"):
+    try:  # an encoder that loads pretrained weights as it is built warns that meta tensors take no copy
+        with torch.device("meta"), panic_as_error("building the model"), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
             shapes = {k: tuple(v.shape) for k, v in DualEncoder.from_config(model_config).state_dict().items()}
     except (*_BUILD_ERRORS, OSError):
         return None
