@@ -34,6 +34,7 @@ CASES = {"KCL": ["objective.scheme=kcl"], "KCL + local loss": ["objective.scheme
 def worker(args) -> None:
     import torch
 
+    from mlatr.inference import process_group
     from mlatr.training import distributed
     from mlatr.training.config import load_config
     from mlatr.training.step import step_inputs
@@ -62,7 +63,7 @@ def worker(args) -> None:
         sent = {k: statistics.median([t.get(k, 0) for t in traffic]) for k in kinds}
         print(json.dumps({"step_s": statistics.median(times), "bytes": sent,
                           "parameters": sum(p.numel() for p in trainer.model.parameters())}), flush=True)
-    distributed.shutdown()
+    process_group.shutdown()
 
 
 def free_port() -> int:

@@ -34,13 +34,13 @@ import torch
 
 from mlatr.data.manifest import Manifest
 from mlatr.data.pipeline.batches import TrainBatches
+from mlatr.inference.process_group import DistContext
 from mlatr.planning.architectures import build_planned_model
 from mlatr.planning.gpus import GPUS
 from mlatr.planning.plan import MIB, predicted_bytes
 from mlatr.planning.step_trace import step_batch, trace_step
 from mlatr.planning.tracker import LiveTensorTracker
 from mlatr.training.config import Config, load_config
-from mlatr.training.distributed import DistContext
 from mlatr.training.objective import build_objective
 from mlatr.training.step import StepRunner
 from mlatr.training.trainer import build_optimizer

@@ -157,7 +157,7 @@ def record_search(root: Path, manifest_path: Path, checkpoint: Path) -> dict:
     import mlatr
     from mlatr.data.manifest import Manifest
     from mlatr.search import Index, build_index
-    from mlatr.search.index import delete_clips
+    from mlatr.search.build import delete_clips
 
     model = mlatr.load(checkpoint)
     manifest = Manifest.load(manifest_path)

@@ -23,7 +23,7 @@ from mlatr.data.pipeline.store import read_index
 from mlatr.errors import InputError, MlatrError
 from mlatr.inference import load_model
 from mlatr.inference.checkpoint import export_model, read_checkpoint
-from mlatr.search.index import Index, build_index
+from mlatr.search import Index, build_index
 from mlatr.serve import live_index
 from mlatr.terminal_text import shown
 

@@ -15,11 +15,11 @@ import torch
 from mlatr.cli import main
 from mlatr.errors import MlatrError
 from mlatr.search import Index
+from mlatr.search.columns import CaptionColumns, ClipColumns, RowStack
 from mlatr.search.fusion import DEFAULT_FUSION, FusionSettings, fused_scores, ranks_among, reciprocal_rank_fusion
 from mlatr.search.hybrid import TextRanker, describe_evidence
 from mlatr.search.lexical import KeywordIndex, tokenize
 from mlatr.search.search import rank_text, rank_texts
-from mlatr.search.shards import RowStack
 
 
 def test_tokenize_words_and_cjk_bigrams():
@@ -317,11 +317,11 @@ def test_hybrid_without_any_caption_is_the_sound_ranking_through_the_searcher():
 
     def make(cap_rows, deleted):
         caps = _unit(rng.standard_normal((len(cap_rows), d)))
-        return Index(embeddings=audio, ids=[f"c{i}" for i in range(n)], paths=[f"/x/c{i}.wav" for i in range(n)],
-                     captions=[{} for _ in range(n)], caption_embeddings=caps.reshape(len(cap_rows), d),
-                     caption_clip=np.asarray(cap_rows, np.int64), caption_lang=["eng"] * len(cap_rows),
-                     caption_text=["a dog"] * len(cap_rows), backend="numpy",
-                     deleted_rows=np.asarray(deleted, np.int64))
+        clips = ClipColumns(audio, [f"c{i}" for i in range(n)], {"path": [f"/x/c{i}.wav" for i in range(n)],
+                                                                 "captions": [{} for _ in range(n)]})
+        captions = CaptionColumns(caps.reshape(len(cap_rows), d), np.asarray(cap_rows, np.int64),
+                                  {"lang": ["eng"] * len(cap_rows), "text": ["a dog"] * len(cap_rows)})
+        return Index(clips, captions, backend="numpy", deleted_rows=np.asarray(deleted, np.int64))
 
     q = _unit(rng.standard_normal(d))
     for cap_rows, deleted in (([], []), ([], [4, 9]), ([4, 9], [4, 9])):

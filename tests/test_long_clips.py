@@ -17,7 +17,7 @@ from mlatr.data.manifest import Manifest
 from mlatr.data.pipeline.file_source import AudioSource
 from mlatr.inference.audio import encode_source, pool_windows, window_bounds
 from mlatr.inference.checkpoint import load_model
-from mlatr.search.index import Index, build_index
+from mlatr.search import Index, build_index
 
 
 def test_windows_cover_the_clip_in_equal_parts():

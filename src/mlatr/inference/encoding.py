@@ -142,3 +142,15 @@ def encode_manifest(model, manifest: Manifest, languages: Sequence[str] | None =
         enc.audio_frames, enc.audio_mask = pad_frames(audio_parts)
         enc.text_frames, enc.text_mask = pad_frames(text_parts)
     return enc
+
+
+def project(model, audio_feats: np.ndarray, text_feats: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Projected unit-norm embeddings of precomputed backbone features (the DualEncoder's heads)."""
+    with torch.no_grad():
+        a = model.audio_projection(torch.from_numpy(audio_feats))
+        t = model.text_projection(torch.from_numpy(text_feats))
+    return _unit(a.numpy()), _unit(t.numpy())
+
+
+def _unit(x: np.ndarray) -> np.ndarray:
+    return x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)

@@ -21,9 +21,9 @@ from collections.abc import Sequence
 import numpy as np
 
 from mlatr.errors import MlatrError
+from mlatr.search.columns import RowStack
 from mlatr.search.fusion import DEFAULT_FUSION, RANKS, FusionSettings, reciprocal_rank_fusion
 from mlatr.search.lexical import KeywordIndex
-from mlatr.search.shards import RowStack
 
 
 def check_rank(rank: str) -> str:
@@ -169,7 +169,7 @@ class TextRanker:
 
 class RowParts:
     """A ``[N, d]`` matrix kept as the parts it came in (an index folder's shards, memory-mapped: a
-    :class:`~mlatr.search.shards.RowStack`), never copied into one array; float16 parts are widened once."""
+    :class:`~mlatr.search.columns.RowStack`), never copied into one array; float16 parts are widened once."""
 
     def __init__(self, matrix):
         parts = matrix.parts if isinstance(matrix, RowStack) else [matrix]

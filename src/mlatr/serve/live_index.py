@@ -29,7 +29,8 @@ from pathlib import Path
 
 from mlatr.audio.io import audio_duration
 from mlatr.errors import MlatrError
-from mlatr.search.index import Index, live_rows
+from mlatr.search.build_plan import live_rows
+from mlatr.search.index import Index
 from mlatr.search.milvus import is_milvus
 from mlatr.search.query_language import QueryLanguages, query_languages
 from mlatr.search.search import search_text

@@ -40,10 +40,10 @@ from mlatr.data.pipeline.batches import TrainBatch
 from mlatr.data.pipeline.plan import plan_epoch
 from mlatr.errors import MlatrError
 from mlatr.inference.checkpoint import read_checkpoint, save_checkpoint
+from mlatr.inference.process_group import DistContext
 from mlatr.models.outputs import EncoderOutput
 from mlatr.seeds import derive_seed
 from mlatr.training.config import ObjectiveConfig, OptimConfig
-from mlatr.training.distributed import DistContext
 from mlatr.training.objective import build_objective
 from mlatr.training.optimization import make_optimizer, make_scheduler, optimizer_step
 from mlatr.training.step import ExtraTerms, StepInputs, StepRunner, step_inputs
@@ -123,18 +123,6 @@ def caption_rows(captions: dict[str, list[str | None]], languages: Sequence[str]
 
 def _at(texts: list[str | None] | None, j: int) -> str | None:
     return texts[j] if texts is not None and j < len(texts) else None
-
-
-def project(model, audio_feats: np.ndarray, text_feats: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Projected unit-norm embeddings of precomputed backbone features (the DualEncoder's heads)."""
-    with torch.no_grad():
-        a = model.audio_projection(torch.from_numpy(audio_feats))
-        t = model.text_projection(torch.from_numpy(text_feats))
-    return _unit(a.numpy()), _unit(t.numpy())
-
-
-def _unit(x: np.ndarray) -> np.ndarray:
-    return x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
 
 
 def head_parameters(model) -> list[nn.Parameter]:

@@ -27,9 +27,10 @@ from torch import Tensor
 
 from mlatr.data.pipeline.batches import TrainBatch, TrainBatches
 from mlatr.errors import MlatrError
+from mlatr.inference.process_group import DistContext
 from mlatr.losses.schemes import Scheme, Selection
 from mlatr.models.outputs import EncoderOutput
-from mlatr.training.distributed import DistContext, all_reduce_, gather_int_lists, gather_output
+from mlatr.training.distributed import all_reduce_, gather_int_lists, gather_output
 from mlatr.training.grad_cache import chunk_schedule, encode_without_graphs, leaves, replay
 from mlatr.training.objective import LossOutput, Objective
 

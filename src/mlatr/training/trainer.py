@@ -36,6 +36,7 @@ from mlatr.data.pipeline.workers import default_workers
 from mlatr.data.webdataset_shards import ShardIndex, index_shards
 from mlatr.errors import MlatrError
 from mlatr.evaluation.with_head import evaluate_with_head
+from mlatr.inference import process_group
 from mlatr.inference.checkpoint import load_model, read_checkpoint, save_checkpoint
 from mlatr.inference.encoding import encode_manifest
 from mlatr.io_utils import atomic_write_json, atomic_write_text
@@ -102,7 +103,7 @@ class Trainer:
         self.cfg = cfg
         self.allow_data_change = allow_data_change
         self.out = Path(cfg.out_dir)
-        self.dist, self.device = distributed.setup(cfg.train.device, cfg.dist.timeout_minutes)
+        self.dist, self.device = process_group.setup(cfg.train.device, cfg.dist.timeout_minutes)
         self._lock = ExitStack()
         if self.dist.is_main:
             self._lock.enter_context(writer_lock(self.out, "training run", wait=wait, folder=True))
