@@ -87,7 +87,7 @@ def pad_frames(parts: list[tuple[torch.Tensor, torch.Tensor | None]]) -> tuple[t
 def encode_texts(model, texts: Sequence[str], langs: Sequence[str] | None, batch_size: int,
                  progress: bool = False, desc: str = "text", frames_sink: list | None = None) -> np.ndarray:
     """Pooled caption embeddings ``[N, d]``, ``batch_size`` texts per call (``langs=None``: the encoder is
-    not told the language, see :mod:`mlatr.search.query_language`); ``frames_sink`` (a list) receives
+    not told the language, see :mod:`mlatr.search.query`); ``frames_sink`` (a list) receives
     each batch's ``(frames, mask)`` on the CPU (see :func:`pad_frames`)."""
 
     chunks = []

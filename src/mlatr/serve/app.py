@@ -3,7 +3,7 @@
 =====================  ===========================================================================
 ``GET /``              the web page (``static/``: one HTML file, a script, a style sheet)
 ``GET /search``        ``q``, ``lang`` (ISO 639-3 or 639-1; may be left out when the model does not
-                       read it, see :mod:`mlatr.search.query_language`), ``k`` -> ranked clips
+                       read it, see :mod:`mlatr.search.query`), ``k`` -> ranked clips
 ``POST /search/audio`` multipart field ``file`` (a sound), ``k`` -> ranked clips and captions
 ``GET /audio/{id}``    the file of an indexed clip inside the library (``Range`` works); nothing else
 ``GET /health``        status, clip count, the languages a query may use, the limits
