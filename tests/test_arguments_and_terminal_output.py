@@ -1,4 +1,4 @@
-"""Hostile command lines and hostile text on the terminal (issue 24, round 2).
+"""Hostile command lines and hostile text on the terminal.
 
 Arguments that are not UTF-8 and numbers out of range are refused before a command runs (exit 2, naming the
 argument); user text printed to the terminal (captions, ids, file names, problems found in a file) carries no

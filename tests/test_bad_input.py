@@ -1,4 +1,4 @@
-"""Issue 14 replayed: each bad or weak input it lists gets a clear error (exit 2, a message on stderr
+"""Bad or weak input, command by command: each gets a clear error (exit 2, a message on stderr
 naming file / line / field, no traceback, nothing written) or a counted, reported skip.
 
 Truncated audio and the folder import of an undecodable file: tests/test_bad_audio.py. Kills, orphan

@@ -8,9 +8,10 @@ import pytest
 import torch
 from torch import nn
 
+from dense_losses import kcl_loss
 from mlatr.errors import MlatrError
 from mlatr.inference.checkpoint import read_checkpoint
-from mlatr.losses import clip_loss, kcl_loss
+from mlatr.losses import clip_loss
 from mlatr.models.dual_encoder import DualEncoder
 from mlatr.models.projection import IdentityHead, ProjectionHead, ResidualHead
 from mlatr.seeds import derive_seed

@@ -1,4 +1,4 @@
-"""Issue 14, memory: long clips are encoded as windows in bounded batches (mlatr.inference.audio).
+"""Memory of long clips: they are encoded as windows in bounded batches (mlatr.inference.audio).
 
 `index build --max-seconds 300` over ten-minute clips fed 16 x 300 s to the encoder at once. Now the
 encoder never sees more than --batch-size windows of the model's evaluation crop; clips no longer than

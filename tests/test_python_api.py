@@ -1,4 +1,4 @@
-"""Issue 21: one way to use a model: the inference layer, the Python API (``mlatr.load`` ...), model folders,
+"""One way to use a model: the inference layer, the Python API (``mlatr.load`` ...), model folders,
 ``mlatr embed`` / ``classify`` / ``export``, portable indexes.
 
 The model is the session's tiny trained toy model (``served_toy``: small-cnn + small-transformer on tones,

@@ -1,4 +1,4 @@
-"""Issue 14: what an interrupted run leaves behind, and a full disk.
+"""What an interrupted run leaves behind, and a full disk.
 
 - killed while ``last.pt`` is written, then ``--resume``: the weights were already bit-exact, but
   ``log.jsonl`` held that epoch's records twice; now the log agrees with the checkpoint;

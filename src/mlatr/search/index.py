@@ -36,7 +36,7 @@ from mlatr.errors import MlatrError
 from mlatr.file_state import file_state
 from mlatr.inference import LoadedModel, load_model
 from mlatr.inference.checkpoint import model_sha256
-from mlatr.inference.sources import library_manifest
+from mlatr.inference.library import library_manifest
 from mlatr.search import milvus, npz_index
 from mlatr.search import shards as shard_files
 from mlatr.search.ann import AnnBuild, AnnSearcher
@@ -182,7 +182,7 @@ class Index:
               max_seconds: float | None = None, window_seconds: float | None = None, skip_bad: bool = False,
               progress: bool = True) -> Index:
         """An index of ``source`` (a folder of sounds, a manifest file or :class:`Manifest`, or a list of audio
-        paths: :func:`mlatr.inference.sources.library_manifest`) embedded by ``model``, in memory
+        paths: :func:`mlatr.inference.library.library_manifest`) embedded by ``model``, in memory
         (:meth:`save` writes it). Options as :func:`mlatr.search.build.build_index`; unreadable clips are an
         error unless ``skip_bad``."""
         manifest = library_manifest(source, split=split, skip_bad=skip_bad)

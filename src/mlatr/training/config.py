@@ -68,7 +68,7 @@ class DataConfig:
     max_seconds: float = checked(6.0, _positive, "> 0 (seconds)")
     eval_max_seconds: float = checked(10.0, _positive, "> 0 (seconds)")
     #: Keep decoded waveforms in memory: true, false, or auto (when the decoded training + validation audio
-    #: fits in ``cache_max_gb``; see :mod:`mlatr.data.pipeline.sources`).
+    #: fits in ``cache_max_gb``; see :mod:`mlatr.data.pipeline.source_choice`).
     cache_audio: bool | str = checked("auto", lambda v: v in (True, False, "auto"), "true, false or auto")
     cache_max_gb: float = checked(4.0, _non_negative, ">= 0 (GB)")
     #: Skip unreadable audio and count it instead of stopping.

@@ -34,7 +34,7 @@ from tqdm import tqdm
 
 from mlatr.data.manifest import Manifest
 from mlatr.data.pipeline.batches import TrainBatch, TrainBatches
-from mlatr.data.pipeline.sources import choose_cache, open_source
+from mlatr.data.pipeline.source_choice import choose_cache, open_source
 from mlatr.data.pipeline.workers import default_workers
 from mlatr.data.webdataset_shards import ShardIndex, index_shards
 from mlatr.errors import MlatrError

@@ -26,8 +26,8 @@ from mlatr.evaluation.evaluate import Evaluation
 from mlatr.evaluation.with_head import HEAD_MEMORY_BUDGET_MB, evaluate_with_head_with_ranks, zero_shot_with_head
 from mlatr.evaluation.zero_shot import zero_shot_prompts
 from mlatr.inference.encoding import EncodedSplit, encode_manifest, encode_texts, pad_frames
+from mlatr.inference.library import manifest_split
 from mlatr.inference.loaded_model import LoadedModel
-from mlatr.inference.sources import manifest_split
 from mlatr.languages import normalize, normalize_all
 from mlatr.models.outputs import EncoderOutput
 
