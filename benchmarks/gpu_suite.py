@@ -114,7 +114,7 @@ def loader_throughput(clips: int, batch: int, seconds: float, languages: list[st
                          "captions": {lang: [f"noise number {i}"] for lang in languages}})
         (root / "m.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
         manifest = Manifest.load(root / "m.jsonl").split("train")
-        from mlatr.data.pipeline.sources import open_source
+        from mlatr.data.pipeline.source_choice import open_source
         from mlatr.data.pipeline.workers import default_workers
 
         batches = TrainBatches(manifest, languages, batch, seconds, 0, source=open_source(manifest, 16000, None, False),
