@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import copy
 import math
-import sys
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -242,12 +241,12 @@ class EpochLoop:
         if self.best["epoch"] == self.epoch or not self.validates_ever():
             save_checkpoint(self.out / "best.pt", state)
 
-    def resume(self) -> None:
-        """Continue from ``out/last.pt`` (checked by :meth:`check_resume`); without one the run starts."""
+    def resume(self) -> bool:
+        """Continue from ``out/last.pt`` (checked by :meth:`check_resume`); False when there is none yet (a
+        run killed before its first checkpoint: resuming is starting)."""
         path = self.out / "last.pt"
-        if not path.exists():  # killed before its first checkpoint: resuming is starting
-            print(f"mlatr: {path} does not exist yet: starting the run from its first epoch", file=sys.stderr)
-            return
+        if not path.exists():
+            return False
         state = read_checkpoint(path, map_location=self.device)
         self.check_resume(state, path)
         self.model.load_state_dict(state["model"], strict=self.saved_prefixes is None)
@@ -258,3 +257,4 @@ class EpochLoop:
         self.best, self.history = state["best"], state["history"]
         if self.keep_best and self.best["epoch"] is not None:
             self._best_weights = read_checkpoint(self.out / "best.pt", map_location=self.device)["model"]
+        return True

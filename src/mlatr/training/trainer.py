@@ -157,9 +157,10 @@ class Trainer(EpochLoop):
         self.batch_source = self.batches
         self.progress = "batches" if cfg.train.progress and self.dist.is_main else None
         self.start_loop()
-        if resume:
-            self.resume()
-        elif (self.out / "last.pt").exists():
+        if resume and not self.resume():
+            print(f"mlatr: {self.out / 'last.pt'} does not exist yet: starting the run from its first epoch",
+                  file=sys.stderr)
+        elif not resume and (self.out / "last.pt").exists():
             raise MlatrError(f"{self.out} already holds a run (last.pt): pass --resume to continue it, "
                              "or choose another out_dir")
 
