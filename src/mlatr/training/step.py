@@ -106,7 +106,7 @@ class StepRunner:
         if self.local:
             objective.check_rows_support()
         self.frames = objective.head is not None and objective.head.needs_frames
-        #: True after a backward whose gradients DDP did not synchronise (see Trainer._optimizer_step).
+        #: True after a backward whose gradients DDP did not synchronise (see EpochLoop.optimizer_step).
         self.unsynced = False
 
     def __call__(self, inp: StepInputs, accumulate: int, sync: bool, where: str) -> StepResult:
