@@ -33,13 +33,13 @@ import torch
 
 from mlatr.errors import MlatrError, panic_as_error
 from mlatr.file_kinds import folder_file
+from mlatr.file_state import file_sha256
 from mlatr.inference.checkpoint import save_checkpoint
 from mlatr.json_input import read_json_file
 from mlatr.languages import DEFAULT_LANGUAGES
 from mlatr.models.dual_encoder import DualEncoder
 from mlatr.models.hf_clap import HFClapAudioEncoder, HFClapTextEncoder, feature_settings, temperature_of
 from mlatr.models.htsat import read_hf_weights
-from mlatr.search.index import file_sha256
 from mlatr.stored_config import check_clap_config
 from mlatr.training.config import config_from_dict
 

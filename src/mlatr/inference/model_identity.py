@@ -21,6 +21,7 @@ from typing import Any
 import torch
 
 from mlatr.errors import MlatrError
+from mlatr.file_state import file_sha256
 from mlatr.inference.model_folder import model_folder_files
 
 
@@ -31,13 +32,7 @@ class OtherModelError(MlatrError):
 def model_sha256(path: str | os.PathLike) -> str:
     """Hex SHA-256 of a stored model: the checkpoint file's bytes, or a model folder's files (config and
     weights, in that order), read in 1 MiB chunks; an index records it to refuse a changed model."""
-    h = hashlib.sha256()
-    files = model_folder_files(path) if Path(path).is_dir() else [Path(path)]
-    for file in files:
-        with open(file, "rb") as fh:
-            for chunk in iter(lambda fh=fh: fh.read(1 << 20), b""):
-                h.update(chunk)
-    return h.hexdigest()
+    return file_sha256(*(model_folder_files(path) if Path(path).is_dir() else [path]))
 
 
 def weights_sha256(state: Mapping[str, torch.Tensor]) -> str:
