@@ -50,7 +50,7 @@ def test_a_failed_index_build_leaves_no_empty_folder(served_toy, tmp_path, capsy
     manifest, ckpt, _ = served_toy
     m = manifest_lines(tmp_path / "m.jsonl", [{"id": "gone", "audio": str(tmp_path / "gone.wav")}])
     out = tmp_path / "lib.idx"
-    r = run_cli(capsys, "index", "build", "--checkpoint", ckpt, "--manifest", m, "-o", out, "--no-progress")
+    r = run_cli(capsys, "index", "build", "--model", ckpt, "--manifest", m, "-o", out, "--no-progress")
     assert r.code == 2 and not out.exists()
 
 
@@ -61,7 +61,7 @@ def test_json_of_a_captions_ranking_on_an_index_without_captions(served_toy, tmp
     m = manifest_lines(tmp_path / "m.jsonl", [{"id": r["id"], "audio": str(manifest.parent / r["audio"])}
                                                for r in rows])
     idx = tmp_path / "bare.idx.npz"
-    assert run_cli(capsys, "index", "build", "--checkpoint", ckpt, "--manifest", m, "-o", idx,
+    assert run_cli(capsys, "index", "build", "--model", ckpt, "--manifest", m, "-o", idx,
                    "--no-progress").code == 0
     r = run_cli(capsys, "search", idx, "a low tone", "--rank", "captions", "--json")
     assert_user_error(r, "holds none", "audio or hybrid")
@@ -173,9 +173,9 @@ def test_a_right_to_left_override_in_ids_is_shown_escaped(served_toy, tmp_path, 
     m = manifest_lines(tmp_path / "m.jsonl", [{"id": "evil\u202egnp.exe", "audio": str(audio)},
                                                {"id": "fine", "audio": str(manifest.parent / "audio/clip000.wav")}])
     idx = tmp_path / "lib.idx"
-    assert run_cli(capsys, "index", "build", "--checkpoint", ckpt, "--manifest", m, "-o", idx,
+    assert run_cli(capsys, "index", "build", "--model", ckpt, "--manifest", m, "-o", idx,
                    "--no-progress").code == 0
     write_tone(audio, 0.7)  # changed since indexed
-    r = run_cli(capsys, "index", "build", "--checkpoint", ckpt, "--manifest", m, "-o", idx, "--add", "--no-progress")
+    r = run_cli(capsys, "index", "build", "--model", ckpt, "--manifest", m, "-o", idx, "--add", "--no-progress")
     assert r.code == 0, r.err
     assert "evil\\u202egnp.exe" in r.out and "\u202e" not in r.out + r.err

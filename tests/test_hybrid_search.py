@@ -180,7 +180,7 @@ def test_readme_own_folder_recipe_finds_the_french_sidecar_first(served_toy, tmp
     assert main(["data", "import", "--format", "folder", str(folder), "-o", str(m)]) == 0
     assert main(["data", "recaption", str(m), "--in-place"]) == 0
     idx = tmp_path / "my-sounds.idx.npz"
-    assert main(["index", "build", "--checkpoint", str(ckpt), "--manifest", str(m), "-o", str(idx),
+    assert main(["index", "build", "--model", str(ckpt), "--manifest", str(m), "-o", str(idx),
                  "--no-progress"]) == 0
     capsys.readouterr()
     assert main(["search", str(idx), "un chien qui aboie", "--lang", "fra", "--json"]) == 0

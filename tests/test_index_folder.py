@@ -125,7 +125,7 @@ def test_delete_compact_and_convert(trained, tmp_path, capsys):
 
 
 def _build_cmd(ckpt, manifest, out):
-    return [sys.executable, "-m", "mlatr", "index", "build", "--checkpoint", str(ckpt), "--manifest", str(manifest),
+    return [sys.executable, "-m", "mlatr", "index", "build", "--model", str(ckpt), "--manifest", str(manifest),
             "-o", str(out), "--add", "--caption-langs", "eng", "--no-progress"]
 
 
@@ -167,7 +167,7 @@ def test_stale_clips_are_reported_and_add_says_what_changed(trained, tmp_path, c
                      root=lib, path=lib / "m.jsonl")
     local.save(lib / "m.jsonl")
     out = tmp_path / "lib.idx"
-    assert main(["index", "build", "--checkpoint", str(ckpt), "--manifest", str(lib / "m.jsonl"), "-o", str(out),
+    assert main(["index", "build", "--model", str(ckpt), "--manifest", str(lib / "m.jsonl"), "-o", str(out),
                  "--caption-langs", "eng", "--no-progress"]) == 0
     capsys.readouterr()
     index = Index.load(out)
@@ -184,7 +184,7 @@ def test_stale_clips_are_reported_and_add_says_what_changed(trained, tmp_path, c
     assert "its audio was deleted since it was indexed" in text and "its audio was changed" in text
     assert main(["index", "info", str(out), "--check", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["stale"] == {"deleted": [deleted_id], "changed": [changed_id]}
-    assert main(["index", "build", "--checkpoint", str(ckpt), "--manifest", str(lib / "m.jsonl"), "-o", str(out),
+    assert main(["index", "build", "--model", str(ckpt), "--manifest", str(lib / "m.jsonl"), "-o", str(out),
                  "--add", "--no-progress", "--skip-bad"]) == 0
     said = capsys.readouterr().out
     assert f"1 clip(s) changed since they were indexed (size or mtime) and were encoded again: {changed_id}" in said
@@ -222,7 +222,7 @@ def test_add_from_a_source_that_no_longer_lists_a_deleted_clip_tombstones_it(tra
     (lib / local.clips[0].audio).unlink()
     local.save(lib / "m.jsonl")
     Manifest(clips=local.clips[2:6], root=lib).save(lib / "rest.jsonl")
-    assert main(["index", "build", "--checkpoint", str(ckpt), "--manifest", str(lib / "rest.jsonl"), "-o",
+    assert main(["index", "build", "--model", str(ckpt), "--manifest", str(lib / "rest.jsonl"), "-o",
                  str(out), "--add", "--no-progress"]) == 0
     said = capsys.readouterr().out
     assert f"1 indexed clip(s) whose audio file is gone were deleted from the index: {local.clips[0].id}" in said

@@ -33,7 +33,7 @@ def test_milvus_round_trip_equals_local_exact_index(trained, tmp_path, capsys):
     target = f"milvus:{tmp_path / 'lib.db'}"
     local = tmp_path / "lib.idx"
     for out in (target, str(local)):
-        base = ["index", "build", "--checkpoint", str(ckpt), "--caption-langs", "eng,fra", "--no-progress"]
+        base = ["index", "build", "--model", str(ckpt), "--caption-langs", "eng,fra", "--no-progress"]
         assert main(base + ["--manifest", str(first_path), "--to", out]) == 0
         assert main(base + ["--manifest", str(manifest_path), "--to", out, "--add"]) == 0
     assert "20 clips (8 encoded" in capsys.readouterr().out

@@ -178,7 +178,7 @@ def test_training_from_shards_equals_training_from_the_manifest(exported, tmp_pa
     _same_runs(tmp_path / "one-m", tmp_path / "one-s")
     # evaluation from the shards: the metrics evaluation from the manifest gives
     ckpt = str(tmp_path / "one-m" / "last.pt")
-    common = ["eval", "--checkpoint", ckpt, "--split", "val", "--max-seconds", "1", "--languages", "eng,fra,deu"]
+    common = ["eval", "--model", ckpt, "--split", "val", "--max-seconds", "1", "--languages", "eng,fra,deu"]
     assert main([*common, "--manifest", str(path), "--json", str(tmp_path / "m.json")]) == 0
     assert main([*common, "--webdataset", f"{shards}/shard-{{000000..000002}}.tar",
                  "--json", str(tmp_path / "s.json")]) == 0
@@ -244,13 +244,13 @@ def test_encode_and_index_build_from_shards_equal_the_manifest(exported, served_
     path, shards = exported
     spec = f"{shards}/shard-{{000000..000002}}.tar"
     ckpt = str(served_toy[1])
-    common = ["encode", "--checkpoint", ckpt, "--split", "all", "--max-seconds", "1", "--languages", "eng"]
+    common = ["encode", "--model", ckpt, "--split", "all", "--max-seconds", "1", "--languages", "eng"]
     assert main([*common, "--manifest", str(path), "-o", str(tmp_path / "m.npz")]) == 0
     assert main([*common, "--webdataset", spec, "-o", str(tmp_path / "s.npz")]) == 0
     m, s = np.load(tmp_path / "m.npz"), np.load(tmp_path / "s.npz")
     for key in ("audio", "text", "clip_ids", "text_lang"):
         assert np.array_equal(m[key], s[key]), key
-    build = ["index", "build", "--checkpoint", ckpt, "--caption-langs", "eng,fra", "--max-seconds", "1",
+    build = ["index", "build", "--model", ckpt, "--caption-langs", "eng,fra", "--max-seconds", "1",
              "--no-progress"]
     assert main([*build, "--manifest", str(path), "-o", str(tmp_path / "m.idx")]) == 0
     assert main([*build, "--webdataset", spec, "-o", str(tmp_path / "s.idx"), "--split", "train"]) == 0

@@ -1,6 +1,7 @@
 import json
 
 from mlatr.commands._arg_types import positive_float, positive_int
+from mlatr.commands._model_io import add_model_option, load_model_from_args
 from mlatr.commands.embed import audio_files
 from mlatr.terminal_text import shown
 
@@ -20,7 +21,7 @@ Examples:
 def add_arguments(parser):
     parser.add_argument("items", nargs="+", metavar="FILES", help="sound files or folders")
     parser.add_argument("--labels", required=True, help="comma-separated class labels")
-    parser.add_argument("--model", required=True, help="a checkpoint (mlatr train) or a model folder (mlatr export)")
+    add_model_option(parser)
     parser.add_argument("--lang", default="eng", help="language of the labels and the prompt (default eng)")
     parser.add_argument("--template", default=None, help="prompt with {label} instead of the paper's")
     parser.add_argument("-k", type=positive_int, default=3, help="labels shown per file (default 3)")
@@ -32,10 +33,8 @@ def add_arguments(parser):
 
 
 def run(args) -> int:
-    from mlatr.inference import load  # loads torch: not paid by every command's parser
-
     files = audio_files(args.items)
-    model = load(args.model, args.device)
+    model = load_model_from_args(args)
     result = model.classify(files, args.labels, args.lang, template=args.template, batch_size=args.batch_size,
                             max_seconds=args.max_seconds)
     top = result.top(args.k)

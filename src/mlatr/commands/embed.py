@@ -1,6 +1,7 @@
 from pathlib import Path
 
 from mlatr.commands._arg_types import positive_float, positive_int
+from mlatr.commands._model_io import add_model_option, load_model_from_args
 from mlatr.commands._notices import report_skipped
 from mlatr.commands._paths import refuse_output_over_input
 from mlatr.errors import MlatrError
@@ -21,7 +22,7 @@ Examples:
 
 def add_arguments(parser):
     parser.add_argument("items", nargs="+", metavar="FILES", help="sound files or folders (texts with --text)")
-    parser.add_argument("--model", required=True, help="a checkpoint (mlatr train) or a model folder (mlatr export)")
+    add_model_option(parser)
     parser.add_argument("-o", "--output", required=True, help="output .npz or .parquet")
     parser.add_argument("--text", action="store_true", help="the items are texts, not files")
     parser.add_argument("--lang", default=None, help="language of the texts (ISO 639-3 or 639-1; needed when the "
@@ -54,8 +55,6 @@ def audio_files(items):
 
 
 def run(args) -> int:
-    from mlatr.inference import load  # loads torch: not paid by every command's parser
-
     # loads torch: not paid by every command's parser
     from mlatr.inference.tables import is_parquet, require_parquet, write_embeddings
 
@@ -64,7 +63,7 @@ def run(args) -> int:
     items = list(args.items) if args.text else audio_files(args.items)
     refuse_output_over_input([("-o", args.output)],
                              [("--model", args.model)] + ([] if args.text else [("FILE", f) for f in items]))
-    model = load(args.model, args.device)
+    model = load_model_from_args(args)
     if args.text:
         emb = model.embed_text(items, args.lang, batch_size=args.batch_size, progress=not args.no_progress)
         lang = [model.text_languages(1, args.lang)[0]] * len(items) if args.lang else None

@@ -1,7 +1,7 @@
 import time
 
 from mlatr.commands._arg_types import positive_float, positive_int
-from mlatr.commands._model_io import clips_from_args, load_model_from_args
+from mlatr.commands._model_io import add_model_option, clips_from_args, load_model_from_args
 from mlatr.commands._notices import report_skipped, some_ids
 from mlatr.commands._paths import model_inputs, refuse_output_over_input
 from mlatr.errors import MlatrError
@@ -35,23 +35,27 @@ to the manifest. The result equals a one-process build. A killed run started aga
 command keeps the shards already written and encodes only the missing parts.
 
 Examples:
-  mlatr index build --checkpoint runs/real/model.pt --manifest data/real-sounds/manifest.jsonl -o sounds.idx
-  mlatr index build --checkpoint runs/real/model.pt --manifest more.jsonl -o sounds.idx --add
-  mlatr index build --checkpoint model.pt --manifest big.jsonl --to milvus://db.example:19530/sounds
-  mlatr index build --checkpoint model.pt --webdataset 'shards/shard-{000000..000009}.tar' -o sounds.idx
-  mlatr index build --checkpoint model.pt --manifest big.jsonl -o big.idx --dtype float16 --ann hnsw \\
+  mlatr index build --model runs/real/model.pt --manifest data/real-sounds/manifest.jsonl -o sounds.idx
+  mlatr index build --model runs/real/model.pt --manifest more.jsonl -o sounds.idx --add
+  mlatr index build --model model.pt --manifest big.jsonl --to milvus://db.example:19530/sounds
+  mlatr index build --model model.pt --webdataset 'shards/shard-{000000..000009}.tar' -o sounds.idx
+  mlatr index build --model model.pt --manifest big.jsonl -o big.idx --dtype float16 --ann hnsw \\
       --ann-param efSearch=96
 """
 
 
+#: Old spellings of options, accepted for this release with a warning (mlatr.commands._deprecated).
+OLD_SPELLINGS = {"--to": "--output"}
+
+
 def add_arguments(parser):
-    parser.add_argument("--checkpoint", required=True, help="a checkpoint written by mlatr train / demo-real")
+    add_model_option(parser)
     clips = parser.add_mutually_exclusive_group(required=True)
     clips.add_argument("--manifest", help="JSONL manifest of the clips to index")
     clips.add_argument("--webdataset", metavar="SHARDS",
                        help="webdataset shards instead of a manifest: DIR/shard-{000000..000009}.tar (any fsspec "
                             "URL); each clip's path in the index is its shard member's address")
-    parser.add_argument("-o", "--output", "--to", required=True, metavar="INDEX",
+    parser.add_argument("-o", "--output", required=True, metavar="INDEX",
                         help="index to write: a folder (any name), one file when the name ends in .npz, or a "
                              "Milvus collection: milvus:PATH.db (milvus-lite) or milvus://HOST:PORT/COLLECTION")
     parser.add_argument("--add", action="store_true", help="keep INDEX's entries and encode only new clips")

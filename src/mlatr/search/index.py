@@ -39,6 +39,7 @@ from mlatr.file_state import file_state
 from mlatr.inference import LoadedModel, load_model
 from mlatr.inference.library import library_manifest
 from mlatr.inference.model_identity import check_index_model, model_sha256
+from mlatr.model_registry import default_model, resolve_model
 from mlatr.search import milvus, npz_index
 from mlatr.search import shards as shard_files
 from mlatr.search.ann import AnnBuild, AnnSearcher
@@ -252,7 +253,7 @@ class Index:
     def model(self) -> LoadedModel:
         """The model that made the embeddings (loaded from the index's checkpoint on first use)."""
         if self._model is None:
-            self._model = load_index_model(self.meta["checkpoint"])
+            self._model = load_index_model(self.meta, str(self.path or "the index"))
         return self._model
 
     def search_text(self, query: str, lang: str | None = "eng", k: int = 10, rank: str = "hybrid"):
@@ -291,12 +292,21 @@ class Index:
         return info
 
 
-def load_index_model(checkpoint: dict[str, str], device: str = "cpu") -> LoadedModel:
-    """The model of ``checkpoint`` (``{"path", "sha256"}``); refuses a file whose bytes changed."""
+def load_index_model(meta: dict[str, Any], where: str, device: str = "cpu") -> LoadedModel:
+    """The model an index's ``meta`` records (``checkpoint``: ``{"path", "sha256", "weights_sha256"}``); refuses
+    a file whose bytes changed. When that file is gone, the default model (``$MLATR_MODEL`` or the nearest
+    ``mlatr.toml``: :mod:`mlatr.model_registry`) is used if there is one, checked against the index's weights
+    digest (:func:`~mlatr.inference.model_identity.check_index_model`)."""
+    checkpoint = meta["checkpoint"]
     path = checkpoint["path"]
     if not Path(path).exists():
-        raise MlatrError(f"the index's model {path} is gone; the index needs its model to encode queries "
-                         "(a moved model: give --model PATH, or Index.load(..., model=mlatr.load(PATH)))")
+        if default_model() is None:
+            raise MlatrError(f"the index's model {path} is gone; the index needs its model to encode queries "
+                             "(a moved model: give --model PATH, set $MLATR_MODEL, or Index.load(..., "
+                             "model=mlatr.load(PATH)))")
+        loaded = load_model(resolve_model(None).path, device)
+        check_index_model(meta, loaded, where)
+        return loaded
     if model_sha256(path) != checkpoint["sha256"]:
         raise MlatrError(f"checkpoint {path} changed since the index was built (sha256 differs): "
                          "rebuild the index with mlatr index build")
