@@ -243,7 +243,9 @@ def test_embed_and_classify_commands(served_toy, tmp_path, capsys):
                 "--no-progress")
     assert r.code == 0, r.err
     table = pa.read_table(tmp_path / "e.parquet").to_pydict()
-    assert table["id"] == [str(f) for f in files] and table["path"] == [str(f.resolve()) for f in files]
+    # ids as the index gives them: the paths under the files' common folder, without extension
+    assert table["id"] == [f.stem for f in files] == Index.load(served_toy[2]).ids[:5]
+    assert table["path"] == [str(f.resolve()) for f in files]
     np.testing.assert_array_equal(np.asarray(table["embedding"], np.float32), model.embed_audio(files))
     r = run_cli(capsys, "embed", "--text", "un son aigu", "un son grave", "--lang", "fr", "--model", served_toy[1],
                 "--device", "cpu", "-o", tmp_path / "t.npz", "--no-progress")
@@ -264,6 +266,7 @@ def test_embed_and_classify_commands(served_toy, tmp_path, capsys):
     assert r.code == 0, r.err
     out = json.loads(r.out)
     assert [x["label"] for x in out["results"]] == model.classify(files, ["low tone", "high tone"]).labels
+    assert [x["id"] for x in out["results"]] == [f.stem for f in files]
 
 
 def test_encode_writes_parquet(served_toy, tmp_path, capsys):

@@ -71,6 +71,10 @@ def test_import_gives_the_manifest_back(exported, tmp_path, capsys):
         assert (a.captions, a.split, a.labels, a.duration) == (b.captions, b.split, b.labels, b.duration)
         assert b.audio_path(back.root).read_bytes() == a.audio_path(original.root).read_bytes()
     assert back.clips[0].audio.startswith("back-audio/")
+    # the folder data export wrote is read as its shards, in name order
+    assert main(["data", "import", "--format", "webdataset", str(shards), "-o", str(tmp_path / "folder.jsonl")]) == 0
+    folder = Manifest.load(tmp_path / "folder.jsonl")
+    assert [(c.id, c.captions, c.split) for c in folder] == [(c.id, c.captions, c.split) for c in back]
 
 
 def test_ml_clap_and_laion_layouts_are_read(tmp_path):
@@ -173,6 +177,8 @@ def test_training_from_shards_equals_training_from_the_manifest(exported, tmp_pa
     for i in range(len(plain.train_manifest)):
         assert np.array_equal(sharded.batches.source.load(i), plain.batches.source.load(i))
     assert sharded.batches.plan(0) == plain.batches.plan(0)  # clips, caption indices, crops
+    folder = Trainer(load_config(None, _overrides([f"data.webdataset={shards}"], tmp_path / "f")))  # the folder
+    assert [c.id for c in folder.train_manifest] == [c.id for c in sharded.train_manifest]
     run_job({"overrides": _overrides([f"data.manifest={path}"], tmp_path / "one-m"), "out": str(tmp_path / "one-m")})
     run_job({"overrides": _overrides([spec], tmp_path / "one-s"), "out": str(tmp_path / "one-s")})
     _same_runs(tmp_path / "one-m", tmp_path / "one-s")

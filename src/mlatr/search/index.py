@@ -33,11 +33,10 @@ from typing import Any
 import numpy as np
 
 from mlatr import api_args
-from mlatr.data.manifest import Manifest
 from mlatr.errors import MlatrError
 from mlatr.file_state import file_state
 from mlatr.inference import LoadedModel, load_model
-from mlatr.inference.library import library_manifest
+from mlatr.inference.library import LibrarySource, open_library
 from mlatr.inference.model_identity import check_index_model, model_sha256
 from mlatr.model_registry import default_model, resolve_model
 from mlatr.search import milvus, npz_index
@@ -90,6 +89,19 @@ class Index:
     caption_clip = _Column("caption_columns", "clip")  # [M] int64: the row of the clip each caption describes
     caption_lang = _Column("caption_columns", "lang")
     caption_text = _Column("caption_columns", "text")
+
+    def __repr__(self) -> str:
+        """One line: ``Index(1,481 clips, 2 shards, hnsw, model=runs/demo-real/model.pt)``, not its columns."""
+        if self.backend == "milvus":
+            where = "milvus"
+        elif self.shards:
+            kinds = sorted({(s.entry.get("ann") or {}).get("kind", "exact") for s in self.shards})
+            where = f"{len(self.shards)} shard{'s' * (len(self.shards) != 1)}, {'/'.join(kinds)}"
+        else:
+            where = "one file" if self.path else "in memory"
+        deleted = f" ({len(self.deleted_rows):,} deleted)" if len(self.deleted_rows) else ""
+        model = (self.meta.get("checkpoint") or {}).get("path", "?")
+        return f"Index({len(self):,} clips{deleted}, {where}, dim {self.dim}, model={model})"
 
     @property
     def shard_entries(self) -> list[dict]:
@@ -193,14 +205,13 @@ class Index:
         return cls(clips, captions, meta, path=path, backend=backend, _model=model)
 
     @classmethod
-    def build(cls, model: LoadedModel, source: str | os.PathLike | Manifest | Sequence[str | os.PathLike], *,
-              split: str = "all", caption_languages: Sequence[str] | None = None, batch_size: int = 16,
-              max_seconds: float | None = None, window_seconds: float | None = None, skip_bad: bool = False,
-              progress: bool = True) -> Index:
-        """An index of ``source`` (a folder of sounds, a manifest file or :class:`Manifest`, or a list of audio
-        paths: :func:`mlatr.inference.library.library_manifest`) embedded by ``model``, in memory
-        (:meth:`save` writes it). Options as :func:`mlatr.search.build.build_index`; unreadable clips are an
-        error unless ``skip_bad``."""
+    def build(cls, model: LoadedModel, source: LibrarySource, *, split: str = "all",
+              caption_languages: Sequence[str] | None = None, batch_size: int = 16, max_seconds: float | None = None,
+              window_seconds: float | None = None, skip_bad: bool = False, progress: bool = True) -> Index:
+        """An index of the library ``source`` (a folder of sounds, a manifest file or :class:`Manifest`, sound
+        files, webdataset shards, or a list of these: :func:`mlatr.inference.library.open_library`, the forms
+        ``mlatr index build`` takes) embedded by ``model``, in memory (:meth:`save` writes it). Options as
+        :func:`mlatr.search.build.build_index`; unreadable clips are an error unless ``skip_bad``."""
         api_args.instance("model", model, LoadedModel, "mlatr.load(PATH)")
         batch_size = api_args.integer("batch_size", batch_size)
         max_seconds = api_args.positive_number("max_seconds", max_seconds)
@@ -208,11 +219,12 @@ class Index:
         skip_bad, progress = api_args.flag("skip_bad", skip_bad), api_args.flag("progress", progress)
         if caption_languages is not None:
             caption_languages = api_args.language_codes("caption_languages", caption_languages)
-        manifest = library_manifest(source, split=api_args.text("split", split), skip_bad=skip_bad)
+        library = open_library(source, split=api_args.text("split", split), skip_bad=skip_bad, progress=progress)
+        manifest = library.manifest
         sample_rate, max_seconds, window_seconds = build_settings(model, max_seconds, window_seconds, None)
         langs = list(caption_languages) if caption_languages else manifest.languages()
         meta = index_meta(model, manifest, sample_rate, max_seconds, langs, window_seconds)
-        how = EncodeSettings(sample_rate, max_seconds, window_seconds, batch_size, skip_bad, progress)
+        how = EncodeSettings(sample_rate, max_seconds, window_seconds, batch_size, skip_bad, progress, library.shards)
         clips, captions, _ = encode_clips(model, manifest, manifest.clips, langs, how)
         return cls(clips, captions, meta, _model=model)
 
