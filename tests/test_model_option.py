@@ -200,3 +200,24 @@ def test_a_real_models_folder_names_no_file_of_the_training_machine(tmp_path, ca
     direct.load_state_dict(model.state_dict())
     with torch.no_grad():
         np.testing.assert_allclose(fresh, direct.encode_text(["rain"], ["eng"]).pooled.numpy(), atol=1e-6)
+
+
+def test_a_hugging_face_tokenizer_folder_travels_inside_the_model_folder(tmp_path, capsys, registry):
+    """An imported LAION-CLAP model reads its tokenizer from the ClapModel folder: the export copies that folder
+    in (text_encoder/) and names it relative to the model folder, which then loads with the original gone."""
+    pytest.importorskip("transformers")
+    from clap_folders import clap_folder
+
+    clap_folder(tmp_path / "clap", fusion=False)
+    r = run_cli(capsys, "import-checkpoint", "--from", "hf-clap", tmp_path / "clap", "-o", tmp_path / "c.pt")
+    assert r.code == 0, r.err
+    expected = mlatr.load(tmp_path / "c.pt", device="cpu").embed_text(["a dog barks"], "eng")
+    assert run_cli(capsys, "export", "--model", tmp_path / "c.pt", "-o", tmp_path / "folder").code == 0
+    config = json.loads((tmp_path / "folder" / "config.json").read_text(encoding="utf-8"))
+    assert config["model_config"]["text_encoder"]["path"] == "text_encoder"
+    assert not [s for s in _strings(config) if str(tmp_path) in s]
+    shutil.rmtree(tmp_path / "clap")
+    (tmp_path / "c.pt").unlink()
+    shutil.move(tmp_path / "folder", tmp_path / "elsewhere")
+    np.testing.assert_array_equal(mlatr.load(tmp_path / "elsewhere", device="cpu").embed_text(["a dog barks"], "eng"),
+                                  expected)
