@@ -56,7 +56,8 @@ def _load_section(name: str, config: dict[str, Any]) -> list[str]:
             "it and there is no ONNX export. The weights are all in `model.safetensors` (no pickle); nothing "
             "of the training machine is needed.", "",
             "```bash", f"{install}                 # mlatr {__version__} or later",
-            f"mlatr search my-sounds.idx \"rain on a roof\" --model {name}   # or any command's --model",
+            f"mlatr index build my-sounds/ --model {name} -o my-sounds.idx   # or any command's --model",
+            "mlatr search my-sounds.idx --lang fra \"la pluie sur un toit\"",
             "```", "", "```python", "import mlatr", f"model = mlatr.load(\"{name}\")",
             "vectors = model.embed_text([\"la pluie sur un toit\"], lang=\"fra\")   # [1, d], unit norm",
             "index = mlatr.Index.build(model, \"my-sounds/\")", "```", "",
@@ -159,7 +160,7 @@ def _metrics_section(state: dict[str, Any], metrics: Sequence[str | os.PathLike]
                   f"{best.get('metric', 'score')} {_f(best.get('score'))}.", ""]
     for file in metrics:
         command, rows = _metrics_rows(Path(file))
-        lines += [f"From `{Path(file).name}`, measured by `{command}` (percent):", "",
+        lines += [f"From `{Path(file).name}`, measured by `{command}` (recall in percent):", "",
                   *_table(("what", "metric", "value"), rows or [("-", "-", "-")]), ""]
     if len(lines) == 2:
         lines += ["None given: `mlatr export --metrics FILE` quotes an `mlatr eval --json` file or a results.json "
