@@ -24,9 +24,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from mlatr.evaluation import zero_shot_prompts
 from mlatr.evaluation.queries import keyword_relevance, multilingual_query_eval, pessimistic_ranks
-from mlatr.experiments.real_heads import METADATA, RealSounds, _embed
+from mlatr.experiments.real_heads import METADATA, NONSENSE_SEEDS, RealSounds, _embed
 from mlatr.search.fusion import FUSION_GRID, RANKS, FusionSettings, fused_scores
+from mlatr.io_utils import atomic_write_with
 from mlatr.search.lexical import KeywordIndex
 from mlatr.training.heads import TextBank
 
@@ -160,3 +162,40 @@ def summarize_text_search(folds: dict[str, dict]) -> dict | None:
                             "mrv": float(np.mean([r[kind][rank]["mrv"] for r in runs]))} for rank in RANKS}
     out["chance"] = {m: float(np.mean([r["names"]["audio"]["chance"][m] for r in runs])) for m in ("R1", "R10")}
     return out
+
+
+def fold_embeddings(model, data: RealSounds, bank: TextBank, rows: Sequence[int]) -> dict[str, np.ndarray]:
+    """What a fold's model makes of a held-out library, for fitting and measuring what ranks and scores
+    text search on top of it (:mod:`mlatr.experiments.relevance_fit`): the clips' audio embeddings, the
+    embeddings of the queries (:func:`query_texts` order), of the nonsense queries
+    (``nonsense_fit``, ``nonsense_measure``: :meth:`RealSounds.nonsense`), of each kind of metadata caption (:data:`METADATA`; ``has_KIND``: the
+    name has words), and of the zero-shot prompts of the library's folder labels in every language
+    (``prompts [L, C, d]``, ``classes [C]``; ``label [n]``: each clip's first label, ``""`` for none)."""
+    rows = list(rows)
+    q_text, q_lang, _ = query_texts(data)
+    a, q = _embed(model, data.features[rows], bank.lookup(q_text, q_lang))  # [n, d], [Q, d]
+    out = {"rows": np.asarray(rows, np.int64), "audio": a, "queries": q}
+    for use, seed in NONSENSE_SEEDS.items():
+        nonsense = data.nonsense(seed)
+        out[f"nonsense_{use}"] = _embed(model, data.features[rows[:1]], bank.lookup(
+            [x["text"] for x in nonsense], [x["lang"] for x in nonsense]))[1]  # [Z, d]
+    for kind in METADATA:
+        names = [data.metadata(i, kind) for i in rows]
+        _, c = _embed(model, data.features[rows[:1]], bank.lookup([t or q_text[0] for t in names], ["eng"] * len(rows)))
+        out[f"caption_{kind}"] = c
+        out[f"has_{kind}"] = np.array([bool(t) for t in names])
+    labels = [(data.manifest.clips[i].labels or [""])[0] for i in rows]
+    classes = sorted(set(labels) - {""})
+    out["label"], out["classes"] = np.array(labels, dtype=str), np.array(classes, dtype=str)
+    prompts = []
+    for lang in data.languages:
+        texts = zero_shot_prompts([data.label_in(c, lang) for c in classes], lang)
+        prompts.append(_embed(model, data.features[rows[:1]], bank.lookup(texts, [lang] * len(texts)))[1]
+                       if classes else np.zeros((0, a.shape[1]), np.float32))
+    out["prompts"] = np.stack(prompts)  # [L, C, d]
+    return out
+
+
+def save_fold_embeddings(path, arrays: dict[str, np.ndarray]) -> None:
+    """Write :func:`fold_embeddings` as one ``.npz`` (atomically)."""
+    atomic_write_with(path, lambda fh: np.savez(fh, **arrays))

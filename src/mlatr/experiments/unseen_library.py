@@ -34,7 +34,13 @@ from mlatr.experiments.real_heads import (
     text_space,
     train_option,
 )
-from mlatr.experiments.text_search_eval import KeywordScores, summarize_text_search, text_search_eval
+from mlatr.experiments.text_search_eval import (
+    KeywordScores,
+    fold_embeddings,
+    save_fold_embeddings,
+    summarize_text_search,
+    text_search_eval,
+)
 from mlatr.io_utils import atomic_write_json, atomic_write_text
 from mlatr.plotting import pyplot
 from mlatr.search.fusion import RANKS
@@ -109,6 +115,9 @@ def run_unseen_library(manifest_path: str | Path, out: str | Path, text_encoders
                 run["folds"][f] = {**evaluate_clips(model, data, bank, rows["test"]),
                                    "best_epoch": _best_epoch(log)}
                 if f != IN_LIBRARY:
+                    (out / "embeddings" / enc / opt).mkdir(parents=True, exist_ok=True)
+                    save_fold_embeddings(out / "embeddings" / enc / opt / f"{f}.npz",
+                                         fold_embeddings(model, data, bank, rows["test"]))
                     others = {lib: r for lib, r in libraries_rows.items() if lib != f}
                     run["folds"][f]["text_search"] = text_search_eval(model, data, bank, rows["test"], others,
                                                                       keywords)
