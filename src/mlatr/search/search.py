@@ -22,8 +22,9 @@ from mlatr import languages
 from mlatr.audio.bounded import load_query_audio
 from mlatr.errors import MlatrError
 from mlatr.models.protocols import query_languages
-from mlatr.search.fusion import DEFAULT_FUSION, FusionSettings, reciprocal_rank_fusion
-from mlatr.search.hybrid import check_rank
+from mlatr.search.fusion import check_rank
+from mlatr.search.hybrid import Ranked
+from mlatr.search.relevance import QueryStats, pair_features, shipped
 
 #: Windows of one sound query encoded per call.
 QUERY_WINDOW_BATCH = 16
@@ -33,9 +34,10 @@ QUERY_WINDOW_BATCH = 16
 class Hit:
     """One ranked clip: 1-based ``rank``, ``score`` (a cosine; for a hybrid text search the fused score of
     :mod:`mlatr.search.fusion`), ``id``, absolute ``path``, English captions, the ``evidence`` that ranked it
-    (:mod:`mlatr.search.hybrid`; empty for sound-to-sound search); ``stale``: ``"deleted"`` / ``"changed"``
-    when the clip's audio is gone or differs from when it was indexed (its embedding describes a file that
-    is not there any more)."""
+    (:mod:`mlatr.search.hybrid`); ``relevance``: the calibrated probability that the clip answers the query
+    (:mod:`mlatr.search.relevance`; ``None`` where it cannot be computed: a Milvus index's captions);
+    ``stale``: ``"deleted"`` / ``"changed"`` when the clip's audio is gone or differs from when it was
+    indexed (its embedding describes a file that is not there any more)."""
 
     rank: int
     score: float
@@ -44,9 +46,40 @@ class Hit:
     captions: list[str]
     evidence: list[dict] = field(default_factory=list)
     stale: str | None = None
+    relevance: float | None = None
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+
+class Results(list):
+    """The hits of a search, best first (a ``list`` of :class:`Hit`), and whether any seems relevant:
+    ``nothing_relevant`` is True when no hit's relevance reaches ``min_relevance`` (the relevance model's
+    threshold unless the caller gave one); the hits are there all the same, for whoever wants the
+    closest ones."""
+
+    def __init__(self, hits=(), min_relevance: float | None = None):
+        super().__init__(hits)
+        self.min_relevance = min_relevance
+
+    @property
+    def nothing_relevant(self) -> bool:
+        if self.min_relevance is None:
+            return False
+        return not any(h.relevance is not None and h.relevance >= self.min_relevance for h in self)
+
+    def to_dict(self) -> dict:
+        """``{"nothing_relevant", "min_relevance", "results": [hit, ...]}``."""
+        return {"nothing_relevant": self.nothing_relevant, "min_relevance": self.min_relevance,
+                "results": [h.to_dict() for h in self]}
+
+
+def check_min_relevance(value: float | None, default: float) -> float:
+    """``value`` (``default`` when None) if it is a probability, else :class:`MlatrError`."""
+    value = default if value is None else float(value)
+    if not 0.0 <= value <= 1.0:
+        raise MlatrError(f"min_relevance must be in [0, 1], not {value}")
+    return value
 
 
 @dataclass
@@ -140,79 +173,69 @@ def search_vector(index, query: np.ndarray, k: int = 10) -> list[Hit]:
 
 def search_vectors(index, queries: np.ndarray, ks: list[int]) -> list[list[Hit]]:
     """Clips nearest to each of ``queries [Q, d]`` (``ks[i]`` of them for query ``i``), one backend call."""
+    return [clip_hits(index, scores, rows) for scores, rows in nearest_rows(index, queries, ks)]
+
+
+def nearest_rows(index, queries: np.ndarray, ks: list[int]) -> list[tuple[np.ndarray, np.ndarray]]:
+    """``(cosines [k_i], rows [k_i])`` of the clips nearest to each of ``queries [Q, d]`` by the index's
+    searcher (one backend call; a row of -1: fewer clips than asked)."""
     if queries.ndim != 2 or queries.shape[1] != index.dim:
         raise MlatrError(f"query embedding has shape {queries.shape[1:]}, the index holds {index.dim}-d vectors")
     if not np.isfinite(queries).all():
         raise MlatrError("the model gave a non-finite query embedding (NaN or inf); no result can be ranked")
     ks = [_check_k(k) for k in ks]
     scores, rows = index.searcher("audio").top_k(queries.astype(np.float32), max(ks))
-    return [clip_hits(index, scores[i, :k], rows[i, :k]) for i, k in enumerate(ks)]
+    return [(scores[i, :k][rows[i, :k] >= 0], rows[i, :k][rows[i, :k] >= 0]) for i, k in enumerate(ks)]
 
 
-def search_text(index, query: str, lang: str | None = "eng", k: int = 10, rank: str = "hybrid") -> list[Hit]:
+def search_text(index, query: str, lang: str | None = "eng", k: int = 10, rank: str = "hybrid",
+                min_relevance: float | None = None) -> Results:
     """Text-to-audio: the ``k`` best clips for ``query`` (``lang=None``: see :func:`encode_query_text`) by
-    ``rank``: ``audio`` (the clips' audio embeddings nearest to the query's, through the index's backend),
-    ``captions`` or ``hybrid`` (:mod:`mlatr.search.hybrid`). Each hit carries its evidence."""
+    ``rank``: ``hybrid`` (the fused score of every source, :mod:`mlatr.search.fusion`), ``audio`` (the clips'
+    audio embeddings nearest to the query's, through the index's backend) or ``captions``. Each hit carries
+    its relevance and evidence; the list says ``nothing_relevant`` when no hit reaches ``min_relevance``
+    (default: the relevance model's threshold)."""
     check_rank(rank)
-    return rank_text(index, encode_query_text(index, query, lang), query, k, rank)
+    lang = check_query_text(index, query, lang)
+    return rank_text(index, encode_query_texts(index, [query], [lang])[0], query, lang, k, rank, min_relevance)
 
 
-def sound_evidence(hits: list[Hit]) -> list[Hit]:
-    """``hits`` of a sound-only ranking, each saying so in its evidence."""
-    for h in hits:
-        h.evidence = [{"source": "sound", "score": h.score, "rank": h.rank}]
-    return hits
-
-
-def rank_text(index, vec: np.ndarray, query: str, k: int = 10, rank: str = "hybrid") -> list[Hit]:
+def rank_text(index, vec: np.ndarray, query: str, lang: str | None, k: int = 10, rank: str = "hybrid",
+              min_relevance: float | None = None) -> Results:
     """:func:`search_text`'s ranking of a text query already embedded (``vec [d]``: its
     :func:`encode_query_text`)."""
-    return rank_texts(index, vec[None], [query], [k], [rank])[0]
+    return rank_texts(index, vec[None], [query], [lang], [k], [rank], [min_relevance])[0]
 
 
-def rank_texts(index, vecs: np.ndarray, queries: Sequence[str], ks: Sequence[int],
-               ranks: Sequence[str]) -> list[list[Hit]]:
+def rank_texts(index, vecs: np.ndarray, queries: Sequence[str], langs: Sequence[str | None], ks: Sequence[int],
+               ranks: Sequence[str], min_relevances: Sequence[float | None] | None = None) -> list[Results]:
     """:func:`rank_text` of several text queries embedded together (``vecs [B, d]``), as the batching server
-    has them: the queries ranked by sound (``audio``, and ``hybrid`` on a library without any live caption,
-    where only the sound source ranks) are searched as one batch through the index's searcher, the others
-    share one product of the batch with the clips' audio and caption embeddings
+    has them: the queries ranked by sound (``audio``) are searched as one batch through the index's searcher
+    (approximate at scale) and described by the text ranker (relevance, evidence); the others share one
+    product of the batch with the clips' audio and caption embeddings
     (:meth:`~mlatr.search.hybrid.TextRanker.rank_many`)."""
-    out: list[list[Hit]] = [[] for _ in queries]
-    sound_only = {"audio", "hybrid"} if "hybrid" in ranks and not has_live_captions(index) else {"audio"}
-    by_sound = [j for j, rank in enumerate(ranks) if rank in sound_only]
+    threshold = shipped().text.threshold
+    mins = [check_min_relevance(m, threshold) for m in (min_relevances or [None] * len(queries))]
+    out: list[Results] = [Results() for _ in queries]
+    by_sound = [j for j, rank in enumerate(ranks) if rank == "audio"]
     if by_sound:
-        found = search_vectors(index, vecs[by_sound], [ks[j] for j in by_sound])
-        for j, hits in zip(by_sound, found, strict=True):
-            out[j] = sound_evidence(hits) if ranks[j] == "audio" else sound_fused(sound_evidence(hits))
-    fused = [j for j, rank in enumerate(ranks) if rank not in sound_only]
+        found = nearest_rows(index, vecs[by_sound], [ks[j] for j in by_sound])
+        for j, (scores, rows) in zip(by_sound, found, strict=True):
+            if index.backend == "milvus":  # its captions live in Milvus: the sound's evidence only, no relevance
+                hits = clip_hits(index, scores, rows)
+                for h in hits:
+                    h.evidence = [{"source": "sound", "score": h.score, "rank": h.rank}]
+            else:
+                hits = _ranked_hits(index, index.text_ranker().describe(vecs[j], queries[j], langs[j], rows, scores))
+            out[j] = Results(hits, mins[j])
+    fused = [j for j, rank in enumerate(ranks) if rank != "audio"]
     if fused:
         ranker = _ranker(index, ranks[fused[0]])
-        ranked = ranker.rank_many(vecs[fused], [queries[j] for j in fused], [_check_k(ks[j]) for j in fused],
-                                  [ranks[j] for j in fused])
+        ranked = ranker.rank_many(vecs[fused], [queries[j] for j in fused], [langs[j] for j in fused],
+                                  [_check_k(ks[j]) for j in fused], [ranks[j] for j in fused])
         for j, one in zip(fused, ranked, strict=True):
-            out[j] = _fused_hits(index, one)
+            out[j] = Results(_ranked_hits(index, one), mins[j])
     return out
-
-
-def has_live_captions(index) -> bool:
-    """Whether any clip not deleted has a caption (without one, a hybrid ranking is the sound ranking)."""
-    if not len(index.caption_clip):
-        return False
-    if not len(index.deleted_rows):
-        return True
-    return not np.isin(np.asarray(index.caption_clip), index.deleted_rows).all()
-
-
-def sound_fused(hits: list[Hit], settings: FusionSettings = DEFAULT_FUSION) -> list[Hit]:
-    """``hits`` of the sound ranking (with :func:`sound_evidence`) scored as the hybrid fusion scores them when
-    no clip has a caption or keyword (only the sound source ranks): the clips' order is the sound ranking's,
-    so the index's searcher (approximate at scale) finds them without the exact every-clip pass of
-    :class:`~mlatr.search.hybrid.TextRanker`."""
-    if hits:
-        fused = reciprocal_rank_fusion({"sound": np.array([h.rank for h in hits])}, settings.rrf_k)
-        for h, score in zip(hits, fused.tolist(), strict=True):
-            h.score = score
-    return hits
 
 
 def _ranker(index, rank: str):
@@ -223,18 +246,38 @@ def _ranker(index, rank: str):
     return index.text_ranker()
 
 
-def _fused_hits(index, ranked: list[tuple[int, float, list]]) -> list[Hit]:
-    hits = clip_hits(index, np.asarray([s for _, s, _ in ranked]), np.asarray([i for i, _, _ in ranked], np.int64))
-    for h, (_, _, evidence) in zip(hits, ranked, strict=True):
-        h.evidence = evidence
+def _ranked_hits(index, ranked: list[Ranked]) -> list[Hit]:
+    hits = clip_hits(index, np.asarray([r.score for r in ranked]), np.asarray([r.row for r in ranked], np.int64))
+    for h, r in zip(hits, ranked, strict=True):
+        h.evidence, h.relevance = r.evidence, r.relevance
     return hits
 
 
-def search_audio(index, query: str | os.PathLike | np.ndarray, k: int = 10) -> tuple[list[Hit], list[CaptionHit]]:
+def search_audio(index, query: str | os.PathLike | np.ndarray, k: int = 10,
+                 min_relevance: float | None = None) -> tuple[Results, list[CaptionHit]]:
     """Sound-to-sound (clips) and sound-to-caption (the indexed clips' captions) for a sound query (a file's
-    path, or :func:`query_waveform`'s ``[T]``)."""
+    path, or :func:`query_waveform`'s ``[T]``). Each clip hit carries its relevance (the sound-query model of
+    :mod:`mlatr.search.relevance`: the audio cosine and its z-score among the library's clips) and sound
+    evidence; the list says ``nothing_relevant`` as :func:`search_text`'s does."""
     q = encode_query_audio(index, query)
-    return search_vector(index, q, k), nearest_captions(index, q, k)
+    return sound_results(index, q, search_vector(index, q, k), min_relevance), nearest_captions(index, q, k)
+
+
+def sound_results(index, vec: np.ndarray, hits: list[Hit], min_relevance: float | None = None) -> Results:
+    """``hits`` of the audio embedding ``vec [d]`` with the sound-query relevance and evidence, as
+    :class:`Results` (a Milvus index: no relevance, its embeddings live in Milvus)."""
+    model = shipped().sound
+    threshold = check_min_relevance(min_relevance, model.threshold)
+    if hits and index.backend != "milvus":
+        stats = QueryStats.of(index.text_ranker().stats, vec, 0.0)
+        sound = np.asarray([h.score for h in hits], np.float64)
+        x = pair_features(sound, np.full(len(hits), -np.inf), np.zeros(len(hits)), stats)[:, :2]  # sound, sound_z
+        rel = model.relevance(model.score(x))
+        for h, r in zip(hits, rel.tolist(), strict=True):
+            h.relevance = r
+    for h in hits:
+        h.evidence = [{"source": "sound", "score": h.score, "rank": h.rank}]
+    return Results(hits, threshold)
 
 
 def nearest_captions(index, query: np.ndarray, k: int) -> list[CaptionHit]:
@@ -252,8 +295,8 @@ def nearest_captions(index, query: np.ndarray, k: int) -> list[CaptionHit]:
 def search_similar(index, row: int, k: int = 10) -> tuple[list[Hit], list[CaptionHit]]:
     """"More like this": the ``k`` clips nearest to indexed clip ``row``'s stored audio embedding (itself
     left out), and the captions nearest to it."""
-    q = index.embeddings[row]
+    q = np.asarray(index.embeddings[row], np.float32)
     hits = [h for h in search_vector(index, q, _check_k(k) + 1) if h.id != index.ids[row]][:k]
     for r, h in enumerate(hits):
         h.rank = r + 1
-    return hits, nearest_captions(index, q, k)
+    return sound_results(index, q, hits), nearest_captions(index, q, k)

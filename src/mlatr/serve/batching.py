@@ -26,8 +26,8 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from mlatr.search.hybrid import check_rank
-from mlatr.search.search import Hit, check_query_text, encode_query_texts, rank_texts
+from mlatr.search.fusion import check_rank
+from mlatr.search.search import Results, check_min_relevance, check_query_text, encode_query_texts, rank_texts
 
 #: Most queries embedded in one call.
 MAX_BATCH = 64
@@ -43,10 +43,11 @@ class _Pending:
     k: int
     rank: str
     notify: Callable[[], None]  # called by the worker once hits or error is set
-    hits: list[Hit] | None = None
+    min_relevance: float | None = None
+    hits: Results | None = None
     error: BaseException | None = None
 
-    def result(self) -> list[Hit]:
+    def result(self) -> Results:
         if self.error is not None:
             raise self.error
         return self.hits
@@ -63,16 +64,18 @@ class TextBatcher:
         self.batches = 0
         self.queries = 0
 
-    def search(self, snap, query: str, lang: str | None, k: int, rank: str = "hybrid") -> list[Hit]:
+    def search(self, snap, query: str, lang: str | None, k: int, rank: str = "hybrid",
+               min_relevance: float | None = None) -> Results:
         """The ``k`` best clips of ``snap``'s index for ``query`` in ``lang`` ranked by ``rank``
         (:func:`~mlatr.search.search.search_text`; checked here: an empty query, a missing required
         language or an unknown rank raises :class:`~mlatr.errors.MlatrError` at once)."""
         done = threading.Event()
-        item = self._pending(snap, query, lang, k, rank, done.set)
+        item = self._pending(snap, query, lang, k, rank, done.set, min_relevance)
         done.wait()
         return item.result()
 
-    async def search_async(self, snap, query: str, lang: str | None, k: int, rank: str = "hybrid") -> list[Hit]:
+    async def search_async(self, snap, query: str, lang: str | None, k: int, rank: str = "hybrid",
+                           min_relevance: float | None = None) -> Results:
         """:meth:`search` awaited on the running event loop (no thread waits for the answer)."""
         loop = asyncio.get_running_loop()
         done = loop.create_future()
@@ -87,15 +90,17 @@ class TextBatcher:
             except RuntimeError:  # the loop was closed (server shutdown): nobody is waiting
                 pass
 
-        item = self._pending(snap, query, lang, k, rank, notify)
+        item = self._pending(snap, query, lang, k, rank, notify, min_relevance)
         await done
         return item.result()
 
-    def _pending(self, snap, query, lang, k, rank, notify) -> _Pending:
+    def _pending(self, snap, query, lang, k, rank, notify, min_relevance=None) -> _Pending:
         """Check the query, queue it for the worker (started when needed), return its :class:`_Pending`."""
         lang = check_query_text(snap.index, query, lang)
         check_rank(rank)
-        item = _Pending(snap, query, lang, int(k), rank, notify)
+        if min_relevance is not None:
+            check_min_relevance(min_relevance, 0.0)
+        item = _Pending(snap, query, lang, int(k), rank, notify, min_relevance)
         with self._cond:
             if self._worker is None or not self._worker.is_alive():
                 self._worker = threading.Thread(target=self._run, name="mlatr-text-batcher", daemon=True)
@@ -130,8 +135,9 @@ class TextBatcher:
             with self.live.lock:
                 vectors = encode_query_texts(snap.index, [i.query for i in items], [i.lang for i in items])
                 self.live.bound_text_cache(snap)
-            found = rank_texts(snap.index, vectors, [i.query for i in items], [i.k for i in items],
-                               [i.rank for i in items])  # one product of the batch with each embedding matrix
+            found = rank_texts(snap.index, vectors, [i.query for i in items], [i.lang for i in items],
+                               [i.k for i in items], [i.rank for i in items],
+                               [i.min_relevance for i in items])  # one product of the batch with each matrix
             for item, hits in zip(items, found, strict=True):
                 item.hits = hits
         except BaseException as exc:  # handed to the waiting requests, which answer it as an error
