@@ -216,7 +216,8 @@ def expand(x: np.ndarray, features: tuple[str, ...]) -> np.ndarray:
     ``max(0, sound_z - t)``; the caption only where it stands out of the library's captions (hinges
     ``max(0, caption_z - t)`` for t >= 2, and the caption cosine above 0.5 / 0.7 where ``caption_z > 2``: a
     name shared by a fifth of the library or more never has ``caption_z`` above 2, so names that say nothing
-    move no clip); the keyword share with a hinge; the agreement ``max(0, sound_z) * max(0, caption_z - 2)``.
+    move no clip); a caption close to the query in itself (cosine above 0.6 / 0.8: in a library of a few
+    clips no caption can stand out by its z-score); the keyword share with a hinge; the agreement ``max(0, sound_z) * max(0, caption_z - 2)``.
     A model of the sound alone (sound queries) has only the first five."""
     col = {name: x[:, i] for i, name in enumerate(features)}
     sz = col["sound_z"]
@@ -226,7 +227,7 @@ def expand(x: np.ndarray, features: tuple[str, ...]) -> np.ndarray:
         stands_out = (cz > 2.0).astype(np.float64)
         out += [np.maximum(cz - 2, 0), np.maximum(cz - 3, 0), np.maximum(cz - 4, 0), np.maximum(cz - 6, 0),
                 np.maximum(cap - 0.5, 0) * stands_out, np.maximum(cap - 0.7, 0) * stands_out,
-                np.maximum(sz, 0) * np.maximum(cz - 2, 0)]
+                np.maximum(cap - 0.6, 0), np.maximum(cap - 0.8, 0), np.maximum(sz, 0) * np.maximum(cz - 2, 0)]
     if "keyword" in col:
         out += [col["keyword"], np.maximum(col["keyword"] - 0.5, 0)]
     return np.stack(out, axis=1)
@@ -237,7 +238,7 @@ def expanded_names(features: tuple[str, ...]) -> list[str]:
     names = ["sound", "sound_z", "sound_z>1", "sound_z>2", "sound_z>3"]
     if "caption_z" in features:
         names += ["caption_z>2", "caption_z>3", "caption_z>4", "caption_z>6", "caption>0.5|z>2", "caption>0.7|z>2",
-                  "agree"]
+                  "caption>0.6", "caption>0.8", "agree"]
     if "keyword" in features:
         names += ["keyword", "keyword>0.5"]
     return names
