@@ -47,6 +47,9 @@ CALIBRATION_PATH = Path(__file__).resolve().parent.parent / "data" / "calibratio
 #: Smallest spread of a query's cosines taken as real (a library of one clip, identical captions).
 _MIN_STD = 1e-3
 
+#: Weight (in clips) of the prior in a library's statistics (:meth:`Moments.score_stats`).
+PRIOR_COUNT = 10
+
 
 @dataclass
 class Moments:
@@ -77,10 +80,16 @@ class Moments:
         return cls(mean, outer / count - np.outer(mean, mean), count)
 
     def score_stats(self, queries: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """``(mean [B], std [B])`` of the inner products of each of ``queries [B, d]`` with the rows."""
+        """``(mean [B], std [B])`` of the inner products of each of ``queries [B, d]`` with the rows, shrunk
+        toward those of :data:`PRIOR_COUNT` random unit vectors (mean 0, covariance ``I / d``): a library of a
+        few clips says little about how a query's cosines spread, so a caption equal to the query still
+        stands out in it; a library of hundreds is its own estimate."""
         q = np.asarray(queries, np.float64)
+        n, d = self.count, max(len(self.mean), 1)
         var = np.einsum("bi,ij,bj->b", q, self.cov, q)
-        return q @ self.mean, np.sqrt(np.maximum(var, 0.0))
+        prior = np.einsum("bi,bi->b", q, q) / d
+        mean = n * (q @ self.mean) / (n + PRIOR_COUNT)
+        return mean, np.sqrt(np.maximum((n * var + PRIOR_COUNT * prior) / (n + PRIOR_COUNT), 0.0))
 
 
 @dataclass
