@@ -34,10 +34,12 @@ from mlatr.errors import MlatrError
 from mlatr.evaluation.queries import keyword_relevance, multilingual_query_eval, pessimistic_ranks
 from mlatr.experiments.real_heads import METADATA, NONSENSE_SEEDS, RealSounds
 from mlatr.experiments.text_search_eval import query_texts
+from mlatr.io_utils import atomic_write_json, atomic_write_text
 from mlatr.plotting import pyplot
 from mlatr.search.analysis import tokens
 from mlatr.search.lexical import KeywordIndex
 from mlatr.search.relevance import (
+    CALIBRATION_PATH,
     FEATURES,
     Calibration,
     Calibrator,
@@ -573,3 +575,25 @@ def plot_reliability(ts: dict, path: str | Path) -> Path:
     fig.savefig(path, dpi=120)
     plt.close(fig)
     return path
+
+
+def calibrate_command(folder: Path, manifest: str | Path, cache_dir: Path, out: Path, write: bool) -> str:
+    """``mlatr experiment calibrate``: measure (cross-fitted), write the report, and with ``write`` refit on
+    every library and write the shipped calibration. Returns the report."""
+    data = RealSounds.load(manifest, cache_dir / "aisfx.npz", progress=False)
+    libs = load_libraries(folder, data)
+    res = json.loads(json.dumps(measure(libs, folder, data.languages, progress=lambda _: None), default=float))
+    res.pop("top1_relevance", None)
+    out.mkdir(parents=True, exist_ok=True)
+    atomic_write_json(out / "results.json", res)
+    plot_reliability(res, out / "reliability.png")
+    report = "\n".join(["# Text-search ranking, relevance and classification (cross-fitted)",
+                        *text_search_report({folder.parent.name + "/" + folder.name: {"text_search": res}},
+                                            data.languages)]) + "\n"
+    atomic_write_text(out / "report.md", report)
+    if write:
+        cal = fit_calibration(libs, folder, data.languages,
+                              {"embeddings": str(folder), "libraries": sorted({lib.name for lib in libs})})
+        atomic_write_json(CALIBRATION_PATH, cal.to_dict())
+        report += f"\nwrote {CALIBRATION_PATH}\n"
+    return report
