@@ -158,11 +158,12 @@ def test_cards_evidence_waveform_score_download_and_more_like_this(browser, toy_
             else:
                 assert chip == f"sound #{e['rank']}"
     assert any(e["source"] == "caption" for e in api["results"][0]["evidence"])
-    # score bar: each result's share of the best score
-    shares = [float(i.find_element(By.CSS_SELECTOR, ".score-bar").get_attribute("data-share")) for i in items]
+    # relevance bar and number: each result's calibrated relevance
+    shares = [float(i.find_element(By.CSS_SELECTOR, ".score-bar").get_attribute("data-relevance")) for i in items]
+    assert shares == pytest.approx([r["relevance"] for r in api["results"]], abs=1e-3)
+    assert all(f"relevance {r['relevance']:.2f}" in i.text for r, i in zip(api["results"], items, strict=True))
     top = api["results"][0]["score"]
-    assert shares == pytest.approx([r["score"] / top for r in api["results"]], abs=1e-3)
-    assert shares[0] == 1.0 and shares == sorted(shares, reverse=True)
+    assert (len(browser.find_elements(By.ID, "nothing-relevant")) == 1) == api["nothing_relevant"]
     # waveform thumbnail: one bar per peak the server computed
     first = api["results"][0]
     peaks = request(base + "/clips/waveform/" + urllib.parse.quote(first["id"], safe="") + "?bins=60").json()["peaks"]
