@@ -22,6 +22,7 @@ scikit-learn's ``HistGradientBoostingClassifier``, depth 3).
 from __future__ import annotations
 
 import json
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -577,12 +578,16 @@ def plot_reliability(ts: dict, path: str | Path) -> Path:
     return path
 
 
+def _progress(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
 def calibrate_command(folder: Path, manifest: str | Path, cache_dir: Path, out: Path, write: bool) -> str:
     """``mlatr experiment calibrate``: measure (cross-fitted), write the report, and with ``write`` refit on
     every library and write the shipped calibration. Returns the report."""
     data = RealSounds.load(manifest, cache_dir / "aisfx.npz", progress=False)
     libs = load_libraries(folder, data)
-    res = json.loads(json.dumps(measure(libs, folder, data.languages, progress=lambda _: None), default=float))
+    res = json.loads(json.dumps(measure(libs, folder, data.languages, progress=_progress), default=float))
     res.pop("top1_relevance", None)
     out.mkdir(parents=True, exist_ok=True)
     atomic_write_json(out / "results.json", res)
