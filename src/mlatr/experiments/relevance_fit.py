@@ -31,6 +31,7 @@ from scipy.optimize import minimize
 from sklearn.ensemble import HistGradientBoostingClassifier
 from sklearn.isotonic import IsotonicRegression
 
+from mlatr.calibration_file import CALIBRATION_PATH
 from mlatr.errors import MlatrError
 from mlatr.evaluation.queries import keyword_relevance, multilingual_query_eval, pessimistic_ranks
 from mlatr.experiments.real_heads import METADATA, NONSENSE_SEEDS, RealSounds
@@ -40,7 +41,6 @@ from mlatr.plotting import pyplot
 from mlatr.search.analysis import tokens
 from mlatr.search.lexical import KeywordIndex
 from mlatr.search.relevance import (
-    CALIBRATION_PATH,
     FEATURES,
     Calibration,
     Calibrator,

@@ -19,6 +19,7 @@ import torch
 from tqdm import tqdm
 
 from mlatr.audio.io import crop_or_pad
+from mlatr.calibration_file import shipped_calibration
 from mlatr.errors import MlatrError
 from mlatr.evaluation.zero_shot import label_text, zero_shot_prompts
 from mlatr.inference.audio import WHOLE_CLIP, embed_clips, encode_source, file_source, waveform_clips
@@ -28,7 +29,6 @@ from mlatr.matching import MatchingHead, chunked_scores
 from mlatr.models.dual_encoder import DualEncoder
 from mlatr.models.outputs import EncoderOutput
 from mlatr.models.protocols import query_languages
-from mlatr.search.relevance import shipped  # numpy only: the shipped calibration's classification temperature
 
 #: Data settings a model falls back to when it carries none (e.g. an imported one).
 DEFAULT_DATA = {"sample_rate": 16000, "eval_max_seconds": 10.0, "languages": list(DEFAULT_LANGUAGES)}
@@ -242,7 +242,7 @@ class LoadedModel:
             raise MlatrError("labels: give at least one non-empty label")
         lang = normalize(lang, "lang")
         prompts = prompts_for(classes, lang, template)
-        fitted = shipped().classify
+        fitted = shipped_calibration()["classify"]
         cal = {"temperature": float(fitted["temperature"]), "min_probability": float(fitted["min_probability"])}
         if not self.head.needs_frames:
             a = self.embed_audio(audio, sample_rate=sample_rate, batch_size=batch_size, max_seconds=max_seconds)

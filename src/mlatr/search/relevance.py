@@ -29,20 +29,17 @@ top window found by approximate search) needs only the candidates' scores and th
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
 
+from mlatr.calibration_file import CALIBRATION_PATH, read_calibration, shipped_calibration
 from mlatr.errors import MlatrError
 
 #: The features of a (query, clip) pair, in the order the models take them.
 FEATURES = ("sound", "sound_z", "caption", "caption_z", "keyword")
-
-#: The fitted models shipped with mlatr (``mlatr experiment calibrate`` writes it).
-CALIBRATION_PATH = Path(__file__).resolve().parent.parent / "data" / "calibration.json"
 
 #: Smallest spread of a query's cosines taken as real (a library of one clip, identical captions).
 _MIN_STD = 1e-3
@@ -266,10 +263,10 @@ class Calibration:
 
     @classmethod
     def load(cls, path: str | Path = CALIBRATION_PATH) -> Calibration:
-        try:
-            d = json.loads(Path(path).read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
-            raise MlatrError(f"{path}: cannot read the relevance calibration: {exc}") from exc
+        return cls.from_dict(read_calibration(path))
+
+    @classmethod
+    def from_dict(cls, d: dict) -> Calibration:
         return cls(RelevanceModel.from_dict(d["text"]), RelevanceModel.from_dict(d["sound"]), dict(d["classify"]),
                    dict(d.get("fitted", {})))
 
@@ -281,4 +278,4 @@ class Calibration:
 @lru_cache(maxsize=1)
 def shipped() -> Calibration:
     """The calibration shipped with mlatr (read once)."""
-    return Calibration.load(CALIBRATION_PATH)
+    return Calibration.from_dict(shipped_calibration())
