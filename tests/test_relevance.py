@@ -21,8 +21,15 @@ def test_moments_give_each_querys_mean_and_spread_over_the_library():
     mean, std = m.score_stats(q)
     s = q @ x[keep].T
     n, prior = keep.sum(), (q * q).sum(1) / 6
-    assert np.allclose(mean, n * s.mean(1) / (n + PRIOR_COUNT))
-    assert np.allclose(std, np.sqrt((n * s.var(1) + PRIOR_COUNT * prior) / (n + PRIOR_COUNT)))
+    # the mixture of the library's scores and PRIOR_COUNT prior draws (mean 0, variance |q|^2 / d)
+    m1 = n * s.mean(1) / (n + PRIOR_COUNT)
+    m2 = (n * (s ** 2).mean(1) + PRIOR_COUNT * prior) / (n + PRIOR_COUNT)
+    assert np.allclose(mean, m1) and np.allclose(std, np.sqrt(m2 - m1 ** 2))
+    # five names shared equally by 100 clips (64-d): the one equal to the query is at most sqrt(5 - 1) = 2
+    # spreads above the library's own mean, and the prior moves it only a little (the mean's shift counts)
+    names = np.repeat(np.eye(64)[:5], 20, axis=0)
+    mean5, std5 = Moments.of(names).score_stats(np.eye(64)[:1])
+    assert 2.0 < (1.0 - mean5[0]) / std5[0] < 2.15
 
 
 def test_stop_words_of_all_eight_languages_and_stems():

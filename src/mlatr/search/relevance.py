@@ -77,16 +77,21 @@ class Moments:
         return cls(mean, outer / count - np.outer(mean, mean), count)
 
     def score_stats(self, queries: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """``(mean [B], std [B])`` of the inner products of each of ``queries [B, d]`` with the rows, shrunk
-        toward those of :data:`PRIOR_COUNT` random unit vectors (mean 0, covariance ``I / d``): a library of a
-        few clips says little about how a query's cosines spread, so a caption equal to the query still
-        stands out in it; a library of hundreds is its own estimate."""
+        """``(mean [B], std [B])`` of the inner products of each of ``queries [B, d]`` with the rows, pooled
+        with :data:`PRIOR_COUNT` random unit vectors (mean 0, covariance ``I / d``): the mean and spread of
+        the mixture of the library's rows and the prior's (its second moment, so the shift of the mean
+        counts in the spread). A library of a few clips says little about how a query's cosines spread, so
+        a caption equal to the query still stands out in it; a library of hundreds is its own estimate. A
+        name shared by a fifth of a library of a hundred clips stays near 2 spreads above the mean (k equally
+        shared values are at most ``sqrt(k - 1)`` above their own mean; the prior adds a little)."""
         q = np.asarray(queries, np.float64)
         n, d = self.count, max(len(self.mean), 1)
+        mu = q @ self.mean  # [B]
         var = np.einsum("bi,ij,bj->b", q, self.cov, q)
         prior = np.einsum("bi,bi->b", q, q) / d
-        mean = n * (q @ self.mean) / (n + PRIOR_COUNT)
-        return mean, np.sqrt(np.maximum((n * var + PRIOR_COUNT * prior) / (n + PRIOR_COUNT), 0.0))
+        mean = n * mu / (n + PRIOR_COUNT)
+        second = (n * (var + mu * mu) + PRIOR_COUNT * prior) / (n + PRIOR_COUNT)
+        return mean, np.sqrt(np.maximum(second - mean * mean, 0.0))
 
 
 @dataclass
