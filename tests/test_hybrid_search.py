@@ -18,7 +18,6 @@ from mlatr.search import Index
 from mlatr.search.analysis import terms
 from mlatr.search.hybrid import TextRanker, describe_evidence
 from mlatr.search.lexical import KeywordIndex
-from mlatr.search.search import rank_text, rank_texts
 from mlatr.search.shards import RowStack
 
 
@@ -44,7 +43,8 @@ def test_bm25_equals_the_lucene_formula():
     assert np.array_equal(index.scores("zebra", "eng"), np.zeros(5))
     assert index.matched_terms(index.terms("Dog growling", "eng"), 0) == ["dog"]
     n = 5  # idf mass: a term no caption holds counts with document frequency 0
-    assert index.idf_mass(["dog", "zebra"]) == pytest.approx(math.log(1 + (n - 2 + .5) / 2.5) + math.log(1 + (n + .5) / .5))
+    expected = math.log(1 + (n - 2 + .5) / 2.5) + math.log(1 + (n + .5) / .5)
+    assert index.idf_mass(["dog", "zebra"]) == pytest.approx(expected)
     assert np.array_equal(KeywordIndex([]).scores("dog", "eng"), np.zeros(0))
 
 

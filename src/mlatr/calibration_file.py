@@ -20,12 +20,12 @@ CALIBRATION_PATH = Path(__file__).resolve().parent / "data" / "calibration.json"
 
 
 def read_calibration(path: str | Path = CALIBRATION_PATH) -> dict:
-    """The calibration file's contents (``text``, ``sound``, ``classify``, ``fitted``)."""
+    """The calibration file's contents (``text``, ``answer``, ``sound``, ``classify``, ``fitted``)."""
     try:
         d = json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
         raise MlatrError(f"{path}: cannot read the relevance calibration: {exc}") from exc
-    missing = [k for k in ("text", "sound", "classify") if k not in d]
+    missing = [k for k in ("text", "answer", "sound", "classify") if k not in d]
     if missing:
         raise MlatrError(f"{path}: the relevance calibration lacks {', '.join(missing)}")
     return d

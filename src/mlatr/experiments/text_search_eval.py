@@ -32,9 +32,9 @@ def query_texts(data: RealSounds) -> tuple[list[str], list[str], np.ndarray]:
 def fold_embeddings(model, data: RealSounds, bank: TextBank, rows: Sequence[int]) -> dict[str, np.ndarray]:
     """What a fold's model makes of a held-out library, for fitting and measuring what ranks and scores
     text search on top of it (:mod:`mlatr.experiments.relevance_fit`): the clips' audio embeddings, the
-    embeddings of the queries (:func:`query_texts` order), of the nonsense queries
-    (``nonsense_fit``, ``nonsense_measure``: :meth:`RealSounds.nonsense`), of each kind of metadata caption (:data:`METADATA`; ``has_KIND``: the
-    name has words), and of the zero-shot prompts of the library's folder labels in every language
+    embeddings of the queries (:func:`query_texts` order), of the nonsense queries (``nonsense_fit``,
+    ``nonsense_measure``: :meth:`RealSounds.nonsense`), of each kind of metadata caption (:data:`METADATA`;
+    ``has_KIND``: the name has words), and of the zero-shot prompts of the library's folder labels in every language
     (``prompts [L, C, d]``, ``classes [C]``; ``label [n]``: each clip's first label, ``""`` for none)."""
     rows = list(rows)
     q_text, q_lang, _ = query_texts(data)

@@ -27,7 +27,17 @@ import numpy as np
 from mlatr.search.analysis import surface_words
 from mlatr.search.fusion import Candidates, check_rank, fuse, order_by
 from mlatr.search.lexical import KeywordIndex
-from mlatr.search.relevance import FEATURES, LibraryStats, Moments, QueryStats, RelevanceModel, shipped
+from mlatr.search.relevance import (
+    FEATURES,
+    LibraryStats,
+    Moments,
+    QueryStats,
+    RelevanceModel,
+    answer_features,
+    answer_relevance,
+    rare_cutoff,
+    shipped,
+)
 from mlatr.search.shards import RowStack
 
 #: A caption is shown as evidence of a hybrid or sound-ranked hit when its z-score among the library's
@@ -45,26 +55,38 @@ class Ranked(NamedTuple):
     evidence: list[dict]
 
 
+class Ranking(list):
+    """The :class:`Ranked` clips of one query, best first, and ``relevance``: the probability that the library
+    holds a clip relevant to the query (:func:`~mlatr.search.relevance.answer_relevance` of the fused ranking
+    of every candidate, whichever order the hits are in)."""
+
+    def __init__(self, hits=(), relevance: float | None = None):
+        super().__init__(hits)
+        self.relevance = relevance
+
+
 class TextRanker:
     """Ranks the live clips of one index for text queries (module docstring).
 
     ``deleted``: tombstoned clip rows (``mlatr index delete``). They are not part of the library: no
     source ranks them, their captions and audio are left out of the keyword and library statistics, and
     they never take a result slot, so the ranking equals that of the index without them
-    (:meth:`~mlatr.search.index.Index.live`). ``model``: the relevance model (default: the shipped one).
+    (:meth:`~mlatr.search.index.Index.live`). ``model``, ``answer``: the relevance model of a hit and of a
+    whole answer (default: the shipped ones).
 
     A query costs one product with the audio embeddings and one with the caption embeddings, a per-clip
     maximum over the captions (one ``maximum.at``) and the fused score of every live clip."""
 
     def __init__(self, audio: np.ndarray, caption_embeddings: np.ndarray, caption_clip: np.ndarray,
                  caption_text: Sequence[str], caption_lang: Sequence[str], deleted: Sequence[int] | np.ndarray = (),
-                 model: RelevanceModel | None = None):
+                 model: RelevanceModel | None = None, answer: RelevanceModel | None = None):
         self.audio = RowParts(audio)  # [N, d]
         self.captions = RowParts(caption_embeddings)  # [M, d]
         self.caption_clip = np.asarray(caption_clip, np.int64)  # [M]
         self.caption_text = list(caption_text)
         self.caption_lang = list(caption_lang)
         self.model = model if model is not None else shipped().text
+        self.answer = answer if answer is not None else shipped().answer
         self.live = np.ones(len(self.audio), bool)  # [N]
         self.live[np.asarray(deleted, np.int64)] = False
         self._live_rows = np.flatnonzero(self.live)  # [N_live]
@@ -104,12 +126,12 @@ class TextRanker:
         return int(rows[np.argmax(scores[rows])])
 
     def rank(self, query_vec: np.ndarray, query: str, lang: str | None, k: int,
-             rank: str = "hybrid") -> list[Ranked]:
+             rank: str = "hybrid") -> Ranking:
         """The ``k`` best live clips for the embedded query ``query_vec [d]`` (text ``query`` in ``lang``)."""
         return self.rank_many(np.asarray(query_vec)[None], [query], [lang], [k], [rank])[0]
 
     def rank_many(self, query_vecs: np.ndarray, queries: Sequence[str], langs: Sequence[str | None],
-                  ks: Sequence[int], ranks: Sequence[str]) -> list[list[Ranked]]:
+                  ks: Sequence[int], ranks: Sequence[str]) -> list[Ranking]:
         """:meth:`rank` of several embedded queries ``query_vecs [B, d]``: the products with the audio and
         caption embeddings are taken for the whole batch at once (one pass over each matrix, which a single
         query's product spends its time reading), then each query is ranked on its own row."""
@@ -122,17 +144,18 @@ class TextRanker:
                 for b, (query, lang, k, rank) in enumerate(zip(queries, langs, ks, ranks, strict=True))]
 
     def ranked(self, vec: np.ndarray, audio: np.ndarray, caption_scores: np.ndarray, query: str, lang: str | None,
-               k: int, rank: str = "hybrid", rows: np.ndarray | None = None) -> list[Ranked]:
+               k: int, rank: str = "hybrid", rows: np.ndarray | None = None) -> Ranking:
         """The ``k`` best live clips by ``rank``, best first (ties: lower row first), for a query ``vec [d]``
         whose scores against the clips' audio (``audio [N]``) and their captions (``caption_scores [M]``) are
-        given. ``rows``: rank only these clips (a sound ranking found by the index's searcher: they keep
-        its order), else every live clip."""
+        given, and the answer's relevance. ``rows``: rank only these clips (a sound ranking found by the
+        index's searcher: they keep its order, and the answer's relevance is read from them alone), else
+        every live clip."""
         terms = self.keywords.terms(query, lang)
         keyword_scores = np.zeros(len(self.captions), np.float32)  # [M]
         keyword_scores[self._keyword_rows] = self.keywords.scores_of(terms)
         caption, keyword = self._best(caption_scores), self._best(keyword_scores)  # [N] each
         keyword = np.where(np.isfinite(keyword), keyword, 0.0)
-        stats = QueryStats.of(self.stats, vec, self.keywords.idf_mass(terms))
+        stats = QueryStats.of(self.stats, vec, self.keywords.idf_mass(terms), rare_cutoff(caption[self.live]))
         cand_rows = self._live_rows if rows is None else np.asarray(rows, np.int64)
         cands = Candidates(cand_rows, audio[cand_rows], caption[cand_rows], keyword[cand_rows])
         fused = fuse(cands, stats, self.model)
@@ -160,10 +183,11 @@ class TextRanker:
                                  "rank": int(ranks["keyword"][j])})
             evidence.append({"source": "sound", "score": float(audio[i]), "rank": int(ranks["sound"][j])})
             out.append(Ranked(i, float(shown[p]), float(fused.relevance[p]), evidence))
-        return out
+        answer = answer_relevance(self.answer, answer_features(fused.score, fused.relevance, fused.features))
+        return Ranking(out, answer)
 
     def describe(self, vec: np.ndarray, query: str, lang: str | None, rows: np.ndarray,
-                 sound: np.ndarray) -> list[Ranked]:
+                 sound: np.ndarray) -> Ranking:
         """Relevance and evidence of clips a sound ranking found through the index's searcher (``rows``, best
         first, ``sound``: their cosines), in that order: the audio product is taken only for them."""
         vec = np.asarray(vec, np.float32)
@@ -171,8 +195,8 @@ class TextRanker:
         audio[np.asarray(rows, np.int64)] = sound
         captions = self.captions.scores(vec[None])[0]
         hits = self.ranked(vec, audio, captions, query, lang, len(rows), "audio", rows=rows)
-        return [h._replace(evidence=[e if e["source"] != "sound" else {**e, "rank": r + 1} for e in h.evidence])
-                for r, h in enumerate(hits)]
+        return Ranking([h._replace(evidence=[e if e["source"] != "sound" else {**e, "rank": r + 1}
+                                             for e in h.evidence]) for r, h in enumerate(hits)], hits.relevance)
 
 
 class RowParts:

@@ -10,7 +10,12 @@ put on a scale that transfers, *for this query in this library* (:func:`pair_fea
 - ``caption``, ``caption_z``: the best cosine of the query with one of the clip's captions, and its
   z-score among the library's captions (a name that says nothing lifts no clip above the others);
 - ``keyword``: the clip's best BM25 score divided by the query's idf mass
-  (:meth:`~mlatr.search.lexical.KeywordIndex.idf_mass`): the share of what the query could match.
+  (:meth:`~mlatr.search.lexical.KeywordIndex.idf_mass`): the share of what the query could match;
+- ``caption_rare``: 1 when at most a tenth (:data:`RARE_SHARE`) of the library's captioned clips have a
+  caption as close to the query (:func:`rare_cutoff`). Names that say nothing come in a few kinds, each
+  shared by many clips (``ZOOM0001.wav``, ``track_17.ogg``: a fifth of the library each), so the closest of
+  them is never rare; a file name that says what the clip is usually is, even where its cosine is low and
+  its z-score modest (a short name, a query in another language).
 
 A clip without caption has the library's mean caption cosine and ``caption_z`` 0 (no caption evidence).
 
@@ -39,7 +44,11 @@ from mlatr.calibration_file import CALIBRATION_PATH, read_calibration, shipped_c
 from mlatr.errors import MlatrError
 
 #: The features of a (query, clip) pair, in the order the models take them.
-FEATURES = ("sound", "sound_z", "caption", "caption_z", "keyword")
+FEATURES = ("sound", "sound_z", "caption", "caption_z", "keyword", "caption_rare")
+
+#: A clip's caption is rare for a query when at most this share of the library's captioned clips have one
+#: as close (``caption_rare``).
+RARE_SHARE = 0.1
 
 #: Smallest spread of a query's cosines taken as real (a library of one clip, identical captions).
 _MIN_STD = 1e-3
@@ -105,20 +114,36 @@ class LibraryStats:
 
 @dataclass
 class QueryStats:
-    """One query's view of the library: mean and spread of its sound and caption cosines, and its idf mass."""
+    """One query's view of the library: mean and spread of its sound and caption cosines, its idf mass and
+    the caption cosine above which a clip's best caption is rare (:func:`rare_cutoff`)."""
 
     sound_mean: float
     sound_std: float
     caption_mean: float
     caption_std: float
     idf_mass: float
+    caption_cutoff: float = np.inf
 
     @classmethod
-    def of(cls, stats: LibraryStats, vec: np.ndarray, idf_mass: float) -> QueryStats:
-        """The statistics of the embedded query ``vec [d]`` (idf mass from the keyword index)."""
+    def of(cls, stats: LibraryStats, vec: np.ndarray, idf_mass: float, caption_cutoff: float = np.inf) -> QueryStats:
+        """The statistics of the embedded query ``vec [d]`` (idf mass from the keyword index, the caption
+        cutoff from :func:`rare_cutoff` of the library's best caption cosines; inf: no caption is rare)."""
         sm, ss = stats.audio.score_stats(vec[None])
         cm, cs = stats.captions.score_stats(vec[None]) if stats.captions.count else (np.zeros(1), np.zeros(1))
-        return cls(float(sm[0]), float(ss[0]), float(cm[0]), float(cs[0]), float(idf_mass))
+        return cls(float(sm[0]), float(ss[0]), float(cm[0]), float(cs[0]), float(idf_mass), float(caption_cutoff))
+
+
+def rare_cutoff(caption: np.ndarray) -> float:
+    """The cosine a clip's best caption cosine must exceed for at most :data:`RARE_SHARE` of the captioned
+    clips to have one as close, from every captioned clip's best caption cosine ``caption [n]`` (NaN or
+    ``-inf``: no caption): the ``(m + 1)``-th highest, ``m = floor(RARE_SHARE * n)`` (inf when ``m`` is 0).
+    One partial sort, O(n)."""
+    values = np.asarray(caption, np.float64)
+    values = values[np.isfinite(values)]
+    m = int(RARE_SHARE * len(values))
+    if m == 0:
+        return float("inf")
+    return float(-np.partition(-values, m)[m])
 
 
 def pair_features(sound: np.ndarray, caption: np.ndarray, keyword: np.ndarray, q: QueryStats) -> np.ndarray:
@@ -130,7 +155,8 @@ def pair_features(sound: np.ndarray, caption: np.ndarray, keyword: np.ndarray, q
     cap = np.where(has, caption, q.caption_mean)
     cap_z = np.where(has, (cap - q.caption_mean) / max(q.caption_std, _MIN_STD), 0.0)
     kw = np.asarray(keyword, np.float64) / q.idf_mass if q.idf_mass > 0 else np.zeros(len(sound))
-    return np.stack([sound, (sound - q.sound_mean) / max(q.sound_std, _MIN_STD), cap, cap_z, kw], axis=1)
+    rare = (has & (caption > q.caption_cutoff)).astype(np.float64)
+    return np.stack([sound, (sound - q.sound_mean) / max(q.sound_std, _MIN_STD), cap, cap_z, kw, rare], axis=1)
 
 
 def _logistic(x: np.ndarray) -> np.ndarray:
@@ -161,7 +187,8 @@ class RelevanceModel:
     """Features -> fused score -> relevance (module docstring), from data.
 
     ``kind`` ``logistic``: the fused score is ``w . phi(x) + b`` on the expanded features ``phi``
-    (:func:`expand`, ``w >= 0``); ``kind`` ``trees``: the sum of a gradient-boosted ensemble's leaf values
+    (:func:`expand`, ``w >= 0``); ``kind`` ``linear``: ``w . x + b`` on the features as they are (the
+    answer model, :func:`answer_features`); ``kind`` ``trees``: the sum of a gradient-boosted ensemble's leaf values
     (``trees``: per tree, arrays ``feature``, ``threshold``, ``left``, ``right``, ``value``; a node with
     ``left == -1`` is a leaf), plus ``bias``. ``calibrator`` maps the fused score to the relevance;
     ``threshold``: the relevance a hit must reach for the list not to be "nothing relevant";
@@ -181,6 +208,8 @@ class RelevanceModel:
         x = np.asarray(x, np.float64)
         if self.kind == "logistic":
             return expand(x, self.features) @ self.weights + self.bias
+        if self.kind == "linear":
+            return x @ self.weights + self.bias
         out = np.full(len(x), self.bias)
         for t in self.trees:
             node = np.zeros(len(x), np.int64)
@@ -200,6 +229,8 @@ class RelevanceModel:
                "threshold": self.threshold, "bias": self.bias, "about": self.about}
         if self.kind == "logistic":
             out.update(weights=self.weights.tolist(), expanded=expanded_names(self.features))
+        elif self.kind == "linear":
+            out["weights"] = self.weights.tolist()
         else:
             out["trees"] = [{k: (v.tolist() if isinstance(v, np.ndarray) else v) for k, v in t.items()}
                             for t in self.trees]
@@ -208,11 +239,11 @@ class RelevanceModel:
     @classmethod
     def from_dict(cls, d: dict) -> RelevanceModel:
         kind = d["kind"]
-        if kind not in ("logistic", "trees"):
-            raise MlatrError(f"relevance model: unknown kind {kind!r} (logistic or trees)")
+        if kind not in ("logistic", "linear", "trees"):
+            raise MlatrError(f"relevance model: unknown kind {kind!r} (logistic, linear or trees)")
         common = {"kind": kind, "features": tuple(d["features"]), "calibrator": Calibrator.from_dict(d["calibrator"]),
                   "threshold": float(d["threshold"]), "bias": float(d.get("bias", 0.0)), "about": d.get("about", "")}
-        if kind == "logistic":
+        if kind in ("logistic", "linear"):
             return cls(**common, weights=np.asarray(d["weights"], np.float64))
         trees = [{"feature": np.asarray(t["feature"], np.int64), "threshold": np.asarray(t["threshold"], np.float64),
                   "left": np.asarray(t["left"], np.int64), "right": np.asarray(t["right"], np.int64),
@@ -226,9 +257,13 @@ def expand(x: np.ndarray, features: tuple[str, ...]) -> np.ndarray:
     evidence from a source never lowers a clip's fused score: the sound cosine and its z-score with hinges
     ``max(0, sound_z - t)``; the caption only where it stands out of the library's captions (hinges
     ``max(0, caption_z - t)`` for t >= 2, and the caption cosine above 0.5 / 0.7 where ``caption_z > 2``: a
-    name shared by a fifth of the library or more never has ``caption_z`` above 2, so names that say nothing
-    move no clip); a caption close to the query in itself (cosine above 0.6 / 0.8: in a library of a few
-    clips no caption can stand out by its z-score); the keyword share with a hinge; the agreement ``max(0, sound_z) * max(0, caption_z - 2)``.
+    name shared by a fifth of the library or more has ``caption_z`` near 2 at most, so names that say nothing
+    move no clip unless close to the query in meaning); a caption close to the query in itself (cosine above
+    0.6 / 0.8: in a library of a few clips no caption can stand out by its z-score); the keyword share with
+    a hinge; the agreement ``max(0, sound_z) * max(0, caption_z - 2)``; and where the caption is rare
+    (``caption_rare``) the caption z-score from 1 and 1.5 and the cosine above 0.2 (where the z-score passes
+    1): a name only a tenth of the library shares counts below the z-score of 2 that a name shared by a fifth
+    can reach.
     A model of the sound alone (sound queries) has only the first five."""
     col = {name: x[:, i] for i, name in enumerate(features)}
     sz = col["sound_z"]
@@ -241,6 +276,10 @@ def expand(x: np.ndarray, features: tuple[str, ...]) -> np.ndarray:
                 np.maximum(cap - 0.6, 0), np.maximum(cap - 0.8, 0), np.maximum(sz, 0) * np.maximum(cz - 2, 0)]
     if "keyword" in col:
         out += [col["keyword"], np.maximum(col["keyword"] - 0.5, 0)]
+    if "caption_rare" in col:
+        cz, rare = col["caption_z"], col["caption_rare"]
+        out += [np.maximum(cz - 1, 0) * rare, np.maximum(cz - 1.5, 0) * rare,
+                np.maximum(col["caption"] - 0.2, 0) * rare * (cz > 1)]
     return np.stack(out, axis=1)
 
 
@@ -252,16 +291,61 @@ def expanded_names(features: tuple[str, ...]) -> list[str]:
                   "caption>0.6", "caption>0.8", "agree"]
     if "keyword" in features:
         names += ["keyword", "keyword>0.5"]
+    if "caption_rare" in features:
+        names += ["caption_z>1|rare", "caption_z>1.5|rare", "caption>0.2|rare,z>1"]
     return names
+
+
+#: What the answer model reads of a query's ranked library (:func:`answer_features`).
+ANSWER_FEATURES = ("best", "any", "gap", "caption", "caption_z", "caption_z_top3", "sound", "sound_z",
+                   "sound_z_top5", "keyword")
+
+#: The hits the answer model looks at: the top of the fused ranking.
+ANSWER_DEPTH = 10
+
+
+def answer_features(score: np.ndarray, relevance: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """``[len(ANSWER_FEATURES)]`` what a query's whole answer says, from the fused ``score [n]``, ``relevance
+    [n]`` and features ``x [n, len(FEATURES)]`` of every candidate: the best hit's relevance (``best``), the
+    chance that one of the top :data:`ANSWER_DEPTH` is relevant were they independent (``any``), how far the
+    top fused score stands above the next ones (``gap``), the highest caption cosine and caption z-score and
+    the mean of the three highest z-scores, the same for the sound (its five highest z-scores) and the
+    highest keyword share. A nonsense query finds neither a caption nor a sound that stands out; a query
+    whose concept the library lacks finds them less often than one it holds."""
+    score, relevance, x = (np.asarray(v, np.float64) for v in (score, relevance, x))
+    if len(score) == 0:
+        return np.zeros(len(ANSWER_FEATURES))
+    top = np.argsort(-score, kind="stable")[:ANSWER_DEPTH]
+    col = {name: x[:, i] for i, name in enumerate(FEATURES)}
+    rest = score[top[1:]].mean() if len(top) > 1 else score[top[0]]
+    return np.array([relevance[top[0]], 1.0 - np.prod(1.0 - relevance[top]), score[top[0]] - rest,
+                     col["caption"].max(), col["caption_z"].max(), _top_mean(col["caption_z"], 3),
+                     col["sound"].max(), col["sound_z"].max(), _top_mean(col["sound_z"], 5), col["keyword"].max()])
+
+
+def _top_mean(values: np.ndarray, k: int) -> float:
+    return float(np.sort(values)[-k:].mean())
+
+
+def answer_relevance(model: RelevanceModel, features: np.ndarray) -> float:
+    """The probability that the library holds a clip relevant to the query, from the :func:`answer_features`
+    of its answer: the answer model's calibrated probability, and never less than the best hit's relevance
+    (the library holds a relevant clip whenever that hit is one)."""
+    features = np.asarray(features, np.float64)
+    p = float(model.relevance(model.score(features[None]))[0])
+    return max(p, float(features[ANSWER_FEATURES.index("best")]))
 
 
 @dataclass
 class Calibration:
-    """What ``mlatr/data/calibration.json`` holds: the text-query relevance model (``text``), the sound-query
-    one (``sound``, features ``sound``, ``sound_z`` of the audio-to-audio cosines), the zero-shot
-    classification temperature and "none of these" threshold (``classify``), and how they were fitted."""
+    """What ``mlatr/data/calibration.json`` holds: the text-query relevance model (``text``), the answer model
+    of a text query (``answer``: whether the library holds a relevant clip, :func:`answer_relevance`; its
+    threshold is the default "nothing relevant" level), the sound-query one (``sound``, features ``sound``,
+    ``sound_z`` of the audio-to-audio cosines), the zero-shot classification temperature and "none of these"
+    threshold (``classify``), and how they were fitted."""
 
     text: RelevanceModel
+    answer: RelevanceModel
     sound: RelevanceModel
     classify: dict
     fitted: dict
@@ -272,12 +356,12 @@ class Calibration:
 
     @classmethod
     def from_dict(cls, d: dict) -> Calibration:
-        return cls(RelevanceModel.from_dict(d["text"]), RelevanceModel.from_dict(d["sound"]), dict(d["classify"]),
-                   dict(d.get("fitted", {})))
+        return cls(RelevanceModel.from_dict(d["text"]), RelevanceModel.from_dict(d["answer"]),
+                   RelevanceModel.from_dict(d["sound"]), dict(d["classify"]), dict(d.get("fitted", {})))
 
     def to_dict(self) -> dict:
         return {"format": "mlatr-calibration-1", "fitted": self.fitted, "text": self.text.to_dict(),
-                "sound": self.sound.to_dict(), "classify": self.classify}
+                "answer": self.answer.to_dict(), "sound": self.sound.to_dict(), "classify": self.classify}
 
 
 @lru_cache(maxsize=1)

@@ -53,25 +53,33 @@ class Hit:
 
 
 class Results(list):
-    """The hits of a search, best first (a ``list`` of :class:`Hit`), and whether any seems relevant:
-    ``nothing_relevant`` is True when no hit's relevance reaches ``min_relevance`` (the relevance model's
-    threshold unless the caller gave one); the hits are there all the same, for whoever wants the
-    closest ones."""
+    """The hits of a search, best first (a ``list`` of :class:`Hit`), and whether the library seems to hold
+    anything relevant. ``relevance``: the probability that it does (for a text query the answer model's,
+    :func:`~mlatr.search.relevance.answer_relevance`; given none, the best hit's relevance; ``None`` where
+    no relevance can be computed: a Milvus index). ``nothing_relevant`` is True when it is below
+    ``min_relevance`` (the relevance model's threshold unless the caller gave one), or when there is no hit;
+    the hits are there all the same, for whoever wants the closest ones."""
 
-    def __init__(self, hits=(), min_relevance: float | None = None):
+    def __init__(self, hits=(), min_relevance: float | None = None, relevance: float | None = None):
         super().__init__(hits)
         self.min_relevance = min_relevance
+        if relevance is None:
+            known = [h.relevance for h in self if h.relevance is not None]
+            relevance = max(known) if known else None
+        self.relevance = relevance
 
     @property
     def nothing_relevant(self) -> bool:
-        if self.min_relevance is None:
+        if not self:
+            return True
+        if self.min_relevance is None or self.relevance is None:
             return False
-        return not any(h.relevance is not None and h.relevance >= self.min_relevance for h in self)
+        return self.relevance < self.min_relevance
 
     def to_dict(self) -> dict:
-        """``{"nothing_relevant", "min_relevance", "results": [hit, ...]}``."""
+        """``{"nothing_relevant", "min_relevance", "relevance", "results": [hit, ...]}``."""
         return {"nothing_relevant": self.nothing_relevant, "min_relevance": self.min_relevance,
-                "results": [h.to_dict() for h in self]}
+                "relevance": self.relevance, "results": [h.to_dict() for h in self]}
 
 
 def check_min_relevance(value: float | None, default: float) -> float:
@@ -193,8 +201,9 @@ def search_text(index, query: str, lang: str | None = "eng", k: int = 10, rank: 
     """Text-to-audio: the ``k`` best clips for ``query`` (``lang=None``: see :func:`encode_query_text`) by
     ``rank``: ``hybrid`` (the fused score of every source, :mod:`mlatr.search.fusion`), ``audio`` (the clips'
     audio embeddings nearest to the query's, through the index's backend) or ``captions``. Each hit carries
-    its relevance and evidence; the list says ``nothing_relevant`` when no hit reaches ``min_relevance``
-    (default: the relevance model's threshold)."""
+    its relevance and evidence; the list says how probable it is that the library holds a relevant clip
+    (``relevance``) and ``nothing_relevant`` when that is below ``min_relevance`` (default: the answer
+    model's threshold)."""
     check_rank(rank)
     lang = check_query_text(index, query, lang)
     return rank_text(index, encode_query_texts(index, [query], [lang])[0], query, lang, k, rank, min_relevance)
@@ -214,7 +223,7 @@ def rank_texts(index, vecs: np.ndarray, queries: Sequence[str], langs: Sequence[
     (approximate at scale) and described by the text ranker (relevance, evidence); the others share one
     product of the batch with the clips' audio and caption embeddings
     (:meth:`~mlatr.search.hybrid.TextRanker.rank_many`)."""
-    threshold = shipped().text.threshold
+    threshold = shipped().answer.threshold
     mins = [check_min_relevance(m, threshold) for m in (min_relevances or [None] * len(queries))]
     out: list[Results] = [Results() for _ in queries]
     by_sound = [j for j, rank in enumerate(ranks) if rank == "audio"]
@@ -222,19 +231,20 @@ def rank_texts(index, vecs: np.ndarray, queries: Sequence[str], langs: Sequence[
         found = nearest_rows(index, vecs[by_sound], [ks[j] for j in by_sound])
         for j, (scores, rows) in zip(by_sound, found, strict=True):
             if index.backend == "milvus":  # its captions live in Milvus: the sound's evidence only, no relevance
-                hits = clip_hits(index, scores, rows)
+                hits, relevance = clip_hits(index, scores, rows), None
                 for h in hits:
                     h.evidence = [{"source": "sound", "score": h.score, "rank": h.rank}]
             else:
-                hits = _ranked_hits(index, index.text_ranker().describe(vecs[j], queries[j], langs[j], rows, scores))
-            out[j] = Results(hits, mins[j])
+                described = index.text_ranker().describe(vecs[j], queries[j], langs[j], rows, scores)
+                hits, relevance = _ranked_hits(index, described), described.relevance
+            out[j] = Results(hits, mins[j], relevance)
     fused = [j for j, rank in enumerate(ranks) if rank != "audio"]
     if fused:
         ranker = _ranker(index, ranks[fused[0]])
         ranked = ranker.rank_many(vecs[fused], [queries[j] for j in fused], [langs[j] for j in fused],
                                   [_check_k(ks[j]) for j in fused], [ranks[j] for j in fused])
         for j, one in zip(fused, ranked, strict=True):
-            out[j] = Results(_ranked_hits(index, one), mins[j])
+            out[j] = Results(_ranked_hits(index, one), mins[j], one.relevance)
     return out
 
 

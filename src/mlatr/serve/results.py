@@ -1,6 +1,7 @@
 """Search hits -> the JSON objects of the HTTP API.
 
-A clip result is ``{"rank", "id", "score", "relevance", "caption", "caption_lang", "duration", "audio_url", "evidence"}``
+A clip result is ``{"rank", "id", "score", "relevance", "caption", "caption_lang", "duration", "audio_url",
+"evidence"}``
 (``evidence``: what ranked the clip, :mod:`mlatr.search.hybrid`, with every field of
 :class:`~mlatr.serve.schemas.Evidence`):
 ``caption`` is the clip's first caption in the query's language when the index holds one, else its
