@@ -132,10 +132,12 @@ def test_relevance_is_a_probability_monotone_in_the_fused_score():
     scores = np.linspace(-30, 30, 2001)
     rel = model.relevance(scores)
     assert rel.min() >= 0 and rel.max() <= 1 and np.all(np.diff(rel) >= 0)
-    x = np.random.default_rng(0).normal(size=(500, 5)) * [0.2, 2, 0.3, 3, 0.5]
-    for col in range(5):  # more evidence from any source never lowers the fused score
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(500, 6)) * [0.2, 2, 0.3, 3, 0.5, 0]
+    x[:, 5] = rng.random(500) < 0.5  # caption_rare
+    for col in range(6):  # more evidence from any source never lowers the fused score
         up = x.copy()
-        up[:, col] += 0.5
+        up[:, col] = 1.0 if col == 5 else up[:, col] + 0.5
         assert np.all(model.score(up) >= model.score(x) - 1e-12)
 
 

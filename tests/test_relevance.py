@@ -8,7 +8,19 @@ from mlatr.evaluation.nonsense import nonsense_queries
 from mlatr.inference.loaded_model import Classification
 from mlatr.search.analysis import stop_words, terms
 from mlatr.search.hybrid import TextRanker
-from mlatr.search.relevance import PRIOR_COUNT, Moments, shipped
+from mlatr.search.relevance import (
+    ANSWER_FEATURES,
+    FEATURES,
+    PRIOR_COUNT,
+    RARE_SHARE,
+    Moments,
+    QueryStats,
+    answer_features,
+    answer_relevance,
+    pair_features,
+    rare_cutoff,
+    shipped,
+)
 from mlatr.search.search import Hit, Results
 
 
@@ -53,6 +65,43 @@ def test_results_say_nothing_relevant_below_the_threshold():
     hits = [Hit(1, 0.5, "a", "/a", [], relevance=0.2), Hit(2, 0.4, "b", "/b", [], relevance=0.1)]
     assert Results(hits, 0.3).nothing_relevant and not Results(hits, 0.2).nothing_relevant
     assert Results(hits, 0.3).to_dict()["nothing_relevant"] is True and Results([], 0.1).nothing_relevant
+    # the answer's relevance, when given, decides (the library may hold a relevant clip beyond the best hit)
+    assert Results(hits, 0.3, relevance=0.6).to_dict()["relevance"] == 0.6
+    assert not Results(hits, 0.3, relevance=0.6).nothing_relevant and Results(hits, 0.7, relevance=0.6).nothing_relevant
+    # no relevance known (a Milvus index's sound ranking): hits are not called irrelevant
+    unknown = [Hit(1, 0.5, "a", "/a", [])]
+    assert Results(unknown, 0.3).relevance is None and not Results(unknown, 0.3).nothing_relevant
+
+
+def test_a_caption_is_rare_when_at_most_a_tenth_of_the_library_is_as_close():
+    rng = np.random.default_rng(3)
+    for n in (5, 9, 10, 37, 200):
+        caption = np.round(rng.random(n), 1)  # many ties
+        caption[rng.random(n) < 0.2] = -np.inf  # clips without caption
+        cutoff = rare_cutoff(caption)
+        has = np.isfinite(caption)
+        for v in caption[has]:
+            assert (v > cutoff) == (np.sum(caption[has] >= v) <= int(RARE_SHARE * has.sum())), (n, v)
+        x = pair_features(np.zeros(n), caption, np.zeros(n), QueryStats(0, 1, 0, 1, 0, cutoff))
+        assert np.array_equal(x[:, FEATURES.index("caption_rare")], has & (caption > cutoff))
+    # five names shared equally: the closest is shared by a fifth, never rare
+    assert not np.any(np.repeat([0.1, 0.2, 0.3, 0.4, 0.5], 20) > rare_cutoff(np.repeat([0.1, 0.2, 0.3, 0.4, 0.5], 20)))
+
+
+def test_the_answer_reads_the_whole_ranking_and_is_never_below_its_best_hit():
+    rng = np.random.default_rng(4)
+    n = 30
+    x = rng.standard_normal((n, len(FEATURES)))
+    score, rel = rng.standard_normal(n), rng.random(n)
+    f = dict(zip(ANSWER_FEATURES, answer_features(score, rel, x), strict=True))
+    top = np.argsort(-score)[:10]
+    assert f["best"] == rel[top[0]] and f["any"] == pytest.approx(1 - np.prod(1 - rel[top]))
+    assert f["gap"] == pytest.approx(score[top[0]] - score[top[1:]].mean())
+    assert f["sound_z_top5"] == pytest.approx(np.sort(x[:, 1])[-5:].mean()) and f["keyword"] == x[:, 4].max()
+    model = shipped().answer
+    for best in (0.0, 0.5, 0.99):
+        feats = answer_features(score, np.where(np.arange(n) == top[0], best, 0.0), x)
+        assert best <= answer_relevance(model, feats) <= 1.0
 
 
 def test_nonsense_queries_abstain_on_a_small_library():
@@ -64,11 +113,12 @@ def test_nonsense_queries_abstain_on_a_small_library():
     audio, caps = unit(rng.standard_normal((n, d))), unit(rng.standard_normal((n, d)))
     names = [f"{w} {i}" for i, w in enumerate(["dog bark", "rain", "door slam", "bell"] * 10)]
     ranker = TextRanker(audio, caps, np.arange(n), names, ["eng"] * n)
-    threshold = shipped().text.threshold
+    threshold = shipped().answer.threshold
     for q in nonsense_queries(["eng", "fra", "jpn", "zho"])[:20]:
-        best = ranker.rank(unit(rng.standard_normal(d)), q["text"], q["lang"], 10, "hybrid")[0]
-        assert best.relevance < threshold, q
-    assert ranker.rank(caps[3], names[3], "eng", 10, "hybrid")[0].relevance >= threshold
+        answer = ranker.rank(unit(rng.standard_normal(d)), q["text"], q["lang"], 10, "hybrid")
+        assert answer.relevance < threshold and answer[0].relevance <= answer.relevance, q
+    found = ranker.rank(caps[3], names[3], "eng", 10, "hybrid")
+    assert found[0].row == 3 and found.relevance >= threshold
 
 
 def test_classification_probabilities_are_a_tempered_softmax():
@@ -82,10 +132,11 @@ def test_classification_probabilities_are_a_tempered_softmax():
 def test_the_shipped_calibration_is_complete():
     cal = shipped()
     assert cal.text.kind in ("logistic", "trees") and 0 < cal.text.threshold < 1
+    assert cal.answer.kind == "linear" and cal.answer.features == ANSWER_FEATURES and 0 < cal.answer.threshold < 1
+    assert np.all(np.diff(cal.answer.calibrator.y) >= 0)
     assert cal.classify["temperature"] > 0 and 0 < cal.classify["min_probability"] < 1
     assert np.all(np.diff(cal.text.calibrator.y) >= 0) and np.all(np.diff(cal.sound.calibrator.y) >= 0)
 
 
-@pytest.mark.parametrize("path", ["relevance"])
-def test_shipped_weights_are_non_negative(path):
+def test_shipped_weights_are_non_negative():
     assert np.all(shipped().text.weights >= 0) and np.all(shipped().sound.weights >= 0)

@@ -168,7 +168,7 @@ def test_cards_evidence_waveform_score_download_and_more_like_this(browser, toy_
     banner = browser.find_elements(By.ID, "nothing-relevant")
     assert (len(banner) == 1) == api["nothing_relevant"]
     if banner:
-        assert f"relevance {api['min_relevance']:.2f}" in banner[0].text
+        assert f"(relevance {api['relevance']:.2f}, below {api['min_relevance']:.2f})" in banner[0].text
         assert banner[0].location["y"] < items[0].location["y"]
     browser.execute_script("show(Object.assign({}, arguments[0], {nothing_relevant: !arguments[0].nothing_relevant}),"
                            " 'a test');", api)

@@ -15,9 +15,10 @@ Text queries are encoded by the index's model with the language --lang (ISO 639-
 ranked by --rank: hybrid (default: the clips' sound, their captions' meaning in every language the index
 holds, and caption keywords, fused by a model fitted on libraries never trained on), audio (sound only)
 or captions (captions only). Each result carries its relevance, the calibrated probability that it
-answers the query, and says why it matched (caption, keyword, sound). When no result reaches
---min-relevance (default: the relevance model's threshold), a line says "nothing relevant" before the
-closest results (--json: "nothing_relevant": true).
+answers the query, and says why it matched (caption, keyword, sound). The answer as a whole carries the
+probability that the library holds a clip relevant to the query (for --audio: the best result's
+relevance); below --min-relevance (default: the fitted threshold) a line says "nothing relevant" before
+the closest results (--json: "nothing_relevant": true, and "relevance").
 The frozen multilingual text encoders (e5-small, use-multilingual) read any of their languages;
 a small trained text encoder uses --lang only if it was trained with a language embedding.
 --audio FILE ranks the indexed clips by similarity to FILE and also the indexed captions
@@ -43,8 +44,8 @@ def add_arguments(parser):
                         help="auto: each shard's recorded approximate structure (HNSW / IVF-PQ, built by index "
                              "build for large shards) where it has one, else exact; numpy / faiss: exact")
     parser.add_argument("--min-relevance", type=fraction, default=None,
-                        help="the relevance a result must reach for the list not to say 'nothing relevant' "
-                             "(0-1; default: the relevance model's threshold)")
+                        help="the probability that the library holds a relevant clip below which the answer "
+                             "says 'nothing relevant' (0-1; default: the fitted threshold)")
     parser.add_argument("--json", action="store_true", help="print JSON")
     parser.add_argument("--model", help="the index's model moved elsewhere (a checkpoint or a model folder written "
                         "by mlatr export) instead of the path the index recorded")
@@ -69,7 +70,8 @@ def run(args) -> int:
         print(json.dumps(out, ensure_ascii=False, indent=1))
         return 0
     if clips.nothing_relevant:
-        print(f"nothing relevant: no result reaches relevance {clips.min_relevance:.2f}; the closest ones:")
+        level = "" if clips.relevance is None else f" (relevance {clips.relevance:.2f}, below {clips.min_relevance:.2f})"
+        print(f"nothing relevant: nothing in this library seems to match{level}; the closest ones:")
     print(f"{'rank':>4}  {'relev.':>6}  {'score':>6}  id / caption / path")
     for h in clips:
         cap = shown("; ".join(h.captions))

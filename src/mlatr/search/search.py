@@ -76,10 +76,14 @@ class Results(list):
             return False
         return self.relevance < self.min_relevance
 
-    def to_dict(self) -> dict:
-        """``{"nothing_relevant", "min_relevance", "relevance", "results": [hit, ...]}``."""
+    def answer(self) -> dict:
+        """What the answer says as a whole: ``{"nothing_relevant", "min_relevance", "relevance"}``."""
         return {"nothing_relevant": self.nothing_relevant, "min_relevance": self.min_relevance,
-                "relevance": self.relevance, "results": [h.to_dict() for h in self]}
+                "relevance": self.relevance}
+
+    def to_dict(self) -> dict:
+        """:meth:`answer` and ``"results": [hit, ...]``."""
+        return {**self.answer(), "results": [h.to_dict() for h in self]}
 
 
 def check_min_relevance(value: float | None, default: float) -> float:

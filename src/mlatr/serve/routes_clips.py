@@ -66,6 +66,5 @@ def register_clip_routes(app: FastAPI, live, limits, api_error, errors: dict, al
         with live.lock:
             clips, captions = search_similar(snap.index, row, k)
         root = request.scope.get("root_path", "")
-        return {"id": clip_id, "k": k, "nothing_relevant": clips.nothing_relevant, "min_relevance": clips.min_relevance,
-                "results": [clip_result(snap, h, None, root) for h in clips],
+        return {"id": clip_id, "k": k, **clips.answer(), "results": [clip_result(snap, h, None, root) for h in clips],
                 "captions": [caption_result(h, root) for h in captions], "took_ms": (time.perf_counter() - t0) * 1e3}

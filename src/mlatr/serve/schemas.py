@@ -41,8 +41,9 @@ class TextSearchResponse(BaseModel):
     k: int
     rank: str
     took_ms: float
-    nothing_relevant: bool  # no result reaches min_relevance (the results are the closest ones all the same)
+    nothing_relevant: bool  # relevance is below min_relevance (the results are the closest ones all the same)
     min_relevance: float
+    relevance: float | None  # the probability that the library holds a relevant clip (None: cannot be computed)
     results: list[ClipResult]
 
 
@@ -52,6 +53,7 @@ class AudioSearchResponse(BaseModel):
     took_ms: float
     nothing_relevant: bool
     min_relevance: float
+    relevance: float | None
     results: list[ClipResult]
     captions: list[CaptionResult]
 
@@ -65,6 +67,7 @@ class SimilarResponse(BaseModel):
     took_ms: float
     nothing_relevant: bool
     min_relevance: float
+    relevance: float | None
     results: list[ClipResult]
     captions: list[CaptionResult]
 

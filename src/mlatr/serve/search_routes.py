@@ -51,9 +51,10 @@ def add_search_routes(app: FastAPI, live: LiveIndex, limits: Limits, batcher: Te
                k: Annotated[int, Query(ge=1, le=limits.max_k, description="number of results")] = 10,
                rank: Annotated[Literal["audio", "captions", "hybrid"],
                                Query(description="hybrid: sound + captions + keywords; audio; captions")] = "hybrid",
-               min_relevance: Annotated[float | None, Query(ge=0.0, le=1.0, description="the relevance a result "
-                                                            "must reach for the answer not to say nothing_relevant "
-                                                            "(default: the relevance model's threshold)")] = None):
+               min_relevance: Annotated[float | None, Query(ge=0.0, le=1.0, description="the probability that the "
+                                                            "library holds a relevant clip below which the answer "
+                                                            "says nothing_relevant (default: the fitted "
+                                                            "threshold)")] = None):
         t0 = time.perf_counter()
         snap = live.current()
         code = query_language(snap, lang)
@@ -64,8 +65,7 @@ def add_search_routes(app: FastAPI, live: LiveIndex, limits: Limits, batcher: Te
         results = [clip_result(snap, h, code, root) for h in hits]
         # built to TextSearchResponse field by field: sent as it is, not validated against it again
         return JSONResponse({"query": q, "lang": code, "k": k, "rank": rank,
-                             "took_ms": (time.perf_counter() - t0) * 1e3, "nothing_relevant": hits.nothing_relevant,
-                             "min_relevance": hits.min_relevance, "results": results})
+                             "took_ms": (time.perf_counter() - t0) * 1e3, **hits.answer(), "results": results})
 
     @app.post("/search/audio", response_model=AudioSearchResponse, responses=ERRORS)
     def search_by_sound(request: Request,
@@ -90,6 +90,5 @@ def add_search_routes(app: FastAPI, live: LiveIndex, limits: Limits, batcher: Te
             except MlatrError as exc:
                 raise ApiError(400, str(exc).replace(tmp.name, short(name))) from None
         root = request.scope.get("root_path", "")
-        return {"filename": name, "k": k, "nothing_relevant": clips.nothing_relevant,
-                "min_relevance": clips.min_relevance, "results": [clip_result(snap, h, None, root) for h in clips],
+        return {"filename": name, "k": k, **clips.answer(), "results": [clip_result(snap, h, None, root) for h in clips],
                 "captions": [caption_result(h, root) for h in captions], "took_ms": (time.perf_counter() - t0) * 1e3}

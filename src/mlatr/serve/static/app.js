@@ -151,8 +151,9 @@ function show(data, what) {
     const li = document.createElement("li");
     li.className = "nothing-relevant";
     li.id = "nothing-relevant";
-    li.textContent = `Nothing in this library seems to match (no result reaches relevance ` +
-      `${data.min_relevance.toFixed(2)}). The closest sounds:`;
+    const level = data.relevance === null || data.relevance === undefined ? "" :
+      ` (relevance ${data.relevance.toFixed(2)}, below ${data.min_relevance.toFixed(2)})`;
+    li.textContent = `Nothing in this library seems to match${level}. The closest sounds:`;
     results.append(li);
   }
   data.results.forEach((r, i) => {
