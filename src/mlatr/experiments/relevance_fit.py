@@ -37,6 +37,7 @@ from mlatr.errors import MlatrError
 from mlatr.evaluation.queries import keyword_relevance, multilingual_query_eval, pessimistic_ranks
 from mlatr.experiments.real_heads import METADATA, NONSENSE_SEEDS, RealSounds
 from mlatr.experiments.text_search_eval import query_texts
+from mlatr.inference.loaded_model import Classification
 from mlatr.io_utils import atomic_write_json, atomic_write_text
 from mlatr.plotting import pyplot
 from mlatr.search.analysis import tokens
@@ -418,9 +419,8 @@ def fit_temperature(pairs: list[tuple[np.ndarray, np.ndarray]]) -> float:
 
 
 def softmax(cos: np.ndarray, temperature: float) -> np.ndarray:
-    logits = cos / temperature
-    e = np.exp(logits - logits.max(axis=1, keepdims=True))
-    return e / e.sum(axis=1, keepdims=True)
+    """``[n, C]`` the class probabilities ``mlatr classify`` gives for the cosines ``cos [n, C]``."""
+    return Classification([str(c) for c in range(cos.shape[1])], cos, temperature).probabilities
 
 
 def choose_threshold(libs: list[Library], model: RelevanceModel, goal: float = 0.95) -> float:
