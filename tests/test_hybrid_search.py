@@ -289,3 +289,23 @@ def test_ranker_over_shards_ranks_as_over_one_array_without_copying_them():
         want = one.rank_many(vecs, queries, langs_q, [3, 5, 60, 2], [rank] * 4)
         assert [[(r.row, r.evidence) for r in q] for q in got] == [[(r.row, r.evidence) for r in q] for q in want]
         assert np.allclose([r.relevance for q in got for r in q], [r.relevance for q in want for r in q])
+
+
+def test_without_captions_the_hybrid_ranking_is_the_sound_ranking_found_by_the_searcher():
+    """A library without any caption: the fused score orders the clips as their sound does, so a hybrid query
+    found by the index's searcher and described (rank_texts' path, approximate at scale) gives the hits, fused
+    scores, relevance and answer of the full ranking over every clip."""
+    rng = np.random.default_rng(11)
+    audio = _unit(rng.standard_normal((50, 16))).astype(np.float32)
+    ranker = TextRanker(audio, np.zeros((0, 16), np.float32), np.zeros(0, np.int64), [], [])
+    for _ in range(3):
+        q = _unit(rng.standard_normal(16)).astype(np.float32)
+        full = ranker.rank(q, "a dog barking", "eng", 12, "hybrid")
+        sound = audio @ q
+        rows = np.argsort(-sound, kind="stable")[:12]
+        assert [r.row for r in full] == rows.tolist()
+        found = ranker.describe(q, "a dog barking", "eng", rows, sound[rows], "hybrid")
+        assert [(r.row, r.evidence) for r in found] == [(r.row, r.evidence) for r in full]
+        assert np.allclose([r.score for r in found], [r.score for r in full])
+        assert np.allclose([r.relevance for r in found], [r.relevance for r in full])
+        assert found.relevance == pytest.approx(full.relevance)

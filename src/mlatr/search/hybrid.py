@@ -187,14 +187,15 @@ class TextRanker:
         return Ranking(out, answer)
 
     def describe(self, vec: np.ndarray, query: str, lang: str | None, rows: np.ndarray,
-                 sound: np.ndarray) -> Ranking:
+                 sound: np.ndarray, rank: str = "audio") -> Ranking:
         """Relevance and evidence of clips a sound ranking found through the index's searcher (``rows``, best
-        first, ``sound``: their cosines), in that order: the audio product is taken only for them."""
+        first, ``sound``: their cosines), in that order: the audio product is taken only for them. ``rank``:
+        which score the hits show (``hybrid``: the fused score, on a library where it orders as the sound)."""
         vec = np.asarray(vec, np.float32)
         audio = np.full(len(self.audio), -np.inf, np.float32)
         audio[np.asarray(rows, np.int64)] = sound
         captions = self.captions.scores(vec[None])[0]
-        hits = self.ranked(vec, audio, captions, query, lang, len(rows), "audio", rows=rows)
+        hits = self.ranked(vec, audio, captions, query, lang, len(rows), rank, rows=rows)
         return Ranking([h._replace(evidence=[e if e["source"] != "sound" else {**e, "rank": r + 1}
                                              for e in h.evidence]) for r, h in enumerate(hits)], hits.relevance)
 

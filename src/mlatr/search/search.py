@@ -223,14 +223,15 @@ def rank_text(index, vec: np.ndarray, query: str, lang: str | None, k: int = 10,
 def rank_texts(index, vecs: np.ndarray, queries: Sequence[str], langs: Sequence[str | None], ks: Sequence[int],
                ranks: Sequence[str], min_relevances: Sequence[float | None] | None = None) -> list[Results]:
     """:func:`rank_text` of several text queries embedded together (``vecs [B, d]``), as the batching server
-    has them: the queries ranked by sound (``audio``) are searched as one batch through the index's searcher
-    (approximate at scale) and described by the text ranker (relevance, evidence); the others share one
-    product of the batch with the clips' audio and caption embeddings
+    has them: the queries ranked by sound (``audio``, and ``hybrid`` on a library without any live caption)
+    are searched as one batch through the index's searcher (approximate at scale) and described by the text
+    ranker (relevance, evidence); the others share one product of the batch with the clips' audio and caption embeddings
     (:meth:`~mlatr.search.hybrid.TextRanker.rank_many`)."""
     threshold = shipped().answer.threshold
     mins = [check_min_relevance(m, threshold) for m in (min_relevances or [None] * len(queries))]
     out: list[Results] = [Results() for _ in queries]
-    by_sound = [j for j, rank in enumerate(ranks) if rank == "audio"]
+    sound_only = {"audio", "hybrid"} if "hybrid" in ranks and not has_live_captions(index) else {"audio"}
+    by_sound = [j for j, rank in enumerate(ranks) if rank in sound_only]
     if by_sound:
         found = nearest_rows(index, vecs[by_sound], [ks[j] for j in by_sound])
         for j, (scores, rows) in zip(by_sound, found, strict=True):
@@ -239,10 +240,10 @@ def rank_texts(index, vecs: np.ndarray, queries: Sequence[str], langs: Sequence[
                 for h in hits:
                     h.evidence = [{"source": "sound", "score": h.score, "rank": h.rank}]
             else:
-                described = index.text_ranker().describe(vecs[j], queries[j], langs[j], rows, scores)
+                described = index.text_ranker().describe(vecs[j], queries[j], langs[j], rows, scores, ranks[j])
                 hits, relevance = _ranked_hits(index, described), described.relevance
             out[j] = Results(hits, mins[j], relevance)
-    fused = [j for j, rank in enumerate(ranks) if rank != "audio"]
+    fused = [j for j, rank in enumerate(ranks) if rank not in sound_only]
     if fused:
         ranker = _ranker(index, ranks[fused[0]])
         ranked = ranker.rank_many(vecs[fused], [queries[j] for j in fused], [langs[j] for j in fused],
@@ -250,6 +251,17 @@ def rank_texts(index, vecs: np.ndarray, queries: Sequence[str], langs: Sequence[
         for j, one in zip(fused, ranked, strict=True):
             out[j] = Results(_ranked_hits(index, one), mins[j], one.relevance)
     return out
+
+
+def has_live_captions(index) -> bool:
+    """Whether any clip not deleted has a caption. Without one, the fused score orders the clips as their
+    sound does (no caption or keyword evidence: :mod:`mlatr.search.relevance`), so a hybrid query is found
+    by the index's searcher (approximate at scale) and described, as a sound-ranked one."""
+    if not len(index.caption_clip):
+        return False
+    if not len(index.deleted_rows):
+        return True
+    return not np.isin(np.asarray(index.caption_clip), index.deleted_rows).all()
 
 
 def _ranker(index, rank: str):
