@@ -155,6 +155,17 @@ def test_the_runner_writes_every_fold_resumes_and_picks_a_trained_best(tmp_path,
     assert 0.0 <= ts["calibration"]["ece_shown"] <= 1.0
     assert "## Text search with the library's own names: e5-small/audio-only" in report
     assert "| names / hybrid (new) | R@10 |" in report and "| meaningless / captions only | R@1 |" in report
+    # refitting the shipped calibration is one command: it writes a calibration search can load
+    from mlatr.experiments import relevance_fit
+    from mlatr.search.relevance import Calibration
+
+    monkeypatch.setattr(relevance_fit, "CALIBRATION_PATH", tmp_path / "calibration.json")
+    relevance_fit.calibrate_command(tmp_path / "out" / "embeddings" / "e5-small" / "audio-only", "m.jsonl",
+                                    tmp_path / "out" / "cache", tmp_path / "cal", write=True)
+    cal = Calibration.load(tmp_path / "calibration.json")
+    assert cal.answer.kind == "linear" and cal.text.kind == "logistic" and cal.classify["temperature"] > 0
+    assert (tmp_path / "cal" / "reliability.png").read_bytes()[:4] == b"\x89PNG"
+    assert "nothing relevant" in (tmp_path / "cal" / "report.md").read_text(encoding="utf-8")
     assert (tmp_path / "out" / "unseen-recall-by-language.png").stat().st_size > 0
     assert not (tmp_path / "out" / "heads").exists()  # every fold recorded: no head checkpoint is kept
     calls = []

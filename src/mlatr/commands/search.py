@@ -70,7 +70,8 @@ def run(args) -> int:
         print(json.dumps(out, ensure_ascii=False, indent=1))
         return 0
     if clips.nothing_relevant:
-        level = "" if clips.relevance is None else f" (relevance {clips.relevance:.2f}, below {clips.min_relevance:.2f})"
+        level = ("" if clips.relevance is None
+                 else f" (relevance {clips.relevance:.2f}, below {clips.min_relevance:.2f})")
         print(f"nothing relevant: nothing in this library seems to match{level}; the closest ones:")
     print(f"{'rank':>4}  {'relev.':>6}  {'score':>6}  id / caption / path")
     for h in clips:

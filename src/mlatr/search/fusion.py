@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from mlatr.errors import MlatrError
-from mlatr.search.relevance import QueryStats, RelevanceModel, pair_features
+from mlatr.search.relevance import FEATURES, QueryStats, RelevanceModel, pair_features
 
 #: The rankings a text search can use: the fusion of every source (default), sound only, captions only.
 RANKS = ("audio", "captions", "hybrid")
@@ -65,6 +65,18 @@ def fuse(cands: Candidates, stats: QueryStats, model: RelevanceModel) -> Fused:
     x = pair_features(cands.sound, cands.caption, cands.keyword, stats)
     score = model.score(x)
     return Fused(score, model.relevance(score), x)
+
+
+def caption_counts(model: RelevanceModel, x: np.ndarray, stats: QueryStats) -> np.ndarray:
+    """``[n]`` bool: whether the fused score of each of the feature rows ``x [n, F]`` counts its caption,
+    that is, differs from the score the clip would have without a caption (the caption columns as
+    :func:`~mlatr.search.relevance.pair_features` gives a clip without one). What a hit shows as caption
+    evidence in a fused or sound ranking."""
+    x = np.asarray(x, np.float64)
+    bare = x.copy()
+    bare[:, FEATURES.index("caption")] = stats.caption_mean
+    bare[:, [FEATURES.index("caption_z"), FEATURES.index("caption_rare")]] = 0.0
+    return np.abs(model.score(x) - model.score(bare)) > 1e-9
 
 
 def order_by(cands: Candidates, fused: Fused, rank: str, k: int) -> np.ndarray:

@@ -11,10 +11,11 @@ live clips for a query embedding and text by ``rank`` (:data:`~mlatr.search.fusi
   holds (file names, sidecar texts, manifest captions, embedded by the same model's text side).
 
 Every hit carries its relevance (the same whatever the ranking) and its evidence: ``{"source": "caption",
-"text", "lang", "score", "rank"}`` for the clip's best caption where it stands out of the library's
-captions for this query (``caption_z`` above :data:`CAPTION_EVIDENCE_Z`, what the fused score counts) or
-where it ranked the clip (``rank="captions"``), ``{"source": "keyword", "text", "lang", "terms", "score",
-"rank"}`` for the best keyword match, ``{"source": "sound", "score", "rank"}``.
+"text", "lang", "score", "rank"}`` for the clip's best caption where the fused score counts it
+(:func:`~mlatr.search.fusion.caption_counts`: it stands out of the library's captions for this query, is
+rare among them, or is close to the query in itself) or where it ranked the clip (``rank="captions"``),
+``{"source": "keyword", "text", "lang", "terms", "score", "rank"}`` for the best keyword match,
+``{"source": "sound", "score", "rank"}``.
 """
 
 from __future__ import annotations
@@ -25,10 +26,9 @@ from typing import NamedTuple
 import numpy as np
 
 from mlatr.search.analysis import surface_words
-from mlatr.search.fusion import Candidates, check_rank, fuse, order_by
+from mlatr.search.fusion import Candidates, caption_counts, check_rank, fuse, order_by
 from mlatr.search.lexical import KeywordIndex
 from mlatr.search.relevance import (
-    FEATURES,
     LibraryStats,
     Moments,
     QueryStats,
@@ -39,11 +39,6 @@ from mlatr.search.relevance import (
     shipped,
 )
 from mlatr.search.shards import RowStack
-
-#: A caption is shown as evidence of a hybrid or sound-ranked hit when its z-score among the library's
-#: captions for the query reaches this (below it, the fused score gives the caption no weight:
-#: :func:`mlatr.search.relevance.expand`).
-CAPTION_EVIDENCE_Z = 2.0
 
 
 class Ranked(NamedTuple):
@@ -165,12 +160,12 @@ class TextRanker:
         hit_rows = cand_rows[pos]
         ranks = {name: src.ranks(hit_rows) for name, src in sources.items()}
         shown = {"hybrid": fused.score, "audio": cands.sound, "captions": cands.caption}[rank]
-        cz = fused.features[:, FEATURES.index("caption_z")]
+        counted = caption_counts(self.model, fused.features[pos], stats)
         out = []
         for j, p in enumerate(pos.tolist()):
             i = int(cand_rows[p])
             evidence = []
-            if ranks["caption"][j] and (cz[p] >= CAPTION_EVIDENCE_Z or rank == "captions"):
+            if ranks["caption"][j] and (counted[j] or rank == "captions"):
                 row = self._best_row(caption_scores, i)
                 evidence.append({"source": "caption", "text": self.caption_text[row], "lang": self.caption_lang[row],
                                  "score": float(caption[i]), "rank": int(ranks["caption"][j])})

@@ -90,5 +90,6 @@ def add_search_routes(app: FastAPI, live: LiveIndex, limits: Limits, batcher: Te
             except MlatrError as exc:
                 raise ApiError(400, str(exc).replace(tmp.name, short(name))) from None
         root = request.scope.get("root_path", "")
-        return {"filename": name, "k": k, **clips.answer(), "results": [clip_result(snap, h, None, root) for h in clips],
+        return {"filename": name, "k": k, **clips.answer(),
+                "results": [clip_result(snap, h, None, root) for h in clips],
                 "captions": [caption_result(h, root) for h in captions], "took_ms": (time.perf_counter() - t0) * 1e3}
