@@ -105,11 +105,11 @@ def test_the_answer_reads_the_whole_ranking_and_is_never_below_its_best_hit():
 
 
 def test_nonsense_queries_abstain_on_a_small_library():
-    """A small built-in library (named clips; 256-d as the default model's embeddings, so that unrelated
-    vectors have its spread of cosines, about 1 / sqrt(d)): gibberish and random CJK strings find nothing
-    relevant, a query equal to a caption does."""
+    """A small built-in library (named clips; 512-d as the default model's embeddings, USE / near-identity,
+    so that unrelated vectors have its spread of cosines, about 1 / sqrt(d)): gibberish and random CJK
+    strings find nothing relevant, a query equal to a caption does."""
     rng = np.random.default_rng(1)
-    n, d = 40, 256
+    n, d = 40, 512
     unit = lambda x: x / np.linalg.norm(x, axis=-1, keepdims=True)  # noqa: E731
     audio, caps = unit(rng.standard_normal((n, d))), unit(rng.standard_normal((n, d)))
     names = [f"{w} {i}" for i, w in enumerate(["dog bark", "rain", "door slam", "bell"] * 10)]
