@@ -280,6 +280,38 @@ def expected_calibration_error(prob: np.ndarray, label: np.ndarray, bins: int = 
     return float(ece), table
 
 
+def lost_to_captions(lib: Library, scores: np.ndarray) -> dict:
+    """What the ranking ``scores [Q, n]`` of ``lib`` loses and gains against captions only at 10: the
+    query-language pairs each finds a relevant clip for in its top 10 and the other does not, and for those
+    it loses, the range of the relevant clip's caption rank, cosine and z-score (its best relevant clip by
+    caption)."""
+    keep = lib.relevant.any(axis=1)[lib.q_group]
+    ours, theirs = pessimistic_ranks(scores, lib.y), pessimistic_ranks(lib.captions, lib.y)
+    lost = np.flatnonzero(keep & (theirs <= 10) & (ours > 10))
+    gained = int(np.sum(keep & (theirs > 10) & (ours <= 10)))
+    out = {"lost": len(lost), "gained": gained, "pairs": int(keep.sum()),
+           "lost_langs": [lib.q_lang[i] for i in lost]}
+    if len(lost):
+        best = [np.flatnonzero(lib.y[i])[np.argmax(lib.captions[i, lib.y[i] > 0])] for i in lost]
+        cap, cz = _column(lib.x, "caption"), _column(lib.x, "caption_z")
+        for key, values in (("caption_rank", theirs[lost]), ("ranked", ours[lost]),
+                            ("caption", cap[lost, best]), ("caption_z", cz[lost, best])):
+            out[key] = [float(np.min(values)), float(np.max(values))]
+    return out
+
+
+def separability(values: dict[str, np.ndarray]) -> dict:
+    """How well the answer's relevance could separate the groups at best, on the held-out answers
+    themselves (thresholds chosen on them): the rates of the other groups at the threshold that gives
+    ``no_relevant`` exactly 80 % and at the one that gives ``relevant`` exactly 5 % (item 3's goals (b)
+    and (c))."""
+    at_b = float(np.quantile(values["no_relevant"], 0.80))
+    at_c = float(np.quantile(values["relevant"], 0.05))
+    rate = {g: (lambda t, v=v: 100 * float(np.mean(v < t))) for g, v in values.items()}
+    return {"at_b80": {"nonsense": rate["nonsense"](at_b), "relevant": rate["relevant"](at_b)},
+            "at_c5": {"nonsense": rate["nonsense"](at_c), "no_relevant": rate["no_relevant"](at_c)}}
+
+
 def _fused_top(model: RelevanceModel, x: np.ndarray, k: int = SHOWN) -> tuple[np.ndarray, np.ndarray]:
     """``(order [Q, k], relevance [Q, k])`` of the fused ranking of ``x [Q, n, F]``."""
     scores = model.score(x.reshape(-1, x.shape[-1])).reshape(x.shape[:2])
@@ -297,6 +329,8 @@ def cross_fit(libs: list[Library], languages: list[str], default: str = "logisti
     per_lib: dict = {}
     shown_prob, shown_label, all_prob, all_label, answer_prob, answer_label = [], [], [], [], [], []
     sound_prob, sound_label, thresholds = [], [], {}
+    answer_values: dict = {kind: {g: [] for g in GROUPS} for kind in METADATA}
+    lost: dict = {}
     abstain: dict = {rule: {kind: {g: [] for g in GROUPS} for kind in METADATA} for rule in RULES}
     for name in names:
         progress(f"fitting without {name}")
@@ -314,6 +348,7 @@ def cross_fit(libs: list[Library], languages: list[str], default: str = "logisti
                 res[ranking] = {"t2a": {lang: {m: ev["t2a"][lang][m] for m in ("R1", "R10")} for lang in ev["t2a"]},
                                 "mrv": ev["consistency"]["mrv"], "n_queries": ev["n_queries"]}
             per_lib.setdefault(name, {})[lib.kind] = res
+            lost.setdefault(name, {})[lib.kind] = lost_to_captions(lib, ranking_scores(lib, default, fitted))
             order, rel = _fused_top(model, lib.x)
             shown_prob.append(rel.ravel())
             shown_label.append(np.take_along_axis(lib.y, order, 1).ravel())
@@ -323,6 +358,9 @@ def cross_fit(libs: list[Library], languages: list[str], default: str = "logisti
             queries, nonsense = answers(model, answer, lib.x), answers(model, answer, lib.nonsense["measure"])
             answer_prob.append(queries[:, 1])
             answer_label.append(has)
+            for group, values in (("nonsense", nonsense[:, 1]), ("no_relevant", queries[~has, 1]),
+                                  ("relevant", queries[has, 1])):
+                answer_values[lib.kind][group].append(values)
             for rule, col in (("best_hit", 0), ("answer", 1)):
                 level = thresholds[name][rule]
                 for group, values in (("nonsense", nonsense[:, col]), ("no_relevant", queries[~has, col]),
@@ -333,7 +371,7 @@ def cross_fit(libs: list[Library], languages: list[str], default: str = "logisti
                 if len(y):
                     sound_prob.append(sound.relevance(sound.score(x)))
                     sound_label.append(y)
-    out = {"libraries": per_lib, "default": default, "thresholds": thresholds}
+    out = {"libraries": per_lib, "default": default, "thresholds": thresholds, "against_captions": lost}
     ece, table = expected_calibration_error(np.concatenate(shown_prob), np.concatenate(shown_label))
     ece_all, _ = expected_calibration_error(np.concatenate(all_prob), np.concatenate(all_label))
     out["calibration"] = {"ece_shown": ece, "ece_all_pairs": ece_all, "bins": table,
@@ -343,6 +381,8 @@ def cross_fit(libs: list[Library], languages: list[str], default: str = "logisti
     out["abstention"] = {rule: {kind: {g: 100 * float(np.mean(np.concatenate(v))) if v else float("nan")
                                        for g, v in groups.items()} for kind, groups in kinds.items()}
                          for rule, kinds in abstain.items()}
+    out["separability"] = {kind: separability({g: np.concatenate(v) for g, v in groups.items()})
+                           for kind, groups in answer_values.items()}
     out["abstention_counts"] = {kind: {g: int(sum(len(v) for v in vs)) for g, vs in groups.items()}
                                 for kind, groups in abstain["answer"].items()}
     ece_s, table_s = expected_calibration_error(np.concatenate(sound_prob), np.concatenate(sound_label))
@@ -609,6 +649,22 @@ def text_search_report(runs: dict, languages: list[str]) -> list[str]:
             for rule, label in (("best_hit", "best hit's relevance"), ("answer", "answer's relevance (default)")):
                 lines.append(f"| {kind} | {label} | " + " | ".join(_f(a[rule][kind][g]) for g in GROUPS) + " |")
             lines.append(f"| {kind} | queries | " + " | ".join(str(counts[kind][g]) for g in GROUPS) + " |")
+        sep = ts["separability"]
+        lines += ["", "At best on this signal (thresholds chosen on the held-out answers themselves): "
+                  + "; ".join(f"{kind}: (b) at 80 % gives (c) {sep[kind]['at_b80']['relevant']:.1f} % and (a) "
+                              f"{sep[kind]['at_b80']['nonsense']:.1f} %, (c) at 5 % gives (b) "
+                              f"{sep[kind]['at_c5']['no_relevant']:.1f} % and (a) "
+                              f"{sep[kind]['at_c5']['nonsense']:.1f} %"
+                              for kind in METADATA) + "."]
+        misses = [(name, kind, ts["against_captions"][name][kind]) for name, r in libs.items() for kind in METADATA
+                  if not _meets({rk: r[kind][rk]["t2a"]["avg"]["R10"] for rk in rankings})]
+        for name, kind, m in misses:
+            lines += [f"Miss {name} / {kind}: against captions only, {m['lost']} query-language pairs lost "
+                      f"({', '.join(m['lost_langs'])}), {m['gained']} gained, of {m['pairs']}"
+                      + (f"; the lost pairs' relevant clip is {m['caption_rank'][0]:.0f}-{m['caption_rank'][1]:.0f}"
+                         f" by caption (cosine {m['caption'][0]:.2f}-{m['caption'][1]:.2f}, z-score "
+                         f"{m['caption_z'][0]:.2f}-{m['caption_z'][1]:.2f}) and {m['ranked'][0]:.0f}-"
+                         f"{m['ranked'][1]:.0f} in the default ranking" if m["lost"] else "") + "."]
         cl = ts["classification"]
         lines += ["", f"Zero-shot folder labels, softmax with a temperature fitted on the other libraries: top-1 "
                   f"{cl['top1']:.1f} %, ECE {cl['ece']:.3f}; \"none of these\" (best label below 0.5) "
