@@ -17,6 +17,12 @@ stems), ``cascade`` (a clip whose caption stands out, ``caption_z`` above a thre
 training libraries, first by caption, the rest by sound), ``logistic`` (logistic regression on the
 expanded features of :func:`mlatr.search.relevance.expand`) and ``trees`` (gradient-boosted trees,
 scikit-learn's ``HistGradientBoostingClassifier``, depth 3).
+
+"Nothing relevant" is measured for two rules (:data:`RULES`): the best hit's relevance against the hit
+model's threshold, and the answer's relevance (:func:`fit_answer`: whether the library holds a relevant
+clip, from what the whole ranking says) against its threshold, the shipped default; on three groups of
+queries (:data:`GROUPS`): nonsense, hand-written queries whose concept has no relevant clip in the held-out
+library, and those that have one (issue 33, item 3 (a)-(c)).
 """
 
 from __future__ import annotations
