@@ -163,6 +163,15 @@ def test_index_rank_modes_and_cli(served_toy, tmp_path, capsys):
     assert out["results"][0]["evidence"] == hybrid[0].evidence
     assert out["results"][0]["relevance"] == pytest.approx(hybrid[0].relevance)
     assert out["nothing_relevant"] == hybrid.nothing_relevant and out["min_relevance"] == hybrid.min_relevance
+    assert out["relevance"] == pytest.approx(hybrid.relevance) and 0.0 <= hybrid.relevance < 1.0
+    # --min-relevance: the line before the hits exactly when the answer's relevance is below it
+    for level, said in ((1.0, True), (0.0, False)):
+        assert main(["search", str(index_path), "un son aigu double", "--lang", "fra", "-k", "2",
+                     "--min-relevance", str(level)]) == 0
+        first = capsys.readouterr().out.splitlines()[0]
+        assert first.startswith("nothing relevant: nothing in this library seems to match") == said
+        if said:
+            assert f"(relevance {hybrid.relevance:.2f}, below 1.00)" in first
     assert main(["search", str(index_path), "un son aigu double", "--lang", "fra", "-k", "2", "--rank", "audio"]) == 0
     table = capsys.readouterr().out
     assert "sound" in table and audio[0].id in table and f"{audio[0].relevance:.2f}" in table
