@@ -14,11 +14,14 @@ import torch
 
 from mlatr.cli import main
 from mlatr.errors import MlatrError
+from mlatr.models.protocols import ANY_LANGUAGE
 from mlatr.search import Index
 from mlatr.search.analysis import terms
+from mlatr.search.columns import CaptionColumns, ClipColumns, RowStack
 from mlatr.search.hybrid import TextRanker, describe_evidence
 from mlatr.search.lexical import KeywordIndex
-from mlatr.search.shards import RowStack
+from mlatr.search.query import TextQuery, text_query
+from mlatr.search.search import has_live_captions, rank_text, rank_texts
 
 
 def test_bm25_equals_the_lucene_formula():
@@ -88,8 +91,8 @@ def test_text_ranker_finds_the_caption_and_a_clip_without_caption():
         shown = next(e for e in r.evidence if e["source"] == "caption")
         assert shown["score"] == pytest.approx(best[r.row]) and r.score == pytest.approx(best[r.row])
         assert shown["text"] == texts[max((i for i in range(28) if clip[i] == r.row), key=lambda i: cos[i])]
-    with pytest.raises(MlatrError, match="unknown ranking"):
-        ranker.rank(captions[1], "x", "eng", 3, "bm25")
+    with pytest.raises(MlatrError, match="unknown ranking 'bm25'"):  # refused where the query enters
+        text_query("x", "eng", 3, "bm25", ANY_LANGUAGE)
 
 
 def test_grammar_words_alone_are_never_keyword_evidence():
@@ -318,3 +321,34 @@ def test_without_captions_the_hybrid_ranking_is_the_sound_ranking_found_by_the_s
         assert np.allclose([r.score for r in found], [r.score for r in full])
         assert np.allclose([r.relevance for r in found], [r.relevance for r in full])
         assert found.relevance == pytest.approx(full.relevance)
+
+
+def test_hybrid_without_a_live_caption_through_the_index_equals_the_full_ranking():
+    """An index with no caption of a live clip (none at all, or only captions of deleted clips) answers a hybrid
+    query through its searcher (rank_text / rank_texts, as the API and the batching server call them) with the
+    hits, fused scores, evidence and relevance the full ranking over every live clip gives; with a live caption
+    the full fusion ranks."""
+    rng = np.random.default_rng(3)
+    n, d = 40, 8
+    audio = _unit(rng.standard_normal((n, d)))
+
+    def make(cap_rows, deleted):
+        caps = _unit(rng.standard_normal((len(cap_rows), d)))
+        clips = ClipColumns(audio, [f"c{i}" for i in range(n)], {"path": [f"/x/c{i}.wav" for i in range(n)],
+                                                                 "captions": [{} for _ in range(n)]})
+        captions = CaptionColumns(caps.reshape(len(cap_rows), d), np.asarray(cap_rows, np.int64),
+                                  {"lang": ["eng"] * len(cap_rows), "text": ["a dog"] * len(cap_rows)})
+        return Index(clips, captions, backend="numpy", deleted_rows=np.asarray(deleted, np.int64))
+
+    q = _unit(rng.standard_normal(d))
+    for cap_rows, deleted in (([], []), ([], [4, 9]), ([4, 9], [4, 9]), ([4], [9])):  # the last: the full fusion
+        index = make(cap_rows, deleted)
+        assert has_live_captions(index) == (cap_rows == [4])
+        want = TextRanker(audio, index.caption_embeddings, index.caption_clip, index.caption_text,
+                          index.caption_lang, index.deleted_rows).rank(q, "a dog", "eng", 7, "hybrid")
+        query = TextQuery("a dog", "eng", 7, "hybrid")
+        for hits in (rank_text(index, q, query), rank_texts(index, q[None], [query])[0]):
+            assert [(index.ids.index(h.id), h.evidence) for h in hits] == [(r.row, r.evidence) for r in want]
+            assert np.allclose([h.score for h in hits], [r.score for r in want])
+            assert np.allclose([h.relevance for h in hits], [r.relevance for r in want])
+            assert hits.relevance == pytest.approx(want.relevance)

@@ -24,18 +24,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from mlatr.errors import MlatrError
 from mlatr.search.relevance import FEATURES, QueryStats, RelevanceModel, pair_features
 
 #: The rankings a text search can use: the fusion of every source (default), sound only, captions only.
 RANKS = ("audio", "captions", "hybrid")
-
-
-def check_rank(rank: str) -> str:
-    """``rank`` if it is one of :data:`RANKS`, else an :class:`MlatrError` naming them."""
-    if rank not in RANKS:
-        raise MlatrError(f"unknown ranking {rank!r} (choose from {', '.join(RANKS)})")
-    return rank
 
 
 @dataclass
@@ -80,7 +72,7 @@ def caption_counts(model: RelevanceModel, x: np.ndarray, stats: QueryStats) -> n
 
 
 def order_by(cands: Candidates, fused: Fused, rank: str, k: int) -> np.ndarray:
-    """Positions (into the candidates) of the ``k`` best by ``rank``, best first; ties: lower row first."""
-    check_rank(rank)
+    """Positions (into the candidates) of the ``k`` best by ``rank`` (one of :data:`RANKS`, checked where the
+    query entered), best first; ties: lower row first."""
     key = {"hybrid": fused.score, "audio": cands.sound, "captions": cands.caption}[rank]
     return np.lexsort((cands.rows, -np.asarray(key, np.float64)))[:k]

@@ -26,7 +26,8 @@ from typing import NamedTuple
 import numpy as np
 
 from mlatr.search.analysis import surface_words
-from mlatr.search.fusion import Candidates, caption_counts, check_rank, fuse, order_by
+from mlatr.search.columns import RowStack
+from mlatr.search.fusion import Candidates, caption_counts, fuse, order_by
 from mlatr.search.lexical import KeywordIndex
 from mlatr.search.relevance import (
     LibraryStats,
@@ -38,7 +39,6 @@ from mlatr.search.relevance import (
     rare_cutoff,
     shipped,
 )
-from mlatr.search.shards import RowStack
 
 
 class Ranked(NamedTuple):
@@ -130,8 +130,6 @@ class TextRanker:
         """:meth:`rank` of several embedded queries ``query_vecs [B, d]``: the products with the audio and
         caption embeddings are taken for the whole batch at once (one pass over each matrix, which a single
         query's product spends its time reading), then each query is ranked on its own row."""
-        for rank in ranks:
-            check_rank(rank)
         vecs = np.asarray(query_vecs, np.float32)  # [B, d]
         audio = self.audio.scores(vecs)  # [B, N]
         captions = self.captions.scores(vecs)  # [B, M]
@@ -141,10 +139,10 @@ class TextRanker:
     def ranked(self, vec: np.ndarray, audio: np.ndarray, caption_scores: np.ndarray, query: str, lang: str | None,
                k: int, rank: str = "hybrid", rows: np.ndarray | None = None) -> Ranking:
         """The ``k`` best live clips by ``rank``, best first (ties: lower row first), for a query ``vec [d]``
-        whose scores against the clips' audio (``audio [N]``) and their captions (``caption_scores [M]``) are
-        given, and the answer's relevance. ``rows``: rank only these clips (a sound ranking found by the
-        index's searcher: they keep its order, and the answer's relevance is read from them alone), else
-        every live clip."""
+        (checked where it entered: :func:`mlatr.search.query.text_query`) whose scores against the clips' audio
+        (``audio [N]``) and their captions (``caption_scores [M]``) are given, and the answer's relevance.
+        ``rows``: rank only these clips (a sound ranking found by the index's searcher: they keep its order, and
+        the answer's relevance is read from them alone), else every live clip."""
         terms = self.keywords.terms(query, lang)
         keyword_scores = np.zeros(len(self.captions), np.float32)  # [M]
         keyword_scores[self._keyword_rows] = self.keywords.scores_of(terms)
@@ -197,7 +195,7 @@ class TextRanker:
 
 class RowParts:
     """A ``[N, d]`` matrix kept as the parts it came in (an index folder's shards, memory-mapped: a
-    :class:`~mlatr.search.shards.RowStack`), never copied into one array; float16 parts are widened once."""
+    :class:`~mlatr.search.columns.RowStack`), never copied into one array; float16 parts are widened once."""
 
     def __init__(self, matrix):
         parts = matrix.parts if isinstance(matrix, RowStack) else [matrix]

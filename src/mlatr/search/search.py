@@ -1,13 +1,12 @@
 """Queries against an :class:`~mlatr.search.index.Index`: text-to-audio, audio-to-audio, audio-to-caption.
 
-A query is encoded by the index's own model (:class:`~mlatr.inference.LoadedModel`'s ``embed_text`` /
+A query is encoded by the index's own model (:class:`~mlatr.inference.LoadedModel`'s ``embed_checked`` /
 ``embed_audio``: projected, unit norm, ATRI sec. 3.1) and ranked by inner product = cosine (ATRI eq. 1) with
-the backend.
-
-The query language ``lang`` (ISO 639-3) goes to the text encoder with the text. Frozen multilingual
-backbones (``e5-small``, ``use-multilingual``) do not need it to read the text, but check it (USE has
-no Catalan); the small trained text encoder (``small-transformer``) uses it only if it was trained with a
-language embedding (``languages=[...]``), and ignores it otherwise.
+the backend. A text query is checked once, where it enters (:func:`search_text` here, ``mlatr search``,
+``GET /search``: :func:`mlatr.search.query.text_query`), and goes on as a :class:`~mlatr.search.query.TextQuery`;
+its language (ISO 639-3) goes to the text encoder with the text (which encoders read it:
+:mod:`mlatr.search.query`). The functions take any index with what :class:`~mlatr.search.query.SearchIndex`
+lists (:class:`~mlatr.search.index.Index` is one).
 """
 
 from __future__ import annotations
@@ -18,12 +17,11 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from mlatr import languages
 from mlatr.audio.bounded import load_query_audio
 from mlatr.errors import MlatrError
 from mlatr.models.protocols import query_languages
-from mlatr.search.fusion import check_rank
 from mlatr.search.hybrid import Ranked
+from mlatr.search.query import SearchIndex, TextQuery, check_k, check_min_relevance, text_query
 from mlatr.search.relevance import QueryStats, pair_features, shipped
 
 #: Windows of one sound query encoded per call.
@@ -86,14 +84,6 @@ class Results(list):
         return {**self.answer(), "results": [h.to_dict() for h in self]}
 
 
-def check_min_relevance(value: float | None, default: float) -> float:
-    """``value`` (``default`` when None) if it is a probability, else :class:`MlatrError`."""
-    value = default if value is None else float(value)
-    if not 0.0 <= value <= 1.0:
-        raise MlatrError(f"min_relevance must be in [0, 1], not {value}")
-    return value
-
-
 @dataclass
 class CaptionHit:
     """One ranked caption of an indexed clip (sound-to-caption search)."""
@@ -109,65 +99,34 @@ class CaptionHit:
         return asdict(self)
 
 
-def _check_k(k: int) -> int:
-    if int(k) < 1:
-        raise MlatrError(f"k must be at least 1, not {k}")
-    return int(k)
-
-
-def clip_hits(index, scores: np.ndarray, rows: np.ndarray) -> list[Hit]:
+def clip_hits(index: SearchIndex, scores: np.ndarray, rows: np.ndarray) -> list[Hit]:
     """Ranked :class:`Hit` list from one query's ``scores [k]`` and ``rows [k]``."""
     return [Hit(rank=r + 1, score=float(s), id=index.ids[i], path=index.paths[i],
                 captions=[c for c in index.captions[i].get("eng", []) if c], stale=index.stale(i))
             for r, (s, i) in enumerate(zip(scores.tolist(), rows.tolist(), strict=True)) if i >= 0]
 
 
-def check_query_text(index, query: str, lang: str | None) -> str | None:
-    """The query's language as the encoder takes it (ISO 639-3, or None), or :class:`MlatrError` for an
-    empty query or a missing language the model's text encoder needs."""
-    if not query.strip():
-        raise MlatrError("empty text query")
-    if lang is not None:
-        return languages.normalize(lang)
-    accepted = query_languages(index.model().model.text_encoder)
-    if accepted.required:
-        raise MlatrError("this index's text encoder reads the query's language: give one of "
-                         + ", ".join(accepted.choices()))
-    return None
-
-
-def encode_query_texts(index, queries: list[str], langs: list[str | None]) -> np.ndarray:
-    """``[Q, d]`` unit-norm embeddings of checked queries (:func:`check_query_text`), one encoder call per
-    kind of language argument (all given, or none)."""
+def encode_query_texts(index: SearchIndex, queries: Sequence[TextQuery]) -> np.ndarray:
+    """``[Q, d]`` unit-norm embeddings of checked queries by the index's model, one encoder call per kind of
+    language argument (all given, or none)."""
     loaded = index.model()
     out = np.zeros((len(queries), index.dim), np.float32)
     for has_lang in (True, False):
-        rows = [i for i, lang in enumerate(langs) if (lang is not None) == has_lang]
+        rows = [i for i, q in enumerate(queries) if (q.lang is not None) == has_lang]
         if rows:
-            out[rows] = loaded.embed_text([queries[i] for i in rows],
-                                          [langs[i] for i in rows] if has_lang else None)  # [len(rows), d]
+            out[rows] = loaded.embed_checked([queries[i].text for i in rows],
+                                             [queries[i].lang for i in rows] if has_lang else None)  # [len(rows), d]
     return out
 
 
-def encode_query_text(index, query: str, lang: str | None) -> np.ndarray:
-    """``[d]`` unit-norm embedding of ``query`` in ``lang`` by the index's model
-    (:meth:`~mlatr.inference.LoadedModel.embed_text`).
-
-    ``lang=None`` (language not given) is allowed when the model's text encoder does not read the
-    language (:mod:`mlatr.search.query_language`); the text is then embedded alone.
-    """
-    lang = check_query_text(index, query, lang)
-    return encode_query_texts(index, [query], [lang])[0]
-
-
-def query_waveform(index, path: str | os.PathLike) -> np.ndarray:
+def query_waveform(index: SearchIndex, path: str | os.PathLike) -> np.ndarray:
     """``[T]`` the part of the sound file at ``path`` a query uses: its centre ``max_seconds`` at the index's
     rate, decoded alone (:func:`mlatr.audio.bounded.load_query_audio`: the file's length is bounded from
     its header before any decoding). No model is called: a server decodes outside its model lock."""
     return load_query_audio(path, float(index.meta["max_seconds"]), int(index.meta["sample_rate"]))
 
 
-def encode_query_audio(index, query: str | os.PathLike | np.ndarray) -> np.ndarray:
+def encode_query_audio(index: SearchIndex, query: str | os.PathLike | np.ndarray) -> np.ndarray:
     """``[d]`` unit-norm embedding of a sound query (a file's path, or :func:`query_waveform`'s ``[T]``),
     centre-cropped to the index's length and encoded as the index's clips were (windows of
     ``window_seconds``: :mod:`mlatr.inference.audio`)."""
@@ -178,82 +137,86 @@ def encode_query_audio(index, query: str | os.PathLike | np.ndarray) -> np.ndarr
                                      window_seconds=window)[0]
 
 
-def search_vector(index, query: np.ndarray, k: int = 10) -> list[Hit]:
+def search_vector(index: SearchIndex, query: np.ndarray, k: int = 10) -> list[Hit]:
     """Clips nearest to an embedding ``query [d]`` (already in the index's space)."""
-    return search_vectors(index, query[None] if query.ndim == 1 else query, [k])[0]
+    return _nearest(index, query[None] if query.ndim == 1 else query, [check_k(k)])[0]
 
 
-def search_vectors(index, queries: np.ndarray, ks: list[int]) -> list[list[Hit]]:
-    """Clips nearest to each of ``queries [Q, d]`` (``ks[i]`` of them for query ``i``), one backend call."""
-    return [clip_hits(index, scores, rows) for scores, rows in nearest_rows(index, queries, ks)]
+def _nearest(index: SearchIndex, queries: np.ndarray, ks: Sequence[int]) -> list[list[Hit]]:
+    """Clips nearest to each of ``queries [Q, d]`` (``ks[i]`` >= 1 of them for query ``i``), one backend call."""
+    return [clip_hits(index, scores, rows) for scores, rows in _nearest_rows(index, queries, ks)]
 
 
-def nearest_rows(index, queries: np.ndarray, ks: list[int]) -> list[tuple[np.ndarray, np.ndarray]]:
-    """``(cosines [k_i], rows [k_i])`` of the clips nearest to each of ``queries [Q, d]`` by the index's
-    searcher (one backend call; a row of -1: fewer clips than asked)."""
+def _nearest_rows(index: SearchIndex, queries: np.ndarray, ks: Sequence[int]) -> list[tuple[np.ndarray, np.ndarray]]:
+    """``(cosines [k_i], rows [k_i])`` of the clips nearest to each of ``queries [Q, d]`` (``ks[i]`` >= 1 of
+    them for query ``i``) by the index's searcher, one backend call (fewer where the index holds fewer)."""
     if queries.ndim != 2 or queries.shape[1] != index.dim:
         raise MlatrError(f"query embedding has shape {queries.shape[1:]}, the index holds {index.dim}-d vectors")
     if not np.isfinite(queries).all():
         raise MlatrError("the model gave a non-finite query embedding (NaN or inf); no result can be ranked")
-    ks = [_check_k(k) for k in ks]
     scores, rows = index.searcher("audio").top_k(queries.astype(np.float32), max(ks))
     return [(scores[i, :k][rows[i, :k] >= 0], rows[i, :k][rows[i, :k] >= 0]) for i, k in enumerate(ks)]
 
 
-def search_text(index, query: str, lang: str | None = "eng", k: int = 10, rank: str = "hybrid",
+def search_text(index: SearchIndex, query: str, lang: str | None = "eng", k: int = 10, rank: str = "hybrid",
                 min_relevance: float | None = None) -> Results:
-    """Text-to-audio: the ``k`` best clips for ``query`` (``lang=None``: see :func:`encode_query_text`) by
-    ``rank``: ``hybrid`` (the fused score of every source, :mod:`mlatr.search.fusion`), ``audio`` (the clips'
-    audio embeddings nearest to the query's, through the index's backend) or ``captions``. Each hit carries
-    its relevance and evidence; the list says how probable it is that the library holds a relevant clip
-    (``relevance``) and ``nothing_relevant`` when that is below ``min_relevance`` (default: the answer
-    model's threshold)."""
-    check_rank(rank)
-    lang = check_query_text(index, query, lang)
-    return rank_text(index, encode_query_texts(index, [query], [lang])[0], query, lang, k, rank, min_relevance)
+    """Text-to-audio: the ``k`` best clips for ``query`` in ``lang`` (``None`` where the model's text encoder
+    does not read it: :mod:`mlatr.search.query`) by ``rank``: ``hybrid`` (the fused score of every source,
+    :mod:`mlatr.search.fusion`), ``audio`` (the clips' audio embeddings nearest to the query's, through the
+    index's backend) or ``captions``. Each hit carries its relevance and evidence; the list says how probable
+    it is that the library holds a relevant clip (``relevance``) and ``nothing_relevant`` when that is below
+    ``min_relevance`` (default: the answer model's threshold). The query is checked here
+    (:func:`~mlatr.search.query.text_query`)."""
+    languages = query_languages(index.model().model.text_encoder)
+    return search_query(index, text_query(query, lang, k, rank, languages, min_relevance=min_relevance))
 
 
-def rank_text(index, vec: np.ndarray, query: str, lang: str | None, k: int = 10, rank: str = "hybrid",
-              min_relevance: float | None = None) -> Results:
-    """:func:`search_text`'s ranking of a text query already embedded (``vec [d]``: its
-    :func:`encode_query_text`)."""
-    return rank_texts(index, vec[None], [query], [lang], [k], [rank], [min_relevance])[0]
+def search_query(index: SearchIndex, query: TextQuery) -> Results:
+    """:func:`search_text` of a query already checked where it entered."""
+    return rank_text(index, encode_query_texts(index, [query])[0], query)
 
 
-def rank_texts(index, vecs: np.ndarray, queries: Sequence[str], langs: Sequence[str | None], ks: Sequence[int],
-               ranks: Sequence[str], min_relevances: Sequence[float | None] | None = None) -> list[Results]:
+def rank_text(index: SearchIndex, vec: np.ndarray, query: TextQuery) -> Results:
+    """:func:`search_text`'s ranking of a checked text query already embedded (``vec [d]``: its
+    :func:`encode_query_texts`)."""
+    return rank_texts(index, vec[None], [query])[0]
+
+
+def rank_texts(index: SearchIndex, vecs: np.ndarray, queries: Sequence[TextQuery]) -> list[Results]:
     """:func:`rank_text` of several text queries embedded together (``vecs [B, d]``), as the batching server
     has them: the queries ranked by sound (``audio``, and ``hybrid`` on a library without any live caption)
     are searched as one batch through the index's searcher (approximate at scale) and described by the text
     ranker (relevance, evidence); the others share one product of the batch with the clips' audio and caption embeddings
     (:meth:`~mlatr.search.hybrid.TextRanker.rank_many`)."""
+    texts, langs = [q.text for q in queries], [q.lang for q in queries]
+    ks, ranks = [q.k for q in queries], [q.rank for q in queries]
     threshold = shipped().answer.threshold
-    mins = [check_min_relevance(m, threshold) for m in (min_relevances or [None] * len(queries))]
+    mins = [threshold if q.min_relevance is None else q.min_relevance for q in queries]
     out: list[Results] = [Results() for _ in queries]
     sound_only = {"audio", "hybrid"} if "hybrid" in ranks and not has_live_captions(index) else {"audio"}
     by_sound = [j for j, rank in enumerate(ranks) if rank in sound_only]
     if by_sound:
-        found = nearest_rows(index, vecs[by_sound], [ks[j] for j in by_sound])
+        found = _nearest_rows(index, vecs[by_sound], [ks[j] for j in by_sound])
         for j, (scores, rows) in zip(by_sound, found, strict=True):
             if index.backend == "milvus":  # its captions live in Milvus: the sound's evidence only, no relevance
                 hits, relevance = clip_hits(index, scores, rows), None
                 for h in hits:
                     h.evidence = [{"source": "sound", "score": h.score, "rank": h.rank}]
             else:
-                described = index.text_ranker().describe(vecs[j], queries[j], langs[j], rows, scores, ranks[j])
+                described = index.text_ranker().describe(vecs[j], texts[j], langs[j], rows, scores, ranks[j])
                 hits, relevance = _ranked_hits(index, described), described.relevance
             out[j] = Results(hits, mins[j], relevance)
     fused = [j for j, rank in enumerate(ranks) if rank not in sound_only]
     if fused:
         ranker = _ranker(index, ranks[fused[0]])
-        ranked = ranker.rank_many(vecs[fused], [queries[j] for j in fused], [langs[j] for j in fused],
-                                  [_check_k(ks[j]) for j in fused], [ranks[j] for j in fused])
+        ranked = ranker.rank_many(vecs[fused], [texts[j] for j in fused], [langs[j] for j in fused],
+                                  [ks[j] for j in fused], [ranks[j] for j in fused])
         for j, one in zip(fused, ranked, strict=True):
             out[j] = Results(_ranked_hits(index, one), mins[j], one.relevance)
     return out
 
 
-def has_live_captions(index) -> bool:
+def has_live_captions(index: SearchIndex) -> bool:
     """Whether any clip not deleted has a caption. Without one, the fused score orders the clips as their
     sound does (no caption or keyword evidence: :mod:`mlatr.search.relevance`), so a hybrid query is found
     by the index's searcher (approximate at scale) and described, as a sound-ranked one."""
@@ -264,7 +227,7 @@ def has_live_captions(index) -> bool:
     return not np.isin(np.asarray(index.caption_clip), index.deleted_rows).all()
 
 
-def _ranker(index, rank: str):
+def _ranker(index: SearchIndex, rank: str):
     """The index's :class:`~mlatr.search.hybrid.TextRanker` (tombstoned clips never rank), for ``rank``."""
     if index.backend == "milvus":
         raise MlatrError(f"rank {rank!r} scores every clip's captions and keywords here, and a Milvus index keeps "
@@ -272,28 +235,31 @@ def _ranker(index, rank: str):
     return index.text_ranker()
 
 
-def _ranked_hits(index, ranked: list[Ranked]) -> list[Hit]:
+def _ranked_hits(index: SearchIndex, ranked: list[Ranked]) -> list[Hit]:
     hits = clip_hits(index, np.asarray([r.score for r in ranked]), np.asarray([r.row for r in ranked], np.int64))
     for h, r in zip(hits, ranked, strict=True):
         h.evidence, h.relevance = r.evidence, r.relevance
     return hits
 
 
-def search_audio(index, query: str | os.PathLike | np.ndarray, k: int = 10,
+def search_audio(index: SearchIndex, query: str | os.PathLike | np.ndarray, k: int = 10,
                  min_relevance: float | None = None) -> tuple[Results, list[CaptionHit]]:
     """Sound-to-sound (clips) and sound-to-caption (the indexed clips' captions) for a sound query (a file's
     path, or :func:`query_waveform`'s ``[T]``). Each clip hit carries its relevance (the sound-query model of
     :mod:`mlatr.search.relevance`: the audio cosine and its z-score among the library's clips) and sound
-    evidence; the list says ``nothing_relevant`` as :func:`search_text`'s does."""
+    evidence; the list says ``nothing_relevant`` as :func:`search_text`'s does. A sound query enters here:
+    ``k`` and ``min_relevance`` are checked here (:mod:`mlatr.search.query`)."""
+    k, min_relevance = check_k(k), check_min_relevance(min_relevance)
     q = encode_query_audio(index, query)
-    return sound_results(index, q, search_vector(index, q, k), min_relevance), nearest_captions(index, q, k)
+    return sound_results(index, q, _nearest(index, q[None], [k])[0], min_relevance), nearest_captions(index, q, k)
 
 
-def sound_results(index, vec: np.ndarray, hits: list[Hit], min_relevance: float | None = None) -> Results:
+def sound_results(index: SearchIndex, vec: np.ndarray, hits: list[Hit], min_relevance: float | None = None) -> Results:
     """``hits`` of the audio embedding ``vec [d]`` with the sound-query relevance and evidence, as
-    :class:`Results` (a Milvus index: no relevance, its embeddings live in Milvus)."""
+    :class:`Results` (a Milvus index: no relevance, its embeddings live in Milvus); ``min_relevance``: checked
+    (None: the sound-query model's threshold)."""
     model = shipped().sound
-    threshold = check_min_relevance(min_relevance, model.threshold)
+    threshold = model.threshold if min_relevance is None else min_relevance
     if hits and index.backend != "milvus":
         stats = QueryStats.of(index.text_ranker().stats, vec, 0.0)
         sound = np.asarray([h.score for h in hits], np.float64)
@@ -306,11 +272,11 @@ def sound_results(index, vec: np.ndarray, hits: list[Hit], min_relevance: float 
     return Results(hits, threshold)
 
 
-def nearest_captions(index, query: np.ndarray, k: int) -> list[CaptionHit]:
-    """The ``k`` indexed captions nearest to an audio embedding ``query [d]`` (sound-to-caption)."""
+def nearest_captions(index: SearchIndex, query: np.ndarray, k: int) -> list[CaptionHit]:
+    """The ``k`` (>= 1) indexed captions nearest to an audio embedding ``query [d]`` (sound-to-caption)."""
     captions: list[CaptionHit] = []
     if len(index.caption_text):
-        scores, rows = index.searcher("captions").top_k(query[None].astype(np.float32), _check_k(k))
+        scores, rows = index.searcher("captions").top_k(query[None].astype(np.float32), k)
         for r, (s, i) in enumerate(zip(scores[0].tolist(), rows[0].tolist(), strict=True)):
             clip = int(index.caption_clip[i])
             captions.append(CaptionHit(rank=r + 1, score=float(s), text=index.caption_text[i],
@@ -318,11 +284,12 @@ def nearest_captions(index, query: np.ndarray, k: int) -> list[CaptionHit]:
     return captions
 
 
-def search_similar(index, row: int, k: int = 10) -> tuple[list[Hit], list[CaptionHit]]:
+def search_similar(index: SearchIndex, row: int, k: int = 10) -> tuple[Results, list[CaptionHit]]:
     """"More like this": the ``k`` clips nearest to indexed clip ``row``'s stored audio embedding (itself
-    left out), and the captions nearest to it."""
+    left out), with their sound-query relevance (:func:`sound_results`), and the captions nearest to it."""
+    k = check_k(k)
     q = np.asarray(index.embeddings[row], np.float32)
-    hits = [h for h in search_vector(index, q, _check_k(k) + 1) if h.id != index.ids[row]][:k]
+    hits = [h for h in _nearest(index, q[None], [k + 1])[0] if h.id != index.ids[row]][:k]
     for r, h in enumerate(hits):
         h.rank = r + 1
     return sound_results(index, q, hits), nearest_captions(index, q, k)
