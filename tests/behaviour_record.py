@@ -162,7 +162,7 @@ def _queries(index) -> dict:
     similar, similar_captions = search_similar(index, row, k=4)
     out["similar"] = {"clips": _hits(similar), "captions": [[c.id, c.score] for c in similar_captions],
                       "answer": _answer(similar)}
-    out["clips"], out["captions"] = len(index), len(index.caption_text)
+    out["n_clips"], out["n_captions"] = len(index), len(index.caption_text)  # not "captions": a ranking's key
     return out
 
 
