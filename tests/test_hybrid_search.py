@@ -181,6 +181,10 @@ def test_index_rank_modes_and_cli(served_toy, tmp_path, capsys):
     with pytest.raises(SystemExit) as exc:  # argparse's choices
         main(["search", str(index_path), "x", "--rank", "bm25"])
     assert exc.value.code == 2
+    for call in (lambda: index.search_text("x", "eng", 3, min_relevance=1.5),  # checked where each query enters
+                 lambda: index.search_audio(index.paths[0], 3, min_relevance=-0.5)):
+        with pytest.raises(MlatrError, match="min_relevance must be in"):
+            call()
 
 
 def test_server_rank_and_evidence(served_toy):
