@@ -183,7 +183,7 @@ def test_index_rank_modes_and_cli(served_toy, tmp_path, capsys):
     assert exc.value.code == 2
     for call in (lambda: index.search_text("x", "eng", 3, min_relevance=1.5),  # checked where each query enters
                  lambda: index.search_audio(index.paths[0], 3, min_relevance=-0.5)):
-        with pytest.raises(MlatrError, match="min_relevance must be in"):
+        with pytest.raises(MlatrError, match="min_relevance: expected a probability in"):
             call()
 
 
@@ -225,7 +225,7 @@ def test_readme_own_folder_recipe_finds_the_french_sidecar_first(served_toy, tmp
     (folder / "fx" / "dog_bark_02.fra.txt").write_text("un chien qui aboie\n", encoding="utf-8")
     m = tmp_path / "my-sounds.jsonl"
     assert main(["data", "import", "--format", "folder", str(folder), "-o", str(m)]) == 0
-    assert main(["data", "recaption", str(m)]) == 0
+    assert main(["data", "recaption", str(m), "--in-place"]) == 0
     idx = tmp_path / "my-sounds.idx.npz"
     assert main(["index", "build", "--checkpoint", str(ckpt), "--manifest", str(m), "-o", str(idx),
                  "--no-progress"]) == 0

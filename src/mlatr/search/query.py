@@ -30,6 +30,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from mlatr import api_args
 from mlatr.errors import MlatrError
 from mlatr.inference import LoadedModel
 from mlatr.models.protocols import QueryLanguages
@@ -55,10 +56,13 @@ def text_query(text: str, lang: str | None, k: int, rank: str, languages: QueryL
                lang_field: str = "lang", min_relevance: float | None = None) -> TextQuery:
     """The one check of a text query where it enters: :class:`MlatrError` for an empty text, an unknown
     language or one the encoder does not take (``languages``: its :class:`QueryLanguages`; ``lang_field``
-    names the option in the message), a missing language the encoder needs, ``k < 1``, an unknown
-    ranking or a ``min_relevance`` outside [0, 1]."""
-    if not isinstance(text, str) or not text.strip():
-        raise MlatrError("empty text query")
+    names the option in the message), a missing language the encoder needs, ``k < 1``, an unknown ranking or
+    a ``min_relevance`` outside [0, 1]; a text, language, ``k`` or ``min_relevance`` of the wrong type is
+    :class:`~mlatr.api_args.ArgumentTypeError`."""
+    if not api_args.text("query", text, empty=True).strip():
+        raise api_args.ArgumentError("empty text query")
+    if lang is not None:
+        lang = api_args.text(lang_field, lang)
     return TextQuery(text, languages.code(lang, lang_field), check_k(k), check_rank(rank),
                      check_min_relevance(min_relevance))
 
@@ -71,20 +75,14 @@ def check_rank(rank: str) -> str:
 
 
 def check_k(k: int) -> int:
-    """``k`` as an int if it is at least 1, else an :class:`MlatrError`."""
-    if int(k) < 1:
-        raise MlatrError(f"k must be at least 1, not {k}")
-    return int(k)
+    """``k`` as an int if it is an integer of at least 1, else an :class:`~mlatr.api_args.ArgumentError`."""
+    return api_args.integer("k", k)
 
 
 def check_min_relevance(value: float | None) -> float | None:
     """``value`` as a float if it is a probability (None stays None: the relevance model's threshold), else an
-    :class:`MlatrError`."""
-    if value is None:
-        return None
-    if not 0.0 <= float(value) <= 1.0:  # NaN fails too
-        raise MlatrError(f"min_relevance must be in [0, 1], not {value}")
-    return float(value)
+    :class:`~mlatr.api_args.ArgumentError` (:class:`~mlatr.api_args.ArgumentTypeError`: not a number)."""
+    return api_args.probability("min_relevance", value)
 
 
 class Searcher(Protocol):
