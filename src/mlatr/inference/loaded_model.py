@@ -20,6 +20,7 @@ from tqdm import tqdm
 
 from mlatr import api_args
 from mlatr.audio.io import crop_or_pad
+from mlatr.calibration_file import shipped_calibration
 from mlatr.data.manifest import Manifest
 from mlatr.data.webdataset_shards import is_shard_spec
 from mlatr.errors import MlatrError
@@ -47,15 +48,35 @@ AudioInput = str | os.PathLike | np.ndarray
 class Classification:
     """Zero-shot predictions: ``scores [clips, classes]`` (the model's head, audio as the query), the
     ``classes`` in the order given, the best class of each clip (:attr:`labels`) and the clips' ``ids`` (a
-    library's ids, relative to its root; a file's path as given; ``audio[i]`` for a waveform)."""
+    library's ids, relative to its root; a file's path as given; ``audio[i]`` for a waveform).
+
+    :attr:`probabilities` are ``softmax(scores / temperature)`` over the classes, the temperature fitted on
+    libraries never trained on (negative log-likelihood of their folder labels, cross-fitted:
+    :mod:`mlatr.experiments.relevance_fit`; shipped in ``mlatr/data/calibration.json``), so a clip's best
+    probability says how often such a label is right; :attr:`none_of_these` marks the clips whose best
+    label is below ``min_probability`` (more likely wrong than right)."""
 
     classes: list[str]
     scores: np.ndarray  # [N, C] float32
+    temperature: float = 1.0
+    min_probability: float = 0.5
     ids: list[str] = field(default_factory=list)
 
     def __repr__(self) -> str:
         return f"Classification({len(self.scores)} clips x {len(self.classes)} classes: {self.classes[:5]}" + (
             " ...)" if len(self.classes) > 5 else ")")
+
+    @property
+    def probabilities(self) -> np.ndarray:
+        """``[N, C]`` the probability of each class for each clip (rows sum to 1)."""
+        logits = np.asarray(self.scores, np.float64) / self.temperature
+        e = np.exp(logits - logits.max(axis=1, keepdims=True, initial=-np.inf))
+        return e / e.sum(axis=1, keepdims=True)
+
+    @property
+    def none_of_these(self) -> np.ndarray:
+        """``[N]`` bool: the clip's best label has a probability below ``min_probability``."""
+        return self.probabilities.max(axis=1, initial=0.0) < self.min_probability
 
     @property
     def labels(self) -> list[str]:
@@ -383,15 +404,19 @@ class LoadedModel:
         if template is not None:
             template = api_args.text("template", template)
         prompts = prompts_for(classes, lang, template)
+        fitted = shipped_calibration()["classify"]
+        cal = {"temperature": float(fitted["temperature"]), "min_probability": float(fitted["min_probability"])}
         if self.head.needs_frames:
-            return Classification(classes, *self._frame_scores(audio, prompts, lang, batch_size, max_seconds, split))
+            scores, ids = self._frame_scores(audio, prompts, lang, batch_size, max_seconds, split)
+            return Classification(classes, scores, ids=ids, **cal)
         if names_library(audio) or not has_waveforms(audio):  # files: a library's, with its ids, as mlatr classify
             found = self.embed_library(audio, split=split, batch_size=batch_size, max_seconds=max_seconds)
             a, ids = found.embeddings, found.ids
         else:
             a = self.embed_audio(audio, sample_rate=sample_rate, batch_size=batch_size, max_seconds=max_seconds)
             ids = item_ids(audio_items(audio))
-        return Classification(classes, self.similarity(a, self.embed_checked(prompts, langs, batch_size)), ids)
+        return Classification(classes, self.similarity(a, self.embed_checked(prompts, langs, batch_size)), ids=ids,
+                              **cal)
 
     def _frame_scores(self, audio, prompts: list[str], lang: str, batch_size: int, max_seconds: float | None,
                       split: str = "all") -> tuple[np.ndarray, list[str]]:
