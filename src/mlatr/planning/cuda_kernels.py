@@ -15,12 +15,18 @@ backward; :class:`CudaKernelChoices` (a ``TorchFunctionMode``) makes the CUDA ch
 One choice of mlatr's own is made by device as well: :func:`~mlatr.matching.chunked_scores` (a matching
 head's scores in training) takes cache-sized blocks on the CPU and the largest blocks its budget allows on
 a GPU; :func:`cuda_choices` makes it take the GPU's (fewer, larger blocks, each kept for backward).
+
+Which of them a CPU can run for real (:data:`ON_CPU`): the fused dropout (``native_dropout`` has a CPU kernel)
+and the score blocks; the CPU validation (tests/test_planning.py) runs the real step with those and compares
+it with the fake trace. CUDA's attention kernels exist on CUDA only: ``benchmarks/gpu_suite.sh`` checks them
+against ``torch.cuda.max_memory_allocated``. An encoder's ``attention: eager`` takes no substitution at all
+(its score tensors are ordinary operations, traced as they run).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager, nullcontext
 
 import torch
 import torch.nn.functional as F
@@ -29,6 +35,10 @@ from torch.overrides import TorchFunctionMode
 from mlatr.matching.chunked import blocks_as_on
 
 _LOW = (torch.float16, torch.bfloat16)
+
+#: The substitutions :func:`cuda_choices` makes, by name, and those a CPU can also run for real.
+SUBSTITUTIONS = ("dropout", "attention", "score_blocks")
+ON_CPU = ("dropout", "score_blocks")
 
 
 def _autocast_dtype(t: torch.Tensor) -> torch.dtype:
@@ -64,20 +74,27 @@ def _attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False
 
 
 class CudaKernelChoices(TorchFunctionMode):
-    """``with CudaKernelChoices(): ...``: dropout and attention take CUDA's kernels (module docstring)."""
+    """``with CudaKernelChoices(which): ...``: dropout and / or attention take CUDA's kernels (module docstring)."""
+
+    def __init__(self, which: Sequence[str] = ("dropout", "attention")):
+        super().__init__()
+        self.dropout, self.attention = "dropout" in which, "attention" in which
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
-        if func is F.dropout:
+        if func is F.dropout and self.dropout:
             return _dropout(*args, **kwargs)
-        if func is F.scaled_dot_product_attention:
+        if func is F.scaled_dot_product_attention and self.attention:
             return _attention(*args, **kwargs)
         return func(*args, **kwargs)
 
 
 @contextmanager
-def cuda_choices() -> Iterator[None]:
+def cuda_choices(which: Sequence[str] = SUBSTITUTIONS) -> Iterator[None]:
     """``with cuda_choices(): ...``: dropout, attention and the matching head's score blocks take what a CUDA
-    run would (module docstring)."""
-    with CudaKernelChoices(), blocks_as_on("cuda"):
+    run would (module docstring); ``which`` names the substitutions to make (:data:`SUBSTITUTIONS`)."""
+    unknown = set(which) - set(SUBSTITUTIONS)
+    if unknown:
+        raise ValueError(f"unknown kernel substitutions {sorted(unknown)}; known: {SUBSTITUTIONS}")
+    with CudaKernelChoices(which), (blocks_as_on("cuda") if "score_blocks" in which else nullcontext()):
         yield
