@@ -66,8 +66,9 @@ def test_worst_and_typical_batch_match_brute_force_draws_of_the_sampler(tmp_path
     languages = list(cfg.data.languages)
     chosen = build_scheme(scheme)
     clips = manifest.split("train").clips
-    usable = [i for i, c in enumerate(clips) if usable_caption_indices(c, languages, chosen.anchor_language is not None)]
-    options = {i: usable_caption_indices(clips[i], languages, chosen.anchor_language is not None) for i in usable}
+    need_first = chosen.anchor_language is not None
+    usable = [i for i, c in enumerate(clips) if usable_caption_indices(c, languages, need_first)]
+    options = {i: usable_caption_indices(clips[i], languages, need_first) for i in usable}
     step_tokens, step_seconds, epoch_tokens, epoch_seconds = [], [], [], []
     for epoch in range(3000):
         batches = plan_epoch(usable, options, None, 3, 0, seed=7, epoch=epoch)
@@ -82,7 +83,8 @@ def test_worst_and_typical_batch_match_brute_force_draws_of_the_sampler(tmp_path
         step_seconds += [s for _, s in maxima]
         epoch_tokens.append(max(t for t, _ in maxima))
         epoch_seconds.append(max(s for _, s in maxima))
-    for computed, drawn, epochs in ((plan.tokens, step_tokens, epoch_tokens), (plan.audio, step_seconds, epoch_seconds)):
+    pairs = ((plan.tokens, step_tokens, epoch_tokens), (plan.audio, step_seconds, epoch_seconds))
+    for computed, drawn, epochs in pairs:
         empirical = np.array([np.mean(np.asarray(drawn) <= v) for v in computed.values])
         assert np.abs(empirical - computed.step_cdf).max() < 0.03
         se = np.std(epochs) / np.sqrt(len(epochs))
