@@ -49,6 +49,10 @@ KERNEL_CASES = {
     "mlclap-lgmm-blocks": SMALL + ["objective.scheme=mlclap", "objective.matching={name: lgmm}"],
 }
 KCL = SMALL + ["objective.scheme=kcl"]
+#: Gradient checkpointing of both encoders, with dropout, deep enough that the blocks' activations set the peak.
+CHECKPOINTING = ["model.audio.gradient_checkpointing=true", "model.text.gradient_checkpointing=true"]
+DEEP = MEDIUM + ["objective.scheme=mlclap", "model.audio.depth=4"]
+DEEP_TEXT = {**MEDIUM_TEXT, "encoder_layers": 4}
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
@@ -76,6 +80,24 @@ def test_the_kernel_substitutions_a_cpu_can_run_predict_the_real_step(case):
                          cuda_kernels=ON_CPU)
     assert planned.peak == pytest.approx(real.peak, rel=0.05)
     assert planned.phase_peaks["forward-backward"] == pytest.approx(real.phase_peaks["forward-backward"], rel=0.05)
+
+
+def test_checkpointing_with_dropout_is_traced_as_the_real_step_runs():
+    """Checkpointing recomputes each block's forward inside backward, dropout included: the recomputation takes
+    the same kernels as the forward (the fused dropout's one-byte mask), in the real step and in the trace, which
+    agree; with every substitution (what ``mlatr plan`` and its option search trace, CUDA's attention kernels in
+    the recomputation too) the checkpointed step is traced and its forward-backward peak is below the plain one's."""
+    cfg = load_config(None, DEEP + CHECKPOINTING)
+    torch.manual_seed(0)
+    real = trace_step(cfg, caption_tokens=12, fake=False, foreach=True, flops=False, text_architecture=DEEP_TEXT,
+                      cuda_kernels=ON_CPU)
+    planned = trace_step(cfg, caption_tokens=12, fake=True, foreach=True, flops=False, text_architecture=DEEP_TEXT,
+                         cuda_kernels=ON_CPU)
+    assert planned.peak == pytest.approx(real.peak, rel=0.05)
+    assert planned.phase_peaks["forward-backward"] == pytest.approx(real.phase_peaks["forward-backward"], rel=0.05)
+    on_gpu = [trace_step(load_config(None, DEEP + options), caption_tokens=12, fake=True, foreach=True, flops=False,
+                         text_architecture=DEEP_TEXT, cuda_kernels=True) for options in ([], CHECKPOINTING)]
+    assert on_gpu[1].phase_peaks["forward-backward"] < 0.95 * on_gpu[0].phase_peaks["forward-backward"]
 
 
 def test_a_reused_tracer_traces_other_lengths_as_a_fresh_one():
