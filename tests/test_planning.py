@@ -55,31 +55,34 @@ DEEP = MEDIUM + ["objective.scheme=mlclap", "model.audio.depth=4"]
 DEEP_TEXT = {**MEDIUM_TEXT, "encoder_layers": 4}
 
 
+def planned_and_real(cfg, arch=None, cuda_kernels=()):
+    """One step of ``cfg`` (12-token captions) traced on fake tensors and run for real on the CPU, both measured
+    by the same tracker."""
+    common = {"caption_tokens": 12, "foreach": True, "flops": False, "text_architecture": arch,
+              "cuda_kernels": cuda_kernels}
+    torch.manual_seed(0)
+    real = trace_step(cfg, fake=False, **common)
+    return trace_step(cfg, fake=True, **common), real
+
+
+def assert_peaks_agree(planned, real):
+    assert planned.peak == pytest.approx(real.peak, rel=0.05)
+    assert planned.phase_peaks["forward-backward"] == pytest.approx(real.phase_peaks["forward-backward"], rel=0.05)
+
+
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_fake_trace_predicts_the_real_step(case):
-    cfg = load_config(None, CASES[case])
-    arch = MEDIUM_TEXT if case.startswith("medium") else None
-    torch.manual_seed(0)
-    real = trace_step(cfg, caption_tokens=12, fake=False, foreach=True, flops=False, text_architecture=arch)
-    planned = trace_step(cfg, caption_tokens=12, fake=True, foreach=True, flops=False, text_architecture=arch)
+    planned, real = planned_and_real(load_config(None, CASES[case]), MEDIUM_TEXT if case.startswith("medium") else None)
     for part in ("weights", "optimizer_state"):  # the same tensors (a scalar buffer may differ in sharing)
         assert planned.parts[part] == pytest.approx(real.parts[part], rel=1e-3)
     assert planned.texts == real.texts
-    assert planned.peak == pytest.approx(real.peak, rel=0.05)
-    assert planned.phase_peaks["forward-backward"] == pytest.approx(real.phase_peaks["forward-backward"], rel=0.05)
+    assert_peaks_agree(planned, real)
 
 
 @pytest.mark.parametrize("case", sorted(KERNEL_CASES))
 def test_the_kernel_substitutions_a_cpu_can_run_predict_the_real_step(case):
-    cfg = load_config(None, KERNEL_CASES[case])
-    arch = MEDIUM_TEXT if case.startswith("medium") else None
-    torch.manual_seed(0)
-    real = trace_step(cfg, caption_tokens=12, fake=False, foreach=True, flops=False, text_architecture=arch,
-                      cuda_kernels=ON_CPU)
-    planned = trace_step(cfg, caption_tokens=12, fake=True, foreach=True, flops=False, text_architecture=arch,
-                         cuda_kernels=ON_CPU)
-    assert planned.peak == pytest.approx(real.peak, rel=0.05)
-    assert planned.phase_peaks["forward-backward"] == pytest.approx(real.phase_peaks["forward-backward"], rel=0.05)
+    assert_peaks_agree(*planned_and_real(load_config(None, KERNEL_CASES[case]),
+                                         MEDIUM_TEXT if case.startswith("medium") else None, ON_CPU))
 
 
 def test_checkpointing_with_dropout_is_traced_as_the_real_step_runs():
@@ -87,14 +90,7 @@ def test_checkpointing_with_dropout_is_traced_as_the_real_step_runs():
     the same kernels as the forward (the fused dropout's one-byte mask), in the real step and in the trace, which
     agree; with every substitution (what ``mlatr plan`` and its option search trace, CUDA's attention kernels in
     the recomputation too) the checkpointed step is traced and its forward-backward peak is below the plain one's."""
-    cfg = load_config(None, DEEP + CHECKPOINTING)
-    torch.manual_seed(0)
-    real = trace_step(cfg, caption_tokens=12, fake=False, foreach=True, flops=False, text_architecture=DEEP_TEXT,
-                      cuda_kernels=ON_CPU)
-    planned = trace_step(cfg, caption_tokens=12, fake=True, foreach=True, flops=False, text_architecture=DEEP_TEXT,
-                         cuda_kernels=ON_CPU)
-    assert planned.peak == pytest.approx(real.peak, rel=0.05)
-    assert planned.phase_peaks["forward-backward"] == pytest.approx(real.phase_peaks["forward-backward"], rel=0.05)
+    assert_peaks_agree(*planned_and_real(load_config(None, DEEP + CHECKPOINTING), DEEP_TEXT, ON_CPU))
     on_gpu = [trace_step(load_config(None, DEEP + options), caption_tokens=12, fake=True, foreach=True, flops=False,
                          text_architecture=DEEP_TEXT, cuda_kernels=True) for options in ([], CHECKPOINTING)]
     assert on_gpu[1].phase_peaks["forward-backward"] < 0.95 * on_gpu[0].phase_peaks["forward-backward"]
