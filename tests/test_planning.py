@@ -11,10 +11,11 @@ from pathlib import Path
 
 import pytest
 import torch
+import torch.nn.functional as F
 
 from clitools import assert_user_error, run_cli
 from mlatr.planning.architectures import ArchitectureOnlyText
-from mlatr.planning.cuda_kernels import ON_CPU
+from mlatr.planning.cuda_kernels import ON_CPU, cuda_choices
 from mlatr.planning.gpus import GPU
 from mlatr.planning.plan import format_sweep, largest_batch, make_plan, sweep
 from mlatr.planning.step_trace import StepTracer, trace_step
@@ -130,6 +131,23 @@ def test_parts_are_the_model_and_adam_sizes(kcl_traces):
     assert 4 * t.parameters <= t.parts["weights"] < 4 * t.parameters + 2**17  # + the mel filterbank buffers
     assert 8 * t.trainable <= t.parts["optimizer_state"] < 8 * t.trainable + 2**12
     assert t.flops > 0 and kcl_traces[1].flops > t.flops
+
+
+def test_the_substitutions_end_with_their_block_even_on_an_error():
+    """``cuda_choices`` replaces ``torch.nn.functional``'s dropout and attention for the process: they are the
+    fused dropout inside the block (a boolean mask is what it saves) and torch's own again after it."""
+    dropout, attention = F.dropout, F.scaled_dot_product_attention
+    with pytest.raises(RuntimeError, match="inside"), cuda_choices():
+        assert F.dropout is not dropout and F.scaled_dot_product_attention is not attention
+        x = torch.ones(8, 8, requires_grad=True)
+        saved = []
+        with torch.autograd.graph.saved_tensors_hooks(lambda t: saved.append(t.dtype) or t, lambda t: t):
+            F.dropout(x, 0.5, True)
+        assert torch.bool in saved
+        raise RuntimeError("inside")
+    assert F.dropout is dropout and F.scaled_dot_product_attention is attention
+    with cuda_choices(ON_CPU):
+        assert F.dropout is not dropout and F.scaled_dot_product_attention is attention
 
 
 def test_tracker_counts_live_storages():
