@@ -38,6 +38,7 @@ from pathlib import Path
 
 import torch
 
+from mlatr.inference.process_group import DistContext
 from mlatr.planning.architectures import ArchitectureOnlyText, build_planned_model
 from mlatr.planning.cuda_kernels import ON_CPU, cuda_choices
 from mlatr.planning.gpus import GPUS
@@ -45,7 +46,6 @@ from mlatr.planning.plan import MIB, predicted_bytes
 from mlatr.planning.step_trace import StepTracer, step_batch
 from mlatr.planning.tracker import LiveTensorTracker
 from mlatr.training.config import Config, load_config
-from mlatr.training.distributed import DistContext
 from mlatr.training.objective import build_objective
 from mlatr.training.step import StepRunner
 from mlatr.training.trainer import build_optimizer
