@@ -19,6 +19,7 @@ import pytest
 from clitools import assert_user_error, manifest_lines, run_cli, write_tone
 from mlatr.data.importers.folder import MAX_SIDECAR_BYTES
 from mlatr.data.manifest import MAX_CAPTION_CHARS
+from mlatr.search.evidence import Evidence
 from mlatr.search.search import CaptionHit, Hit
 from mlatr.serve.slow_clients import deadline_protocol
 from mlatr.serve.workers import MAX_BACKOFF, restart_delay
@@ -73,7 +74,7 @@ def test_json_of_a_captions_ranking_on_an_index_without_captions(served_toy, tmp
 
 def test_hit_json_holds_no_infinity():
     hit = Hit(rank=1, score=float("-inf"), id="a", path="/a.wav", captions=[],
-              evidence=[{"source": "caption", "score": np.nan}])
+              evidence=[Evidence("caption", np.nan, 1, "t", "eng")])
     assert hit.to_dict()["score"] is None and hit.to_dict()["evidence"][0]["score"] is None
     assert CaptionHit(1, float("nan"), "t", "eng", "a", "/a").to_dict()["score"] is None
     json.dumps(hit.to_dict(), allow_nan=False)

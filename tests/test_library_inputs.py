@@ -118,3 +118,39 @@ def test_splits_and_bad_combinations_say_what_to_do(library, tmp_path, capsys, m
     assert_user_error(run_cli(capsys, "index", "build", "-o", tmp_path / "i.idx"), "INPUT")
     missing = tmp_path / "gone.wav"
     assert_user_error(run_cli(capsys, "embed", missing, "-o", tmp_path / "x.npz"), str(missing))
+
+
+def test_text_and_sound_searches_answer_the_same_list_with_typed_evidence(library, tmp_path, capsys, monkeypatch):
+    """search_text and search_audio both answer Results of Hit (captions of a sound query in caption_hits);
+    evidence is typed with to_dict(); a sound query whose audio is in the library says so (same_audio) for
+    exactly the clips with its samples (the 0.75 s tones: hum-1 and the three beeps)."""
+    folder, _, _, model_path = library
+    index = Index.build(mlatr.load(model_path, device="cpu"), folder, progress=False)
+    text = index.search_text("a short beep", k=6)
+    sound = index.search_audio(folder / "low" / "hum-1.wav", k=6)
+    assert type(text) is type(sound) is mlatr.Results and all(isinstance(h, mlatr.Hit) for h in [*text, *sound])
+    assert text.caption_hits is None and "captions" not in text.to_dict()
+    scores = [c.score for c in sound.caption_hits]
+    assert sorted(c.text for c in sound.caption_hits) == sorted(index.caption_text) and scores == sorted(scores)[::-1]
+    assert sound.to_dict()["captions"] == [c.to_dict() for c in sound.caption_hits]
+    same = {"low/hum-1", "high/beep-0", "high/beep-1", "high/beep-2"}
+    assert {h.id for h in sound if h.same_audio} == same and len(sound) == 6
+    assert not any(h.same_audio for h in text)
+    e = next(e for e in text[0].evidence if e.source == "caption")
+    assert isinstance(e, mlatr.Evidence) and e.to_dict() == {"source": "caption", "text": "a short beep",
+                                                            "lang": "eng", "score": e.score, "rank": 1}
+    assert [x.to_dict() for x in sound[0].evidence] == [{"source": "sound", "score": sound[0].score, "rank": 1}]
+    h = text[0]
+    assert repr(h) == f"Hit(rank=1, id={h.id!r}, score={h.score:.3f}, relevance={h.relevance:.2f})"
+    assert repr(sound).startswith("Results([Hit(rank=1, ") and repr(sound).endswith(
+        f"relevance={sound.relevance:.2f}, nothing_relevant={sound.nothing_relevant}, 6 caption hits)")
+    # the CLI says it too: --json and the table
+    index.save(tmp_path / "lib.idx")
+    r = run_cli(capsys, "search", tmp_path / "lib.idx", "--audio", folder / "low" / "hum-1.wav", "--json",
+                "--model", model_path)
+    assert r.code == 0, r.err
+    out = json.loads(r.out)
+    assert {x["id"] for x in out["results"] if x["same_audio"]} == same
+    assert [c["text"] for c in out["captions"]] == [c.text for c in sound.caption_hits]
+    r = run_cli(capsys, "search", tmp_path / "lib.idx", "--audio", folder / "low" / "hum-0.wav", "--model", model_path)
+    assert r.code == 0 and "the same audio as the query" in r.out and "captions of indexed clips:" in r.out

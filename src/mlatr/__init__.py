@@ -34,11 +34,13 @@ _LAZY = {
     "evaluate": ("mlatr.inference.model_evaluation", "evaluate"),
     "export": ("mlatr.inference", "export_model"),
     "Hit": ("mlatr.search.search", "Hit"),
+    "Results": ("mlatr.search.search", "Results"),
+    "Evidence": ("mlatr.search.evidence", "Evidence"),
     "LibraryEmbeddings": ("mlatr.inference.loaded_model", "LibraryEmbeddings"),
 }
 
-__all__ = ["Classification", "Hit", "Index", "LibraryEmbeddings", "LoadedModel", "__version__", "evaluate", "export",
-           "load"]
+__all__ = ["Classification", "Evidence", "Hit", "Index", "LibraryEmbeddings", "LoadedModel", "Results", "__version__",
+           "evaluate", "export", "load"]
 
 
 def __getattr__(name: str) -> Any:

@@ -277,8 +277,10 @@ class Index:
         return search_text(self, query, lang, k, rank, min_relevance)
 
     def search_audio(self, path: str | os.PathLike, k: int = 10, min_relevance: float | None = None):
-        """Sound-to-sound and sound-to-caption search: ``(clip hits as Results, caption hits)``; ``min_relevance``
-        as for :meth:`search_text` (default: the sound-query model's threshold)."""
+        """Clips for a sound query (a file), best first: :class:`~mlatr.search.search.Results` as
+        :meth:`search_text` answers, each hit saying ``same_audio`` where the clip is the query's own sound;
+        the indexed captions nearest to it (sound-to-caption) in the list's ``caption_hits``.
+        ``min_relevance`` as for :meth:`search_text` (default: the sound-query model's threshold)."""
         return search_audio(self, path, k, min_relevance)
 
     def summary(self, check: bool = False) -> dict[str, Any]:
