@@ -4,8 +4,8 @@ from mlatr.commands._arg_types import fraction, positive_int
 from mlatr.commands._model_io import add_model_for_index_options, model_for_index
 from mlatr.errors import MlatrError
 from mlatr.search.backends import BACKENDS
-from mlatr.search.fusion import RANKS
 from mlatr.search.evidence import describe_evidence
+from mlatr.search.fusion import RANKS
 from mlatr.terminal_text import shown
 
 HELP = """Search an index: clips for a text query in any language, or for a sound (--audio).

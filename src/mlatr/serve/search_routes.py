@@ -79,4 +79,5 @@ def add_search_routes(app: FastAPI, live: LiveIndex, limits: Limits, batcher: Te
         root = request.scope.get("root_path", "")
         return {"filename": name, "k": k, **clips.answer(),
                 "results": [clip_result(snap, h, None, root) for h in clips],
-                "captions": [caption_result(h, root) for h in clips.caption_hits], "took_ms": (time.perf_counter() - t0) * 1e3}
+                "captions": [caption_result(h, root) for h in clips.caption_hits],
+                "took_ms": (time.perf_counter() - t0) * 1e3}
