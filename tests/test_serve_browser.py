@@ -305,7 +305,8 @@ def test_api_docs_page_works_offline(browser, toy_server):
 
 
 def _ids(driver):
-    return [i.get_attribute("data-id") for i in driver.find_elements(By.CSS_SELECTOR, "#results .result")]
+    """The shown results' ids, read at once (the list may be replaced between two reads of its items)."""
+    return driver.execute_script("return [...document.querySelectorAll('#results .result')].map(li => li.dataset.id)")
 
 
 def test_more_like_this_is_a_link_that_reloads_and_the_box_says_it(browser, toy_server):
@@ -323,8 +324,8 @@ def test_more_like_this_is_a_link_that_reloads_and_the_box_says_it(browser, toy_
     assert urllib.parse.parse_qs(urllib.parse.urlparse(url).query) == {"like": [second], "k": ["10"]}
     # the link, opened again (shared or reloaded), gives the same results and the same box
     _ready(browser, url)
-    wait(browser, lambda d: "results for sounds like" in d.find_element(By.ID, "status").text)
-    assert _ids(browser) == expected and browser.find_element(By.ID, "q").get_attribute("value") == "like:" + second
+    wait(browser, lambda d: "results for sounds like" in d.find_element(By.ID, "status").text and _ids(d) == expected)
+    assert browser.find_element(By.ID, "q").get_attribute("value") == "like:" + second
     # the box's like:ID, searched again with another k, is the same query
     Select(browser.find_element(By.ID, "k")).select_by_visible_text("5")
     browser.find_element(By.ID, "q").send_keys(Keys.ENTER)
