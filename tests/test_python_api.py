@@ -70,6 +70,9 @@ def test_readme_api_block_runs_as_written(served_toy, tmp_path, monkeypatch):
     assert len(index) == 3 and Index.load(tmp_path / "lib.idx").ids == index.ids
     hits = scope["hits"]
     assert len(hits) == 3 and all(0.0 <= h.relevance <= 1.0 for h in hits) and isinstance(hits.nothing_relevant, bool)
+    like = scope["like"]  # a sound query: the same list, its nearest captions beside it
+    assert type(like) is type(hits) and len(like) == 3 and like.caption_hits is not None and hits.caption_hits is None
+    assert like[0].rank == 1 and like[0].evidence[0].source == "sound"
     np.testing.assert_allclose(labels.probabilities.sum(axis=1), 1.0)
     assert set(metrics["t2a"]) >= {"eng", "fra", "deu"}
 
