@@ -2,7 +2,7 @@
 
 Targets: ``milvus:PATH.db`` (milvus-lite, an embedded database in one file) or
 ``milvus://HOST:PORT/COLLECTION`` (a Milvus server or cluster; the same code talks to both). A target
-holds three collections:
+holds four collections:
 
 - ``NAME`` (clips): ``id`` primary key, unit ``vector``, ``path``, ``info`` JSON with the captions and the
   audio file's state when encoded;
@@ -10,12 +10,13 @@ holds three collections:
   terms (:mod:`mlatr.search.analysis`, in its own language) as ``terms``, each term written as a token of
   16 hex digits (:func:`term_token`) so that Milvus's ``standard`` analyzer (milvus-lite has no whitespace
   one) keeps every term whole, stems and CJK bigrams included; a BM25 function turns ``terms`` into the
-  ``sparse`` vector (``bm25_k1`` 1.5, ``bm25_b`` 0.75: mlatr's BM25, :mod:`mlatr.search.lexical`) and
-  ``TEXT_MATCH`` counts a term's documents;
+  ``sparse`` vector (``bm25_k1`` 1.5, ``bm25_b`` 0.75: mlatr's BM25, :mod:`mlatr.search.lexical`);
 - ``NAME_meta``: the index meta as JSON (format, dim, checkpoint: ``search`` / ``serve`` load the right
   model) and the library statistics of :mod:`mlatr.search.relevance` as append-only batches: each write
   adds the sums (rows, outer products, count, terms) of what it inserted minus what it deleted
-  (:class:`Sums`), so two concurrent ``--add`` of different clips keep both clips and both batches.
+  (:class:`Sums`), so two concurrent ``--add`` of different clips keep both clips and both batches;
+- ``NAME_terms``: the keyword terms' document counts, a row per term token and write (negative for deleted
+  captions), summed per query term (``TEXT_MATCH`` counts take a scan of every caption per term).
 
 Vectors are indexed ``FLAT`` with the inner-product metric (exact search, ATRI eq. 1: the sound ranking
 equals the local exact index's); a cluster's operator may re-index a collection approximately.
@@ -30,7 +31,7 @@ sum of raw scores, and the fitted relevance model (:mod:`mlatr.search.fusion`) r
 library's statistics, a BM25 share of the query's idf mass, a caption's rarity and interactions, so it is
 computed here: Milvus finds each source's top window (audio ANN, caption ANN, BM25 sparse search), the
 union's vectors and caption terms are fetched, and mlatr scores every source of every candidate exactly
-(cosines; BM25 from the terms with ``TEXT_MATCH`` document counts and the stored term total) and fuses them
+(cosines; BM25 from the terms, the stored document counts and term total) and fuses them
 with :class:`~mlatr.search.hybrid.TextRanker` over the union. Where the windows hold every clip this is the
 local exact ranking.
 """
@@ -122,9 +123,9 @@ def client(target: str):
         raise MlatrError(f"{target}: cannot open ({type(exc).__name__}: {str(exc)[:200]})") from exc
 
 
-def names(collection: str) -> tuple[str, str, str]:
-    """The clips', captions' and meta collections of a target's ``collection``."""
-    return collection, f"{collection}_captions", f"{collection}_meta"
+def names(collection: str) -> tuple[str, str, str, str]:
+    """The clips', captions', meta and term counts' collections of a target's ``collection``."""
+    return collection, f"{collection}_captions", f"{collection}_meta", f"{collection}_terms"
 
 
 def _create(mc, collection: str, dim: int) -> None:
@@ -132,23 +133,27 @@ def _create(mc, collection: str, dim: int) -> None:
 
     key = {"is_primary": True, "max_length": 8192}
     text = {"max_length": 65535}
-    clips, captions, meta = names(collection)
+    clips, captions, meta, _ = names(collection)
     layout = {clips: [("id", DataType.VARCHAR, key), ("path", DataType.VARCHAR, text), ("info", DataType.JSON, {})],
               captions: [("row", DataType.VARCHAR, key), ("clip", DataType.VARCHAR, text),
                          ("lang", DataType.VARCHAR, {"max_length": 16}), ("text", DataType.VARCHAR, text),
-                         ("terms", DataType.VARCHAR, {**text, "enable_analyzer": True, "enable_match": True,
+                         ("terms", DataType.VARCHAR, {**text, "enable_analyzer": True,
                                                        "analyzer_params": {"tokenizer": "standard"}}),
                          ("n_terms", DataType.INT64, {}), ("sparse", DataType.SPARSE_FLOAT_VECTOR, {})],
-              meta: [("key", DataType.VARCHAR, key), ("value", DataType.JSON, {})]}
+              meta: [("key", DataType.VARCHAR, key), ("value", DataType.JSON, {})],
+              f"{collection}_terms": [("key", DataType.VARCHAR, key), ("token", DataType.VARCHAR, {"max_length": 16}),
+                                      ("df", DataType.INT64, {})]}
     for name, fields in layout.items():
         if mc.has_collection(name):
             continue
         schema = MilvusClient.create_schema(auto_id=False, enable_dynamic_field=False)
         for field_name, kind, opts in fields:
             schema.add_field(field_name, kind, **opts)
-        schema.add_field("vector", DataType.FLOAT_VECTOR, dim=dim)
+        schema.add_field("vector", DataType.FLOAT_VECTOR, dim=2 if name.endswith("_terms") else dim)
         params = mc.prepare_index_params()
         params.add_index(field_name="vector", index_type="FLAT", metric_type="IP")
+        if name.endswith("_terms"):
+            params.add_index(field_name="token", index_type="INVERTED")
         if name == captions:
             schema.add_function(Function(name="bm25", function_type=FunctionType.BM25, input_field_names=["terms"],
                                          output_field_names=["sparse"]))
@@ -203,15 +208,26 @@ class Sums:
     outer: np.ndarray
     count: int
     terms: int = 0
+    doc_freq: Counter | None = None
 
     @classmethod
-    def of(cls, rows: np.ndarray, lengths: Sequence[int] = (), sign: int = 1) -> Sums:
+    def of(cls, rows: np.ndarray, lengths: Sequence[int] = (), sign: int = 1,
+           docs: Sequence[Sequence[str]] = ()) -> Sums:
+        """The sums of ``rows`` (``lengths``: their BM25 lengths; ``docs``: their term tokens, for the document
+        frequencies), negated with ``sign`` -1."""
         x = np.asarray(rows, np.float64)
-        return cls(sign * x.sum(axis=0), sign * (x.T @ x), sign * len(x), sign * sum(max(n, 1) for n in lengths))
+        df = Counter()
+        for toks in docs:
+            df.update(set(toks))
+        return cls(sign * x.sum(axis=0), sign * (x.T @ x), sign * len(x), sign * sum(max(n, 1) for n in lengths),
+                   Counter({t: sign * n for t, n in df.items()}))
 
     def __add__(self, other: Sums) -> Sums:
+        df = Counter(self.doc_freq or {})
+        for t, n in (other.doc_freq or {}).items():
+            df[t] = df.get(t, 0) + n
         return Sums(self.total + other.total, self.outer + other.outer, self.count + other.count,
-                    self.terms + other.terms)
+                    self.terms + other.terms, df)
 
     def moments(self) -> Moments:
         if self.count <= 0:
@@ -259,13 +275,13 @@ def _fetch(mc, name: str, key: str, values: Sequence[str], fields: list[str]) ->
 
 def _remove(mc, collection: str, ids: Sequence[str], dim: int) -> tuple[Sums, Sums, list[str]]:
     """Delete the clips ``ids`` present (and their captions); their statistics, negative, and the ids found."""
-    clips, captions, _ = names(collection)
+    clips, captions, _, _ = names(collection)
     found = _fetch(mc, clips, "id", ids, ["id", "vector"])
-    caps = _fetch(mc, captions, "clip", [r["id"] for r in found], ["row", "vector", "n_terms"])
+    caps = _fetch(mc, captions, "clip", [r["id"] for r in found], ["row", "vector", "n_terms", "terms"])
     gone = [r["id"] for r in found]
     audio = Sums.of(np.asarray([r["vector"] for r in found], np.float32).reshape(-1, dim), sign=-1)
     text = Sums.of(np.asarray([r["vector"] for r in caps], np.float32).reshape(-1, dim),
-                   [int(r["n_terms"]) for r in caps], sign=-1)
+                   [int(r["n_terms"]) for r in caps], sign=-1, docs=[r["terms"].split() for r in caps])
     for start in range(0, len(gone), PAGE):
         chunk = gone[start:start + PAGE]
         mc.delete(clips, ids=chunk)
@@ -273,11 +289,17 @@ def _remove(mc, collection: str, ids: Sequence[str], dim: int) -> tuple[Sums, Su
     return audio, text, gone
 
 
-def _add_stats(mc, meta_name: str, audio: Sums, text: Sums) -> None:
+def _add_stats(mc, collection: str, audio: Sums, text: Sums) -> None:
+    """One write's batch: its statistics in the meta collection, its terms' document counts (a row per term
+    and write, ``df`` negative for deleted captions) in the terms collection."""
+    _, _, meta_name, terms_name = names(collection)
     write = uuid.uuid4().hex
     rows = _stats_rows(write, "audio", audio) + _stats_rows(write, "captions", text)
-    for start in range(0, len(rows), PAGE):
-        mc.insert(meta_name, rows[start:start + PAGE])
+    counts = [{"key": f"{t}/{write}", "token": t, "df": int(n), "vector": [0.0, 0.0]}
+              for t, n in (text.doc_freq or {}).items() if n]
+    for name, data in ((meta_name, rows), (terms_name, counts)):
+        for start in range(0, len(data), PAGE):
+            mc.insert(name, data[start:start + PAGE])
 
 
 def write_milvus(target: str, clips: ClipColumns, captions: CaptionColumns, meta: dict, drop_ids: list[str],
@@ -286,7 +308,7 @@ def write_milvus(target: str, clips: ClipColumns, captions: CaptionColumns, meta
     deleting the clips ``drop_ids`` (and, with ``replace``, everything), and the library statistics' batch of
     the change. Returns the rows written."""
     mc, collection = client(target)
-    clip_name, caption_name, meta_name = names(collection)
+    clip_name, caption_name, meta_name, _ = names(collection)
     dim = clips.dim
     with reported(target):
         if replace:
@@ -300,19 +322,20 @@ def write_milvus(target: str, clips: ClipColumns, captions: CaptionColumns, meta
             gone_audio, gone_text, _ = _remove(mc, collection, sorted(set(drop_ids) | set(clips.ids)), dim)
         rows = [{"id": cid, "vector": np.asarray(clips.embeddings[i], np.float32).tolist(),
                  **_clip_fields(clips.row(i))} for i, cid in enumerate(clips.ids)]
-        caps, lengths = [], []
+        caps, lengths, docs = [], [], []
         for j, c in enumerate(captions.clip.tolist()):
             row = captions.row(j)
             terms = caption_terms(row["text"], row["lang"])
             lengths.append(len(terms))
+            docs.append([term_token(t) for t in terms])
             caps.append({"row": f"{clips.ids[c]}\t{j}", "clip": clips.ids[c], **row,
-                         "terms": " ".join(term_token(t) for t in terms), "n_terms": len(terms),
+                         "terms": " ".join(docs[-1]), "n_terms": len(terms),
                          "vector": np.asarray(captions.embeddings[j], np.float32).tolist()})
         for name, data in ((clip_name, rows), (caption_name, caps)):
             for start in range(0, len(data), PAGE):
                 mc.insert(name, data[start:start + PAGE])
-        _add_stats(mc, meta_name, Sums.of(np.asarray(clips.embeddings, np.float32)) + gone_audio,
-                   Sums.of(np.asarray(captions.embeddings, np.float32), lengths) + gone_text)
+        _add_stats(mc, collection, Sums.of(np.asarray(clips.embeddings, np.float32)) + gone_audio,
+                   Sums.of(np.asarray(captions.embeddings, np.float32), lengths, docs=docs) + gone_text)
         meta = {k: v for k, v in meta.items() if k not in ("format", "dim", "dtype")}
         mc.upsert(meta_name, [{"key": "meta", "value": {**meta, "format": FORMAT, "dim": dim},
                                "vector": [0.0] * dim}])
@@ -338,7 +361,7 @@ def delete_milvus(target: str, ids: list[str]) -> int:
         if unknown:
             raise MlatrError(f"{target}: no clip {', '.join(map(repr, unknown[:5]))}; nothing deleted")
         audio, text, gone = _remove(mc, collection, list(dict.fromkeys(ids)), meta["dim"])
-        _add_stats(mc, names(collection)[2], audio, text)
+        _add_stats(mc, collection, audio, text)
     return len(gone)
 
 
@@ -454,7 +477,7 @@ class MilvusRanker:
     def __init__(self, mc, target: str, collection: str, clips: ClipColumns, captions: CaptionColumns,
                  sums: dict[str, Sums], window: int = WINDOW):
         self.mc, self.target, self.window = mc, target, window
-        self.clip_name, self.caption_name, _ = names(collection)
+        self.clip_name, self.caption_name, _, self.terms_name = names(collection)
         self.ids, self.caption_text, self.caption_lang = clips.ids, captions.get("text"), captions.get("lang")
         self.row_of = {cid: i for i, cid in enumerate(self.ids)}
         self.caption_clip = np.asarray(captions.clip, np.int64)
@@ -543,14 +566,14 @@ class MilvusRanker:
                        for r in caps if r["row"] in self.caption_rows}
 
     def _doc_freq(self, terms: set[str]) -> dict[str, int]:
-        """Each of ``terms``' document frequency among the library's captions (``TEXT_MATCH`` counts)."""
-        out = {}
+        """Each of ``terms``' document frequency among the library's captions: the writes' counts added up."""
+        token = {t: term_token(t) for t in terms}
         with reported(self.target):
-            for t in sorted(terms):
-                rows = self.mc.query(self.caption_name, filter=f"TEXT_MATCH(terms, '{term_token(t)}')",
-                                     output_fields=["count(*)"])
-                out[t] = int(rows[0]["count(*)"])
-        return out
+            rows = _fetch(self.mc, self.terms_name, "token", sorted(set(token.values())), ["token", "df"])
+        df = Counter()
+        for r in rows:
+            df[r["token"]] += int(r["df"])
+        return {t: df.get(token[t], 0) for t in terms}
 
 
 def _rows_of(ranking: Ranking, rows: np.ndarray) -> Ranking:
@@ -578,9 +601,9 @@ def read_milvus(target: str) -> MilvusLibrary:
     if meta is None:
         raise MlatrError(f"{target}: holds no mlatr index (build one with mlatr index build --to {target})")
     mc, collection = client(target)
-    clip_name, caption_name, meta_name = names(collection)
+    clip_name, caption_name, meta_name, terms_name = names(collection)
     with reported(target):
-        _load(mc, clip_name, caption_name, meta_name)
+        _load(mc, clip_name, caption_name, meta_name, terms_name)
         clips = sorted(_all(mc, clip_name, ["id", "path", "info"]), key=lambda r: r["id"])
         caps = sorted(_all(mc, caption_name, ["row", "clip", "lang", "text"]), key=lambda r: r["row"])
         sums = _read_stats(mc, meta_name, meta["dim"])
