@@ -63,8 +63,8 @@ DEFAULT_COLLECTION = "mlatr_index"
 FORMAT = "mlatr-milvus-2"
 #: Rows per insert / query page; ids per ``in`` filter.
 PAGE = 2000
-#: Keys per ``in`` filter of a fetch (a query answers at most :data:`MAX_WINDOW` rows).
-FETCH = 256
+#: Keys per ``in`` filter of a fetch: a key of one row (a clip id, a term), of a clip's captions (16 of them).
+FETCH, CAPTION_FETCH = 4096, 1024
 #: BM25's parameters, those mlatr's keyword index scores with (bm25s' Lucene defaults, mlatr.search.lexical).
 BM25_K1, BM25_B = 1.5, 0.75
 #: Terms of one caption kept (a ``terms`` field holds at most 65,535 characters, 17 per term).
@@ -262,12 +262,13 @@ def _read_stats(mc, meta_name: str, dim: int) -> dict[str, Sums]:
     return out
 
 
-def _fetch(mc, name: str, key: str, values: Sequence[str], fields: list[str]) -> list[dict]:
-    """The rows of collection ``name`` whose ``key`` is one of ``values``, ``fields`` of them, paged."""
+def _fetch(mc, name: str, key: str, values: Sequence[str], fields: list[str], page: int = FETCH) -> list[dict]:
+    """The rows of collection ``name`` whose ``key`` is one of ``values``, ``fields`` of them, ``page`` values per
+    query (a query answers at most :data:`MAX_WINDOW` rows: where one does, its rows are read by the iterator)."""
     out: list[dict] = []
     values = list(values)
-    for start in range(0, len(values), FETCH):
-        where = f"{key} in {json.dumps(values[start:start + FETCH])}"
+    for start in range(0, len(values), page):
+        where = f"{key} in {json.dumps(values[start:start + page])}"
         rows = mc.query(name, filter=where, output_fields=fields, limit=MAX_WINDOW)
         out += rows if len(rows) < MAX_WINDOW else _all(mc, name, fields, where)  # a page of clips of many captions
     return out
@@ -277,7 +278,8 @@ def _remove(mc, collection: str, ids: Sequence[str], dim: int) -> tuple[Sums, Su
     """Delete the clips ``ids`` present (and their captions); their statistics, negative, and the ids found."""
     clips, captions, _, _ = names(collection)
     found = _fetch(mc, clips, "id", ids, ["id", "vector"])
-    caps = _fetch(mc, captions, "clip", [r["id"] for r in found], ["row", "vector", "n_terms", "terms"])
+    caps = _fetch(mc, captions, "clip", [r["id"] for r in found], ["row", "vector", "n_terms", "terms"],
+                  CAPTION_FETCH)
     gone = [r["id"] for r in found]
     audio = Sums.of(np.asarray([r["vector"] for r in found], np.float32).reshape(-1, dim), sign=-1)
     text = Sums.of(np.asarray([r["vector"] for r in caps], np.float32).reshape(-1, dim),
@@ -558,7 +560,7 @@ class MilvusRanker:
         ids = [self.ids[r] for r in rows.tolist()]
         with reported(self.target):
             clips = _fetch(self.mc, self.clip_name, "id", ids, ["id", "vector"])
-            caps = _fetch(self.mc, self.caption_name, "clip", ids, ["row", "vector", "terms"])
+            caps = _fetch(self.mc, self.caption_name, "clip", ids, ["row", "vector", "terms"], CAPTION_FETCH)
         audio = {self.row_of[r["id"]]: np.asarray(r["vector"], np.float32) for r in clips}
         if len(audio) < len(ids):
             raise MlatrError(f"{self.target}: clips were deleted since the index was loaded (load it again)")
