@@ -124,6 +124,14 @@ class TextRanker:
         rows = self._by_clip[self._starts[block]:self._ends[block]]  # ascending
         return int(rows[np.argmax(scores[rows])])
 
+    def clip_vector(self, row: int) -> np.ndarray:
+        """``[d]`` clip ``row``'s audio embedding ("more like this")."""
+        for part in self.audio.parts:
+            if row < len(part):
+                return part[row]
+            row -= len(part)
+        raise IndexError(row)
+
     def caption_cutoff(self, caption: np.ndarray) -> float:
         """The cosine above which a clip's best caption is rare for the query whose best caption cosines are
         ``caption [N]`` (:func:`~mlatr.search.relevance.rare_cutoff` of the live clips'; a ranker over a window

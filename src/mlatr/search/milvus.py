@@ -538,6 +538,14 @@ class MilvusRanker:
             out.append((sub, rows))
         return out
 
+    def clip_vector(self, row: int) -> np.ndarray:
+        """``[d]`` clip ``row``'s audio embedding, read from Milvus ("more like this")."""
+        with reported(self.target):
+            found = _fetch(self.mc, self.clip_name, "id", [self.ids[row]], ["vector"])
+        if not found:
+            raise MlatrError(f"{self.target}: clip {self.ids[row]!r} was deleted since the index was loaded")
+        return np.asarray(found[0]["vector"], np.float32)
+
     def caption_cutoff(self, vec: np.ndarray, window: list[tuple[int, float]]) -> float:
         """:func:`~mlatr.search.relevance.rare_cutoff` of the library's best caption cosines for the query
         ``vec``: read from its caption window (best first) where the window holds more than a tenth of the

@@ -289,7 +289,7 @@ def search_similar(index: SearchIndex, row: int, k: int = 10) -> tuple[Results, 
     """"More like this": the ``k`` clips nearest to indexed clip ``row``'s stored audio embedding (itself
     left out), with their sound-query relevance (:func:`sound_results`), and the captions nearest to it."""
     k = check_k(k)
-    q = np.asarray(index.embeddings[row], np.float32)
+    q = np.asarray(index.text_ranker().clip_vector(row), np.float32)
     hits = [h for h in _nearest(index, q[None], [k + 1])[0] if h.id != index.ids[row]][:k]
     for r, h in enumerate(hits):
         h.rank = r + 1
