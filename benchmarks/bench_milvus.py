@@ -73,13 +73,6 @@ def main() -> None:
     ap.add_argument("--phase", choices=["build", "query"], help=argparse.SUPPRESS)  # a child process's part
     args = ap.parse_args()
 
-    clips, captions, centres = library(args.clips, args.captions_per_clip, args.dim, args.clusters)
-    rng = np.random.default_rng(1)
-    kinds = rng.integers(0, args.clusters, args.queries)
-    vecs = unit(centres[kinds] + 1.2 * rng.standard_normal((args.queries, args.dim), dtype=np.float32))
-    texts = [f"{WORDS[k % len(WORDS)]} {WORDS[rng.integers(len(WORDS))]}" for k in kinds.tolist()]
-    langs = ["eng"] * args.queries
-
     work = Path(args.work or tempfile.mkdtemp(prefix="bench_milvus_"))
     work.mkdir(parents=True, exist_ok=True)
     target = f"milvus:{work / 'lib.db'}"
@@ -88,12 +81,18 @@ def main() -> None:
             subprocess.run([sys.executable, __file__, *sys.argv[1:], "--phase", phase, "--work", str(work)],
                            check=True)
         return
+    clips, captions, centres = library(args.clips, args.captions_per_clip, args.dim, args.clusters)
     if args.phase == "build":
         t = time.perf_counter()
         mv.write_milvus(target, clips, captions, {"checkpoint": {"path": "none", "sha256": ""}}, [], replace=True)
         (work / "build.json").write_text(json.dumps({"milvus_build_s": time.perf_counter() - t}))
         return
     build = json.loads((work / "build.json").read_text())["milvus_build_s"]
+    rng = np.random.default_rng(1)
+    kinds = rng.integers(0, args.clusters, args.queries)
+    vecs = unit(centres[kinds] + 1.2 * rng.standard_normal((args.queries, args.dim), dtype=np.float32))
+    texts = [f"{WORDS[k % len(WORDS)]} {WORDS[rng.integers(len(WORDS))]}" for k in kinds.tolist()]
+    langs = ["eng"] * args.queries
     t = time.perf_counter()
     local = TextRanker(clips.embeddings, captions.embeddings, captions.clip, captions.get("text"),
                        captions.get("lang"))

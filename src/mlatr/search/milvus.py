@@ -322,26 +322,28 @@ def write_milvus(target: str, clips: ClipColumns, captions: CaptionColumns, meta
         gone_audio = gone_text = Sums(np.zeros(dim), np.zeros((dim, dim)), 0)
         if not replace:
             gone_audio, gone_text, _ = _remove(mc, collection, sorted(set(drop_ids) | set(clips.ids)), dim)
-        rows = [{"id": cid, "vector": np.asarray(clips.embeddings[i], np.float32).tolist(),
-                 **_clip_fields(clips.row(i))} for i, cid in enumerate(clips.ids)]
-        caps, lengths, docs = [], [], []
-        for j, c in enumerate(captions.clip.tolist()):
-            row = captions.row(j)
-            terms = caption_terms(row["text"], row["lang"])
-            lengths.append(len(terms))
-            docs.append([term_token(t) for t in terms])
-            caps.append({"row": f"{clips.ids[c]}\t{j}", "clip": clips.ids[c], **row,
-                         "terms": " ".join(docs[-1]), "n_terms": len(terms),
-                         "vector": np.asarray(captions.embeddings[j], np.float32).tolist()})
-        for name, data in ((clip_name, rows), (caption_name, caps)):
-            for start in range(0, len(data), PAGE):
-                mc.insert(name, data[start:start + PAGE])
-        _add_stats(mc, collection, Sums.of(np.asarray(clips.embeddings, np.float32)) + gone_audio,
-                   Sums.of(np.asarray(captions.embeddings, np.float32), lengths, docs=docs) + gone_text)
+        audio, text = gone_audio, gone_text
+        for start in range(0, len(clips.ids), PAGE):  # a page at a time: rows as lists cost ~30x the vectors
+            vecs = np.asarray(clips.embeddings[start:start + PAGE], np.float32)
+            mc.insert(clip_name, [{"id": clips.ids[i], "vector": v, **_clip_fields(clips.row(i))}
+                                  for i, v in zip(range(start, start + len(vecs)), vecs.tolist(), strict=True)])
+            audio = audio + Sums.of(vecs)
+        clip_of = captions.clip.tolist()
+        for start in range(0, len(clip_of), PAGE):
+            vecs = np.asarray(captions.embeddings[start:start + PAGE], np.float32)
+            page, docs = [], []
+            for j, v in zip(range(start, start + len(vecs)), vecs.tolist(), strict=True):
+                row = captions.row(j)
+                docs.append([term_token(t) for t in caption_terms(row["text"], row["lang"])])
+                page.append({"row": f"{clips.ids[clip_of[j]]}\t{j}", "clip": clips.ids[clip_of[j]], **row,
+                             "terms": " ".join(docs[-1]), "n_terms": len(docs[-1]), "vector": v})
+            mc.insert(caption_name, page)
+            text = text + Sums.of(vecs, [len(d) for d in docs], docs=docs)
+        _add_stats(mc, collection, audio, text)
         meta = {k: v for k, v in meta.items() if k not in ("format", "dim", "dtype")}
         mc.upsert(meta_name, [{"key": "meta", "value": {**meta, "format": FORMAT, "dim": dim},
                                "vector": [0.0] * dim}])
-    return len(rows) + len(caps)
+    return len(clips.ids) + len(clip_of)
 
 
 def _clip_fields(row: dict[str, Any]) -> dict[str, Any]:
