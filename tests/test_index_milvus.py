@@ -251,3 +251,17 @@ def test_milvus_errors_are_one_line(tmp_path, capsys):
         err = capsys.readouterr().err
         assert err.startswith(f"mlatr: error: {broken}: Milvus refused") and err.count("\n") == 1, err
         assert "Traceback" not in err
+
+
+def test_clips_deleted_after_loading_are_not_returned(tmp_path):
+    clips, captions, queries, texts = synthetic(n=30)
+    target = f"milvus:{tmp_path / 'lib.db'}"
+    mv.write_milvus(target, clips, captions, {"checkpoint": {"path": "none", "sha256": ""}}, [], replace=True)
+    ranker = mv.read_milvus(target).ranker
+    before = [h.row for h in ranker.rank_many(queries[:1], texts[:1], ["eng"], [10], ["hybrid"])[0]]
+    mv.delete_milvus(target, [clips.ids[before[0]]])  # another writer, while this index is loaded
+    after = [h.row for h in ranker.rank_many(queries[:1], texts[:1], ["eng"], [10], ["hybrid"])[0]]
+    assert before[0] not in after and len(after) == 10
+    scores, rows = ranker.audio.top_k(queries[:1], 5)
+    described = ranker.describe(queries[0], texts[0], "eng", rows[0], scores[0])
+    assert clips.ids.index(clips.ids[before[0]]) not in [h.row for h in described]

@@ -504,8 +504,10 @@ class MilvusRanker:
     def describe(self, vec: np.ndarray, query: str, lang: str | None, rows: np.ndarray, sound: np.ndarray,
                  rank: str = "audio") -> Ranking:
         (sub, union), = self._windows(np.asarray(vec)[None], [query], [lang], [len(rows)], [rows])
-        local = np.searchsorted(union, np.asarray(rows, np.int64))
-        return _rows_of(sub.describe(vec, query, lang, local, sound, rank), union)
+        rows = np.asarray(rows, np.int64)
+        kept = np.isin(rows, union)  # a clip deleted since the index was loaded is not returned
+        local = np.searchsorted(union, rows[kept])
+        return _rows_of(sub.describe(vec, query, lang, local, np.asarray(sound)[kept], rank), union)
 
     def _windows(self, vecs: np.ndarray, queries: Sequence[str], langs: Sequence[str | None], ks: Sequence[int],
                  given: Sequence[Sequence[int]]) -> list[tuple[_WindowRanker, np.ndarray]]:
@@ -524,6 +526,7 @@ class MilvusRanker:
                                        + list(given[b]), np.int64)) for b in range(len(queries))]
         every = np.unique(np.concatenate(unions)) if unions else np.zeros(0, np.int64)
         audio, caps = self._vectors(every)
+        unions = [rows[np.isin(rows, list(audio))] for rows in unions]  # clips deleted since the load: left out
         doc_freq = self._doc_freq({t for ts in terms for t in ts})
         out = []
         for b, rows in enumerate(unions):
@@ -566,14 +569,13 @@ class MilvusRanker:
         return float(min(last, q.caption_mean + Z_RARE * q.caption_std))
 
     def _vectors(self, rows: np.ndarray) -> tuple[dict[int, np.ndarray], dict[int, tuple[np.ndarray, list[str]]]]:
-        """The audio vectors of the clips ``rows`` and, per caption row of theirs, its vector and terms."""
+        """The audio vectors of the clips ``rows`` (those still in Milvus) and, per caption row of theirs, its
+        vector and terms."""
         ids = [self.ids[r] for r in rows.tolist()]
         with reported(self.target):
             clips = _fetch(self.mc, self.clip_name, "id", ids, ["id", "vector"])
             caps = _fetch(self.mc, self.caption_name, "clip", ids, ["row", "vector", "terms"], CAPTION_FETCH)
         audio = {self.row_of[r["id"]]: np.asarray(r["vector"], np.float32) for r in clips}
-        if len(audio) < len(ids):
-            raise MlatrError(f"{self.target}: clips were deleted since the index was loaded (load it again)")
         return audio, {self.caption_rows[r["row"]]: (np.asarray(r["vector"], np.float32), r["terms"].split())
                        for r in caps if r["row"] in self.caption_rows}
 
