@@ -429,14 +429,20 @@ class WindowKeywords:
     """BM25 of a query against a window's captions, with the whole library's statistics (what
     :class:`~mlatr.search.hybrid.TextRanker` asks of its keyword index): ``tokens`` per caption (its
     :func:`term_token` s), the library's caption ``count`` and ``avgdl``, each query term's document
-    frequency ``doc_freq``. The Lucene BM25 of :mod:`mlatr.search.lexical` (bm25s), term by term."""
+    frequency ``doc_freq``, and ``query_terms``, the query's terms (analysed once, in its language).
+
+    References:
+        Robertson & Zaragoza 2009, "The probabilistic relevance framework: BM25 and beyond", eq. 3.15 with
+        Lucene's idf and without the constant ``k1 + 1`` factor: the form bm25s scores (:mod:`mlatr.search.lexical`).
+    """
 
     def __init__(self, tokens: list[list[str]], count: int, avgdl: float, doc_freq: dict[str, int],
-                 lang_terms: list[str]):
+                 query_terms: list[str]):
         self.tokens, self.count, self.avgdl, self.doc_freq = tokens, count, avgdl, doc_freq
-        self._terms = lang_terms
+        self._terms = query_terms
 
     def terms(self, query: str, lang: str | None) -> list[str]:
+        """The query's terms (given: this keyword index serves one query)."""
         return self._terms
 
     def scores_of(self, terms: list[str]) -> np.ndarray:
