@@ -381,7 +381,8 @@ def _all(mc, name: str, fields: list[str], filter: str = "") -> list[dict]:
     for lg in loggers:
         lg.setLevel(logging.CRITICAL)
     try:
-        it = mc.query_iterator(name, batch_size=PAGE, output_fields=fields, filter=filter)
+        # the largest batch a query answers: each batch is a query (pk > last) that scans the collection
+        it = mc.query_iterator(name, batch_size=MAX_WINDOW, output_fields=fields, filter=filter)
         out: list[dict] = []
         while True:
             batch = it.next()
@@ -496,7 +497,8 @@ class MilvusRanker:
         self.avgdl = sums["captions"].terms / self.caption_count if self.caption_count else 1.0
         self.captioned = len(np.unique(self.caption_clip))
         self.audio = MilvusSearcher(mc, target, self.clip_name, "id", self.row_of)
-        self.caption_rows = {}  # caption key -> row, filled by read_milvus
+        self.caption_keys: list[str] = []  # caption row -> its primary key, filled by read_milvus
+        self.caption_rows: dict[str, int] = {}  # and back
         self.caption_search = MilvusSearcher(mc, target, self.caption_name, "row", self.caption_rows)
 
     def rank_many(self, query_vecs: np.ndarray, queries: Sequence[str], langs: Sequence[str | None],
@@ -580,7 +582,9 @@ class MilvusRanker:
         ids = [self.ids[r] for r in rows.tolist()]
         with reported(self.target):
             clips = _fetch(self.mc, self.clip_name, "id", ids, ["id", "vector"])
-            caps = _fetch(self.mc, self.caption_name, "clip", ids, ["row", "vector", "terms"], CAPTION_FETCH)
+            caps = _fetch(self.mc, self.caption_name, "row", [self.caption_keys[j] for j in
+                                                              np.flatnonzero(np.isin(self.caption_clip, rows))],
+                          ["row", "vector", "terms"])  # by primary key: a filter on clip scans every caption
         audio = {self.row_of[r["id"]]: np.asarray(r["vector"], np.float32) for r in clips}
         return audio, {self.caption_rows[r["row"]]: (np.asarray(r["vector"], np.float32), r["terms"].split())
                        for r in caps if r["row"] in self.caption_rows}
@@ -638,5 +642,6 @@ def read_milvus(target: str) -> MilvusLibrary:
     captions = CaptionColumns(np.zeros((0, dim), np.float32), [row_of.get(c["clip"], -1) for c in caps],
                               {c.key: [r[c.key] for r in caps] for c in CaptionColumns.columns})
     ranker = MilvusRanker(mc, target, collection, table, captions, sums)
-    ranker.caption_rows.update({c["row"]: j for j, c in enumerate(caps)})
+    ranker.caption_keys[:] = [c["row"] for c in caps]
+    ranker.caption_rows.update({key: j for j, key in enumerate(ranker.caption_keys)})
     return MilvusLibrary(meta, table, captions, ranker.audio, ranker.caption_search, ranker)
