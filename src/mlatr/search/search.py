@@ -36,12 +36,11 @@ class Hit:
     """One ranked clip: 1-based ``rank``, ``score`` (a cosine; for a hybrid text search the fused score of
     :mod:`mlatr.search.fusion`), ``id``, absolute ``path``, English captions, the ``evidence`` that ranked it
     (:class:`~mlatr.search.evidence.Evidence`, :mod:`mlatr.search.hybrid`); ``relevance``: the calibrated
-    probability that the clip answers the query (:mod:`mlatr.search.relevance`; ``None`` where it cannot be
-    computed: a Milvus index's captions); ``stale``: ``"deleted"`` / ``"changed"`` when the clip's audio is
-    gone or differs from when it was indexed (its embedding describes a file that is not there any more);
-    ``same_audio``: for a sound query, True when the clip's audio is the query's own (the same samples over
-    the part a query reads: :func:`mark_same_audio`), so its score of 1.000 says nothing about similarity.
-    ``print(hit)``: ``Hit(rank=1, id='dogs/bark', score=0.812, relevance=0.93)``."""
+    probability that the clip answers the query (:mod:`mlatr.search.relevance`); ``stale``: ``"deleted"`` /
+    ``"changed"`` when the clip's audio is gone or differs from when it was indexed (its embedding describes a
+    file that is not there any more); ``same_audio``: for a sound query, True when the clip's audio is the
+    query's own (the same samples over the part a query reads: :func:`mark_same_audio`), so its score of 1.000
+    says nothing about similarity. ``print(hit)``: ``Hit(rank=1, id='dogs/bark', score=0.812, relevance=0.93)``."""
 
     rank: int
     score: float
@@ -70,7 +69,7 @@ class Results(list):
     """The hits of a search, best first (a ``list`` of :class:`Hit`), and whether the library seems to hold
     anything relevant. ``relevance``: the probability that it does (for a text query the answer model's,
     :func:`~mlatr.search.relevance.answer_relevance`; given none, the best hit's relevance; ``None`` where
-    no relevance can be computed: a Milvus index). ``nothing_relevant`` is True when it is below
+    hit has a relevance). ``nothing_relevant`` is True when it is below
     ``min_relevance`` (the relevance model's threshold unless the caller gave one), or when there is no hit;
     the hits are there all the same, for whoever wants the closest ones. ``caption_hits``: for a sound query
     (:func:`search_audio`, :func:`search_similar`), the indexed captions nearest to it
@@ -236,18 +235,11 @@ def rank_texts(index: SearchIndex, vecs: np.ndarray, queries: Sequence[TextQuery
     if by_sound:
         found = _nearest_rows(index, vecs[by_sound], [ks[j] for j in by_sound])
         for j, (scores, rows) in zip(by_sound, found, strict=True):
-            if index.backend == "milvus":  # its captions live in Milvus: the sound's evidence only, no relevance
-                hits, relevance = clip_hits(index, scores, rows), None
-                for h in hits:
-                    h.evidence = [Evidence("sound", h.score, h.rank)]
-            else:
-                described = index.text_ranker().describe(vecs[j], texts[j], langs[j], rows, scores, ranks[j])
-                hits, relevance = _ranked_hits(index, described), described.relevance
-            out[j] = Results(hits, mins[j], relevance)
+            described = index.text_ranker().describe(vecs[j], texts[j], langs[j], rows, scores, ranks[j])
+            out[j] = Results(_ranked_hits(index, described), mins[j], described.relevance)
     fused = [j for j, rank in enumerate(ranks) if rank not in sound_only]
     if fused:
-        ranker = _ranker(index, ranks[fused[0]])
-        ranked = ranker.rank_many(vecs[fused], [texts[j] for j in fused], [langs[j] for j in fused],
+        ranked = index.text_ranker().rank_many(vecs[fused], [texts[j] for j in fused], [langs[j] for j in fused],
                                   [ks[j] for j in fused], [ranks[j] for j in fused])
         for j, one in zip(fused, ranked, strict=True):
             out[j] = Results(_ranked_hits(index, one), mins[j], one.relevance)
@@ -263,14 +255,6 @@ def has_live_captions(index: SearchIndex) -> bool:
     if not len(index.deleted_rows):
         return True
     return not np.isin(np.asarray(index.caption_clip), index.deleted_rows).all()
-
-
-def _ranker(index: SearchIndex, rank: str):
-    """The index's :class:`~mlatr.search.hybrid.TextRanker` (tombstoned clips never rank), for ``rank``."""
-    if index.backend == "milvus":
-        raise MlatrError(f"rank {rank!r} scores every clip's captions and keywords here, and a Milvus index keeps "
-                         "its vectors in Milvus: use rank audio (--rank audio) for a Milvus index")
-    return index.text_ranker()
 
 
 def _ranked_hits(index: SearchIndex, ranked: list[Ranked]) -> list[Hit]:
@@ -319,11 +303,11 @@ def mark_same_audio(index: SearchIndex, wave: np.ndarray, hits: list[Hit]) -> li
 def sound_results(index: SearchIndex, vec: np.ndarray, hits: list[Hit], min_relevance: float | None = None,
                   caption_hits: list[CaptionHit] | None = None) -> Results:
     """``hits`` of the audio embedding ``vec [d]`` with the sound-query relevance and evidence, as
-    :class:`Results` (a Milvus index: no relevance, its embeddings live in Milvus); ``min_relevance``: checked
-    (None: the sound-query model's threshold); ``caption_hits``: the captions nearest to ``vec``."""
+    :class:`Results`; ``min_relevance``: checked (None: the sound-query model's threshold); ``caption_hits``:
+    the captions nearest to ``vec``."""
     model = shipped().sound
     threshold = model.threshold if min_relevance is None else min_relevance
-    if hits and index.backend != "milvus":
+    if hits:
         stats = QueryStats.of(index.text_ranker().stats, vec, 0.0)
         sound = np.asarray([h.score for h in hits], np.float64)
         x = pair_features(sound, np.full(len(hits), -np.inf), np.zeros(len(hits)), stats)[:, :2]  # sound, sound_z
@@ -352,7 +336,7 @@ def search_similar(index: SearchIndex, row: int, k: int = 10) -> Results:
     left out), with their sound-query relevance (:func:`sound_results`), the captions nearest to it in
     ``caption_hits``, and ``same_audio`` on a copy of the clip's sound (:func:`mark_same_audio`)."""
     k = check_k(k)
-    q = np.asarray(index.embeddings[row], np.float32)
+    q = np.asarray(index.text_ranker().clip_vector(row), np.float32)
     hits = [h for h in _nearest(index, q[None], [k + 1])[0] if h.id != index.ids[row]][:k]
     for r, h in enumerate(hits):
         h.rank = r + 1
