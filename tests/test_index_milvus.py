@@ -197,7 +197,7 @@ def test_window_fusion_on_a_larger_library(tmp_path):
                     assert np.allclose([h.score for h in g], [h.score for h in w], atol=1e-4)
                     assert np.allclose([h.relevance for h in g], [h.relevance for h in w], atol=1e-4)
                     assert g.relevance == pytest.approx(w.relevance, abs=1e-4)
-                    assert [h.evidence for h in g][0][-1]["rank"] == [h.evidence for h in w][0][-1]["rank"]
+                    assert [h.evidence for h in g][0][-1].rank == [h.evidence for h in w][0][-1].rank
     # keyword scores: mlatr's BM25 (bm25s) from the stored terms, document counts and term total
     terms = ranker._doc_freq({"dog", "rain", "sound", "absent"})
     sub, rows = ranker._windows(queries[:1], ["dog rain sound absent"], ["eng"], [10], [[]])[0]
