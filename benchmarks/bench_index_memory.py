@@ -99,7 +99,7 @@ def main() -> None:
         work = Path(args.work or tmp)
         manifest = write_clips(work / "clips", args.clips, args.minutes)
         ckpt = write_checkpoint(work / "model.pt")
-        peak, wall, rc = measure(["index", "build", "--checkpoint", str(ckpt), "--manifest", str(manifest),
+        peak, wall, rc = measure(["index", "build", "--model", str(ckpt), "--manifest", str(manifest),
                                   "-o", str(work / "long.idx.npz"), "--max-seconds", str(args.max_seconds),
                                   "--batch-size", str(args.batch_size), "--no-progress"], args.src)
         print(json.dumps({"clips": args.clips, "minutes": args.minutes, "max_seconds": args.max_seconds,

@@ -5,7 +5,7 @@ script is the client. The index: ``--clips`` (default 10,000) random unit embedd
 dimension (the lookup cost depends on the count and dimension, not on the values) whose audio files
 cycle through the real sound library when its manifest is there (else through a few generated tones),
 and the model of ``mlatr demo-real``: the aisfx audio encoder + multilingual USE text encoder with
-projection heads (``--checkpoint`` uses a trained one, e.g. ``runs/demo-real/model.pt``, whose size
+projection heads (``--model`` uses a trained one, e.g. ``runs/demo-real/model.pt``, whose size
 its config gives: 512 with today's near-identity heads; default: untrained heads to ``--dim``, which
 cost what trained ones of that size cost).
 
@@ -39,7 +39,7 @@ cost what trained ones of that size cost).
    turn, as ``rank=audio`` and ``rank=hybrid`` (sound + caption embeddings + BM25 keywords), each text
    new to the server; the p50 / p95 of both and their ratio, in the same run.
 
-    .venv/bin/python benchmarks/bench_serve.py [--clips 10000] [--checkpoint runs/demo-real/model.pt]
+    .venv/bin/python benchmarks/bench_serve.py [--clips 10000] [--model runs/demo-real/model.pt]
         [--requests 500] [--concurrency 50] [--threads 1] [--json out.json]
         [--rank-latency 200 --captions-per-clip 2]
 """
@@ -356,7 +356,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--clips", type=int, default=10_000)
     ap.add_argument("--dim", type=int, default=256, help="embedding size of the generated model")
-    ap.add_argument("--checkpoint", default=None, help="a demo-real checkpoint (default: untrained heads)")
+    ap.add_argument("--model", default=None, help="a demo-real checkpoint (default: untrained heads)")
     ap.add_argument("--manifest", default="data/real-sounds/manifest.jsonl", help="real sounds the clips point to")
     ap.add_argument("--queries", type=int, default=300, help="sequential text queries")
     ap.add_argument("--requests", type=int, default=500)
@@ -379,7 +379,7 @@ def main(argv: list[str] | None = None) -> int:
                  "load_average_start": os.getloadavg()[0]}
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
-        ckpt = Path(args.checkpoint) if args.checkpoint else make_checkpoint(tmp / "model.pt", args.dim)
+        ckpt = Path(args.model) if args.model else make_checkpoint(tmp / "model.pt", args.dim)
         files = audio_files(Path(args.manifest), tmp)
         index = make_index(ckpt, args.clips, files, tmp / "bench.idx")
         if args.rank_latency:

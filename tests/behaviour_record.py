@@ -139,7 +139,7 @@ def record_evaluation(manifest: Path, checkpoint: Path) -> dict:
 
 def _hits(hits) -> list:
     """Per hit: id, score, evidence (source, rank), relevance."""
-    return [[h.id, h.score, [[e["source"], e["rank"]] for e in h.evidence], h.relevance] for h in hits]
+    return [[h.id, h.score, [[e.source, e.rank] for e in h.evidence], h.relevance] for h in hits]
 
 
 def _answer(results) -> list:
@@ -155,12 +155,12 @@ def _queries(index) -> dict:
         found = [index.search_text(q, lang, k=K, rank=rank) for q, lang in QUERIES]
         out[rank] = [_hits(results) for results in found]
         out["answers"][rank] = [_answer(results) for results in found]
-    clips, captions = index.search_audio(index.paths[3], k=K)
-    out["sound"] = {"clips": _hits(clips), "captions": [[c.id, c.score, c.lang, c.text] for c in captions],
+    clips = index.search_audio(index.paths[3], k=K)
+    out["sound"] = {"clips": _hits(clips), "captions": [[c.id, c.score, c.lang, c.text] for c in clips.caption_hits],
                     "answer": _answer(clips)}
     row = index.ids.index(index.ids[5])
-    similar, similar_captions = search_similar(index, row, k=4)
-    out["similar"] = {"clips": _hits(similar), "captions": [[c.id, c.score] for c in similar_captions],
+    similar = search_similar(index, row, k=4)
+    out["similar"] = {"clips": _hits(similar), "captions": [[c.id, c.score] for c in similar.caption_hits],
                       "answer": _answer(similar)}
     out["n_clips"], out["n_captions"] = len(index), len(index.caption_text)  # not "captions": a ranking's key
     return out

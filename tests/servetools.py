@@ -24,7 +24,7 @@ def build_toy_index(manifest_path: Path, checkpoint: Path, out: Path, first: int
         sub = Manifest(clips=manifest.clips[:first], root=manifest.root)
         manifest_path = manifest_path.with_name(f"first{first}.jsonl")
         sub.save(manifest_path)
-    argv = ["index", "build", "--checkpoint", str(checkpoint), "--manifest", str(manifest_path), "-o", str(out),
+    argv = ["index", "build", "--model", str(checkpoint), "--manifest", str(manifest_path), "-o", str(out),
             "--caption-langs", langs, "--no-progress"]
     assert main(argv + (["--add"] if add else [])) == 0
     return out

@@ -102,10 +102,14 @@ def test_a_language_that_is_no_code_is_refused(model, lang, kind):
     _raises(kind, "lang", model.embed_text, ["a dog", "un chien"], lang)
 
 
-def test_a_bogus_device_is_refused_naming_it(served_toy):
+def test_a_bogus_device_is_refused_naming_it(served_toy, tmp_path, monkeypatch):
     _raises(ArgumentError, "device", mlatr.load, served_toy[1], device="bogus")
     _raises(ArgumentTypeError, "device", mlatr.load, served_toy[1], device=3)
-    _raises(ArgumentTypeError, "path", mlatr.load, None)
+    _raises(ArgumentTypeError, "path", mlatr.load, 3)
+    monkeypatch.delenv("MLATR_MODEL", raising=False)
+    monkeypatch.chdir(tmp_path)  # no mlatr.toml here or above
+    with pytest.raises(MlatrError, match=r"no model given.*\$MLATR_MODEL"):
+        mlatr.load(None)
 
 
 def test_similarity_checks_shapes_and_values(model):

@@ -167,9 +167,9 @@ def test_eval_and_search_refuse_truncated_audio(tmp_path, sounds, served_toy, ca
     rows.append({"id": "trunc", "audio": str(sounds["trunc"]), "split": "test", "duration": 2.26,
                  "captions": {"eng": ["a truncated tone"], "fra": ["un son coupé"]}})
     m = manifest_lines(tmp_path / "test.jsonl", rows)
-    r = run_cli(capsys, "eval", "--checkpoint", ckpt, "--manifest", m, "--languages", "eng,fra")
+    r = run_cli(capsys, "eval", "--model", ckpt, "--manifest", m, "--languages", "eng,fra")
     assert_user_error(r, f"{m}:{len(rows)}: audio: clip 'trunc'", "truncated audio")
-    r = run_cli(capsys, "eval", "--checkpoint", ckpt, "--manifest", m, "--languages", "eng,fra", "--skip-bad")
+    r = run_cli(capsys, "eval", "--model", ckpt, "--manifest", m, "--languages", "eng,fra", "--skip-bad")
     assert r.code == 0 and "mlatr: skipped 1 clip(s) with unreadable audio (--skip-bad)" in r.err
     assert "trunc: " in r.err
     r = run_cli(capsys, "search", index, "--audio", sounds["trunc"])

@@ -36,7 +36,7 @@ def test_config_languages_are_normalised_or_refused(capsys):
 def test_every_language_option_takes_iso_639_1(served_toy, tmp_path, capsys):
     manifest, ckpt, index = served_toy
     out = tmp_path / "m.json"
-    r = run_cli(capsys, "eval", "--checkpoint", ckpt, "--manifest", manifest, "--languages", "fr,en",
+    r = run_cli(capsys, "eval", "--model", ckpt, "--manifest", manifest, "--languages", "fr,en",
                 "--pivot", "en", "--json", out)
     assert r.code == 0, r.err
     metrics = json.loads(out.read_text())
@@ -47,8 +47,8 @@ def test_every_language_option_takes_iso_639_1(served_toy, tmp_path, capsys):
     r = run_cli(capsys, "search", index, "a tone", "--lang", "fr", "--json")
     assert r.code == 0 and json.loads(r.out)["lang"] == "fra"
     for argv in (["search", index, "a tone", "--lang", "xx"],
-                 ["eval", "--checkpoint", ckpt, "--manifest", manifest, "--pivot", "xx"],
-                 ["index", "build", "--checkpoint", ckpt, "--manifest", manifest, "-o", tmp_path / "i.npz",
+                 ["eval", "--model", ckpt, "--manifest", manifest, "--pivot", "xx"],
+                 ["index", "build", "--model", ckpt, "--manifest", manifest, "-o", tmp_path / "i.npz",
                   "--caption-langs", "eng,xx"],
                  ["data", "validate", manifest, "--languages", "eng,xx"]):
         assert_user_error(run_cli(capsys, *argv), "unknown language code 'xx'", "fra")
@@ -93,13 +93,13 @@ def test_no_command_writes_over_its_inputs(served_toy, tmp_path, capsys):
     emb = _npz(tmp_path / "e.npz", 3)
     before = digest(manifest, ckpt, emb)
     for argv, fragment in (
-            (["index", "build", "--checkpoint", ckpt, "--manifest", manifest, "-o", manifest], "-o"),
-            (["encode", "--checkpoint", ckpt, "--manifest", manifest, "-o", ckpt], "-o"),
-            (["eval", "--checkpoint", ckpt, "--manifest", manifest, "--json", manifest], "--json"),
+            (["index", "build", "--model", ckpt, "--manifest", manifest, "-o", manifest], "-o"),
+            (["encode", "--model", ckpt, "--manifest", manifest, "-o", ckpt], "-o"),
+            (["eval", "--model", ckpt, "--manifest", manifest, "--json", manifest], "--json"),
             (["eval-embeddings", emb, "--json", emb], "--json")):
         assert_user_error(run_cli(capsys, *argv), f"{fragment} ", "the command would replace its own input")
     assert digest(manifest, ckpt, emb) == before
-    assert_user_error(run_cli(capsys, "encode", "--checkpoint", ckpt, "--manifest", manifest, "-o", tmp_path),
+    assert_user_error(run_cli(capsys, "encode", "--model", ckpt, "--manifest", manifest, "-o", tmp_path),
                       "is a folder")
 
 
@@ -160,7 +160,7 @@ def test_empty_manifest_is_an_error(served_toy, tmp_path, capsys):
     r = run_cli(capsys, "data", "validate", empty)
     assert r.code == 1 and f"{empty}: no clip: the manifest is empty" in r.out
     out = tmp_path / "e.idx.npz"
-    assert_user_error(run_cli(capsys, "index", "build", "--checkpoint", served_toy[1], "--manifest", empty,
+    assert_user_error(run_cli(capsys, "index", "build", "--model", served_toy[1], "--manifest", empty,
                               "-o", out), f"{empty}: no clip")
     assert not out.exists()
     assert_user_error(run_cli(capsys, "data", "stats", empty), "no clip")
@@ -189,7 +189,7 @@ def test_few_candidates_are_warned_about(tmp_path, capsys, served_toy):
     r = run_cli(capsys, "eval-embeddings", _npz(tmp_path / "many.npz", 120))
     assert r.code == 0 and "warning" not in r.err
     manifest, ckpt, _ = served_toy  # 4 test clips
-    r = run_cli(capsys, "eval", "--checkpoint", ckpt, "--manifest", manifest)
+    r = run_cli(capsys, "eval", "--model", ckpt, "--manifest", manifest)
     assert r.code == 0 and "only 4 clip(s) to rank" in r.err and "R@5 100 %" in r.err
 
 
@@ -314,7 +314,7 @@ def test_overrides_anywhere_on_the_train_command_line(tmp_path, capsys, served_t
 
 def test_eval_arguments_are_checked(served_toy, capsys):
     manifest, ckpt, _ = served_toy
-    base = ["eval", "--checkpoint", ckpt, "--manifest", manifest]
+    base = ["eval", "--model", ckpt, "--manifest", manifest]
     assert_user_error(run_cli(capsys, *base, "--languages", "xxx"), "--languages: unknown language code 'xxx'")
     assert_user_error(run_cli(capsys, *base, "--languages", "jpn"),
                       "--languages: no caption in jpn in split 'test'", "its captions are in: eng, fra, deu")
@@ -337,10 +337,10 @@ def test_truncated_empty_and_foreign_files(served_toy, tmp_path, capsys):
         (["search", tmp_path / "empty.idx.npz", "q"], "not an mlatr index", "empty (0 bytes)"),
         (["search", tmp_path / "notes.txt", "q"], "not an mlatr index", "a text file starting 'my model"),
         (["search", ckpt, "q"], "not an mlatr index", "a PyTorch file"),
-        (["eval", "--checkpoint", tmp_path / "notes.txt", "--manifest", manifest], "not an mlatr checkpoint",
+        (["eval", "--model", tmp_path / "notes.txt", "--manifest", manifest], "not an mlatr checkpoint",
          "a text file starting"),
-        (["eval", "--checkpoint", index, "--manifest", manifest], "not an mlatr checkpoint", "NumPy .npz archive"),
-        (["eval", "--checkpoint", tmp_path / "cut.idx.npz", "--manifest", manifest], "truncated"),
+        (["eval", "--model", index, "--manifest", manifest], "not an mlatr checkpoint", "NumPy .npz archive"),
+        (["eval", "--model", tmp_path / "cut.idx.npz", "--manifest", manifest], "truncated"),
         (["eval-embeddings", tmp_path / "empty.idx.npz"], "not an embeddings .npz", "empty (0 bytes)"),
         (["eval-embeddings", ckpt], "not an embeddings .npz", "a PyTorch file"),
     ]
@@ -356,7 +356,7 @@ def test_every_clip_unreadable_in_index_build(served_toy, tmp_path, capsys):
     for i in range(3):
         (tmp_path / f"broken{i}.wav").write_bytes(b"RIFF" + bytes(40))
     out = tmp_path / "lib.idx.npz"
-    base = ["index", "build", "--checkpoint", served_toy[1], "--manifest", m, "-o", out, "--no-progress"]
+    base = ["index", "build", "--model", served_toy[1], "--manifest", m, "-o", out, "--no-progress"]
     assert_user_error(run_cli(capsys, *base), f"{m}:1: audio: clip 'c0'")
     assert_user_error(run_cli(capsys, *base, "--skip-bad"), "none of the 3 new clip(s)", "nothing was written")
     assert not out.exists()

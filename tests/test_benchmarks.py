@@ -37,7 +37,7 @@ TOY = {
     "bench_search.py": ["--dim", "8", "--sizes", "50", "--queries", "2", "--build-clips", "0"],
     "bench_search_scale.py": ["--clips", "300", "--dim", "8", "--queries", "2", "--add", "20", "--no-serve",
                               "--work", "{tmp}/scale"],
-    "bench_serve.py": ["--checkpoint", "{checkpoint}", "--manifest", "{manifest}", "--clips", "40", "--queries", "2",
+    "bench_serve.py": ["--model", "{checkpoint}", "--manifest", "{manifest}", "--clips", "40", "--queries", "2",
                        "--requests", "4", "--concurrency", "2", "--sound-queries", "1", "--embed-batch", "4",
                        "--load-ranks", "audio"],
     "bench_serve_start.py": ["{index}", "--repeat", "1"],

@@ -51,13 +51,13 @@ def test_rerun_refuses_a_finished_run_of_another_config(demo_dir, capsys):
 def test_eval_and_encode_match_eval_embeddings(demo_dir, tmp_path):
     ckpt = demo_dir / "runs" / "kcl-seed0" / "best.pt"
     manifest = demo_dir / "data" / "manifest.jsonl"
-    assert main(["eval", "--checkpoint", str(ckpt), "--manifest", str(manifest), "--split", "test",
+    assert main(["eval", "--model", str(ckpt), "--manifest", str(manifest), "--split", "test",
                  "--json", str(tmp_path / "m.json"), "--device", "cpu"]) == 0
     direct = json.loads((tmp_path / "m.json").read_text())
     saved = json.loads((demo_dir / "runs" / "kcl-seed0" / "test_metrics.json").read_text())
     assert direct["t2a"]["avg"]["R1"] == pytest.approx(saved["t2a"]["avg"]["R1"])
     assert direct["consistency"]["mrv"] == pytest.approx(saved["consistency"]["mrv"])
-    assert main(["encode", "--checkpoint", str(ckpt), "--manifest", str(manifest), "--split", "test",
+    assert main(["encode", "--model", str(ckpt), "--manifest", str(manifest), "--split", "test",
                  "-o", str(tmp_path / "e.npz"), "--device", "cpu"]) == 0
     z = np.load(tmp_path / "e.npz")
     assert z["audio"].shape[0] == 16 and z["text"].shape[0] == 16 * 5 * 8

@@ -107,7 +107,7 @@ def test_killed_index_build_keeps_the_previous_index(tmp_path, served_toy):
     manifest, ckpt, _ = served_toy
 
     def build(out, *extra):
-        return mlatr("index", "build", "--checkpoint", ckpt, "--manifest", manifest, "-o", out,
+        return mlatr("index", "build", "--model", ckpt, "--manifest", manifest, "-o", out,
                      "--caption-langs", "eng,fra", "--no-progress", *extra)
 
     base = tmp_path / "base.idx.npz"

@@ -132,7 +132,7 @@ def test_eval_with_the_head_equals_evaluate_scores_on_its_matrices(lgmm_run, man
     out, _, _ = lgmm_run
     parser = argparse.ArgumentParser()
     eval_model.add_arguments(parser)
-    args = parser.parse_args(["--checkpoint", str(out / "best.pt"), "--manifest", str(manifest),
+    args = parser.parse_args(["--model", str(out / "best.pt"), "--manifest", str(manifest),
                               "--json", str(tmp_path / "m.json"), "--max-seconds", "1.0"])
     assert eval_model.run(args) == 0
     got = json.loads((tmp_path / "m.json").read_text())

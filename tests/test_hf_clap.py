@@ -92,12 +92,12 @@ def test_cli_import_works_for_eval_index_and_search(tmp_path, capsys):
         assert torch.allclose(loaded.model.encode_text(["a bell"]).pooled, reference.encode_text(["a bell"]).pooled)
 
     manifest = make_toy_manifest(tmp_path / "toy", n_train=4, n_val=2, n_test=3, languages=("eng", "fra"))
-    assert main(["eval", "--checkpoint", str(out), "--manifest", str(manifest), "--split", "test",
+    assert main(["eval", "--model", str(out), "--manifest", str(manifest), "--split", "test",
                  "--languages", "eng,fra", "--json", str(tmp_path / "m.json")]) == 0
     metrics = json.loads((tmp_path / "m.json").read_text())
     assert set(metrics["t2a"]) == {"eng", "fra", "avg"} and "mrv" in metrics["consistency"]
     index = tmp_path / "lib.idx.npz"
-    assert main(["index", "build", "--checkpoint", str(out), "--manifest", str(manifest), "-o", str(index),
+    assert main(["index", "build", "--model", str(out), "--manifest", str(manifest), "-o", str(index),
                  "--no-progress"]) == 0
     assert np.load(index, allow_pickle=False)["embeddings"].shape[1] == 12
     capsys.readouterr()

@@ -19,6 +19,7 @@ import pytest
 from clitools import assert_user_error, manifest_lines, run_cli, write_tone
 from mlatr.data.importers.folder import MAX_SIDECAR_BYTES
 from mlatr.data.manifest import MAX_CAPTION_CHARS
+from mlatr.search.evidence import Evidence
 from mlatr.search.search import CaptionHit, Hit
 from mlatr.serve.slow_clients import deadline_protocol
 from mlatr.serve.workers import MAX_BACKOFF, restart_delay
@@ -50,7 +51,7 @@ def test_a_failed_index_build_leaves_no_empty_folder(served_toy, tmp_path, capsy
     manifest, ckpt, _ = served_toy
     m = manifest_lines(tmp_path / "m.jsonl", [{"id": "gone", "audio": str(tmp_path / "gone.wav")}])
     out = tmp_path / "lib.idx"
-    r = run_cli(capsys, "index", "build", "--checkpoint", ckpt, "--manifest", m, "-o", out, "--no-progress")
+    r = run_cli(capsys, "index", "build", "--model", ckpt, "--manifest", m, "-o", out, "--no-progress")
     assert r.code == 2 and not out.exists()
 
 
@@ -61,7 +62,7 @@ def test_json_of_a_captions_ranking_on_an_index_without_captions(served_toy, tmp
     m = manifest_lines(tmp_path / "m.jsonl", [{"id": r["id"], "audio": str(manifest.parent / r["audio"])}
                                                for r in rows])
     idx = tmp_path / "bare.idx.npz"
-    assert run_cli(capsys, "index", "build", "--checkpoint", ckpt, "--manifest", m, "-o", idx,
+    assert run_cli(capsys, "index", "build", "--model", ckpt, "--manifest", m, "-o", idx,
                    "--no-progress").code == 0
     r = run_cli(capsys, "search", idx, "a low tone", "--rank", "captions", "--json")
     assert_user_error(r, "holds none", "audio or hybrid")
@@ -73,7 +74,7 @@ def test_json_of_a_captions_ranking_on_an_index_without_captions(served_toy, tmp
 
 def test_hit_json_holds_no_infinity():
     hit = Hit(rank=1, score=float("-inf"), id="a", path="/a.wav", captions=[],
-              evidence=[{"source": "caption", "score": np.nan}])
+              evidence=[Evidence("caption", np.nan, 1, "t", "eng")])
     assert hit.to_dict()["score"] is None and hit.to_dict()["evidence"][0]["score"] is None
     assert CaptionHit(1, float("nan"), "t", "eng", "a", "/a").to_dict()["score"] is None
     json.dumps(hit.to_dict(), allow_nan=False)
@@ -173,9 +174,9 @@ def test_a_right_to_left_override_in_ids_is_shown_escaped(served_toy, tmp_path, 
     m = manifest_lines(tmp_path / "m.jsonl", [{"id": "evil\u202egnp.exe", "audio": str(audio)},
                                                {"id": "fine", "audio": str(manifest.parent / "audio/clip000.wav")}])
     idx = tmp_path / "lib.idx"
-    assert run_cli(capsys, "index", "build", "--checkpoint", ckpt, "--manifest", m, "-o", idx,
+    assert run_cli(capsys, "index", "build", "--model", ckpt, "--manifest", m, "-o", idx,
                    "--no-progress").code == 0
     write_tone(audio, 0.7)  # changed since indexed
-    r = run_cli(capsys, "index", "build", "--checkpoint", ckpt, "--manifest", m, "-o", idx, "--add", "--no-progress")
+    r = run_cli(capsys, "index", "build", "--model", ckpt, "--manifest", m, "-o", idx, "--add", "--no-progress")
     assert r.code == 0, r.err
     assert "evil\\u202egnp.exe" in r.out and "\u202e" not in r.out + r.err

@@ -18,7 +18,8 @@ from mlatr.models.protocols import ANY_LANGUAGE
 from mlatr.search import Index
 from mlatr.search.analysis import terms
 from mlatr.search.columns import CaptionColumns, ClipColumns, RowStack
-from mlatr.search.hybrid import TextRanker, describe_evidence
+from mlatr.search.evidence import describe_evidence
+from mlatr.search.hybrid import TextRanker
 from mlatr.search.lexical import KeywordIndex
 from mlatr.search.query import TextQuery, text_query
 from mlatr.search.search import has_live_captions, rank_text, rank_texts
@@ -75,11 +76,14 @@ def test_text_ranker_finds_the_caption_and_a_clip_without_caption():
     row, score, relevance, evidence = ranked[0]
     assert row == 1  # a query equal to a clip's caption ranks it first
     assert 0 <= relevance <= 1 and all(r.relevance <= relevance for r in ranked)
-    cap = next(e for e in evidence if e["source"] == "caption")
-    assert cap["text"] == "un chien qui aboie" and cap["lang"] == "fra" and cap["score"] == pytest.approx(1.0)
-    kw = next(e for e in evidence if e["source"] == "keyword")
-    assert kw["terms"] == ["chien", "aboie"] and kw["rank"] == 1  # "un", "qui": grammar words
-    assert evidence[-1]["source"] == "sound" and evidence[-1]["score"] == pytest.approx(float(audio[1] @ captions[1]))
+    cap = next(e for e in evidence if e.source == "caption")
+    assert cap.text == "un chien qui aboie" and cap.lang == "fra" and cap.score == pytest.approx(1.0)
+    kw = next(e for e in evidence if e.source == "keyword")
+    assert kw.terms == ("chien", "aboie") and kw.rank == 1  # "un", "qui": grammar words
+    assert kw.to_dict() == {"source": "keyword", "text": kw.text, "lang": "fra", "terms": ["chien", "aboie"],
+                            "score": kw.score, "rank": 1}
+    assert evidence[-1].source == "sound" and evidence[-1].score == pytest.approx(float(audio[1] @ captions[1]))
+    assert evidence[-1].to_dict() == {"source": "sound", "score": evidence[-1].score, "rank": evidence[-1].rank}
     assert {0, 2, 5} <= {r.row for r in ranker.rank(captions[1], "x", "eng", 30, "hybrid")}  # no caption: by sound
     assert "un chien qui aboie" in describe_evidence(evidence) and "[fra]" in describe_evidence(evidence)
     # captions-only: the clips by their best caption cosine, each showing the caption that ranked it
@@ -88,9 +92,9 @@ def test_text_ranker_finds_the_caption_and_a_clip_without_caption():
     by_caption = ranker.rank(captions[1], "x", "eng", 3, "captions")
     assert [r.row for r in by_caption] == sorted(best, key=lambda c: -best[c])[:3]
     for r in by_caption:
-        shown = next(e for e in r.evidence if e["source"] == "caption")
-        assert shown["score"] == pytest.approx(best[r.row]) and r.score == pytest.approx(best[r.row])
-        assert shown["text"] == texts[max((i for i in range(28) if clip[i] == r.row), key=lambda i: cos[i])]
+        shown = next(e for e in r.evidence if e.source == "caption")
+        assert shown.score == pytest.approx(best[r.row]) and r.score == pytest.approx(best[r.row])
+        assert shown.text == texts[max((i for i in range(28) if clip[i] == r.row), key=lambda i: cos[i])]
     with pytest.raises(MlatrError, match="unknown ranking 'bm25'"):  # refused where the query enters
         text_query("x", "eng", 3, "bm25", ANY_LANGUAGE)
 
@@ -107,10 +111,10 @@ def test_grammar_words_alone_are_never_keyword_evidence():
     for query, lang in (("une", "fra"), ("der", "deu"), ("的", "zho"), ("the", "eng"), ("de", "spa"), ("de", "nld"),
                         ("の", "jpn"), ("la", "cat"), ("une la à", "fra"), ("of the", None)):
         for r in ranker.rank(_unit(rng.standard_normal(8)), query, lang, 8, "hybrid"):
-            assert not [e for e in r.evidence if e["source"] == "keyword"], (query, lang, r.evidence)
+            assert not [e for e in r.evidence if e.source == "keyword"], (query, lang, r.evidence)
     hits = ranker.rank(audio[0], "une explosion à la gare", "fra", 8, "hybrid")
-    kw = [e for r in hits for e in r.evidence if e["source"] == "keyword"]
-    assert kw and all(e["terms"] == ["gare"] for e in kw)
+    kw = [e for r in hits for e in r.evidence if e.source == "keyword"]
+    assert kw and all(e.terms == ("gare",) for e in kw)
 
 
 def test_names_that_say_nothing_rank_as_the_sound_does():
@@ -148,10 +152,10 @@ def test_index_rank_modes_and_cli(served_toy, tmp_path, capsys):
     _, _, index_path = served_toy
     index = Index.load(index_path)
     audio = index.search_text("un son aigu double", "fra", 5, rank="audio")
-    assert audio[0].evidence[-1]["source"] == "sound" and audio[0].evidence[-1]["rank"] == 1
+    assert audio[0].evidence[-1].source == "sound" and audio[0].evidence[-1].rank == 1
     assert all(0 <= h.relevance <= 1 for h in audio)
     hybrid = index.search_text("un son aigu double", "fra", 5)
-    assert hybrid[0].evidence[0]["source"] in ("caption", "keyword")
+    assert hybrid[0].evidence[0].source in ("caption", "keyword")
     with torch.no_grad():
         q = index.model().model.encode_text(["un son aigu double"], ["fra"]).pooled[0].numpy()
     cos = index.caption_embeddings @ q
@@ -163,7 +167,7 @@ def test_index_rank_modes_and_cli(served_toy, tmp_path, capsys):
     assert main(["search", str(index_path), "un son aigu double", "--lang", "fra", "-k", "3", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["rank"] == "hybrid" and [r["id"] for r in out["results"]] == [h.id for h in hybrid[:3]]
-    assert out["results"][0]["evidence"] == hybrid[0].evidence
+    assert out["results"][0]["evidence"] == [e.to_dict() for e in hybrid[0].evidence]
     assert out["results"][0]["relevance"] == pytest.approx(hybrid[0].relevance)
     assert out["nothing_relevant"] == hybrid.nothing_relevant and out["min_relevance"] == hybrid.min_relevance
     assert out["relevance"] == pytest.approx(hybrid.relevance) and 0.0 <= hybrid.relevance < 1.0
@@ -203,7 +207,7 @@ def test_server_rank_and_evidence(served_toy):
             body = request(base + "/search?" + urllib.parse.urlencode({"q": "un son aigu", "lang": "fra", "k": 4,
                                                                        "rank": rank})).json()
             assert body["rank"] == rank and [x["id"] for x in body["results"]] == [h.id for h in hits]
-            assert [e["source"] for e in body["results"][0]["evidence"]] == [e["source"] for e in hits[0].evidence]
+            assert [e["source"] for e in body["results"][0]["evidence"]] == [e.source for e in hits[0].evidence]
             assert body["results"][0]["relevance"] == pytest.approx(hits[0].relevance)
             assert body["nothing_relevant"] == hits.nothing_relevant
         default = request(base + "/search?q=un+son+aigu&lang=fra&k=4").json()
@@ -227,7 +231,7 @@ def test_readme_own_folder_recipe_finds_the_french_sidecar_first(served_toy, tmp
     assert main(["data", "import", "--format", "folder", str(folder), "-o", str(m)]) == 0
     assert main(["data", "recaption", str(m), "--in-place"]) == 0
     idx = tmp_path / "my-sounds.idx.npz"
-    assert main(["index", "build", "--checkpoint", str(ckpt), "--manifest", str(m), "-o", str(idx),
+    assert main(["index", "build", "--model", str(ckpt), "--manifest", str(m), "-o", str(idx),
                  "--no-progress"]) == 0
     capsys.readouterr()
     assert main(["search", str(idx), "un chien qui aboie", "--lang", "fra", "--json"]) == 0

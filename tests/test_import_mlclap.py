@@ -289,11 +289,11 @@ def test_cli_output_works_for_eval_index_and_init_checkpoint(ref, tmp_path, caps
         assert torch.allclose(loaded.encode_audio(wave).pooled, model.encode_audio(wave), atol=1e-5)
 
     manifest = make_toy_manifest(tmp_path / "toy", n_train=4, n_val=2, n_test=3, languages=("eng", "fra"))
-    assert main(["eval", "--checkpoint", str(out), "--manifest", str(manifest), "--split", "test",
+    assert main(["eval", "--model", str(out), "--manifest", str(manifest), "--split", "test",
                  "--languages", "eng,fra", "--json", str(tmp_path / "m.json")]) == 0
     metrics = json.loads((tmp_path / "m.json").read_text())
     assert set(metrics["t2a"]) == {"eng", "fra", "avg"}
-    assert main(["index", "build", "--checkpoint", str(out), "--manifest", str(manifest), "-o",
+    assert main(["index", "build", "--model", str(out), "--manifest", str(manifest), "-o",
                  str(tmp_path / "lib.idx.npz"), "--no-progress"]) == 0
 
     cfg = load_config(None, [f"data.manifest={manifest}", f"out_dir={tmp_path / 'run'}", "data.languages=[eng,fra]",

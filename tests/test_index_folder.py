@@ -65,9 +65,9 @@ def test_folder_equals_single_file_and_add_writes_only_a_new_shard(trained, tmp_
     for query in ("a single low tone", "deux sons aigus"):
         a, b = index.search_text(query, "fra", k=20), full.search_text(query, "fra", k=20)
         assert [h.id for h in a] == [h.id for h in b] and np.allclose([h.score for h in a], [h.score for h in b])
-    clips, caps = index.search_audio(full.paths[4], k=6)
-    clips_f, caps_f = full.search_audio(full.paths[4], k=6)
-    assert [h.id for h in clips] == [h.id for h in clips_f] and [c.text for c in caps] == [c.text for c in caps_f]
+    clips, clips_f = index.search_audio(full.paths[4], k=6), full.search_audio(full.paths[4], k=6)
+    assert [h.id for h in clips] == [h.id for h in clips_f]
+    assert [c.text for c in clips.caption_hits] == [c.text for c in clips_f.caption_hits]
     assert isinstance(index.shards[0].clips.embeddings, np.memmap)  # mapped, not read
 
 
@@ -94,7 +94,7 @@ def test_delete_compact_and_convert(trained, tmp_path, capsys):
     hybrid = {k: index.search_text("a single low tone", k=k) for k in (2, 20)}
     assert len(hybrid[2]) == 2 and len(hybrid[20]) == 18 and set(gone).isdisjoint(h.id for h in hybrid[20])
     # sound-to-caption skips the deleted clips' captions too
-    _, caps = index.search_audio(ref.paths[ref.ids.index(top[0])], k=50)
+    caps = index.search_audio(ref.paths[ref.ids.index(top[0])], k=50).caption_hits
     assert {c.id for c in caps}.isdisjoint(gone)
     assert main(["index", "compact", str(out), "--no-progress"]) == 0
     compact = Index.load(out)
@@ -104,10 +104,10 @@ def test_delete_compact_and_convert(trained, tmp_path, capsys):
     # a cosine may differ in its last bit: another matrix shape, another BLAS blocking)
     for rank in ("hybrid", "captions"):
         a, b = (x.search_text("a single low tone", k=20, rank=rank) for x in (compact, index))
-        assert [(h.id, [{n: v for n, v in e.items() if n != "score"} for e in h.evidence]) for h in a] == \
-            [(h.id, [{n: v for n, v in e.items() if n != "score"} for e in h.evidence]) for h in b]
-        assert np.allclose([s for h in a for s in [h.score] + [e["score"] for e in h.evidence]],
-                           [s for h in b for s in [h.score] + [e["score"] for e in h.evidence]], rtol=1e-6, atol=1e-6)
+        assert [(h.id, [(e.source, e.rank, e.text, e.lang, e.terms) for e in h.evidence]) for h in a] == \
+            [(h.id, [(e.source, e.rank, e.text, e.lang, e.terms) for e in h.evidence]) for h in b]
+        assert np.allclose([s for h in a for s in [h.score] + [e.score for e in h.evidence]],
+                           [s for h in b for s in [h.score] + [e.score for e in h.evidence]], rtol=1e-6, atol=1e-6)
     assert sorted(p.name for p in out.iterdir() if p.name.startswith("shard-")) == [compact.shards[0].folder.name]
     # an old single-file index converts to a folder with one command, and back
     npz = tmp_path / "old.idx.npz"
@@ -125,7 +125,7 @@ def test_delete_compact_and_convert(trained, tmp_path, capsys):
 
 
 def _build_cmd(ckpt, manifest, out):
-    return [sys.executable, "-m", "mlatr", "index", "build", "--checkpoint", str(ckpt), "--manifest", str(manifest),
+    return [sys.executable, "-m", "mlatr", "index", "build", "--model", str(ckpt), "--manifest", str(manifest),
             "-o", str(out), "--add", "--caption-langs", "eng", "--no-progress"]
 
 
@@ -167,7 +167,7 @@ def test_stale_clips_are_reported_and_add_says_what_changed(trained, tmp_path, c
                      root=lib, path=lib / "m.jsonl")
     local.save(lib / "m.jsonl")
     out = tmp_path / "lib.idx"
-    assert main(["index", "build", "--checkpoint", str(ckpt), "--manifest", str(lib / "m.jsonl"), "-o", str(out),
+    assert main(["index", "build", "--model", str(ckpt), "--manifest", str(lib / "m.jsonl"), "-o", str(out),
                  "--caption-langs", "eng", "--no-progress"]) == 0
     capsys.readouterr()
     index = Index.load(out)
@@ -184,7 +184,7 @@ def test_stale_clips_are_reported_and_add_says_what_changed(trained, tmp_path, c
     assert "its audio was deleted since it was indexed" in text and "its audio was changed" in text
     assert main(["index", "info", str(out), "--check", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["stale"] == {"deleted": [deleted_id], "changed": [changed_id]}
-    assert main(["index", "build", "--checkpoint", str(ckpt), "--manifest", str(lib / "m.jsonl"), "-o", str(out),
+    assert main(["index", "build", "--model", str(ckpt), "--manifest", str(lib / "m.jsonl"), "-o", str(out),
                  "--add", "--no-progress", "--skip-bad"]) == 0
     said = capsys.readouterr().out
     assert f"1 clip(s) changed since they were indexed (size or mtime) and were encoded again: {changed_id}" in said
@@ -222,7 +222,7 @@ def test_add_from_a_source_that_no_longer_lists_a_deleted_clip_tombstones_it(tra
     (lib / local.clips[0].audio).unlink()
     local.save(lib / "m.jsonl")
     Manifest(clips=local.clips[2:6], root=lib).save(lib / "rest.jsonl")
-    assert main(["index", "build", "--checkpoint", str(ckpt), "--manifest", str(lib / "rest.jsonl"), "-o",
+    assert main(["index", "build", "--model", str(ckpt), "--manifest", str(lib / "rest.jsonl"), "-o",
                  str(out), "--add", "--no-progress"]) == 0
     said = capsys.readouterr().out
     assert f"1 indexed clip(s) whose audio file is gone were deleted from the index: {local.clips[0].id}" in said

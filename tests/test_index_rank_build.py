@@ -26,7 +26,7 @@ def _torchrun(ckpt, manifest, out, *extra):
     env.update(GLOO_SOCKET_IFNAME="lo", OMP_NUM_THREADS="1")
     done = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2",
                            "--master_addr=127.0.0.1", f"--master_port={free_port()}", "-m", "mlatr", "index", "build",
-                           "--checkpoint", str(ckpt), "--manifest", str(manifest), "-o", str(out),
+                           "--model", str(ckpt), "--manifest", str(manifest), "-o", str(out),
                            "--caption-langs", "eng,fra", "--no-progress", *extra],
                           capture_output=True, text=True, timeout=300, env=env)
     assert done.returncode == 0, done.stderr[-3000:]

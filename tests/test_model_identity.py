@@ -48,7 +48,7 @@ def test_a_model_with_the_same_config_and_other_weights_is_refused_naming_both(s
 def test_an_exported_model_folder_has_the_same_weights_and_is_accepted(served_toy, tmp_path, capsys):
     manifest, ckpt, index = served_toy
     folder = tmp_path / "model"
-    assert run_cli(capsys, "export", ckpt, "-o", folder).code == 0
+    assert run_cli(capsys, "export", "--model", ckpt, "-o", folder).code == 0
     assert mlatr.load(folder, device="cpu").weights_sha256() == mlatr.load(ckpt, device="cpu").weights_sha256()
     r = run_cli(capsys, "search", index, "a low tone", "--model", folder, "--json", "-k", "3")
     assert r.code == 0, r.err

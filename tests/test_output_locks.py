@@ -45,7 +45,7 @@ COMMANDS = [
     (["data", "recaption", "M", "-o", "OUT"], "recaption-new.jsonl", False),
     (["data", "translate", "M", "--to", "fra", "--backend", "apertium", "-o", "OUT"], "t.jsonl", False),
     (["data", "synth", "-o", "OUT", "--train", "4"], "synth", True),
-    (["encode", "--checkpoint", "CK", "--manifest", "M", "-o", "OUT"], "emb.npz", False),
+    (["encode", "--model", "CK", "--manifest", "M", "-o", "OUT"], "emb.npz", False),
     (["eval-demo", "--out", "OUT"], "evaldemo", True),
     (["experiment", "supclap", "--size", "small", "--out", "OUT", "--report-only"], "exp", True),
     (["eval-embeddings", "E.npz", "--report", "OUT"], "report", True),
@@ -117,7 +117,7 @@ def test_a_folder_output_that_is_a_file_is_refused(argv, name, manifest, tmp_pat
 
 
 @pytest.mark.parametrize("argv", [
-    ["encode", "--checkpoint", "CK", "--manifest", "M", "-o", "OUT"],
+    ["encode", "--model", "CK", "--manifest", "M", "-o", "OUT"],
     ["data", "import", "--format", "folder", "SRC", "-o", "OUT"],
     ["import-checkpoint", "--from", "mlclap", "X.pt", "--sonar", "S", "-o", "OUT"],
 ])

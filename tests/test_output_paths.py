@@ -41,14 +41,14 @@ def _socket(path):
 WRITERS = [
     ["embed", "A", "--model", "CK", "-o", "OUT"],
     ["embed", "--text", "un chien", "--model", "CK", "-o", "OUT"],
-    ["encode", "--checkpoint", "CK", "--manifest", "M", "--split", "all", "-o", "OUT"],
-    ["eval", "--checkpoint", "CK", "--manifest", "M", "--json", "OUT"],
-    ["index", "build", "--checkpoint", "CK", "--manifest", "M", "-o", "OUT"],
+    ["encode", "--model", "CK", "--manifest", "M", "--split", "all", "-o", "OUT"],
+    ["eval", "--model", "CK", "--manifest", "M", "--json", "OUT"],
+    ["index", "build", "--model", "CK", "--manifest", "M", "-o", "OUT"],
     ["index", "compact", "IDX", "-o", "OUT"],
     ["data", "import", "--format", "folder", "AUDIO", "-o", "OUT"],
     ["data", "export", "--format", "webdataset", "M", "-o", "OUT"],
     ["plot", "RUN", "-o", "OUT"],
-    ["export", "CK", "-o", "OUT"],
+    ["export", "--model", "CK", "-o", "OUT"],
     ["eval-embeddings", "E", "--json", "OUT"],
     ["import-checkpoint", "CK", "--from", "mlclap", "-o", "OUT"],
 ]

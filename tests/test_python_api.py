@@ -70,6 +70,9 @@ def test_readme_api_block_runs_as_written(served_toy, tmp_path, monkeypatch):
     assert len(index) == 3 and Index.load(tmp_path / "lib.idx").ids == index.ids
     hits = scope["hits"]
     assert len(hits) == 3 and all(0.0 <= h.relevance <= 1.0 for h in hits) and isinstance(hits.nothing_relevant, bool)
+    like = scope["like"]  # a sound query: the same list, its nearest captions beside it
+    assert type(like) is type(hits) and len(like) == 3 and like.caption_hits is not None and hits.caption_hits is None
+    assert like[0].rank == 1 and like[0].evidence[0].source == "sound"
     np.testing.assert_allclose(labels.probabilities.sum(axis=1), 1.0)
     assert set(metrics["t2a"]) >= {"eng", "fra", "deu"}
 
@@ -82,7 +85,7 @@ def test_embed_audio_equals_the_index_and_mlatr_encode(served_toy, tmp_path, cap
     index = Index.load(index_path)
     assert index.ids == [c.id for c in Manifest.load(manifest_path)]
     assert np.array_equal(emb, index.embeddings)
-    r = run_cli(capsys, "encode", "--checkpoint", ckpt, "--manifest", manifest_path, "--split", "all",
+    r = run_cli(capsys, "encode", "--model", ckpt, "--manifest", manifest_path, "--split", "all",
                 "--batch-size", "16", "--device", "cpu", "-o", tmp_path / "enc.npz")
     assert r.code == 0, r.err
     with np.load(tmp_path / "enc.npz") as z:
@@ -143,7 +146,7 @@ def test_classify_is_the_argmax_of_similarity(served_toy):
 def test_evaluate_returns_what_mlatr_eval_writes(served_toy, tmp_path, capsys):
     manifest_path, ckpt, _ = served_toy
     metrics = mlatr.evaluate(mlatr.load(ckpt, device="cpu"), manifest_path, split="test", progress=False)
-    r = run_cli(capsys, "eval", "--checkpoint", ckpt, "--manifest", manifest_path, "--split", "test",
+    r = run_cli(capsys, "eval", "--model", ckpt, "--manifest", manifest_path, "--split", "test",
                 "--device", "cpu", "--json", tmp_path / "m.json")
     assert r.code == 0, r.err
     assert json.loads((tmp_path / "m.json").read_text()) == json.loads(json.dumps(metrics))
@@ -151,9 +154,9 @@ def test_evaluate_returns_what_mlatr_eval_writes(served_toy, tmp_path, capsys):
 
 def test_exported_folder_gives_the_checkpoints_embeddings(served_toy, tmp_path, capsys):
     manifest_path, ckpt, _ = served_toy
-    r = run_cli(capsys, "export", ckpt, "-o", tmp_path / "model")
+    r = run_cli(capsys, "export", "--model", ckpt, "-o", tmp_path / "model")
     assert r.code == 0, r.err
-    assert sorted(p.name for p in (tmp_path / "model").iterdir()) == ["config.json", "model.safetensors"]
+    assert sorted(p.name for p in (tmp_path / "model").iterdir()) == ["README.md", "config.json", "model.safetensors"]
     config = json.loads((tmp_path / "model" / "config.json").read_text())
     assert config["format"] == "mlatr-model-1" and config["matching_head"] == {"name": "cosine"}
     assert config["train_config"]["data"]["eval_max_seconds"] == 2.0
@@ -168,9 +171,10 @@ def test_exported_folder_gives_the_checkpoints_embeddings(served_toy, tmp_path, 
     files = _toy_files(served_toy)
     assert np.array_equal(a.embed_audio(files), b.embed_audio(files))
     assert np.array_equal(a.embed_text(["un son grave"], "fra"), b.embed_text(["un son grave"], "fra"))
-    assert b.data == a.data and b.head.config() == a.head.config()
-    # a folder is read wherever a checkpoint is: mlatr eval --checkpoint DIR
-    r = run_cli(capsys, "eval", "--checkpoint", tmp_path / "model", "--manifest", manifest_path, "--device", "cpu",
+    kept = ("sample_rate", "eval_max_seconds", "languages", "max_seconds")  # not the training machine's paths
+    assert b.data == {k: v for k, v in a.data.items() if k in kept} and b.head.config() == a.head.config()
+    # a folder is read wherever a checkpoint is: mlatr eval --model DIR
+    r = run_cli(capsys, "eval", "--model", tmp_path / "model", "--manifest", manifest_path, "--device", "cpu",
                 "--json", tmp_path / "m.json")
     assert r.code == 0, r.err
 
@@ -224,12 +228,12 @@ def test_manifest_errors_carry_the_hint(served_toy, tmp_path, capsys):
     toy = Manifest.load(manifest_path)
     plain = manifest_lines(tmp_path / "nosplit.jsonl", [
         {"id": c.id, "audio": str(c.audio_path(toy.root)), "captions": c.captions} for c in toy])
-    r = run_cli(capsys, "eval", "--checkpoint", ckpt, "--manifest", plain, "--device", "cpu")
+    r = run_cli(capsys, "eval", "--model", ckpt, "--manifest", plain, "--device", "cpu")
     assert_user_error(r, "has no splits", "--split all")
-    r = run_cli(capsys, "encode", "--checkpoint", ckpt, "--manifest", toy.root, "-o", tmp_path / "x.npz")
+    r = run_cli(capsys, "encode", "--model", ckpt, "--manifest", toy.root, "-o", tmp_path / "x.npz")
     assert_user_error(r, "is a folder, not a manifest", "mlatr data import --format folder")
     assert not (tmp_path / "x.npz").exists()
-    build = ["index", "build", "--checkpoint", ckpt, "--no-progress", "-o", tmp_path / "x.idx"]
+    build = ["index", "build", "--model", ckpt, "--no-progress", "-o", tmp_path / "x.idx"]
     r = run_cli(capsys, *build, "--manifest", plain, "--split", "test")
     assert_user_error(r, "has no splits", "--split all")
     r = run_cli(capsys, *build, "--manifest", toy.root)
@@ -245,7 +249,9 @@ def test_embed_and_classify_commands(served_toy, tmp_path, capsys):
                 "--no-progress")
     assert r.code == 0, r.err
     table = pa.read_table(tmp_path / "e.parquet").to_pydict()
-    assert table["id"] == [str(f) for f in files] and table["path"] == [str(f.resolve()) for f in files]
+    # ids as the index gives them: the paths under the files' common folder, without extension
+    assert table["id"] == [f.stem for f in files] == Index.load(served_toy[2]).ids[:5]
+    assert table["path"] == [str(f.resolve()) for f in files]
     np.testing.assert_array_equal(np.asarray(table["embedding"], np.float32), model.embed_audio(files))
     r = run_cli(capsys, "embed", "--text", "un son aigu", "un son grave", "--lang", "fr", "--model", served_toy[1],
                 "--device", "cpu", "-o", tmp_path / "t.npz", "--no-progress")
@@ -266,12 +272,13 @@ def test_embed_and_classify_commands(served_toy, tmp_path, capsys):
     assert r.code == 0, r.err
     out = json.loads(r.out)
     assert [x["label"] for x in out["results"]] == model.classify(files, ["low tone", "high tone"]).labels
+    assert [x["id"] for x in out["results"]] == [f.stem for f in files]
 
 
 def test_encode_writes_parquet(served_toy, tmp_path, capsys):
     pa = pytest.importorskip("pyarrow.parquet")
     manifest_path, ckpt, index_path = served_toy
-    r = run_cli(capsys, "encode", "--checkpoint", ckpt, "--manifest", manifest_path, "--split", "all",
+    r = run_cli(capsys, "encode", "--model", ckpt, "--manifest", manifest_path, "--split", "all",
                 "--batch-size", "16", "--device", "cpu", "-o", tmp_path / "enc.parquet")
     assert r.code == 0, r.err
     table = pa.read_table(tmp_path / "enc.parquet").to_pydict()

@@ -138,6 +138,6 @@ def test_import_and_index_build_clean_up_after_a_killed_run(tmp_path, capsys, se
     (tmp_path / ".m.jsonl.k1ll3d00.tmp").write_bytes(b"{half a line")
     assert run_cli(capsys, "data", "import", "--format", "clotho-csv", src, "-o", tmp_path / "m.jsonl").code == 0
     (tmp_path / ".lib.idx.npz.k1ll3d00.tmp").write_bytes(b"PK\x03\x04")
-    r = run_cli(capsys, "index", "build", "--checkpoint", served_toy[1], "--manifest", served_toy[0],
+    r = run_cli(capsys, "index", "build", "--model", served_toy[1], "--manifest", served_toy[0],
                 "-o", tmp_path / "lib.idx.npz", "--split", "test", "--no-progress")
     assert r.code == 0 and temp_files(tmp_path) == []

@@ -165,7 +165,7 @@ def test_write_failure_keeps_previous_index(trained, tmp_path, monkeypatch):
 def test_cli_build_and_search_json(trained, tmp_path, capsys):
     manifest_path, ckpt = trained
     out = tmp_path / "cli.idx.npz"
-    assert main(["index", "build", "--checkpoint", str(ckpt), "--manifest", str(manifest_path), "-o", str(out),
+    assert main(["index", "build", "--model", str(ckpt), "--manifest", str(manifest_path), "-o", str(out),
                  "--caption-langs", "eng,deu", "--no-progress"]) == 0
     assert "20 clips (20 encoded" in capsys.readouterr().out
     assert main(["search", str(out), "ein doppelter hoher Ton", "--lang", "deu", "-k", "4", "--json"]) == 0

@@ -302,3 +302,81 @@ def test_api_docs_page_works_offline(browser, toy_server):
     paths = {e.get_attribute("data-path") or e.text for e in browser.find_elements(By.CSS_SELECTOR,
                                                                                      ".opblock-summary-path")}
     assert {"/search", "/search/audio", "/clips/similar/{clip_id}"} <= {p.replace("\u200b", "") for p in paths}
+
+
+def _ids(driver):
+    """The shown results' ids, read at once (the list may be replaced between two reads of its items)."""
+    return driver.execute_script("return [...document.querySelectorAll('#results .result')].map(li => li.dataset.id)")
+
+
+def test_more_like_this_is_a_link_that_reloads_and_the_box_says_it(browser, toy_server):
+    base = toy_server
+    _ready(browser, base + "/?lang=fra")
+    items = _search(browser, "un son aigu double")
+    second = items[1].get_attribute("data-id")
+    items[1].find_element(By.CSS_SELECTOR, "button.more").click()
+    wait(browser, lambda d: "results for sounds like" in d.find_element(By.ID, "status").text)
+    similar = request(base + "/clips/similar/" + urllib.parse.quote(second, safe="") + "?k=10").json()
+    expected = [r["id"] for r in similar["results"]]
+    assert _ids(browser) == expected
+    assert browser.find_element(By.ID, "q").get_attribute("value") == "like:" + second
+    url = browser.current_url
+    assert urllib.parse.parse_qs(urllib.parse.urlparse(url).query) == {"like": [second], "k": ["10"]}
+    # the link, opened again (shared or reloaded), gives the same results and the same box
+    _ready(browser, url)
+    wait(browser, lambda d: "results for sounds like" in d.find_element(By.ID, "status").text and _ids(d) == expected)
+    assert browser.find_element(By.ID, "q").get_attribute("value") == "like:" + second
+    # the box's like:ID, searched again with another k, is the same query
+    Select(browser.find_element(By.ID, "k")).select_by_visible_text("5")
+    browser.find_element(By.ID, "q").send_keys(Keys.ENTER)
+    wait(browser, lambda d: len(_ids(d)) == 5)
+    assert _ids(browser) == expected[:5] and "k=5" in browser.current_url
+
+
+def test_phone_width_shows_whole_meta_lines_and_more_than_two_results(browser, toy_server):
+    base = toy_server
+    browser.execute_cdp_cmd("Emulation.setDeviceMetricsOverride",  # a phone: 390 x 844 CSS pixels
+                            {"width": 390, "height": 844, "deviceScaleFactor": 3, "mobile": True})
+    _ready(browser, base + "/")
+    items = _search(browser, "un son aigu double")
+    assert browser.execute_script("return [window.innerWidth, window.innerHeight]") == [390, 844]
+    assert browser.execute_script("return document.documentElement.scrollWidth <= window.innerWidth")
+    bottoms = [i.rect["y"] + i.rect["height"] for i in items]
+    assert sum(b <= 844 for b in bottoms) >= 3, bottoms
+    for item in items:
+        meta = item.find_element(By.CSS_SELECTOR, ".meta")
+        clipped = browser.execute_script(
+            "const m = arguments[0], box = m.parentElement.getBoundingClientRect(), r = m.getBoundingClientRect();"
+            "return m.scrollWidth > m.clientWidth + 1 || r.right > box.right + 1 || r.bottom > box.bottom + 1;", meta)
+        assert not clipped and item.get_attribute("data-id") in meta.text and "relevance" in meta.text
+
+
+def test_docs_link_stale_upload_error_and_the_query_sound_found_in_the_library(browser, toy_server, served_toy,
+                                                                               tmp_path):
+    base = toy_server
+    _ready(browser, base + "/")
+    link = browser.find_element(By.ID, "docs-link")
+    assert link.is_displayed() and link.get_attribute("href") == base + "/docs"
+    assert request(link.get_attribute("href")).status == 200
+    # a refused upload: its error, then gone as soon as the person types; no player of it left; the picker empty
+    note = tmp_path / "notes.txt"
+    note.write_text("not a sound\n" * 20)
+    browser.find_element(By.ID, "file").send_keys(str(note))
+    wait(browser, lambda d: "error" in d.find_element(By.ID, "status").get_attribute("class"))
+    assert "not a sound file" in browser.find_element(By.ID, "status").text
+    assert not browser.find_element(By.ID, "query-sound").is_displayed()
+    assert browser.find_element(By.ID, "file").get_attribute("value") == ""
+    browser.find_element(By.ID, "q").send_keys("un")
+    status = browser.find_element(By.ID, "status")
+    assert status.text == "" and "error" not in status.get_attribute("class")
+    # a sound that is itself in the library: its card says so, not only its 1.000
+    wav = served_toy[0].parent / "audio" / "clip007.wav"
+    browser.find_element(By.ID, "file").send_keys(str(wav))
+    wait(browser, lambda d: "clip007.wav" in d.find_element(By.ID, "status").text
+         and "result" in d.find_element(By.ID, "status").text)
+    api = upload(base + "/search/audio?k=10", "clip007.wav", wav.read_bytes()).json()
+    same = [r["id"] for r in api["results"] if r["same_audio"]]
+    assert api["results"][0]["id"] == "clip007" and same == ["clip007"]
+    items = browser.find_elements(By.CSS_SELECTOR, "#results .result")
+    marked = [i.get_attribute("data-id") for i in items if i.find_elements(By.CSS_SELECTOR, ".chip.same")]
+    assert marked == same and "your sound" in items[0].find_element(By.CSS_SELECTOR, ".chip.same").text

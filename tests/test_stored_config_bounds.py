@@ -22,7 +22,7 @@ from mlatr.stored_config import MAX_LAYERS, check_bounded, check_model_config
 def folder(served_toy, tmp_path, capsys):
     """The toy model exported as a model folder (config.json + model.safetensors) to edit."""
     out = tmp_path / "model"
-    assert run_cli(capsys, "export", served_toy[1], "-o", out).code == 0
+    assert run_cli(capsys, "export", "--model", served_toy[1], "-o", out).code == 0
     return out
 
 

@@ -100,7 +100,7 @@ def test_eval_compare_encodes_the_same_clips_with_the_second_checkpoint(tmp_path
         return path
 
     monkeypatch.setattr(tsne, "plot_tsne", capture)
-    assert main(["eval", "--checkpoint", str(ckpts[0]), "--manifest", str(manifest), "--plot", str(tmp_path / "p"),
+    assert main(["eval", "--model", str(ckpts[0]), "--manifest", str(manifest), "--plot", str(tmp_path / "p"),
                  "--compare", str(ckpts[1]), "--tsne-clips", "4", "--max-seconds", "2"]) == 0
     first, second = drawn["views"]
     assert first.name == "m0.pt" or first.name.endswith("/m0.pt")

@@ -71,6 +71,10 @@ def test_import_gives_the_manifest_back(exported, tmp_path, capsys):
         assert (a.captions, a.split, a.labels, a.duration) == (b.captions, b.split, b.labels, b.duration)
         assert b.audio_path(back.root).read_bytes() == a.audio_path(original.root).read_bytes()
     assert back.clips[0].audio.startswith("back-audio/")
+    # the folder data export wrote is read as its shards, in name order
+    assert main(["data", "import", "--format", "webdataset", str(shards), "-o", str(tmp_path / "folder.jsonl")]) == 0
+    folder = Manifest.load(tmp_path / "folder.jsonl")
+    assert [(c.id, c.captions, c.split) for c in folder] == [(c.id, c.captions, c.split) for c in back]
 
 
 def test_ml_clap_and_laion_layouts_are_read(tmp_path):
@@ -173,12 +177,14 @@ def test_training_from_shards_equals_training_from_the_manifest(exported, tmp_pa
     for i in range(len(plain.train_manifest)):
         assert np.array_equal(sharded.batches.source.load(i), plain.batches.source.load(i))
     assert sharded.batches.plan(0) == plain.batches.plan(0)  # clips, caption indices, crops
+    folder = Trainer(load_config(None, _overrides([f"data.webdataset={shards}"], tmp_path / "f")))  # the folder
+    assert [c.id for c in folder.train_manifest] == [c.id for c in sharded.train_manifest]
     run_job({"overrides": _overrides([f"data.manifest={path}"], tmp_path / "one-m"), "out": str(tmp_path / "one-m")})
     run_job({"overrides": _overrides([spec], tmp_path / "one-s"), "out": str(tmp_path / "one-s")})
     _same_runs(tmp_path / "one-m", tmp_path / "one-s")
     # evaluation from the shards: the metrics evaluation from the manifest gives
     ckpt = str(tmp_path / "one-m" / "last.pt")
-    common = ["eval", "--checkpoint", ckpt, "--split", "val", "--max-seconds", "1", "--languages", "eng,fra,deu"]
+    common = ["eval", "--model", ckpt, "--split", "val", "--max-seconds", "1", "--languages", "eng,fra,deu"]
     assert main([*common, "--manifest", str(path), "--json", str(tmp_path / "m.json")]) == 0
     assert main([*common, "--webdataset", f"{shards}/shard-{{000000..000002}}.tar",
                  "--json", str(tmp_path / "s.json")]) == 0
@@ -244,13 +250,13 @@ def test_encode_and_index_build_from_shards_equal_the_manifest(exported, served_
     path, shards = exported
     spec = f"{shards}/shard-{{000000..000002}}.tar"
     ckpt = str(served_toy[1])
-    common = ["encode", "--checkpoint", ckpt, "--split", "all", "--max-seconds", "1", "--languages", "eng"]
+    common = ["encode", "--model", ckpt, "--split", "all", "--max-seconds", "1", "--languages", "eng"]
     assert main([*common, "--manifest", str(path), "-o", str(tmp_path / "m.npz")]) == 0
     assert main([*common, "--webdataset", spec, "-o", str(tmp_path / "s.npz")]) == 0
     m, s = np.load(tmp_path / "m.npz"), np.load(tmp_path / "s.npz")
     for key in ("audio", "text", "clip_ids", "text_lang"):
         assert np.array_equal(m[key], s[key]), key
-    build = ["index", "build", "--checkpoint", ckpt, "--caption-langs", "eng,fra", "--max-seconds", "1",
+    build = ["index", "build", "--model", ckpt, "--caption-langs", "eng,fra", "--max-seconds", "1",
              "--no-progress"]
     assert main([*build, "--manifest", str(path), "-o", str(tmp_path / "m.idx")]) == 0
     assert main([*build, "--webdataset", spec, "-o", str(tmp_path / "s.idx"), "--split", "train"]) == 0

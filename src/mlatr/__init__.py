@@ -11,7 +11,7 @@ The Python API (docs/python-api.md)::
     a = model.embed_audio(["dog.wav"])                      # paths, or 1-D arrays with sample_rate=
     s = model.similarity(t, a)                              # the model's matching head
     labels = model.classify(["dog.wav"], ["dog", "rain"])   # zero-shot
-    index = mlatr.Index.build(model, "my-sounds/")          # a folder, a manifest or a list of paths
+    index = mlatr.Index.build(model, "my-sounds/")          # a folder, a manifest, sound files or shards
     metrics = mlatr.evaluate(model, "manifest.jsonl", split="test")
 
 ``load``, ``Index`` and ``evaluate`` are imported on first use (module ``__getattr__``): ``import mlatr``
@@ -33,9 +33,14 @@ _LAZY = {
     "Index": ("mlatr.search.index", "Index"),
     "evaluate": ("mlatr.inference.model_evaluation", "evaluate"),
     "export": ("mlatr.inference", "export_model"),
+    "Hit": ("mlatr.search.search", "Hit"),
+    "Results": ("mlatr.search.search", "Results"),
+    "Evidence": ("mlatr.search.evidence", "Evidence"),
+    "LibraryEmbeddings": ("mlatr.inference.loaded_model", "LibraryEmbeddings"),
 }
 
-__all__ = ["Classification", "Index", "LoadedModel", "__version__", "evaluate", "export", "load"]
+__all__ = ["Classification", "Evidence", "Hit", "Index", "LibraryEmbeddings", "LoadedModel", "Results", "__version__",
+           "evaluate", "export", "load"]
 
 
 def __getattr__(name: str) -> Any:
@@ -46,4 +51,5 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_LAZY))
+    """The public names (:data:`__all__`) and the subpackages already imported, not this module's own imports."""
+    return sorted(set(__all__) | {k for k, v in globals().items() if isinstance(v, type(importlib))} - {"importlib"})

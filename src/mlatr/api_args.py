@@ -148,6 +148,13 @@ def path(name: str, value: Any) -> str:
     return text(name, out)
 
 
+def paths(name: str, value: Any) -> str | list[str]:
+    """One path (returned as :func:`path` returns it) or a list / tuple of them, each checked as ``NAME[i]``."""
+    if isinstance(value, list | tuple):
+        return [path(f"{name}[{i}]", v) for i, v in enumerate(value)]
+    return path(name, value)
+
+
 def embeddings(name: str, value: Any, dim: int) -> np.ndarray:
     """``value`` as float32 ``[n, dim]`` (a 1-D vector of ``dim`` is one row): numeric, finite, of the model's
     dimension."""

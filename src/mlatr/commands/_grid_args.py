@@ -8,7 +8,8 @@ from mlatr.experiments.demo import SIZES
 
 def add_grid_arguments(parser, default_out: str, methods: list[str] | None = None, method_flag: str = "--methods"):
     """``--out``, ``--size``, ``--seeds``, ``--no-progress`` and (when ``methods``) a method filter."""
-    parser.add_argument("--out", default=default_out, help=f"output folder (default: {default_out})")
+    parser.add_argument("-o", "--output", dest="out", default=default_out,
+                        help=f"output folder (default: {default_out})")
     parser.add_argument("--size", choices=list(SIZES), default="small",
                         help="benchmark size and epochs: " + "; ".join(
                             f"{k}: {v['train']}/{v['val']}/{v['test']} clips, {v['epochs']} epochs"

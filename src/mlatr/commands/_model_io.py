@@ -1,36 +1,51 @@
-"""Shared by the commands that load a model and encode a manifest split (encode, eval, index build, search,
-serve); the work itself is the inference layer's (:mod:`mlatr.inference`)."""
+"""Shared by the commands that load a model (``--model``, one spelling everywhere) and encode a manifest split
+(encode, eval, index build, search, serve); the work itself is the inference layer's (:mod:`mlatr.inference`)."""
 
 from __future__ import annotations
 
 from mlatr.commands._notices import report_skipped
 from mlatr.languages import parse_language_list
+from mlatr.model_registry import MODEL_ENV, PROJECT_FILE, resolve_model
+
+
+def add_model_option(parser, what: str = "the model", default_note: str | None = None) -> None:
+    """``--model MODEL`` (a checkpoint file, a model folder or a registered name; :mod:`mlatr.model_registry`);
+    its old spelling ``--checkpoint`` is still read (:data:`mlatr.commands._deprecated.MODEL_OLD_SPELLINGS`)."""
+    note = default_note or (f"default: ${MODEL_ENV}, else model = ... in the nearest {PROJECT_FILE}")
+    parser.add_argument("--model", metavar="MODEL", default=None,
+                        help=f"{what}: a checkpoint file (mlatr train), a model folder (mlatr export) or a name "
+                             f"registered by mlatr export --name ({note})")
+
+
+def model_path_from_args(args):
+    """The path of the model ``--model`` names, else the default model (:func:`mlatr.model_registry.resolve_model`)."""
+    return resolve_model(args.model).path
 
 
 def load_model_from_args(args):
-    """The :class:`~mlatr.inference.LoadedModel` of ``args.checkpoint`` (a checkpoint or a model folder) on
-    ``args.device``."""
+    """The :class:`~mlatr.inference.LoadedModel` ``--model`` names (else the default model) on ``args.device``."""
     from mlatr.inference import load_model  # loads torch: not paid by every command's parser
 
-    return load_model(args.checkpoint, args.device)
+    return load_model(model_path_from_args(args), args.device)
 
 
 def add_model_for_index_options(parser) -> None:
     """``--model`` (the index's model, moved or exported) and ``--allow-other-model`` (search, serve)."""
-    parser.add_argument("--model", help="the index's model moved elsewhere (a checkpoint or a model folder written "
-                        "by mlatr export) instead of the path the index recorded; it must have the weights the "
-                        "index was built with")
+    add_model_option(parser, "the index's model, instead of the one the index recorded (it must have the weights "
+                             "the index was built with)",
+                     f"default: the index's own; when that is gone, ${MODEL_ENV} or the nearest {PROJECT_FILE}")
     parser.add_argument("--allow-other-model", action="store_true",
                         help="use --model even when its weights are not the ones the index was built with "
                              "(another seed or epoch: its queries land in another embedding space)")
 
 
 def model_for_index(args):
-    """The model ``--model`` names (None without it); :meth:`mlatr.search.Index.load` checks it against the
-    index (its weights' SHA-256), refusing another model unless ``--allow-other-model``."""
+    """The model ``--model`` names (None without it: the index's own, or the default when that is gone);
+    :meth:`mlatr.search.Index.load` checks it against the index (its weights' SHA-256), refusing another
+    model unless ``--allow-other-model``."""
     from mlatr.inference import load_model  # loads torch: not paid by every command's parser
 
-    return load_model(args.model) if args.model else None
+    return load_model(resolve_model(args.model).path) if args.model else None
 
 
 def clips_from_args(args):

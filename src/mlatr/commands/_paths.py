@@ -38,5 +38,5 @@ def refuse_output_over_input(outputs: Iterable[tuple[str, str | os.PathLike | No
 
 
 def model_inputs(args) -> list[tuple[str, str | None]]:
-    """The input files of a command that encodes ``--manifest`` with ``--checkpoint``."""
-    return [("--manifest", args.manifest), ("--checkpoint", args.checkpoint)]
+    """The input files of a command that encodes ``--manifest`` with ``--model`` (when it names a file)."""
+    return [("--manifest", getattr(args, "manifest", None)), ("--model", args.model)]

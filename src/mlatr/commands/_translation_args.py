@@ -32,7 +32,8 @@ ONLY = {"base_url": "openai", "max_requests_per_minute": "openai", "beams": "hf"
 def add_backend_arguments(parser: argparse.ArgumentParser) -> None:
     g = parser.add_argument_group("translation backend")
     g.add_argument("--backend", required=True, choices=("openai", "hf", "apertium"), help="see above")
-    g.add_argument("--model", help="openai: the model name (e.g. deepseek-chat); hf: the local model folder")
+    g.add_argument("--translation-model", dest="model",
+                   help="openai: the model name (e.g. deepseek-chat); hf: the local model folder")
     g.add_argument("--base-url", help="openai: the endpoint (…/v1; /chat/completions is appended)")
     g.add_argument("--api-key-env", default="OPENAI_API_KEY", metavar="VAR",
                    help="openai: environment variable holding the API key (default OPENAI_API_KEY)")

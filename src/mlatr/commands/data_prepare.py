@@ -23,9 +23,14 @@ Examples:
 OUTPUTS = (Output("out", "store", folder=True),)
 
 
+#: Old spellings of options, accepted for this release with a warning (mlatr.commands._deprecated).
+OLD_SPELLINGS = {"--out": "--output"}
+
+
 def add_arguments(parser) -> None:
     parser.add_argument("manifest", metavar="MANIFEST", help="JSONL manifest")
-    parser.add_argument("-o", "--out", required=True, metavar="STORE", help="store folder (created or resumed)")
+    parser.add_argument("-o", "--output", dest="out", required=True, metavar="STORE",
+                        help="store folder (created or resumed)")
     parser.add_argument("--split", action="append", default=None, metavar="SPLIT",
                         help="prepare only this split (repeatable; default: every clip)")
     parser.add_argument("--sample-rate", type=positive_int, default=16000, help="model sample rate (default 16000)")

@@ -20,8 +20,12 @@ Example: mlatr data synth -o data/synth --noise fra=0.1,jpn=0.2
 OUTPUTS = (Output("out", "synthetic benchmark", folder=True),)
 
 
+#: Old spellings of options, accepted for this release with a warning (mlatr.commands._deprecated).
+OLD_SPELLINGS = {"--out": "--output", "--quiet": "--no-progress"}
+
+
 def add_arguments(parser) -> None:
-    parser.add_argument("-o", "--out", required=True, metavar="DIR", help="output folder")
+    parser.add_argument("-o", "--output", dest="out", required=True, metavar="DIR", help="output folder")
     parser.add_argument("--train", type=non_negative_int, default=800, metavar="N", help="train clips (default 800)")
     parser.add_argument("--val", type=non_negative_int, default=100, metavar="N", help="validation clips (default 100)")
     parser.add_argument("--test", type=non_negative_int, default=100, metavar="N", help="test clips (default 100)")
@@ -41,7 +45,7 @@ def add_arguments(parser) -> None:
                         help="fraction of clips that vary an earlier clip: same kinds, other attributes "
                              "or order (default 0.3)")
     parser.add_argument("--workers", type=positive_int, default=2, help="processes rendering audio (default 2)")
-    parser.add_argument("--quiet", action="store_true", help="no progress bars")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bars")
 
 
 def parse_noise(text: str | None) -> dict[str, float]:
@@ -75,7 +79,7 @@ def run(args) -> int:
         args.out, n_train=args.train, n_val=args.val, n_test=args.test, seed=args.seed,
         languages=languages, captions_train=args.train_captions, captions_eval=args.eval_captions,
         noise=parse_noise(args.noise), noise_splits=splits, hard_negatives=args.hard_negatives,
-        workers=args.workers, progress=not args.quiet,
+        workers=args.workers, progress=not args.no_progress,
     )
     print(describe(manifest))
     print(f"wrote {manifest.path}")

@@ -10,11 +10,12 @@ without paying twice.
 
 Examples:
   export DEEPSEEK_API_KEY=...
-  mlatr data translate data/audiocaps/manifest.jsonl --to fra,deu,spa,nld,cat,jpn,zho --backend openai \\
-      --base-url https://api.deepseek.com/v1 --model deepseek-chat --api-key-env DEEPSEEK_API_KEY \\
+  mlatr data translate data/audiocaps/manifest.jsonl --languages fra,deu,spa,nld,cat,jpn,zho --backend openai \\
+      --base-url https://api.deepseek.com/v1 --translation-model deepseek-chat --api-key-env DEEPSEEK_API_KEY \\
       --max-requests-per-minute 60 -o data/audiocaps/manifest.8lang.jsonl
-  mlatr data translate M.jsonl --to spa,cat --backend apertium -o M.es-ca.jsonl
-  mlatr data translate M.jsonl --to fra,jpn --backend hf --model weights/nllb-200-distilled-600M -o M.fr-ja.jsonl
+  mlatr data translate M.jsonl --languages spa,cat --backend apertium -o M.es-ca.jsonl
+  mlatr data translate M.jsonl --languages fra,jpn --backend hf --translation-model weights/nllb-200-distilled-600M \\
+      -o M.fr-ja.jsonl
 """
 
 from pathlib import Path
@@ -38,9 +39,13 @@ HELP = __doc__.format(backends=BACKEND_HELP)
 OUTPUTS = (Output("output", "manifest", folder=False),)
 
 
+#: Old spellings of options, accepted for this release with a warning (mlatr.commands._deprecated).
+OLD_SPELLINGS = {"--model": "--translation-model", "--to": "--languages"}
+
+
 def add_arguments(parser) -> None:
     parser.add_argument("manifest", metavar="MANIFEST", help="JSONL manifest with English captions")
-    parser.add_argument("--to", required=True, metavar="LANGS",
+    parser.add_argument("--languages", dest="to", required=True, metavar="LANGS",
                         help="target languages, e.g. fra,deu,spa,nld,cat,jpn,zho")
     parser.add_argument("-o", "--output", required=True, metavar="OUT", help="manifest to write (JSONL)")
     parser.add_argument("--overwrite", action="store_true", help="translate slots that already hold a translation")
@@ -48,7 +53,7 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
-    targets = parse_languages(args.to, "--to")
+    targets = parse_languages(args.to, "--languages")
     manifest = Manifest.load(args.manifest)
     translator = Translator(backend_from_args(args), cache_from_args(args, Path(args.output).parent))
     out, summary = translate_manifest(manifest, targets, translator, overwrite=args.overwrite,

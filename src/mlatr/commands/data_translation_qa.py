@@ -17,10 +17,10 @@ such as RoBERTa-large (ATRI's choice; mean-pooled token states).
 
 Examples:
   mlatr data translation-qa data/synth/manifest.jsonl --languages spa,cat --backend apertium --encoder e5-small \\
-      --out runs/qa-synth --threshold 0.8
+      -o runs/qa-synth --threshold 0.8
   mlatr data translation-qa data/audiocaps/manifest.8lang.jsonl --split test --backend openai \\
-      --base-url https://api.deepseek.com/v1 --model deepseek-chat --api-key-env DEEPSEEK_API_KEY \\
-      --encoder weights/roberta-large --out runs/qa-audiocaps
+      --base-url https://api.deepseek.com/v1 --translation-model deepseek-chat --api-key-env DEEPSEEK_API_KEY \\
+      --encoder weights/roberta-large -o runs/qa-audiocaps
 """
 
 from pathlib import Path
@@ -48,6 +48,10 @@ HELP = __doc__.format(backends=BACKEND_HELP)
 OUTPUTS = (Output("out", "translation report", folder=True),)
 
 
+#: Old spellings of options, accepted for this release with a warning (mlatr.commands._deprecated).
+OLD_SPELLINGS = {"--out": "--output", "--model": "--translation-model"}
+
+
 def add_arguments(parser) -> None:
     parser.add_argument("manifest", metavar="MANIFEST", help="JSONL manifest with translated captions")
     parser.add_argument("--pivot", default="eng", help="the language the captions were translated from "
@@ -57,7 +61,7 @@ def add_arguments(parser) -> None:
                         help="check only this split (repeatable; default: every clip; ATRI checked test)")
     parser.add_argument("--encoder", default="e5-small",
                         help="sentence encoder: e5-small (default), use, or a local Hugging Face folder")
-    parser.add_argument("--out", "-o", required=True, metavar="DIR", help="folder for the report files")
+    parser.add_argument("-o", "--output", dest="out", required=True, metavar="DIR", help="folder for the report files")
     parser.add_argument("--threshold", type=cosine, default=None, metavar="T",
                         help="list every caption whose cosine is below T (0-1) in below_threshold.csv")
     parser.add_argument("--worst", type=non_negative_int, default=10, metavar="N",

@@ -11,12 +11,16 @@ OUT/report. Rerunning the same command resumes: finished runs are skipped.
 
 Examples:
   mlatr demo                          # small: a few minutes on a laptop CPU
-  mlatr demo --size medium --seeds 0,1,2 --out runs/demo-medium
+  mlatr demo --size medium --seeds 0,1,2 -o runs/demo-medium
 """
 
 
 #: What the command writes: the CLI checks each one's kind and holds its writer lock (see _outputs).
 OUTPUTS = (Output("out", "demo", folder=True),)
+
+
+#: Old spellings of options, accepted for this release with a warning (mlatr.commands._deprecated).
+OLD_SPELLINGS = {"--out": "--output"}
 
 
 def add_arguments(parser):

@@ -14,7 +14,7 @@ and ends by saying where they are and what to run next.
 
 Examples:
   scripts/get-real-sounds.sh && mlatr demo-real
-  mlatr demo-real --text e5-small --heads both-heads --out runs/real
+  mlatr demo-real --text e5-small --heads both-heads -o runs/real
   mlatr search runs/demo-real/sounds.idx.npz "un chien aboie" --lang fra
 """
 
@@ -33,10 +33,15 @@ HELP = __doc__
 OUTPUTS = (Output("out", "demo", folder=True),)
 
 
+#: Old spellings of options, accepted for this release with a warning (mlatr.commands._deprecated).
+OLD_SPELLINGS = {"--out": "--output"}
+
+
 def add_arguments(parser):
     parser.add_argument("--manifest", default="data/real-sounds/manifest.jsonl",
                         help="manifest of the real sounds (default: data/real-sounds/manifest.jsonl)")
-    parser.add_argument("--out", default="runs/demo-real", help="output folder (default: runs/demo-real)")
+    parser.add_argument("-o", "--output", dest="out", default="runs/demo-real",
+                        help="output folder (default: runs/demo-real)")
     parser.add_argument("--text", default=",".join(DEFAULT_TEXT_ENCODERS),
                         help="comma-separated frozen text encoders to compare; the first one is indexed "
                              f"(default: {','.join(DEFAULT_TEXT_ENCODERS)})")

@@ -1,5 +1,5 @@
 from mlatr.commands._arg_types import positive_float, positive_int
-from mlatr.commands._model_io import encode_from_args
+from mlatr.commands._model_io import add_model_option, encode_from_args
 from mlatr.commands._outputs import Output
 from mlatr.commands._paths import model_inputs, refuse_output_over_input
 
@@ -12,8 +12,8 @@ The NPZ holds audio [Na, D], text [Nt, D], text_audio, text_lang, text_group (th
 not written there (use `mlatr embed --text` for texts).
 
 Examples:
-  mlatr encode --checkpoint runs/kcl/best.pt --manifest data/synth/manifest.jsonl --split test -o emb.npz
-  mlatr encode --checkpoint runs/kcl/best.pt --manifest data/synth/manifest.jsonl --split all -o emb.parquet
+  mlatr encode --model runs/kcl/best.pt --manifest data/synth/manifest.jsonl --split test -o emb.npz
+  mlatr encode --model runs/kcl/best.pt --manifest data/synth/manifest.jsonl --split all -o emb.parquet
 """
 
 
@@ -22,8 +22,7 @@ OUTPUTS = (Output("output", "embeddings file", folder=False),)
 
 
 def add_arguments(parser):
-    parser.add_argument("--checkpoint", required=True, help="a checkpoint written by mlatr train, or a model folder "
-                        "written by mlatr export")
+    add_model_option(parser)
     clips = parser.add_mutually_exclusive_group(required=True)
     clips.add_argument("--manifest", help="JSONL manifest")
     clips.add_argument("--webdataset", metavar="SHARDS",

@@ -8,7 +8,7 @@ rank of the right clip per language for a few caption groups; report and plots (
 side in the t-SNE view of ATRI Appendix C included) go to --out.
 
 Example:
-  mlatr eval-demo --seed 0 --out runs/eval-demo
+  mlatr eval-demo --seed 0 -o runs/eval-demo
 """
 
 from __future__ import annotations
@@ -30,9 +30,13 @@ HELP = __doc__
 OUTPUTS = (Output("out", "evaluation demo", folder=True),)
 
 
+#: Old spellings of options, accepted for this release with a warning (mlatr.commands._deprecated).
+OLD_SPELLINGS = {"--out": "--output"}
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=random_seed, default=0, help="random seed (default: 0)")
-    parser.add_argument("--out", metavar="DIR", default="runs/eval-demo",
+    parser.add_argument("-o", "--output", dest="out", metavar="DIR", default="runs/eval-demo",
                         help="folder for results.json, report.md, CSVs and plots (default: runs/eval-demo)")
     parser.add_argument("--clips", type=positive_int, default=500, help="number of clips (default: 500)")
     parser.add_argument("--cases", type=non_negative_int, default=4,

@@ -1,7 +1,7 @@
 from pathlib import Path
 
 from mlatr.commands._arg_types import positive_float, positive_int
-from mlatr.commands._model_io import encode_from_args, load_model_from_args
+from mlatr.commands._model_io import add_model_option, encode_from_args, load_model_from_args, model_path_from_args
 from mlatr.commands._notices import report_skipped, warn
 from mlatr.commands._outputs import Output
 from mlatr.commands._paths import model_inputs, refuse_output_over_input
@@ -11,12 +11,13 @@ from mlatr.errors import MlatrError
 from mlatr.evaluation import format_report, plot_rank_spread, plot_recall_by_language, write_report
 from mlatr.io_utils import atomic_write_json
 from mlatr.languages import normalize, parse_language_list
+from mlatr.model_registry import resolve_model
 
 HELP = """Evaluate a trained model on a manifest split (recall, mAP@10, consistency, zero-shot).
 
-The Python API gives the same numbers as a dict: mlatr.evaluate(mlatr.load(CKPT), MANIFEST, split=...).
+The Python API gives the same numbers as a dict: mlatr.evaluate(mlatr.load(MODEL), MANIFEST, split=...).
 
-Encodes the split with the checkpoint, then reports exactly what `mlatr eval-embeddings` reports
+Encodes the split with the model, then reports exactly what `mlatr eval-embeddings` reports
 (ATRI Tables 1-3 layout; same JSON shape). A model trained with a fine-grained matching head
 (objective.matching, e.g. LGMM) ranks with that head on frames and tokens: text-to-audio and
 audio-to-text scores separately (LGMM is asymmetric), block by block under --head-memory-mb; the JSON
@@ -27,13 +28,13 @@ classification with the prompt "This is a sound of {label}." (SupCLAP §4.2.2); 
 labels are left out of it and counted.
 
 --plot also draws ATRI Appendix C's t-SNE view (tsne.png): --tsne-clips random clips (default 50), their
-audio and one caption group in every language, colour = clip, marker = language; --compare CKPT2 encodes
-the same clips and captions with a second checkpoint and draws the two side by side (ATRI Figures 3-4:
+audio and one caption group in every language, colour = clip, marker = language; --compare MODEL2 encodes
+the same clips and captions with a second model and draws the two side by side (ATRI Figures 3-4:
 ML-CLAP vs KCL).
 
 Examples:
-  mlatr eval --checkpoint runs/kcl/best.pt --manifest data/synth/manifest.jsonl --split test --json m.json
-  mlatr eval --checkpoint runs/kcl/best.pt --manifest data/synth/manifest.jsonl --plot plots/ \
+  mlatr eval --model runs/kcl/best.pt --manifest data/synth/manifest.jsonl --split test --json m.json
+  mlatr eval --model runs/kcl/best.pt --manifest data/synth/manifest.jsonl --plot plots/ \
       --compare runs/mlclap/best.pt
 """
 
@@ -44,8 +45,7 @@ OUTPUTS = (Output("json", "metrics file", folder=False), Output("report", "repor
 
 
 def add_arguments(parser):
-    parser.add_argument("--checkpoint", required=True, help="a checkpoint written by mlatr train, or a model "
-                        "folder written by mlatr export")
+    add_model_option(parser)
     clips = parser.add_mutually_exclusive_group(required=True)
     clips.add_argument("--manifest", help="JSONL manifest")
     clips.add_argument("--webdataset", metavar="SHARDS",
@@ -65,8 +65,8 @@ def add_arguments(parser):
     parser.add_argument("--skip-bad", action="store_true", help="skip unreadable audio and count it")
     parser.add_argument("--head-memory-mb", type=positive_float, default=1024.0,
                         help="working-memory budget of a fine-grained matching head's scoring (default 1024)")
-    parser.add_argument("--compare", metavar="CKPT2",
-                        help="with --plot: a second checkpoint drawn beside this one in the t-SNE view")
+    parser.add_argument("--compare", metavar="MODEL2",
+                        help="with --plot: a second model (as --model) drawn beside this one in the t-SNE view")
     add_tsne_arguments(parser)
 
 
@@ -120,16 +120,16 @@ def _panel_name(path: str) -> str:
 
 
 def _plot_tsne(args, enc, manifest, shards=None):
-    """ATRI Appendix C's view of ``enc``; with --compare, the second checkpoint's encoding of the same clips
+    """ATRI Appendix C's view of ``enc``; with --compare, the second model's encoding of the same clips
     and caption groups beside it."""
     # loads scikit-learn: not paid by every command's parser
     from mlatr.evaluation.tsne import plot_tsne, select_rows, view_from_arrays
     from mlatr.inference import load_model  # loads torch: not paid by every command's parser
 
     sel = select_rows(enc.text_audio, enc.text_lang, enc.text_group, len(enc.audio), args.tsne_clips, args.tsne_seed)
-    views = [view_from_arrays(_panel_name(args.checkpoint), enc.audio, enc.text, enc.text_lang, sel)]
+    views = [view_from_arrays(_panel_name(str(model_path_from_args(args))), enc.audio, enc.text, enc.text_lang, sel)]
     if args.compare:
-        other = load_model(args.compare, args.device)
+        other = load_model(resolve_model(args.compare, "--compare").path, args.device)
         clips = Manifest(clips=[manifest[enc.clip_rows[i]] for i in sel.clips], root=manifest.root,
                          path=manifest.path)
         languages = sorted(set(enc.text_lang.tolist()), key=enc.text_lang.tolist().index)

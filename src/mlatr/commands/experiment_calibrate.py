@@ -4,7 +4,7 @@ Reads the fold embeddings `mlatr experiment unseen-library` keeps (OUT/embedding
 every ranking (sound only, captions only, the old reciprocal-rank fusion, a cascade, the monotone
 logistic model that is the default, boosted trees) cross-fitted over the held-out libraries, with file
 names and with meaningless names, with relevance calibration (ECE, reliability diagram), "nothing
-relevant" rates and classification figures, and writes them to --out (report.md, results.json,
+relevant" rates and classification figures, and writes them to -o (report.md, results.json,
 reliability.png). --write also refits on every library and writes the shipped calibration
 (mlatr/data/calibration.json): refitting after a new model is this one command.
 
@@ -22,13 +22,17 @@ HELP = __doc__
 #: What the command writes: the CLI checks each one's kind and holds its writer lock (see _outputs).
 OUTPUTS = (Output("out", "experiment", folder=True),)
 
+#: Old spellings of options, accepted for this release with a warning (mlatr.commands._deprecated).
+OLD_SPELLINGS = {"--out": "--output"}
+
 
 def add_arguments(parser) -> None:
     parser.add_argument("--embeddings", required=True, help="a run's OUT/embeddings/ENC/HEADS folder")
     parser.add_argument("--manifest", default="data/real-sounds/manifest.jsonl",
                         help="the real-sound manifest the run used (default: data/real-sounds/manifest.jsonl)")
     parser.add_argument("--cache-dir", default=None, help="feature caches (default: the run's OUT/cache)")
-    parser.add_argument("--out", default="runs/calibrate", help="output folder (default: runs/calibrate)")
+    parser.add_argument("-o", "--output", dest="out", default="runs/calibrate",
+                        help="output folder (default: runs/calibrate)")
     parser.add_argument("--write", action="store_true", help="refit on every library and write the shipped "
                         "calibration (mlatr/data/calibration.json)")
 

@@ -14,12 +14,16 @@ and two hard negatives). Rerunning the same command resumes: finished runs are s
 
 Examples:
   mlatr experiment finegrained --size tiny --methods cosine,lgmm       # smoke run
-  mlatr experiment finegrained --size small --seeds 0,1 --out runs/finegrained
+  mlatr experiment finegrained --size small --seeds 0,1 -o runs/finegrained
 """
 
 
 #: What the command writes: the CLI checks each one's kind and holds its writer lock (see _outputs).
 OUTPUTS = (Output("out", "experiment", folder=True),)
+
+
+#: Old spellings of options, accepted for this release with a warning (mlatr.commands._deprecated).
+OLD_SPELLINGS = {"--out": "--output"}
 
 
 def add_arguments(parser):

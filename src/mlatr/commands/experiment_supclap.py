@@ -11,7 +11,7 @@ Simple Reweight), evaluates each on the test split and writes OUT/report/summary
 convergence. Rerunning the same command resumes: finished runs are skipped.
 
 Examples:
-  mlatr experiment supclap --size small --out runs/supclap
+  mlatr experiment supclap --size small -o runs/supclap
   mlatr experiment supclap --size small --seeds 0,1,2 --methods infonce,infonce-bi-dynamic
   mlatr experiment supclap --size small --report-only     # tables of whatever has finished
 """
@@ -19,6 +19,10 @@ Examples:
 
 #: What the command writes: the CLI checks each one's kind and holds its writer lock (see _outputs).
 OUTPUTS = (Output("out", "experiment", folder=True),)
+
+
+#: Old spellings of options, accepted for this release with a warning (mlatr.commands._deprecated).
+OLD_SPELLINGS = {"--out": "--output"}
 
 
 def add_arguments(parser):

@@ -32,10 +32,15 @@ HELP = __doc__
 OUTPUTS = (Output("out", "experiment", folder=True),)
 
 
+#: Old spellings of options, accepted for this release with a warning (mlatr.commands._deprecated).
+OLD_SPELLINGS = {"--out": "--output"}
+
+
 def add_arguments(parser) -> None:
     parser.add_argument("--manifest", default="data/real-sounds/manifest.jsonl",
                         help="manifest of the real sounds (default: data/real-sounds/manifest.jsonl)")
-    parser.add_argument("--out", default="runs/unseen-library", help="output folder (default: runs/unseen-library)")
+    parser.add_argument("-o", "--output", dest="out", default="runs/unseen-library",
+                        help="output folder (default: runs/unseen-library)")
     parser.add_argument("--text", default=",".join(TEXT_ENCODERS),
                         help=f"comma-separated frozen text encoders (default: {','.join(TEXT_ENCODERS)})")
     parser.add_argument("--heads", default=",".join(COMPARED_BY_DEFAULT),

@@ -1,23 +1,49 @@
-HELP = """Write a model as a folder other tools can read: config.json + model.safetensors (no pickle).
+from mlatr.commands._deprecated import add_old_positional
+from mlatr.commands._model_io import add_model_option, model_path_from_args
+from mlatr.errors import MlatrError
+from mlatr.model_registry import REGISTRY_ENV, registered_path
 
-The folder holds the model's config, its weights (the Hugging Face layout), the matching head it ranks
-with and its data settings; nothing of the training run. mlatr.load(DIR), --model DIR (search, serve,
-embed, classify) and --checkpoint DIR (eval, encode, index build) read it, with the same embeddings as
-the checkpoint.
+HELP = f"""Write a model as a folder that travels: config.json + model.safetensors + README.md (its model card).
 
-Example:
-  mlatr export runs/demo-real/model.pt -o models/demo-real
+The folder holds the model's config (nothing of the training machine: no absolute path, no cache file),
+its weights (safetensors, no pickle), the matching head it ranks with, its data settings and a model
+card (training data and licences, metrics with the commands that measured them, intended use, limits,
+how to load). mlatr loads it, and only mlatr: mlatr.load(DIR) or --model DIR of every command, with the
+same embeddings as the checkpoint. --name NAME writes it into the local registry (${REGISTRY_ENV}, else
+~/.local/share/mlatr/models), after which --model NAME and mlatr.load("NAME") find it anywhere;
+mlatr models lists the registered names.
+
+Examples:
+  mlatr export --model runs/demo-real/model.pt -o models/demo-real
+  mlatr export --model runs/demo-real/model.pt --name demo-real --metrics runs/demo-real/metrics.json
 """
 
 
 def add_arguments(parser):
-    parser.add_argument("checkpoint", metavar="CKPT", help="a checkpoint written by mlatr train (or a model folder)")
-    parser.add_argument("-o", "--output", required=True, metavar="DIR", help="folder to write")
+    add_model_option(parser, "the model to export")
+    add_old_positional(parser, "ckpt", dest="model", new="--model", metavar="CKPT")
+    target = parser.add_mutually_exclusive_group(required=True)
+    target.add_argument("-o", "--output", metavar="DIR", help="folder to write")
+    target.add_argument("--name", help="register the model under this name (writes REGISTRY/NAME)")
+    parser.add_argument("--metrics", metavar="JSON", action="append", default=[],
+                        help="a metrics file the card quotes (mlatr eval --json, demo-real's metrics.json, "
+                             "experiment unseen-library's results.json); repeatable")
+    parser.add_argument("--training-data", metavar="MANIFEST",
+                        help="the manifest the model was trained on, for the card's data and licences (default: the "
+                             "one the checkpoint records)")
+    parser.add_argument("--force", action="store_true", help="with --name: replace a model registered under NAME")
 
 
 def run(args) -> int:
     from mlatr.inference import export_model  # loads torch: not paid by every command's parser
 
-    folder = export_model(args.checkpoint, args.output)
-    print(f"wrote {folder}/config.json and {folder}/model.safetensors")
+    model = model_path_from_args(args)
+    folder = args.output
+    if args.name:
+        folder = registered_path(args.name)
+        if folder.exists() and not args.force:
+            raise MlatrError(f"--name {args.name}: a model is already registered there ({folder}); --force replaces it")
+    folder = export_model(model, folder, name=args.name, metrics=args.metrics, training_data=args.training_data)
+    print(f"wrote {folder}/config.json, {folder}/model.safetensors and {folder}/README.md"
+          + (f"; registered as {args.name!r} (--model {args.name})" if args.name else ""))
     return 0

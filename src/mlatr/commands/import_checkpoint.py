@@ -4,7 +4,7 @@
 ...; HTSAT audio + RoBERTa text + their projections) as a ready model with the embeddings of
 ClapModel.get_audio_features / get_text_features, reading audio at the feature extractor's 48 kHz:
   mlatr import-checkpoint --from hf-clap weights/clap-htsat-unfused -o weights/laion-clap.pt
-  mlatr eval --checkpoint weights/laion-clap.pt --manifest M --split test
+  mlatr eval --model weights/laion-clap.pt --manifest M --split test
 
 --from mlclap: ML-CLAP's pretrain.pt (github.com/zyyan4/ml-clap; zenodo.org/records/13358171), the model
 ATRI §5.3 starts KCL and CACL from: CED-Base audio encoder, SONAR text encoder, Linear-ReLU-Linear
@@ -14,8 +14,8 @@ accounted for in the printed report (matched / set aside with the reason / unexp
 mismatch); any unexpected or missing key or shape mismatch stops the conversion unless --allow-unmatched.
 
 The result works wherever an mlatr checkpoint does:
-  mlatr eval --checkpoint OUT.pt --manifest M --split test
-  mlatr index build --checkpoint OUT.pt --manifest M -o lib.idx.npz
+  mlatr eval --model OUT.pt --manifest M --split test
+  mlatr index build --model OUT.pt --manifest M -o lib.idx.npz
   mlatr train --config configs/atri-kcl-audiocaps.yaml model.init_checkpoint=OUT.pt ...
 Its stored training config is ATRI's (8 languages, 10 s clips, Adam 5e-6) and its temperature is fixed at
 0.07 (ATRI §5.3); --keep-temperature keeps ML-CLAP's learnt one instead, as a learnable temperature.

@@ -1,7 +1,7 @@
 import time
 
 from mlatr.commands._arg_types import positive_float, positive_int
-from mlatr.commands._model_io import clips_from_args, load_model_from_args
+from mlatr.commands._model_io import add_model_option, clips_from_args, load_model_from_args
 from mlatr.commands._notices import report_skipped, some_ids
 from mlatr.commands._paths import model_inputs, refuse_output_over_input
 from mlatr.errors import MlatrError
@@ -11,10 +11,15 @@ from mlatr.search.ann import EXACT_BELOW, KINDS, AnnBuild
 from mlatr.search.milvus import is_milvus
 from mlatr.search.shards import DTYPES, is_index_folder
 
-HELP = """Build (or extend with --add) a search index of a manifest's (or webdataset shards') clips with a model.
+HELP = """Build (or extend with --add) a search index of a sound library with a model.
 
-Encodes every clip's audio (and every caption, for sound-to-caption search) with the checkpoint's
-model and writes the index: unit-norm embeddings, clip ids, absolute audio paths, captions, each
+INPUT is the library, as embed and classify take it: a folder of sounds (captions from sidecar files or the
+file names), a manifest (.jsonl; --split), sound files, webdataset shards (a .tar, a brace range, or a folder
+of shards), or several of these; --manifest M and --webdataset S say the same explicitly. A clip's id is its
+path under the library's root without extension, or its manifest / shard id.
+
+Encodes every clip's audio (and every caption, for sound-to-caption search) with the model and writes the
+index: unit-norm embeddings, clip ids, absolute audio paths, captions, each
 audio file's size and mtime, and the checkpoint's path and SHA-256. INDEX is a folder of append-only
 shards (memory-mapped when searched; --add writes one new shard and a small manifest), or one .npz
 file (rewritten whole) when its name ends in .npz. A folder shard of --ann-exact-below clips or more
@@ -35,23 +40,29 @@ to the manifest. The result equals a one-process build. A killed run started aga
 command keeps the shards already written and encodes only the missing parts.
 
 Examples:
-  mlatr index build --checkpoint runs/real/model.pt --manifest data/real-sounds/manifest.jsonl -o sounds.idx
-  mlatr index build --checkpoint runs/real/model.pt --manifest more.jsonl -o sounds.idx --add
-  mlatr index build --checkpoint model.pt --manifest big.jsonl --to milvus://db.example:19530/sounds
-  mlatr index build --checkpoint model.pt --webdataset 'shards/shard-{000000..000009}.tar' -o sounds.idx
-  mlatr index build --checkpoint model.pt --manifest big.jsonl -o big.idx --dtype float16 --ann hnsw \\
-      --ann-param efSearch=96
+  mlatr index build ~/Sounds --model runs/demo-real/model.pt -o my-sounds.idx
+  mlatr index build data/real-sounds/manifest.jsonl -o sounds.idx         # the default model ($MLATR_MODEL)
+  mlatr index build more-sounds/ -o my-sounds.idx --add
+  mlatr index build big.jsonl --model model.pt -o milvus://db.example:19530/sounds
+  mlatr index build 'shards/shard-{000000..000009}.tar' --model model.pt -o sounds.idx
+  mlatr index build big.jsonl --model model.pt -o big.idx --dtype float16 --ann hnsw --ann-param efSearch=96
 """
 
 
+#: Old spellings of options, accepted for this release with a warning (mlatr.commands._deprecated).
+OLD_SPELLINGS = {"--to": "--output"}
+
+
 def add_arguments(parser):
-    parser.add_argument("--checkpoint", required=True, help="a checkpoint written by mlatr train / demo-real")
-    clips = parser.add_mutually_exclusive_group(required=True)
+    parser.add_argument("items", nargs="*", metavar="INPUT",
+                        help="the library: a folder of sounds, a manifest, sound files or webdataset shards")
+    add_model_option(parser)
+    clips = parser.add_mutually_exclusive_group()
     clips.add_argument("--manifest", help="JSONL manifest of the clips to index")
     clips.add_argument("--webdataset", metavar="SHARDS",
                        help="webdataset shards instead of a manifest: DIR/shard-{000000..000009}.tar (any fsspec "
                             "URL); each clip's path in the index is its shard member's address")
-    parser.add_argument("-o", "--output", "--to", required=True, metavar="INDEX",
+    parser.add_argument("-o", "--output", required=True, metavar="INDEX",
                         help="index to write: a folder (any name), one file when the name ends in .npz, or a "
                              "Milvus collection: milvus:PATH.db (milvus-lite) or milvus://HOST:PORT/COLLECTION")
     parser.add_argument("--add", action="store_true", help="keep INDEX's entries and encode only new clips")
@@ -104,7 +115,7 @@ def _build(args, ctx) -> int:
     from mlatr.search.rank_build import build_by_rank  # loads torch.distributed, as above
 
     model = load_model_from_args(args)
-    manifest, shards = clips_from_args(args)  # a folder or a split the manifest lacks: the error says what to do
+    manifest, shards = library_from_args(args)
     langs = parse_language_list(args.caption_langs, "--caption-langs") if args.caption_langs else None
     params = parse_ann_params(args.ann_param)
     t0 = time.perf_counter()
@@ -131,6 +142,21 @@ def _build(args, ctx) -> int:
               f"{some_ids(report.deleted)}")
     report_skipped(report.skipped, "unreadable clip(s)")
     return 0
+
+
+def library_from_args(args):
+    """``(manifest, shards)`` of the library INPUT names (:func:`mlatr.inference.library.open_library`), or of
+    ``--manifest`` / ``--webdataset``."""
+    from mlatr.inference.library import open_library  # loads torch: not paid by every command's parser
+
+    if bool(args.items) == bool(args.manifest or args.webdataset):
+        raise MlatrError("give the library to index once: INPUT (a folder of sounds, a manifest, sound files or "
+                         "webdataset shards), or --manifest / --webdataset")
+    if not args.items:
+        return clips_from_args(args)  # a split the manifest lacks: the error says what to do
+    library = open_library(args.items, args.split, args.skip_bad, progress=not args.no_progress)
+    report_skipped(library.manifest.problems, "bad file(s)")
+    return library.manifest, library.shards
 
 
 def parse_ann_params(items: list[str]) -> dict[str, int]:

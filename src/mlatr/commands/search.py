@@ -4,8 +4,8 @@ from mlatr.commands._arg_types import fraction, positive_int
 from mlatr.commands._model_io import add_model_for_index_options, model_for_index
 from mlatr.errors import MlatrError
 from mlatr.search.backends import BACKENDS
+from mlatr.search.evidence import describe_evidence
 from mlatr.search.fusion import RANKS
-from mlatr.search.hybrid import describe_evidence
 from mlatr.terminal_text import shown
 
 HELP = """Search an index: clips for a text query in any language, or for a sound (--audio).
@@ -61,12 +61,12 @@ def run(args) -> int:
     index = Index.load(args.index, backend=args.backend, model=model_for_index(args),
                        allow_other_model=args.allow_other_model)
     if args.audio is not None:
-        clips, captions = index.search_audio(args.audio, args.k, args.min_relevance)
-        out = {"audio": args.audio, "k": args.k, **clips.to_dict(), "captions": [h.to_dict() for h in captions]}
+        clips = index.search_audio(args.audio, args.k, args.min_relevance)
+        out = {"audio": args.audio, "k": args.k, **clips.to_dict()}
     else:
         query = text_query(args.query, args.lang, args.k, args.rank,  # the one check of the query
                            query_languages(index.model().model.text_encoder), "--lang", args.min_relevance)
-        clips, captions = search_query(index, query), []
+        clips = search_query(index, query)
         out = {"query": args.query, "lang": query.lang, "k": args.k, "rank": args.rank, **clips.to_dict()}
     if args.json:
         print(json.dumps(out, ensure_ascii=False, indent=1, allow_nan=False))  # strict JSON: hits hold no inf
@@ -82,11 +82,12 @@ def run(args) -> int:
         print(f"{h.rank:>4}  {rel:>6}  {h.score:6.3f}  {shown(h.id)}" + (f"  \"{cap}\"" if cap else "")
               + f"\n{'':22}{shown(h.path)}"
               + (f"\n{'':22}(its audio was {h.stale} since it was indexed: mlatr index build --add updates the index)"
-                 if h.stale else ""))
+                 if h.stale else "")
+              + (f"\n{'':22}(the same audio as the query: your sound is in this library)" if h.same_audio else ""))
         if h.evidence:
             print(f"{'':22}why: {shown(describe_evidence(h.evidence))}")
-    if captions:
+    if clips.caption_hits:
         print("\ncaptions of indexed clips:")
-        for c in captions:
+        for c in clips.caption_hits:
             print(f"{c.rank:>4}  {c.score:6.3f}  [{shown(c.lang)}] {shown(c.text)}  ({shown(c.id)})")
     return 0

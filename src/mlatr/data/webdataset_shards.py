@@ -57,6 +57,7 @@ from tqdm import tqdm
 from mlatr import languages as _languages
 from mlatr.audio.integrity import duration_problem, soundfile
 from mlatr.audio.io import load_audio, probe_length
+from mlatr.data.importers._common import AUDIO_EXTENSIONS as SOUND_FILE_SUFFIXES
 from mlatr.data.importers._common import BadRows
 from mlatr.data.manifest import Clip, Manifest, Problem, clip_from_json, split_problem
 from mlatr.data.pipeline.file_source import AudioSource
@@ -99,13 +100,34 @@ def _wds():
     return webdataset
 
 
+#: The file names of webdataset shards (a folder of shards holds these).
+SHARD_SUFFIXES = (".tar", ".tar.gz", ".tgz")
+
+
+def folder_shards(folder: str | os.PathLike) -> list[str]:
+    """The shard files directly inside ``folder`` (what ``mlatr data export`` writes there), sorted by name."""
+    return sorted(str(p) for p in Path(folder).iterdir()
+                  if p.is_file() and p.name.lower().endswith(SHARD_SUFFIXES) and not p.name.startswith("."))
+
+
+def is_shard_spec(item: str | os.PathLike) -> bool:
+    """Whether ``item`` names webdataset shards: a ``.tar`` / ``.tar.gz`` / ``.tgz`` file or URL, a brace range
+    (``shard-{000000..000009}.tar``), ``::``-joined specs, or a folder holding shards and no sound file."""
+    text = os.fspath(item)
+    if Path(text).is_dir():
+        return bool(folder_shards(text)) and not any(
+            p.suffix.lower() in SOUND_FILE_SUFFIXES for p in Path(text).iterdir())
+    return text.lower().endswith(SHARD_SUFFIXES) or "::" in text or bool(re.search(r"\{\d+\.\.\d+\}", text))
+
+
 def shard_urls(spec: str | Sequence[str]) -> list[str]:
     """The shard URLs of a webdataset spec: brace ranges expanded (``{000000..000009}``), ``::``-joined or
-    listed specs concatenated."""
+    listed specs concatenated, a local folder replaced by the shards inside it (:func:`folder_shards`)."""
     from braceexpand import braceexpand  # installed with webdataset
 
     specs = [spec] if isinstance(spec, str) else list(spec)
     urls = [url for s in specs for part in s.split("::") for url in braceexpand(part)]
+    urls = [shard for url in urls for shard in (folder_shards(url) if Path(url).is_dir() else [url])]
     if not urls:
         raise MlatrError(f"no shard in {spec!r}")
     return urls

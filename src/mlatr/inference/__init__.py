@@ -21,13 +21,17 @@ from mlatr import api_args
 from mlatr.inference.checkpoint import export_model, load_model, read_checkpoint, save_checkpoint
 from mlatr.inference.device import resolve_device
 from mlatr.inference.loaded_model import Classification, LoadedModel
+from mlatr.model_registry import resolve_model
 
 
-def load(path: str | os.PathLike, device: str | torch.device = "auto") -> LoadedModel:
-    """The model at ``path`` (a checkpoint written by ``mlatr train`` or a folder written by ``mlatr export``)
-    on ``device`` (``"auto"``: CUDA when available), ready to embed: ``mlatr.load``. Arguments are checked as
-    they enter (:mod:`mlatr.api_args`)."""
-    return load_model(api_args.path("path", path), resolve_device(device))
+def load(path: str | os.PathLike | None = None, device: str | torch.device = "auto") -> LoadedModel:
+    """The model ``path`` names (a checkpoint written by ``mlatr train``, a folder written by ``mlatr export``
+    or a name registered by ``mlatr export --name``; ``None``: the default model, ``$MLATR_MODEL`` or the nearest
+    ``mlatr.toml``: :mod:`mlatr.model_registry`) on ``device`` (``"auto"``: CUDA when available), ready to embed:
+    ``mlatr.load``. Arguments are checked as they enter (:mod:`mlatr.api_args`)."""
+    ref = None if path is None else api_args.path("path", path)
+    device = resolve_device(device)  # a bad name is refused before anything is read
+    return load_model(resolve_model(ref, "path").path, device)
 
 
 __all__ = ["Classification", "LoadedModel", "export_model", "load", "load_model", "read_checkpoint",

@@ -17,6 +17,7 @@ previous one.
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +27,9 @@ from mlatr.errors import InputError, MlatrError
 from mlatr.file_kinds import unreadable
 from mlatr.inference.device import resolve_device
 from mlatr.inference.loaded_model import LoadedModel
+from mlatr.inference.model_card import model_card
 from mlatr.inference.model_folder import is_model_folder, model_folder_files, read_model_folder, write_model_folder
+from mlatr.inference.model_identity import weights_sha256
 from mlatr.inference.stored_model import build_stored_model, check_stored_state
 from mlatr.io_utils import atomic_write_with
 from mlatr.matching import MatchingHead, head_from_config
@@ -117,10 +120,16 @@ def load_model(path: str | os.PathLike, device: str | torch.device = "cpu",
                        train_config=dict(state.get("train_config") or {}), path=Path(path))
 
 
-def export_model(checkpoint: str | os.PathLike, folder: str | os.PathLike) -> Path:
-    """Write the model of ``checkpoint`` (a file, or a model folder to copy) as a model folder
-    (:mod:`mlatr.inference.model_folder`); returns the folder."""
+def export_model(checkpoint: str | os.PathLike, folder: str | os.PathLike, *, name: str | None = None,
+                 metrics: Sequence[str | os.PathLike] = (), training_data: str | os.PathLike | None = None) -> Path:
+    """Write the model of ``checkpoint`` (a file, or a model folder to copy) as a model folder that travels
+    (:mod:`mlatr.inference.model_folder`) with its model card (``README.md``, :mod:`mlatr.inference.model_card`:
+    ``name`` is how it tells the reader to load it, default the folder's name; ``metrics`` files it quotes;
+    ``training_data``: the training manifest, default the one the checkpoint records); returns the folder."""
     state = read_model_folder(checkpoint) if is_model_folder(checkpoint) else read_checkpoint(checkpoint)
     if Path(folder).resolve() == Path(checkpoint).resolve():
         raise MlatrError(f"-o {folder}: the output is the model being exported")
-    return write_model_folder(state, head_of(state).config(), folder)
+    head = head_of(state).config()
+    card = model_card(state, name or Path(folder).name, head, {"weights": weights_sha256(state["model"])},
+                      metrics, None if training_data is None else str(training_data))
+    return write_model_folder(state, head, folder, card)

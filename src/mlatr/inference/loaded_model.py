@@ -21,10 +21,13 @@ from tqdm import tqdm
 from mlatr import api_args
 from mlatr.audio.io import crop_or_pad
 from mlatr.calibration_file import shipped_calibration
+from mlatr.data.manifest import Manifest
+from mlatr.data.webdataset_shards import is_shard_spec
 from mlatr.errors import MlatrError
 from mlatr.evaluation.zero_shot import label_text, zero_shot_prompts
 from mlatr.inference.audio import WHOLE_CLIP, embed_clips, encode_source, file_source, waveform_clips
 from mlatr.inference.encoding import encode_texts, pad_frames
+from mlatr.inference.library import LibrarySource, open_library
 from mlatr.inference.model_identity import model_sha256, weights_sha256
 from mlatr.languages import DEFAULT_LANGUAGES
 from mlatr.matching import MatchingHead, chunked_scores
@@ -44,7 +47,8 @@ AudioInput = str | os.PathLike | np.ndarray
 @dataclass
 class Classification:
     """Zero-shot predictions: ``scores [clips, classes]`` (the model's head, audio as the query), the
-    ``classes`` in the order given and the best class of each clip (:attr:`labels`).
+    ``classes`` in the order given, the best class of each clip (:attr:`labels`) and the clips' ``ids`` (a
+    library's ids, relative to its root; a file's path as given; ``audio[i]`` for a waveform).
 
     :attr:`probabilities` are ``softmax(scores / temperature)`` over the classes, the temperature fitted on
     libraries never trained on (negative log-likelihood of their folder labels, cross-fitted:
@@ -56,6 +60,11 @@ class Classification:
     scores: np.ndarray  # [N, C] float32
     temperature: float = 1.0
     min_probability: float = 0.5
+    ids: list[str] = field(default_factory=list)
+
+    def __repr__(self) -> str:
+        return f"Classification({len(self.scores)} clips x {len(self.classes)} classes: {self.classes[:5]}" + (
+            " ...)" if len(self.classes) > 5 else ")")
 
     @property
     def probabilities(self) -> np.ndarray:
@@ -96,6 +105,46 @@ def prompts_for(labels: Sequence[str], lang: str, template: str | None = None) -
     if "{label}" not in template:
         raise MlatrError(f"the prompt template {template!r} has no {{label}}")
     return [template.format(label=label_text(lb)) for lb in labels]
+
+
+@dataclass
+class LibraryEmbeddings:
+    """A library's clips embedded (:meth:`LoadedModel.embed_library`): ``ids`` (relative to the library's root),
+    ``paths`` (absolute, or ``SHARD#MEMBER``), ``embeddings [n, d]`` (unit norm) and the clips ``skipped``
+    (``{id: why}``, with ``skip_bad``)."""
+
+    ids: list[str]
+    paths: list[str]
+    embeddings: np.ndarray
+    skipped: dict[str, str] = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def __repr__(self) -> str:
+        return (f"LibraryEmbeddings({len(self.ids):,} clips, dim {self.embeddings.shape[1]}"
+                + (f", {len(self.skipped)} skipped)" if self.skipped else ")"))
+
+
+def is_library_item(item: Any) -> bool:
+    """Whether an ``audio`` item names a library rather than one file: a folder, a manifest, webdataset shards."""
+    if isinstance(item, Manifest):
+        return True
+    if not isinstance(item, str | os.PathLike):
+        return False
+    text = os.fspath(item)
+    return Path(text).is_dir() or text.lower().endswith(".jsonl") or is_shard_spec(text)
+
+
+def names_library(audio: Any) -> bool:
+    """Whether the API's ``audio`` names a library (:mod:`mlatr.inference.library`) rather than files or arrays."""
+    return is_library_item(audio) or (isinstance(audio, list | tuple) and any(map(is_library_item, audio)))
+
+
+def has_waveforms(audio: Any) -> bool:
+    """Whether the API's ``audio`` holds an array (a waveform), rather than only paths."""
+    return isinstance(audio, np.ndarray) or (isinstance(audio, list | tuple) and
+                                             any(isinstance(a, np.ndarray) for a in audio))
 
 
 def audio_items(audio: Any) -> list[str | np.ndarray]:
@@ -147,6 +196,15 @@ class LoadedModel:
     train_config: dict[str, Any] = field(default_factory=dict)
     path: Path | None = None
     _digests: dict[str, str] = field(default_factory=dict, repr=False, compare=False)
+
+    def __repr__(self) -> str:
+        """One line: ``LoadedModel(encoder=aisfx+use-multilingual, dim=256, languages=[eng, fra], head=cosine,
+        path=...)``, not the torch module tree (``model`` holds it)."""
+        config = self.model.config()
+        names = "+".join(str((config.get(side) or {}).get("name", "?")) for side in ("audio_encoder", "text_encoder"))
+        langs = ", ".join(self.data.get("languages") or [])
+        return (f"LoadedModel(encoder={names}, dim={self.embed_dim}, languages=[{langs}], head={self.head.name}, "
+                f"path={self.path})")
 
     def weights_sha256(self) -> str:
         """SHA-256 of the model's weights (:func:`~mlatr.inference.model_identity.weights_sha256`), computed once:
@@ -237,6 +295,13 @@ class LoadedModel:
                          skipped: dict[str, str] | None = None) -> tuple[list[int], np.ndarray]:
         """:meth:`embed_audio` with the rows it kept: ``(indices into audio, [kept, d])``. With ``skipped`` (a
         dict), files that cannot be read are left out and recorded there (``{path: message}``)."""
+        if names_library(audio):
+            found = self.embed_library(audio, batch_size=batch_size, max_seconds=max_seconds,
+                                       window_seconds=window_seconds, workers=workers, progress=progress,
+                                       skip_bad=skipped is not None)
+            if skipped is not None:
+                skipped.update(found.skipped)
+            return list(range(len(found))), found.embeddings
         items = audio_items(audio)
         batch_size = api_args.integer("batch_size", batch_size)
         crop = api_args.positive_number("max_seconds", max_seconds) or WHOLE_CLIP
@@ -275,6 +340,35 @@ class LoadedModel:
         check_finite_embeddings(emb, rows, items)
         return rows, emb
 
+    def embed_library(self, source: LibrarySource, *, split: str = "all", batch_size: int = 16,
+                      max_seconds: float | None = None, window_seconds: float | None = None, workers: int = 0,
+                      progress: bool = False, skip_bad: bool = False) -> LibraryEmbeddings:
+        """Every clip of a library (a folder of sounds, a manifest, sound files, webdataset shards, or a list of
+        these: :mod:`mlatr.inference.library`, what ``mlatr embed`` takes) embedded as :meth:`embed_audio`
+        embeds a file, with the library's ids; ``skip_bad``: unreadable clips are left out and listed."""
+        batch_size = api_args.integer("batch_size", batch_size)
+        crop = api_args.positive_number("max_seconds", max_seconds) or WHOLE_CLIP
+        window = api_args.positive_number("window_seconds", window_seconds) or float(self.data["eval_max_seconds"])
+        workers = api_args.integer("workers", workers, low=0)
+        progress, skip_bad = api_args.flag("progress", progress), api_args.flag("skip_bad", skip_bad)
+        if not isinstance(source, Manifest):
+            source = api_args.paths("source", source)
+        library = open_library(source, api_args.text("split", split), skip_bad=skip_bad, progress=progress)
+        audio = library.source(self.sample_rate, skip_bad=skip_bad)
+        was_training = self.model.training
+        self.model.eval()
+        try:
+            rows, emb = encode_source(self.model.encode_audio, audio, batch_size, crop, self.device,
+                                      window_seconds=window, progress=progress, workers=workers)
+        finally:
+            self.model.train(was_training)
+        if not rows and len(library.manifest):
+            raise MlatrError(f"none of the {len(library.manifest)} clip(s) could be read (first: "
+                             f"{next(iter(audio.bad.values()), '')})")
+        ids = [library.manifest[i].id for i in rows]
+        check_finite_embeddings(emb, list(range(len(rows))), ids)
+        return LibraryEmbeddings(ids, [library.path(i) for i in rows], emb, dict(audio.bad))
+
     # ---- scores ------------------------------------------------------------------------------------
     def similarity(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         """Scores ``[len(a), len(b)]`` of embeddings from :meth:`embed_text` / :meth:`embed_audio` (``a`` is
@@ -292,10 +386,12 @@ class LoadedModel:
     @torch.no_grad()
     def classify(self, audio: AudioInput | Sequence[AudioInput], labels: str | Sequence[str], lang: str = "eng", *,
                  template: str | None = None, sample_rate: int | None = None, batch_size: int = 16,
-                 max_seconds: float | None = None) -> Classification:
+                 max_seconds: float | None = None, split: str = "all") -> Classification:
         """Zero-shot classification (SupCLAP sec. 4.2.2): each clip against one prompt per label (labels in
         ``lang``; ``template`` with ``{label}`` replaces the paper's prompt), scored by the model's head with
-        the audio as the query. ``labels`` may be one comma-separated string."""
+        the audio as the query. ``labels`` may be one comma-separated string. ``audio``: sound files, waveforms
+        (with ``sample_rate``) or a library (a folder, a manifest with its ``split``, webdataset shards:
+        :mod:`mlatr.inference.library`); the result's ``ids`` name the clips as the library does."""
         if isinstance(labels, str):
             labels = [s.strip() for s in labels.split(",")]
         classes = [c.strip() for c in api_args.texts("labels", labels)]
@@ -310,25 +406,43 @@ class LoadedModel:
         prompts = prompts_for(classes, lang, template)
         fitted = shipped_calibration()["classify"]
         cal = {"temperature": float(fitted["temperature"]), "min_probability": float(fitted["min_probability"])}
-        if not self.head.needs_frames:
+        if self.head.needs_frames:
+            scores, ids = self._frame_scores(audio, prompts, lang, batch_size, max_seconds, split)
+            return Classification(classes, scores, ids=ids, **cal)
+        if names_library(audio) or not has_waveforms(audio):  # files: a library's, with its ids, as mlatr classify
+            found = self.embed_library(audio, split=split, batch_size=batch_size, max_seconds=max_seconds)
+            a, ids = found.embeddings, found.ids
+        else:
             a = self.embed_audio(audio, sample_rate=sample_rate, batch_size=batch_size, max_seconds=max_seconds)
-            return Classification(classes, self.similarity(a, self.embed_checked(prompts, langs, batch_size)), **cal)
-        return Classification(classes, self._frame_scores(audio, prompts, lang, batch_size, max_seconds), **cal)
+            ids = item_ids(audio_items(audio))
+        return Classification(classes, self.similarity(a, self.embed_checked(prompts, langs, batch_size)), ids=ids,
+                              **cal)
 
-    def _frame_scores(self, audio, prompts: list[str], lang: str, batch_size: int, max_seconds: float | None
-                      ) -> np.ndarray:
-        """Head scores ``[clips, prompts]`` of a frame-scoring head: each file centre-cropped to ``max_seconds``
-        (default the model's evaluation crop) and encoded whole, its frames kept."""
-        items = audio_items(audio)
-        if not all(isinstance(a, str) for a in items):
-            raise api_args.ArgumentError(f"audio: the {self.head.name} head classifies sound files (paths), not "
-                                         "waveforms")
+    def _frame_scores(self, audio, prompts: list[str], lang: str, batch_size: int, max_seconds: float | None,
+                      split: str = "all") -> tuple[np.ndarray, list[str]]:
+        """Head scores ``[clips, prompts]`` of a frame-scoring head and the clips' ids: each file (or a library's
+        clip) centre-cropped to ``max_seconds`` (default the model's evaluation crop) and encoded whole, its
+        frames kept."""
+        if names_library(audio) or not has_waveforms(audio):
+            library = open_library(api_args.paths("audio", audio) if not isinstance(audio, Manifest) else audio,
+                                   api_args.text("split", split))
+            source, ids = library.source(self.sample_rate), library.ids
+        else:
+            items = audio_items(audio)
+            if not all(isinstance(a, str) for a in items):
+                raise api_args.ArgumentError(f"audio: the {self.head.name} head classifies sound files (paths), not "
+                                             "waveforms")
+            source, ids = file_source(items, self.sample_rate), item_ids(items)
         crop = float(max_seconds or self.data["eval_max_seconds"])
         sink: list = []
-        _, pooled = encode_source(self.model.encode_audio, file_source(items, self.sample_rate), batch_size, crop,
-                                  self.device, frames_sink=sink)
+        rows, pooled = encode_source(self.model.encode_audio, source, batch_size, crop, self.device, frames_sink=sink)
         text_sink: list = []
         text = encode_texts(self.model, prompts, [lang] * len(prompts), batch_size, frames_sink=text_sink)
         clips = EncoderOutput(torch.from_numpy(pooled), *pad_frames(sink))
         classes = EncoderOutput(torch.from_numpy(text), *pad_frames(text_sink))
-        return chunked_scores(self.head, clips, classes, HEAD_MEMORY_MB).float().numpy()
+        return chunked_scores(self.head, clips, classes, HEAD_MEMORY_MB).float().numpy(), [ids[i] for i in rows]
+
+
+def item_ids(items: Sequence[str | np.ndarray]) -> list[str]:
+    """The ids of the API's audio items: a file's path as given, ``audio[i]`` for a waveform."""
+    return [item if isinstance(item, str) else f"audio[{i}]" for i, item in enumerate(items)]

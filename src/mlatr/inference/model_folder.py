@@ -1,19 +1,28 @@
-"""A model folder other tools can read: ``config.json`` + ``model.safetensors`` (the Hugging Face layout).
+"""A model folder that travels: ``config.json`` + ``model.safetensors`` (+ ``README.md``, its model card).
 
-``mlatr export CKPT -o DIR`` writes one; :func:`mlatr.load` / ``--model`` read it as they read a
-checkpoint, with the same embeddings to the last bit (the same tensors, stored without pickle).
+``mlatr export --model CKPT -o DIR`` writes one; :func:`mlatr.load` / ``--model`` read it as they read a
+checkpoint, with the same embeddings to the last bit (the same tensors, stored without pickle). mlatr is what
+loads it: the file names follow the Hugging Face layout, but ``transformers`` cannot load it (the encoders are
+mlatr's).
 
 - ``config.json``: ``{"format": "mlatr-model-1", "model_config": {...}, "matching_head": {...},
   "train_config": {"data": {...}}}``: the dual encoder's config (what ``DualEncoder.from_config``
   rebuilds), the head it ranks with, and the data settings it was trained with (sample rate, evaluation
-  crop, languages). Nothing of the optimizer or the training run.
+  crop, languages). Nothing of the optimizer, the training run or the training machine: the encoders'
+  options that name a file of that machine (:data:`MACHINE_OPTIONS`: a text-embedding cache, the aiSFX
+  wheel's checkpoint) are replaced by what needs no file (the weights are all in ``model.safetensors``, a
+  text cache is rebuilt as texts are embedded), and a Hugging Face folder an encoder reads (its tokenizer
+  and architecture: ``path``) is copied into the model folder (``text_encoder/``, ``audio_encoder/``) and
+  named relative to it.
 - ``model.safetensors``: the model's ``state_dict``, each tensor stored contiguous on its own (safetensors
   refuses shared storage), in the checkpoint's dtypes.
 """
 
 from __future__ import annotations
 
+import copy
 import os
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -22,13 +31,68 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file, save
 
 from mlatr.errors import MlatrError
-from mlatr.io_utils import atomic_write_json, atomic_write_with
+from mlatr.file_kinds import folder_file, special_file
+from mlatr.io_utils import atomic_write_json, atomic_write_text, atomic_write_with
 from mlatr.json_input import expect_field, read_format_json
 from mlatr.output_paths import check_output_path
 
 FORMAT = "mlatr-model-1"
 CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "model.safetensors"
+CARD_FILE = "README.md"
+#: The sides of a dual encoder's config that hold an encoder's options.
+SIDES = ("audio_encoder", "text_encoder")
+
+#: Encoder options that name a file of the machine a model was made on, and what a model folder holds
+#: instead (``"*"``: every encoder). The weights they load are in ``model.safetensors`` anyway.
+MACHINE_OPTIONS: dict[str, dict[str, Any]] = {
+    "*": {"cache_path": None},  # a text-embedding cache file: rebuilt as texts are embedded
+    "aisfx": {"checkpoint": None, "pretrained": False},  # the aisfx wheel's weights: the CNN is in the state dict
+}
+
+
+def portable_config(model_config: dict[str, Any]) -> dict[str, Any]:
+    """``model_config`` without what names a file of the machine it was made on (:data:`MACHINE_OPTIONS`)."""
+    config = copy.deepcopy(model_config)
+    for side in SIDES:
+        encoder = config.get(side)
+        if not isinstance(encoder, dict):
+            continue
+        for name in ("*", encoder.get("name")):
+            for key, value in MACHINE_OPTIONS.get(name, {}).items():
+                if key in encoder:
+                    encoder[key] = value
+    return config
+
+
+def _copy_encoder_folders(model_config: dict[str, Any], folder: Path) -> None:
+    """Copy each Hugging Face folder an encoder reads (``path``: its tokenizer and architecture) into
+    ``folder/SIDE/`` and name it relative to the model folder (regular files only, no link followed out)."""
+    for side in SIDES:
+        encoder = model_config.get(side)
+        source = encoder.get("path") if isinstance(encoder, dict) else None
+        if not source or not Path(source).expanduser().is_dir():
+            continue
+        source, target = Path(source).expanduser(), folder / side
+        if target.resolve() != source.resolve():
+            shutil.rmtree(target, ignore_errors=True)
+            for file in sorted(source.rglob("*")):
+                if file.is_file() and not file.is_symlink() and not special_file(file):
+                    (target / file.relative_to(source)).parent.mkdir(parents=True, exist_ok=True)
+                    shutil.copyfile(file, target / file.relative_to(source))
+        encoder["path"] = side
+
+
+def _local_encoder_folders(model_config: dict[str, Any], folder: Path, config_path: Path) -> dict[str, Any]:
+    """``model_config`` with each encoder's relative ``path`` (a folder the model folder ships) made absolute,
+    refused when it leads outside the model folder."""
+    for side in SIDES:
+        encoder = model_config.get(side)
+        path = encoder.get("path") if isinstance(encoder, dict) else None
+        if isinstance(path, str) and path and not Path(path).is_absolute():
+            folder_file(folder, f"{path}/config.json", f"{config_path}: model_config.{side}.path")
+            encoder["path"] = str((folder / path).resolve())
+    return model_config
 
 
 def is_model_folder(path: str | os.PathLike) -> bool:
@@ -41,18 +105,31 @@ def model_folder_files(path: str | os.PathLike) -> list[Path]:
     return [Path(path) / CONFIG_FILE, Path(path) / WEIGHTS_FILE]
 
 
-def write_model_folder(state: dict[str, Any], head: dict[str, Any], folder: str | os.PathLike) -> Path:
+def folder_config(state: dict[str, Any], head: dict[str, Any]) -> dict[str, Any]:
+    """The ``config.json`` of a model folder for checkpoint ``state`` ranking with ``head``: what loading needs,
+    nothing of the training run or machine (:func:`portable_config`; the training data settings without the
+    paths of its files)."""
+    data = {k: v for k, v in ((state.get("train_config") or {}).get("data") or {}).items()
+            if k in ("sample_rate", "eval_max_seconds", "languages", "max_seconds")}
+    return {"format": FORMAT, "model_config": portable_config(state["model_config"]), "matching_head": dict(head),
+            "train_config": {"data": data} if data else {}}
+
+
+def write_model_folder(state: dict[str, Any], head: dict[str, Any], folder: str | os.PathLike,
+                       card: str | None = None) -> Path:
     """Write the parts of checkpoint ``state`` needed to use the model, with the config of the ``head`` it
-    ranks with, into ``folder`` (created); weights first, then the config, each atomically."""
+    ranks with (:func:`folder_config`), into ``folder`` (created): the encoders' Hugging Face folders, the
+    weights, the config, then the model ``card`` (``README.md``), each file atomically."""
     folder = check_output_path(folder, folder=True)
     folder.mkdir(parents=True, exist_ok=True)
     weights = {k: v.detach().cpu().contiguous().clone() for k, v in state["model"].items()}
-    data = (state.get("train_config") or {}).get("data")
-    config = {"format": FORMAT, "model_config": state["model_config"], "matching_head": dict(head),
-              "train_config": {"data": data} if data else {}}
+    config = folder_config(state, head)
+    _copy_encoder_folders(config["model_config"], folder)
     payload = save(weights, metadata={"format": FORMAT})
     atomic_write_with(folder / WEIGHTS_FILE, lambda fh: fh.write(payload))
     atomic_write_json(folder / CONFIG_FILE, config)
+    if card is not None:
+        atomic_write_text(folder / CARD_FILE, card)
     return folder
 
 
@@ -77,4 +154,5 @@ def read_model_folder(folder: str | os.PathLike) -> dict[str, Any]:
         weights: dict[str, torch.Tensor] = load_file(str(weights_path))
     except (SafetensorError, OSError) as exc:
         raise MlatrError(f"{weights_path}: cannot read the weights ({exc})") from exc
+    model_config = _local_encoder_folders(portable_config(model_config), folder, config_path)
     return {"model_config": model_config, "model": weights, "matching_head": head, "train_config": train_config}

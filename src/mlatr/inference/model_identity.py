@@ -22,7 +22,7 @@ import torch
 
 from mlatr.errors import MlatrError
 from mlatr.file_state import file_sha256
-from mlatr.inference.model_folder import model_folder_files
+from mlatr.inference.model_folder import SIDES, model_folder_files, portable_config
 
 
 class OtherModelError(MlatrError):
@@ -51,6 +51,20 @@ def _short(digest: str | None) -> str:
     return digest[:12] if digest else "not recorded"
 
 
+def comparable_config(model_config: Any) -> Any:
+    """A model config as two copies of one model share it wherever they are: without the options that name a
+    file of a machine (:func:`~mlatr.inference.model_folder.portable_config`) or the folder an encoder's
+    tokenizer is read from (``path``: a model folder ships its own copy)."""
+    config = json.loads(json.dumps(model_config))
+    if not isinstance(config, dict):
+        return config
+    config = portable_config(config)
+    for side in SIDES:
+        if isinstance(config.get(side), dict):
+            config[side].pop("path", None)
+    return config
+
+
 def model_mismatch(recorded: Mapping[str, Any], model_config: Any, weights: str, file_sha: str | None) -> str | None:
     """Why a model is not the one an index recorded (``recorded``: the index meta's ``checkpoint`` and
     ``model_config``), or None when it is: its ``model_config`` (as stored) must be the recorded one, and its
@@ -58,7 +72,7 @@ def model_mismatch(recorded: Mapping[str, Any], model_config: Any, weights: str,
     file's digest (``file_sha``) with the recorded ``sha256``."""
     checkpoint = recorded.get("checkpoint") or {}
     built_with = recorded.get("model_config")
-    if built_with is not None and built_with != json.loads(json.dumps(model_config)):
+    if built_with is not None and comparable_config(built_with) != comparable_config(model_config):
         return "its config differs from the one the index records"
     recorded_weights = checkpoint.get("weights_sha256")
     if recorded_weights:

@@ -6,7 +6,7 @@ Python API::
     index = Index.load("library.idx.npz")            # backend="faiss" for FAISS
     for hit in index.search_text("un chien aboie", lang="fra", k=10):
         print(hit.rank, hit.score, hit.id, hit.path)
-    clips, captions = index.search_audio("query.wav", k=5)
+    clips = index.search_audio("query.wav", k=5)     # the same list; clips.caption_hits: captions
 
 ``build_index(load_model(checkpoint), manifest, output, add=...)`` writes one (``mlatr index build``).
 """
@@ -19,7 +19,8 @@ from typing import Any
 #: Public name -> module, imported on first access: ``mlatr.search.ann``, ``.fusion`` and the other
 #: light submodules (read by the ``mlatr`` command's parsers) load without torch.
 _LAZY = {"BuildReport": "mlatr.search.build", "Index": "mlatr.search.index", "build_index": "mlatr.search.build",
-         "CaptionHit": "mlatr.search.search", "Hit": "mlatr.search.search", "search_audio": "mlatr.search.search",
+         "CaptionHit": "mlatr.search.search", "Evidence": "mlatr.search.evidence", "Hit": "mlatr.search.search",
+         "Results": "mlatr.search.search", "search_audio": "mlatr.search.search",
          "search_text": "mlatr.search.search", "search_vector": "mlatr.search.search"}
 
 __all__ = sorted(_LAZY)

@@ -10,12 +10,11 @@ live clips for a query embedding and text by ``rank`` (:data:`~mlatr.search.fusi
 - ``captions``: the best cosine of the query with any of the clip's captions, in any language the index
   holds (file names, sidecar texts, manifest captions, embedded by the same model's text side).
 
-Every hit carries its relevance (the same whatever the ranking) and its evidence: ``{"source": "caption",
-"text", "lang", "score", "rank"}`` for the clip's best caption where the fused score counts it
+Every hit carries its relevance (the same whatever the ranking) and its evidence
+(:class:`~mlatr.search.evidence.Evidence`): the clip's best caption where the fused score counts it
 (:func:`~mlatr.search.fusion.caption_counts`: it stands out of the library's captions for this query, is
 rare among them, or is close to the query in itself) or where it ranked the clip (``rank="captions"``),
-``{"source": "keyword", "text", "lang", "terms", "score", "rank"}`` for the best keyword match,
-``{"source": "sound", "score", "rank"}``.
+its best keyword match (with the query's terms found in it), its sound.
 """
 
 from __future__ import annotations
@@ -27,6 +26,7 @@ import numpy as np
 
 from mlatr.search.analysis import surface_words
 from mlatr.search.columns import RowStack
+from mlatr.search.evidence import Evidence
 from mlatr.search.fusion import Candidates, caption_counts, fuse, order_by
 from mlatr.search.lexical import KeywordIndex
 from mlatr.search.relevance import (
@@ -47,7 +47,7 @@ class Ranked(NamedTuple):
     row: int
     score: float
     relevance: float
-    evidence: list[dict]
+    evidence: list[Evidence]
 
 
 class Ranking(list):
@@ -183,16 +183,15 @@ class TextRanker:
             evidence = []
             if ranks["caption"][j] and (counted[j] or rank == "captions"):
                 row = self._best_row(caption_scores, i)
-                evidence.append({"source": "caption", "text": self.caption_text[row], "lang": self.caption_lang[row],
-                                 "score": float(caption[i]), "rank": int(ranks["caption"][j])})
+                evidence.append(Evidence("caption", float(caption[i]), int(ranks["caption"][j]),
+                                         self.caption_text[row], self.caption_lang[row]))
             if ranks["keyword"][j]:
                 row = self._best_row(keyword_scores, i)
                 doc = int(np.searchsorted(self._keyword_rows, row))
                 matched = self.keywords.matched_terms(terms, doc)
-                evidence.append({"source": "keyword", "text": self.caption_text[row], "lang": self.caption_lang[row],
-                                 "terms": surface_words(query, lang, matched), "score": float(keyword[i]),
-                                 "rank": int(ranks["keyword"][j])})
-            evidence.append({"source": "sound", "score": float(audio[i]), "rank": int(ranks["sound"][j])})
+                evidence.append(Evidence("keyword", float(keyword[i]), int(ranks["keyword"][j]), self.caption_text[row],
+                                         self.caption_lang[row], tuple(surface_words(query, lang, matched))))
+            evidence.append(Evidence("sound", float(audio[i]), int(ranks["sound"][j])))
             out.append(Ranked(i, float(shown[p]), float(fused.relevance[p]), evidence))
         answer = answer_relevance(self.answer, answer_features(fused.score, fused.relevance, fused.features))
         return Ranking(out, answer)
@@ -207,8 +206,8 @@ class TextRanker:
         audio[np.asarray(rows, np.int64)] = sound
         captions = self.captions.scores(vec[None])[0]
         hits = self.ranked(vec, audio, captions, query, lang, len(rows), rank, rows=rows)
-        return Ranking([h._replace(evidence=[e if e["source"] != "sound" else {**e, "rank": r + 1}
-                                             for e in h.evidence]) for r, h in enumerate(hits)], hits.relevance)
+        return Ranking([h._replace(evidence=[e if e.source != "sound" else e.reranked(r + 1) for e in h.evidence])
+                        for r, h in enumerate(hits)], hits.relevance)
 
 
 class RowParts:
@@ -269,17 +268,3 @@ def top_rows(scores: np.ndarray, k: int) -> np.ndarray:
     else:
         cand = np.arange(len(scores))
     return cand[np.lexsort((cand, -scores[cand]))][:k]
-
-
-def describe_evidence(evidence: Sequence[dict]) -> str:
-    """One line saying why a hit matched: ``caption "un chien qui aboie" [fra] 0.93 (#1); keyword chien,
-    aboie (#1); sound 0.12 (#40)``."""
-    parts = []
-    for e in evidence:
-        if e["source"] == "caption":
-            parts.append(f"caption \"{e['text']}\" [{e['lang']}] {e['score']:.2f} (#{e['rank']})")
-        elif e["source"] == "keyword":
-            parts.append(f"keyword {', '.join(e['terms'])} in \"{e['text']}\" [{e['lang']}] (#{e['rank']})")
-        else:
-            parts.append(f"sound {e['score']:.2f} (#{e['rank']})")
-    return "; ".join(parts)

@@ -33,12 +33,12 @@ from typing import Any
 import numpy as np
 
 from mlatr import api_args
-from mlatr.data.manifest import Manifest
 from mlatr.errors import MlatrError
 from mlatr.file_state import file_state
 from mlatr.inference import LoadedModel, load_model
-from mlatr.inference.library import library_manifest
+from mlatr.inference.library import LibrarySource, open_library
 from mlatr.inference.model_identity import check_index_model, model_sha256
+from mlatr.model_registry import default_model, resolve_model
 from mlatr.search import milvus, npz_index
 from mlatr.search import shards as shard_files
 from mlatr.search.ann import AnnBuild, AnnSearcher
@@ -89,6 +89,19 @@ class Index:
     caption_clip = _Column("caption_columns", "clip")  # [M] int64: the row of the clip each caption describes
     caption_lang = _Column("caption_columns", "lang")
     caption_text = _Column("caption_columns", "text")
+
+    def __repr__(self) -> str:
+        """One line: ``Index(1,481 clips, 2 shards, hnsw, model=runs/demo-real/model.pt)``, not its columns."""
+        if self.backend == "milvus":
+            where = "milvus"
+        elif self.shards:
+            kinds = sorted({(s.entry.get("ann") or {}).get("kind", "exact") for s in self.shards})
+            where = f"{len(self.shards)} shard{'s' * (len(self.shards) != 1)}, {'/'.join(kinds)}"
+        else:
+            where = "one file" if self.path else "in memory"
+        deleted = f" ({len(self.deleted_rows):,} deleted)" if len(self.deleted_rows) else ""
+        model = (self.meta.get("checkpoint") or {}).get("path", "?")
+        return f"Index({len(self):,} clips{deleted}, {where}, dim {self.dim}, model={model})"
 
     @property
     def shard_entries(self) -> list[dict]:
@@ -192,14 +205,13 @@ class Index:
         return cls(clips, captions, meta, path=path, backend=backend, _model=model)
 
     @classmethod
-    def build(cls, model: LoadedModel, source: str | os.PathLike | Manifest | Sequence[str | os.PathLike], *,
-              split: str = "all", caption_languages: Sequence[str] | None = None, batch_size: int = 16,
-              max_seconds: float | None = None, window_seconds: float | None = None, skip_bad: bool = False,
-              progress: bool = True) -> Index:
-        """An index of ``source`` (a folder of sounds, a manifest file or :class:`Manifest`, or a list of audio
-        paths: :func:`mlatr.inference.library.library_manifest`) embedded by ``model``, in memory
-        (:meth:`save` writes it). Options as :func:`mlatr.search.build.build_index`; unreadable clips are an
-        error unless ``skip_bad``."""
+    def build(cls, model: LoadedModel, source: LibrarySource, *, split: str = "all",
+              caption_languages: Sequence[str] | None = None, batch_size: int = 16, max_seconds: float | None = None,
+              window_seconds: float | None = None, skip_bad: bool = False, progress: bool = True) -> Index:
+        """An index of the library ``source`` (a folder of sounds, a manifest file or :class:`Manifest`, sound
+        files, webdataset shards, or a list of these: :func:`mlatr.inference.library.open_library`, the forms
+        ``mlatr index build`` takes) embedded by ``model``, in memory (:meth:`save` writes it). Options as
+        :func:`mlatr.search.build.build_index`; unreadable clips are an error unless ``skip_bad``."""
         api_args.instance("model", model, LoadedModel, "mlatr.load(PATH)")
         batch_size = api_args.integer("batch_size", batch_size)
         max_seconds = api_args.positive_number("max_seconds", max_seconds)
@@ -207,11 +219,12 @@ class Index:
         skip_bad, progress = api_args.flag("skip_bad", skip_bad), api_args.flag("progress", progress)
         if caption_languages is not None:
             caption_languages = api_args.language_codes("caption_languages", caption_languages)
-        manifest = library_manifest(source, split=api_args.text("split", split), skip_bad=skip_bad)
+        library = open_library(source, split=api_args.text("split", split), skip_bad=skip_bad, progress=progress)
+        manifest = library.manifest
         sample_rate, max_seconds, window_seconds = build_settings(model, max_seconds, window_seconds, None)
         langs = list(caption_languages) if caption_languages else manifest.languages()
         meta = index_meta(model, manifest, sample_rate, max_seconds, langs, window_seconds)
-        how = EncodeSettings(sample_rate, max_seconds, window_seconds, batch_size, skip_bad, progress)
+        how = EncodeSettings(sample_rate, max_seconds, window_seconds, batch_size, skip_bad, progress, library.shards)
         clips, captions, _ = encode_clips(model, manifest, manifest.clips, langs, how)
         return cls(clips, captions, meta, _model=model)
 
@@ -252,7 +265,7 @@ class Index:
     def model(self) -> LoadedModel:
         """The model that made the embeddings (loaded from the index's checkpoint on first use)."""
         if self._model is None:
-            self._model = load_index_model(self.meta["checkpoint"])
+            self._model = load_index_model(self.meta, str(self.path or "the index"))
         return self._model
 
     def search_text(self, query: str, lang: str | None = "eng", k: int = 10, rank: str = "hybrid",
@@ -264,8 +277,10 @@ class Index:
         return search_text(self, query, lang, k, rank, min_relevance)
 
     def search_audio(self, path: str | os.PathLike, k: int = 10, min_relevance: float | None = None):
-        """Sound-to-sound and sound-to-caption search: ``(clip hits as Results, caption hits)``; ``min_relevance``
-        as for :meth:`search_text` (default: the sound-query model's threshold)."""
+        """Clips for a sound query (a file), best first: :class:`~mlatr.search.search.Results` as
+        :meth:`search_text` answers, each hit saying ``same_audio`` where the clip is the query's own sound;
+        the indexed captions nearest to it (sound-to-caption) in the list's ``caption_hits``.
+        ``min_relevance`` as for :meth:`search_text` (default: the sound-query model's threshold)."""
         return search_audio(self, path, k, min_relevance)
 
     def summary(self, check: bool = False) -> dict[str, Any]:
@@ -295,12 +310,21 @@ class Index:
         return info
 
 
-def load_index_model(checkpoint: dict[str, str], device: str = "cpu") -> LoadedModel:
-    """The model of ``checkpoint`` (``{"path", "sha256"}``); refuses a file whose bytes changed."""
+def load_index_model(meta: dict[str, Any], where: str, device: str = "cpu") -> LoadedModel:
+    """The model an index's ``meta`` records (``checkpoint``: ``{"path", "sha256", "weights_sha256"}``); refuses
+    a file whose bytes changed. When that file is gone, the default model (``$MLATR_MODEL`` or the nearest
+    ``mlatr.toml``: :mod:`mlatr.model_registry`) is used if there is one, checked against the index's weights
+    digest (:func:`~mlatr.inference.model_identity.check_index_model`)."""
+    checkpoint = meta["checkpoint"]
     path = checkpoint["path"]
     if not Path(path).exists():
-        raise MlatrError(f"the index's model {path} is gone; the index needs its model to encode queries "
-                         "(a moved model: give --model PATH, or Index.load(..., model=mlatr.load(PATH)))")
+        if default_model() is None:
+            raise MlatrError(f"the index's model {path} is gone; the index needs its model to encode queries "
+                             "(a moved model: give --model PATH, set $MLATR_MODEL, or Index.load(..., "
+                             "model=mlatr.load(PATH)))")
+        loaded = load_model(resolve_model(None).path, device)
+        check_index_model(meta, loaded, where)
+        return loaded
     if model_sha256(path) != checkpoint["sha256"]:
         raise MlatrError(f"checkpoint {path} changed since the index was built (sha256 differs): "
                          "rebuild the index with mlatr index build")

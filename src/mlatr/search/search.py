@@ -22,6 +22,7 @@ from mlatr import api_args
 from mlatr.audio.bounded import load_query_audio
 from mlatr.errors import MlatrError
 from mlatr.models.protocols import query_languages
+from mlatr.search.evidence import Evidence
 from mlatr.search.hybrid import Ranked
 from mlatr.search.query import SearchIndex, TextQuery, check_k, check_min_relevance, text_query
 from mlatr.search.relevance import QueryStats, pair_features, shipped
@@ -30,30 +31,37 @@ from mlatr.search.relevance import QueryStats, pair_features, shipped
 QUERY_WINDOW_BATCH = 16
 
 
-@dataclass
+@dataclass(repr=False)
 class Hit:
     """One ranked clip: 1-based ``rank``, ``score`` (a cosine; for a hybrid text search the fused score of
     :mod:`mlatr.search.fusion`), ``id``, absolute ``path``, English captions, the ``evidence`` that ranked it
-    (:mod:`mlatr.search.hybrid`); ``relevance``: the calibrated probability that the clip answers the query
-    (:mod:`mlatr.search.relevance`);
-    ``stale``: ``"deleted"`` / ``"changed"`` when the clip's audio is gone or differs from when it was
-    indexed (its embedding describes a file that is not there any more)."""
+    (:class:`~mlatr.search.evidence.Evidence`, :mod:`mlatr.search.hybrid`); ``relevance``: the calibrated
+    probability that the clip answers the query (:mod:`mlatr.search.relevance`); ``stale``: ``"deleted"`` /
+    ``"changed"`` when the clip's audio is gone or differs from when it was indexed (its embedding describes a
+    file that is not there any more); ``same_audio``: for a sound query, True when the clip's audio is the
+    query's own (the same samples over the part a query reads: :func:`mark_same_audio`), so its score of 1.000
+    says nothing about similarity. ``print(hit)``: ``Hit(rank=1, id='dogs/bark', score=0.812, relevance=0.93)``."""
 
     rank: int
     score: float
     id: str
     path: str
     captions: list[str]
-    evidence: list[dict] = field(default_factory=list)
+    evidence: list[Evidence] = field(default_factory=list)
     stale: str | None = None
     relevance: float | None = None
+    same_audio: bool = False
+
+    def __repr__(self) -> str:
+        relevance = "None" if self.relevance is None else f"{self.relevance:.2f}"
+        extra = (", same_audio=True" if self.same_audio else "") + (f", stale={self.stale!r}" if self.stale else "")
+        return f"Hit(rank={self.rank}, id={self.id!r}, score={self.score:.3f}, relevance={relevance}{extra})"
 
     def to_dict(self) -> dict:
         """The hit as JSON can hold it: a score that is not finite is ``None`` (JSON has no ``-Infinity``)."""
-        out = asdict(self)
-        out["score"] = finite_or_none(self.score)
-        out["evidence"] = [{**e, "score": finite_or_none(e.get("score"))} if "score" in e else e
-                           for e in out["evidence"]]
+        out = {name: getattr(self, name) for name in self.__dataclass_fields__}
+        out.update(captions=list(self.captions), score=finite_or_none(self.score),
+                   evidence=[e.to_dict() for e in self.evidence])
         return out
 
 
@@ -63,15 +71,25 @@ class Results(list):
     :func:`~mlatr.search.relevance.answer_relevance`; given none, the best hit's relevance; ``None`` where
     hit has a relevance). ``nothing_relevant`` is True when it is below
     ``min_relevance`` (the relevance model's threshold unless the caller gave one), or when there is no hit;
-    the hits are there all the same, for whoever wants the closest ones."""
+    the hits are there all the same, for whoever wants the closest ones. ``caption_hits``: for a sound query
+    (:func:`search_audio`, :func:`search_similar`), the indexed captions nearest to it
+    (:class:`CaptionHit`, sound-to-caption); ``None`` for a text query."""
 
-    def __init__(self, hits=(), min_relevance: float | None = None, relevance: float | None = None):
+    def __init__(self, hits=(), min_relevance: float | None = None, relevance: float | None = None,
+                 caption_hits: list[CaptionHit] | None = None):
         super().__init__(hits)
         self.min_relevance = min_relevance
         if relevance is None:
             known = [h.relevance for h in self if h.relevance is not None]
             relevance = max(known) if known else None
         self.relevance = relevance
+        self.caption_hits = caption_hits
+
+    def __repr__(self) -> str:
+        relevance = "None" if self.relevance is None else f"{self.relevance:.2f}"
+        captions = "" if self.caption_hits is None else f", {len(self.caption_hits)} caption hits"
+        return (f"Results({list.__repr__(self)}, relevance={relevance}, "
+                f"nothing_relevant={self.nothing_relevant}{captions})")
 
     @property
     def nothing_relevant(self) -> bool:
@@ -87,8 +105,11 @@ class Results(list):
                 "relevance": self.relevance}
 
     def to_dict(self) -> dict:
-        """:meth:`answer` and ``"results": [hit, ...]``."""
-        return {**self.answer(), "results": [h.to_dict() for h in self]}
+        """:meth:`answer`, ``"results": [hit, ...]`` and, for a sound query, ``"captions": [caption hit, ...]``."""
+        out = {**self.answer(), "results": [h.to_dict() for h in self]}
+        if self.caption_hits is not None:
+            out["captions"] = [c.to_dict() for c in self.caption_hits]
+        return out
 
 
 @dataclass
@@ -244,21 +265,46 @@ def _ranked_hits(index: SearchIndex, ranked: list[Ranked]) -> list[Hit]:
 
 
 def search_audio(index: SearchIndex, query: str | os.PathLike | np.ndarray, k: int = 10,
-                 min_relevance: float | None = None) -> tuple[Results, list[CaptionHit]]:
-    """Sound-to-sound (clips) and sound-to-caption (the indexed clips' captions) for a sound query (a file's
-    path, or :func:`query_waveform`'s ``[T]``). Each clip hit carries its relevance (the sound-query model of
-    :mod:`mlatr.search.relevance`: the audio cosine and its z-score among the library's clips) and sound
-    evidence; the list says ``nothing_relevant`` as :func:`search_text`'s does. A sound query enters here:
-    ``k`` and ``min_relevance`` are checked here (:mod:`mlatr.search.query`)."""
+                 min_relevance: float | None = None) -> Results:
+    """Sound-to-sound and sound-to-caption for a sound query (a file's path, or :func:`query_waveform`'s
+    ``[T]``): the clips nearest to it as :class:`Results`, the same list as :func:`search_text`'s, with the
+    indexed captions nearest to it in ``caption_hits``. Each clip hit carries its relevance (the sound-query
+    model of :mod:`mlatr.search.relevance`: the audio cosine and its z-score among the library's clips), sound
+    evidence and ``same_audio`` where the clip is the query's own sound (:func:`mark_same_audio`); the list
+    says ``nothing_relevant`` as :func:`search_text`'s does. A sound query enters here: ``k`` and
+    ``min_relevance`` are checked here (:mod:`mlatr.search.query`)."""
     k, min_relevance = check_k(k), check_min_relevance(min_relevance)
-    q = encode_query_audio(index, query)
-    return sound_results(index, q, _nearest(index, q[None], [k])[0], min_relevance), nearest_captions(index, q, k)
+    wave = query if isinstance(query, np.ndarray) else query_waveform(index, api_args.path("query", query))
+    q = encode_query_audio(index, wave)
+    hits = mark_same_audio(index, wave, _nearest(index, q[None], [k])[0])
+    return sound_results(index, q, hits, min_relevance, nearest_captions(index, q, k))
 
 
-def sound_results(index: SearchIndex, vec: np.ndarray, hits: list[Hit], min_relevance: float | None = None) -> Results:
+#: The cosine from which a sound hit is compared sample by sample with the query (:func:`mark_same_audio`).
+SAME_AUDIO_COSINE = 0.999
+
+
+def mark_same_audio(index: SearchIndex, wave: np.ndarray, hits: list[Hit]) -> list[Hit]:
+    """``hits`` with ``same_audio`` set on those whose clip is the sound ``wave [T]`` itself: a hit at cosine
+    >= :data:`SAME_AUDIO_COSINE` whose file, read as a query is (:func:`query_waveform`), gives the same
+    samples (within 1e-4). The embedding alone cannot tell the query's own clip from a near-copy; the
+    samples can, and only the few hits at that cosine are decoded. A clip that cannot be read is not marked."""
+    for h in hits:
+        if h.score < SAME_AUDIO_COSINE or h.stale:
+            continue
+        try:
+            clip = query_waveform(index, h.path)
+        except (MlatrError, OSError):
+            continue
+        h.same_audio = clip.shape == wave.shape and bool(np.allclose(clip, wave, rtol=0.0, atol=1e-4))
+    return hits
+
+
+def sound_results(index: SearchIndex, vec: np.ndarray, hits: list[Hit], min_relevance: float | None = None,
+                  caption_hits: list[CaptionHit] | None = None) -> Results:
     """``hits`` of the audio embedding ``vec [d]`` with the sound-query relevance and evidence, as
-    :class:`Results`; ``min_relevance``: checked
-    (None: the sound-query model's threshold)."""
+    :class:`Results`; ``min_relevance``: checked (None: the sound-query model's threshold); ``caption_hits``:
+    the captions nearest to ``vec``."""
     model = shipped().sound
     threshold = model.threshold if min_relevance is None else min_relevance
     if hits:
@@ -269,8 +315,8 @@ def sound_results(index: SearchIndex, vec: np.ndarray, hits: list[Hit], min_rele
         for h, r in zip(hits, rel.tolist(), strict=True):
             h.relevance = r
     for h in hits:
-        h.evidence = [{"source": "sound", "score": h.score, "rank": h.rank}]
-    return Results(hits, threshold)
+        h.evidence = [Evidence("sound", h.score, h.rank)]
+    return Results(hits, threshold, caption_hits=caption_hits)
 
 
 def nearest_captions(index: SearchIndex, query: np.ndarray, k: int) -> list[CaptionHit]:
@@ -285,12 +331,18 @@ def nearest_captions(index: SearchIndex, query: np.ndarray, k: int) -> list[Capt
     return captions
 
 
-def search_similar(index: SearchIndex, row: int, k: int = 10) -> tuple[Results, list[CaptionHit]]:
+def search_similar(index: SearchIndex, row: int, k: int = 10) -> Results:
     """"More like this": the ``k`` clips nearest to indexed clip ``row``'s stored audio embedding (itself
-    left out), with their sound-query relevance (:func:`sound_results`), and the captions nearest to it."""
+    left out), with their sound-query relevance (:func:`sound_results`), the captions nearest to it in
+    ``caption_hits``, and ``same_audio`` on a copy of the clip's sound (:func:`mark_same_audio`)."""
     k = check_k(k)
     q = np.asarray(index.text_ranker().clip_vector(row), np.float32)
     hits = [h for h in _nearest(index, q[None], [k + 1])[0] if h.id != index.ids[row]][:k]
     for r, h in enumerate(hits):
         h.rank = r + 1
-    return sound_results(index, q, hits), nearest_captions(index, q, k)
+    if any(h.score >= SAME_AUDIO_COSINE for h in hits) and not index.stale(row):
+        try:
+            hits = mark_same_audio(index, query_waveform(index, index.paths[row]), hits)
+        except (MlatrError, OSError):  # the clip's file cannot be read: no copy can be told apart
+            pass
+    return sound_results(index, q, hits, caption_hits=nearest_captions(index, q, k))

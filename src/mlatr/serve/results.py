@@ -1,9 +1,9 @@
 """Search hits -> the JSON objects of the HTTP API.
 
 A clip result is ``{"rank", "id", "score", "relevance", "caption", "caption_lang", "duration", "audio_url",
-"evidence"}``
-(``evidence``: what ranked the clip, :mod:`mlatr.search.hybrid`, with every field of
-:class:`~mlatr.serve.schemas.Evidence`):
+"same_audio", "evidence"}``
+(``evidence``: what ranked the clip, :class:`mlatr.search.evidence.Evidence` with every field of
+:class:`~mlatr.serve.schemas.Evidence`; ``same_audio``: a sound query's own audio, :attr:`Hit.same_audio`):
 ``caption`` is the clip's first caption in the query's language when the index holds one, else its
 first English caption, else its first caption in any language (``caption_lang`` says which), ``None``
 for a clip without captions. ``audio_url`` is the server path that streams the clip (``/audio/`` + the
@@ -47,8 +47,8 @@ def clip_result(snapshot, hit, lang: str | None, root: str = "") -> dict:
     return {"rank": hit.rank, "id": hit.id, "score": finite_or_none(hit.score),
             "relevance": finite_or_none(hit.relevance), "caption": caption,
             "caption_lang": caption_lang, "duration": finite_or_none(snapshot.duration(row)),
-            "audio_url": audio_url(hit.id, root),
-            "evidence": [{**EVIDENCE_DEFAULTS, **e, "score": finite_or_none(e["score"])} for e in hit.evidence]}
+            "audio_url": audio_url(hit.id, root), "same_audio": hit.same_audio,
+            "evidence": [{**EVIDENCE_DEFAULTS, **e.to_dict()} for e in hit.evidence]}
 
 
 def caption_result(hit, root: str = "") -> dict:

@@ -23,6 +23,7 @@ class ClipResult(BaseModel):
     caption_lang: str | None
     duration: float | None  # seconds, from the file's header; null if unreadable
     audio_url: str
+    same_audio: bool = False  # a sound query: this clip's audio is the query's own (search.mark_same_audio)
     evidence: list[Evidence] = []
 
 

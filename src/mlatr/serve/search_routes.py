@@ -73,10 +73,11 @@ def add_search_routes(app: FastAPI, live: LiveIndex, limits: Limits, batcher: Te
             try:
                 wave = query_waveform(snap.index, tmp.name)  # decoded (bounded) outside the model lock
                 with live.lock:
-                    clips, captions = search_audio(snap.index, wave, k, min_relevance)
+                    clips = search_audio(snap.index, wave, k, min_relevance)
             except MlatrError as exc:
                 raise ApiError(400, str(exc).replace(tmp.name, short(name))) from None
         root = request.scope.get("root_path", "")
         return {"filename": name, "k": k, **clips.answer(),
                 "results": [clip_result(snap, h, None, root) for h in clips],
-                "captions": [caption_result(h, root) for h in captions], "took_ms": (time.perf_counter() - t0) * 1e3}
+                "captions": [caption_result(h, root) for h in clips.caption_hits],
+                "took_ms": (time.perf_counter() - t0) * 1e3}

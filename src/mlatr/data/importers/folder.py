@@ -36,6 +36,7 @@ from mlatr.data.importers._common import AUDIO_EXTENSIONS, BadRows
 from mlatr.data.importers._finish import checked_clips
 from mlatr.data.manifest import Clip, Manifest
 from mlatr.errors import InputError, MlatrError
+from mlatr.file_kinds import special_file
 
 #: Largest sidecar caption file read (a few captions; a 66 MB one aborted index build at 5.6 GB).
 MAX_SIDECAR_BYTES = 1 << 20
@@ -121,16 +122,37 @@ def import_folder(
     labels_from_folder: bool = True,
     skip_bad: bool = False,
     progress: bool = False,
+    probe: bool = True,
 ) -> Manifest:
-    """Make a manifest of every sound file under the folders ``sources`` (see the module docstring)."""
-
-    bad = BadRows(skip_bad)
+    """Make a manifest of every sound file under the folders ``sources`` (see the module docstring); ``probe``:
+    decode each file for its ``duration`` (a file that does not decode whole is a bad row here; without it,
+    when it is read)."""
     entries: list[tuple[Path, Path]] = []
     for src in sources:
         folder = Path(src)
         if not folder.is_dir():
             raise InputError("not a folder", str(folder))
         entries += [(folder, f) for f in sound_files(folder)]
+    return _import_entries(entries, relative_to, split, labels_from_folder, skip_bad, progress, probe)
+
+
+def import_files(files: Sequence[str | os.PathLike], *, split: str | None = None, skip_bad: bool = False,
+                 progress: bool = False, probe: bool = True) -> Manifest:
+    """A manifest of the sound files ``files`` as :func:`import_folder` makes one of a folder whose root is their
+    deepest common folder: ``dog.wav rain.ogg`` -> ids ``dog``, ``rain``; ``a/x.wav b/y.wav`` -> ``a/x``,
+    ``b/y`` (captions from sidecars or names, labels from their folders below that root)."""
+    paths = [Path(os.path.abspath(f)) for f in files]
+    if not paths:
+        raise MlatrError("no sound file given")
+    root = Path(os.path.commonpath([str(p.parent) for p in paths]))
+    return _import_entries([(root, p) for p in paths], None, split, True, skip_bad, progress, probe)
+
+
+def _import_entries(entries: list[tuple[Path, Path]], relative_to: str | os.PathLike | None, split: str | None,
+                    labels_from_folder: bool, skip_bad: bool, progress: bool, probe: bool) -> Manifest:
+    """The manifest of ``(root, file)`` entries: each file's id its path under its root (see the module
+    docstring)."""
+    bad = BadRows(skip_bad)
     stems: dict[str, int] = {}
     for folder, f in entries:
         key = f.relative_to(folder).with_suffix("").as_posix()
@@ -151,8 +173,12 @@ def import_folder(
             bad.report(str(f), None, "id",
                        f"a file with id {ident!r} was already imported from another folder")
             continue
+        duration = None
         try:
-            duration = round(probe_audio(f).seconds, 6)
+            if probe:
+                duration = round(probe_audio(f).seconds, 6)
+            elif special_file(f) or not f.is_file():
+                raise MlatrError(f"{f}: {special_file(f) or 'no such sound file'}")
         except MlatrError as exc:
             bad.report(str(f), None, "audio", str(exc).removeprefix(f"{f}: "))
             continue

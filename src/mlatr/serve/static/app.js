@@ -31,6 +31,13 @@ const SVG = "http://www.w3.org/2000/svg";
 function evidenceChips(r) {
   const box = document.createElement("div");
   box.className = "evidence";
+  if (r.same_audio) {  // the query's own sound: its score of 1.000 is not a similarity
+    const same = document.createElement("span");
+    same.className = "chip same";
+    same.textContent = "your sound: the same audio";
+    same.title = "This clip's audio is the sound you searched with, sample for sample";
+    box.append(same);
+  }
   (r.evidence || []).forEach((e) => {
     const chip = document.createElement("span");
     chip.className = "chip " + e.source;
@@ -185,7 +192,13 @@ function failed(e) {
   }
 }
 
-async function searchSimilar(r) {
+// "More like this": the query is now the clip, in the box (like:ID, which a search of the box repeats) and in
+// the URL (?like=ID&k=N), so the result can be shared and reloaded.
+const LIKE = "like:";
+
+async function searchSimilar(r, remember = true) {
+  q.value = LIKE + r.id;
+  if (remember) history.replaceState(null, "", "?" + new URLSearchParams({ like: r.id, k: k.value }).toString());
   say(`Looking for sounds like ${r.caption || r.id}…`);
   $("query-sound").hidden = true;
   try {
@@ -197,6 +210,10 @@ async function searchSimilar(r) {
 async function searchText(remember = true) {
   const text = q.value.trim();
   if (!text) { say("Type a description of a sound first.", true); q.focus(); return; }
+  if (text.startsWith(LIKE) && text.length > LIKE.length) {
+    searchSimilar({ id: text.slice(LIKE.length) }, remember);
+    return;
+  }
   const params = new URLSearchParams({ q: text, k: k.value });
   if (lang.value) params.set("lang", lang.value);
   if ($("rank").value !== "hybrid") params.set("rank", $("rank").value);
@@ -213,6 +230,7 @@ async function searchSound(f) {
   if (health && f.size > health.max_upload_bytes) {
     say(`${f.name} is too large (${(f.size / 2 ** 20).toFixed(1)} MiB; the limit is ` +
         `${(health.max_upload_bytes / 2 ** 20).toFixed(1)} MiB).`, true);
+    forgetUpload();
     return;
   }
   const body = new FormData();
@@ -228,7 +246,21 @@ async function searchSound(f) {
   try {
     const data = await getJSON(await fetch("search/audio?k=" + encodeURIComponent(k.value), { method: "POST", body }));
     show(data, `the sound ${f.name}`);
-  } catch (e) { failed(e); }
+  } catch (e) {
+    failed(e);
+    forgetUpload();
+  }
+}
+
+// A refused upload leaves nothing behind: its player is hidden and the picker is emptied (the same file,
+// fixed, can be picked again); its error goes as soon as the person does something else.
+function forgetUpload() {
+  $("query-sound").hidden = true;
+  file.value = "";
+}
+
+function clearError() {
+  if (statusLine.classList.contains("error")) say("");
 }
 
 // The picker tells the truth: an encoder that ignores the language gets "any language" selected and a
@@ -272,12 +304,15 @@ async function start() {
   }
   if (params.get("k") && [...k.options].some((o) => o.value === params.get("k"))) k.value = params.get("k");
   if (["audio", "captions"].includes(params.get("rank"))) $("rank").value = params.get("rank");
-  if (params.get("q")) { q.value = params.get("q"); searchText(false); }
+  if (params.get("like")) searchSimilar({ id: params.get("like") }, false);
+  else if (params.get("q")) { q.value = params.get("q"); searchText(false); }
   document.body.dataset.ready = "1";
 }
 
 form.addEventListener("submit", (ev) => { ev.preventDefault(); searchText(); });
 file.addEventListener("change", () => { searchSound(file.files[0]); });
+q.addEventListener("input", clearError);
+[lang, k, $("rank")].forEach((s) => s.addEventListener("change", clearError));
 ["dragenter", "dragover"].forEach((t) => document.addEventListener(t, (ev) => {
   ev.preventDefault();
   drop.classList.add("over");

@@ -1,0 +1,61 @@
+"""Evidence: why a search hit matched, one typed object per source (issue 37).
+
+A hit's evidence (:mod:`mlatr.search.hybrid` for text queries, :func:`mlatr.search.search.sound_results` for
+sound queries) is a list of :class:`Evidence`, best source first: the clip's best ``caption`` where the
+fused score counts it or it ranked the clip, its best ``keyword`` match (with the query's ``terms`` found
+in it) and its ``sound``. ``to_dict()`` gives the JSON object of the CLI's ``--json`` and the HTTP API:
+``{"source", "score", "rank"}`` and, for a caption or keyword, ``"text"``, ``"lang"`` (and ``"terms"``).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from typing import Literal
+
+#: The sources of evidence, in the order a hit lists them.
+SOURCES = ("caption", "keyword", "sound")
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """One source's reason for a hit: ``source`` (caption | keyword | sound), its ``score`` (caption and
+    sound: a cosine, ATRI eq. 1; keyword: BM25, :mod:`mlatr.search.lexical`), the clip's 1-based ``rank``
+    in that source; a caption or keyword match's ``text`` and ``lang`` (ISO 639-3); a keyword match's
+    ``terms`` (the query's words found in it, as the query spelt them)."""
+
+    source: Literal["caption", "keyword", "sound"]
+    score: float
+    rank: int
+    text: str | None = None
+    lang: str | None = None
+    terms: tuple[str, ...] | None = None
+
+    def to_dict(self) -> dict:
+        """The JSON object: the fields that apply to the source; a score that is not finite is ``None``."""
+        out: dict = {"source": self.source}
+        if self.source != "sound":
+            out.update(text=self.text, lang=self.lang)
+        if self.source == "keyword":
+            out["terms"] = list(self.terms or ())
+        score = float(self.score)
+        out.update(score=score if math.isfinite(score) else None, rank=self.rank)
+        return out
+
+    def describe(self) -> str:
+        """A few words for a terminal: ``caption "un chien qui aboie" [fra] 0.93 (#1)``."""
+        if self.source == "caption":
+            return f"caption \"{self.text}\" [{self.lang}] {self.score:.2f} (#{self.rank})"
+        if self.source == "keyword":
+            return f"keyword {', '.join(self.terms or ())} in \"{self.text}\" [{self.lang}] (#{self.rank})"
+        return f"sound {self.score:.2f} (#{self.rank})"
+
+    def reranked(self, rank: int) -> Evidence:
+        """The same evidence at another rank in its source."""
+        return replace(self, rank=rank)
+
+
+def describe_evidence(evidence: list[Evidence]) -> str:
+    """One line saying why a hit matched: ``caption "un chien qui aboie" [fra] 0.93 (#1); keyword chien,
+    aboie in "…" [fra] (#1); sound 0.12 (#40)``."""
+    return "; ".join(e.describe() for e in evidence)
