@@ -16,6 +16,11 @@ ML-CLAP, KCL, CACL; InfoNCE, SigLIP; SupCLAP's SVR), the optimizer, schedule and
 ``last.pt`` after every epoch and ``best.pt`` at the best validated epoch, ``"model"`` holding the heads
 only; ``resume=True`` continues bit-exactly.
 
+The audio side reads ``ClipFeatures`` (:mod:`mlatr.frozen_prefix`): pooled vectors of the whole frozen
+backbone (heads only), or the cached outputs of its frozen lower blocks with ``audio_tail``, the backbone's
+upper blocks, training with the heads (``train_last_blocks`` of :class:`~mlatr.models.aisfx.AisfxEncoder`;
+the checkpoint's ``"model"`` then also holds those blocks).
+
 One extra term exists only here: ``text_identity`` (weight ``identity_penalty``), the mean squared
 distance ``||g_t(t) - t||^2`` between the text head's output and its input, which keeps a near-identity
 text head (:class:`~mlatr.models.projection.ResidualHead`) close to the frozen multilingual space.
@@ -39,6 +44,7 @@ from tqdm import tqdm
 from mlatr.data.pipeline.batches import TrainBatch
 from mlatr.data.pipeline.plan import plan_epoch
 from mlatr.errors import MlatrError
+from mlatr.frozen_prefix import ClipFeatures, PooledFeatures
 from mlatr.inference.checkpoint import read_checkpoint, save_checkpoint
 from mlatr.models.outputs import EncoderOutput
 from mlatr.seeds import derive_seed
@@ -100,16 +106,19 @@ class HeadTraining:
 
 
 class FeatureHeads:
-    """``heads(features [n, Da], lengths, texts, langs) -> (audio, text)``: the dual encoder's forward with
-    the frozen backbones' outputs read from the cache (audio features given, texts looked up in ``bank``)."""
+    """``heads(features, lengths, texts, langs) -> (audio, text)``: the dual encoder's forward with the frozen
+    backbones' outputs read from the cache (audio features given: pooled ``[n, Da]``, or the frozen lower
+    blocks' outputs that ``tail`` takes to ``[n, Da]``; texts looked up in ``bank``)."""
 
-    def __init__(self, model, bank: TextBank):
-        self.model, self.bank = model, bank
+    def __init__(self, model, bank: TextBank,
+                 tail: Callable[[torch.Tensor, torch.Tensor], EncoderOutput] | None = None):
+        self.model, self.bank, self.tail = model, bank, tail
 
     def __call__(self, features: torch.Tensor, lengths: torch.Tensor, texts: Sequence[str],
                  langs: Sequence[str]) -> tuple[EncoderOutput, EncoderOutput]:
-        audio = self.model.audio_projection(features)  # [n, D]
-        text = self.model.text_projection(self.bank.lookup(texts, langs))  # [M, D]
+        pooled = features if self.tail is None else self.tail(features, lengths).pooled  # [n, Da]
+        audio = self.model.audio_projection(pooled)  # [n, D]
+        text = self.model.text_projection(self.bank.lookup(texts, langs).to(pooled.device))  # [M, D]
         return EncoderOutput(pooled=audio), EncoderOutput(pooled=text)
 
 
@@ -137,17 +146,17 @@ def _unit(x: np.ndarray) -> np.ndarray:
     return x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
 
 
-def head_parameters(model) -> list[nn.Parameter]:
-    return [p for n, p in model.named_parameters() if n.startswith(HEAD_PREFIXES)]
-
-
-def train_heads(model, audio_feats: np.ndarray, clip_rows: Sequence[Sequence[Sequence[str | None]]],
+def train_heads(model, audio_feats: np.ndarray | ClipFeatures, clip_rows: Sequence[Sequence[Sequence[str | None]]],
                 languages: Sequence[str], bank: TextBank, settings: HeadTraining,
                 validate: Callable[[nn.Module], float] | None = None, progress: bool = True,
-                out_dir: str | Path | None = None, resume: bool = False) -> list[dict]:
+                out_dir: str | Path | None = None, resume: bool = False, audio_tail: nn.Module | None = None,
+                device: str | torch.device = "cpu") -> list[dict]:
     """Train ``model``'s projection heads on fixed features; returns the per-epoch log.
 
-    ``audio_feats [N, Da]`` frozen audio features; ``clip_rows[i]`` the caption rows of clip ``i``
+    ``audio_feats``: frozen audio features, ``[N, Da]`` pooled vectors or any ``ClipFeatures`` (with
+    ``audio_tail``, a module of ``model`` that takes a batch of them to pooled ``[n, Da]`` vectors, e.g.
+    :class:`~mlatr.models.aisfx.AisfxTail`; its parameters that require gradients train with the heads);
+    ``device``: where ``model`` is and the steps run; ``clip_rows[i]`` the caption rows of clip ``i``
     (:func:`caption_rows`: one row per source caption, one text per language of ``languages``, English
     first for CACL); ``bank`` holds the frozen text features of every caption. ``validate(model)`` (a
     score, higher is better) is called after each epoch and the heads of the best epoch are kept.
@@ -157,7 +166,8 @@ def train_heads(model, audio_feats: np.ndarray, clip_rows: Sequence[Sequence[Seq
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # [64, 512] matrices: thread hand-offs cost more than they save on a busy CPU
     try:
-        run = _HeadRun(model, audio_feats, clip_rows, list(languages), bank, settings, out_dir)
+        run = _HeadRun(model, audio_feats, clip_rows, list(languages), bank, settings, out_dir, audio_tail,
+                       torch.device(device))
         if resume:
             run.resume()
         return run.fit(validate, progress)
@@ -169,7 +179,7 @@ class _HeadRun:
     """One head-training run: the trainer's pieces over cached features (see the module docstring)."""
 
     def __init__(self, model, audio_feats, clip_rows, languages: list[str], bank: TextBank, s: HeadTraining,
-                 out_dir: str | Path | None):
+                 out_dir: str | Path | None, tail: nn.Module | None, device: torch.device):
         if len(clip_rows) != len(audio_feats):
             raise MlatrError(f"train heads: {len(clip_rows)} clips of captions for {len(audio_feats)} audio "
                              "features")
@@ -178,16 +188,20 @@ class _HeadRun:
             raise MlatrError(f"train heads: clip {empty[0]} has no caption")
         self.model, self.clip_rows, self.languages, self.s = model, clip_rows, languages, s
         self.out = Path(out_dir) if out_dir is not None else None
-        self.features = torch.from_numpy(np.ascontiguousarray(audio_feats, np.float32))  # [N, Da]
+        self.features = PooledFeatures(audio_feats) if isinstance(audio_feats, np.ndarray) else audio_feats
+        self.trained = _trained_names(model, tail)
         self.batch_size = min(s.batch_size, len(clip_rows))  # fewer clips than a batch: one batch of them all
         self.objective = build_objective(s.objective, self.batch_size)
-        self.run_step = StepRunner(model, FeatureHeads(model, bank), self.objective, DistContext(),
-                                   torch.device("cpu"), nullcontext,
-                                   extra_terms=_identity_term(bank, s.identity_penalty))
-        self.optimizer = make_optimizer(s.optim, head_parameters(model) + list(self.objective.parameters()))
+        self.objective.to(device)
+        self.run_step = StepRunner(model, FeatureHeads(model, bank, tail), self.objective, DistContext(), device,
+                                   nullcontext, extra_terms=_identity_term(bank, s.identity_penalty))
+        named = dict(model.named_parameters())
+        self.optimizer = make_optimizer(s.optim, [named[n] for n in self.trained] + list(self.objective.parameters()))
         steps_per_epoch = len(clip_rows) // self.batch_size
         self.scheduler = make_scheduler(self.optimizer, s.optim, steps_per_epoch * s.epochs)
         self.config = {**asdict(s), "clips": len(clip_rows), "languages": languages}
+        if tail is not None:
+            self.config["trained"] = self.trained
         self.epoch, self.step = 0, 0  # epochs completed, optimizer steps taken
         self.best: dict[str, Any] = {"score": -math.inf, "epoch": None}
         self.best_heads: dict[str, torch.Tensor] | None = None
@@ -241,8 +255,8 @@ class _HeadRun:
         for planned in plan:
             idx = [p.index for p in planned]
             rows = [list(self.clip_rows[p.index][p.caption]) for p in planned]
-            batch = TrainBatch(self.features[idx], torch.full((len(idx),), self.features.shape[1]), idx, rows,
-                               list(range(len(idx))), planned)
+            features, lengths = self.features.batch(idx)
+            batch = TrainBatch(features, lengths, idx, rows, list(range(len(idx))), planned)
             inputs = step_inputs(batch, None, self.objective.scheme, self.languages, pairing, self.run_step.ctx)
             if inputs is None:  # a single clip: no negatives
                 continue
@@ -259,7 +273,9 @@ class _HeadRun:
         return entry
 
     def _heads(self) -> dict[str, torch.Tensor]:
-        return {k: v for k, v in self.model.state_dict().items() if k.startswith(HEAD_PREFIXES)}
+        """The trained weights (the heads', and the tail's that train)."""
+        trained = set(self.trained)
+        return {k: v for k, v in self.model.state_dict().items() if k.startswith(HEAD_PREFIXES) or k in trained}
 
     def _save(self) -> None:
         """``last.pt`` (and ``best.pt`` when this epoch is the best): the trainer's checkpoint layout."""
@@ -272,13 +288,19 @@ class _HeadRun:
             save_checkpoint(self.out / "best.pt", state)
 
 
+def _trained_names(model, tail: nn.Module | None) -> list[str]:
+    """Names (in ``model``) of the parameters that train: the heads', and the tail's that require gradients."""
+    in_tail = {id(p) for p in tail.parameters() if p.requires_grad} if tail is not None else set()
+    return [n for n, p in model.named_parameters() if n.startswith(HEAD_PREFIXES) or id(p) in in_tail]
+
+
 def _identity_term(bank: TextBank, weight: float) -> ExtraTerms | None:
     """The ``text_identity`` term ``weight * mean ||g_t(t) - t||^2`` over the step's captions (None: off)."""
     if weight <= 0:
         return None
 
     def terms(audio: EncoderOutput, text: EncoderOutput, inputs: StepInputs) -> dict[str, torch.Tensor]:
-        text_in = bank.lookup(inputs.selection.texts, inputs.selection.langs)  # [M, Dt]
+        text_in = bank.lookup(inputs.selection.texts, inputs.selection.langs).to(text.pooled.device)  # [M, Dt]
         return {"text_identity": weight * ((text.pooled - text_in) ** 2).sum(dim=1).mean()}
 
     return terms
