@@ -49,6 +49,7 @@ COMMANDS: list[tuple[str, str]] = [
     ("experiment supclap", "experiment_supclap"),
     ("experiment finegrained", "experiment_finegrained"),
     ("experiment unseen-library", "experiment_unseen_library"),
+    ("experiment learning-curve", "experiment_learning_curve"),
 ]
 
 #: One-line help of command groups.

@@ -98,6 +98,8 @@ class HeadTraining:
     objective: ObjectiveConfig = field(default_factory=ObjectiveConfig)
     #: Weight of the ``text_identity`` term (0 = off).
     identity_penalty: float = 0.0
+    #: Learning rate of the audio tail's parameters (None: ``optim.lr``); the schedule scales both alike.
+    tail_lr: float | None = None
 
     @classmethod
     def at(cls, lr: float, **fields: Any) -> HeadTraining:
@@ -136,9 +138,10 @@ def _at(texts: list[str | None] | None, j: int) -> str | None:
 
 def project(model, audio_feats: np.ndarray, text_feats: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Projected unit-norm embeddings of precomputed backbone features (the DualEncoder's heads)."""
+    device = next(model.audio_projection.parameters()).device
     with torch.no_grad():
-        a = model.audio_projection(torch.from_numpy(audio_feats))
-        t = model.text_projection(torch.from_numpy(text_feats))
+        a = model.audio_projection(torch.from_numpy(audio_feats).to(device)).cpu()
+        t = model.text_projection(torch.from_numpy(text_feats).to(device)).cpu()
     return _unit(a.numpy()), _unit(t.numpy())
 
 
@@ -196,7 +199,12 @@ class _HeadRun:
         self.run_step = StepRunner(model, FeatureHeads(model, bank, tail), self.objective, DistContext(), device,
                                    nullcontext, extra_terms=_identity_term(bank, s.identity_penalty))
         named = dict(model.named_parameters())
-        self.optimizer = make_optimizer(s.optim, [named[n] for n in self.trained] + list(self.objective.parameters()))
+        tail_names = [n for n in self.trained if not n.startswith(HEAD_PREFIXES)]
+        lower = tail_names if s.tail_lr is not None else []
+        self.optimizer = make_optimizer(s.optim, [named[n] for n in self.trained if n not in lower]
+                                        + list(self.objective.parameters()))
+        if lower:
+            self.optimizer.add_param_group({"params": [named[n] for n in lower], "lr": s.tail_lr})
         steps_per_epoch = len(clip_rows) // self.batch_size
         self.scheduler = make_scheduler(self.optimizer, s.optim, steps_per_epoch * s.epochs)
         self.config = {**asdict(s), "clips": len(clip_rows), "languages": languages}
