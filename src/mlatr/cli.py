@@ -25,6 +25,8 @@ COMMANDS: list[tuple[str, str]] = [
     ("data export", "data_export"),
     ("data split", "data_split"),
     ("data recaption", "data_recaption"),
+    ("data unpack-debs", "data_unpack_debs"),
+    ("data dedup", "data_dedup"),
     ("data translate", "data_translate"),
     ("data translation-qa", "data_translation_qa"),
     ("demo", "demo"),
@@ -55,7 +57,8 @@ COMMANDS: list[tuple[str, str]] = [
 #: One-line help of command groups.
 GROUPS: dict[str, str] = {
     "data": "manifests: validate, import, statistics, synthetic benchmark, hash splits, captions from paths, "
-            "translate and check translations, decoded-audio store",
+            "translate and check translations, decoded-audio store, sound libraries from Debian packages, "
+            "duplicates",
     "index": "build, update, inspect, delete from and compact a search index of audio embeddings",
     "experiment": "paper experiments: grids of training runs with tables and figures",
 }
