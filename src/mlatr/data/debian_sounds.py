@@ -34,6 +34,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import tarfile
 import tempfile
 import zipfile
@@ -319,9 +320,10 @@ def done_row(dest: Path, rule: PackageRule) -> dict | None:
     return row if row.get("package") == rule.package else None
 
 
-def unpack_all(debs: Path, dest: Path, rules: Sequence[PackageRule], log=print) -> dict:
+def unpack_all(debs: Path, dest: Path, rules: Sequence[PackageRule], log=None) -> dict:
     """Unpack every package of ``rules`` not unpacked yet from ``debs/<package>_*.deb``; a refused package is
     reported and skipped, a package without a ``.deb`` is an error. Writes ``dest/licences.json``; returns it."""
+    log = log or (lambda message: print(message, file=sys.stderr))
     dest.mkdir(parents=True, exist_ok=True)
     for stale in dest.glob(".unpack-*"):  # a killed run's work folder
         shutil.rmtree(stale, ignore_errors=True)
