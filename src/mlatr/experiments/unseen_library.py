@@ -41,6 +41,10 @@ from mlatr.search.fusion import RANKS
 from mlatr.training.heads import HeadTraining
 
 IN_LIBRARY = "in-library"
+#: The 12 libraries of the first real-sound corpus (issue 17): reported apart from the ones added since
+#: (issue 35), so that figures stay comparable across corpus versions.
+ORIGINAL_LIBRARIES = ("flare", "freedesktop", "lincity", "lmms", "micropolis", "minetest", "qabcs", "scratch",
+                      "sonic-pi", "sound-icons", "wesnoth", "widelands")
 
 
 def folds(data: RealSounds, libraries: Sequence[str] | None = None) -> dict[str, dict[str, list[int]]]:
@@ -173,6 +177,8 @@ def summarize(fold_results: dict[str, dict]) -> dict:
         "zero_shot": {lang: mean([z[lang]["top1"] for z in with_labels]) for lang in [*langs, "avg"]},
         "zero_shot_chance": mean([z["chance"]["top1"] for z in with_labels]),
         "text_search": summarize_text_search(unseen),
+        "groups": {name: sound_only({f: r for f, r in unseen.items() if (f in ORIGINAL_LIBRARIES) == original})
+                   for name, original in (("original", True), ("added", False))},
     }
     if IN_LIBRARY in fold_results:
         q = fold_results[IN_LIBRARY]["queries"]
@@ -180,6 +186,41 @@ def summarize(fold_results: dict[str, dict]) -> dict:
                              "files_t2a": fold_results[IN_LIBRARY]["captions"]["t2a"],
                              "queries_chance": q["chance"]["t2a"]}
     return out
+
+
+def sound_only(fold_results: dict[str, dict]) -> dict:
+    """Sound-only query t2a R@1 / R@10 per language, a2t R@1 and MRV: means over the folds with a relevant clip."""
+    qs = [r["queries"] for r in fold_results.values() if r["queries"]["n_queries"]]
+    if not qs:
+        return {"libraries": 0}
+
+    def mean(values):
+        values = [v for v in values if v == v]
+        return float(np.mean(values)) if values else float("nan")
+
+    langs = list(qs[0]["t2a"])
+    return {"libraries": len(qs),
+            "t2a": {lang: {k: mean([q["t2a"][lang][k] for q in qs]) for k in ("R1", "R10")} for lang in langs},
+            "a2t_R1": mean([q["a2t"]["avg"]["R1"] for q in qs]), "mrv": mean([q["consistency"]["mrv"] for q in qs]),
+            "chance": {k: mean([q["chance"]["t2a"][k] for q in qs]) for k in ("R1", "R10")}}
+
+
+def groups_report(runs: dict, languages: list[str]) -> list[str]:
+    """Markdown lines: sound-only query recall on the 12 original libraries and on the added ones, apart."""
+    if not any(run["unseen"].get("groups", {}).get("added", {}).get("libraries") for run in runs.values()):
+        return []
+    lines = ["", "## Sound-only queries: the 12 original libraries and the added ones, apart", "",
+             "| run | libraries | R@1 | R@10 | " + " | ".join(f"{lang} R@10" for lang in languages)
+             + " | a2t R@1 | MRV | chance R@10 |", "|---|---|" + "---:|" * (len(languages) + 6)]
+    for key, run in runs.items():
+        for name, g in run["unseen"]["groups"].items():
+            if not g.get("libraries"):
+                continue
+            t = g["t2a"]
+            lines.append(f"| {key} | {name} ({g['libraries']}) | {_f(t['avg']['R1'])} | {_f(t['avg']['R10'])} | "
+                         + " | ".join(_f(t[lang]["R10"]) for lang in languages)
+                         + f" | {_f(g['a2t_R1'])} | {_f(g['mrv'])} | {_f(g['chance']['R10'])} |")
+    return lines
 
 
 def best_run(results: dict) -> str | None:
@@ -238,6 +279,7 @@ def unseen_report(results: dict, languages: list[str]) -> str:
         lines += [f"| {key} | " + " | ".join(_f(value(run["unseen"], lang)) for lang in langs) + " |"
                   for key, run in runs.items()]
         lines.append("| chance | " + " | ".join(_f(chance) for _ in langs) + " |")
+    lines += groups_report(runs, languages)
     lines += text_search_report(runs, languages)
     best = results.get("best")
     if best:

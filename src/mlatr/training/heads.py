@@ -138,7 +138,7 @@ def _at(texts: list[str | None] | None, j: int) -> str | None:
 
 def project(model, audio_feats: np.ndarray, text_feats: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Projected unit-norm embeddings of precomputed backbone features (the DualEncoder's heads)."""
-    device = next(model.audio_projection.parameters()).device
+    device = next(model.audio_projection.parameters(), torch.empty(0)).device
     with torch.no_grad():
         a = model.audio_projection(torch.from_numpy(audio_feats).to(device)).cpu()
         t = model.text_projection(torch.from_numpy(text_feats).to(device)).cpu()
