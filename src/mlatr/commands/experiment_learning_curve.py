@@ -56,6 +56,10 @@ def add_arguments(parser) -> None:
     parser.add_argument("--tail-epochs", type=positive_int, default=None,
                         help="epochs of a run that trains blocks (default: --epochs)")
     parser.add_argument("--tail-lr", type=positive_float, default=1e-4, help="learning rate of the trained blocks")
+    parser.add_argument("--heads", default="near-identity", help="head option (default near-identity; "
+                        "near-identity-kcl needs a translated manifest)")
+    parser.add_argument("--ensemble", type=positive_int, default=1,
+                        help="heads trained per fold and averaged (heads-only points; default 1)")
     parser.add_argument("--device", default="cpu", help="torch device of the runs (default cpu)")
     parser.add_argument("--bundle", default=None, help="run from a folder written by --export-bundle")
     parser.add_argument("--export-bundle", default=None, help="write the curve's inputs to this folder and stop")
@@ -86,11 +90,11 @@ def run(args) -> int:
         print(f"bundle: {export_bundle(inputs, args.export_bundle)}")
         return 0
     results = run_learning_curve(inputs, args.out, blocks, fractions, seeds, args.epochs, args.tail_epochs,
-                                 args.tail_lr, libraries, args.device, progress)
+                                 args.tail_lr, libraries, args.device, progress, args.heads, args.ensemble)
     for key, point in results["points"].items():
         s = point.get("summary")
         if s:
             print(f"{key}: t2a R@1 {s['t2a']['avg']['R1']:.1f} R@10 {s['t2a']['avg']['R10']:.1f} "
-                  f"MRV {s['mrv']:.1f} ({s['folds']} folds, {s['train_clips']:.0f} training clips)")
+                  f"MRV {s['mrv']:.1f} ({s['libraries']} folds, {s['train_clips']:.0f} training clips)")
     print(f"figure: {Path(args.out) / 'learning-curve.png'}")
     return 0

@@ -32,6 +32,9 @@ HEAD_OPTIONS: dict[str, HeadOption] = {o.name: o for o in (
                text_head="identity"),
     HeadOption("near-identity", "residual text head x + MLP(x) from the identity, penalty 1.0 ||g(t) - t||^2",
                text_head="residual", identity_penalty=1.0),
+    HeadOption("near-identity-kcl", "near-identity text head, KCL (ATRI eq. 9) over English and its machine "
+               "translations in the manifest (mlatr data translate)", text_head="residual", identity_penalty=1.0,
+               scheme="kcl", caption_languages="all"),
     HeadOption("kcl-translations", "both ML-CLAP heads, KCL (ATRI eq. 9) over English and its machine translations "
                "in the manifest (mlatr data translate)", scheme="kcl", caption_languages="all"),
 )}

@@ -30,6 +30,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 from torch import nn
 from tqdm import tqdm
 
@@ -38,7 +39,7 @@ from mlatr.data.path_captions import CaptionTable
 from mlatr.errors import MlatrError
 from mlatr.experiments.head_options import HEAD_OPTIONS
 from mlatr.experiments.real_heads import QUERIES_PATH, RealSounds, build_model, caption_retrieval, query_retrieval
-from mlatr.experiments.unseen_library import IN_LIBRARY, folds
+from mlatr.experiments.unseen_library import IN_LIBRARY, ORIGINAL_LIBRARIES, folds, sound_only
 from mlatr.frozen_prefix import BlockFeatures, PrefixCache, prefix_features
 from mlatr.io_utils import atomic_write_json, atomic_write_with
 from mlatr.models.aisfx import STAGES, AisfxEncoder, AisfxTail
@@ -63,6 +64,24 @@ def fraction_rows(rows: Sequence[int], ids: Sequence[str], fraction: float, seed
         return int.from_bytes(digest[:8], "big") / 2 ** 64
 
     return [i for i in rows if u(i) < fraction]
+
+
+class _MeanOfUnit(nn.Module):
+    def __init__(self, heads: Sequence[nn.Module]):
+        super().__init__()
+        self.heads = nn.ModuleList(heads)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.stack([F.normalize(h(x), dim=-1) for h in self.heads]).mean(dim=0)
+
+
+class EnsembleHeads(nn.Module):
+    """Several trained head pairs as one: each side's output is the mean of the members' unit embeddings."""
+
+    def __init__(self, models: Sequence[nn.Module]):
+        super().__init__()
+        self.audio_projection = _MeanOfUnit([m.audio_projection for m in models])
+        self.text_projection = _MeanOfUnit([m.text_projection for m in models])
 
 
 class CachedText(nn.Module):
@@ -206,21 +225,26 @@ def _locations(counts: Sequence[int]) -> list[tuple[int, int, int]]:
 def run_learning_curve(inputs: FrozenInputs, out: str | Path, train_blocks: Sequence[int] = TRAIN_BLOCKS,
                        fractions: Sequence[float] = FRACTIONS, seeds: Sequence[int] = (0,), epochs: int = 60,
                        tail_epochs: int | None = None, tail_lr: float = 1e-4, libraries: Sequence[str] | None = None,
-                       device: str | torch.device = "cpu", progress: bool = True) -> dict:
+                       device: str | torch.device = "cpu", progress: bool = True, heads: str = HEADS,
+                       ensemble: int = 1) -> dict:
     """Every point ``(train_blocks, fraction, seed)`` over every held-out library; ``OUT/results.json`` after
-    each fold (a rerun with the same settings resumes), ``OUT/learning-curve.png`` at the end."""
+    each fold (a rerun with the same settings resumes), ``OUT/learning-curve.png`` at the end. ``heads``: the
+    head option; ``ensemble``: heads trained per fold (seeds ``seed * 1000 + k``), their unit embeddings averaged
+    (:class:`EnsembleHeads`; heads-only points)."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     data, bank = inputs.data, inputs.bank
     fold_rows = {f: r for f, r in folds(data, libraries).items() if f != IN_LIBRARY}
-    settings = {"epochs": epochs, "tail_epochs": tail_epochs or epochs, "tail_lr": tail_lr, "heads": HEADS,
-                "clips": len(data.manifest), "text": inputs.text_name}
+    settings = {"epochs": epochs, "tail_epochs": tail_epochs or epochs, "tail_lr": tail_lr, "heads": heads,
+                "clips": len(data.manifest), "text": inputs.text_name, "ensemble": ensemble}
     path = out / "results.json"
     results = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
     if results.get("settings") != settings:
         results = {"settings": settings, "points": {}}
     ids = [c.id for c in data.manifest.clips]
-    option = HEAD_OPTIONS[HEADS]
+    if heads not in HEAD_OPTIONS or not HEAD_OPTIONS[heads].trained:
+        raise MlatrError(f"--heads must be a trained head option ({', '.join(HEAD_OPTIONS)}), got {heads!r}")
+    option = HEAD_OPTIONS[heads]
     todo = [(b, fr, s, f) for b in train_blocks for fr in fractions for s in seeds for f in fold_rows
             if f not in results["points"].get(_point(b, fr, s), {}).get("folds", {})]
     bar = tqdm(total=len(todo), desc="learning curve", unit="fold", disable=not progress or not todo)
@@ -228,17 +252,27 @@ def run_learning_curve(inputs: FrozenInputs, out: str | Path, train_blocks: Sequ
         bar.set_postfix_str(f"blocks {b} fraction {fr} seed {s} {f}")
         rows = fold_rows[f]
         train = fraction_rows(rows["train"], ids, fr, s)
-        model = build_model(data, _text_side(inputs), option, 256, s)
-        feats, best = _train_point(inputs, model, train, rows["val"], b, s,
-                                   epochs if b == 0 else (tail_epochs or epochs), tail_lr, device,
-                                   out / "heads" / _point(b, fr, s) / f)
+        if b == 0 and ensemble > 1:
+            members, best = [], []
+            for k in range(ensemble):
+                member = build_model(data, _text_side(inputs), option, 256, s * 1000 + k)
+                _, e = _train_point(inputs, member, train, rows["val"], 0, s * 1000 + k, epochs, tail_lr, device,
+                                    out / "heads" / _point(b, fr, s) / f / str(k), option)
+                members.append(member)
+                best.append(e)
+            model, feats = EnsembleHeads(members), data.features
+        else:
+            model = build_model(data, _text_side(inputs), option, 256, s)
+            feats, best = _train_point(inputs, model, train, rows["val"], b, s,
+                                       epochs if b == 0 else (tail_epochs or epochs), tail_lr, device,
+                                       out / "heads" / _point(b, fr, s) / f, option)
         model.cpu()
         run_data = replace(data, features=feats)
         q = query_retrieval(model, run_data, bank, rows["test"])
         point = results["points"].setdefault(_point(b, fr, s), {"train_blocks": b, "fraction": fr, "seed": s,
                                                                  "folds": {}})
         point["folds"][f] = {"queries": q, "train_clips": len(train), "best_epoch": best}
-        point["summary"] = summarize_point(point["folds"], data.languages)
+        point["summary"] = summarize_point(point["folds"])
         atomic_write_json(path, results)
         shutil.rmtree(out / "heads" / _point(b, fr, s) / f, ignore_errors=True)
         bar.update(1)
@@ -257,12 +291,12 @@ def _text_side(inputs: FrozenInputs) -> nn.Module:
 
 
 def _train_point(inputs: FrozenInputs, model, train: list[int], val: list[int], blocks: int, seed: int, epochs: int,
-                 tail_lr: float, device, checkpoints: Path) -> tuple[np.ndarray, int | None]:
-    """Train one fold's model (heads, and the last ``blocks`` conv blocks); returns every clip's pooled
-    features as the trained model gives them (the frozen ones when no block trained)."""
+                 tail_lr: float, device, checkpoints: Path, option) -> tuple[np.ndarray, int | None]:
+    """Train one fold's model (heads as ``option`` says, and the last ``blocks`` conv blocks); returns every
+    clip's pooled features as the trained model gives them (the frozen ones when no block trained)."""
     data, bank = inputs.data, inputs.bank
-    option = HEAD_OPTIONS[HEADS]
-    rows = [caption_rows(data.manifest.clips[i].captions, ["eng"]) for i in train]
+    languages = ["eng"] if option.caption_languages == "eng" else data.caption_languages()
+    rows = [caption_rows(data.manifest.clips[i].captions, languages) for i in train]
     keep = [k for k, r in enumerate(rows) if r]
     train, rows = [train[k] for k in keep], [rows[k] for k in keep]
     settings = HeadTraining.at(1e-3, epochs=epochs, batch_size=64, seed=seed,
@@ -272,7 +306,7 @@ def _train_point(inputs: FrozenInputs, model, train: list[int], val: list[int], 
         def validate(m):
             return caption_retrieval(m, data, bank, val)["t2a"]["R10"]
 
-        log = train_heads(model, data.features[train], rows, ["eng"], bank, settings, validate, progress=False,
+        log = train_heads(model, data.features[train], rows, languages, bank, settings, validate, progress=False,
                           out_dir=checkpoints, resume=True)
         return data.features, _best(log)
     start = STAGES - blocks
@@ -287,7 +321,7 @@ def _train_point(inputs: FrozenInputs, model, train: list[int], val: list[int], 
         feats[val] = stage_features(enc, stage, device, val)
         return caption_retrieval(m, replace(data, features=feats), bank, val)["t2a"]["R10"]
 
-    log = train_heads(model, stage.subset(train), rows, ["eng"], bank, settings, validate, progress=False,
+    log = train_heads(model, stage.subset(train), rows, languages, bank, settings, validate, progress=False,
                       out_dir=checkpoints, resume=True, audio_tail=AisfxTail(enc, start), device=device)
     return stage_features(enc, stage, device), _best(log)
 
@@ -297,21 +331,13 @@ def _best(log: list[dict]) -> int | None:
     return max(scored, key=lambda e: e["val"])["epoch"] if scored else None
 
 
-def summarize_point(fold_results: dict[str, dict], languages: Sequence[str]) -> dict:
-    """Means over the held-out libraries with a relevant clip: t2a R@1 / R@10 per language and on average,
-    a2t R@1, MRV."""
-    qs = [r["queries"] for r in fold_results.values() if r["queries"]["n_queries"]]
-
-    def mean(values):
-        values = [v for v in values if v == v]
-        return float(np.mean(values)) if values else float("nan")
-
-    return {"folds": len(qs),
-            "t2a": {lang: {k: mean([q["t2a"][lang][k] for q in qs]) for k in ("R1", "R10")}
-                    for lang in [*languages, "avg"]},
-            "a2t_R1": mean([q["a2t"]["avg"]["R1"] for q in qs]),
-            "mrv": mean([q["consistency"]["mrv"] for q in qs]),
-            "train_clips": mean([r["train_clips"] for r in fold_results.values()])}
+def summarize_point(fold_results: dict[str, dict]) -> dict:
+    """Sound-only query recall (:func:`~mlatr.experiments.unseen_library.sound_only`) over every held-out library
+    with a relevant clip, with the 12 original libraries and the added ones apart (``groups``)."""
+    clips = float(np.mean([r["train_clips"] for r in fold_results.values()]))
+    groups = {name: sound_only({f: r for f, r in fold_results.items() if (f in ORIGINAL_LIBRARIES) == original})
+              for name, original in (("original", True), ("added", False))}
+    return {**sound_only(fold_results), "train_clips": clips, "groups": groups}
 
 
 def plot_learning_curve(results: dict, path: str | Path) -> Path:
