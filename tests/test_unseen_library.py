@@ -185,7 +185,8 @@ def test_demo_real_trains_the_chosen_heads_and_indexes_the_library(tmp_path, mon
 
 
 def test_head_options_use_real_heads_module_names():
-    assert set(HEAD_OPTIONS) == {"random", "both-heads", "audio-only", "near-identity", "kcl-translations"}
+    assert set(HEAD_OPTIONS) == {"random", "both-heads", "audio-only", "near-identity", "near-identity-kcl",
+                                 "kcl-translations"}
     assert real_heads.library_of("scratch/Animal/Dog1") == "scratch"
 
 
@@ -242,3 +243,25 @@ def test_text_search_scores_and_the_fast_recall_agree_with_the_evaluation(tmp_pa
         r10, r1 = s.recall(data, rank, g)
         avg = s.evaluate(data, rank, g)["t2a"]["avg"]
         assert r10 == pytest.approx(avg["R10"]) and r1 == pytest.approx(avg["R1"])
+
+
+def test_added_libraries_are_held_out_in_groups_the_original_ones_alone():
+    from types import SimpleNamespace
+
+    from mlatr.data.manifest import Clip, Manifest
+    from mlatr.experiments.unseen_library import ORIGINAL_LIBRARIES, folds
+
+    libs = ["scratch", "wesnoth", *[f"game{k}" for k in range(20)]]
+    clips = [Clip(id=f"{lib}/c{j}", audio=f"{lib}/c{j}.wav", split=("val", "test", "train")[j]) for lib in libs
+             for j in range(3)]
+    data = SimpleNamespace(manifest=Manifest(clips=clips), libraries=[c.id.split("/")[0] for c in clips])
+    grouped = folds(data, added_groups=4)
+    assert {"scratch", "wesnoth"} < set(grouped) and not any(f.startswith("game") for f in grouped)
+    added = [f for f in grouped if f.startswith("added-")]
+    assert 1 < len(added) <= 4
+    held = [data.libraries[i] for f in added for i in grouped[f]["test"]]
+    assert sorted(set(held)) == sorted(f"game{k}" for k in range(20)) and len(held) == 60  # each once
+    for f in added:
+        test_libs = {data.libraries[i] for i in grouped[f]["test"]}
+        assert test_libs.isdisjoint(data.libraries[i] for i in grouped[f]["train"] + grouped[f]["val"])
+    assert set(folds(data)) == {*libs, "in-library"} and "scratch" in ORIGINAL_LIBRARIES

@@ -226,7 +226,7 @@ def run_learning_curve(inputs: FrozenInputs, out: str | Path, train_blocks: Sequ
                        fractions: Sequence[float] = FRACTIONS, seeds: Sequence[int] = (0,), epochs: int = 60,
                        tail_epochs: int | None = None, tail_lr: float = 1e-4, libraries: Sequence[str] | None = None,
                        device: str | torch.device = "cpu", progress: bool = True, heads: str = HEADS,
-                       ensemble: int = 1) -> dict:
+                       ensemble: int = 1, added_groups: int | None = None) -> dict:
     """Every point ``(train_blocks, fraction, seed)`` over every held-out library; ``OUT/results.json`` after
     each fold (a rerun with the same settings resumes), ``OUT/learning-curve.png`` at the end. ``heads``: the
     head option; ``ensemble``: heads trained per fold (seeds ``seed * 1000 + k``), their unit embeddings averaged
@@ -234,9 +234,10 @@ def run_learning_curve(inputs: FrozenInputs, out: str | Path, train_blocks: Sequ
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     data, bank = inputs.data, inputs.bank
-    fold_rows = {f: r for f, r in folds(data, libraries).items() if f != IN_LIBRARY}
+    fold_rows = {f: r for f, r in folds(data, libraries, added_groups).items() if f != IN_LIBRARY}
     settings = {"epochs": epochs, "tail_epochs": tail_epochs or epochs, "tail_lr": tail_lr, "heads": heads,
-                "clips": len(data.manifest), "text": inputs.text_name, "ensemble": ensemble}
+                "clips": len(data.manifest), "text": inputs.text_name, "ensemble": ensemble,
+                "added_groups": added_groups}
     path = out / "results.json"
     results = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
     if results.get("settings") != settings:

@@ -24,6 +24,7 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
+from mlatr.data.splits import hash_unit
 from mlatr.errors import MlatrError
 from mlatr.experiments.head_options import HEAD_OPTIONS
 from mlatr.experiments.real_heads import (
@@ -47,20 +48,27 @@ ORIGINAL_LIBRARIES = ("flare", "freedesktop", "lincity", "lmms", "micropolis", "
                       "sonic-pi", "sound-icons", "wesnoth", "widelands")
 
 
-def folds(data: RealSounds, libraries: Sequence[str] | None = None) -> dict[str, dict[str, list[int]]]:
-    """``{held-out library: {"train", "val", "test"}}`` row lists, plus the in-library split."""
+def folds(data: RealSounds, libraries: Sequence[str] | None = None,
+          added_groups: int | None = None) -> dict[str, dict[str, list[int]]]:
+    """``{held-out library: {"train", "val", "test"}}`` row lists, plus the in-library split.
+
+    ``added_groups``: the libraries not in :data:`ORIGINAL_LIBRARIES` are held out ``added_groups`` folds at a
+    time instead of one by one (fold ``added-K`` holds the libraries whose name hashes to K), so a corpus of a
+    hundred small libraries costs a few folds; the original libraries are always held out one by one."""
     libs = data.libraries
     splits = [c.split for c in data.manifest.clips]
-    names = sorted(set(libs)) if libraries is None else list(libraries)
-    unknown = sorted(set(names) - set(libs))
+    fold_of = {lib: lib if added_groups is None or lib in ORIGINAL_LIBRARIES
+               else f"added-{int(hash_unit(lib) * added_groups)}" for lib in set(libs)}
+    names = sorted(set(fold_of.values())) if libraries is None else list(libraries)
+    unknown = sorted(set(names) - set(fold_of.values()))
     if unknown:
         raise MlatrError(f"no clips from librar{'y' if len(unknown) == 1 else 'ies'} {', '.join(unknown)} "
-                         f"(have: {', '.join(sorted(set(libs)))})")
+                         f"(have: {', '.join(sorted(set(fold_of.values())))})")
     out = {}
-    for lib in names:
-        rest = [i for i, x in enumerate(libs) if x != lib]
-        out[lib] = {"train": [i for i in rest if splits[i] != "val"], "val": [i for i in rest if splits[i] == "val"],
-                    "test": [i for i, x in enumerate(libs) if x == lib]}
+    for fold in names:
+        rest = [i for i, x in enumerate(libs) if fold_of[x] != fold]
+        out[fold] = {"train": [i for i in rest if splits[i] != "val"], "val": [i for i in rest if splits[i] == "val"],
+                     "test": [i for i, x in enumerate(libs) if fold_of[x] == fold]}
     out[IN_LIBRARY] = {s: [i for i, x in enumerate(splits) if x == s] for s in ("train", "val", "test")}
     if not out[IN_LIBRARY]["train"] or not out[IN_LIBRARY]["test"]:
         raise MlatrError("the manifest needs hash splits (mlatr data split): no train or no test clips")
@@ -70,7 +78,8 @@ def folds(data: RealSounds, libraries: Sequence[str] | None = None) -> dict[str,
 def run_unseen_library(manifest_path: str | Path, out: str | Path, text_encoders: Sequence[str],
                        options: Sequence[str], *, libraries: Sequence[str] | None = None, epochs: int = 60,
                        batch_size: int = 64, lr: float = 1e-3, embed_dim: int = 256, seed: int = 0,
-                       max_seconds: float = 10.0, cache_dir: str | Path | None = None, progress: bool = True) -> dict:
+                       max_seconds: float = 10.0, cache_dir: str | Path | None = None, progress: bool = True,
+                       added_groups: int | None = None) -> dict:
     """Train and evaluate every text encoder x head option x fold; writes ``OUT/results.json`` (after each
     run, so a rerun with the same settings resumes), ``OUT/report.md`` and ``OUT/unseen-recall-by-language.png``.
     Returns the results dict."""
@@ -81,16 +90,17 @@ def run_unseen_library(manifest_path: str | Path, out: str | Path, text_encoders
     cache_dir = Path(cache_dir) if cache_dir is not None else out / "cache"
     cache_dir.mkdir(parents=True, exist_ok=True)
     data = RealSounds.load(manifest_path, cache_dir / "aisfx.npz", max_seconds, progress)
-    fold_rows = folds(data, libraries)
+    fold_rows = folds(data, libraries, added_groups)
     settings = {"epochs": epochs, "batch_size": batch_size, "lr": lr, "embed_dim": embed_dim, "seed": seed,
                 "max_seconds": max_seconds, "clips": len(data.manifest)}
+    if added_groups is not None:
+        settings["added_groups"] = added_groups
     results = _previous(out / "results.json", settings)
     results["folds"] = {f: {s: len(r) for s, r in rows.items()} for f, rows in fold_rows.items()}
     train = HeadTraining.at(lr, epochs=epochs, batch_size=batch_size, seed=seed)
     todo = [(enc, opt, f) for enc in text_encoders for opt in options for f in fold_rows
             if not _done(results["runs"].get(f"{enc}/{opt}", {}).get("folds", {}), f)]
-    libraries_rows = {lib: [i for i, x in enumerate(data.libraries) if x == lib]
-                      for lib in sorted(set(data.libraries))}
+    libraries_rows = {f: r["test"] for f, r in folds(data, None, added_groups).items() if f != IN_LIBRARY}
     keywords = KeywordScores(data)
     bar = tqdm(total=len(todo), desc="unseen-library runs", unit="run", disable=not progress or not todo)
     for enc in text_encoders:
