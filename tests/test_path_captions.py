@@ -75,3 +75,11 @@ def test_the_shipped_table_is_consistent():
     langs = {"fra", "deu", "spa", "nld", "cat", "jpn", "zho"}
     assert all(set(v) == langs for v in t.label_translations.values())
     assert not any(k.startswith("tuxpaint") for k in t.captions)
+
+
+def test_a_template_puts_the_automatic_caption_into_a_phrase():
+    from mlatr.data.path_captions import CaptionTable, path_captions
+
+    table = CaptionTable(templates={"game/voices/": 'a cartoon voice saying "{}"'}, labels={"game/voices/": "voice"})
+    assert path_captions("game/voices/Pirate/Incoming2", table) == (['a cartoon voice saying "incoming"'], "voice")
+    assert path_captions("game/sfx/door_open", table)[0] == ["door open"]
