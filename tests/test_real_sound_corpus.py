@@ -61,7 +61,8 @@ def fake_packages(tmp_path):
     dest = tmp_path / "sounds"
     shared = _tone(440)
     _deb(dest, "free-sounds", DEP5.format(name="free", holder="Alice", licence="CC-BY-SA-3.0"),
-         {"sounds/door_open.wav": shared, "sounds/dog_bark.wav": _tone(300), "music/theme.wav": _tone(500)})
+         {"sounds/door_open.wav": shared, "sounds/dog_bark.wav": _tone(300), "music/theme.wav": _tone(500),
+          "sounds/placeholder.wav": np.zeros(8, np.float32)})
     _deb(dest, "copy-sounds", DEP5.format(name="copy", holder="Bob", licence="GPL-2+ or CC-BY-3.0"),
          {"sfx/door.wav": shared, "sfx/bell.wav": _tone(880)})
     _deb(dest, "nc-sounds", DEP5.format(name="nc", holder="Carol", licence="CC-BY-NC-3.0"),
@@ -102,7 +103,7 @@ def test_the_script_refuses_a_package_without_a_redistributable_licence_and_is_i
     assert licences["format"] == "mlatr-sound-licences-1"
     rows = {r["package"]: r for r in licences["packages"]}
     assert rows["free-sounds"]["licences"] == ["CC-BY-SA-3.0"] and rows["free-sounds"]["holders"] == ["2020 Alice"]
-    assert rows["free-sounds"]["clips"] == 2 and rows["free-sounds"]["version"] == "1.0-1"  # not the music
+    assert rows["free-sounds"]["clips"] == 2 and rows["free-sounds"]["version"] == "1.0-1"  # not the music, nor 8 samples
     assert rows["prose-sounds"]["licences"] == ["GPL-2+"]
     assert licences["refused"] == [{"package": "nc-sounds",
                                     "reason": "refused: licence CC-BY-NC-3.0 is not known to allow redistribution"}]

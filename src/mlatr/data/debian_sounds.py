@@ -6,7 +6,8 @@ redistributed, and the licence table shipped beside the manifest (issue 35).
 (``real_sound_packages.json`` beside this module, :class:`PackageRule`) names its library (the first
 folder of its clips' ids), the ``roots`` to read inside the package (a folder, or a folder inside a zip
 archive the package ships: ``path/public.zip!audio``), and regular expressions over the path under the root:
-``include`` (default: every sound file), ``exclude`` (music, speech, ...) and ``rename`` (``[pattern,
+``include`` (default: every sound file; files under :data:`MIN_SECONDS` are placeholders, never kept),
+``exclude`` (music, speech, ...) and ``rename`` (``[pattern,
 replacement]`` pairs, ``re.sub``, applied in turn). A symbolic link is copied (as the file it points to)
 only where the rule says ``follow_links``.
 
@@ -43,6 +44,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path, PurePosixPath
 
+import soundfile as sf
+
 from mlatr.errors import InputError, MlatrError
 from mlatr.io_utils import atomic_write_json
 from mlatr.json_input import read_format_json
@@ -56,6 +59,8 @@ FREE_LICENCES = re.compile(
     r"^(gnu )?(a?gpl|lgpl|gfdl|cc-by(-sa)?|cc0|public[- ]?domain|pd|expat|mit|x11|bsd|zlib|isc|apache|artistic|"
     r"clarified-artistic|wtfpl?|ofl|sil-ofl|mpl|bsl|boost|free-art-license|unlicense)([-. ].*)?$", re.IGNORECASE)
 NOT_FREE = re.compile(r"(^|-)(nc|nd|noncommercial|noderivs?|non-free|proprietary)(-|$)", re.IGNORECASE)
+#: A sound file shorter than this is a game's placeholder (a few samples of silence), not a recording.
+MIN_SECONDS = 0.05
 SOUND_FOLDERS = re.compile(r"(sound|sfx|audio|samples|drumkit|noise|wav|ogg)", re.IGNORECASE)
 
 
@@ -289,6 +294,7 @@ def unpack_package(deb: Path, rule: PackageRule, dest: Path) -> dict:
         if not kept:
             raise MlatrError(f"{rule.package}: no sound file matches the package table's rule (roots "
                              f"{', '.join(rule.roots)})")
+        kept = [k for k in kept if not _placeholder(k[2])]
         library = work / "library"
         targets = set()
         for _, target, data in kept:
@@ -309,6 +315,15 @@ def unpack_package(deb: Path, rule: PackageRule, dest: Path) -> dict:
         return row
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def _placeholder(path: Path) -> bool:
+    """A file that decodes to less than :data:`MIN_SECONDS` (an unreadable one is left to the import to report)."""
+    try:
+        info = sf.info(str(path))
+    except Exception:  # soundfile raises LibsndfileError / RuntimeError / TypeError: the import reports the file
+        return False
+    return info.frames < MIN_SECONDS * info.samplerate
 
 
 def done_row(dest: Path, rule: PackageRule) -> dict | None:
