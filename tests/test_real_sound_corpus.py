@@ -103,7 +103,7 @@ def test_the_script_refuses_a_package_without_a_redistributable_licence_and_is_i
     assert licences["format"] == "mlatr-sound-licences-1"
     rows = {r["package"]: r for r in licences["packages"]}
     assert rows["free-sounds"]["licences"] == ["CC-BY-SA-3.0"] and rows["free-sounds"]["holders"] == ["2020 Alice"]
-    assert rows["free-sounds"]["clips"] == 2 and rows["free-sounds"]["version"] == "1.0-1"  # not the music, nor 8 samples
+    assert rows["free-sounds"]["clips"] == 2 and rows["free-sounds"]["version"] == "1.0-1"  # no music, no placeholder
     assert rows["prose-sounds"]["licences"] == ["GPL-2+"]
     assert licences["refused"] == [{"package": "nc-sounds",
                                     "reason": "refused: licence CC-BY-NC-3.0 is not known to allow redistribution"}]

@@ -168,13 +168,21 @@ def test_demo_real_trains_the_chosen_heads_and_indexes_the_library(tmp_path, mon
     for clip in data.manifest.clips:  # the index stores absolute audio paths
         (tmp_path / clip.audio).parent.mkdir(parents=True, exist_ok=True)
     data.manifest.root = tmp_path
-    res = real_sounds.run_real_demo("m.jsonl", tmp_path / "demo", ["e5-small"], heads="near-identity", epochs=2,
-                                    progress=False)
+    (tmp_path / "licences.json").write_text(json.dumps({"format": "mlatr-sound-licences-1", "refused": [], "packages": [
+        {"package": "lib0-data", "version": "1", "library": "lib0", "clips": 6, "licences": ["CC0-1.0"],
+         "holders": ["2020 A | B"], "copyright": "copyright/lib0-data"}]}))
+    res = real_sounds.run_real_demo(tmp_path / "m.jsonl", tmp_path / "demo", ["e5-small"], heads="near-identity",
+                                    epochs=2, progress=False, unseen_epochs=2, added_groups=2)
     assert list(res["runs"]) == ["e5-small/random", "e5-small/near-identity"]
     assert res["index"]["clips"] == len(data.manifest) and res["index"]["heads"] == "near-identity"
     saved = json.loads((tmp_path / "demo" / "results.json").read_text(encoding="utf-8"))
     assert saved["settings"]["heads"] == "near-identity"
-    assert "Hand-written multilingual queries" in (tmp_path / "demo" / "report.md").read_text(encoding="utf-8")
+    report = (tmp_path / "demo" / "report.md").read_text(encoding="utf-8")
+    assert "Hand-written multilingual queries" in report
+    unseen = res["unseen"]  # lib0-2 are all added libraries: held out in 2 hash groups, never the 12 original ones
+    assert unseen["groups"]["original"] == {"libraries": 0} and 1 <= unseen["groups"]["added"]["libraries"] <= 2
+    assert "## Libraries never trained on" in report and "| added |" in report
+    assert "| lib0-data | 1 | lib0 | 6 | CC0-1.0 | 2020 A / B |" in report and res["seconds"] > 0
     figure = tmp_path / "demo" / "query-recall-by-language.png"
     assert res["figure"] == str(figure) and figure.read_bytes()[:4] == b"\x89PNG"
     closing = closing_lines(res, tmp_path / "demo").splitlines()

@@ -20,7 +20,7 @@ Examples:
 
 from pathlib import Path
 
-from mlatr.commands._arg_types import positive_float, positive_int, random_seed
+from mlatr.commands._arg_types import non_negative_int, positive_float, positive_int, random_seed
 from mlatr.commands._grid_args import parse_methods
 from mlatr.commands._outputs import Output
 from mlatr.errors import MlatrError
@@ -47,6 +47,10 @@ def add_arguments(parser):
     parser.add_argument("--embed-dim", type=positive_int, default=256, help="embedding size of the both-heads option")
     parser.add_argument("--seed", type=random_seed, default=0)
     parser.add_argument("--max-seconds", type=positive_float, default=10.0, help="centre crop of long clips")
+    parser.add_argument("--unseen-epochs", type=non_negative_int, default=30,
+                        help="epochs of the leave-one-library-out run of the recipe reported beside it (0: none)")
+    parser.add_argument("--added-groups", type=positive_int, default=12,
+                        help="folds the libraries added since the first 12 are held out in (default 12)")
     parser.add_argument("--no-progress", action="store_true")
 
 
@@ -58,7 +62,8 @@ def run(args) -> int:
     names = parse_methods(args.text, list(TEXT_ENCODERS), "--text")
     results = run_real_demo(args.manifest, args.out, names, heads=args.heads, embed_dim=args.embed_dim,
                             epochs=args.epochs, seed=args.seed, max_seconds=args.max_seconds,
-                            progress=not args.no_progress)
+                            progress=not args.no_progress, unseen_epochs=args.unseen_epochs or None,
+                            added_groups=args.added_groups)
     print((Path(args.out) / "report.md").read_text(encoding="utf-8"))
     print(closing_lines(results, Path(args.out)))
     return 0

@@ -59,7 +59,8 @@ FREE_LICENCES = re.compile(
     r"^(gnu )?(a?gpl|lgpl|gfdl|cc-by(-sa)?|cc0|public[- ]?domain|pd|expat|mit|x11|bsd|zlib|isc|apache|artistic|"
     r"clarified-artistic|wtfpl?|ofl|sil-ofl|mpl|bsl|boost|free-art-license|unlicense)([-. ].*)?$", re.IGNORECASE)
 NOT_FREE = re.compile(r"(^|-)(nc|nd|noncommercial|noderivs?|non-free|proprietary)(-|$)", re.IGNORECASE)
-#: A sound file shorter than this is a game's placeholder (a few samples), not a recording: 1 ms keeps the shortest real clicks (2.5 ms).
+#: A sound file shorter than this is a game's placeholder (a few samples), not a recording (the shortest real
+#: clicks of the corpus last 2.5 ms).
 MIN_SECONDS = 0.001
 SOUND_FOLDERS = re.compile(r"(sound|sfx|audio|samples|drumkit|noise|wav|ogg)", re.IGNORECASE)
 
