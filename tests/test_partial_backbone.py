@@ -175,3 +175,13 @@ def test_the_prefix_cache_resumes_and_refuses_another_encoder(library, tmp_path)
     torch.testing.assert_close(x[:counts[0]], direct, rtol=2e-3, atol=2e-3)  # float16 storage
     with pytest.raises(MlatrError, match="remove the folder"):
         PrefixCache(tmp_path / "p", _key(enc), stage=3, dtype="float16")
+
+
+def test_gain_is_no_augmentation_for_aisfx(library):
+    """aiSFX peak-normalises every clip first, so a gain change (an augmentation option of issue 35) gives the
+    very same features: it cannot teach the heads anything."""
+    _, _, waves = library
+    enc = AisfxEncoder(pretrained=False, frozen=True).eval()
+    wave = torch.from_numpy(waves[3])[None]
+    with torch.no_grad():
+        torch.testing.assert_close(enc(0.1 * wave).pooled, enc(wave).pooled, rtol=1e-5, atol=1e-6)
