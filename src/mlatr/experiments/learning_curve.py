@@ -226,7 +226,7 @@ def run_learning_curve(inputs: FrozenInputs, out: str | Path, train_blocks: Sequ
                        fractions: Sequence[float] = FRACTIONS, seeds: Sequence[int] = (0,), epochs: int = 60,
                        tail_epochs: int | None = None, tail_lr: float = 1e-4, libraries: Sequence[str] | None = None,
                        device: str | torch.device = "cpu", progress: bool = True, heads: str = HEADS,
-                       ensemble: int = 1, added_groups: int | None = None) -> dict:
+                       ensemble: int = 1, added_groups: int | None = None, batch_size: int = 64) -> dict:
     """Every point ``(train_blocks, fraction, seed)`` over every held-out library; ``OUT/results.json`` after
     each fold (a rerun with the same settings resumes), ``OUT/learning-curve.png`` at the end. ``heads``: the
     head option; ``ensemble``: heads trained per fold (seeds ``seed * 1000 + k``), their unit embeddings averaged
@@ -237,7 +237,7 @@ def run_learning_curve(inputs: FrozenInputs, out: str | Path, train_blocks: Sequ
     fold_rows = {f: r for f, r in folds(data, libraries, added_groups).items() if f != IN_LIBRARY}
     settings = {"epochs": epochs, "tail_epochs": tail_epochs or epochs, "tail_lr": tail_lr, "heads": heads,
                 "clips": len(data.manifest), "text": inputs.text_name, "ensemble": ensemble,
-                "added_groups": added_groups}
+                "added_groups": added_groups, "batch_size": batch_size}
     path = out / "results.json"
     results = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
     if results.get("settings") != settings:
@@ -258,7 +258,7 @@ def run_learning_curve(inputs: FrozenInputs, out: str | Path, train_blocks: Sequ
             for k in range(ensemble):
                 member = build_model(data, _text_side(inputs), option, 256, s * 1000 + k)
                 _, e = _train_point(inputs, member, train, rows["val"], 0, s * 1000 + k, epochs, tail_lr, device,
-                                    out / "heads" / _point(b, fr, s) / f / str(k), option)
+                                    out / "heads" / _point(b, fr, s) / f / str(k), option, batch_size)
                 members.append(member)
                 best.append(e)
             model, feats = EnsembleHeads(members), data.features
@@ -266,7 +266,7 @@ def run_learning_curve(inputs: FrozenInputs, out: str | Path, train_blocks: Sequ
             model = build_model(data, _text_side(inputs), option, 256, s)
             feats, best = _train_point(inputs, model, train, rows["val"], b, s,
                                        epochs if b == 0 else (tail_epochs or epochs), tail_lr, device,
-                                       out / "heads" / _point(b, fr, s) / f, option)
+                                       out / "heads" / _point(b, fr, s) / f, option, batch_size)
         model.cpu()
         run_data = replace(data, features=feats)
         q = query_retrieval(model, run_data, bank, rows["test"])
@@ -292,7 +292,8 @@ def _text_side(inputs: FrozenInputs) -> nn.Module:
 
 
 def _train_point(inputs: FrozenInputs, model, train: list[int], val: list[int], blocks: int, seed: int, epochs: int,
-                 tail_lr: float, device, checkpoints: Path, option) -> tuple[np.ndarray, int | None]:
+                 tail_lr: float, device, checkpoints: Path, option, batch_size: int = 64
+                 ) -> tuple[np.ndarray, int | None]:
     """Train one fold's model (heads as ``option`` says, and the last ``blocks`` conv blocks); returns every
     clip's pooled features as the trained model gives them (the frozen ones when no block trained)."""
     data, bank = inputs.data, inputs.bank
@@ -300,7 +301,7 @@ def _train_point(inputs: FrozenInputs, model, train: list[int], val: list[int], 
     rows = [caption_rows(data.manifest.clips[i].captions, languages) for i in train]
     keep = [k for k, r in enumerate(rows) if r]
     train, rows = [train[k] for k in keep], [rows[k] for k in keep]
-    settings = HeadTraining.at(1e-3, epochs=epochs, batch_size=64, seed=seed,
+    settings = HeadTraining.at(1e-3, epochs=epochs, batch_size=batch_size, seed=seed,
                                objective=ObjectiveConfig(scheme=option.scheme),
                                identity_penalty=option.identity_penalty, tail_lr=tail_lr if blocks else None)
     if blocks == 0:
