@@ -63,6 +63,8 @@ def add_arguments(parser) -> None:
     parser.add_argument("--added-groups", type=positive_int, default=None,
                         help="hold the libraries added since the first 12 out this many folds at a time")
     parser.add_argument("--batch-size", type=positive_int, default=64, help="clips per step (default 64)")
+    parser.add_argument("--hard-negatives", type=positive_int, default=None,
+                        help="batches of whole clusters of similar captions (hard negatives), about N clips a cluster")
     parser.add_argument("--device", default="cpu", help="torch device of the runs (default cpu)")
     parser.add_argument("--bundle", default=None, help="run from a folder written by --export-bundle")
     parser.add_argument("--export-bundle", default=None, help="write the curve's inputs to this folder and stop")
@@ -94,7 +96,7 @@ def run(args) -> int:
         return 0
     results = run_learning_curve(inputs, args.out, blocks, fractions, seeds, args.epochs, args.tail_epochs,
                                  args.tail_lr, libraries, args.device, progress, args.heads, args.ensemble,
-                                 args.added_groups, args.batch_size)
+                                 args.added_groups, args.batch_size, args.hard_negatives)
     for key, point in results["points"].items():
         s = point.get("summary")
         if s:

@@ -45,6 +45,7 @@ from mlatr.io_utils import atomic_write_json, atomic_write_with
 from mlatr.models.aisfx import STAGES, AisfxEncoder, AisfxTail
 from mlatr.plotting import pyplot
 from mlatr.training.config import ObjectiveConfig
+from mlatr.training.hard_batches import caption_clusters
 from mlatr.training.heads import HeadTraining, TextBank, caption_rows, train_heads
 
 #: How much of aiSFX trains: 0 = the heads alone, 1 = its last conv block, 4 = the whole CNN.
@@ -226,9 +227,12 @@ def run_learning_curve(inputs: FrozenInputs, out: str | Path, train_blocks: Sequ
                        fractions: Sequence[float] = FRACTIONS, seeds: Sequence[int] = (0,), epochs: int = 60,
                        tail_epochs: int | None = None, tail_lr: float = 1e-4, libraries: Sequence[str] | None = None,
                        device: str | torch.device = "cpu", progress: bool = True, heads: str = HEADS,
-                       ensemble: int = 1, added_groups: int | None = None, batch_size: int = 64) -> dict:
+                       ensemble: int = 1, added_groups: int | None = None, batch_size: int = 64,
+                       hard_negatives: int | None = None) -> dict:
     """Every point ``(train_blocks, fraction, seed)`` over every held-out library; ``OUT/results.json`` after
-    each fold (a rerun with the same settings resumes), ``OUT/learning-curve.png`` at the end. ``heads``: the
+    each fold (a rerun with the same settings resumes), ``OUT/learning-curve.png`` at the end.
+    ``hard_negatives``: batches of whole clusters of similar captions, clusters of about that many clips
+    (:mod:`mlatr.training.hard_batches`). ``heads``: the
     head option; ``ensemble``: heads trained per fold (seeds ``seed * 1000 + k``), their unit embeddings averaged
     (:class:`EnsembleHeads`; heads-only points)."""
     out = Path(out)
@@ -237,7 +241,7 @@ def run_learning_curve(inputs: FrozenInputs, out: str | Path, train_blocks: Sequ
     fold_rows = {f: r for f, r in folds(data, libraries, added_groups).items() if f != IN_LIBRARY}
     settings = {"epochs": epochs, "tail_epochs": tail_epochs or epochs, "tail_lr": tail_lr, "heads": heads,
                 "clips": len(data.manifest), "text": inputs.text_name, "ensemble": ensemble,
-                "added_groups": added_groups, "batch_size": batch_size}
+                "added_groups": added_groups, "batch_size": batch_size, "hard_negatives": hard_negatives}
     path = out / "results.json"
     results = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
     if results.get("settings") != settings:
@@ -258,7 +262,8 @@ def run_learning_curve(inputs: FrozenInputs, out: str | Path, train_blocks: Sequ
             for k in range(ensemble):
                 member = build_model(data, _text_side(inputs), option, 256, s * 1000 + k)
                 _, e = _train_point(inputs, member, train, rows["val"], 0, s * 1000 + k, epochs, tail_lr, device,
-                                    out / "heads" / _point(b, fr, s) / f / str(k), option, batch_size)
+                                    out / "heads" / _point(b, fr, s) / f / str(k), option, batch_size,
+                                    hard_negatives)
                 members.append(member)
                 best.append(e)
             model, feats = EnsembleHeads(members), data.features
@@ -266,7 +271,7 @@ def run_learning_curve(inputs: FrozenInputs, out: str | Path, train_blocks: Sequ
             model = build_model(data, _text_side(inputs), option, 256, s)
             feats, best = _train_point(inputs, model, train, rows["val"], b, s,
                                        epochs if b == 0 else (tail_epochs or epochs), tail_lr, device,
-                                       out / "heads" / _point(b, fr, s) / f, option, batch_size)
+                                       out / "heads" / _point(b, fr, s) / f, option, batch_size, hard_negatives)
         model.cpu()
         run_data = replace(data, features=feats)
         q = query_retrieval(model, run_data, bank, rows["test"])
@@ -292,8 +297,8 @@ def _text_side(inputs: FrozenInputs) -> nn.Module:
 
 
 def _train_point(inputs: FrozenInputs, model, train: list[int], val: list[int], blocks: int, seed: int, epochs: int,
-                 tail_lr: float, device, checkpoints: Path, option, batch_size: int = 64
-                 ) -> tuple[np.ndarray, int | None]:
+                 tail_lr: float, device, checkpoints: Path, option, batch_size: int = 64,
+                 hard_negatives: int | None = None) -> tuple[np.ndarray, int | None]:
     """Train one fold's model (heads as ``option`` says, and the last ``blocks`` conv blocks); returns every
     clip's pooled features as the trained model gives them (the frozen ones when no block trained)."""
     data, bank = inputs.data, inputs.bank
@@ -301,6 +306,11 @@ def _train_point(inputs: FrozenInputs, model, train: list[int], val: list[int], 
     rows = [caption_rows(data.manifest.clips[i].captions, languages) for i in train]
     keep = [k for k, r in enumerate(rows) if r]
     train, rows = [train[k] for k in keep], [rows[k] for k in keep]
+    groups = None
+    if hard_negatives:
+        firsts = [data.english(i)[0] if data.english(i) else rows[k][0][0] for k, i in enumerate(train)]
+        vectors = bank.lookup(firsts, ["eng" if data.english(i) else languages[0] for i in train]).numpy()
+        groups = caption_clusters(vectors, max(1, len(train) // hard_negatives), seed).tolist()
     settings = HeadTraining.at(1e-3, epochs=epochs, batch_size=batch_size, seed=seed,
                                objective=ObjectiveConfig(scheme=option.scheme),
                                identity_penalty=option.identity_penalty, tail_lr=tail_lr if blocks else None)
@@ -309,7 +319,7 @@ def _train_point(inputs: FrozenInputs, model, train: list[int], val: list[int], 
             return caption_retrieval(m, data, bank, val)["t2a"]["R10"]
 
         log = train_heads(model, data.features[train], rows, languages, bank, settings, validate, progress=False,
-                          out_dir=checkpoints, resume=True)
+                          out_dir=checkpoints, resume=True, batch_groups=groups)
         return data.features, _best(log)
     start = STAGES - blocks
     enc = AisfxEncoder(pretrained=False, frozen=False, train_last_blocks=blocks)
@@ -324,7 +334,8 @@ def _train_point(inputs: FrozenInputs, model, train: list[int], val: list[int], 
         return caption_retrieval(m, replace(data, features=feats), bank, val)["t2a"]["R10"]
 
     log = train_heads(model, stage.subset(train), rows, languages, bank, settings, validate, progress=False,
-                      out_dir=checkpoints, resume=True, audio_tail=AisfxTail(enc, start), device=device)
+                      out_dir=checkpoints, resume=True, audio_tail=AisfxTail(enc, start), device=device,
+                      batch_groups=groups)
     return stage_features(enc, stage, device), _best(log)
 
 

@@ -50,6 +50,7 @@ from mlatr.models.outputs import EncoderOutput
 from mlatr.seeds import derive_seed
 from mlatr.training.config import ObjectiveConfig, OptimConfig
 from mlatr.training.distributed import DistContext
+from mlatr.training.hard_batches import group_batches
 from mlatr.training.objective import build_objective
 from mlatr.training.optimization import make_optimizer, make_scheduler, optimizer_step
 from mlatr.training.step import ExtraTerms, StepInputs, StepRunner, step_inputs
@@ -153,13 +154,15 @@ def train_heads(model, audio_feats: np.ndarray | ClipFeatures, clip_rows: Sequen
                 languages: Sequence[str], bank: TextBank, settings: HeadTraining,
                 validate: Callable[[nn.Module], float] | None = None, progress: bool = True,
                 out_dir: str | Path | None = None, resume: bool = False, audio_tail: nn.Module | None = None,
-                device: str | torch.device = "cpu") -> list[dict]:
+                device: str | torch.device = "cpu", batch_groups: Sequence[int] | None = None) -> list[dict]:
     """Train ``model``'s projection heads on fixed features; returns the per-epoch log.
 
     ``audio_feats``: frozen audio features, ``[N, Da]`` pooled vectors or any ``ClipFeatures`` (with
     ``audio_tail``, a module of ``model`` that takes a batch of them to pooled ``[n, Da]`` vectors, e.g.
     :class:`~mlatr.models.aisfx.AisfxTail`; its parameters that require gradients train with the heads);
-    ``device``: where ``model`` is and the steps run; ``clip_rows[i]`` the caption rows of clip ``i``
+    ``device``: where ``model`` is and the steps run; ``batch_groups[i]``: a group (cluster) of clip ``i``,
+    each epoch's batches then hold whole groups (hard negatives, :mod:`mlatr.training.hard_batches`);
+    ``clip_rows[i]`` the caption rows of clip ``i``
     (:func:`caption_rows`: one row per source caption, one text per language of ``languages``, English
     first for CACL); ``bank`` holds the frozen text features of every caption. ``validate(model)`` (a
     score, higher is better) is called after each epoch and the heads of the best epoch are kept.
@@ -170,7 +173,7 @@ def train_heads(model, audio_feats: np.ndarray | ClipFeatures, clip_rows: Sequen
     torch.set_num_threads(1)  # [64, 512] matrices: thread hand-offs cost more than they save on a busy CPU
     try:
         run = _HeadRun(model, audio_feats, clip_rows, list(languages), bank, settings, out_dir, audio_tail,
-                       torch.device(device))
+                       torch.device(device), batch_groups)
         if resume:
             run.resume()
         return run.fit(validate, progress)
@@ -182,7 +185,8 @@ class _HeadRun:
     """One head-training run: the trainer's pieces over cached features (see the module docstring)."""
 
     def __init__(self, model, audio_feats, clip_rows, languages: list[str], bank: TextBank, s: HeadTraining,
-                 out_dir: str | Path | None, tail: nn.Module | None, device: torch.device):
+                 out_dir: str | Path | None, tail: nn.Module | None, device: torch.device,
+                 groups: Sequence[int] | None = None):
         if len(clip_rows) != len(audio_feats):
             raise MlatrError(f"train heads: {len(clip_rows)} clips of captions for {len(audio_feats)} audio "
                              "features")
@@ -210,6 +214,9 @@ class _HeadRun:
         self.config = {**asdict(s), "clips": len(clip_rows), "languages": languages}
         if tail is not None:
             self.config["trained"] = self.trained
+        self.groups = None if groups is None else list(groups)
+        if groups is not None:
+            self.config["batch_groups"] = int(max(groups)) + 1
         self.epoch, self.step = 0, 0  # epochs completed, optimizer steps taken
         self.best: dict[str, Any] = {"score": -math.inf, "epoch": None}
         self.best_heads: dict[str, torch.Tensor] | None = None
@@ -259,6 +266,8 @@ class _HeadRun:
         pairing = torch.Generator().manual_seed(derive_seed(s.seed, epoch, "pairing"))
         options = [range(len(rows)) for rows in self.clip_rows]
         plan = plan_epoch(range(len(self.clip_rows)), options, None, self.batch_size, 0, s.seed, epoch)
+        if self.groups is not None:
+            plan = group_batches(plan, self.groups, lambda p: str(self.clip_rows[p.index][p.caption]), s.seed, epoch)
         total, sums = 0.0, {}
         for planned in plan:
             idx = [p.index for p in planned]
