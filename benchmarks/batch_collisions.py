@@ -31,7 +31,8 @@ def main(argv=None) -> int:
     for _ in range(args.batches):
         batch = [clips[i] for i in rng.sample(range(len(clips)), args.batch_size)]
         labels = [tuple(sorted(c.labels or [])) for c in batch]
-        captions = [rng.choice(c.captions[rng.choice(list(DEFAULT_LANGUAGES))]) for c in batch]
+        captions = [rng.choice(c.captions[rng.choice([lang for lang in DEFAULT_LANGUAGES if c.captions.get(lang)])])
+                    for c in batch]  # a language the clip has a caption in, as ML-CLAP draws
         for a in range(len(batch)):
             for b in range(a + 1, len(batch)):
                 pairs += 1

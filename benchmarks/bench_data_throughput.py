@@ -175,7 +175,7 @@ def run_mode(args) -> dict:
             inputs = step_inputs(batch, trainer.batches, trainer.objective.scheme, cfg.data.languages, generator,
                                  trainer.dist)
             trainer.run_step(inputs, 1, True, "bench")
-            trainer._optimizer_step()
+            trainer.optimizer_step()
             now, now_cpu = time.perf_counter(), time.process_time()
             if k >= args.warmup:
                 steps.append(now - last)

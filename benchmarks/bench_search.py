@@ -107,7 +107,7 @@ def bench_build(manifest_path: str, n_clips: int, dim: int) -> dict:
     from mlatr.inference.checkpoint import load_model, save_checkpoint
     from mlatr.models.dual_encoder import DualEncoder
     from mlatr.models.registry import build_audio_encoder, build_text_encoder
-    from mlatr.search.index import build_index
+    from mlatr.search.build import build_index
 
     manifest = Manifest.load(manifest_path)
     sub = Manifest(clips=manifest.clips[:n_clips], root=manifest.root, path=manifest.path)

@@ -3,7 +3,7 @@ approximate structure, load, memory, query latency and recall, appending, and ``
 
 Every figure is printed with its goal and its ratio to the reference of the same run:
 
-1. Build: the vectors are written as one shard (``mlatr.search.index.write_rows``) with the structure
+1. Build: the vectors are written as one shard (``mlatr.search.build.write_rows``) with the structure
    ``--ann`` (default ``auto``: chosen by size as ``mlatr index build`` chooses) whose recall@10 is
    measured by the build itself (perturbed stored vectors as queries) and recorded.
 2. Query (a child process that loads the index as ``mlatr search`` / ``serve`` do, memory-mapped):
@@ -64,15 +64,13 @@ def random_unit(n: int, dim: int, seed: int, out: np.ndarray | None = None, clus
 
 def part_index(emb: np.ndarray, first_id: int, meta: dict):
     """An in-memory index of ``emb`` rows (ids ``c{first_id + i}``, no captions, no audio file)."""
-    from mlatr.search.index import empty_index
+    from mlatr.search.columns import CaptionColumns, ClipColumns
+    from mlatr.search.index import Index
 
     n = emb.shape[0]
-    index = empty_index(emb.shape[1], meta)
-    index.embeddings = emb
-    index.ids = [f"c{first_id + i}" for i in range(n)]
-    index.paths = [f"/library/c{first_id + i}.wav" for i in range(n)]
-    index.captions = [{} for _ in range(n)]
-    return index
+    clips = ClipColumns(emb, [f"c{first_id + i}" for i in range(n)],
+                        {"path": [f"/library/c{first_id + i}.wav" for i in range(n)], "captions": [{}] * n})
+    return Index(clips, CaptionColumns.empty(emb.shape[1]), meta)
 
 
 def child(code: str, threads: int) -> dict:
@@ -168,8 +166,9 @@ def main() -> None:
     args = ap.parse_args()
     sys.path.insert(0, str(ROOT / "src"))
     from mlatr.commands.index_build import parse_ann_params
-    from mlatr.search.ann import recall_sample
-    from mlatr.search.index import AnnBuild, file_sha256, write_rows
+    from mlatr.file_state import file_sha256
+    from mlatr.search.ann import AnnBuild, recall_sample
+    from mlatr.search.build import write_rows
     from mlatr.search.shards import bytes_of
 
     work = Path(args.work or tempfile.mkdtemp(prefix="mlatr-scale-"))

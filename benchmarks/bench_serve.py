@@ -109,22 +109,23 @@ def audio_files(manifest: Path, tmp: Path) -> list[str]:
 
 
 def make_index(checkpoint: Path, n: int, files: list[str], out: Path) -> Path:
+    from mlatr.file_state import file_sha256
     from mlatr.inference.checkpoint import read_checkpoint
-    from mlatr.search.index import empty_index, file_sha256
+    from mlatr.search.columns import CaptionColumns, ClipColumns
+    from mlatr.search.index import Index
 
     state = read_checkpoint(checkpoint)
     dim = int(state["model_config"]["embed_dim"])
     rng = np.random.default_rng(0)
     emb = rng.standard_normal((n, dim), dtype=np.float32)
     emb /= np.linalg.norm(emb, axis=1, keepdims=True)
-    index = empty_index(dim, {"checkpoint": {"path": str(checkpoint.resolve()), "sha256": file_sha256(checkpoint)},
-                              "model_config": state["model_config"], "sample_rate": 16000, "max_seconds": 10.0,
-                              "caption_languages": ["eng"], "manifest": None})
-    index.embeddings = emb
-    index.ids = [f"clip{i:05d}" for i in range(n)]
-    index.paths = [files[i % len(files)] for i in range(n)]
-    index.captions = [{"eng": [f"sound number {i}"]} for i in range(n)]
-    index.save(out)
+    clips = ClipColumns(emb, [f"clip{i:05d}" for i in range(n)], {"path": [files[i % len(files)] for i in range(n)],
+                                                                   "captions": [{"eng": [f"sound number {i}"]}
+                                                                                for i in range(n)]})
+    meta = {"checkpoint": {"path": str(checkpoint.resolve()), "sha256": file_sha256(checkpoint)},
+            "model_config": state["model_config"], "sample_rate": 16000, "max_seconds": 10.0,
+            "caption_languages": ["eng"], "manifest": None}
+    Index(clips, CaptionColumns.empty(dim), meta).save(out)
     return out
 
 

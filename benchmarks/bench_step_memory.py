@@ -37,8 +37,9 @@ def status_kb(field: str) -> int:
     raise KeyError(field)
 
 
-def make_inputs(folder: Path, batch: int) -> tuple[Path, Path]:
-    """The synthetic benchmark (enough clips for one batch) and an XLM-R-base-sized random model folder."""
+def make_inputs(folder: Path, batch: int, layers: int = 12, width: int = 768) -> tuple[Path, Path]:
+    """The synthetic benchmark (enough clips for one batch) and a random model folder of XLM-R's architecture,
+    ``layers`` x ``width`` (XLM-R base: 12 x 768)."""
     import transformers
 
     from mlatr.models.hf_text import write_tiny_model
@@ -47,14 +48,14 @@ def make_inputs(folder: Path, batch: int) -> tuple[Path, Path]:
     if not (data / "manifest.jsonl").exists():
         subprocess.run([sys.executable, "-m", "mlatr", "data", "synth", "-o", str(data), "--train", str(2 * batch),
                         "--val", "4", "--test", "4", "--quiet"], check=True)
-    model = folder / "xlmr-base-random"
+    model = folder / f"xlmr-random-{layers}x{width}"
     if not (model / "done").exists():
         write_tiny_model("xlmr", model)  # the character-level tokenizer
         tiny = transformers.XLMRobertaConfig.from_pretrained(model)
         config = transformers.XLMRobertaConfig(
-            vocab_size=tiny.vocab_size, hidden_size=768, num_hidden_layers=12, num_attention_heads=12,
-            intermediate_size=3072, max_position_embeddings=514, pad_token_id=tiny.pad_token_id,
-            hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1)
+            vocab_size=tiny.vocab_size, hidden_size=width, num_hidden_layers=layers,
+            num_attention_heads=max(1, width // 64), intermediate_size=4 * width, max_position_embeddings=514,
+            pad_token_id=tiny.pad_token_id, hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1)
         transformers.XLMRobertaModel(config).save_pretrained(model)
         (model / "done").write_text("")
     return data / "manifest.jsonl", model
@@ -83,7 +84,7 @@ def run_method(args) -> dict:
                      batch.planned)
     inputs = step_inputs(two, trainer.batches, trainer.objective.scheme, cfg.data.languages, generator, trainer.dist)
     trainer.run_step(inputs, 1, True, "bench")
-    trainer._optimizer_step()  # gradients and Adam's state exist from here on
+    trainer.optimizer_step()  # gradients and Adam's state exist from here on
     trainer.optimizer.zero_grad(set_to_none=False)  # the gradients stay allocated, as in the step below
     before = status_kb("VmRSS")
     Path("/proc/self/clear_refs").write_text("5")  # resets VmHWM to the current RSS
@@ -93,7 +94,7 @@ def run_method(args) -> dict:
     trainer.run_step(inputs, 1, True, "bench")
     seconds = time.perf_counter() - start
     forward_backward = status_kb("VmHWM")
-    trainer._optimizer_step()
+    trainer.optimizer_step()
     peak = status_kb("VmHWM")
     params = sum(p.numel() for p in trainer.model.parameters())
     return {"method": args.run, "before_mb": before / 1024, "peak_mb": peak / 1024,
@@ -108,6 +109,9 @@ def main() -> None:
     parser.add_argument("--max-tokens", type=int, default=32, help="caption length cap in tokens")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--dir", default="/tmp/mlatr-bench-memory")
+    parser.add_argument("--methods", default=",".join(METHODS), help="comma-separated methods (ratios: to ML-CLAP)")
+    parser.add_argument("--text-layers", type=int, default=12, help="the text encoder's layers (XLM-R base: 12)")
+    parser.add_argument("--text-width", type=int, default=768, help="its width (XLM-R base: 768)")
     parser.add_argument("--run", choices=list(METHODS), help=argparse.SUPPRESS)
     parser.add_argument("--manifest", help=argparse.SUPPRESS)
     parser.add_argument("--model", help=argparse.SUPPRESS)
@@ -118,11 +122,11 @@ def main() -> None:
         print(json.dumps(run_method(args)), flush=True)
         return
     folder = Path(args.dir)
-    manifest, model = make_inputs(folder, args.batch)
+    manifest, model = make_inputs(folder, args.batch, args.text_layers, args.text_width)
     print(f"batch {args.batch}, captions capped at {args.max_tokens} tokens, grad cache chunk {args.chunk}; "
           f"load average {os.getloadavg()[0]:.1f}; no GPU: CPU peak RSS", flush=True)
     results = {}
-    for method in METHODS:
+    for method in args.methods.split(","):
         command = [sys.executable, __file__, "--run", method, "--manifest", str(manifest), "--model", str(model),
                    "--out", str(folder / "runs" / str(time.time_ns())), "--batch", str(args.batch), "--chunk",
                    str(args.chunk), "--max-tokens", str(args.max_tokens), "--threads", str(args.threads)]
@@ -131,6 +135,8 @@ def main() -> None:
         print(f"{method:17s} {r['texts']:4d} captions  model+grads+Adam {r['before_mb']:7.0f} MB  step peak "
               f"{r['peak_mb']:7.0f} MB, of which forward+backward +{r['step_mb']:6.0f} MB  forward+backward "
               f"{r['seconds']:6.1f} s  ({r['parameters_m']:.1f} M parameters)", flush=True)
+    if "ML-CLAP" not in results:
+        return
     ref = results["ML-CLAP"]
     print("\nratios to ML-CLAP (ATRI Table 4, CED-Base + SONAR on an A100: KCL 68 GB / 22 GB = 3.1x):")
     for method, r in results.items():

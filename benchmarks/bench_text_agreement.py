@@ -94,6 +94,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--synthetic", type=int, default=500,
                    help="synthetic clips to draw captions from (0: skip)")
+    p.add_argument("--encoders", default="e5-small,use-multilingual", help="comma-separated frozen text encoders")
     p.add_argument("--json", help="also write the figures here")
     args = p.parse_args(argv)
     sets = {"handwritten": handwritten_set()}
@@ -103,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
     for set_name, sentences in sets.items():
         n = len(sentences["eng"])
         print(f"\n## {set_name}: {n} aligned sentences x {len(sentences)} languages")
-        for enc_name in ("e5-small", "use-multilingual"):
+        for enc_name in args.encoders.split(","):
             rows, rate = measure(enc_name, sentences)
             result.setdefault(set_name, {})[enc_name] = {"langs": rows, "sentences_per_s": rate, "n": n}
             print(f"\n{enc_name} ({rate:.0f} sentences/s)\n")

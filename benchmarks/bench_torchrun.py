@@ -34,6 +34,7 @@ CASES = {"KCL": ["objective.scheme=kcl"], "KCL + local loss": ["objective.scheme
 def worker(args) -> None:
     import torch
 
+    from mlatr.inference import process_group
     from mlatr.training import distributed
     from mlatr.training.config import load_config
     from mlatr.training.step import step_inputs
@@ -53,7 +54,7 @@ def worker(args) -> None:
         inputs = step_inputs(next(batches), trainer.batches, trainer.objective.scheme, cfg.data.languages,
                              generator, trainer.dist)
         trainer.run_step(inputs, 1, True, "bench")
-        trainer._optimizer_step()
+        trainer.optimizer_step()
         if k >= args.warmup:
             times.append(time.perf_counter() - start)
             traffic.append(dict(distributed.TRAFFIC))
@@ -62,7 +63,7 @@ def worker(args) -> None:
         sent = {k: statistics.median([t.get(k, 0) for t in traffic]) for k in kinds}
         print(json.dumps({"step_s": statistics.median(times), "bytes": sent,
                           "parameters": sum(p.numel() for p in trainer.model.parameters())}), flush=True)
-    distributed.shutdown()
+    process_group.shutdown()
 
 
 def free_port() -> int:
@@ -74,6 +75,7 @@ def free_port() -> int:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--batch", type=int, default=32)
+    parser.add_argument("--clips", type=int, default=256, help="training clips of the synthetic data made once")
     parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--warmup", type=int, default=2)
     parser.add_argument("--cases", default=",".join(CASES), help="comma-separated names of CASES")
@@ -88,8 +90,8 @@ def main() -> None:
     folder = Path(args.dir)
     data = folder / "synth"
     if not (data / "manifest.jsonl").exists():
-        subprocess.run([sys.executable, "-m", "mlatr", "data", "synth", "-o", str(data), "--train", "256", "--val",
-                        "4", "--test", "4", "--quiet"], check=True)
+        subprocess.run([sys.executable, "-m", "mlatr", "data", "synth", "-o", str(data), "--train", str(args.clips),
+                        "--val", "4", "--test", "4", "--quiet"], check=True)
     env = {**os.environ, "OMP_NUM_THREADS": "1", "GLOO_SOCKET_IFNAME": os.environ.get("GLOO_SOCKET_IFNAME", "lo")}
     print(f"global batch {args.batch}, demo model, 8 languages; load average {os.getloadavg()[0]:.1f}, "
           f"{os.cpu_count()} CPUs", flush=True)

@@ -34,13 +34,13 @@ import torch
 
 from mlatr.data.manifest import Manifest
 from mlatr.data.pipeline.batches import TrainBatches
+from mlatr.inference.process_group import DistContext
 from mlatr.planning.architectures import build_planned_model
 from mlatr.planning.gpus import GPUS
 from mlatr.planning.plan import MIB, predicted_bytes
 from mlatr.planning.step_trace import step_batch, trace_step
 from mlatr.planning.tracker import LiveTensorTracker
 from mlatr.training.config import Config, load_config
-from mlatr.training.distributed import DistContext
 from mlatr.training.objective import build_objective
 from mlatr.training.step import StepRunner
 from mlatr.training.trainer import build_optimizer
@@ -114,7 +114,7 @@ def loader_throughput(clips: int, batch: int, seconds: float, languages: list[st
                          "captions": {lang: [f"noise number {i}"] for lang in languages}})
         (root / "m.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
         manifest = Manifest.load(root / "m.jsonl").split("train")
-        from mlatr.data.pipeline.sources import open_source
+        from mlatr.data.pipeline.source_choice import open_source
         from mlatr.data.pipeline.workers import default_workers
 
         batches = TrainBatches(manifest, languages, batch, seconds, 0, source=open_source(manifest, 16000, None, False),

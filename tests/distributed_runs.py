@@ -65,7 +65,7 @@ def _worker(rank: int, world: int, port: int, jobs: list[dict]) -> None:
     if sys.platform.startswith("linux"):
         os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
     torch.set_num_threads(1)
-    from mlatr.training.distributed import shutdown
+    from mlatr.inference.process_group import shutdown
 
     try:
         for job in jobs:

@@ -1,4 +1,4 @@
-"""Hostile command lines and hostile text on the terminal (issue 24, round 2).
+"""Hostile command lines and hostile text on the terminal.
 
 Arguments that are not UTF-8 and numbers out of range are refused before a command runs (exit 2, naming the
 argument); user text printed to the terminal (captions, ids, file names, problems found in a file) carries no
@@ -23,7 +23,7 @@ from mlatr.data.pipeline.store import read_index
 from mlatr.errors import InputError, MlatrError
 from mlatr.inference import load_model
 from mlatr.inference.checkpoint import export_model, read_checkpoint
-from mlatr.search.index import Index, build_index
+from mlatr.search import Index, build_index
 from mlatr.serve import live_index
 from mlatr.terminal_text import shown
 

@@ -1,4 +1,4 @@
-"""Issue 14, bad case 1 and the folder-import case: audio that does not decode whole.
+"""Audio that does not decode whole, in a manifest or an imported folder.
 
 A WAV whose header declares 36,092 frames but whose data stops after 8 used to load as a 0.5 ms clip
 everywhere (validate, train, eval, search --audio). Now every reader refuses it, naming the manifest line

@@ -1,4 +1,4 @@
-"""Issue 14 replayed: each bad or weak input it lists gets a clear error (exit 2, a message on stderr
+"""Bad or weak input, command by command: each gets a clear error (exit 2, a message on stderr
 naming file / line / field, no traceback, nothing written) or a counted, reported skip.
 
 Truncated audio and the folder import of an undecodable file: tests/test_bad_audio.py. Kills, orphan
@@ -130,7 +130,7 @@ def test_index_with_nan_is_refused_on_load(served_toy, tmp_path, capsys, backend
 
 def test_build_refuses_nan_embeddings_naming_the_clips(served_toy, tmp_path, monkeypatch):
     from mlatr.inference.checkpoint import load_model
-    from mlatr.search.index import build_index
+    from mlatr.search.build import build_index
 
     manifest, ckpt, _ = served_toy
     loaded = load_model(ckpt)

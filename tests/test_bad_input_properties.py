@@ -246,7 +246,7 @@ def test_malformed_npz(capsys, kind, n_audio, dim, seed):
 
 # ---------------------------------------------------------------- every reader of a user's file
 # For arbitrary bytes, arbitrary JSON / YAML values, and good documents with one field replaced by an arbitrary
-# value or removed, each reader returns or raises MlatrError: never another exception (issue 24, Bad 4).
+# value or removed, each reader returns or raises MlatrError: never another exception.
 
 READER_SETTINGS = settings(max_examples=20, deadline=None, derandomize=True,
                            suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])

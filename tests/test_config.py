@@ -1,10 +1,17 @@
+"""Training configs: YAML and overrides, the field rules and the rules between fields (a training config and
+head training's settings alike), the schedule, configs/demo.yaml."""
+
 import subprocess
 import sys
+from dataclasses import replace
+from pathlib import Path
 
 import pytest
+import yaml
 
 from mlatr.errors import MlatrError
-from mlatr.training.config import load_config
+from mlatr.experiments.demo import SIZES, demo_config
+from mlatr.training.config import HEAD_OPTIM, HeadTraining, MatchingConfig, load_config, validate_config
 from mlatr.training.objective import build_objective
 from mlatr.training.schedule import lr_factor
 
@@ -56,3 +63,37 @@ def test_warmup_then_cosine():
     assert lr_factor(100, 100, 10) == pytest.approx(0.0)
     assert lr_factor(100, 100, 10, min_ratio=0.1) == pytest.approx(0.1)
     assert lr_factor(80, 100, 10, schedule="constant") == 1.0
+
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_demo_yaml_is_what_the_demo_trains():
+    tree = yaml.safe_load((ROOT / "configs" / "demo.yaml").read_text())
+    expected = demo_config(tree["data"]["manifest"], "mlclap", SIZES["small"]["epochs"])
+    assert load_config(ROOT / "configs" / "demo.yaml").to_dict() == load_config(None, _overrides(expected)).to_dict()
+
+
+def _overrides(tree, prefix=""):
+    out = ["seed=0", "out_dir=runs/demo"] if not prefix else []
+    for k, v in tree.items():
+        if isinstance(v, dict) and k not in ("audio", "text"):
+            out += _overrides(v, f"{prefix}{k}.")
+        else:
+            out.append(f"{prefix}{k}={yaml.safe_dump(v, default_flow_style=True).strip()}")
+    return out
+
+
+@pytest.mark.parametrize("settings, says", [
+    (HeadTraining(epochs=0), "config: epochs: must be >= 1, got 0"),
+    (HeadTraining(batch_size=1), "config: batch_size: must be >= 2"),
+    (HeadTraining(identity_penalty=-1.0), "config: identity_penalty: must be >= 0"),
+    (HeadTraining.at(0.0), "config: optim.lr: must be > 0, got 0.0"),
+    (HeadTraining(optim=replace(HEAD_OPTIM, grad_cache_chunk=4)), "optim.grad_cache_chunk: head training"),
+    (HeadTraining(objective=replace(HeadTraining().objective, matching=MatchingConfig())), "objective.matching"),
+    (HeadTraining(objective=replace(HeadTraining().objective, reweight=True, base="siglip")), "objective.reweight"),
+])
+def test_head_training_goes_through_the_training_config_rules(settings, says):
+    with pytest.raises(MlatrError, match=says):
+        validate_config(settings)
+    validate_config(HeadTraining.at(1e-2, epochs=3, batch_size=4))  # the defaults pass

@@ -14,12 +14,14 @@ import torch
 
 from mlatr.cli import main
 from mlatr.errors import MlatrError
+from mlatr.models.protocols import ANY_LANGUAGE
 from mlatr.search import Index
+from mlatr.search.columns import CaptionColumns, ClipColumns, RowStack
 from mlatr.search.fusion import DEFAULT_FUSION, FusionSettings, fused_scores, ranks_among, reciprocal_rank_fusion
 from mlatr.search.hybrid import TextRanker, describe_evidence
 from mlatr.search.lexical import KeywordIndex, tokenize
+from mlatr.search.query import TextQuery, text_query
 from mlatr.search.search import rank_text, rank_texts
-from mlatr.search.shards import RowStack
 
 
 def test_tokenize_words_and_cjk_bigrams():
@@ -109,8 +111,8 @@ def test_text_ranker_finds_the_caption_and_a_clip_without_caption():
     best = {c: max(cos[i] for i in range(4) if clip[i] == c) for c in set(clip.tolist())}
     order = [r for r, _, _ in ranker.rank(captions[1], "x", 3, "captions")]
     assert order == sorted(best, key=lambda c: -best[c])[:3]
-    with pytest.raises(MlatrError, match="unknown ranking"):
-        ranker.rank(captions[1], "x", 3, "bm25")
+    with pytest.raises(MlatrError, match="unknown ranking 'bm25'"):  # refused where the query enters
+        text_query("x", "eng", 3, "bm25", ANY_LANGUAGE)
 
 
 def test_index_rank_modes_and_cli(served_toy, tmp_path, capsys):
@@ -317,11 +319,11 @@ def test_hybrid_without_any_caption_is_the_sound_ranking_through_the_searcher():
 
     def make(cap_rows, deleted):
         caps = _unit(rng.standard_normal((len(cap_rows), d)))
-        return Index(embeddings=audio, ids=[f"c{i}" for i in range(n)], paths=[f"/x/c{i}.wav" for i in range(n)],
-                     captions=[{} for _ in range(n)], caption_embeddings=caps.reshape(len(cap_rows), d),
-                     caption_clip=np.asarray(cap_rows, np.int64), caption_lang=["eng"] * len(cap_rows),
-                     caption_text=["a dog"] * len(cap_rows), backend="numpy",
-                     deleted_rows=np.asarray(deleted, np.int64))
+        clips = ClipColumns(audio, [f"c{i}" for i in range(n)], {"path": [f"/x/c{i}.wav" for i in range(n)],
+                                                                 "captions": [{} for _ in range(n)]})
+        captions = CaptionColumns(caps.reshape(len(cap_rows), d), np.asarray(cap_rows, np.int64),
+                                  {"lang": ["eng"] * len(cap_rows), "text": ["a dog"] * len(cap_rows)})
+        return Index(clips, captions, backend="numpy", deleted_rows=np.asarray(deleted, np.int64))
 
     q = _unit(rng.standard_normal(d))
     for cap_rows, deleted in (([], []), ([], [4, 9]), ([4, 9], [4, 9])):
@@ -329,13 +331,13 @@ def test_hybrid_without_any_caption_is_the_sound_ranking_through_the_searcher():
         ranker = TextRanker(audio, index.caption_embeddings, index.caption_clip, index.caption_text,
                             index.caption_lang, settings, index.deleted_rows)
         want = ranker.rank(q, "a dog", 7, "hybrid")
-        for hits in (rank_text(index, q, "a dog", 7, "hybrid"), rank_texts(index, q[None], ["a dog"], [7],
-                                                                            ["hybrid"])[0]):
+        query = TextQuery("a dog", "eng", 7, "hybrid")
+        for hits in (rank_text(index, q, query), rank_texts(index, q[None], [query])[0]):
             assert [(index.ids.index(h.id), h.score, h.evidence) for h in hits] == \
                 [(r, pytest.approx(s), e) for r, s, e in want]
             assert "text" not in index._searchers  # the every-clip ranker was never built
     index = make([4], [9])  # a live clip with a caption: the full fusion
-    assert rank_text(index, q, "a dog", 3, "hybrid")[0].evidence[0]["source"] in ("caption", "keyword")
+    assert rank_text(index, q, TextQuery("a dog", "eng", 3))[0].evidence[0]["source"] in ("caption", "keyword")
 
 
 def test_ranker_over_shards_ranks_as_over_one_array_without_copying_them():

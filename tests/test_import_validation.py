@@ -1,4 +1,4 @@
-"""Import and manifest validation, second round (issue 24): split names, control characters in ids, paths out of
+"""Import and manifest validation: split names, control characters in ids, paths out of
 ``--audio-dir``, absurd source times, FIFOs in an imported folder, webdataset's ``--skip-bad``.
 
 Each rule lives in one place (:mod:`mlatr.data.manifest`, ``importers._common.join_audio``,

@@ -18,7 +18,9 @@ from mlatr.data.manifest import Manifest
 from mlatr.errors import MlatrError
 from mlatr.inference.checkpoint import load_model
 from mlatr.search import Index, build_index
-from mlatr.search.index import AnnBuild, live_rows
+from mlatr.search.ann import AnnBuild
+from mlatr.search.build_plan import live_rows
+from mlatr.search.columns import CaptionColumns, ClipColumns
 from mlatr.writer_lock import writer_lock
 from toydata import train_toy_model
 
@@ -66,7 +68,7 @@ def test_folder_equals_single_file_and_add_writes_only_a_new_shard(trained, tmp_
     clips, caps = index.search_audio(full.paths[4], k=6)
     clips_f, caps_f = full.search_audio(full.paths[4], k=6)
     assert [h.id for h in clips] == [h.id for h in clips_f] and [c.text for c in caps] == [c.text for c in caps_f]
-    assert isinstance(index.shards[0].embeddings, np.memmap)  # mapped, not read
+    assert isinstance(index.shards[0].clips.embeddings, np.memmap)  # mapped, not read
 
 
 def test_delete_compact_and_convert(trained, tmp_path, capsys):
@@ -331,15 +333,15 @@ def test_ann_shard_recall_is_measured_recorded_and_searched(tmp_path, capsys):
     n, d = 6000, 32
     emb = rng.standard_normal((n, d)).astype(np.float32)
     emb /= np.linalg.norm(emb, axis=1, keepdims=True)
-    from mlatr.search.index import empty_index, file_sha256
+    from mlatr.file_state import file_sha256
 
     ckpt = tmp_path / "fake.pt"
     ckpt.write_bytes(b"not used: no query is encoded here")
     meta = {"checkpoint": {"path": str(ckpt), "sha256": file_sha256(ckpt)}, "sample_rate": 16000,
             "max_seconds": 10.0, "caption_languages": []}
-    index = empty_index(d, meta)
-    index.embeddings, index.ids = emb, [f"c{i}" for i in range(n)]
-    index.paths, index.captions = [f"/x/{i}.wav" for i in range(n)], [{} for _ in range(n)]
+    clips = ClipColumns(emb, [f"c{i}" for i in range(n)], {"path": [f"/x/{i}.wav" for i in range(n)],
+                                                           "captions": [{} for _ in range(n)]})
+    index = Index(clips, CaptionColumns.empty(d), meta)
     for kind, params, knob in (("hnsw", {"efSearch": 8, "target_recall_pct": 90}, "efSearch"),
                                ("ivfpq", {"nlist": 32, "nprobe": 1, "pq_bits": 6, "target_recall_pct": 90}, "nprobe")):
         out = tmp_path / f"{kind}.idx"
@@ -400,16 +402,16 @@ def test_server_watches_a_folder_and_refuses_a_bad_reload_cleanly(trained, tmp_p
 
 
 def test_jsonl_rows_are_read_once_while_kept(tmp_path, monkeypatch):
-    from mlatr.search import shards
+    from mlatr.search import columns
 
     rows = [{"path": f"/a/{i}.wav", "captions": {"eng": [f"sound {i}"]}} for i in range(5)]
     lines = [json.dumps(r).encode() + b"\n" for r in rows]
     (tmp_path / "clips.jsonl").write_bytes(b"".join(lines))
-    column = shards.JsonlColumn(tmp_path / "clips.jsonl", np.cumsum([0] + [len(b) for b in lines]).astype(np.uint64))
+    column = columns.JsonlRows(tmp_path / "clips.jsonl", np.cumsum([0] + [len(b) for b in lines]).astype(np.uint64))
     reads = []
     pread = os.pread
     monkeypatch.setattr(os, "pread", lambda fd, n, off: reads.append(off) or pread(fd, n, off))
-    monkeypatch.setattr(shards, "ROW_MEMO", 3)
+    monkeypatch.setattr(columns, "ROW_MEMO", 3)
     assert [column[i] for i in (1, 1, 2, 1, 0)] == [rows[i] for i in (1, 1, 2, 1, 0)]
     assert len(reads) == 3  # rows 1, 2, 0: each read once
     assert column[3] == rows[3] and column[1] == rows[1] and len(reads) == 5  # full at 3 rows: cleared, 1 read again

@@ -54,7 +54,7 @@ def test_torchrun_build_equals_one_process_and_resumes(trained, tmp_path):
     done = _torchrun(ckpt, manifest_path, out)
     assert done.stdout.count("wrote ") == 1  # the summary is printed once
     two = Index.load(out)
-    assert len(two.shards) == 2 and [len(s.ids) for s in two.shards] == [10, 10]
+    assert len(two.shards) == 2 and [len(s.clips) for s in two.shards] == [10, 10]
     _equal(two, one)
     # a run killed after rank 0 wrote its shard, before rank 1's and before the merge: started again, it
     # keeps rank 0's shard (not encoded again) and writes the rest

@@ -1,4 +1,4 @@
-"""Issue 14, memory: long clips are encoded as windows in bounded batches (mlatr.inference.audio).
+"""Memory of long clips: they are encoded as windows in bounded batches (mlatr.inference.audio).
 
 `index build --max-seconds 300` over ten-minute clips fed 16 x 300 s to the encoder at once. Now the
 encoder never sees more than --batch-size windows of the model's evaluation crop; clips no longer than
@@ -17,7 +17,7 @@ from mlatr.data.manifest import Manifest
 from mlatr.data.pipeline.file_source import AudioSource
 from mlatr.inference.audio import encode_source, pool_windows, window_bounds
 from mlatr.inference.checkpoint import load_model
-from mlatr.search.index import Index, build_index
+from mlatr.search import Index, build_index
 
 
 def test_windows_cover_the_clip_in_equal_parts():

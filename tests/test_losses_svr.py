@@ -527,8 +527,7 @@ def test_simple_reweight_values():
 
 
 def test_regularizer_over_scheme_pairs_is_row_weighted_and_skips_text_text():
-    from mlatr.losses.cacl import cacl_pairs
-    from mlatr.losses.kcl import kcl_pairs
+    from mlatr.losses import cacl_pairs, kcl_pairs
 
     g = torch.Generator().manual_seed(12)
     audio, eng, other = (torch.randn(6, 4, generator=g) for _ in range(3))

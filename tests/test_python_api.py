@@ -1,4 +1,4 @@
-"""Issue 21: one way to use a model: the inference layer, the Python API (``mlatr.load`` ...), model folders,
+"""One way to use a model: the inference layer, the Python API (``mlatr.load`` ...), model folders,
 ``mlatr embed`` / ``classify`` / ``export``, portable indexes.
 
 The model is the session's tiny trained toy model (``served_toy``: small-cnn + small-transformer on tones,
@@ -95,10 +95,12 @@ def test_embed_audio_equals_the_index_and_mlatr_encode(served_toy, tmp_path, cap
 def test_embed_text_is_the_query_embedding_and_checks_languages(served_toy):
     model = mlatr.load(served_toy[1], device="cpu")
     index = Index.load(served_toy[2], model=model)
-    from mlatr.search.search import encode_query_text
+    from mlatr.search.query import TextQuery
+    from mlatr.search.search import encode_query_texts
 
     one = model.embed_text("un son aigu", "fr")
-    assert one.shape == (1, 16) and np.array_equal(one[0], encode_query_text(index, "un son aigu", "fra"))
+    query = encode_query_texts(index, [TextQuery("un son aigu", "fra")])[0]
+    assert one.shape == (1, 16) and np.array_equal(one[0], query)
     t = model.embed_text(["un son aigu", "ein tiefer Ton"], lang=["fra", "deu"])  # a padded batch
     np.testing.assert_allclose(t[0], one[0], atol=1e-6)
     with pytest.raises(MlatrError, match="2 languages for 1 texts"):

@@ -1,4 +1,4 @@
-"""A query sound is decoded by what the query uses (issue 24, bad 3): the header bounds its length before
+"""A query sound is decoded by what the query uses: the header bounds its length before
 decoding, and only the index's centre window is decoded, whatever the file's length."""
 
 import tracemalloc

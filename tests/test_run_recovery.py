@@ -1,4 +1,4 @@
-"""Issue 14: what an interrupted run leaves behind, and a full disk.
+"""What an interrupted run leaves behind, and a full disk.
 
 - killed while ``last.pt`` is written, then ``--resume``: the weights were already bit-exact, but
   ``log.jsonl`` held that epoch's records twice; now the log agrees with the checkpoint;
@@ -19,7 +19,7 @@ import os
 import pytest
 import torch
 
-import mlatr.training.trainer as trainer_module
+import mlatr.training.epoch_loop as loop_module
 from clitools import assert_user_error, run_cli, temp_files
 from mlatr.inference.checkpoint import read_checkpoint
 from mlatr.io_utils import atomic_write_text, remove_orphan_temps
@@ -63,7 +63,7 @@ def _assert_same_run(out, reference):
 def test_kill_while_last_pt_is_written_then_resume(tmp_path, reference, monkeypatch):
     manifest = reference[0]
     out = tmp_path / "run"
-    real_save = trainer_module.save_checkpoint
+    real_save = loop_module.save_checkpoint
 
     def dies_writing_epoch_2(path, state):
         if path.name == "last.pt" and state["epoch"] == 2:
@@ -71,12 +71,12 @@ def test_kill_while_last_pt_is_written_then_resume(tmp_path, reference, monkeypa
             raise KeyboardInterrupt  # the process is gone; its temporary file stays
         real_save(path, state)
 
-    monkeypatch.setattr(trainer_module, "save_checkpoint", dies_writing_epoch_2)
+    monkeypatch.setattr(loop_module, "save_checkpoint", dies_writing_epoch_2)
     with pytest.raises(KeyboardInterrupt):
         Trainer(load_config(None, _overrides(manifest, out))).fit()
     assert read_checkpoint(out / "last.pt")["epoch"] == 1
     assert sum(r["type"] == "epoch" for r in _records(out / "log.jsonl")) == 2  # epoch 2 logged, not saved
-    monkeypatch.setattr(trainer_module, "save_checkpoint", real_save)
+    monkeypatch.setattr(loop_module, "save_checkpoint", real_save)
     Trainer(load_config(None, _overrides(manifest, out)), resume=True).fit()
     _assert_same_run(out, reference)
 

@@ -3,8 +3,9 @@
 import pytest
 import torch
 
+from dense_losses import mlclap_pairs
 from mlatr.errors import MlatrError
-from mlatr.losses import draw_languages, mlclap_pairs
+from mlatr.losses import draw_languages
 from mlatr.losses.schemes import CACLScheme, KCLScheme, MLCLAPScheme, build_scheme
 from mlatr.models.outputs import EncoderOutput
 

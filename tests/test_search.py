@@ -192,8 +192,8 @@ def test_cli_build_and_search_json(trained, tmp_path, capsys):
 
 
 def test_query_languages_say_which_encoders_read_the_language():
+    from mlatr.models.protocols import query_languages
     from mlatr.models.registry import build_text_encoder
-    from mlatr.search.query_language import query_languages
 
     class Fake:
         dim = 4

@@ -159,7 +159,7 @@ def test_routes_and_schema(server):
 
 
 def test_nan_embedding_is_refused_naming_the_clip(toy, tmp_path):
-    """An index holding NaN is not served (issue 14: it would rank arbitrarily); the error names the clip
+    """An index holding NaN is not served (it would rank arbitrarily); the error names the clip
     and is strict JSON."""
     with np.load(toy[2]) as z:
         arrays = {k: z[k] for k in z.files}

@@ -10,6 +10,7 @@ from mlatr.data.manifest import Manifest
 from mlatr.errors import MlatrError
 from mlatr.inference.checkpoint import load_model
 from mlatr.search import build_index
+from mlatr.search.query import TextQuery, text_query
 from mlatr.serve.batching import TextBatcher
 from mlatr.serve.live_index import LiveIndex
 from toydata import train_toy_model
@@ -35,7 +36,7 @@ def test_concurrent_queries_are_batched_and_equal_one_by_one(live):
     batcher = TextBatcher(live, max_batch=8, max_wait_ms=200)
     queries = QUERIES * 3
     with ThreadPoolExecutor(max_workers=len(queries)) as pool:
-        found = list(pool.map(lambda qk: batcher.search(snap, qk[0][0], qk[0][1], qk[1]),
+        found = list(pool.map(lambda qk: batcher.search(snap, TextQuery(qk[0][0], qk[0][1], qk[1])),
                               [(q, 3 + i % 5) for i, q in enumerate(queries)]))
     assert batcher.queries == len(queries) and batcher.batches < len(queries) / 2  # embedded together
     for i, ((text, lang), hits) in enumerate(zip(queries, found, strict=True)):
@@ -44,12 +45,25 @@ def test_concurrent_queries_are_batched_and_equal_one_by_one(live):
         assert np.allclose([h.score for h in hits], [h.score for h in alone], atol=1e-5)
 
 
-def test_a_bad_query_fails_alone(live):
+def test_a_query_is_checked_where_it_enters_and_a_failing_batch_fails_alone(live, monkeypatch):
     snap = live.current()
     batcher = TextBatcher(live, max_wait_ms=1)
-    with pytest.raises(MlatrError, match="empty text query"):
-        batcher.search(snap, "   ", "eng", 3)
-    assert [h.rank for h in batcher.search(snap, "a tone", "eng", 4)] == [1, 2, 3, 4]
+    for text, lang, k, rank, says in (("   ", "eng", 3, "hybrid", "empty text query"),
+                                      ("x", "xx", 3, "audio", "lang: "), ("x", "eng", 0, "audio", "k must be"),
+                                      ("x", "fr", 3, "bm25", "unknown ranking")):
+        with pytest.raises(MlatrError, match=says):
+            text_query(text, lang, k, rank, snap.languages)
+    assert text_query(" x ", "fr", 2, "audio", snap.languages) == TextQuery(" x ", "fra", 2, "audio")
+    from mlatr.serve import batching
+
+    def broken(index, queries):
+        raise MlatrError("the model gave a non-finite query embedding")
+
+    monkeypatch.setattr(batching, "encode_query_texts", broken)
+    with pytest.raises(MlatrError, match="non-finite"):
+        batcher.search(snap, TextQuery("a tone", "eng", 4))
+    monkeypatch.undo()
+    assert [h.rank for h in batcher.search(snap, TextQuery("a tone", "eng", 4))] == [1, 2, 3, 4]
 
 
 def test_awaited_queries_are_batched_and_equal_the_blocking_ones(live):
@@ -57,11 +71,9 @@ def test_awaited_queries_are_batched_and_equal_the_blocking_ones(live):
     batcher = TextBatcher(live, max_batch=len(QUERIES), max_wait_ms=5000)  # a full batch goes at once
 
     async def ask_all():
-        return await asyncio.gather(*(batcher.search_async(snap, text, lang, 4) for text, lang in QUERIES),
-                                    batcher.search_async(snap, "   ", "eng", 4), return_exceptions=True)
+        return await asyncio.gather(*(batcher.search_async(snap, TextQuery(text, lang, 4)) for text, lang in QUERIES))
 
-    *found, empty = asyncio.run(ask_all())
-    assert isinstance(empty, MlatrError) and "empty text query" in str(empty)  # refused at once, alone
+    found = asyncio.run(ask_all())
     assert batcher.queries == len(QUERIES) and batcher.batches == 1  # one event loop, one batch, no thread each
     for (text, lang), hits in zip(QUERIES, found, strict=True):
         alone = snap.index.search_text(text, lang, 4)

@@ -1,4 +1,4 @@
-"""GET /audio/{id} serves only regular files inside the library roots (issue 24, bad 2): symlinks out of
+"""GET /audio/{id} serves only regular files inside the library roots: symlinks out of
 the library, edited recorded paths, ``..`` forms and files swapped after start all answer 404."""
 
 import os

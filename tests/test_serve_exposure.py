@@ -1,4 +1,4 @@
-"""What mlatr serve trusts of a request (issue 24): Host allow-list, bearer token, security headers,
+"""What mlatr serve trusts of a request: Host allow-list, bearer token, security headers,
 cross-site POSTs, error messages without internal names, slow clients disconnected."""
 
 import socket

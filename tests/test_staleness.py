@@ -1,4 +1,4 @@
-"""Derived artefacts say what changed since they were built (issue 24, "staleness"): a prepared store whose clip
+"""Derived artefacts say what changed since they were built: a prepared store whose clip
 was rewritten, a run resumed on a changed manifest, an index whose clip was deleted (``index build --add``
 from a source that no longer lists it).
 """

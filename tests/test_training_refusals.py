@@ -1,4 +1,4 @@
-"""Training that could not train is refused before any work (issue 24, "training that silently does nothing").
+"""Training that could not train is refused before any work (it would otherwise silently do nothing).
 
 Each member of the class: a batch larger than the split, a language without captions in the training or
 the validation split, every / some audio files missing, a split with no clip left, ``epochs: 0``; from the

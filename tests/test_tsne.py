@@ -92,7 +92,7 @@ def test_eval_compare_encodes_the_same_clips_with_the_second_checkpoint(tmp_path
     for seed in (0, 1):  # two untrained tiny models: different random weights, same architecture
         trainer = Trainer(tiny_config(manifest, tmp_path / f"run{seed}", f"seed={seed}"))
         ckpts.append(tmp_path / f"m{seed}.pt")
-        save_checkpoint(ckpts[-1], trainer._state())
+        save_checkpoint(ckpts[-1], trainer.state())
     drawn = {}
 
     def capture(views, path, seed=0, title=""):

@@ -31,7 +31,7 @@ _LAZY = {
     "LoadedModel": ("mlatr.inference", "LoadedModel"),
     "Classification": ("mlatr.inference", "Classification"),
     "Index": ("mlatr.search.index", "Index"),
-    "evaluate": ("mlatr.inference.evaluate", "evaluate"),
+    "evaluate": ("mlatr.inference.model_evaluation", "evaluate"),
     "export": ("mlatr.inference", "export_model"),
 }
 

@@ -10,6 +10,7 @@ reader can pay.
 
 from __future__ import annotations
 
+import hashlib
 import os
 from datetime import UTC, datetime
 
@@ -21,6 +22,16 @@ def file_state(path: str | os.PathLike) -> dict | None:
     except (OSError, ValueError):
         return None
     return {"size": st.st_size, "mtime_ns": st.st_mtime_ns}
+
+
+def file_sha256(*paths: str | os.PathLike) -> str:
+    """Hex SHA-256 of the bytes of ``paths``, one file after the other (read in 1 MiB chunks)."""
+    h = hashlib.sha256()
+    for path in paths:
+        with open(path, "rb") as fh:
+            for chunk in iter(lambda fh=fh: fh.read(1 << 20), b""):
+                h.update(chunk)
+    return h.hexdigest()
 
 
 def _when(ns: int) -> str:

@@ -22,7 +22,7 @@ def clips_from_args(args):
     """``(manifest, shards)``: ``args.split`` (``all`` = every clip) of ``args.manifest``, or of the webdataset
     shards ``args.webdataset`` (then ``shards`` is their :class:`~mlatr.data.webdataset_shards.ShardIndex`,
     else None)."""
-    from mlatr.inference.sources import manifest_split  # loads torch: not paid by every command's parser
+    from mlatr.inference.library import manifest_split  # loads torch: not paid by every command's parser
 
     if getattr(args, "webdataset", None):
         from mlatr.data.webdataset_shards import index_shards  # loads torch: not paid by every command's parser
@@ -39,7 +39,7 @@ def encode_from_args(args, loaded=None, manifest=None, languages=None, shards=No
     when given), in ``languages`` (default ``--languages``, else the model's training languages) with the
     model (frame / token features too when its matching head scores them); returns an
     :class:`~mlatr.inference.encoding.EncodedSplit`."""
-    from mlatr.inference.evaluate import encode_split  # loads torch: not paid by every command's parser
+    from mlatr.inference.model_evaluation import encode_split  # loads torch: not paid by every command's parser
 
     loaded = loaded or load_model_from_args(args)
     given = manifest is None

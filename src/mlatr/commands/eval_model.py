@@ -71,7 +71,7 @@ def add_arguments(parser):
 
 
 def run(args) -> int:
-    from mlatr.inference.evaluate import evaluate_model  # loads torch: not paid by every command's parser
+    from mlatr.inference.model_evaluation import evaluate_model  # loads torch: not paid by every command's parser
 
     if args.compare and not args.plot:
         raise MlatrError("--compare draws a second t-SNE panel: give --plot DIR too")

@@ -6,7 +6,7 @@ from mlatr.commands._notices import report_skipped
 from mlatr.commands._paths import model_inputs, refuse_output_over_input
 from mlatr.errors import MlatrError
 from mlatr.languages import parse_language_list
-from mlatr.search.ann import EXACT_BELOW, KINDS
+from mlatr.search.ann import EXACT_BELOW, KINDS, AnnBuild
 from mlatr.search.milvus import is_milvus
 from mlatr.search.shards import DTYPES, is_index_folder
 
@@ -81,7 +81,7 @@ def add_arguments(parser):
 
 
 def run(args) -> int:
-    from mlatr.training.distributed import environment_world_size, setup, shutdown  # torch: start-up time
+    from mlatr.inference.process_group import environment_world_size, setup, shutdown  # torch: start-up time
 
     if not is_index_folder(args.output) and not is_milvus(args.output):  # build_index checks a folder
         refuse_output_over_input([("-o", args.output)], model_inputs(args))
@@ -97,20 +97,23 @@ def run(args) -> int:
 
 
 def _build(args, ctx) -> int:
-    from mlatr.search.index import build_index  # loads torch: not paid by every command's parser
+    from mlatr.search.build import plan_index_build, write_build  # loads torch: not paid by every command's parser
+    from mlatr.search.rank_build import build_by_rank  # loads torch.distributed, as above
 
     model = load_model_from_args(args)
     manifest, shards = clips_from_args(args)  # a folder or a split the manifest lacks: the error says what to do
     langs = parse_language_list(args.caption_langs, "--caption-langs") if args.caption_langs else None
     params = parse_ann_params(args.ann_param)
     t0 = time.perf_counter()
-    report = build_index(model, manifest, args.output, add=args.add, caption_languages=langs,
-                         batch_size=args.batch_size, max_seconds=args.max_seconds,
-                         window_seconds=args.window_seconds, skip_bad=args.skip_bad,
-                         progress=not args.no_progress, dtype=args.dtype, ann=args.ann, ann_params=params,
-                         ann_exact_below=args.ann_exact_below, ctx=ctx, shards=shards)
+    job = plan_index_build(model, manifest, args.output, add=args.add, caption_languages=langs,
+                           batch_size=args.batch_size, max_seconds=args.max_seconds,
+                           window_seconds=args.window_seconds, skip_bad=args.skip_bad,
+                           progress=not args.no_progress, dtype=args.dtype, shards=shards,
+                           ann=AnnBuild(args.ann, params, args.ann_exact_below, not args.no_progress))
+    # under torchrun each process encodes its part of the new clips into a shard of its own
+    report = build_by_rank(ctx, job) if ctx is not None and ctx.enabled else write_build(job)
     dt = time.perf_counter() - t0
-    if ctx is not None and not ctx.is_main:
+    if report is None:  # not the first process: it printed nothing
         return 0
     rate = f" ({report.added / dt:.1f} clips/s)" if report.added else ""
     print(f"wrote {args.output}: {len(report.index)} clips ({report.added} encoded{rate}, {report.kept} kept), "

@@ -2,7 +2,7 @@ from pathlib import Path
 
 from mlatr.commands._arg_types import positive_int
 from mlatr.commands.index_build import parse_ann_params
-from mlatr.search.ann import EXACT_BELOW, KINDS
+from mlatr.search.ann import EXACT_BELOW, KINDS, AnnBuild
 from mlatr.search.shards import DTYPES, bytes_of
 from mlatr.writer_lock import writer_lock
 
@@ -29,7 +29,7 @@ def add_arguments(parser):
 
 
 def run(args) -> int:
-    from mlatr.search.index import AnnBuild, Index  # loads torch: not paid by every command's parser
+    from mlatr.search.index import Index  # loads torch: not paid by every command's parser
 
     out = Path(args.output or args.index)
     build = AnnBuild(args.ann, parse_ann_params(args.ann_param), args.ann_exact_below, not args.no_progress)

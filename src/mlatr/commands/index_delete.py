@@ -19,7 +19,7 @@ def add_arguments(parser):
 
 
 def run(args) -> int:
-    from mlatr.search.index import delete_clips  # loads torch: not paid by every command's parser
+    from mlatr.search.build import delete_clips  # loads torch: not paid by every command's parser
 
     ids = list(args.ids)
     if args.ids_file:

@@ -21,10 +21,10 @@ def add_arguments(parser):
 
 
 def run(args) -> int:
-    from mlatr.search.index import Index, index_summary  # loads torch: not paid by every command's parser
+    from mlatr.search.index import Index  # loads torch: not paid by every command's parser
 
     index = Index.load(args.index)
-    info = index_summary(index, check=args.check)
+    info = index.summary(check=args.check)
     if args.json:
         print(json.dumps(info, ensure_ascii=False, indent=1))
         return 0

@@ -3,7 +3,6 @@ import json
 from mlatr.commands._arg_types import positive_int
 from mlatr.commands._model_io import model_for_index
 from mlatr.errors import MlatrError
-from mlatr.languages import normalize
 from mlatr.search.backends import BACKENDS
 from mlatr.search.fusion import RANKS
 from mlatr.search.hybrid import describe_evidence
@@ -45,11 +44,14 @@ def add_arguments(parser):
 
 
 def run(args) -> int:
-    from mlatr.search.index import Index  # loads torch: not paid by every command's parser
+    # these load torch: not paid by every command's parser
+    from mlatr.models.protocols import query_languages
+    from mlatr.search.index import Index
+    from mlatr.search.query import text_query
+    from mlatr.search.search import search_query
 
     if (args.query is None) == (args.audio is None):
         raise MlatrError("give either a text QUERY or --audio FILE (not both)")
-    lang = normalize(args.lang, "--lang")
     model = model_for_index(args.model, args.index) if args.model else None
     index = Index.load(args.index, backend=args.backend, model=model)
     if args.audio is not None:
@@ -57,9 +59,10 @@ def run(args) -> int:
         out = {"audio": args.audio, "k": args.k, "results": [h.to_dict() for h in clips],
                "captions": [h.to_dict() for h in captions]}
     else:
-        clips = index.search_text(args.query, lang, args.k, args.rank)
-        captions = []
-        out = {"query": args.query, "lang": lang, "k": args.k, "rank": args.rank,
+        query = text_query(args.query, args.lang, args.k, args.rank,  # the one check of the query
+                           query_languages(index.model().model.text_encoder), "--lang")
+        clips, captions = search_query(index, query), []
+        out = {"query": args.query, "lang": query.lang, "k": args.k, "rank": args.rank,
                "results": [h.to_dict() for h in clips]}
     if args.json:
         print(json.dumps(out, ensure_ascii=False, indent=1))

@@ -37,7 +37,7 @@ def add_arguments(parser):
 
 
 def run(args) -> int:
-    from mlatr.training import distributed  # loads torch: not paid by every command's parser
+    from mlatr.inference import process_group  # loads torch: not paid by every command's parser
     from mlatr.training.config import load_config  # loads yaml: not paid by every command's parser
     from mlatr.training.trainer import Trainer  # loads torch: not paid by every command's parser
 
@@ -51,7 +51,7 @@ def run(args) -> int:
         raise DiskFullError(f"training stopped: {exc}. Once there is room, continue the run with the same "
                             "command and --resume (last.pt holds the last epoch saved)") from exc
     finally:
-        distributed.shutdown()
+        process_group.shutdown()
     if not trainer.dist.is_main:
         return 0
     if cfg.data.skip_bad:  # data.skip_bad=true: say what was skipped (the epoch records count bad_audio)

@@ -26,13 +26,13 @@ from typing import Any
 import torch
 
 from mlatr.errors import MlatrError
+from mlatr.file_state import file_sha256
 from mlatr.inference.checkpoint import save_checkpoint
 from mlatr.languages import DEFAULT_LANGUAGES
 from mlatr.models.dual_encoder import DualEncoder
 from mlatr.models.hf_clap import HFClapAudioEncoder, HFClapTextEncoder, feature_settings, temperature_of
 from mlatr.models.hf_text import WEIGHT_FILES
 from mlatr.models.htsat import read_hf_weights
-from mlatr.search.index import file_sha256
 from mlatr.training.config import config_from_dict
 
 #: ClapModel key prefixes -> mlatr DualEncoder prefixes.

@@ -48,12 +48,12 @@ from typing import Any
 import torch
 
 from mlatr.errors import MlatrError
+from mlatr.file_state import file_sha256
 from mlatr.inference.checkpoint import save_checkpoint
 from mlatr.languages import DEFAULT_LANGUAGES
 from mlatr.models.ced import CED_SIZES, PATCH, TARGET_LENGTH, normalise_ced_keys
 from mlatr.models.dual_encoder import DualEncoder
 from mlatr.models.registry import build_audio_encoder, build_text_encoder
-from mlatr.search.index import file_sha256
 from mlatr.training.config import config_from_dict
 
 AUDIO_PREFIX = "audio_encoder.model."

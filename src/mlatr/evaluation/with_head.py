@@ -24,9 +24,7 @@ from mlatr.evaluation.evaluate import (
     evaluate_scores_with_ranks,
 )
 from mlatr.evaluation.zero_shot import zero_shot_from_scores
-from mlatr.inference.encoding import encode_texts, pad_frames
 from mlatr.matching import chunked_scores
-from mlatr.models.outputs import EncoderOutput
 
 #: Working-memory budget of the head's block-wise scoring (the score matrices are not counted).
 HEAD_MEMORY_BUDGET_MB = 1024.0
@@ -80,18 +78,6 @@ def zero_shot_with_head(head, audio, prompts, targets, memory_budget_mb: float =
     with torch.no_grad():
         scores = chunked_scores(head, audio, prompts, memory_budget_mb)
     return zero_shot_from_scores(scores.float().numpy(), targets)
-
-
-def zero_shot_with_model(loaded, enc, rows: list[int], prompts: list[str], lang: str, targets,
-                         batch_size: int = 64, memory_budget_mb: float = HEAD_MEMORY_BUDGET_MB) -> dict[str, float]:
-    """Zero-shot classification (SupCLAP §4.2.2) of the clips ``rows`` of an encoded split against the class
-    ``prompts`` in ``lang``, encoded and ranked by a :class:`~mlatr.inference.LoadedModel` with its
-    own head."""
-    sink: list | None = [] if loaded.head.needs_frames else None
-    pooled = encode_texts(loaded.model, prompts, [lang] * len(prompts), batch_size, frames_sink=sink)
-    classes = EncoderOutput(torch.from_numpy(pooled), *(pad_frames(sink) if sink is not None else (None, None)))
-    clips = enc.audio_side().rows(torch.as_tensor(rows, dtype=torch.long))
-    return zero_shot_with_head(loaded.head, clips, classes, targets, memory_budget_mb)
 
 
 def needs_frames(head) -> bool:

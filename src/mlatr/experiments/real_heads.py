@@ -43,10 +43,11 @@ from mlatr.evaluation import evaluate_embeddings, zero_shot, zero_shot_prompts
 from mlatr.evaluation.queries import caption_chance, keyword_relevance, multilingual_query_eval
 from mlatr.experiments.head_options import TEXT_ENCODERS, HeadOption
 from mlatr.frozen_features import AudioFeatureCache, audio_features
+from mlatr.inference.encoding import project
 from mlatr.models.dual_encoder import DualEncoder
 from mlatr.models.registry import build_audio_encoder, build_text_encoder
 from mlatr.training.config import ObjectiveConfig
-from mlatr.training.heads import HeadTraining, TextBank, caption_rows, project, train_heads
+from mlatr.training.heads import HeadTraining, TextBank, caption_rows, train_heads
 
 QUERIES_PATH = Path(__file__).resolve().parent.parent / "data" / "queries_multilingual.json"
 

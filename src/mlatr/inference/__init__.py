@@ -6,7 +6,7 @@
   ``similarity``, ``classify``).
 - :mod:`mlatr.inference.audio`: the one path from audio (files, waveforms, a manifest's clips; any length,
   windows, batches, progress) to embeddings; :mod:`mlatr.inference.encoding`: a manifest split as the
-  evaluation contract's arrays; :mod:`mlatr.inference.evaluate`: what ``mlatr eval`` reports, as a dict.
+  evaluation contract's arrays; :mod:`mlatr.inference.model_evaluation`: what ``mlatr eval`` reports, as a dict.
 
 It imports nothing from :mod:`mlatr.training` or :mod:`mlatr.losses` (training imports it).
 """

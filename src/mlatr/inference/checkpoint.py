@@ -16,7 +16,6 @@ previous one.
 
 from __future__ import annotations
 
-import hashlib
 import os
 from pathlib import Path
 from typing import Any
@@ -25,6 +24,7 @@ import torch
 
 from mlatr.errors import InputError, MlatrError
 from mlatr.file_kinds import unreadable
+from mlatr.file_state import file_sha256
 from mlatr.inference.device import resolve_device
 from mlatr.inference.loaded_model import LoadedModel
 from mlatr.inference.model_folder import is_model_folder, model_folder_files, read_model_folder, write_model_folder
@@ -126,10 +126,4 @@ def export_model(checkpoint: str | os.PathLike, folder: str | os.PathLike) -> Pa
 def model_sha256(path: str | os.PathLike) -> str:
     """Hex SHA-256 of a stored model: the checkpoint file's bytes, or a model folder's files (config and
     weights, in that order), read in 1 MiB chunks; an index records it to refuse a changed model."""
-    h = hashlib.sha256()
-    files = model_folder_files(path) if Path(path).is_dir() else [Path(path)]
-    for file in files:
-        with open(file, "rb") as fh:
-            for chunk in iter(lambda fh=fh: fh.read(1 << 20), b""):
-                h.update(chunk)
-    return h.hexdigest()
+    return file_sha256(*(model_folder_files(path) if Path(path).is_dir() else [path]))

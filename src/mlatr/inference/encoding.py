@@ -87,7 +87,7 @@ def pad_frames(parts: list[tuple[torch.Tensor, torch.Tensor | None]]) -> tuple[t
 def encode_texts(model, texts: Sequence[str], langs: Sequence[str] | None, batch_size: int,
                  progress: bool = False, desc: str = "text", frames_sink: list | None = None) -> np.ndarray:
     """Pooled caption embeddings ``[N, d]``, ``batch_size`` texts per call (``langs=None``: the encoder is
-    not told the language, see :mod:`mlatr.search.query_language`); ``frames_sink`` (a list) receives
+    not told the language, see :mod:`mlatr.search.query`); ``frames_sink`` (a list) receives
     each batch's ``(frames, mask)`` on the CPU (see :func:`pad_frames`)."""
 
     chunks = []
@@ -142,3 +142,16 @@ def encode_manifest(model, manifest: Manifest, languages: Sequence[str] | None =
         enc.audio_frames, enc.audio_mask = pad_frames(audio_parts)
         enc.text_frames, enc.text_mask = pad_frames(text_parts)
     return enc
+
+
+def project(model, audio_feats: np.ndarray, text_feats: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Projected unit-norm embeddings of precomputed backbone features (the DualEncoder's heads)."""
+    device = next(model.audio_projection.parameters(), torch.empty(0)).device  # the heads may sit on a GPU
+    with torch.no_grad():
+        a = model.audio_projection(torch.from_numpy(audio_feats).to(device)).cpu()
+        t = model.text_projection(torch.from_numpy(text_feats).to(device)).cpu()
+    return _unit(a.numpy()), _unit(t.numpy())
+
+
+def _unit(x: np.ndarray) -> np.ndarray:
+    return x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)

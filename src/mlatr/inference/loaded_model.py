@@ -23,7 +23,7 @@ from mlatr.errors import MlatrError
 from mlatr.evaluation.zero_shot import label_text, zero_shot_prompts
 from mlatr.inference.audio import WHOLE_CLIP, embed_clips, encode_source, file_source, waveform_clips
 from mlatr.inference.encoding import encode_texts, pad_frames
-from mlatr.languages import DEFAULT_LANGUAGES, normalize
+from mlatr.languages import DEFAULT_LANGUAGES
 from mlatr.matching import MatchingHead, chunked_scores
 from mlatr.models.dual_encoder import DualEncoder
 from mlatr.models.outputs import EncoderOutput
@@ -113,16 +113,13 @@ class LoadedModel:
     # ---- text --------------------------------------------------------------------------------------
     def text_languages(self, n: int, lang: str | Sequence[str] | None) -> list[str] | None:
         """ISO 639-3 language of each of ``n`` texts (one code for all, or one per text); ``None`` is
-        allowed only when the text encoder does not read the language."""
-        if lang is None:
-            accepted = query_languages(self.model.text_encoder)
-            if accepted.required:
-                raise MlatrError("this model's text encoder reads the query's language: give one of "
-                                 + ", ".join(accepted.choices()) + " (lang=)")
-            return None
-        if isinstance(lang, str):
-            return [normalize(lang, "lang")] * n
-        langs = [normalize(code, "lang") for code in lang]
+        allowed only when the text encoder does not read the language (:meth:`QueryLanguages.code
+        <mlatr.models.protocols.QueryLanguages.code>`)."""
+        accepted = query_languages(self.model.text_encoder)
+        if lang is None or isinstance(lang, str):
+            code = accepted.code(lang)
+            return None if code is None else [code] * n
+        langs = [accepted.code(code) for code in lang]
         if len(langs) != n:
             raise MlatrError(f"lang: {len(langs)} languages for {n} texts (give one, or one per text)")
         return langs
@@ -136,10 +133,15 @@ class LoadedModel:
         for i, t in enumerate(texts):
             if not isinstance(t, str) or not t.strip():
                 raise MlatrError(f"text {i}: empty text (or not a string: {t!r})")
-        langs = self.text_languages(len(texts), lang)
+        return self.embed_checked(texts, self.text_languages(len(texts), lang), batch_size, progress)
+
+    def embed_checked(self, texts: Sequence[str], langs: Sequence[str] | None, batch_size: int = 64,
+                      progress: bool = False) -> np.ndarray:
+        """:meth:`embed_text` of texts and languages already checked where they entered (not empty; ISO 639-3
+        codes the encoder takes, one per text, or ``None`` where it reads none): ``[n, d]``."""
         if not texts:
             return np.zeros((0, self.embed_dim), np.float32)
-        return encode_texts(self.model, texts, langs, batch_size, progress)
+        return encode_texts(self.model, list(texts), None if langs is None else list(langs), batch_size, progress)
 
     # ---- audio -------------------------------------------------------------------------------------
     def embed_audio(self, audio: AudioInput | Sequence[AudioInput], *, sample_rate: int | None = None,
@@ -219,11 +221,14 @@ class LoadedModel:
         classes = [s.strip() for s in labels.split(",")] if isinstance(labels, str) else [str(s) for s in labels]
         if not classes or any(not c for c in classes):
             raise MlatrError("labels: give at least one non-empty label")
-        lang = normalize(lang, "lang")
+        langs = self.text_languages(len(classes), lang)
+        if langs is None:
+            raise MlatrError("lang: the prompts are written in a language: give one")
+        lang = langs[0]
         prompts = prompts_for(classes, lang, template)
         if not self.head.needs_frames:
             a = self.embed_audio(audio, sample_rate=sample_rate, batch_size=batch_size, max_seconds=max_seconds)
-            return Classification(classes, self.similarity(a, self.embed_text(prompts, lang, batch_size=batch_size)))
+            return Classification(classes, self.similarity(a, self.embed_checked(prompts, langs, batch_size)))
         return Classification(classes, self._frame_scores(audio, prompts, lang, batch_size, max_seconds))
 
     def _frame_scores(self, audio, prompts: list[str], lang: str, batch_size: int, max_seconds: float | None

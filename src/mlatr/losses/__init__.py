@@ -7,11 +7,8 @@ are ``cosine / temperature``; temperatures and biases may be floats or learnable
 """
 
 from mlatr.losses._common import Pair, PairSum, cosine_logits, diagonal_cross_entropy, l2_normalize
-from mlatr.losses.cacl import cacl_loss
 from mlatr.losses.clip import clip_loss, infonce_pair
 from mlatr.losses.cmsc import cmsc_loss, cmsc_loss_terms, interc_loss, intrac_loss, jnt_loss
-from mlatr.losses.kcl import kcl_loss
-from mlatr.losses.mlclap import mlclap_loss, mlclap_pairs
 from mlatr.losses.pair_losses import BASE_LOSSES, PairLoss, pair_loss, pairs_loss
 from mlatr.losses.radius import DynamicRadius, StaticRadius
 from mlatr.losses.schemes import (
@@ -31,10 +28,10 @@ from mlatr.losses.svr_regularizer import SVRRegularizer, build_svr_regularizer
 
 __all__ = [
     "BASE_LOSSES", "DynamicRadius", "Pair", "PairLoss", "PairSum", "SCHEMES", "SVRRegularizer", "Scheme",
-    "Selection", "SimpleReweight", "StaticRadius", "build_scheme", "build_svr_regularizer", "cacl_loss",
+    "Selection", "SimpleReweight", "StaticRadius", "build_scheme", "build_svr_regularizer",
     "cacl_pairs", "clip_loss", "cmsc_loss", "cmsc_loss_terms", "constraint_loss", "cosine_logits",
     "diagonal_cross_entropy", "draw_languages", "infonce_pair", "interc_loss", "intrac_loss", "jnt_loss",
-    "kcl_loss", "kcl_pairs", "l2_normalize", "mlclap_loss", "mlclap_pairs", "pair_loss", "pairs_loss",
+    "kcl_pairs", "l2_normalize", "pair_loss", "pairs_loss",
     "positive_distances", "register_scheme", "reweighted_infonce_loss", "siglip_loss", "siglip_pair",
     "support_vectors", "svr_loss",
 ]

@@ -11,8 +11,8 @@ def infonce_pair(u: Tensor, v: Tensor, temperature: Scalar, rows: Tensor | None 
     """InfoNCE of one aligned pair, summed over both directions (ATRI eq. 13, SupCLAP eq. 5).
 
     ``L^{uv} = -sum_i log softmax_j(s(u_i, v_j)/tau)[i] - sum_i log softmax_j(s(v_i, u_j)/tau)[i]``
-    with ``s`` the cosine similarity. This is the building block of :func:`clip_loss`,
-    :func:`~mlatr.losses.kcl_loss` and :func:`~mlatr.losses.cacl_loss`.
+    with ``s`` the cosine similarity. This is the building block of :func:`clip_loss`
+    and of every scheme's pairs under InfoNCE (:func:`~mlatr.losses.pairs_loss`).
 
     Args:
         u, v: ``[n, d]`` embeddings, ``u[i]`` matches ``v[i]``; L2-normalised here.

@@ -185,7 +185,16 @@ def register_scheme(cls: type[Scheme]) -> type[Scheme]:
 
 @register_scheme
 class MLCLAPScheme(Scheme):
-    """One random language per clip, then one audio-text pair (the ML-CLAP baseline)."""
+    """One random language per clip, then one audio-text pair (the ML-CLAP baseline).
+
+    ML-CLAP's multilingual objective (ATRI §3.1 eq. 4-5): for each clip ``i`` a language ``q_i`` is drawn
+    uniformly among those it has a caption in (:func:`draw_languages`, before encoding: only the drawn
+    captions are encoded), and the base loss scores the pairs ``(a_i, t_{i q_i})`` (InfoNCE: the CLIP loss).
+
+    References:
+        Yan et al., "Bridging Language Gaps in Audio-Text Retrieval" (ML-CLAP), Interspeech 2024.
+        Yin et al., "ATRI", ACL 2025, §3.1 eq. 4-5.
+    """
 
     name = "mlclap"
     label = "ML-CLAP"
@@ -204,7 +213,8 @@ class MLCLAPScheme(Scheme):
 
 @register_scheme
 class KCLScheme(Scheme):
-    """All K languages of each clip (1-to-K contrastive learning): one pair per language."""
+    """All K languages of each clip (1-to-K contrastive learning): one pair per language (:func:`kcl_pairs`,
+    ATRI §4.1 eq. 9-11)."""
 
     name = "kcl"
     label = "KCL"
@@ -219,7 +229,8 @@ class KCLScheme(Scheme):
 
 @register_scheme
 class CACLScheme(Scheme):
-    """English plus one other random language (audio-English co-anchor contrastive learning)."""
+    """English plus one other random language (audio-English co-anchor contrastive learning): the three
+    pairs of :func:`cacl_pairs` (ATRI §4.2 eq. 12-13)."""
 
     name = "cacl"
     label = "CACL"
@@ -267,6 +278,11 @@ def kcl_pairs(audio, text, text_mask: Tensor | None = None) -> list[Pair]:
     Pair ``k`` holds the clips that have a caption in language ``k`` (all clips without a mask) and
     those captions, so language ``k``'s negatives are other clips' language-``k`` captions only, as
     in the denominators of ATRI eq. 10-11. Languages with no caption in the batch give no pair.
+    Scored by InfoNCE (:func:`~mlatr.losses.pairs_loss`) this is ATRI eq. 9,
+    ``L_kcl = 1/(2NK) (L^{a2t}_kcl + L^{t2a}_kcl)`` with ``L^{a2t}_kcl = -sum_k sum_i log exp(s(a_i, t_ik)/tau)
+    / sum_j exp(s(a_i, t_jk)/tau)`` (eq. 10) and ``L^{t2a}_kcl`` the same from each caption to the clips
+    (eq. 11); under a mask each language's InfoNCE runs among its clips and the sum is divided by ``2 x``
+    the valid captions. Scored by SigLIP: the caption-weighted mean of the per-language SigLIP losses.
 
     Args:
         audio: ``[N, d]``; text: ``[N, K, d]`` (``text[i, k]`` is clip ``i``'s caption in language
@@ -275,6 +291,18 @@ def kcl_pairs(audio, text, text_mask: Tensor | None = None) -> list[Pair]:
 
     Returns:
         List of :class:`~mlatr.losses.Pair` named ``"audio-text[k]"``.
+
+    Example:
+        >>> import torch
+        >>> from mlatr.losses import pair_loss, pairs_loss
+        >>> same = torch.eye(3).unsqueeze(1).expand(3, 2, 3)   # every caption equals its clip
+        >>> loss = pairs_loss(kcl_pairs(torch.eye(3), same), pair_loss("infonce", 1.0))  # ATRI eq. 9
+        >>> round(float(loss), 4)   # log(1 + 2/e)
+        0.5514
+
+    References:
+        Yin et al., "ATRI: Mitigating Multilingual Audio Text Retrieval Inconsistencies by Reducing
+        Data Distribution Errors", ACL 2025, §4.1, eq. 9-11.
     """
     check_multilingual(audio, text, text_mask)
     if text_mask is not None:
@@ -293,6 +321,12 @@ def kcl_pairs(audio, text, text_mask: Tensor | None = None) -> list[Pair]:
 def cacl_pairs(audio, eng, other, other_mask: Tensor | None = None) -> list[Pair]:
     """The three pairs of CACL: (audio, English), (audio, other language), (English, other language).
 
+    Scored by InfoNCE (:func:`~mlatr.losses.pairs_loss`) this is ATRI eq. 12,
+    ``L_cacl = 1/(6N) (L^{ae} + L^{at} + L^{et})``, each ``L^{uv}`` (eq. 13) an InfoNCE summed over both
+    directions, so English acts as a second anchor for the other language; under ``other_mask`` the last two
+    run among the clips that have another language and the sum is divided by ``2N + 4 n_other``. Scored by
+    SigLIP: the mean of the three SigLIP losses.
+
     Args:
         audio, eng, other: ``[N, d]`` (tensors or EncoderOutputs); row ``i`` of each is clip ``i``'s audio,
             its English caption ``t_i1`` and its caption ``t_iq_i`` in the language drawn for it (ATRI §4.2;
@@ -303,6 +337,15 @@ def cacl_pairs(audio, eng, other, other_mask: Tensor | None = None) -> list[Pair
     Returns:
         ``[Pair(audio, eng, "audio-eng"), Pair(audio, other, "audio-other"), Pair(eng, other, "eng-other")]``;
         the last two hold only the rows where ``other_mask`` is True and are omitted when none is.
+
+    Example:
+        >>> import torch
+        >>> from mlatr.losses import pair_loss, pairs_loss
+        >>> round(float(pairs_loss(cacl_pairs(torch.eye(3), torch.eye(3), torch.eye(3)), pair_loss("infonce", 1.0))), 4)
+        0.5514
+
+    References:
+        Yin et al., "ATRI", ACL 2025, §4.2, eq. 12-13. SupCLAP Table 8 (CACL with SigLIP / SVR).
     """
     for name, side in (("eng", eng), ("other", other)):
         check_pair(_pooled(audio), _pooled(side), f"cacl audio, {name}")

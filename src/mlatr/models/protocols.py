@@ -18,7 +18,8 @@ from typing import Any, Protocol, runtime_checkable
 
 import torch
 
-from mlatr.languages import LANGUAGE_NAMES
+from mlatr.errors import MlatrError
+from mlatr.languages import LANGUAGE_NAMES, normalize
 from mlatr.models.outputs import EncoderOutput
 
 
@@ -33,6 +34,20 @@ class QueryLanguages:
     def choices(self) -> tuple[str, ...]:
         """The codes a query may use: ``known``, or every language mlatr knows."""
         return self.known if self.known is not None else tuple(LANGUAGE_NAMES)
+
+    def code(self, lang: str | None, field: str = "lang") -> str | None:
+        """The one check of a query's language: ``lang`` as ISO 639-3 (aliases normalised) when the encoder
+        takes it, ``None`` when it is left out and the encoder does not read it; else :class:`MlatrError`
+        (an unknown code, a code the encoder does not take, a missing one it needs), naming ``field``."""
+        if lang is None:
+            if self.required:
+                raise MlatrError(f"{field}: this text encoder reads the query's language: give one of "
+                                 + ", ".join(self.choices()))
+            return None
+        code = normalize(lang, field)
+        if self.known is not None and code not in self.known:
+            raise MlatrError(f"{field}: this text encoder does not take {code!r} (it takes {', '.join(self.known)})")
+        return code
 
 
 #: What an encoder that does not say otherwise accepts: any language, none required.

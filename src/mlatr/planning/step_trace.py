@@ -28,12 +28,12 @@ from dataclasses import dataclass
 import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
 
+from mlatr.inference.process_group import DistContext
 from mlatr.losses.schemes import build_scheme
 from mlatr.planning.architectures import build_planned_model, planning_captions
 from mlatr.planning.cuda_kernels import cuda_choices
 from mlatr.planning.tracker import LiveTensorTracker, cuda_rounded
 from mlatr.training.config import Config
-from mlatr.training.distributed import DistContext
 from mlatr.training.objective import build_objective
 from mlatr.training.step import StepInputs, StepRunner
 from mlatr.training.trainer import build_optimizer

@@ -18,7 +18,7 @@ from typing import Any
 
 #: Public name -> module, imported on first access: ``mlatr.search.ann``, ``.fusion`` and the other
 #: light submodules (read by the ``mlatr`` command's parsers) load without torch.
-_LAZY = {"BuildReport": "mlatr.search.index", "Index": "mlatr.search.index", "build_index": "mlatr.search.index",
+_LAZY = {"BuildReport": "mlatr.search.build", "Index": "mlatr.search.index", "build_index": "mlatr.search.build",
          "CaptionHit": "mlatr.search.search", "Hit": "mlatr.search.search", "search_audio": "mlatr.search.search",
          "search_text": "mlatr.search.search", "search_vector": "mlatr.search.search"}
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -150,6 +151,20 @@ def build_ann(folder: Path, embeddings: np.ndarray, kind: str = "auto", override
     entry["recall_queries"] = int(len(queries))
     (folder / "ann.json").write_text(json.dumps(entry), encoding="utf-8")
     return entry
+
+
+@dataclass(frozen=True)
+class AnnBuild:
+    """How a new shard's approximate structure is built (:func:`build_ann`'s arguments): called with the
+    shard's temporary folder and its embeddings by :func:`mlatr.search.shards.write_shard`."""
+
+    kind: str = "auto"
+    params: dict | None = None
+    exact_below: int = EXACT_BELOW
+    progress: bool = False
+
+    def __call__(self, folder: Path, embeddings: np.ndarray) -> dict | None:
+        return build_ann(folder, embeddings, self.kind, self.params, self.exact_below, self.progress)
 
 
 class AnnSearcher:

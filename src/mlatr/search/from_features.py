@@ -1,4 +1,4 @@
-"""An index from frozen-backbone features already computed (what :func:`~mlatr.search.index.build_index`
+"""An index from frozen-backbone features already computed (what :func:`~mlatr.search.build.build_index`
 would write for a model whose backbones are frozen, without decoding the audio a second time)."""
 
 from __future__ import annotations
@@ -7,9 +7,11 @@ import numpy as np
 
 from mlatr.audio.io import SAMPLE_RATE
 from mlatr.data.manifest import Manifest
+from mlatr.inference.encoding import project
 from mlatr.inference.loaded_model import LoadedModel
-from mlatr.search.index import Index, empty_index, index_meta
-from mlatr.training.heads import project
+from mlatr.search.columns import CaptionColumns, ClipColumns, check_vectors
+from mlatr.search.encode import index_meta
+from mlatr.search.index import Index
 
 
 def index_from_features(loaded: LoadedModel, manifest: Manifest, audio_feats: np.ndarray, max_seconds: float,
@@ -20,7 +22,7 @@ def index_from_features(loaded: LoadedModel, manifest: Manifest, audio_feats: np
     arr = manifest.caption_arrays(list(caption_languages))
     text = model.text_encoder.embed_numpy(arr["texts"], list(arr["text_lang"]))
     a, t = project(model, audio_feats, text)
-    index = empty_index(model.embed_dim, index_meta(loaded, manifest, SAMPLE_RATE, max_seconds, caption_languages),
-                        loaded)
-    index.append(manifest.clips, manifest.root, a, arr, t)
-    return index
+    clips, captions = ClipColumns.of_clips(manifest.clips, manifest.root, a), CaptionColumns.of_arrays(arr, t)
+    check_vectors(clips, captions, "index: ", unit_captions=False)
+    return Index(clips, captions, index_meta(loaded, manifest, SAMPLE_RATE, max_seconds, caption_languages),
+                 _model=loaded)

@@ -20,17 +20,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from mlatr.errors import MlatrError
-from mlatr.search.fusion import DEFAULT_FUSION, RANKS, FusionSettings, reciprocal_rank_fusion
+from mlatr.search.columns import RowStack
+from mlatr.search.fusion import DEFAULT_FUSION, FusionSettings, reciprocal_rank_fusion
 from mlatr.search.lexical import KeywordIndex
-from mlatr.search.shards import RowStack
-
-
-def check_rank(rank: str) -> str:
-    """``rank`` if it is one of :data:`RANKS`, else an :class:`MlatrError` naming them."""
-    if rank not in RANKS:
-        raise MlatrError(f"unknown ranking {rank!r} (choose from {', '.join(RANKS)})")
-    return rank
 
 
 class TextRanker:
@@ -91,7 +83,6 @@ class TextRanker:
     def rank(self, query_vec: np.ndarray, query: str, k: int, rank: str = "hybrid") -> list[tuple[int, float, list]]:
         """The ``k`` best live clips as ``(row, score, evidence)`` for the embedded query ``query_vec [d]``
         (:meth:`ranked`)."""
-        check_rank(rank)
         vec = np.asarray(query_vec, np.float32)[None]  # [1, d]
         return self.ranked(self.audio.scores(vec)[0], self.captions.scores(vec)[0], query, k, rank)
 
@@ -100,8 +91,6 @@ class TextRanker:
         """:meth:`rank` of several embedded queries ``query_vecs [B, d]``: the products with the audio and
         caption embeddings are taken for the whole batch at once (one pass over each matrix, which a single
         query's product spends its time reading), then each query is ranked on its own row."""
-        for rank in ranks:
-            check_rank(rank)
         vecs = np.asarray(query_vecs, np.float32)  # [B, d]
         audio = self.audio.scores(vecs)  # [B, N]
         captions = self.captions.scores(vecs)  # [B, M]
@@ -111,9 +100,9 @@ class TextRanker:
     def ranked(self, audio: np.ndarray, caption_scores: np.ndarray, query: str, k: int,
                rank: str = "hybrid") -> list[tuple[int, float, list]]:
         """The ``k`` best live clips as ``(row, score, evidence)``, best first (ties: lower row first), for a
-        query whose scores against the clips' audio (``audio [N]``) and their captions (``caption_scores [M]``)
-        are given: the same as sorting every clip by :func:`~mlatr.search.fusion.fused_scores` of the full
-        score arrays.
+        query (checked where it entered: :func:`mlatr.search.query.text_query`) whose scores against the
+        clips' audio (``audio [N]``) and their captions (``caption_scores [M]``) are given: the same as sorting
+        every clip by :func:`~mlatr.search.fusion.fused_scores` of the full score arrays.
 
         Only the clips near the top are fused (Fagin's threshold algorithm): the union of each source's top
         ``K`` gets its exact ranks (counted among the clips each source ranks) and fused scores. Every other
@@ -169,7 +158,7 @@ class TextRanker:
 
 class RowParts:
     """A ``[N, d]`` matrix kept as the parts it came in (an index folder's shards, memory-mapped: a
-    :class:`~mlatr.search.shards.RowStack`), never copied into one array; float16 parts are widened once."""
+    :class:`~mlatr.search.columns.RowStack`), never copied into one array; float16 parts are widened once."""
 
     def __init__(self, matrix):
         parts = matrix.parts if isinstance(matrix, RowStack) else [matrix]

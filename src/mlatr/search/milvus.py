@@ -11,8 +11,8 @@ operator may re-index a collection with an approximate index, which Milvus then 
 
 Milvus keeps rows, not files: ``--add`` inserts the new clips' rows (two concurrent adds of different clips
 keep both; no read-modify-write), a re-encoded clip is an upsert, a deleted clip a delete. Loading a
-target (:func:`read_milvus`; :func:`mlatr.search.index.load_milvus` builds the Index from it) reads the clips'
-and captions' metadata (ids, paths, captions: not the vectors) into the :class:`~mlatr.search.index.Index`,
+target (:func:`read_milvus`; :meth:`mlatr.search.index.Index.load` builds the Index from it) reads the clips'
+and captions' columns (ids, paths, captions: not the vectors) into the :class:`~mlatr.search.index.Index`,
 whose searchers query Milvus.
 """
 
@@ -27,6 +27,7 @@ from urllib.parse import urlsplit
 import numpy as np
 
 from mlatr.errors import MlatrError
+from mlatr.search.columns import REQUIRED, CaptionColumns, ClipColumns
 
 PREFIX = "milvus:"
 DEFAULT_COLLECTION = "mlatr_index"
@@ -105,8 +106,9 @@ def read_meta(target: str) -> dict | None:
     return meta
 
 
-def write_milvus(target: str, part, drop_ids: list[str], replace: bool) -> int:
-    """Insert ``part``'s rows (an in-memory :class:`~mlatr.search.index.Index`) into ``target``, after
+def write_milvus(target: str, clips: ClipColumns, captions: CaptionColumns, meta: dict, drop_ids: list[str],
+                 replace: bool) -> int:
+    """Insert the rows of ``clips`` and ``captions`` (in memory) into ``target`` with the index's ``meta``, after
     deleting the clips ``drop_ids`` (and, with ``replace``, everything). Returns the rows written."""
     mc, collection = client(target)
     names = (collection, f"{collection}_captions", f"{collection}_meta")
@@ -114,26 +116,31 @@ def write_milvus(target: str, part, drop_ids: list[str], replace: bool) -> int:
         for name in names:
             if mc.has_collection(name):
                 mc.drop_collection(name)
-    _create(mc, collection, part.dim)
-    gone = sorted(set(drop_ids) | set(part.ids))
+    _create(mc, collection, clips.dim)
+    gone = sorted(set(drop_ids) | set(clips.ids))
     if gone and not replace:
         for start in range(0, len(gone), PAGE):
             chunk = gone[start:start + PAGE]
             mc.delete(collection, ids=chunk)
             mc.delete(f"{collection}_captions", filter=f"clip in {json.dumps(chunk)}")
-    rows = [{"id": part.ids[i], "vector": np.asarray(part.embeddings[i], np.float32).tolist(),
-             "path": part.paths[i], "info": {"captions": part.captions[i], "state": part.state(i)}}
-            for i in range(len(part.ids))]
-    caps = [{"row": f"{part.ids[int(c)]}\t{j}", "clip": part.ids[int(c)], "lang": part.caption_lang[j],
-             "text": part.caption_text[j], "vector": np.asarray(part.caption_embeddings[j], np.float32).tolist()}
-            for j, c in enumerate(np.asarray(part.caption_clip).tolist())]
+    rows = [{"id": cid, "vector": np.asarray(clips.embeddings[i], np.float32).tolist(), **_clip_fields(clips.row(i))}
+            for i, cid in enumerate(clips.ids)]
+    caps = [{"row": f"{clips.ids[c]}\t{j}", "clip": clips.ids[c], **captions.row(j),
+             "vector": np.asarray(captions.embeddings[j], np.float32).tolist()}
+            for j, c in enumerate(captions.clip.tolist())]
     for name, data in ((collection, rows), (f"{collection}_captions", caps)):
         for start in range(0, len(data), PAGE):
             mc.insert(name, data[start:start + PAGE])
-    meta = {k: v for k, v in part.meta.items() if k not in ("format", "dim", "dtype")}
-    mc.upsert(f"{collection}_meta", [{"key": "meta", "value": {**meta, "format": FORMAT, "dim": part.dim},
+    meta = {k: v for k, v in meta.items() if k not in ("format", "dim", "dtype")}
+    mc.upsert(f"{collection}_meta", [{"key": "meta", "value": {**meta, "format": FORMAT, "dim": clips.dim},
                                       "vector": [0.0, 0.0]}])
     return len(rows) + len(caps)
+
+
+def _clip_fields(row: dict[str, Any]) -> dict[str, Any]:
+    """A clip's column values as its Milvus row holds them: ``path`` a field of its own, the others in ``info``."""
+    info = dict(row)
+    return {"path": info.pop("path"), "info": info}
 
 
 def delete_milvus(target: str, ids: list[str]) -> int:
@@ -201,12 +208,12 @@ class MilvusSearcher:
 @dataclass
 class MilvusLibrary:
     """What a Milvus target holds for an :class:`~mlatr.search.index.Index` (built by ``Index.load``): the
-    index metadata, the clips' and captions' rows (in id / row order) and a searcher over each collection."""
+    index metadata, the clips' and captions' columns without their vectors (in id / row order) and a
+    searcher over each collection."""
 
     meta: dict[str, Any]
-    clips: list[dict[str, Any]]
-    captions: list[dict[str, Any]]
-    row_of: dict[str, int]  # clip id -> row
+    clips: ClipColumns
+    captions: CaptionColumns
     audio: MilvusSearcher
     caption_search: MilvusSearcher
 
@@ -222,5 +229,14 @@ def read_milvus(target: str) -> MilvusLibrary:
     clips = sorted(_all(mc, collection, ["id", "path", "info"]), key=lambda r: r["id"])
     caps = sorted(_all(mc, f"{collection}_captions", ["row", "clip", "lang", "text"]), key=lambda r: r["row"])
     row_of = {r["id"]: i for i, r in enumerate(clips)}
-    return MilvusLibrary(meta, clips, caps, row_of, MilvusSearcher(mc, collection, "id", row_of),
+    dim = meta["dim"]
+    fields = [{"path": r["path"], **r["info"]} for r in clips]
+    for c in ClipColumns.columns:
+        if c.default is REQUIRED and any(c.key not in f for f in fields):
+            raise MlatrError(f"{target}: a clip row without {c.key!r} (a damaged index: build it again)")
+    table = ClipColumns(np.zeros((0, dim), np.float32), [r["id"] for r in clips],
+                        {c.key: [f.get(c.key, c.default) for f in fields] for c in ClipColumns.columns})
+    captions = CaptionColumns(np.zeros((0, dim), np.float32), [row_of.get(c["clip"], -1) for c in caps],
+                              {c.key: [r[c.key] for r in caps] for c in CaptionColumns.columns})
+    return MilvusLibrary(meta, table, captions, MilvusSearcher(mc, collection, "id", row_of),
                          MilvusSearcher(mc, f"{collection}_captions", "row", {c["row"]: j for j, c in enumerate(caps)}))

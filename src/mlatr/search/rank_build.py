@@ -17,21 +17,15 @@ import hashlib
 import json
 import shutil
 from collections.abc import Sequence
-from pathlib import Path
 
-from mlatr.data.manifest import Clip, Manifest
-from mlatr.inference import LoadedModel
+from mlatr.data.manifest import Clip
+from mlatr.errors import MlatrError
+from mlatr.inference.process_group import DistContext
 from mlatr.search import shards as shard_files
-from mlatr.search.index import (
-    AnnBuild,
-    EncodeSettings,
-    encode_clips,
-    live_rows,
-    load_folder,
-    mark_deleted,
-    write_part_shard,
-)
-from mlatr.training.distributed import DistContext
+from mlatr.search.build import BuildJob, BuildReport
+from mlatr.search.build_plan import renewed_rows
+from mlatr.search.encode import encode_clips
+from mlatr.search.index import Index
 from mlatr.writer_lock import writer_lock
 
 #: What a rank shard records beside its arrays: its manifest entry and the clips it skipped.
@@ -52,54 +46,62 @@ def rank_slice(n: int, rank: int, world: int) -> slice:
     return slice(start, start + per + (1 if rank < extra else 0))
 
 
-def build_by_rank(ctx: DistContext, loaded: LoadedModel, manifest: Manifest, clips: Sequence[Clip], output: Path,
-                  meta: dict, langs: Sequence[str], how: EncodeSettings, drop: dict[str, int], dtype: str,
-                  build: AnnBuild) -> dict:
-    """Encode this process's part of ``clips`` into its shard, then (first process) merge the shards into the
-    index folder ``output``; every process returns ``{"added", "skipped", "bytes"}`` once the merge is done."""
+def build_by_rank(ctx: DistContext, job: BuildJob) -> BuildReport | None:
+    """Encode this process's part of the job's new clips into its shard, then (first process) merge the shards
+    into the index folder ``job.output``; the first process returns the report once the merge is done, the
+    others None."""
+    if job.target is not None or not shard_files.is_index_folder(job.output):
+        raise MlatrError("a build split over processes (torchrun) writes an index folder: give -o a name "
+                         "not ending in .npz (each process writes its own shard)")
+    output, clips = job.output, job.plan.new
     output.mkdir(parents=True, exist_ok=True)
-    key = plan_key(meta, clips, ctx.world_size, dtype)
+    key = plan_key(job.meta, clips, ctx.world_size, job.dtype)
     names = [f"shard-P{key}-r{r}of{ctx.world_size}" for r in range(ctx.world_size)]
     mine = output / names[ctx.rank]
     part_clips = list(clips)[rank_slice(len(clips), ctx.rank, ctx.world_size)]
     if part_clips and not (mine / ENTRY).is_file():  # not written by an earlier, interrupted run
         shutil.rmtree(mine, ignore_errors=True)  # a shard killed between its rename and its entry
-        part, skipped = encode_clips(loaded, manifest, part_clips, langs, meta, how)
-        entry = write_part_shard(output, 0, dtype, part, build, name=names[ctx.rank])
+        table, captions, skipped = encode_clips(job.loaded, job.manifest, part_clips, job.langs, job.encode)
+        entry = shard_files.write_shard(output, 0, job.dtype, table, captions, job.ann, name=names[ctx.rank])
         (mine / ENTRY).write_text(json.dumps({"entry": entry, "skipped": skipped}), encoding="utf-8")
     ctx.barrier()
-    result = {"added": 0, "skipped": {}, "bytes": 0}
+    added, skipped, written = 0, {}, 0
     done = [json.loads((output / n / ENTRY).read_text(encoding="utf-8")) for n in names
             if (output / n / ENTRY).is_file()]
     for d in done:
-        result["added"] += d["entry"]["rows"]
-        result["skipped"].update(d["skipped"])
-        result["bytes"] += shard_files.bytes_of(output / d["entry"]["name"])
+        added += d["entry"]["rows"]
+        skipped.update(d["skipped"])
+        written += shard_files.bytes_of(output / d["entry"]["name"])
     if ctx.is_main:
         with writer_lock(output, "index", wait=True):
             there = (output / shard_files.MANIFEST).is_file()
             manifest_now = shard_files.read_manifest(output) if there else {
-                "format": shard_files.FORMAT, "dim": loaded.model.embed_dim, "dtype": dtype,
-                "meta": {k: v for k, v in meta.items() if k not in ("format", "dim")}, "shards": []}
+                "format": shard_files.FORMAT, "dim": job.loaded.model.embed_dim, "dtype": job.dtype,
+                "meta": {k: v for k, v in job.meta.items() if k not in ("format", "dim")}, "shards": []}
             listed = {e["name"] for e in manifest_now["shards"]}
             if there:
-                current = load_folder(output, "numpy", loaded)
-                renewed = set(drop) | {i for d in done for i in json.loads(
-                    (output / d["entry"]["name"] / "ids.json").read_text(encoding="utf-8"))}
-                mark_deleted(manifest_now, [row for cid, row in live_rows(current).items()
-                                            if cid in renewed and current_shard(current, row) not in names])
+                current = Index.load(output, "numpy", job.loaded)
+                new_ids = [i for d in done for i in json.loads(
+                    (output / d["entry"]["name"] / "ids.json").read_text(encoding="utf-8"))]
+                gone = [row for row in renewed_rows(current, job.plan.drop, new_ids)
+                        if current_shard(current, row) not in names]
+                shard_files.mark_deleted(manifest_now, gone)
             manifest_now["shards"] += [d["entry"] for d in done if d["entry"]["name"] not in listed]
-            manifest_now["meta"] = dict(manifest_now["meta"], manifest=meta.get("manifest"))
+            manifest_now["meta"] = dict(manifest_now["meta"], manifest=job.meta.get("manifest"))
             shard_files.write_manifest(output, manifest_now)
     ctx.barrier()
-    return result
+    if not ctx.is_main:
+        return None
+    index = Index.load(output, model=job.loaded)
+    return BuildReport(index=index, added=added, kept=len(index) - added, skipped=skipped,
+                       changed=job.plan.changed, deleted=job.plan.deleted, bytes_written=written)
 
 
-def current_shard(index, row: int) -> str:
+def current_shard(index: Index, row: int) -> str:
     """The folder name of the shard holding global ``row`` of a loaded folder index."""
     first = 0
     for shard in index.shards:
-        if row < first + len(shard.ids):
+        if row < first + len(shard.clips):
             return shard.folder.name
-        first += len(shard.ids)
+        first += len(shard.clips)
     raise IndexError(row)

@@ -1,13 +1,12 @@
 """Queries against an :class:`~mlatr.search.index.Index`: text-to-audio, audio-to-audio, audio-to-caption.
 
-A query is encoded by the index's own model (:class:`~mlatr.inference.LoadedModel`'s ``embed_text`` /
+A query is encoded by the index's own model (:class:`~mlatr.inference.LoadedModel`'s ``embed_checked`` /
 ``embed_audio``: projected, unit norm, ATRI sec. 3.1) and ranked by inner product = cosine (ATRI eq. 1) with
-the backend.
-
-The query language ``lang`` (ISO 639-3) goes to the text encoder with the text. Frozen multilingual
-backbones (``e5-small``, ``use-multilingual``) do not need it to read the text, but check it (USE has
-no Catalan); the small trained text encoder (``small-transformer``) uses it only if it was trained with a
-language embedding (``languages=[...]``), and ignores it otherwise.
+the backend. A text query is checked once, where it enters (:func:`search_text` here, ``mlatr search``,
+``GET /search``: :func:`mlatr.search.query.text_query`), and goes on as a :class:`~mlatr.search.query.TextQuery`;
+its language (ISO 639-3) goes to the text encoder with the text (which encoders read it:
+:mod:`mlatr.search.query`). The functions take any index with what :class:`~mlatr.search.query.SearchIndex`
+lists (:class:`~mlatr.search.index.Index` is one).
 """
 
 from __future__ import annotations
@@ -18,12 +17,11 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from mlatr import languages
 from mlatr.audio.bounded import load_query_audio
 from mlatr.errors import MlatrError
 from mlatr.models.protocols import query_languages
 from mlatr.search.fusion import DEFAULT_FUSION, FusionSettings, reciprocal_rank_fusion
-from mlatr.search.hybrid import check_rank
+from mlatr.search.query import SearchIndex, TextQuery, check_k, text_query
 
 #: Windows of one sound query encoded per call.
 QUERY_WINDOW_BATCH = 16
@@ -64,65 +62,34 @@ class CaptionHit:
         return asdict(self)
 
 
-def _check_k(k: int) -> int:
-    if int(k) < 1:
-        raise MlatrError(f"k must be at least 1, not {k}")
-    return int(k)
-
-
-def clip_hits(index, scores: np.ndarray, rows: np.ndarray) -> list[Hit]:
+def clip_hits(index: SearchIndex, scores: np.ndarray, rows: np.ndarray) -> list[Hit]:
     """Ranked :class:`Hit` list from one query's ``scores [k]`` and ``rows [k]``."""
     return [Hit(rank=r + 1, score=float(s), id=index.ids[i], path=index.paths[i],
                 captions=[c for c in index.captions[i].get("eng", []) if c], stale=index.stale(i))
             for r, (s, i) in enumerate(zip(scores.tolist(), rows.tolist(), strict=True)) if i >= 0]
 
 
-def check_query_text(index, query: str, lang: str | None) -> str | None:
-    """The query's language as the encoder takes it (ISO 639-3, or None), or :class:`MlatrError` for an
-    empty query or a missing language the model's text encoder needs."""
-    if not query.strip():
-        raise MlatrError("empty text query")
-    if lang is not None:
-        return languages.normalize(lang)
-    accepted = query_languages(index.model().model.text_encoder)
-    if accepted.required:
-        raise MlatrError("this index's text encoder reads the query's language: give one of "
-                         + ", ".join(accepted.choices()))
-    return None
-
-
-def encode_query_texts(index, queries: list[str], langs: list[str | None]) -> np.ndarray:
-    """``[Q, d]`` unit-norm embeddings of checked queries (:func:`check_query_text`), one encoder call per
-    kind of language argument (all given, or none)."""
+def encode_query_texts(index: SearchIndex, queries: Sequence[TextQuery]) -> np.ndarray:
+    """``[Q, d]`` unit-norm embeddings of checked queries by the index's model, one encoder call per kind of
+    language argument (all given, or none)."""
     loaded = index.model()
     out = np.zeros((len(queries), index.dim), np.float32)
     for has_lang in (True, False):
-        rows = [i for i, lang in enumerate(langs) if (lang is not None) == has_lang]
+        rows = [i for i, q in enumerate(queries) if (q.lang is not None) == has_lang]
         if rows:
-            out[rows] = loaded.embed_text([queries[i] for i in rows],
-                                          [langs[i] for i in rows] if has_lang else None)  # [len(rows), d]
+            out[rows] = loaded.embed_checked([queries[i].text for i in rows],
+                                             [queries[i].lang for i in rows] if has_lang else None)  # [len(rows), d]
     return out
 
 
-def encode_query_text(index, query: str, lang: str | None) -> np.ndarray:
-    """``[d]`` unit-norm embedding of ``query`` in ``lang`` by the index's model
-    (:meth:`~mlatr.inference.LoadedModel.embed_text`).
-
-    ``lang=None`` (language not given) is allowed when the model's text encoder does not read the
-    language (:mod:`mlatr.search.query_language`); the text is then embedded alone.
-    """
-    lang = check_query_text(index, query, lang)
-    return encode_query_texts(index, [query], [lang])[0]
-
-
-def query_waveform(index, path: str | os.PathLike) -> np.ndarray:
+def query_waveform(index: SearchIndex, path: str | os.PathLike) -> np.ndarray:
     """``[T]`` the part of the sound file at ``path`` a query uses: its centre ``max_seconds`` at the index's
     rate, decoded alone (:func:`mlatr.audio.bounded.load_query_audio`: the file's length is bounded from
     its header before any decoding). No model is called: a server decodes outside its model lock."""
     return load_query_audio(path, float(index.meta["max_seconds"]), int(index.meta["sample_rate"]))
 
 
-def encode_query_audio(index, query: str | os.PathLike | np.ndarray) -> np.ndarray:
+def encode_query_audio(index: SearchIndex, query: str | os.PathLike | np.ndarray) -> np.ndarray:
     """``[d]`` unit-norm embedding of a sound query (a file's path, or :func:`query_waveform`'s ``[T]``),
     centre-cropped to the index's length and encoded as the index's clips were (windows of
     ``window_seconds``: :mod:`mlatr.inference.audio`)."""
@@ -133,28 +100,33 @@ def encode_query_audio(index, query: str | os.PathLike | np.ndarray) -> np.ndarr
                                      window_seconds=window)[0]
 
 
-def search_vector(index, query: np.ndarray, k: int = 10) -> list[Hit]:
+def search_vector(index: SearchIndex, query: np.ndarray, k: int = 10) -> list[Hit]:
     """Clips nearest to an embedding ``query [d]`` (already in the index's space)."""
-    return search_vectors(index, query[None] if query.ndim == 1 else query, [k])[0]
+    return _nearest(index, query[None] if query.ndim == 1 else query, [check_k(k)])[0]
 
 
-def search_vectors(index, queries: np.ndarray, ks: list[int]) -> list[list[Hit]]:
-    """Clips nearest to each of ``queries [Q, d]`` (``ks[i]`` of them for query ``i``), one backend call."""
+def _nearest(index: SearchIndex, queries: np.ndarray, ks: Sequence[int]) -> list[list[Hit]]:
+    """Clips nearest to each of ``queries [Q, d]`` (``ks[i]`` >= 1 of them for query ``i``), one backend call."""
     if queries.ndim != 2 or queries.shape[1] != index.dim:
         raise MlatrError(f"query embedding has shape {queries.shape[1:]}, the index holds {index.dim}-d vectors")
     if not np.isfinite(queries).all():
         raise MlatrError("the model gave a non-finite query embedding (NaN or inf); no result can be ranked")
-    ks = [_check_k(k) for k in ks]
     scores, rows = index.searcher("audio").top_k(queries.astype(np.float32), max(ks))
     return [clip_hits(index, scores[i, :k], rows[i, :k]) for i, k in enumerate(ks)]
 
 
-def search_text(index, query: str, lang: str | None = "eng", k: int = 10, rank: str = "hybrid") -> list[Hit]:
-    """Text-to-audio: the ``k`` best clips for ``query`` (``lang=None``: see :func:`encode_query_text`) by
-    ``rank``: ``audio`` (the clips' audio embeddings nearest to the query's, through the index's backend),
-    ``captions`` or ``hybrid`` (:mod:`mlatr.search.hybrid`). Each hit carries its evidence."""
-    check_rank(rank)
-    return rank_text(index, encode_query_text(index, query, lang), query, k, rank)
+def search_text(index: SearchIndex, query: str, lang: str | None = "eng", k: int = 10,
+                rank: str = "hybrid") -> list[Hit]:
+    """Text-to-audio: the ``k`` best clips for ``query`` in ``lang`` (``None`` where the model's text encoder
+    does not read it: :mod:`mlatr.search.query`) by ``rank``: ``audio`` (the clips' audio embeddings nearest
+    to the query's, through the index's backend), ``captions`` or ``hybrid`` (:mod:`mlatr.search.hybrid`).
+    Each hit carries its evidence. The query is checked here (:func:`~mlatr.search.query.text_query`)."""
+    return search_query(index, text_query(query, lang, k, rank, query_languages(index.model().model.text_encoder)))
+
+
+def search_query(index: SearchIndex, query: TextQuery) -> list[Hit]:
+    """:func:`search_text` of a query already checked where it entered."""
+    return rank_text(index, encode_query_texts(index, [query])[0], query)
 
 
 def sound_evidence(hits: list[Hit]) -> list[Hit]:
@@ -164,37 +136,37 @@ def sound_evidence(hits: list[Hit]) -> list[Hit]:
     return hits
 
 
-def rank_text(index, vec: np.ndarray, query: str, k: int = 10, rank: str = "hybrid") -> list[Hit]:
-    """:func:`search_text`'s ranking of a text query already embedded (``vec [d]``: its
-    :func:`encode_query_text`)."""
-    return rank_texts(index, vec[None], [query], [k], [rank])[0]
+def rank_text(index: SearchIndex, vec: np.ndarray, query: TextQuery) -> list[Hit]:
+    """:func:`search_text`'s ranking of a checked text query already embedded (``vec [d]``: its
+    :func:`encode_query_texts`)."""
+    return rank_texts(index, vec[None], [query])[0]
 
 
-def rank_texts(index, vecs: np.ndarray, queries: Sequence[str], ks: Sequence[int],
-               ranks: Sequence[str]) -> list[list[Hit]]:
+def rank_texts(index: SearchIndex, vecs: np.ndarray, queries: Sequence[TextQuery]) -> list[list[Hit]]:
     """:func:`rank_text` of several text queries embedded together (``vecs [B, d]``), as the batching server
     has them: the queries ranked by sound (``audio``, and ``hybrid`` on a library without any live caption,
     where only the sound source ranks) are searched as one batch through the index's searcher, the others
     share one product of the batch with the clips' audio and caption embeddings
     (:meth:`~mlatr.search.hybrid.TextRanker.rank_many`)."""
+    texts, ks, ranks = [q.text for q in queries], [q.k for q in queries], [q.rank for q in queries]
     out: list[list[Hit]] = [[] for _ in queries]
     sound_only = {"audio", "hybrid"} if "hybrid" in ranks and not has_live_captions(index) else {"audio"}
     by_sound = [j for j, rank in enumerate(ranks) if rank in sound_only]
     if by_sound:
-        found = search_vectors(index, vecs[by_sound], [ks[j] for j in by_sound])
+        found = _nearest(index, vecs[by_sound], [ks[j] for j in by_sound])
         for j, hits in zip(by_sound, found, strict=True):
             out[j] = sound_evidence(hits) if ranks[j] == "audio" else sound_fused(sound_evidence(hits))
     fused = [j for j, rank in enumerate(ranks) if rank not in sound_only]
     if fused:
         ranker = _ranker(index, ranks[fused[0]])
-        ranked = ranker.rank_many(vecs[fused], [queries[j] for j in fused], [_check_k(ks[j]) for j in fused],
+        ranked = ranker.rank_many(vecs[fused], [texts[j] for j in fused], [ks[j] for j in fused],
                                   [ranks[j] for j in fused])
         for j, one in zip(fused, ranked, strict=True):
             out[j] = _fused_hits(index, one)
     return out
 
 
-def has_live_captions(index) -> bool:
+def has_live_captions(index: SearchIndex) -> bool:
     """Whether any clip not deleted has a caption (without one, a hybrid ranking is the sound ranking)."""
     if not len(index.caption_clip):
         return False
@@ -215,7 +187,7 @@ def sound_fused(hits: list[Hit], settings: FusionSettings = DEFAULT_FUSION) -> l
     return hits
 
 
-def _ranker(index, rank: str):
+def _ranker(index: SearchIndex, rank: str):
     """The index's :class:`~mlatr.search.hybrid.TextRanker` (tombstoned clips never rank), for ``rank``."""
     if index.backend == "milvus":
         raise MlatrError(f"rank {rank!r} scores every clip's captions and keywords here, and a Milvus index keeps "
@@ -223,25 +195,27 @@ def _ranker(index, rank: str):
     return index.text_ranker()
 
 
-def _fused_hits(index, ranked: list[tuple[int, float, list]]) -> list[Hit]:
+def _fused_hits(index: SearchIndex, ranked: list[tuple[int, float, list]]) -> list[Hit]:
     hits = clip_hits(index, np.asarray([s for _, s, _ in ranked]), np.asarray([i for i, _, _ in ranked], np.int64))
     for h, (_, _, evidence) in zip(hits, ranked, strict=True):
         h.evidence = evidence
     return hits
 
 
-def search_audio(index, query: str | os.PathLike | np.ndarray, k: int = 10) -> tuple[list[Hit], list[CaptionHit]]:
+def search_audio(index: SearchIndex, query: str | os.PathLike | np.ndarray,
+                 k: int = 10) -> tuple[list[Hit], list[CaptionHit]]:
     """Sound-to-sound (clips) and sound-to-caption (the indexed clips' captions) for a sound query (a file's
     path, or :func:`query_waveform`'s ``[T]``)."""
+    k = check_k(k)
     q = encode_query_audio(index, query)
-    return search_vector(index, q, k), nearest_captions(index, q, k)
+    return _nearest(index, q[None], [k])[0], nearest_captions(index, q, k)
 
 
-def nearest_captions(index, query: np.ndarray, k: int) -> list[CaptionHit]:
-    """The ``k`` indexed captions nearest to an audio embedding ``query [d]`` (sound-to-caption)."""
+def nearest_captions(index: SearchIndex, query: np.ndarray, k: int) -> list[CaptionHit]:
+    """The ``k`` (>= 1) indexed captions nearest to an audio embedding ``query [d]`` (sound-to-caption)."""
     captions: list[CaptionHit] = []
     if len(index.caption_text):
-        scores, rows = index.searcher("captions").top_k(query[None].astype(np.float32), _check_k(k))
+        scores, rows = index.searcher("captions").top_k(query[None].astype(np.float32), k)
         for r, (s, i) in enumerate(zip(scores[0].tolist(), rows[0].tolist(), strict=True)):
             clip = int(index.caption_clip[i])
             captions.append(CaptionHit(rank=r + 1, score=float(s), text=index.caption_text[i],
@@ -249,11 +223,12 @@ def nearest_captions(index, query: np.ndarray, k: int) -> list[CaptionHit]:
     return captions
 
 
-def search_similar(index, row: int, k: int = 10) -> tuple[list[Hit], list[CaptionHit]]:
+def search_similar(index: SearchIndex, row: int, k: int = 10) -> tuple[list[Hit], list[CaptionHit]]:
     """"More like this": the ``k`` clips nearest to indexed clip ``row``'s stored audio embedding (itself
     left out), and the captions nearest to it."""
-    q = index.embeddings[row]
-    hits = [h for h in search_vector(index, q, _check_k(k) + 1) if h.id != index.ids[row]][:k]
+    k = check_k(k)
+    q = np.asarray(index.embeddings[row])
+    hits = [h for h in _nearest(index, q[None], [k + 1])[0] if h.id != index.ids[row]][:k]
     for r, h in enumerate(hits):
         h.rank = r + 1
     return hits, nearest_captions(index, q, k)

@@ -23,8 +23,6 @@ compact`` rewrites the live rows into one shard and drops the tombstones.
 
 from __future__ import annotations
 
-import bisect
-import json
 import os
 import shutil
 import uuid
@@ -37,12 +35,15 @@ import numpy as np
 
 from mlatr.errors import InputError, MlatrError
 from mlatr.io_utils import atomic_write_json
-from mlatr.json_input import expect_field, json_type, parse_json, read_format_json, read_json_file
+from mlatr.json_input import expect_field, json_type, read_format_json
+from mlatr.search.columns import CaptionColumns, ClipColumns, check_finite_rows, check_unit_rows
 from mlatr.stored_config import check_model_config
 
 FORMAT = "mlatr-index-2"
 MANIFEST = "index.json"
 DTYPES = ("float32", "float16")
+#: Rows of each shard whose norm and finiteness are checked when a folder is loaded.
+LOAD_CHECK_ROWS = 1024
 
 
 def is_index_folder(path: str | os.PathLike) -> bool:
@@ -95,100 +96,37 @@ def check_meta(file: Path, meta: Any, where: str = "") -> dict:
 
 @dataclass
 class Shard:
-    """One shard as read: its arrays (memory-mapped) and lazy per-row metadata."""
+    """One shard as read: its manifest entry, its clips and captions (vectors memory-mapped, column values
+    read per row on demand: :mod:`mlatr.search.columns`)."""
 
     folder: Path
-    embeddings: np.ndarray  # [n, d] memmap, float32 | float16
-    caption_embeddings: np.ndarray  # [m, d]
-    caption_clip: np.ndarray  # [m] int64, row within the shard
-    ids: list[str]
-    clips: JsonlColumn
-    captions: JsonlColumn
-
-
-#: Parsed rows a :class:`JsonlColumn` keeps: showing one search hit reads its clip's row for the path, the
-#: captions and the recorded state, and a server shows the same clips again and again. Cleared when full.
-ROW_MEMO = 4096
-
-
-class JsonlColumn(Sequence):
-    """Row ``i`` of a ``.jsonl`` file read on demand (one seek, one line parsed) through its offsets; the
-    last :data:`ROW_MEMO` rows read are kept parsed (a shard's files never change), so a row is shared by
-    its readers: do not change it."""
-
-    def __init__(self, path: Path, offsets: np.ndarray):
-        self.path, self.offsets = path, offsets  # offsets [n + 1] uint64
-        self._memo: dict[int, object] = {}
-        try:  # opened now: a compaction may remove the file while this reader still answers from it
-            self._fh = open(path, "rb")  # noqa: SIM115 (kept open for the column's life)
-        except OSError as exc:
-            raise InputError(f"unreadable ({exc.strerror})", file=str(path)) from exc
-
-    def __len__(self) -> int:
-        return len(self.offsets) - 1
-
-    def __getitem__(self, i):
-        if isinstance(i, (int, np.integer)) and 0 <= i:
-            row = self._memo.get(int(i))
-            if row is None:
-                row = self._read(i)
-                if len(self._memo) >= ROW_MEMO:  # clear-when-full: no order to keep, safe for concurrent readers
-                    self._memo.clear()
-                self._memo[int(i)] = row
-            return row
-        return self._read(i)
-
-    def _read(self, i):
-        if isinstance(i, slice):
-            return [self[j] for j in range(*i.indices(len(self)))]
-        i = int(i)
-        if i < 0:
-            i += len(self)
-        if not 0 <= i < len(self):
-            raise IndexError(i)
-        start, end = int(self.offsets[i]), int(self.offsets[i + 1])
-        line = os.pread(self._fh.fileno(), end - start, start)
-        return parse_json(line, str(self.path), line=i + 1, field=f"row {i}")
-
-
-def _load_array(path: Path, ndim: int, dim: int | None = None) -> np.ndarray:
-    if not path.is_file():
-        raise InputError("missing: the shard is incomplete (rebuild the index, or restore the file)", file=str(path))
-    try:
-        arr = np.load(path, mmap_mode="r", allow_pickle=False)
-    except Exception as exc:  # ValueError / OSError / EOFError from a truncated or foreign file
-        raise InputError(f"not a readable .npy array ({exc})", file=str(path)) from exc
-    if arr.ndim != ndim or (dim is not None and arr.shape[1] != dim):
-        want = f"[n, {dim}]" if ndim == 2 else "[n]"
-        raise InputError(f"shape {list(arr.shape)}, expected {want}", file=str(path))
-    kind = np.floating if ndim == 2 else np.integer
-    if not np.issubdtype(arr.dtype, kind):
-        raise InputError(f"{arr.dtype} values, expected {'floats' if ndim == 2 else 'integers'}", file=str(path))
-    return arr
+    entry: dict
+    clips: ClipColumns
+    captions: CaptionColumns
 
 
 def read_shard(folder: Path, dim: int, entry: dict) -> Shard:
     """The shard in ``folder`` as the manifest ``entry`` describes it, checked against the manifest."""
-    emb = _load_array(folder / "embeddings.npy", 2, dim)
-    cap = _load_array(folder / "caption_embeddings.npy", 2, dim)
-    cap_clip = _load_array(folder / "caption_clip.npy", 1)
-    ids = read_json_file(folder / "ids.json")
-    if not isinstance(ids, list) or not set(map(type, ids)) <= {str}:
-        raise InputError("expected a JSON list of id strings", file=str(folder / "ids.json"))
-    n, m = len(ids), cap.shape[0]
-    if emb.shape[0] != n or entry.get("rows") != n:
-        raise InputError(f"{emb.shape[0]} embeddings for {n} ids (the manifest says {entry.get('rows')})",
-                         file=str(folder / "embeddings.npy"))
-    if cap_clip.shape[0] != m or (m and (cap_clip.min() < 0 or cap_clip.max() >= n)):
-        raise InputError(f"{cap_clip.shape[0]} rows for {m} caption embeddings, or a row outside 0..{n - 1}",
-                         file=str(folder / "caption_clip.npy"))
-    clip_off = _load_array(folder / "clips.offsets.npy", 1)
-    cap_off = _load_array(folder / "captions.offsets.npy", 1)
-    if len(clip_off) != n + 1 or len(cap_off) != m + 1:
-        raise InputError(f"{len(clip_off) - 1} clip rows for {n} ids", file=str(folder / "clips.offsets.npy"))
-    return Shard(folder=folder, embeddings=emb, caption_embeddings=cap, caption_clip=np.asarray(cap_clip, np.int64),
-                 ids=ids, clips=JsonlColumn(folder / "clips.jsonl", clip_off),
-                 captions=JsonlColumn(folder / "captions.jsonl", cap_off))
+    clips = ClipColumns.load(folder, dim)
+    if entry.get("rows") != len(clips):
+        raise InputError(f"{len(clips)} clips, the manifest says {entry.get('rows')}", file=str(folder / "ids.json"))
+    return Shard(folder, entry, clips, CaptionColumns.load(folder, dim, len(clips)))
+
+
+def read_folder(path: Path) -> tuple[dict, list[Shard]]:
+    """The manifest and the shards of the index folder ``path``; each shard's vectors are checked (finite,
+    unit norm) on a sample of :data:`LOAD_CHECK_ROWS` rows (loading must not read a million rows)."""
+    manifest = read_manifest(path)
+    shards = [read_shard(path / e["name"], manifest["dim"], e) for e in manifest["shards"]]
+    for shard in shards:
+        n = len(shard.clips)
+        if n:
+            rows = np.unique(np.linspace(0, n - 1, min(n, LOAD_CHECK_ROWS)).astype(np.int64))
+            sample = shard.clips.take(rows)
+            where = f"{shard.folder / ClipColumns.VECTORS}"
+            check_finite_rows(sample.embeddings, sample.ids, where)
+            check_unit_rows(sample.embeddings, sample.ids, where)
+    return manifest, shards
 
 
 def read_manifest(folder: str | os.PathLike) -> dict:
@@ -216,37 +154,24 @@ def read_manifest(folder: str | os.PathLike) -> dict:
 
 
 # ---- writing (the caller holds the writer lock) -------------------------------------------------------
-def _write_jsonl_with_offsets(path: Path, rows: Sequence[Any]) -> None:
-    offsets = np.zeros(len(rows) + 1, np.uint64)
-    with open(path, "wb") as fh:
-        for i, row in enumerate(rows):
-            fh.write(json.dumps(row, ensure_ascii=False).encode() + b"\n")
-            offsets[i + 1] = fh.tell()
-    np.save(path.with_suffix(".offsets.npy"), offsets)
+def write_shard(folder: Path, seq: int, dtype: str, clips: ClipColumns, captions: CaptionColumns, ann=None,
+                name: str | None = None) -> dict:
+    """Write one shard of ``clips`` and ``captions`` (``captions.clip``: rows of ``clips``) into ``folder``
+    (a temporary name, renamed when complete); its manifest entry.
 
-
-def write_shard(folder: Path, seq: int, dtype: str, embeddings: np.ndarray, ids: Sequence[str],
-                clip_rows: Sequence[dict], caption_embeddings: np.ndarray, caption_clip: np.ndarray,
-                caption_rows: Sequence[dict], ann=None, name: str | None = None) -> dict:
-    """Write one shard into ``folder`` (a temporary name, renamed when complete); its manifest entry.
-
-    ``ann`` (a callable ``(shard_folder, embeddings) -> dict``) builds the shard's approximate-search
-    structure inside the temporary folder and returns what the manifest records of it. ``name``: the
-    shard's folder name (default ``shard-SEQ-RANDOM``).
+    ``ann`` (a callable ``(shard_folder, embeddings) -> dict``: :class:`~mlatr.search.ann.AnnBuild`) builds the
+    shard's approximate-search structure inside the temporary folder and returns what the manifest records of
+    it. ``name``: the shard's folder name (default ``shard-SEQ-RANDOM``).
     """
     name = name or f"shard-{seq:06d}-{uuid.uuid4().hex[:6]}"
     tmp = folder / f".{name}.tmp"
     tmp.mkdir(parents=True)
     try:
-        np.save(tmp / "embeddings.npy", np.ascontiguousarray(embeddings, dtype))
-        np.save(tmp / "caption_embeddings.npy", np.ascontiguousarray(caption_embeddings, dtype))
-        np.save(tmp / "caption_clip.npy", np.asarray(caption_clip, np.int64))
-        (tmp / "ids.json").write_text(json.dumps(list(ids), ensure_ascii=False), encoding="utf-8")
-        _write_jsonl_with_offsets(tmp / "clips.jsonl", clip_rows)
-        _write_jsonl_with_offsets(tmp / "captions.jsonl", caption_rows)
-        entry: dict[str, Any] = {"name": name, "rows": len(ids), "captions": int(len(caption_clip))}
-        if ann is not None and len(ids):
-            found = ann(tmp, np.load(tmp / "embeddings.npy", mmap_mode="r"))
+        clips.save(tmp, dtype)
+        captions.save(tmp, dtype)
+        entry: dict[str, Any] = {"name": name, "rows": len(clips), "captions": len(captions)}
+        if ann is not None and len(clips):
+            found = ann(tmp, np.load(tmp / ClipColumns.VECTORS, mmap_mode="r"))
             if found:
                 entry["ann"] = found
         for f in tmp.iterdir():
@@ -257,6 +182,55 @@ def write_shard(folder: Path, seq: int, dtype: str, embeddings: np.ndarray, ids:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return entry
+
+
+def write_folder(output: Path, clips: ClipColumns, captions: CaptionColumns, meta: dict, dtype: str = "float32",
+                 ann=None) -> None:
+    """Write an index folder of one shard (no deleted rows); its manifest replaces the folder's previous one
+    and the previous shards are removed."""
+    if dtype not in DTYPES:
+        raise MlatrError(f"dtype must be one of {', '.join(DTYPES)}, not {dtype!r}")
+    refuse_foreign_folder(output)
+    output.mkdir(parents=True, exist_ok=True)
+    try:
+        old = read_manifest(output) if (output / MANIFEST).exists() else None
+    except MlatrError:
+        old = None  # replaced whole: a damaged previous manifest does not matter
+    entry = write_shard(output, next_seq(old), dtype, clips, captions, ann)
+    manifest = {"format": FORMAT, "dim": clips.dim, "dtype": dtype,
+                "meta": {k: v for k, v in meta.items() if k not in ("format", "dim")}, "shards": [entry]}
+    write_manifest(output, manifest)
+    remove_unlisted(output, manifest)
+
+
+def add_shard(output: Path, manifest: dict, clips: ClipColumns, captions: CaptionColumns, deleted: Sequence[int],
+              source: str | None, ann=None) -> None:
+    """One more shard of ``clips`` in the folder ``output`` whose ``manifest`` was read under the writer lock
+    (nothing written when ``clips`` is empty), the global rows ``deleted`` marked deleted (clips encoded
+    again or gone) and ``source`` (the manifest file the rows came from) recorded; the manifest written last."""
+    remove_unlisted(output, manifest)
+    mark_deleted(manifest, deleted)
+    if len(clips):
+        manifest["shards"].append(write_shard(output, next_seq(manifest), manifest["dtype"], clips, captions, ann))
+    manifest["meta"] = dict(manifest["meta"], manifest=source)
+    write_manifest(output, manifest)
+
+
+def next_seq(manifest: dict | None) -> int:
+    """The sequence number of the next shard (one more than the manifest's highest)."""
+    found = [int(e["name"].split("-")[1]) for e in (manifest or {}).get("shards", [])
+             if e["name"].split("-")[1:2] and e["name"].split("-")[1].isdigit()]
+    return 1 + max(found, default=-1)
+
+
+def mark_deleted(manifest: dict, rows: Sequence[int]) -> None:
+    """Record the global ``rows`` as deleted in the manifest entries of the shards that hold them."""
+    first = 0
+    for entry in manifest["shards"]:
+        mine = [r - first for r in rows if first <= r < first + entry["rows"]]
+        if mine:
+            entry["deleted"] = sorted(set(entry.get("deleted", [])) | set(mine))
+        first += entry["rows"]
 
 
 def write_manifest(folder: Path, manifest: dict) -> None:
@@ -279,56 +253,3 @@ def remove_unlisted(folder: Path, manifest: dict | None) -> list[str]:
 def bytes_of(folder: Path) -> int:
     """Total size of the files under ``folder``."""
     return sum(f.stat().st_size for f in folder.rglob("*") if f.is_file())
-
-
-class RowStack:
-    """Several ``[n_i, d]`` arrays read as one ``[sum n_i, d]`` without copying them (``np.asarray`` copies)."""
-
-    def __init__(self, parts: Sequence[np.ndarray], dim: int, dtype=np.float32):
-        self.parts = list(parts)
-        self.starts = np.cumsum([0] + [p.shape[0] for p in self.parts])
-        self.shape = (int(self.starts[-1]), dim)
-        self.dtype = np.dtype(self.parts[0].dtype if self.parts else dtype)
-        self.ndim = 2
-
-    def __len__(self) -> int:
-        return self.shape[0]
-
-    def __array__(self, dtype=None, copy=None):
-        out = np.concatenate(self.parts) if self.parts else np.zeros(self.shape, self.dtype)
-        return out if dtype is None else out.astype(dtype, copy=False)
-
-    def __getitem__(self, key):
-        if isinstance(key, (int, np.integer)):
-            key = int(key) + (self.shape[0] if key < 0 else 0)
-            p = int(np.searchsorted(self.starts, key, side="right")) - 1
-            return self.parts[p][key - self.starts[p]]
-        return np.asarray(self)[key]
-
-
-class ShardColumn(Sequence):
-    """One field of every shard's rows (``path``, ``captions``, ``lang``, ...) as one read-on-demand list."""
-
-    def __init__(self, columns: Sequence[JsonlColumn], key: str):
-        self.columns, self.key = list(columns), key
-        self.starts = np.cumsum([0] + [len(c) for c in self.columns])
-        self._starts = [int(x) for x in self.starts]  # plain ints: bisect per row read, no numpy scalar work
-
-    def __len__(self) -> int:
-        return self._starts[-1]
-
-    def __getitem__(self, i):
-        if isinstance(i, slice):
-            return [self[j] for j in range(*i.indices(len(self)))]
-        n = self._starts[-1]
-        i = int(i)
-        if i < 0:
-            i += n
-        if not 0 <= i < n:
-            raise IndexError(i)
-        p = bisect.bisect_right(self._starts, i) - 1
-        local = i - self._starts[p]
-        row = self.columns[p][local]
-        if not isinstance(row, dict) or self.key not in row:
-            raise InputError(f"row {local} has no {self.key!r}", file=str(self.columns[p].path))
-        return row[self.key]

@@ -3,7 +3,7 @@
 =====================  ===========================================================================
 ``GET /``              the web page (``static/``: one HTML file, a script, a style sheet)
 ``GET /search``        ``q``, ``lang`` (ISO 639-3 or 639-1; may be left out when the model does not
-                       read it, see :mod:`mlatr.search.query_language`), ``k`` -> ranked clips
+                       read it, see :mod:`mlatr.search.query`), ``k`` -> ranked clips
 ``POST /search/audio`` multipart field ``file`` (a sound), ``k`` -> ranked clips and captions
 ``GET /audio/{id}``    the file of an indexed clip inside the library (``Range`` works); nothing else
 ``GET /health``        status, clip count, the languages a query may use, the limits
@@ -28,14 +28,12 @@ from fastapi.staticfiles import StaticFiles
 
 from mlatr import __version__
 from mlatr.serve.api_docs import register_api_docs
-from mlatr.serve.api_errors import ApiError, add_error_handlers
+from mlatr.serve.api_errors import add_error_handlers
 from mlatr.serve.batching import TextBatcher
 from mlatr.serve.clip_routes import STATIC, add_clip_routes
 from mlatr.serve.exposure import LOOPBACK_HOSTS, ExposureGuard
 from mlatr.serve.limits import Limits
 from mlatr.serve.live_index import LiveIndex
-from mlatr.serve.routes_clips import register_clip_routes
-from mlatr.serve.schemas import ERRORS
 from mlatr.serve.search_routes import add_search_routes
 from mlatr.serve.status_routes import add_status_routes
 from mlatr.serve.upload_limit import UploadLimit
@@ -69,8 +67,7 @@ def create_app(live: LiveIndex, limits: Limits | None = None, watch_seconds: flo
     add_error_handlers(app)
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
     register_api_docs(app)
-    register_clip_routes(app, live, limits, ApiError, ERRORS, allow_roots)
-    add_clip_routes(app, live, allow_roots)
+    add_clip_routes(app, live, limits, allow_roots)
     add_search_routes(app, live, limits, TextBatcher(live))
     add_status_routes(app, live, limits, worker, after_reload)
     app.add_middleware(ExposureGuard, allowed_hosts=allowed_hosts, token=token)  # the outermost: runs first

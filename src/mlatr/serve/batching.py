@@ -3,10 +3,12 @@
 A text encoder embeds a batch of queries in little more time than one (a transformer's cost per call is
 mostly fixed overhead at query lengths), and the model lock lets one call run at a time. Answering each
 request alone therefore caps a server at one encoder call per request. :class:`TextBatcher` puts each
-request's checked query in a queue; one worker thread takes whatever has arrived, waits at most
-``max_wait_ms`` more for a fuller batch (never past ``max_batch``), embeds the batch with
-:func:`~mlatr.search.search.encode_query_texts` under :attr:`LiveIndex.lock`, ranks every query with one
-:func:`~mlatr.search.search.search_vectors` call, and hands each request its own hits. A lone request
+request's query (checked where it entered: :func:`mlatr.search.query.text_query`) in a queue; one worker
+thread takes whatever has arrived, waits at most ``max_wait_ms`` more for a fuller batch (never past
+``max_batch``), embeds the batch with :func:`~mlatr.search.search.encode_query_texts` under
+:attr:`LiveIndex.lock`, ranks the batch with one :func:`~mlatr.search.search.rank_texts` call (the
+sound-ranked queries through one searcher call, the others through one product with each embedding matrix),
+and hands each request its own hits. A lone request
 waits at most ``max_wait_ms``; under load the batches fill and the per-query cost falls toward the
 encoder's batched rate.
 
@@ -26,8 +28,8 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from mlatr.search.hybrid import check_rank
-from mlatr.search.search import Hit, check_query_text, encode_query_texts, rank_texts
+from mlatr.search.query import TextQuery
+from mlatr.search.search import Hit, encode_query_texts, rank_texts
 
 #: Most queries embedded in one call.
 MAX_BATCH = 64
@@ -38,10 +40,7 @@ MAX_WAIT_MS = 2.0
 @dataclass
 class _Pending:
     snap: object
-    query: str
-    lang: str | None
-    k: int
-    rank: str
+    query: TextQuery
     notify: Callable[[], None]  # called by the worker once hits or error is set
     hits: list[Hit] | None = None
     error: BaseException | None = None
@@ -63,16 +62,15 @@ class TextBatcher:
         self.batches = 0
         self.queries = 0
 
-    def search(self, snap, query: str, lang: str | None, k: int, rank: str = "hybrid") -> list[Hit]:
-        """The ``k`` best clips of ``snap``'s index for ``query`` in ``lang`` ranked by ``rank``
-        (:func:`~mlatr.search.search.search_text`; checked here: an empty query, a missing required
-        language or an unknown rank raises :class:`~mlatr.errors.MlatrError` at once)."""
+    def search(self, snap, query: TextQuery) -> list[Hit]:
+        """The best clips of ``snap``'s index for a checked ``query``
+        (:func:`~mlatr.search.search.search_query`, embedded and ranked with the queries around it)."""
         done = threading.Event()
-        item = self._pending(snap, query, lang, k, rank, done.set)
+        item = self._pending(snap, query, done.set)
         done.wait()
         return item.result()
 
-    async def search_async(self, snap, query: str, lang: str | None, k: int, rank: str = "hybrid") -> list[Hit]:
+    async def search_async(self, snap, query: TextQuery) -> list[Hit]:
         """:meth:`search` awaited on the running event loop (no thread waits for the answer)."""
         loop = asyncio.get_running_loop()
         done = loop.create_future()
@@ -87,15 +85,13 @@ class TextBatcher:
             except RuntimeError:  # the loop was closed (server shutdown): nobody is waiting
                 pass
 
-        item = self._pending(snap, query, lang, k, rank, notify)
+        item = self._pending(snap, query, notify)
         await done
         return item.result()
 
-    def _pending(self, snap, query, lang, k, rank, notify) -> _Pending:
-        """Check the query, queue it for the worker (started when needed), return its :class:`_Pending`."""
-        lang = check_query_text(snap.index, query, lang)
-        check_rank(rank)
-        item = _Pending(snap, query, lang, int(k), rank, notify)
+    def _pending(self, snap, query: TextQuery, notify) -> _Pending:
+        """Queue ``query`` for the worker (started when needed); its :class:`_Pending`."""
+        item = _Pending(snap, query, notify)
         with self._cond:
             if self._worker is None or not self._worker.is_alive():
                 self._worker = threading.Thread(target=self._run, name="mlatr-text-batcher", daemon=True)
@@ -119,19 +115,18 @@ class TextBatcher:
             groups: dict[int, list[_Pending]] = {}
             for item in batch:
                 groups.setdefault(id(item.snap), []).append(item)
+            self.batches += 1  # counted before the answers wake their requests
+            self.queries += len(batch)
             for items in groups.values():
                 self._answer(items)
-            self.batches += 1
-            self.queries += len(batch)
 
     def _answer(self, items: list[_Pending]) -> None:
         snap = items[0].snap
         try:
             with self.live.lock:
-                vectors = encode_query_texts(snap.index, [i.query for i in items], [i.lang for i in items])
+                vectors = encode_query_texts(snap.index, [i.query for i in items])
                 self.live.bound_text_cache(snap)
-            found = rank_texts(snap.index, vectors, [i.query for i in items], [i.k for i in items],
-                               [i.rank for i in items])  # one product of the batch with each embedding matrix
+            found = rank_texts(snap.index, vectors, [i.query for i in items])  # one pass of the batch
             for item, hits in zip(items, found, strict=True):
                 item.hits = hits
         except BaseException as exc:  # handed to the waiting requests, which answer it as an error

@@ -1,15 +1,38 @@
-"""``GET /`` (the web page) and ``GET /audio/{id}`` (the file of an indexed clip, ``Range`` requests work)."""
+"""Routes about the indexed clips: the web page, a clip's audio file, its waveform and "more like this".
 
+- ``GET /``: the web page;
+- ``GET /audio/{id}``: the file of an indexed clip (``Range`` requests work), served only when it is a
+  regular file inside the library roots (:mod:`mlatr.serve.clip_files`);
+- ``GET /clips/waveform/{id}?bins=N``: ``{"id", "duration", "peaks": [N floats in 0..1]}``, the largest
+  absolute sample of each of ``N`` equal slices of the clip, divided by the clip's largest (the result card's
+  thumbnail; read at the index's sample rate, cached per file and modification time; only from a file
+  ``GET /audio`` would serve);
+- ``GET /clips/similar/{id}?k=K``: sound-to-sound from the clip's stored embedding (itself left out) and the
+  captions nearest to it, as ``POST /search/audio`` answers.
+
+(No ``from __future__ import annotations`` here: FastAPI must read the routes' annotations, which refer to
+the ``limits`` of :func:`add_clip_routes`, as objects.)
+"""
+
+import os
+import time
 from collections.abc import Sequence
+from functools import lru_cache
 from pathlib import Path
+from typing import Annotated
 
-from fastapi import FastAPI
+import numpy as np
+from fastapi import FastAPI, Query, Request
 from fastapi.responses import FileResponse
 
+from mlatr.audio.io import load_audio
+from mlatr.search.search import search_similar
 from mlatr.serve.api_errors import ApiError, short
 from mlatr.serve.clip_files import ClipRoots, confined_file
+from mlatr.serve.limits import Limits
 from mlatr.serve.live_index import LiveIndex
-from mlatr.serve.schemas import ERRORS
+from mlatr.serve.results import caption_result, clip_result
+from mlatr.serve.schemas import ERRORS, SimilarResponse, Waveform
 
 STATIC = Path(__file__).resolve().parent / "static"
 
@@ -19,11 +42,35 @@ AUDIO_TYPES = {".wav": "audio/wav", ".flac": "audio/flac", ".ogg": "audio/ogg", 
                ".aiff": "audio/aiff", ".webm": "audio/webm"}
 
 
-def add_clip_routes(app: FastAPI, live: LiveIndex, allow_roots: Sequence[str] = ()) -> None:
-    """Add the page and the clips' audio files of ``live`` to ``app``: a clip's file is served only when
-    it is a regular file inside the library roots (:mod:`mlatr.serve.clip_files`; ``allow_roots``, when given,
-    are the roots)."""
+@lru_cache(maxsize=512)
+def waveform_peaks(path: str, mtime_ns: int, sample_rate: int, bins: int) -> tuple[float, tuple[float, ...]]:
+    """``(duration in seconds, peaks)`` of the file at ``path`` (``mtime_ns``: part of the cache key)."""
+    wave = np.abs(load_audio(path, sample_rate))  # [T]
+    edges = np.linspace(0, len(wave), bins + 1).astype(np.int64)
+    peaks = np.array([wave[a:b].max() if b > a else 0.0 for a, b in zip(edges[:-1], edges[1:], strict=True)])
+    top = peaks.max() if peaks.size and peaks.max() > 0 else 1.0
+    return len(wave) / sample_rate, tuple(float(x) for x in peaks / top)
+
+
+def add_clip_routes(app: FastAPI, live: LiveIndex, limits: Limits, allow_roots: Sequence[str] = ()) -> None:
+    """Add the routes of the module docstring over ``live`` to ``app`` (``allow_roots``, when given, are the
+    library roots a clip's file must lie in)."""
     clip_roots = ClipRoots(allow_roots)
+
+    def clip_row(snap, clip_id: str) -> int:
+        """The row of ``clip_id`` (ids are looked up, never joined to a path), or a 404."""
+        row = snap.rows.get(clip_id)
+        if row is None:
+            raise ApiError(404, f"no clip {short(clip_id)} in the index")
+        return row
+
+    def clip_file(snap, clip_id: str) -> Path:
+        """The clip's audio file when it may be served; the same 404 for gone, not a regular file, or outside
+        the library."""
+        path = confined_file(snap.index.paths[clip_row(snap, clip_id)], clip_roots.roots(snap.index.paths))
+        if path is None:
+            raise ApiError(404, f"the audio file of clip {short(clip_id)} is not on the server")
+        return path
 
     @app.get("/", include_in_schema=False)
     def page():
@@ -32,12 +79,26 @@ def add_clip_routes(app: FastAPI, live: LiveIndex, allow_roots: Sequence[str] = 
     @app.get("/audio/{clip_id:path}", responses={200: {"content": {"audio/*": {}}}, **ERRORS},
              response_class=FileResponse)
     def audio(clip_id: str):
-        """The audio file of the indexed clip ``clip_id`` (ids are looked up, never joined to a path)."""
-        snap = live.current()
-        row = snap.rows.get(clip_id)
-        if row is None:
-            raise ApiError(404, f"no clip {short(clip_id)} in the index")
-        path = confined_file(snap.index.paths[row], clip_roots.roots(snap.index.paths))
-        if path is None:  # the same answer for gone, not a regular file, or outside the library
-            raise ApiError(404, f"the audio file of clip {short(clip_id)} is not on the server")
+        """The audio file of the indexed clip ``clip_id``."""
+        path = clip_file(live.current(), clip_id)
         return FileResponse(path, media_type=AUDIO_TYPES.get(path.suffix.lower(), "application/octet-stream"))
+
+    @app.get("/clips/waveform/{clip_id:path}", response_model=Waveform, responses=ERRORS)
+    def waveform(clip_id: str, bins: Annotated[int, Query(ge=8, le=1000, description="number of peaks")] = 120):
+        snap = live.current()
+        path = clip_file(snap, clip_id)
+        rate = int(snap.index.meta["sample_rate"])
+        duration, peaks = waveform_peaks(str(path), os.stat(path).st_mtime_ns, rate, bins)
+        return {"id": clip_id, "duration": duration, "peaks": list(peaks)}
+
+    @app.get("/clips/similar/{clip_id:path}", response_model=SimilarResponse, responses=ERRORS)
+    def similar(request: Request, clip_id: str,
+                k: Annotated[int, Query(ge=1, le=limits.max_k, description="number of results")] = 10):
+        t0 = time.perf_counter()
+        snap = live.current()
+        row = clip_row(snap, clip_id)
+        with live.lock:
+            clips, captions = search_similar(snap.index, row, k)
+        root = request.scope.get("root_path", "")
+        return {"id": clip_id, "k": k, "results": [clip_result(snap, h, None, root) for h in clips],
+                "captions": [caption_result(h, root) for h in captions], "took_ms": (time.perf_counter() - t0) * 1e3}

@@ -29,10 +29,12 @@ from pathlib import Path
 
 from mlatr.audio.io import audio_duration
 from mlatr.errors import MlatrError
-from mlatr.search.index import Index, live_rows
+from mlatr.models.protocols import QueryLanguages, query_languages
+from mlatr.search.build_plan import live_rows
+from mlatr.search.index import Index
 from mlatr.search.milvus import is_milvus
-from mlatr.search.query_language import QueryLanguages, query_languages
-from mlatr.search.search import search_text
+from mlatr.search.query import TextQuery
+from mlatr.search.search import search_query
 from mlatr.search.shards import MANIFEST
 
 log = logging.getLogger("mlatr.serve")
@@ -133,7 +135,7 @@ class LiveIndex:
         languages = query_languages(model.model.text_encoder)
         if model is not keep:  # a first query warms the encoder up (a frozen encoder's first call is slow)
             with self.lock:
-                search_text(index, "warm-up", languages.known[0] if languages.required else None, 1)
+                search_query(index, TextQuery("warm-up", languages.known[0] if languages.required else None, 1))
         return Snapshot(index=index, rows=live_rows(index), languages=languages,
                         signature=signature, loaded_at=time.time())
 

@@ -14,7 +14,7 @@ from fastapi.responses import JSONResponse
 
 from mlatr.audio.io import audio_duration
 from mlatr.errors import MlatrError
-from mlatr.languages import normalize
+from mlatr.search.query import text_query
 from mlatr.search.search import query_waveform, search_audio
 from mlatr.serve.api_errors import ApiError, short
 from mlatr.serve.batching import TextBatcher
@@ -22,21 +22,6 @@ from mlatr.serve.limits import Limits
 from mlatr.serve.live_index import LiveIndex
 from mlatr.serve.results import caption_result, clip_result
 from mlatr.serve.schemas import ERRORS, AudioSearchResponse, TextSearchResponse
-
-
-def query_language(snap, lang: str | None) -> str | None:
-    """The ISO 639-3 code of ``lang`` when this snapshot's text encoder takes it (``None``: left out)."""
-    if lang is None or not lang.strip():
-        return None  # encode_query_text refuses it when the model reads the language
-    try:
-        code = normalize(lang)
-    except ValueError as exc:
-        raise ApiError(400, f"lang: {exc}") from None
-    known = snap.languages.known
-    if known is not None and code not in known:
-        raise ApiError(400, f"lang: this index's text encoder does not take {code!r} "
-                            f"(it takes {', '.join(known)})")
-    return code
 
 
 def add_search_routes(app: FastAPI, live: LiveIndex, limits: Limits, batcher: TextBatcher) -> None:
@@ -53,14 +38,15 @@ def add_search_routes(app: FastAPI, live: LiveIndex, limits: Limits, batcher: Te
                                Query(description="hybrid: sound + captions + keywords; audio; captions")] = "hybrid"):
         t0 = time.perf_counter()
         snap = live.current()
-        code = query_language(snap, lang)
-        if not q.strip():
-            raise ApiError(400, "q: the query is empty")
-        hits = await batcher.search_async(snap, q, code, k, rank)  # embedded and searched with concurrent queries
+        try:  # the one check of the query (a blank lang: left out)
+            query = text_query(q, lang if lang and lang.strip() else None, k, rank, snap.languages)
+        except MlatrError as exc:
+            raise ApiError(400, str(exc)) from None
+        hits = await batcher.search_async(snap, query)  # embedded and searched with concurrent queries
         root = request.scope.get("root_path", "")
-        results = [clip_result(snap, h, code, root) for h in hits]
+        results = [clip_result(snap, h, query.lang, root) for h in hits]
         # built to TextSearchResponse field by field: sent as it is, not validated against it again
-        return JSONResponse({"query": q, "lang": code, "k": k, "rank": rank,
+        return JSONResponse({"query": q, "lang": query.lang, "k": k, "rank": rank,
                              "took_ms": (time.perf_counter() - t0) * 1e3, "results": results})
 
     @app.post("/search/audio", response_model=AudioSearchResponse, responses=ERRORS)

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import dataclasses
 import typing
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -68,7 +68,7 @@ class DataConfig:
     max_seconds: float = checked(6.0, _positive, "> 0 (seconds)")
     eval_max_seconds: float = checked(10.0, _positive, "> 0 (seconds)")
     #: Keep decoded waveforms in memory: true, false, or auto (when the decoded training + validation audio
-    #: fits in ``cache_max_gb``; see :mod:`mlatr.data.pipeline.sources`).
+    #: fits in ``cache_max_gb``; see :mod:`mlatr.data.pipeline.source_choice`).
     cache_audio: bool | str = checked("auto", lambda v: v in (True, False, "auto"), "true, false or auto")
     cache_max_gb: float = checked(4.0, _non_negative, ">= 0 (GB)")
     #: Skip unreadable audio and count it instead of stopping.
@@ -233,6 +233,33 @@ class Config:
         return dataclasses.asdict(self)
 
 
+#: The heads' optimizer unless told otherwise: AdamW at a constant learning rate, no warmup, no clipping.
+HEAD_OPTIM = OptimConfig(lr=1e-3, weight_decay=1e-4, warmup_steps=0, schedule="constant", grad_clip=None)
+
+
+@dataclass
+class HeadTraining:
+    """Settings of head training on cached features (:func:`mlatr.training.heads.train_heads`): ``objective``
+    and ``optim`` as in a training config's sections, checked by the same :func:`validate_config`
+    (``optim.grad_cache_chunk`` and ``objective.matching`` / ``cmsc`` are refused: no encoder runs, and cached
+    features are pooled; ``optim.amp`` has no effect on the CPU)."""
+
+    epochs: int = checked(60, _at_least_one, ">= 1")
+    batch_size: int = checked(64, lambda v: v >= 2, ">= 2 (a contrastive batch needs negatives)")
+    seed: int = 0
+    optim: OptimConfig = field(default_factory=lambda: replace(HEAD_OPTIM))
+    objective: ObjectiveConfig = field(default_factory=ObjectiveConfig)
+    #: Weight of the ``text_identity`` term (0 = off).
+    identity_penalty: float = checked(0.0, _non_negative, ">= 0 (0: off)")
+    #: Learning rate of the audio tail's parameters (aiSFX's trained blocks; None: ``optim.lr``).
+    tail_lr: float | None = checked(None, _positive, "> 0, or null for optim.lr")
+
+    @classmethod
+    def at(cls, lr: float, **fields: Any) -> HeadTraining:
+        """Settings with :data:`HEAD_OPTIM` at learning rate ``lr`` (``fields``: the other settings)."""
+        return cls(optim=replace(HEAD_OPTIM, lr=lr), **fields)
+
+
 #: Settings that choose how a run executes, not what it computes (the same batches and, up to
 #: floating-point rounding, the same updates): a run may resume with other values of these.
 EXECUTION_KEYS = (("data", "workers"), ("data", "prefetch"), ("data", "cache_audio"), ("data", "cache_max_gb"),
@@ -394,7 +421,7 @@ def load_config(path: str | Path | None, overrides: list[str] = ()) -> Config:
     return config_from_dict(tree, overrides)
 
 
-def validate_config(cfg: Config) -> None:
+def validate_config(cfg: Config | HeadTraining) -> None:
     """Every field's own rule (:func:`~mlatr.training.config_checks.check_config_values`), then the rules
     that relate fields (:func:`check_rules`). The scheme's own needs are checked by the scheme when the
     objective is built (:func:`mlatr.training.objective.build_objective`)."""
@@ -402,16 +429,25 @@ def validate_config(cfg: Config) -> None:
     check_rules(cfg)
 
 
-def check_rules(cfg: Config) -> None:
-    """Raise :class:`MlatrError` for values that are each allowed but do not combine."""
-    if not cfg.data.languages:
-        raise MlatrError("config: data.languages is empty")
-    for key in ("audio", "text"):
-        if "name" not in getattr(cfg.model, key):
-            raise MlatrError(f"config: model.{key} must be a mapping with a 'name' (registry name)")
-        name = getattr(cfg.model, key)["name"]
-        if not isinstance(name, str):  # the options are checked when the encoder is built (models.registry)
-            raise MlatrError(f"config: model.{key}.name: expected an encoder name, got {name!r}"[:300])
+def check_rules(cfg: Config | HeadTraining) -> None:
+    """Raise :class:`MlatrError` for values that are each allowed but do not combine: in a training config,
+    or in head training's settings (which run no encoder on pooled cached features)."""
+    if isinstance(cfg, HeadTraining):
+        if cfg.optim.grad_cache_chunk is not None:
+            raise MlatrError("config: optim.grad_cache_chunk: head training encodes nothing (its features are "
+                             "cached): leave it null")
+        if cfg.objective.matching is not None or cfg.objective.cmsc is not None:
+            raise MlatrError("config: objective.matching / objective.cmsc score frames and tokens; cached "
+                             "features are pooled: head training takes neither")
+    else:
+        if not cfg.data.languages:
+            raise MlatrError("config: data.languages is empty")
+        for key in ("audio", "text"):
+            if "name" not in getattr(cfg.model, key):
+                raise MlatrError(f"config: model.{key} must be a mapping with a 'name' (registry name)")
+            name = getattr(cfg.model, key)["name"]
+            if not isinstance(name, str):  # the options are checked when the encoder is built (models.registry)
+                raise MlatrError(f"config: model.{key}.name: expected an encoder name, got {name!r}"[:300])
     o = cfg.objective
     if o.reweight and (o.base != "infonce" or o.svr is not None):
         raise MlatrError("config: objective.reweight (Simple Reweight, SupCLAP App. E.4) needs "

@@ -94,7 +94,8 @@ def check_config_values(cfg) -> None:
         rule = f.metadata.get(MUST)
         if rule is not None and value is not None and not rule[0](value):
             raise MlatrError(f"config: {key}: must be {rule[1]}, got {value!r}")
-    cfg.data.languages = normalize_all(cfg.data.languages, "config: data.languages")
+    if dataclasses.is_dataclass(getattr(cfg, "data", None)):  # a training config (head training has no data)
+        cfg.data.languages = normalize_all(cfg.data.languages, "config: data.languages")
 
 
 def _flat(tree: Any, prefix: str = "") -> dict[str, Any]:

@@ -30,7 +30,7 @@ from collections.abc import Sequence
 from mlatr.data.manifest import Clip, Manifest
 from mlatr.data.pipeline.plan import usable_caption_indices
 from mlatr.errors import InputError, MlatrError
-from mlatr.inference.evaluate import check_languages_present
+from mlatr.inference.model_evaluation import check_languages_present
 
 
 def missing_audio(manifest: Manifest) -> list[Clip]:

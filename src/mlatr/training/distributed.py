@@ -25,21 +25,16 @@ all-reduces. CPU uses gloo, CUDA nccl (one GPU per process: ``cuda:LOCAL_RANK``)
 
 from __future__ import annotations
 
-import datetime
-import os
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any
 
 import torch
 import torch.distributed as dist
 from torch import Tensor
 from torch.nn.parallel import DistributedDataParallel
 
-from mlatr.errors import MlatrError
+from mlatr.inference.process_group import DistContext
 from mlatr.models.outputs import EncoderOutput
-from mlatr.training.resources import resolve_device
 
 #: Bytes this process has handed to collectives, by kind ("gather", "reduce", "ddp"): the payload, before
 #: the backend's own overhead (a ring all-reduce moves about twice it). ``benchmarks/bench_torchrun.py``
@@ -49,66 +44,6 @@ TRAFFIC: Counter[str] = Counter()
 
 def _count(kind: str, t: Tensor) -> None:
     TRAFFIC[kind] += t.numel() * t.element_size()
-
-
-@dataclass
-class DistContext:
-    """Where this process stands: ``rank`` of ``world_size`` (``local_rank`` on its machine)."""
-
-    rank: int = 0
-    world_size: int = 1
-    local_rank: int = 0
-    local_world_size: int = 1
-    group: Any = None  # the process group of the embedding gathers
-    device: torch.device = torch.device("cpu")  # where collective tensors live (nccl: this process's GPU)
-
-    @property
-    def enabled(self) -> bool:
-        return self.world_size > 1
-
-    @property
-    def is_main(self) -> bool:
-        """The process that writes checkpoints, logs and the progress bar, and validates."""
-        return self.rank == 0
-
-    def barrier(self) -> None:
-        if self.enabled:
-            dist.barrier()
-
-
-def environment_world_size() -> int:
-    """``WORLD_SIZE`` as torchrun sets it (1 when not launched by torchrun)."""
-    return int(os.environ.get("WORLD_SIZE", "1") or 1)
-
-
-def setup(device_name: str, timeout_minutes: float = 60.0) -> tuple[DistContext, torch.device]:
-    """The context and device of this process; under torchrun (``WORLD_SIZE > 1``) joins the process group
-    (nccl on CUDA, gloo on CPU; an already initialised group is reused)."""
-    world = environment_world_size()
-    if world == 1:
-        return DistContext(), resolve_device(device_name)
-    try:
-        rank, local_rank = int(os.environ["RANK"]), int(os.environ.get("LOCAL_RANK", "0"))
-        local_world = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
-    except (KeyError, ValueError) as exc:
-        raise MlatrError(f"WORLD_SIZE={world} but RANK / LOCAL_RANK are missing or wrong ({exc}): "
-                         "start several processes with torchrun") from exc
-    device = resolve_device(device_name)
-    if device.type == "cuda":
-        if device.index is None:
-            device = torch.device("cuda", local_rank)
-        torch.cuda.set_device(device)
-    backend = "nccl" if device.type == "cuda" else "gloo"
-    if not dist.is_initialized():
-        dist.init_process_group(backend, timeout=datetime.timedelta(minutes=timeout_minutes))
-    group = dist.new_group(backend=backend, timeout=datetime.timedelta(minutes=timeout_minutes))
-    return DistContext(rank, world, local_rank, local_world, group, device), device
-
-
-def shutdown() -> None:
-    """Leave the process group (if any)."""
-    if dist.is_initialized():
-        dist.destroy_process_group()
 
 
 def gather_int_lists(values: Sequence[int], ctx: DistContext) -> list[list[int]]:

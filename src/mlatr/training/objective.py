@@ -224,11 +224,13 @@ def check_scheme(o, languages: Sequence[str] | None = None) -> Scheme:
     return scheme
 
 
-def build_objective(o, batch_size: int, languages: Sequence[str] | None = None) -> Objective:
+def build_objective(o, batch_size: int, languages: Sequence[str] | None = None,
+                    scheme: Scheme | None = None) -> Objective:
     """The :class:`Objective` of an ``objective`` config section (``ObjectiveConfig``); ``batch_size`` sizes
     the DynamicRadius predictor's input (SupCLAP §3.2); ``languages`` (``data.languages``) are checked
-    against the scheme's needs (:func:`check_scheme`)."""
-    scheme = check_scheme(o, languages)
+    against the scheme's needs (:func:`check_scheme`); ``scheme``: the run's, already built and checked by
+    :func:`check_scheme` (the trainer needs it before the objective, to read its data)."""
+    scheme = scheme if scheme is not None else check_scheme(o, languages)
     head_path = o.matching is not None or o.cmsc is not None
     svr = None
     if o.svr is not None:

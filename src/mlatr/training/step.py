@@ -27,9 +27,10 @@ from torch import Tensor
 
 from mlatr.data.pipeline.batches import TrainBatch, TrainBatches
 from mlatr.errors import MlatrError
+from mlatr.inference.process_group import DistContext
 from mlatr.losses.schemes import Scheme, Selection
 from mlatr.models.outputs import EncoderOutput
-from mlatr.training.distributed import DistContext, all_reduce_, gather_int_lists, gather_output
+from mlatr.training.distributed import all_reduce_, gather_int_lists, gather_output
 from mlatr.training.grad_cache import chunk_schedule, encode_without_graphs, leaves, replay
 from mlatr.training.objective import LossOutput, Objective
 
@@ -105,7 +106,7 @@ class StepRunner:
         if self.local:
             objective.check_rows_support()
         self.frames = objective.head is not None and objective.head.needs_frames
-        #: True after a backward whose gradients DDP did not synchronise (see Trainer._optimizer_step).
+        #: True after a backward whose gradients DDP did not synchronise (see EpochLoop.optimizer_step).
         self.unsynced = False
 
     def __call__(self, inp: StepInputs, accumulate: int, sync: bool, where: str) -> StepResult:

@@ -1,8 +1,11 @@
-"""The training loop: batch -> scheme's captions -> dual encoder -> objective's loss terms; checkpoints, resume.
+"""Training the dual encoder: batch -> scheme's captions -> dual encoder -> objective's loss terms.
 
-Checkpoints are written atomically at the end of every epoch with the optimizer, scheduler and
-bookkeeping, so ``resume=True`` continues an interrupted run bit-exactly (the randomness contract:
-``docs/architecture.md``, "Randomness and resume").
+:class:`Trainer` is an :class:`~mlatr.training.epoch_loop.EpochLoop` (the one loop of fit, resume,
+best-epoch tracking and checkpoints, shared with the head trainer) that supplies the model, the data
+(:class:`~mlatr.data.pipeline.batches.TrainBatches`), validation on the validation split, what a resumed
+run must match (the configuration and the clips) and the run's logs. Checkpoints are written atomically at
+the end of every epoch with the optimizer, scheduler and bookkeeping, so ``resume=True`` continues an
+interrupted run bit-exactly (the randomness contract: ``docs/architecture.md``, "Randomness and resume").
 
 Outputs in ``cfg.out_dir``: ``config.yaml``, ``last.pt`` (resume), ``best.pt`` (best validation
 average R@1, the papers' selection rule: ATRI §5.3, SupCLAP §4.1.2), ``log.jsonl`` (one JSON object
@@ -20,7 +23,7 @@ import json
 import math
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
@@ -30,16 +33,16 @@ import yaml
 from tqdm import tqdm
 
 from mlatr.data.manifest import Manifest
-from mlatr.data.pipeline.batches import TrainBatches
-from mlatr.data.pipeline.sources import choose_cache, open_source
+from mlatr.data.pipeline.batches import TrainBatch, TrainBatches
+from mlatr.data.pipeline.source_choice import choose_cache, open_source
 from mlatr.data.pipeline.workers import default_workers
 from mlatr.data.webdataset_shards import ShardIndex, index_shards
 from mlatr.errors import MlatrError
 from mlatr.evaluation.with_head import evaluate_with_head
-from mlatr.inference.checkpoint import load_model, read_checkpoint, save_checkpoint
+from mlatr.inference import process_group
+from mlatr.inference.checkpoint import load_model
 from mlatr.inference.encoding import encode_manifest
 from mlatr.io_utils import atomic_write_json, atomic_write_text
-from mlatr.losses.schemes import build_scheme
 from mlatr.models.dual_encoder import DualEncoder
 from mlatr.models.registry import build_audio_encoder, build_text_encoder, text_encoder_takes_corpus
 from mlatr.seeds import derive_seed
@@ -49,12 +52,13 @@ from mlatr.training.config_checks import config_differences
 from mlatr.training.data_checks import check_training_data, data_fingerprint, fingerprint_difference
 from mlatr.training.diagnostics import diagnostic_callbacks
 from mlatr.training.epoch_line import epoch_line, eta_seconds
-from mlatr.training.objective import build_objective
-from mlatr.training.optimization import make_optimizer, make_scheduler, optimizer_step
+from mlatr.training.epoch_loop import EpochLoop, EpochStats
+from mlatr.training.objective import build_objective, check_scheme
+from mlatr.training.optimization import make_optimizer, make_scheduler
 from mlatr.training.resources import memory_kind, peak_memory_mb, reset_peak_memory
 from mlatr.training.run_log import open_run_log
 from mlatr.training.run_loggers import RunLoggers, logger_names
-from mlatr.training.step import StepRunner, step_inputs
+from mlatr.training.step import StepInputs, StepResult, StepRunner
 from mlatr.writer_lock import writer_lock
 
 #: ``callback(trainer, info)`` after each optimizer step. ``info`` holds step, epoch, loss, lr, the
@@ -91,7 +95,9 @@ def validation_score(metrics: dict[str, Any]) -> float:
     return 0.5 * (metrics["t2a"]["avg"]["R1"] + metrics["a2t"]["avg"]["R1"])
 
 
-class Trainer:
+class Trainer(EpochLoop):
+    """A training run of ``cfg`` (see the module docstring)."""
+
     def __init__(self, cfg: Config, resume: bool = False, callbacks: list[StepCallback] | None = None,
                  wait: bool | float = False, allow_data_change: bool = False):
         """``wait``: when another process is writing ``out_dir``, wait for it (True, or at most that many
@@ -102,7 +108,7 @@ class Trainer:
         self.cfg = cfg
         self.allow_data_change = allow_data_change
         self.out = Path(cfg.out_dir)
-        self.dist, self.device = distributed.setup(cfg.train.device, cfg.dist.timeout_minutes)
+        self.dist, self.device = process_group.setup(cfg.train.device, cfg.dist.timeout_minutes)
         self._lock = ExitStack()
         if self.dist.is_main:
             self._lock.enter_context(writer_lock(self.out, "training run", wait=wait, folder=True))
@@ -132,7 +138,7 @@ class Trainer:
 
         torch.manual_seed(derive_seed(cfg.seed, "init"))
         self.model = self._initial_model().to(self.device)
-        self.objective = build_objective(cfg.objective, cfg.train.batch_size).to(self.device)
+        self.objective = build_objective(cfg.objective, cfg.train.batch_size, scheme=self.scheme).to(self.device)
         self.net = self.model
         if self.dist.enabled:
             distributed.broadcast_module(self.objective, self.dist)
@@ -146,13 +152,15 @@ class Trainer:
         self.steps_per_epoch = math.ceil(len(self.batches) / cfg.optim.accumulate)
         self.total_steps = self.steps_per_epoch * cfg.train.epochs
         self.scheduler = make_scheduler(self.optimizer, cfg.optim, self.total_steps)
-        self.epoch = 0  # epochs completed
-        self.step = 0
-        self.best: dict[str, Any] = {"score": -1.0, "epoch": None}
-        self.history: list[dict[str, Any]] = []
-        if resume:
-            self._resume()
-        elif (self.out / "last.pt").exists():
+        self.epochs, self.seed, self.languages = cfg.train.epochs, cfg.seed, cfg.data.languages
+        self.accumulate, self.grad_clip = cfg.optim.accumulate, cfg.optim.grad_clip
+        self.batch_source = self.batches
+        self.progress = "batches" if cfg.train.progress and self.dist.is_main else None
+        self.start_loop()
+        if resume and not self.resume():
+            print(f"mlatr: {self.out / 'last.pt'} does not exist yet: starting the run from its first epoch",
+                  file=sys.stderr)
+        elif not resume and (self.out / "last.pt").exists():
             raise MlatrError(f"{self.out} already holds a run (last.pt): pass --resume to continue it, "
                              "or choose another out_dir")
 
@@ -164,8 +172,7 @@ class Trainer:
         d = self.cfg.data
         self.workers = default_workers() if d.workers == "auto" else int(d.workers)
         show = self.cfg.train.progress and self.dist.is_main
-        scheme = build_scheme(self.cfg.objective.scheme)
-        scheme.check_languages(d.languages)
+        self.scheme = scheme = check_scheme(self.cfg.objective, d.languages)  # the run's one scheme
         # refuse data that cannot train before anything is built or read (training.data_checks)
         check_training_data(self.train_manifest, self.val_manifest, d.languages, self.cfg.train.batch_size,
                             scheme.anchor_language is not None, check_files=not d.store and self.shards is None,
@@ -215,12 +222,9 @@ class Trainer:
                 model = DualEncoder.from_config(config[0])
         return model
 
-    def _resume(self) -> None:
-        path = self.out / "last.pt"
-        if not path.exists():  # killed before its first checkpoint: resuming is starting
-            print(f"mlatr: {path} does not exist yet: starting the run from its first epoch", file=sys.stderr)
-            return
-        state = read_checkpoint(path, map_location=self.device)
+    def check_resume(self, state: dict[str, Any], path: Path) -> None:
+        """Refuse a ``last.pt`` written with another configuration, or (unless ``allow_data_change``, which
+        warns) on other training or validation clips."""
         stored, current = resume_view(state.get("train_config") or {}), resume_view(self.cfg.to_dict())
         if stored != current:
             raise MlatrError(f"{path}: was written with another configuration; resume needs the same one "
@@ -233,12 +237,6 @@ class Trainer:
                              f"manifest, start a new run, or pass --allow-data-change to go on with the new data")
         if change:
             print(f"mlatr: warning: resuming on changed data (--allow-data-change): {change}", file=sys.stderr)
-        self.model.load_state_dict(state["model"])
-        self.objective.load_state_dict(state["objective"])
-        self.optimizer.load_state_dict(state["optimizer"])
-        self.scheduler.load_state_dict(state["scheduler"])
-        self.epoch, self.step = state["epoch"], state["step"]
-        self.best, self.history = state["best"], state["history"]
 
     # ---- the loop --------------------------------------------------------------------------------
     def fit(self) -> dict[str, Any]:
@@ -256,96 +254,57 @@ class Trainer:
             atomic_write_text(self.out / "config.yaml", yaml.safe_dump(_yaml_tree(cfg.to_dict()), sort_keys=False,
                                                                        allow_unicode=True))
         # the log agrees with last.pt; orphan temporary files are removed
-        log = open_run_log(self.out, self.epoch, self.step) if main else None
-        writer = RunLoggers(self.logger_names, self.out, cfg.to_dict()) if main else None
-        walls: list[float] = []  # wall time of each epoch this process ran (the ETA)
+        self._log = open_run_log(self.out, self.epoch, self.step) if main else None
+        self._writer = RunLoggers(self.logger_names, self.out, cfg.to_dict()) if main else None
+        self._walls: list[float] = []  # wall time of each epoch this process ran (the ETA)
         try:
-            while self.epoch < cfg.train.epochs:
-                started = time.perf_counter()
-                record = self._train_epoch(self.epoch, log, writer)
-                self.epoch += 1
-                if self._validates_after(self.epoch) and main:
-                    record["val"] = self.validate()
-                    record["val_score"] = validation_score(record["val"])
-                    if record["val_score"] > self.best["score"]:
-                        self.best = {"score": record["val_score"], "epoch": self.epoch}
-                self.history.append(record)
-                if main:
-                    log.write(json.dumps({"type": "epoch", **_compact(record)}) + "\n")
-                    log.flush()
-                    writer.epoch(record)
-                    state = self._state()
-                    save_checkpoint(self.out / "last.pt", state)
-                    if self.best["epoch"] == self.epoch or cfg.train.eval_every <= 0:
-                        save_checkpoint(self.out / "best.pt", state)
-                    walls.append(time.perf_counter() - started)
-                    tqdm.write(epoch_line(record, cfg.train.epochs, walls[-1],
-                                          eta_seconds(walls, self.epoch, cfg.train.epochs),
-                                          self.best["epoch"] == self.epoch and "val" in record), file=sys.stderr)
-                self.dist.barrier()  # the others wait for validation and the checkpoint
+            self.fit_epochs()
         finally:
-            if log is not None:
-                log.close()
-            if writer is not None:
-                writer.close()
+            if self._log is not None:
+                self._log.close()
+            if self._writer is not None:
+                self._writer.close()
         summary = self.summary()
         if main:
             atomic_write_json(self.out / "summary.json", summary)
         return summary
 
-    def _train_epoch(self, epoch: int, log, writer) -> dict[str, Any]:
-        cfg = self.cfg
-        self.model.train()
-        rank_part = () if not self.dist.enabled else (self.dist.rank,)  # dropout: each process its own draws
-        torch.manual_seed(derive_seed(cfg.seed, epoch, "torch", *rank_part))
-        pairing_gen = torch.Generator().manual_seed(derive_seed(cfg.seed, epoch, "pairing"))
+    def epoch_batches(self, epoch: int) -> tuple[Iterable[TrainBatch], int]:
         reset_peak_memory(self.device)
-        start = time.perf_counter()
-        total, count, texts_seen = 0.0, 0, 0
-        term_sums: dict[str, float] = {}  # loss_<term> -> sum over the epoch's micro-batches
-        bar = tqdm(total=len(self.batches), desc=f"epoch {epoch + 1}/{cfg.train.epochs}", unit="batch",
-                   disable=not (cfg.train.progress and self.dist.is_main), dynamic_ncols=True)
-        self.optimizer.zero_grad(set_to_none=True)
-        pending = 0
-        for b, batch in enumerate(self.batches.epoch(epoch)):
-            step = step_inputs(batch, self.batches, self.objective.scheme, cfg.data.languages, pairing_gen,
-                               self.dist)
-            if step is None:  # fewer than 2 clips left in the global batch (unreadable audio)
-                bar.update(1)
-                continue
-            sync = pending + 1 == cfg.optim.accumulate or b == len(self.batches) - 1
-            result = self.run_step(step, cfg.optim.accumulate, sync, f"epoch {epoch + 1}, step {self.step}")
-            pending += 1
-            total += result.loss
-            count += 1
-            for key, value in result.logs.items():
-                if key.startswith("loss_"):
-                    term_sums[key] = term_sums.get(key, 0.0) + value
-            texts_seen += len(step.selection.texts)
-            if pending == cfg.optim.accumulate:
-                self._optimizer_step()
-                pending = 0
-                info = {"type": "step", "step": self.step, "epoch": epoch + 1, "loss": result.loss,
-                        "lr": self.scheduler.get_last_lr()[0], **result.logs}
-                for cb in self.callbacks:
-                    cb(self, {**info, "batch": batch, "selection": step.selection,
-                              "audio_emb": result.audio, "text_emb": result.text})
-                info.update(self.extra_logs)
-                self.extra_logs.clear()
-                if log is not None and self.step % max(1, cfg.train.log_every) == 0:
-                    log.write(json.dumps(info) + "\n")
-                    writer.step(info)
-            bar.set_postfix(loss=f"{total / count:.4f}")
-            bar.update(1)
-        if pending:
-            self._optimizer_step()
-        bar.close()
-        seconds = time.perf_counter() - start
+        return self.batches.epoch(epoch), len(self.batches)
+
+    def after_step(self, epoch: int, batch: TrainBatch, inputs: StepInputs, result: StepResult) -> None:
+        """The step callbacks, then the step's log line (every ``train.log_every`` steps)."""
+        info = {"type": "step", "step": self.step, "epoch": epoch + 1, "loss": result.loss,
+                "lr": self.scheduler.get_last_lr()[0], **result.logs}
+        for cb in self.callbacks:
+            cb(self, {**info, "batch": batch, "selection": inputs.selection,
+                      "audio_emb": result.audio, "text_emb": result.text})
+        info.update(self.extra_logs)
+        self.extra_logs.clear()
+        if self._log is not None and self.step % max(1, self.cfg.train.log_every) == 0:
+            self._log.write(json.dumps(info) + "\n")
+            self._writer.step(info)
+
+    def epoch_record(self, epoch: int, stats: EpochStats) -> dict[str, Any]:
         peak = distributed.all_reduce_(torch.tensor([peak_memory_mb(self.device)]), self.dist, "max")
-        return {"epoch": epoch + 1, "step": self.step, "train_loss": total / max(1, count),
-                "train_terms": {k: v / max(1, count) for k, v in term_sums.items()},
-                "epoch_time_s": seconds, "peak_memory_mb": float(peak), "memory_kind": memory_kind(self.device),
-                "texts_encoded": texts_seen, "bad_audio": self._bad_audio()}
+        return {"epoch": epoch + 1, "step": self.step, "train_loss": stats.loss, "train_terms": stats.terms,
+                "epoch_time_s": stats.seconds, "peak_memory_mb": float(peak), "memory_kind": memory_kind(self.device),
+                "texts_encoded": stats.texts, "bad_audio": self._bad_audio()}
+
+    def end_epoch(self, record: dict[str, Any]) -> None:
+        """The epoch's log record (before the checkpoint that covers it), the checkpoints, the epoch line; the
+        other processes wait for the first."""
+        if self.dist.is_main:
+            self._log.write(json.dumps({"type": "epoch", **_compact(record)}) + "\n")
+            self._log.flush()
+            self._writer.epoch(record)
+            self.save_checkpoints()
+            self._walls.append(time.perf_counter() - self.epoch_started)
+            tqdm.write(epoch_line(record, self.epochs, self._walls[-1],
+                                  eta_seconds(self._walls, self.epoch, self.epochs),
+                                  self.best["epoch"] == self.epoch and "val" in record), file=sys.stderr)
+        self.dist.barrier()  # the others wait for validation and the checkpoint
 
     def _bad_audio(self) -> int:
         """Training clips found unreadable so far (by any process)."""
@@ -356,17 +315,6 @@ class Trainer:
             bad = set().union(*everyone)
         return len(bad)
 
-    def _optimizer_step(self) -> None:
-        if self.run_step.unsynced:  # the epoch's last micro-batch was left out of DDP's synchronisation
-            grads = [p.grad for p in self.model.parameters() if p.grad is not None and p is not
-                     getattr(self.model, "log_temperature", None)]
-            for g in grads:
-                distributed.all_reduce_(g, self.dist)
-            self.run_step.unsynced = False
-        distributed.reduce_loss_side_grads(self.loss_side, self.dist, self.run_step.local)
-        optimizer_step(self.optimizer, self.scheduler, self.cfg.optim.grad_clip)
-        self.step += 1
-
     def _autocast(self):
         """A fresh autocast context for the step (bf16 / fp16 on CUDA with ``optim.amp: auto``)."""
         if self.device.type == "cuda" and self.cfg.optim.amp == "auto":
@@ -375,11 +323,19 @@ class Trainer:
         return torch.autocast("cpu", enabled=False)
 
     # ---- validation, state -----------------------------------------------------------------------
-    def _validates_after(self, epoch: int) -> bool:
-        """Whether epoch ``epoch`` (1-based, just finished) is validated: every ``train.eval_every``
-        epochs and always the last one, so the final weights are never left unscored."""
+    def validates_after(self, epoch: int) -> bool:
+        """Whether epoch ``epoch`` (1-based, just finished) is validated: by the first process, every
+        ``train.eval_every`` epochs and always the last one, so the final weights are never left unscored."""
         every = self.cfg.train.eval_every
-        return every > 0 and (epoch % every == 0 or epoch == self.cfg.train.epochs)
+        return self.dist.is_main and every > 0 and (epoch % every == 0 or epoch == self.epochs)
+
+    def validates_ever(self) -> bool:
+        return self.cfg.train.eval_every > 0
+
+    def validation(self) -> tuple[float, dict[str, Any]]:
+        metrics = self.validate()
+        score = validation_score(metrics)
+        return score, {"val": metrics, "val_score": score}
 
     def validate(self) -> dict[str, Any]:
         """Validation metrics, ranked with the head being trained (fine-grained paper §2.1; cosine otherwise)."""
@@ -390,14 +346,12 @@ class Trainer:
                               frames=head.needs_frames, workers=self.workers)
         return evaluate_with_head(head, enc)
 
-    def _state(self) -> dict[str, Any]:
-        return {
-            "model_config": self.model.config(), "model": self.model.state_dict(),
-            "objective": self.objective.state_dict(), "train_config": self.cfg.to_dict(),
-            "epoch": self.epoch, "step": self.step, "optimizer": self.optimizer.state_dict(),
-            "scheduler": self.scheduler.state_dict(), "best": self.best, "history": self.history,
-            "matching_head": self.objective.ranking_head.config(), "data_fingerprint": self.data_fingerprint,
-        }
+    def run_config(self) -> dict[str, Any]:
+        return self.cfg.to_dict()
+
+    def checkpoint_extras(self) -> dict[str, Any]:
+        return {"model_config": self.model.config(), "matching_head": self.objective.ranking_head.config(),
+                "data_fingerprint": self.data_fingerprint}
 
     def summary(self) -> dict[str, Any]:
         times = [h["epoch_time_s"] for h in self.history]

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import torch
 
 from mlatr.data.manifest import Manifest
 from mlatr.data.pipeline.workers import default_workers
@@ -22,12 +23,13 @@ from mlatr.data.webdataset_shards import ShardIndex, ShardSource
 from mlatr.errors import MlatrError
 from mlatr.evaluation.caveats import evaluation_caveats
 from mlatr.evaluation.evaluate import Evaluation
-from mlatr.evaluation.with_head import HEAD_MEMORY_BUDGET_MB, evaluate_with_head_with_ranks, zero_shot_with_model
+from mlatr.evaluation.with_head import HEAD_MEMORY_BUDGET_MB, evaluate_with_head_with_ranks, zero_shot_with_head
 from mlatr.evaluation.zero_shot import zero_shot_prompts
-from mlatr.inference.encoding import EncodedSplit, encode_manifest
+from mlatr.inference.encoding import EncodedSplit, encode_manifest, encode_texts, pad_frames
+from mlatr.inference.library import manifest_split
 from mlatr.inference.loaded_model import LoadedModel
-from mlatr.inference.sources import manifest_split
 from mlatr.languages import normalize, normalize_all
+from mlatr.models.outputs import EncoderOutput
 
 
 @dataclass
@@ -128,3 +130,15 @@ def evaluate(model: LoadedModel, manifest: str | os.PathLike | Manifest, split: 
              **options: Any) -> dict[str, Any]:
     """The metrics ``mlatr eval`` prints, as a dict (``mlatr.evaluate``); options as :func:`evaluate_model`."""
     return evaluate_model(model, manifest, split, **options).metrics
+
+
+def zero_shot_with_model(loaded, enc, rows: list[int], prompts: list[str], lang: str, targets,
+                         batch_size: int = 64, memory_budget_mb: float = HEAD_MEMORY_BUDGET_MB) -> dict[str, float]:
+    """Zero-shot classification (SupCLAP §4.2.2) of the clips ``rows`` of an encoded split against the class
+    ``prompts`` in ``lang``, encoded and ranked by a :class:`~mlatr.inference.LoadedModel` with its
+    own head."""
+    sink: list | None = [] if loaded.head.needs_frames else None
+    pooled = encode_texts(loaded.model, prompts, [lang] * len(prompts), batch_size, frames_sink=sink)
+    classes = EncoderOutput(torch.from_numpy(pooled), *(pad_frames(sink) if sink is not None else (None, None)))
+    clips = enc.audio_side().rows(torch.as_tensor(rows, dtype=torch.long))
+    return zero_shot_with_head(loaded.head, clips, classes, targets, memory_budget_mb)

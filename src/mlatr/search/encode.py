@@ -1,0 +1,96 @@
+"""A library's clips and captions encoded by a model into an index's tables, and what the index records of it.
+
+:func:`encode_clips` reads the clips' audio through the one audio path (:func:`mlatr.inference.audio.encode_source`:
+centre crop, windows, pooled; ATRI sec. 3.1: projected and L2-normalised, so inner product = cosine, eq. 1)
+and their manifest captions through the text tower, and records each audio file's state (size, mtime) before
+it is read: a later change shows (:meth:`mlatr.search.index.Index.stale`). :func:`index_meta` is what an
+index records of how it was made.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from mlatr.data.manifest import Clip, Manifest
+from mlatr.data.pipeline.file_source import AudioSource
+from mlatr.data.webdataset_shards import ShardIndex, ShardSource
+from mlatr.errors import MlatrError
+from mlatr.file_state import file_state
+from mlatr.inference import LoadedModel
+from mlatr.inference.audio import encode_source
+from mlatr.inference.checkpoint import model_sha256
+from mlatr.inference.encoding import encode_texts
+from mlatr.search.columns import CaptionColumns, ClipColumns, check_vectors
+
+
+@dataclass(frozen=True)
+class EncodeSettings:
+    """How clips are read and encoded for an index (see :func:`mlatr.search.build.build_index`)."""
+
+    sample_rate: int
+    max_seconds: float
+    window_seconds: float
+    batch_size: int = 16
+    skip_bad: bool = False
+    progress: bool = False
+    #: the webdataset shards the clips' audio is read from (:mod:`mlatr.data.webdataset_shards`), else their files
+    shards: ShardIndex | None = None
+
+
+def encode_clips(loaded: LoadedModel, manifest: Manifest, clips: Sequence[Clip], langs: Sequence[str],
+                 how: EncodeSettings) -> tuple[ClipColumns, CaptionColumns, dict[str, str]]:
+    """The tables of ``clips`` (of ``manifest``) encoded by ``loaded`` with their captions in ``langs``, and
+    the unreadable clips skipped (``how.skip_bad``; else the first one is an error). Each file's state is
+    taken before it is read."""
+    model = loaded.model
+    if not clips:
+        return ClipColumns.empty(model.embed_dim), CaptionColumns.empty(model.embed_dim), {}
+    sub = Manifest(clips=list(clips), root=manifest.root, path=manifest.path)
+    if how.shards is None:
+        states = [file_state(c.audio_path(manifest.root)) for c in clips]  # before reading: a later change shows
+        source = AudioSource(sub, how.sample_rate, cache=False, skip_bad=how.skip_bad)
+    else:  # a shard member has no file of its own to watch: no state recorded, never stale
+        states = [None] * len(clips)
+        source = ShardSource(sub, how.shards, how.sample_rate, skip_bad=how.skip_bad)
+    rows, audio = encode_source(model.encode_audio, source, how.batch_size, how.max_seconds, loaded.device,
+                                window_seconds=how.window_seconds, progress=how.progress, desc="index")
+    skipped = dict(source.bad)
+    if not rows:
+        first = next(iter(skipped.values()), "")
+        raise MlatrError(f"none of the {len(clips)} new clip(s) of {manifest.path or 'the manifest'} "
+                         f"could be read; nothing was written (first: {first})")
+    kept = [sub[i] for i in rows]
+    arrays = Manifest(clips=kept, root=manifest.root, path=manifest.path).caption_arrays(list(langs))
+    text = encode_texts(model, arrays["texts"], list(arrays["text_lang"]), how.batch_size)
+    table = ClipColumns.of_clips(kept, manifest.root, audio, {"state": [states[i] for i in rows]})
+    captions = CaptionColumns.of_arrays(arrays, text)
+    check_vectors(table, captions, "index: ", unit_captions=False)
+    return table, captions, skipped
+
+
+def index_meta(loaded: LoadedModel, manifest: Manifest, sample_rate: int, max_seconds: float,
+               caption_languages: Sequence[str], window_seconds: float | None = None,
+               sha: str | None = None) -> dict[str, Any]:
+    """What an index records of how it was made: the checkpoint (absolute path, SHA-256: ``sha`` when
+    already computed), the model's config, the audio settings, the caption languages and the manifest."""
+    checkpoint = Path(loaded.path).resolve()
+    meta: dict[str, Any] = {"checkpoint": {"path": str(checkpoint), "sha256": sha or model_sha256(checkpoint)},
+                            "model_config": loaded.model.config(), "sample_rate": sample_rate,
+                            "max_seconds": max_seconds}
+    if window_seconds is not None:
+        meta["window_seconds"] = window_seconds
+    meta["caption_languages"] = list(caption_languages)
+    meta["manifest"] = str(Path(manifest.path).resolve()) if manifest.path else None
+    return meta
+
+
+def build_settings(loaded: LoadedModel, max_seconds: float | None, window_seconds: float | None,
+                   sample_rate: int | None) -> tuple[int, float, float]:
+    """``(sample_rate, max_seconds, window_seconds)`` of an index build: the given ones, else the model's
+    (``sample_rate``, ``eval_max_seconds``); windows never longer than the crop."""
+    sample_rate = int(sample_rate or loaded.data["sample_rate"])
+    max_seconds = float(max_seconds or loaded.data["eval_max_seconds"])
+    return sample_rate, max_seconds, min(float(window_seconds or loaded.data["eval_max_seconds"]), max_seconds)

@@ -1,0 +1,118 @@
+"""A text query, checked once where it enters, and what the search functions need of an index.
+
+A query enters through the command line (``mlatr search``), the Python API (:meth:`Index.search_text
+<mlatr.search.index.Index.search_text>`, :func:`mlatr.search.search.search_text`) or the server
+(``GET /search``). Each entry makes it a :class:`TextQuery` with :func:`text_query`, the one check: the text
+is not empty, the language is normalised (ISO 639-1 aliases to 639-3) and one the index's text encoder
+takes, ``k`` is at least 1, the ranking is one of :data:`~mlatr.search.fusion.RANKS`. What comes after (the
+server's batcher, the query embedding, the rankings) takes the checked query and checks nothing again.
+
+Which languages a query may be in, and whether the model needs to be told which one: a query's language
+changes its embedding only for text encoders that read it (the SONAR tokenizer puts a language code before
+the text; a small transformer trained with a language embedding adds a vector per language). The frozen
+multilingual encoders (USE, e5-small), the other Hugging Face encoders and a small transformer without a
+language embedding embed the text alone: for them a language is only checked (USE has no Catalan), and a
+query without one gets the same embedding as with any. So a query may leave its language out exactly when
+the encoder does not read it. Guessing it instead was measured and rejected: offline identifiers get about
+1 short query in 20 wrong among the languages mlatr knows (``benchmarks/bench_langid.py``, README), and for
+the encoders that read the language a wrong guess silently changes the results. Each text encoder says so
+itself (:meth:`mlatr.models.protocols.TextEncoder.query_languages`, checked by
+:meth:`~mlatr.models.protocols.QueryLanguages.code`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import numpy as np
+
+from mlatr.errors import MlatrError
+from mlatr.inference import LoadedModel
+from mlatr.models.protocols import QueryLanguages
+from mlatr.search.fusion import RANKS
+from mlatr.search.hybrid import TextRanker
+
+
+@dataclass(frozen=True)
+class TextQuery:
+    """A checked text query (:func:`text_query`): ``text`` not empty; ``lang`` ISO 639-3, or None where the
+    text encoder does not read it; ``k`` >= 1 clips; ``rank``: one of :data:`~mlatr.search.fusion.RANKS`."""
+
+    text: str
+    lang: str | None
+    k: int = 10
+    rank: str = "hybrid"
+
+
+def text_query(text: str, lang: str | None, k: int, rank: str, languages: QueryLanguages,
+               lang_field: str = "lang") -> TextQuery:
+    """The one check of a text query where it enters: :class:`MlatrError` for an empty text, an unknown
+    language or one the encoder does not take (``languages``: its :class:`QueryLanguages`; ``lang_field``
+    names the option in the message), a missing language the encoder needs, ``k < 1`` or an unknown
+    ranking."""
+    if not isinstance(text, str) or not text.strip():
+        raise MlatrError("empty text query")
+    return TextQuery(text, languages.code(lang, lang_field), check_k(k), check_rank(rank))
+
+
+def check_rank(rank: str) -> str:
+    """``rank`` if it is one of :data:`RANKS`, else an :class:`MlatrError` naming them."""
+    if rank not in RANKS:
+        raise MlatrError(f"unknown ranking {rank!r} (choose from {', '.join(RANKS)})")
+    return rank
+
+
+def check_k(k: int) -> int:
+    """``k`` as an int if it is at least 1, else an :class:`MlatrError`."""
+    if int(k) < 1:
+        raise MlatrError(f"k must be at least 1, not {k}")
+    return int(k)
+
+
+class Searcher(Protocol):
+    """Top-k over a set of vectors (:class:`~mlatr.search.backends.ShardedSearcher`, Milvus)."""
+
+    def top_k(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]: ...
+
+
+class SearchIndex(Protocol):
+    """What the search functions (:mod:`mlatr.search.search`) read of an index;
+    :class:`~mlatr.search.index.Index` is one."""
+
+    meta: dict[str, Any]
+    backend: str
+    deleted_rows: np.ndarray
+
+    @property
+    def dim(self) -> int: ...
+
+    @property
+    def embeddings(self) -> Any: ...  # [N, d]
+
+    @property
+    def ids(self) -> Sequence[str]: ...
+
+    @property
+    def paths(self) -> Sequence[str]: ...
+
+    @property
+    def captions(self) -> Sequence[dict[str, list[str | None]]]: ...
+
+    @property
+    def caption_clip(self) -> np.ndarray: ...
+
+    @property
+    def caption_text(self) -> Sequence[str]: ...
+
+    @property
+    def caption_lang(self) -> Sequence[str]: ...
+
+    def searcher(self, which: str = "audio") -> Searcher: ...
+
+    def text_ranker(self) -> TextRanker: ...
+
+    def model(self) -> LoadedModel: ...
+
+    def stale(self, row: int) -> str | None: ...
