@@ -24,7 +24,13 @@ from mlatr.commands._arg_types import non_negative_int, positive_float, positive
 from mlatr.commands._grid_args import parse_methods
 from mlatr.commands._outputs import Output
 from mlatr.errors import MlatrError
-from mlatr.experiments.head_options import DEFAULT_HEADS, DEFAULT_TEXT_ENCODERS, HEAD_OPTIONS, TEXT_ENCODERS
+from mlatr.experiments.head_options import (
+    DEFAULT_BATCH_SIZE,
+    DEFAULT_HEADS,
+    DEFAULT_TEXT_ENCODERS,
+    HEAD_OPTIONS,
+    TEXT_ENCODERS,
+)
 
 HELP = __doc__
 
@@ -44,6 +50,9 @@ def add_arguments(parser):
     parser.add_argument("--heads", default=DEFAULT_HEADS, choices=trained,
                         help=f"how the heads train (default: {DEFAULT_HEADS})")
     parser.add_argument("--epochs", type=positive_int, default=60)
+    parser.add_argument("--batch-size", type=positive_int, default=DEFAULT_BATCH_SIZE,
+                        help="clips per step, here and in the leave-one-library-out run "
+                             f"(default {DEFAULT_BATCH_SIZE})")
     parser.add_argument("--embed-dim", type=positive_int, default=256, help="embedding size of the both-heads option")
     parser.add_argument("--seed", type=random_seed, default=0)
     parser.add_argument("--max-seconds", type=positive_float, default=10.0, help="centre crop of long clips")
@@ -61,7 +70,8 @@ def run(args) -> int:
         raise MlatrError(f"{args.manifest} not found: run scripts/get-real-sounds.sh first (or pass --manifest)")
     names = parse_methods(args.text, list(TEXT_ENCODERS), "--text")
     results = run_real_demo(args.manifest, args.out, names, heads=args.heads, embed_dim=args.embed_dim,
-                            epochs=args.epochs, seed=args.seed, max_seconds=args.max_seconds,
+                            epochs=args.epochs, batch_size=args.batch_size, seed=args.seed,
+                            max_seconds=args.max_seconds,
                             progress=not args.no_progress, unseen_epochs=args.unseen_epochs or None,
                             added_groups=args.added_groups)
     print((Path(args.out) / "report.md").read_text(encoding="utf-8"))

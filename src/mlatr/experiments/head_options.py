@@ -46,3 +46,5 @@ COMPARED_BY_DEFAULT = ("random", "both-heads", "audio-only", "near-identity")
 #: ``mlatr demo-real``'s defaults: the best run of the leave-one-library-out table (README, docs/real-sounds.md).
 DEFAULT_TEXT_ENCODERS = ("use-multilingual", "e5-small")
 DEFAULT_HEADS = "near-identity"
+#: Clips per step of ``mlatr demo-real``'s head runs (docs/real-sounds.md: batch size).
+DEFAULT_BATCH_SIZE = 256

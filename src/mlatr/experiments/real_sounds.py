@@ -19,7 +19,7 @@ from mlatr.data.debian_sounds import read_licences
 from mlatr.data.splits import assign_hash_splits
 from mlatr.errors import MlatrError
 from mlatr.evaluation.plots import plot_recall_by_language
-from mlatr.experiments.head_options import DEFAULT_HEADS, HEAD_OPTIONS
+from mlatr.experiments.head_options import DEFAULT_BATCH_SIZE, DEFAULT_HEADS, HEAD_OPTIONS
 from mlatr.experiments.learning_curve import FrozenInputs, run_learning_curve
 from mlatr.experiments.real_heads import (
     RealSounds,
@@ -43,7 +43,8 @@ EXAMPLE_QUERIES = [("wolf howling", "eng"), ("un chien aboie", "fra"), ("Schritt
 
 
 def run_real_demo(manifest_path: str | Path, out: str | Path, text_encoders: list[str], heads: str = DEFAULT_HEADS,
-                  embed_dim: int = 256, epochs: int = 60, batch_size: int = 64, lr: float = 1e-3, seed: int = 0,
+                  embed_dim: int = 256, epochs: int = 60, batch_size: int = DEFAULT_BATCH_SIZE, lr: float = 1e-3,
+                  seed: int = 0,
                   max_seconds: float = 10.0, progress: bool = True, unseen_epochs: int | None = None,
                   added_groups: int = 12) -> dict:
     """Train the heads (option ``heads``) over frozen aisfx + each text encoder, evaluate against random heads,
@@ -90,7 +91,7 @@ def run_real_demo(manifest_path: str | Path, out: str | Path, text_encoders: lis
         _, bank = text_space(name, data, out / "cache")
         curve = run_learning_curve(FrozenInputs(data, bank, name, {}, {}), out / "unseen", train_blocks=(0,),
                                    fractions=(1.0,), seeds=(seed,), epochs=unseen_epochs, heads=heads,
-                                   added_groups=added_groups, progress=progress)
+                                   added_groups=added_groups, batch_size=batch_size, progress=progress)
         point = next(iter(curve["points"].values()))
         results["unseen"] = {"epochs": unseen_epochs, "added_groups": added_groups, **point["summary"],
                              "best_epochs": {f: r["best_epoch"] for f, r in point["folds"].items()}}
