@@ -51,5 +51,5 @@ manifest="$dest/manifest.jsonl"
 echo "[real-sounds] importing into $manifest" >&2
 "$py" -m mlatr data import --format folder --skip-bad "$dest" -o "$manifest"
 "$py" -m mlatr data dedup "$manifest" --no-progress --order "$(IFS=,; echo "${order[*]}")"
-"$py" -m mlatr data recaption "$manifest"
+"$py" -m mlatr data recaption "$manifest" --in-place
 "$py" -m mlatr data split "$manifest"

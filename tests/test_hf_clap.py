@@ -10,43 +10,13 @@ import torch
 
 transformers = pytest.importorskip("transformers")
 
+from clap_folders import clap_folder  # noqa: E402
 from mlatr.cli import main  # noqa: E402
 from mlatr.convert.hf_clap import clap_to_mlatr  # noqa: E402
 from mlatr.errors import MlatrError  # noqa: E402
 from mlatr.inference.checkpoint import load_model, read_checkpoint  # noqa: E402
 from mlatr.models.hf_clap import ClapFeatures  # noqa: E402
 from toydata import make_toy_manifest  # noqa: E402
-
-AUDIO_CFG = {"spec_size": 64, "num_mel_bins": 16, "patch_size": 4, "patch_stride": 4, "window_size": 4,
-             "depths": [1, 1, 1], "num_attention_heads": [1, 2, 2], "patch_embeds_hidden_size": 8,
-             "hidden_size": 32}
-TEXT_CFG = {"hidden_size": 16, "num_hidden_layers": 1, "num_attention_heads": 2, "intermediate_size": 32,
-            "max_position_embeddings": 40, "pad_token_id": 1, "hidden_dropout_prob": 0.0,
-            "attention_probs_dropout_prob": 0.0}
-#: One-second windows keep the tiny model's input (101 frames) below its 256-frame image.
-FEATURES = {"feature_size": 16, "max_length_s": 1, "frequency_min": 50, "frequency_max": 14_000}
-
-
-def _tokenizer():
-    vocab = {s: i for i, s in enumerate(["<s>", "<pad>", "</s>", "<unk>", "<mask>"])}
-    for c in [chr(c) for c in range(33, 127)] + ["Ġ", "é", "è", "à", "ç"]:
-        vocab.setdefault(c, len(vocab))
-    return transformers.RobertaTokenizer(vocab=vocab, merges=[])
-
-
-def _clap_folder(root, fusion: bool, seed: int = 0):
-    """A tiny ClapModel + tokenizer + feature extractor saved as laion/clap-htsat-* are."""
-    torch.manual_seed(seed)
-    tok = _tokenizer()
-    audio = {**AUDIO_CFG, "enable_fusion": fusion, **({"fusion_type": "aff_2d"} if fusion else {})}
-    model = transformers.ClapModel(transformers.ClapConfig(text_config={**TEXT_CFG, "vocab_size": len(tok)},
-                                                           audio_config=audio, projection_dim=12,
-                                                           logit_scale_init_value=1 / 0.05)).eval()
-    fe = transformers.ClapFeatureExtractor(**FEATURES, truncation="fusion" if fusion else "rand_trunc")
-    model.save_pretrained(root)
-    tok.save_pretrained(root)
-    fe.save_pretrained(root)
-    return model, tok, fe
 
 
 def test_fusion_filters_are_torchaudios_htk_filters():
@@ -82,7 +52,7 @@ def test_features_equal_the_feature_extractors(truncation, padding, monkeypatch)
 
 @pytest.mark.parametrize("fusion", [True, False])
 def test_embeddings_equal_get_audio_and_text_features(tmp_path, fusion):
-    model, tok, fe = _clap_folder(tmp_path / "clap", fusion)
+    model, tok, fe = clap_folder(tmp_path / "clap", fusion)
     ours, report = clap_to_mlatr(tmp_path / "clap")
     assert report["temperature"] == pytest.approx(0.05) and "logit_scale_t" in report["ignored"]
     gen = torch.Generator().manual_seed(1)
@@ -105,7 +75,7 @@ def test_embeddings_equal_get_audio_and_text_features(tmp_path, fusion):
 
 
 def test_cli_import_works_for_eval_index_and_search(tmp_path, capsys):
-    _clap_folder(tmp_path / "clap", fusion=False)
+    clap_folder(tmp_path / "clap", fusion=False)
     out = tmp_path / "laion-clap.pt"
     assert main(["import-checkpoint", "--from", "hf-clap", str(tmp_path / "clap"), "-o", str(out)]) == 0
     printed = capsys.readouterr().out
@@ -139,7 +109,7 @@ def test_a_folder_that_is_no_clap_model_is_refused(tmp_path):
     from mlatr.models.hf_text import write_tiny_model
 
     write_tiny_model("bert", tmp_path / "bert")
-    with pytest.raises(MlatrError, match="model_type 'bert', not clap"):
+    with pytest.raises(MlatrError, match="model_type: .bert., not clap"):
         clap_to_mlatr(tmp_path / "bert")
     with pytest.raises(MlatrError, match="does not exist"):
         clap_to_mlatr(tmp_path / "nothing")

@@ -178,7 +178,7 @@ def test_readme_own_folder_recipe_finds_the_french_sidecar_first(served_toy, tmp
     (folder / "fx" / "dog_bark_02.fra.txt").write_text("un chien qui aboie\n", encoding="utf-8")
     m = tmp_path / "my-sounds.jsonl"
     assert main(["data", "import", "--format", "folder", str(folder), "-o", str(m)]) == 0
-    assert main(["data", "recaption", str(m)]) == 0
+    assert main(["data", "recaption", str(m), "--in-place"]) == 0
     idx = tmp_path / "my-sounds.idx.npz"
     assert main(["index", "build", "--checkpoint", str(ckpt), "--manifest", str(m), "-o", str(idx),
                  "--no-progress"]) == 0

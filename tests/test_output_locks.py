@@ -41,7 +41,8 @@ COMMANDS = [
     (["data", "prepare", "M", "-o", "OUT"], "store", True),
     (["data", "import", "--format", "folder", "SRC", "-o", "OUT"], "out.jsonl", False),
     (["data", "split", "OUT"], "split.jsonl", False),
-    (["data", "recaption", "OUT"], "recaption.jsonl", False),
+    (["data", "recaption", "OUT", "--in-place"], "recaption.jsonl", False),
+    (["data", "recaption", "M", "-o", "OUT"], "recaption-new.jsonl", False),
     (["data", "translate", "M", "--to", "fra", "--backend", "apertium", "-o", "OUT"], "t.jsonl", False),
     (["data", "synth", "-o", "OUT", "--train", "4"], "synth", True),
     (["encode", "--checkpoint", "CK", "--manifest", "M", "-o", "OUT"], "emb.npz", False),
@@ -93,7 +94,7 @@ def test_wait_with_seconds_gives_up_after_them(manifest, tmp_path, capsys):
     out.write_bytes(manifest.read_bytes())
     holder = _hold(out, 60, False)
     try:
-        result = run_cli(capsys, "data", "recaption", str(out), "--wait=0.5")
+        result = run_cli(capsys, "data", "recaption", str(out), "--in-place", "--wait=0.5")
     finally:
         holder.kill()
         holder.wait()

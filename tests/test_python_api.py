@@ -213,7 +213,7 @@ def test_a_model_of_another_space_is_refused_for_an_index(served_toy, tmp_path, 
         "small-transformer", corpus=["a low tone", "a high tone"], vocab_size=300, dim=32, num_layers=1, num_heads=2,
         ff_dim=64))
     r = run_cli(capsys, "search", served_toy[2], "tone", "--model", other)
-    assert_user_error(r, "not the model", "was built with")
+    assert_user_error(r, "was built with the model", "its config differs", "--allow-other-model")
 
 
 def test_manifest_errors_carry_the_hint(served_toy, tmp_path, capsys):

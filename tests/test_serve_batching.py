@@ -49,7 +49,7 @@ def test_a_query_is_checked_where_it_enters_and_a_failing_batch_fails_alone(live
     snap = live.current()
     batcher = TextBatcher(live, max_wait_ms=1)
     for text, lang, k, rank, says in (("   ", "eng", 3, "hybrid", "empty text query"),
-                                      ("x", "xx", 3, "audio", "lang: "), ("x", "eng", 0, "audio", "k must be"),
+                                      ("x", "xx", 3, "audio", "lang: "), ("x", "eng", 0, "audio", "k: expected an"),
                                       ("x", "fr", 3, "bm25", "unknown ranking")):
         with pytest.raises(MlatrError, match=says):
             text_query(text, lang, k, rank, snap.languages)

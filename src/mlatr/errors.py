@@ -7,6 +7,8 @@ raises :class:`MlatrError` or a subclass; the CLI prints its message and exits n
 from __future__ import annotations
 
 import errno
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 
 class MlatrError(ValueError):
@@ -47,3 +49,18 @@ def describe_os_error(exc: OSError) -> str:
     elif exc.errno == errno.EFBIG:
         reason += " (larger than the system lets one file grow: see ulimit -f)"
     return where + reason
+
+
+@contextmanager
+def panic_as_error(what: str) -> Iterator[None]:
+    """Turn a panic inside Rust code (a tokenizer's: ``pyo3_runtime.PanicException``, which derives from
+    :class:`BaseException`, so ``except Exception`` lets it through with its backtrace) into one
+    :class:`MlatrError` saying ``what`` failed and the panic's first line."""
+    try:
+        yield
+    except BaseException as exc:
+        if type(exc).__name__ != "PanicException":
+            raise
+        first = (str(exc).strip().splitlines() or ["a panic"])[0]
+        raise MlatrError(f"{what}: the tokenizer failed inside its Rust code ({first[:200]}); its files may be "
+                         "damaged or hostile (a regular expression that backtracks without end)") from None

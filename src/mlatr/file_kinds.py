@@ -75,6 +75,29 @@ def special_file(path: str | os.PathLike) -> str | None:
     return None
 
 
+def folder_file(root: str | os.PathLike, name: str, what: str, required: bool = False) -> Path | None:
+    """``root/name`` to read from a folder a user gave (a model folder), when it is a regular file inside
+    ``root``: ``name`` relative with no ``..`` part, its real path (links followed) inside ``root``'s, not a
+    folder, FIFO, socket or device (never opened to find out); None when it does not exist and not
+    ``required``. Else :class:`MlatrError` ``WHAT: PATH: what it is``."""
+    root = Path(root)
+    posix = str(name).replace("\\", "/")
+    if not posix or posix.startswith("/") or ".." in posix.split("/") or "\0" in posix:
+        raise MlatrError(f"{what}: {name!r} names a file outside {root} (only files inside the folder are read)")
+    path = root / posix
+    if not path.exists() and not path.is_symlink():
+        if required:
+            raise MlatrError(f"{what}: {path} is missing")
+        return None
+    real, base = os.path.realpath(path), os.path.realpath(root)
+    if os.path.commonpath([real, base]) != base:
+        raise MlatrError(f"{what}: {path} leads outside {root} (to {real}); only files inside the folder are read")
+    special = special_file(path)
+    if special or not path.is_file():
+        raise MlatrError(f"{what}: {path} is {special or 'not a regular file'}, not a file to read")
+    return path
+
+
 def sniff(path: str | os.PathLike) -> FileKind:
     """What the file at ``path`` holds, from its first bytes (and a zip archive's directory); a FIFO, socket
     or device is named without being opened."""

@@ -6,7 +6,8 @@ The temporary file is ``.NAME.XXXXXXXX.tmp`` beside ``NAME`` (the project's own 
 touched), locked (``flock``) by the process writing it for as long as it writes. A process killed
 mid-write leaves it behind, unlocked: :func:`remove_orphan_temps` deletes such orphans, and every atomic
 write of ``NAME`` (and the commands that write it, at their start) calls it, so the next run in the same
-place cleans up. A write that fails because the disk is full raises :class:`~mlatr.errors.DiskFullError`
+place cleans up. A target that is not a regular file (a device, a FIFO, a socket, a folder) is never replaced
+(:mod:`mlatr.output_paths`). A write that fails because the disk is full raises :class:`~mlatr.errors.DiskFullError`
 saying so, the previous version intact.
 """
 
@@ -24,6 +25,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from mlatr.errors import DISK_FULL, DiskFullError, describe_os_error
+from mlatr.output_paths import check_output_path
 
 try:
     import fcntl
@@ -94,8 +96,10 @@ def _disk_full(exc: BaseException, folder: Path) -> OSError | None:
 def atomic_open(path: str | os.PathLike, mode: str = "w", encoding: str | None = "utf-8", sweep: bool = True):
     """Open a temporary file beside ``path``; on success it replaces ``path``, on error it is removed.
     ``sweep`` first removes the orphans of earlier writes of ``path`` (one listing of the folder: a caller
-    writing thousands of files into one folder sweeps once itself and passes ``sweep=False``)."""
-    path = Path(path)
+    writing thousands of files into one folder sweeps once itself and passes ``sweep=False``). A ``path`` that is
+    a folder, a device, a FIFO or a socket is refused before anything is written
+    (:func:`mlatr.output_paths.check_output_path`)."""
+    path = check_output_path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     if sweep:
         remove_orphan_temps(path.parent, [path.name])

@@ -3,10 +3,7 @@ serve); the work itself is the inference layer's (:mod:`mlatr.inference`)."""
 
 from __future__ import annotations
 
-import json
-
 from mlatr.commands._notices import report_skipped
-from mlatr.errors import MlatrError
 from mlatr.languages import parse_language_list
 
 
@@ -16,6 +13,24 @@ def load_model_from_args(args):
     from mlatr.inference import load_model  # loads torch: not paid by every command's parser
 
     return load_model(args.checkpoint, args.device)
+
+
+def add_model_for_index_options(parser) -> None:
+    """``--model`` (the index's model, moved or exported) and ``--allow-other-model`` (search, serve)."""
+    parser.add_argument("--model", help="the index's model moved elsewhere (a checkpoint or a model folder written "
+                        "by mlatr export) instead of the path the index recorded; it must have the weights the "
+                        "index was built with")
+    parser.add_argument("--allow-other-model", action="store_true",
+                        help="use --model even when its weights are not the ones the index was built with "
+                             "(another seed or epoch: its queries land in another embedding space)")
+
+
+def model_for_index(args):
+    """The model ``--model`` names (None without it); :meth:`mlatr.search.Index.load` checks it against the
+    index (its weights' SHA-256), refusing another model unless ``--allow-other-model``."""
+    from mlatr.inference import load_model  # loads torch: not paid by every command's parser
+
+    return load_model(args.model) if args.model else None
 
 
 def clips_from_args(args):
@@ -51,17 +66,3 @@ def encode_from_args(args, loaded=None, manifest=None, languages=None, shards=No
                        max_seconds=args.max_seconds, skip_bad=args.skip_bad, check_languages=given, shards=shards)
     report_skipped(enc.skipped, "clip(s) with unreadable audio")
     return enc
-
-
-def model_for_index(model_path, index_path, device="cpu"):
-    """The model at ``model_path`` (``--model``: the index's model, moved) for the index at ``index_path``;
-    refused when its config differs from the one the index was built with (another model's space)."""
-    from mlatr.inference import load_model  # loads torch: not paid by every command's parser
-    from mlatr.search.index import Index  # loads torch: not paid by every command's parser
-
-    loaded = load_model(model_path, device)
-    built_with = Index.load(index_path).meta.get("model_config")
-    if built_with is not None and built_with != json.loads(json.dumps(loaded.model.config())):  # as stored
-        raise MlatrError(f"--model {model_path}: not the model {index_path} was built with (its config differs); "
-                         "queries would land in another embedding space")
-    return loaded

@@ -6,7 +6,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterable, Mapping
 
-from mlatr.terminal_text import shown_lines
+from mlatr.terminal_text import shown, shown_lines
 
 #: Skipped items listed one per line; the rest are counted.
 SHOWN = 10
@@ -19,11 +19,17 @@ def report_skipped(items: Mapping[str, str] | Iterable[object], what: str) -> in
     if not lines:
         return 0
     print(f"mlatr: skipped {len(lines)} {what} (--skip-bad):", file=sys.stderr)
-    for line in lines[:SHOWN]:
-        print(f"  {shown_lines(line)}", file=sys.stderr)
+    for line in lines[:SHOWN]:  # one line each: a newline in a file name or id is shown as \n, never a new line
+        print(f"  {shown(line, 2000)}", file=sys.stderr)
     if len(lines) > SHOWN:
         print(f"  ... and {len(lines) - SHOWN} more", file=sys.stderr)
     return len(lines)
+
+
+def some_ids(ids: list[str], n: int = 5) -> str:
+    """The first ``n`` of ``ids`` for a message, each through :func:`~mlatr.terminal_text.shown` (a right-to-left
+    override or a newline in an id is shown as its escape), and how many more."""
+    return ", ".join(shown(i) for i in ids[:n]) + (f" and {len(ids) - n} more" if len(ids) > n else "")
 
 
 def warn(messages: Iterable[str]) -> list[str]:

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from mlatr.commands._arg_types import positive_float
-from mlatr.errors import MlatrError
+from mlatr.output_paths import check_output_path
 from mlatr.writer_lock import writer_lock
 
 
@@ -37,13 +37,9 @@ def add_wait_option(parser: argparse.ArgumentParser) -> None:
 
 
 def check_output_kind(option: str, path: str | Path, folder: bool) -> None:
-    """Refuse an output that exists as the other kind (a file where a folder is written, or the reverse)."""
-    path = Path(path)
-    if folder and path.exists() and not path.is_dir():
-        raise MlatrError(f"{option} {path}: is a file, but the command writes a folder here; give a folder "
-                         "(new or existing)")
-    if not folder and path.is_dir():
-        raise MlatrError(f"{option} {path}: is a folder; give the file to write")
+    """Refuse an output that exists as the other kind (a file where a folder is written, or the reverse) or is
+    a device, FIFO or socket (:func:`mlatr.output_paths.check_output_path`)."""
+    check_output_path(path, option, folder)
 
 
 def _option(parser: argparse.ArgumentParser | None, dest: str) -> str:
@@ -51,6 +47,16 @@ def _option(parser: argparse.ArgumentParser | None, dest: str) -> str:
         if action.dest == dest:
             return action.option_strings[-1] if action.option_strings else action.metavar or dest
     return "--" + dest.replace("_", "-")
+
+
+def hold_output(path: str | Path, what: str, folder: bool = False, wait: bool | float = False,
+                option: str = "") -> ExitStack:
+    """Check one output's kind and take its writer lock (a context manager): for an output a command decides
+    itself (a default name, ``--in-place``), which ``OUTPUTS`` cannot declare."""
+    check_output_kind(option, path, folder)
+    stack = ExitStack()
+    stack.enter_context(writer_lock(path, what, wait=wait, folder=folder))
+    return stack
 
 
 @contextmanager

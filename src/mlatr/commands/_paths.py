@@ -7,6 +7,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from mlatr.errors import MlatrError
+from mlatr.output_paths import check_output_path
 
 
 def same_file(a: str | os.PathLike, b: str | os.PathLike) -> bool:
@@ -23,14 +24,13 @@ def same_file(a: str | os.PathLike, b: str | os.PathLike) -> bool:
 def refuse_output_over_input(outputs: Iterable[tuple[str, str | os.PathLike | None]],
                              inputs: Iterable[tuple[str, str | os.PathLike | None]]) -> None:
     """Raise :class:`~mlatr.errors.MlatrError` when an output (``(option, path)``) is one of the input files
-    (``(role, path)``); ``None`` paths are not given and not checked. An output that is a folder is refused
-    too: the command writes a file."""
+    (``(role, path)``); ``None`` paths are not given and not checked. An output that is a folder, a device, a
+    FIFO or a socket is refused too (:func:`mlatr.output_paths.check_output_path`): the command writes a file."""
     ins = [(role, Path(p)) for role, p in inputs if p is not None and Path(p).is_file()]
     for option, out in outputs:
         if out is None:
             continue
-        if Path(out).is_dir():
-            raise MlatrError(f"{option} {out}: is a folder; give the file to write")
+        check_output_path(out, option)
         for role, src in ins:
             if same_file(out, src):
                 raise MlatrError(f"{option} {out} is the {role} {src}: the command would replace its own input; "

@@ -1,7 +1,7 @@
 import os
 from pathlib import Path
 
-from mlatr.commands._arg_types import positive_int
+from mlatr.commands._arg_types import positive_float, positive_int
 from mlatr.commands._notices import report_skipped
 from mlatr.commands._outputs import Output
 from mlatr.commands._paths import refuse_output_over_input
@@ -31,7 +31,9 @@ Formats:
   webdataset        tar shards (DIR/shard-{000000..000009}.tar, .tar.gz, any fsspec URL) in mlatr's or
                     ML-CLAP's layout (KEY.flac + KEY.json {"captions": {"eng_Latn": [...], ...}}) or
                     LAION-CLAP's ({"text": [...]}); the audio members are written as files under --audio-dir
-                    (default: beside the manifest, MANIFEST_STEM-audio/)
+                    (default: beside the manifest, MANIFEST_STEM-audio/), each named by its key alone
+                    (characters other than letters, digits, _ - . become _; never a folder part);
+                    members over --max-member-mb and shards over --max-shard-mb are refused
 
 A relative --audio-dir is taken from the current folder and written relative to the output manifest's
 folder. Every malformed source row stops the import with its file and line; --skip-bad skips and counts.
@@ -72,6 +74,11 @@ def add_arguments(parser) -> None:
                         help="esc50/urbansound8k: fold N is 'val'")
     parser.add_argument("--no-folder-labels", action="store_true",
                         help="folder: do not put the parent folder's name into labels")
+    parser.add_argument("--max-member-mb", type=positive_float, default=None, metavar="MB",
+                        help="webdataset: refuse an audio member larger than this (default 512)")
+    parser.add_argument("--max-shard-mb", type=positive_float, default=None, metavar="MB",
+                        help="webdataset: refuse a shard whose members add up to more than this, decompressed "
+                             "(default 16384)")
 
 
 def _check_options(args) -> None:
@@ -81,6 +88,7 @@ def _check_options(args) -> None:
         "lang": ("translations", "mlclap-json"),
         "test_fold": ("esc50-csv", "urbansound8k-csv"), "val_fold": ("esc50-csv", "urbansound8k-csv"),
         "no_folder_labels": ("folder",),
+        "max_member_mb": ("webdataset",), "max_shard_mb": ("webdataset",),
         "audio_dir": ("audiocaps-csv", "clotho-csv", "mlclap-json", "esc50-csv", "urbansound8k-csv", "webdataset"),
         "audio_pattern": ("audiocaps-csv", "clotho-csv", "mlclap-json", "esc50-csv", "urbansound8k-csv"),
         "split": ("audiocaps-csv", "clotho-csv", "mlclap-json", "esc50-csv", "urbansound8k-csv", "folder",
@@ -121,10 +129,12 @@ def run(args) -> int:
                                       skip_bad=args.skip_bad)
         manifest.rebase(out.resolve().parent)
     elif args.format == "webdataset":  # the shards' audio becomes files under --audio-dir
-        from mlatr.data.webdataset_shards import import_webdataset  # loads torch: not paid by every command's parser
+        # loads torch: not paid by every command's parser
+        from mlatr.data.webdataset_shards import ShardLimits, import_webdataset
 
         manifest = import_webdataset(args.sources, out, audio_dir=args.audio_dir, split=args.split,
-                                     skip_bad=args.skip_bad)
+                                     skip_bad=args.skip_bad,
+                                     limits=ShardLimits.from_mb(args.max_member_mb, args.max_shard_mb))
     else:
         func, _ = IMPORTERS[args.format]
         opts: dict = {"skip_bad": args.skip_bad, "split": args.split}

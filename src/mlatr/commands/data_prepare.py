@@ -1,4 +1,5 @@
 from mlatr.commands._arg_types import positive_float, positive_int
+from mlatr.commands._notices import some_ids
 from mlatr.commands._outputs import Output
 from mlatr.data.manifest import Manifest
 from mlatr.errors import MlatrError
@@ -59,7 +60,6 @@ def run(args) -> int:
     print(f"{report.store}: {report.stored} clip(s) prepared now, {report.already} already there, "
           f"{report.bad} unreadable (recorded), {report.shards} shard(s)")
     if report.changed:
-        shown = ", ".join(report.changed[:5]) + (", ..." if len(report.changed) > 5 else "")
         print(f"{len(report.changed)} clip(s) changed since they were stored (size or mtime) and were prepared "
-              f"again: {shown}")
+              f"again: {some_ids(report.changed)}")
     return 0

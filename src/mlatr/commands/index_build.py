@@ -2,10 +2,11 @@ import time
 
 from mlatr.commands._arg_types import positive_float, positive_int
 from mlatr.commands._model_io import clips_from_args, load_model_from_args
-from mlatr.commands._notices import report_skipped
+from mlatr.commands._notices import report_skipped, some_ids
 from mlatr.commands._paths import model_inputs, refuse_output_over_input
 from mlatr.errors import MlatrError
 from mlatr.languages import parse_language_list
+from mlatr.output_paths import check_output_path
 from mlatr.search.ann import EXACT_BELOW, KINDS, AnnBuild
 from mlatr.search.milvus import is_milvus
 from mlatr.search.shards import DTYPES, is_index_folder
@@ -83,8 +84,10 @@ def add_arguments(parser):
 def run(args) -> int:
     from mlatr.inference.process_group import environment_world_size, setup, shutdown  # torch: start-up time
 
-    if not is_index_folder(args.output) and not is_milvus(args.output):  # build_index checks a folder
-        refuse_output_over_input([("-o", args.output)], model_inputs(args))
+    if not is_milvus(args.output):
+        check_output_path(args.output, "-o", folder=None)
+        if not is_index_folder(args.output):  # build_index checks a folder
+            refuse_output_over_input([("-o", args.output)], model_inputs(args))
 
     ctx = None
     if environment_world_size() > 1:  # torchrun: each process encodes its part of the new clips
@@ -122,16 +125,12 @@ def _build(args, ctx) -> int:
           + (f"; skipped {len(report.skipped)} unreadable clips" if report.skipped else ""))
     if report.changed:
         print(f"{len(report.changed)} clip(s) changed since they were indexed (size or mtime) and were encoded "
-              f"again: {_some(report.changed)}")
+              f"again: {some_ids(report.changed)}")
     if report.deleted:
         print(f"{len(report.deleted)} indexed clip(s) whose audio file is gone were deleted from the index: "
-              f"{_some(report.deleted)}")
+              f"{some_ids(report.deleted)}")
     report_skipped(report.skipped, "unreadable clip(s)")
     return 0
-
-
-def _some(ids: list[str], n: int = 5) -> str:
-    return ", ".join(ids[:n]) + (f" and {len(ids) - n} more" if len(ids) > n else "")
 
 
 def parse_ann_params(items: list[str]) -> dict[str, int]:

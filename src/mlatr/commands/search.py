@@ -1,7 +1,7 @@
 import json
 
 from mlatr.commands._arg_types import positive_int
-from mlatr.commands._model_io import model_for_index
+from mlatr.commands._model_io import add_model_for_index_options, model_for_index
 from mlatr.errors import MlatrError
 from mlatr.search.backends import BACKENDS
 from mlatr.search.fusion import RANKS
@@ -39,8 +39,7 @@ def add_arguments(parser):
                         help="auto: each shard's recorded approximate structure (HNSW / IVF-PQ, built by index "
                              "build for large shards) where it has one, else exact; numpy / faiss: exact")
     parser.add_argument("--json", action="store_true", help="print JSON")
-    parser.add_argument("--model", help="the index's model moved elsewhere (a checkpoint or a model folder written "
-                        "by mlatr export) instead of the path the index recorded")
+    add_model_for_index_options(parser)
 
 
 def run(args) -> int:
@@ -52,8 +51,8 @@ def run(args) -> int:
 
     if (args.query is None) == (args.audio is None):
         raise MlatrError("give either a text QUERY or --audio FILE (not both)")
-    model = model_for_index(args.model, args.index) if args.model else None
-    index = Index.load(args.index, backend=args.backend, model=model)
+    index = Index.load(args.index, backend=args.backend, model=model_for_index(args),
+                       allow_other_model=args.allow_other_model)
     if args.audio is not None:
         clips, captions = index.search_audio(args.audio, args.k)
         out = {"audio": args.audio, "k": args.k, "results": [h.to_dict() for h in clips],
@@ -65,7 +64,7 @@ def run(args) -> int:
         out = {"query": args.query, "lang": query.lang, "k": args.k, "rank": args.rank,
                "results": [h.to_dict() for h in clips]}
     if args.json:
-        print(json.dumps(out, ensure_ascii=False, indent=1))
+        print(json.dumps(out, ensure_ascii=False, indent=1, allow_nan=False))  # strict JSON: hits hold no inf
         return 0
     print(f"{'rank':>4}  {'score':>6}  id / caption / path")
     for h in clips:

@@ -6,7 +6,7 @@ import sys
 from pathlib import Path
 
 from mlatr.commands._arg_types import non_negative_float, positive_float, positive_int, tcp_port
-from mlatr.commands._model_io import model_for_index
+from mlatr.commands._model_io import add_model_for_index_options, model_for_index
 from mlatr.errors import MlatrError
 from mlatr.serve.exposure import LOOPBACK_HOSTS, is_loopback
 from mlatr.serve.workers import on_reload_signal, supervise, tell_siblings
@@ -49,8 +49,7 @@ def add_arguments(parser):
     parser.add_argument("--backend", choices=["auto", "numpy", "faiss"], default="auto",
                         help="auto: the index's approximate structures where it has them, else exact; numpy / "
                              "faiss: exact")
-    parser.add_argument("--model", help="the index's model moved elsewhere (a checkpoint or a model folder written "
-                        "by mlatr export) instead of the path the index recorded")
+    add_model_for_index_options(parser)
     parser.add_argument("--watch", type=non_negative_float, default=2.0, metavar="SECONDS",
                         help="poll the index file every SECONDS and reload it when it changes (0: off; default 2)")
     parser.add_argument("--max-k", type=positive_int, default=100, help="most results one request may ask for")
@@ -164,6 +163,7 @@ def serve(args, sock, worker: int | None = None, ready=None) -> int:
     ``--workers``, put its number on ``ready`` once loaded instead of announcing the address."""
     import uvicorn  # optional extra (mlatr[serve]; run checked it)
 
+    from mlatr.inference.model_identity import OtherModelError  # loads torch: not paid by every command's parser
     from mlatr.serve.app import Limits, create_app  # optional extra (mlatr[serve]: fastapi)
     from mlatr.serve.live_index import LiveIndex  # optional extra (mlatr[serve]: fastapi)
     from mlatr.serve.slow_clients import deadline_protocol  # optional extra (mlatr[serve]: uvicorn)
@@ -176,14 +176,14 @@ def serve(args, sock, worker: int | None = None, ready=None) -> int:
     handler.setFormatter(logging.Formatter(f"%(levelname)s:     mlatr serve: {tag}%(message)s"))
     log.addHandler(handler)
     log.setLevel(logging.INFO)
-    model = None
-    if args.model:
-        model = model_for_index(args.model, args.index)
-    live = LiveIndex(args.index, backend=args.backend, model=model)
+    live = LiveIndex(args.index, backend=args.backend, model=model_for_index(args),
+                     allow_other_model=args.allow_other_model)
     try:
         snap = live.reload()
         print(f"{tag}loaded {args.index}: {len(snap.index)} clips, text encoder "
               f"{snap.index.meta['model_config']['text_encoder']['name']}", flush=True)
+    except OtherModelError:  # --model is not the index's: the operator's mistake, not a file to wait for
+        raise
     except MlatrError as exc:
         print(f"mlatr serve: {tag}cannot load {args.index}: {shown_lines(exc)}\n  serving 503 errors until the file "
               "is fixed (it is watched; POST /reload reads it at once)", file=sys.stderr, flush=True)

@@ -1,8 +1,12 @@
 """A ``transformers`` ``ClapModel`` folder (LAION-CLAP and its fine-tunes) -> an mlatr checkpoint.
 
 The folder holds ``config.json`` (``model_type`` clap: ``audio_config``, ``text_config``, ``projection_dim``),
-the weights (``model.safetensors`` or ``pytorch_model.bin``), the RoBERTa tokenizer and, usually,
-``preprocessor_config.json`` (the ``ClapFeatureExtractor`` settings). The key mapping::
+the weights (``model.safetensors``, or shards listed by ``model.safetensors.index.json``; a pickled
+``pytorch_model.bin`` is refused with the conversion to run), the RoBERTa tokenizer and, usually,
+``preprocessor_config.json`` (the ``ClapFeatureExtractor`` settings). Every file is read from inside the folder
+only and must be a regular file; ``config.json`` and ``preprocessor_config.json`` are typed and ranged
+(:mod:`mlatr.stored_config`) and the weights' shapes checked against the model's on the ``meta`` device before
+the model is built, so a hostile folder is one ``mlatr: error:`` line (exit 2). The key mapping::
 
     audio_model.*                   -> audio_encoder.model.*   (HTSAT: models.hf_clap.HFClapAudioEncoder)
     text_model.*                    -> text_encoder.model.*    (RoBERTa: models.hf_clap.HFClapTextEncoder)
@@ -18,21 +22,25 @@ per-language recall and consistency beside an mlatr model's.
 
 from __future__ import annotations
 
-import json
+import math
 import os
+import warnings
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from mlatr.errors import MlatrError
+from mlatr.errors import MlatrError, panic_as_error
+from mlatr.file_kinds import folder_file
 from mlatr.file_state import file_sha256
 from mlatr.inference.checkpoint import save_checkpoint
+from mlatr.json_input import read_json_file
 from mlatr.languages import DEFAULT_LANGUAGES
 from mlatr.models.dual_encoder import DualEncoder
 from mlatr.models.hf_clap import HFClapAudioEncoder, HFClapTextEncoder, feature_settings, temperature_of
-from mlatr.models.hf_text import WEIGHT_FILES
 from mlatr.models.htsat import read_hf_weights
+from mlatr.stored_config import check_clap_config
 from mlatr.training.config import config_from_dict
 
 #: ClapModel key prefixes -> mlatr DualEncoder prefixes.
@@ -47,47 +55,27 @@ DERIVED = ("relative_position_index", "num_batches_tracked", "position_ids", "to
 
 def _folder_error(folder: Path, problem: str) -> MlatrError:
     return MlatrError(f"hf-clap: {problem}. {folder} must be a transformers ClapModel folder (config.json of "
-                      f"model_type clap, {' or '.join(WEIGHT_FILES[:2])}, the tokenizer, preprocessor_config.json); "
+                      "model_type clap, model.safetensors, the tokenizer, preprocessor_config.json); "
                       f"on a machine with internet access: huggingface-cli download laion/clap-htsat-unfused "
                       f"--local-dir {folder}")
 
 
 def read_clap_folder(folder: str | os.PathLike) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
-    """``(config.json as a dict, the weights)`` of a ClapModel folder, checked."""
+    """``(config.json as a dict, the weights)`` of a ClapModel folder, checked: every file read from inside the
+    folder, regular files only (:func:`~mlatr.file_kinds.folder_file`), the config typed and ranged
+    (:func:`~mlatr.stored_config.check_clap_config`), the weights safetensors only
+    (:func:`~mlatr.models.htsat.read_hf_weights`)."""
     root = Path(folder).expanduser()
     if not root.is_dir():
         raise _folder_error(root, "the folder does not exist")
-    try:
-        config = json.loads((root / "config.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise _folder_error(root, f"config.json is missing or unreadable ({exc})") from exc
-    if config.get("model_type") != "clap":
-        raise _folder_error(root, f"config.json has model_type {config.get('model_type')!r}, not clap")
-    if not any((root / f).is_file() for f in WEIGHT_FILES):
-        raise _folder_error(root, "no weights file")
-    return config, read_hf_weights(root)
+    path = folder_file(root, "config.json", "hf-clap", required=True)
+    config = check_clap_config(path, read_json_file(path, "config"))
+    return config, read_hf_weights(root, "hf-clap")
 
 
-def clap_to_mlatr(folder: str | os.PathLike) -> tuple[DualEncoder, dict[str, Any]]:
-    """The :class:`DualEncoder` holding a ClapModel folder's weights, and a report (key counts, set-aside keys,
-    the two logit scales). Refuses a folder whose weights miss a key the model needs or do not fit."""
-    root = Path(folder).expanduser().resolve()
-    config, state = read_clap_folder(root)
-    audio_config = dict(config.get("audio_config") or {})
-    text_config = dict(config.get("text_config") or {})
-    projection_dim = int(config.get("projection_dim", 512))
-    act = config.get("projection_hidden_act", "relu")
-    if act != "relu":
-        raise _folder_error(root, f"projection_hidden_act {act!r}: mlatr's projection head is Linear-ReLU-Linear")
-    for side in (audio_config, text_config):
-        side.update({"projection_dim": projection_dim, "projection_hidden_act": act})
-    audio = HFClapAudioEncoder(config=audio_config, features=feature_settings(root))
-    text = HFClapTextEncoder(path=str(root), config=text_config)
-    if "logit_scale_a" not in state:
-        raise _folder_error(root, "the weights have no logit_scale_a (the audio-text temperature)")
-    tau = temperature_of(state["logit_scale_a"])
-    model = DualEncoder(audio, text, embed_dim=projection_dim, projection_hidden=projection_dim, temperature=tau,
-                        min_temperature=min(0.01, tau), max_temperature=max(1.0, tau))
+def _map_keys(state: dict[str, torch.Tensor]) -> tuple[dict[str, torch.Tensor], dict[str, str]]:
+    """``(mapped, ignored)``: the folder's tensors under mlatr's names (:data:`RENAMES`), and the keys set aside
+    with the reason."""
     mapped: dict[str, torch.Tensor] = {}
     ignored: dict[str, str] = {}
     for key, value in state.items():
@@ -98,18 +86,61 @@ def clap_to_mlatr(folder: str | os.PathLike) -> tuple[DualEncoder, dict[str, Any
             ignored[key] = f"temperature {temperature_of(value):.4f}" + (" (used)" if key == "logit_scale_a" else "")
         else:
             ignored[key] = "no known part"
-    own = model.state_dict()
+    return mapped, ignored
+
+
+def _build(root: Path, config: dict[str, Any], tau: float, meta: bool) -> DualEncoder:
+    """The DualEncoder of a checked ClapModel config (on the ``meta`` device: shapes only, nothing allocated);
+    what the towers refuse is one error naming the folder."""
+    audio_config = dict(config.get("audio_config") or {})
+    text_config = dict(config.get("text_config") or {})
+    projection_dim = int(config.get("projection_dim", 512))
+    act = config.get("projection_hidden_act", "relu")
+    if act != "relu":
+        raise _folder_error(root, f"projection_hidden_act {act!r}: mlatr's projection head is Linear-ReLU-Linear")
+    for side in (audio_config, text_config):
+        side.update({"projection_dim": projection_dim, "projection_hidden_act": act})
+    try:
+        quiet = warnings.catch_warnings() if meta else nullcontext()
+        with torch.device("meta" if meta else "cpu"), panic_as_error("hf-clap: building the model"), quiet:
+            if meta:  # meta tensors take no copy of loaded weights, and say so: not the user's concern
+                warnings.simplefilter("ignore")
+            audio = HFClapAudioEncoder(config=audio_config, features=feature_settings(root))
+            text = HFClapTextEncoder(path=str(root), config=text_config)
+            return DualEncoder(audio, text, embed_dim=projection_dim, projection_hidden=projection_dim,
+                               temperature=tau, min_temperature=min(0.01, tau), max_temperature=max(1.0, tau))
+    except MlatrError:
+        raise
+    except (TypeError, ValueError, KeyError, AttributeError, IndexError, ZeroDivisionError, RuntimeError,
+            NotImplementedError) as exc:  # the towers' own refusals of a config's values
+        raise _folder_error(root, f"config.json does not build a ClapModel ({type(exc).__name__}: {exc})") from None
+
+
+def clap_to_mlatr(folder: str | os.PathLike) -> tuple[DualEncoder, dict[str, Any]]:
+    """The :class:`DualEncoder` holding a ClapModel folder's weights, and a report (key counts, set-aside keys,
+    the two logit scales). Refuses a folder whose weights miss a key the model needs or do not fit, from the
+    model's shapes on the ``meta`` device before the model is built."""
+    root = Path(folder).expanduser().resolve()
+    config, state = read_clap_folder(root)
+    if "logit_scale_a" not in state:
+        raise _folder_error(root, "the weights have no logit_scale_a (the audio-text temperature)")
+    tau = temperature_of(state["logit_scale_a"])
+    if not math.isfinite(tau) or tau <= 0:
+        raise _folder_error(root, f"logit_scale_a gives the temperature {tau}, not a positive number")
+    mapped, ignored = _map_keys(state)
+    own = {k: tuple(v.shape) for k, v in _build(root, config, tau, meta=True).state_dict().items()}
     missing = sorted(k for k in own if k not in mapped and k != "log_temperature" and not k.endswith(DERIVED))
-    mismatch = [f"{k}: folder {tuple(v.shape)}, model {tuple(own[k].shape)}" for k, v in mapped.items()
-                if k in own and v.shape != own[k].shape]
+    mismatch = [f"{k}: folder {tuple(v.shape)}, model {own[k]}" for k, v in mapped.items()
+                if k in own and tuple(v.shape) != own[k]]
     unknown = sorted(k for k, why in ignored.items() if why == "no known part")
     if missing or mismatch or unknown:
         raise _folder_error(root, f"the weights do not fit a ClapModel of this config.json (missing: "
                             f"{', '.join(missing[:5]) or 'none'}; shape mismatch: {', '.join(mismatch[:5]) or 'none'}; "
                             f"unknown: {', '.join(unknown[:5]) or 'none'})")
+    model = _build(root, config, tau, meta=False)
     model.load_state_dict({k: v for k, v in mapped.items() if k in own}, strict=False)
     report = {"matched": sum(1 for k in mapped if k in own), "ignored": ignored,
-              "features": audio.features.settings, "temperature": tau}
+              "features": model.audio_encoder.features.settings, "temperature": tau}
     return model.eval(), report
 
 
@@ -131,7 +162,8 @@ def clap_train_config(model: DualEncoder, languages: tuple[str, ...] = DEFAULT_L
 def import_hf_clap(folder: str | os.PathLike, output: str | os.PathLike) -> dict[str, Any]:
     """Convert the ClapModel ``folder`` and write the mlatr checkpoint ``output`` (atomically); the report."""
     model, report = clap_to_mlatr(folder)
-    weights = next(Path(folder) / f for f in WEIGHT_FILES if (Path(folder) / f).is_file())
+    weights = next(Path(folder) / f for f in ("model.safetensors", "model.safetensors.index.json")
+                   if (Path(folder) / f).is_file())
     save_checkpoint(output, {"model_config": model.config(), "model": model.state_dict(),
                              "train_config": clap_train_config(model),
                              "source": {"from": "hf-clap", "folder": str(Path(folder).resolve()),

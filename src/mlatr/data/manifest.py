@@ -61,6 +61,9 @@ SPLIT_ALIASES = {"training": "train", "validation": "val", "valid": "val", "dev"
 #: Times into the source recording (seconds) kept in ``extra``, and their largest allowed value: a day.
 TIME_KEYS = (("start_time", "end_time"), ("start", "end"))
 MAX_SOURCE_SECONDS = 86400.0
+#: Longest caption accepted (a paragraph is a few hundred characters; a 66 MB caption made the text encoder's
+#: tokenizer take gigabytes and abort the process).
+MAX_CAPTION_CHARS = 100_000
 
 
 @dataclass(frozen=True)
@@ -491,6 +494,9 @@ def _check_captions(raw: Any, bad, allowed_languages: set[str] | None) -> dict[s
                 ok = False
             elif not cap.strip():
                 bad(f"{fld}[{j}]", "empty caption")
+                ok = False
+            elif len(cap) > MAX_CAPTION_CHARS:
+                bad(f"{fld}[{j}]", f"a caption of {len(cap):,} characters (at most {MAX_CAPTION_CHARS:,})")
                 ok = False
         if ok:
             captions[lang] = list(caps)

@@ -18,17 +18,23 @@ A reviewed table (``captions``: id, or id with its numbering dropped, -> list of
 leave the clip out) replaces the automatic captions where a person found them wrong. The shipped table,
 ``src/mlatr/data/real_sound_captions.json``, covers the Debian libraries of ``scripts/get-real-sounds.sh``;
 its ``note`` says how it was reviewed.
+
+:func:`recaption` never replaces what a person wrote: a clip with a sidecar caption file beside its audio
+(``NAME.txt`` / ``NAME.eng.txt``, what :mod:`mlatr.data.importers.folder` reads) or whose English captions are
+not the ones made from its path (:func:`made_from_path`) keeps its captions and stays in the manifest.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from mlatr.data.importers._common import AUDIO_EXTENSIONS
-from mlatr.data.importers.folder import caption_from_name
-from mlatr.data.manifest import Manifest
+from mlatr.data.importers.folder import caption_from_name, name_caption
+from mlatr.data.manifest import Clip, Manifest
 from mlatr.errors import InputError
 from mlatr.json_input import parse_json
 
@@ -152,29 +158,90 @@ def _with_context(captions: list[str], label: str | None) -> list[str]:
     return captions
 
 
-def recaption(manifest: Manifest, table: CaptionTable) -> dict[str, int]:
+@dataclass
+class CaptionChange:
+    """What :func:`recaption` changed in one clip: its English captions (``after`` None: the clip is left out)
+    and its labels."""
+
+    id: str
+    before: list[str | None]
+    after: list[str] | None
+    labels_before: list[str]
+    labels_after: list[str]
+
+
+@dataclass
+class Recaptioned:
+    """What :func:`recaption` did: ``counts`` (``recaptioned``, ``reviewed``, ``removed``, ``kept_as_is`` for clips
+    with captions in other languages, ``kept_own`` for captions a person wrote, ``labelled``) and the
+    ``changes``, clip by clip."""
+
+    counts: dict[str, int]
+    changes: list[CaptionChange]
+
+
+def has_sidecar(audio: Path) -> bool:
+    """Whether an English sidecar caption file (``NAME.txt`` or ``NAME.eng.txt``) lies beside ``audio``."""
+    return any(audio.with_suffix(suffix).is_file() for suffix in (".txt", ".eng.txt"))
+
+
+#: The ``extra`` key :func:`recaption` marks its captions with: a digest of the captions it wrote, so a later
+#: recaption (with another table) knows them for its own, and a caption a person edited since for theirs.
+MARK = "captions_from_path"
+
+
+def captions_digest(captions: list[str | None]) -> str:
+    return hashlib.sha256(json.dumps(captions, ensure_ascii=False).encode("utf-8")).hexdigest()[:16]
+
+
+def made_from_path(clip: Clip, table: CaptionTable) -> bool:
+    """Whether ``clip``'s English captions are what its path gives: none, the folder importer's caption from
+    the file name (:func:`~mlatr.data.importers.folder.name_caption`), the ones an earlier :func:`recaption`
+    wrote (marked :data:`MARK`, unchanged since) or :func:`path_captions` with ``table``. False: a person (or
+    another program) wrote them."""
+    captions = clip.captions.get("eng") or []
+    if not captions or clip.extra.get(MARK) == captions_digest(captions):
+        return True
+    ident = clip.id
+    rel = Path(ident) if Path(ident).suffix.lower() in AUDIO_EXTENSIONS else Path(ident + Path(clip.audio).suffix)
+    return captions == [name_caption(rel)] or captions == path_captions(ident, table)[0]
+
+
+def recaption(manifest: Manifest, table: CaptionTable) -> Recaptioned:
     """Rewrite, in place, the English captions and the labels of ``manifest``'s English-only clips from their
-    ids; clips the table leaves out are removed. A clip of a library the table does not know keeps the
-    labels it has (the folder importer's) unless a label prefix matches. Returns counts (``recaptioned``, ``reviewed``,
-    ``removed``, ``kept_as_is`` for clips with captions in other languages, ``labelled``)."""
-    counts = {"recaptioned": 0, "reviewed": 0, "removed": 0, "kept_as_is": 0, "labelled": 0}
+    ids; clips the table leaves out are removed. Captions a person wrote are never replaced: a clip with a
+    sidecar caption beside its audio, or whose captions were not made from its path (:func:`made_from_path`),
+    keeps them and is never removed (counted ``kept_own``). A clip of a library the table does not know keeps
+    the labels it has (the folder importer's) unless a label prefix matches."""
+    counts = {"recaptioned": 0, "reviewed": 0, "removed": 0, "kept_as_is": 0, "kept_own": 0, "labelled": 0}
+    changes: list[CaptionChange] = []
     kept = []
     for clip in manifest.clips:
         if set(clip.captions) - {"eng"}:
             counts["kept_as_is"] += 1
             kept.append(clip)
             continue
+        before, labels_before = list(clip.captions.get("eng", [])), list(clip.labels)
+        own = has_sidecar(clip.audio_path(manifest.root)) or not made_from_path(clip, table)
         captions, label = path_captions(clip.id, table)
-        if captions is None:
+        if own:
+            counts["kept_own"] += 1
+        elif captions is None:
             counts["removed"] += 1
+            changes.append(CaptionChange(clip.id, before, None, labels_before, []))
             continue
-        counts["reviewed"] += clip.id in table.captions or drop_numbering(clip.id) in table.captions
-        if captions:
-            clip.captions = {"eng": list(captions)}
-            counts["recaptioned"] += 1
+        else:
+            counts["reviewed"] += clip.id in table.captions or drop_numbering(clip.id) in table.captions
+            if captions:
+                clip.captions = {"eng": list(captions)}
+                clip.extra[MARK] = captions_digest(list(captions))
+                counts["recaptioned"] += 1
         if label or table.knows(clip.id):  # a library the table does not know keeps its folder labels
             clip.labels = [label] if label else []
         counts["labelled"] += bool(clip.labels)
+        after = list(clip.captions.get("eng", []))
+        if after != before or clip.labels != labels_before:
+            changes.append(CaptionChange(clip.id, before, after, labels_before, list(clip.labels)))
         kept.append(clip)
     manifest.clips = kept
-    return counts
+    return Recaptioned(counts, changes)

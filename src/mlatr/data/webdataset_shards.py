@@ -28,10 +28,17 @@ plan (the seeded batches of :mod:`mlatr.data.pipeline.batches`, each process rea
 in ``data.workers`` processes), which is what makes a run from shards give the weights a run from the
 manifest gives, with any number of processes, and resume bit for bit; webdataset's own stream of
 shard-local shuffles would give other batches for another process count.
+
+What a shard may hold is bounded before it is read (:class:`ShardLimits`): an audio or JSON member larger than
+``member_bytes`` and a shard whose members add up to more than ``shard_bytes`` are refused from the tar
+headers (a 1 MB ``.tar.gz`` can hold a gigabyte of zeros), and a JSON member goes through
+:func:`mlatr.json_input.parse_json` (nesting bounded). On import a sample's audio file name is made from its key
+alone (:func:`member_file_name`: one name inside the audio folder, no folder part, unique per key).
 """
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 import os
@@ -56,11 +63,33 @@ from mlatr.data.manifest import Clip, Manifest, Problem, clip_from_json, split_p
 from mlatr.data.pipeline.file_source import AudioSource
 from mlatr.errors import InputError, MlatrError
 from mlatr.io_utils import atomic_open, atomic_write_with
+from mlatr.json_input import parse_json
+from mlatr.output_paths import check_output_path
 
 #: Audio member extensions read and written (soundfile decodes them).
 AUDIO_EXTENSIONS = ("flac", "wav", "mp3", "ogg")
 #: Keys of a sample's JSON that mlatr reads into the clip (the rest goes to ``extra``).
 _META_KEYS = ("id", "audio", "captions", "text", "split", "labels", "duration", "extra")
+#: Largest JSON member read (a sample's captions and fields; ML-CLAP's are a few kilobytes).
+MAX_JSON_BYTES = 16 << 20
+#: Longest file name (UTF-8 bytes) an imported member gets before its key is shortened with a digest.
+MAX_NAME_BYTES = 200
+
+
+@dataclass(frozen=True)
+class ShardLimits:
+    """What one shard may hold, checked from its tar headers before a member is read: ``member_bytes`` per
+    audio member (a gzipped shard keeps its audio in memory), ``shard_bytes`` for all its members together
+    (what a gzipped shard decompresses to). ``mlatr data import --max-member-mb / --max-shard-mb`` set them."""
+
+    member_bytes: int = 512 << 20
+    shard_bytes: int = 16 << 30
+
+    @classmethod
+    def from_mb(cls, member_mb: float | None = None, shard_mb: float | None = None) -> ShardLimits:
+        default = cls()
+        return cls(int(member_mb * 2**20) if member_mb else default.member_bytes,
+                   int(shard_mb * 2**20) if shard_mb else default.shard_bytes)
 
 
 def _wds():
@@ -127,10 +156,9 @@ def export_webdataset(manifest: Manifest, pattern: str, maxcount: int = 10_000, 
     is written atomically (a killed export leaves complete shards and no partial one). Returns the shard
     paths written."""
     wds = _wds()
-    if "%" not in pattern:
-        raise MlatrError(f"-o {pattern}: the shard pattern needs a %d-style field for the shard number "
-                         "(e.g. DIR/shard-%06d.tar)")
-    Path(pattern).parent.mkdir(parents=True, exist_ok=True)
+    first = shard_name(pattern, 0)
+    check_output_path(first, "-o")
+    Path(first).parent.mkdir(parents=True, exist_ok=True)
     written: list[str] = []
     writing: dict[str, Any] = {}  # shard name -> its atomic_open context, entered, not yet committed
 
@@ -164,16 +192,31 @@ def export_webdataset(manifest: Manifest, pattern: str, maxcount: int = 10_000, 
     return written
 
 
+def shard_name(pattern: str, number: int) -> str:
+    """Shard ``number``'s name from ``pattern`` (``DIR/shard-%06d.tar``: one %-field for the number, ``%%`` for a
+    percent sign); a pattern without exactly one such field is refused."""
+    try:
+        name = pattern % number
+    except (TypeError, ValueError, KeyError) as exc:
+        raise MlatrError(f"-o {pattern}: the shard pattern needs exactly one %d-style field for the shard number "
+                         f"(e.g. DIR/shard-%06d.tar; %% for a percent sign): {exc}") from None
+    if name == pattern % (number + 1):
+        raise MlatrError(f"-o {pattern}: the shard pattern needs a %d-style field for the shard number "
+                         "(e.g. DIR/shard-%06d.tar)")
+    return name
+
+
 @dataclass(frozen=True)
 class ShardAudio:
-    """Where a sample's audio member is: ``url``, byte ``offset`` and ``size`` in it, the extension, and the
-    bytes themselves for a gzipped shard (no random access there)."""
+    """Where a sample's audio member is: ``url``, byte ``offset`` and ``size`` in it, the extension, the
+    bytes themselves for a gzipped shard (no random access there) and the sample's ``key``."""
 
     url: str
     offset: int
     size: int
     ext: str
     data: bytes | None = None
+    key: str = ""
 
     def read(self) -> bytes:
         if self.data is not None:
@@ -195,37 +238,59 @@ def _split_name(name: str) -> tuple[str, str]:
     return (f"{folder}/{stem}" if folder else stem), ext.lower()
 
 
-def read_shard(url: str, skip_bad: bool = False
+def _mb(n: int) -> str:
+    return f"{n / 2**20:,.1f} MiB"
+
+
+def read_shard(url: str, skip_bad: bool = False, limits: ShardLimits = ShardLimits()
                ) -> tuple[list[tuple[str, dict[str, Any], ShardAudio]], list[Problem]]:
     """``(key, json, audio)`` of every complete sample of one shard, in order, and the problems skipped: a
-    sample without JSON or audio, or whose JSON is no object, or whose key leads out of a folder (``..``,
-    a leading ``/``: the key becomes a file name on import) is refused naming the shard and key, or with
-    ``skip_bad`` skipped and listed."""
+    sample without JSON or audio, whose JSON is no object (or not UTF-8 JSON, or nested too deeply), whose
+    member is larger than ``limits.member_bytes``, or whose key leads out of a folder (``..``, a leading
+    ``/``) is refused naming the shard and key, or with ``skip_bad`` skipped and listed. A shard whose members
+    add up to more than ``limits.shard_bytes`` is refused whole (from its tar headers, before more is read)."""
     import fsspec  # optional extra (mlatr[shards])
 
     compressed = url.endswith((".gz", ".tgz"))
     samples: dict[str, dict[str, Any]] = {}
+    bad = BadRows(skip_bad)
+    refused: set[str] = set()
+    total = 0
     try:
         with fsspec.open(url, "rb") as fh, tarfile.open(fileobj=fh, mode="r|*") as tar:
             for member in tar:
                 if not member.isfile():
                     continue
+                total += member.size
+                if total > limits.shard_bytes:
+                    raise MlatrError(f"{url}: the shard's members add up to more than {_mb(limits.shard_bytes)} "
+                                     "(--max-shard-mb); not read further")
                 key, ext = _split_name(member.name)
+                if key in refused or ext not in ("json", *AUDIO_EXTENSIONS):
+                    continue
+                cap = MAX_JSON_BYTES if ext == "json" else limits.member_bytes
+                if member.size > cap:
+                    refused.add(key)
+                    samples.pop(key, None)
+                    bad.report(url, None, "size", f"sample {key!r}: member {member.name!r} holds {_mb(member.size)}, "
+                                                  f"more than {_mb(cap)}"
+                                                  + ("" if ext == "json" else " (--max-member-mb)"))
+                    continue
                 entry = samples.setdefault(key, {})
                 if ext == "json":
-                    entry["json"] = json.loads(tar.extractfile(member).read().decode("utf-8"))
-                elif ext in AUDIO_EXTENSIONS:
+                    entry["json"] = _member_json(tar.extractfile(member).read(), url, key)
+                else:
                     data = tar.extractfile(member).read() if compressed else None
-                    entry["audio"] = ShardAudio(url, member.offset_data, member.size, ext, data)
+                    entry["audio"] = ShardAudio(url, member.offset_data, member.size, ext, data, key)
     except FileNotFoundError as exc:
         raise MlatrError(f"{url}: shard not found") from exc
     except (tarfile.TarError, OSError, EOFError) as exc:
         raise MlatrError(f"{url}: not a readable tar shard ({type(exc).__name__}: {exc})") from exc
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise MlatrError(f"{url}: a JSON member is not UTF-8 JSON ({exc})") from exc
     out = []
-    bad = BadRows(skip_bad)
     for key, entry in samples.items():
+        if isinstance(entry.get("json"), InputError):
+            bad.report(url, None, "json", entry["json"].message)
+            continue
         missing = [p for p in ("json", "audio") if p not in entry]
         if missing:
             what = "JSON" if missing[0] == "json" else f"audio ({'/'.join(AUDIO_EXTENSIONS)})"
@@ -238,6 +303,29 @@ def read_shard(url: str, skip_bad: bool = False
         else:
             out.append((key, entry["json"], entry["audio"]))
     return out, bad.problems
+
+
+def _member_json(data: bytes, url: str, key: str) -> Any:
+    """A JSON member's value, or the :class:`InputError` saying why it is none (reported with the sample)."""
+    try:
+        return parse_json(data.decode("utf-8"), url, field=f"{key}.json")
+    except UnicodeDecodeError as exc:
+        return InputError(f"sample {key!r}: the JSON member is not UTF-8 (byte {exc.start})", url, field="json")
+    except InputError as exc:
+        return InputError(f"sample {key!r}: {exc.message}", url, field="json")
+
+
+def member_file_name(key: str, ext: str) -> str:
+    """The file name a sample's audio gets on import: its ``key`` with every character but letters, digits,
+    ``_``, ``-`` and ``.`` (a ``/``, a ``\\``, a ``#``, a control character) replaced by ``_``, leading dots
+    dropped (no hidden, ``.`` or ``..`` name), shortened with a digest past :data:`MAX_NAME_BYTES`, then
+    ``.EXT``: one file name, no folder part, so it lies inside the audio folder whatever the key; two keys
+    differing in that way only can map to one name (the import refuses that, naming both)."""
+    name = re.sub(r"[^\w.-]", "_", key).lstrip(".") or "_"
+    if len(name.encode("utf-8")) > MAX_NAME_BYTES:
+        digest = hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+        name = name.encode("utf-8")[:MAX_NAME_BYTES - 17].decode("utf-8", "ignore") + "_" + digest
+    return f"{name}.{re.sub(r'[^a-z0-9]', '', ext) or 'audio'}"
 
 
 def clip_of_sample(key: str, meta: dict[str, Any], audio: ShardAudio, audio_path: str) -> Clip:
@@ -275,16 +363,18 @@ class ShardIndex:
 
 
 def index_shards(spec: str | Sequence[str], rank: int = 0, world_size: int = 1, gather=None,
-                 progress: bool = False, workers: int = 0, skip_bad: bool = False) -> ShardIndex:
+                 progress: bool = False, workers: int = 0, skip_bad: bool = False,
+                 limits: ShardLimits = ShardLimits()) -> ShardIndex:
     """Stream every shard of ``spec`` once (shard ``k`` by rank ``k mod world_size``, a rank's shards read by
     ``workers`` threads, as webdataset's ``split_by_node`` / ``split_by_worker``; ``gather(obj) -> list``
     exchanges the ranks' findings, e.g. ``torch.distributed.all_gather_object``) into a :class:`ShardIndex`
     (clips in shard order, whoever read them). A bad sample (:func:`read_shard`, :func:`clip_of_sample`, a clip
-    id seen twice) is refused, or with ``skip_bad`` skipped and listed in the manifest's ``problems``."""
+    id seen twice) is refused, or with ``skip_bad`` skipped and listed in the manifest's ``problems``; ``limits``:
+    what a shard may hold (:class:`ShardLimits`)."""
     urls = shard_urls(spec)
     ranks_shards = list(range(rank, len(urls), world_size))
     with ThreadPoolExecutor(max(1, workers)) as pool:  # reading shards waits on storage, not on Python
-        read = pool.map(lambda url: read_shard(url, skip_bad), [urls[k] for k in ranks_shards])
+        read = pool.map(lambda url: read_shard(url, skip_bad, limits), [urls[k] for k in ranks_shards])
         mine = dict(zip(ranks_shards, tqdm(read, total=len(ranks_shards), desc="reading shards", unit="shard",
                                            disable=not progress), strict=True))
     found: dict[int, list] = {}
@@ -348,29 +438,43 @@ class ShardSource(AudioSource):
 
 
 def import_webdataset(spec: str | Sequence[str], output: str | os.PathLike, audio_dir: str | None = None,
-                      split: str | None = None, progress: bool = True, skip_bad: bool = False) -> Manifest:
-    """A manifest of the shards' samples, their audio members written as files under ``audio_dir``
-    (default: ``OUTPUT_STEM-audio`` beside the manifest) named ``KEY.EXT``; ``split`` sets the split of
-    clips whose JSON has none. The manifest is returned (the caller saves it). A bad sample is refused, or
-    with ``skip_bad`` skipped and listed in the manifest's ``problems`` (as every importer does)."""
+                      split: str | None = None, progress: bool = True, skip_bad: bool = False,
+                      limits: ShardLimits = ShardLimits()) -> Manifest:
+    """A manifest of the shards' samples, their audio members written as files directly under ``audio_dir``
+    (default: ``OUTPUT_STEM-audio`` beside the manifest), each named by :func:`member_file_name` from its key
+    alone; ``split`` sets the split of clips whose JSON has none; ``limits``: what a shard may hold. The
+    manifest is returned (the caller saves it). A bad sample (two keys mapping to one file name included) is
+    refused, naming it, or with ``skip_bad`` skipped and listed in the manifest's ``problems`` (as every
+    importer does)."""
     out = Path(output)
     folder = Path(audio_dir) if audio_dir else out.parent / f"{out.stem}-audio"
     if split is not None and (found := split_problem(split)):
         raise InputError(found, field="--split")
-    index = index_shards(spec, progress=progress, skip_bad=skip_bad)
+    check_output_path(folder, "--audio-dir", folder=True)
+    index = index_shards(spec, progress=progress, skip_bad=skip_bad, limits=limits)
+    bad = BadRows(skip_bad)
+    bad.problems.extend(index.manifest.problems)
+    named: dict[str, ShardAudio] = {}  # file name (case folded: some file systems ignore case) -> its member
+    chosen = []
+    for clip in index.manifest.clips:
+        member = index.audio[clip.id]
+        name = member_file_name(member.key, member.ext)
+        first = named.setdefault(name.casefold(), member)
+        if first is not member:
+            bad.report(member.url, None, "key", f"samples {first.key!r} ({first.url}) and {member.key!r} map to one "
+                                                f"audio file name {name!r}; rename one of them")
+            continue
+        chosen.append((clip, member, name))
     folder.mkdir(parents=True, exist_ok=True)
     rel = Path(os.path.relpath(folder.resolve(), out.resolve().parent)).as_posix()
     clips = []
-    for clip in tqdm(index.manifest.clips, desc="writing audio files", unit="clip", disable=not progress):
-        member = index.audio[clip.id]
-        key = clip.audio.rpartition("#")[2]
-        target = folder / key
-        target.parent.mkdir(parents=True, exist_ok=True)
+    for clip, member, name in tqdm(chosen, desc="writing audio files", unit="clip", disable=not progress):
+        target = folder / name
         if not target.is_file() or target.stat().st_size != member.size:  # a rerun keeps what is written
             data = member.read()
             atomic_write_with(target, lambda fh, data=data: fh.write(data))
-        clip.audio = f"{rel}/{key}"
+        clip.audio = f"{rel}/{name}"
         if clip.split is None and split is not None:
             clip.split = split
         clips.append(clip)
-    return Manifest(clips=clips, root=out.resolve().parent, path=out, problems=index.manifest.problems)
+    return Manifest(clips=clips, root=out.resolve().parent, path=out, problems=bad.problems)

@@ -17,14 +17,17 @@ import os
 
 import torch
 
+from mlatr import api_args
 from mlatr.inference.checkpoint import export_model, load_model, read_checkpoint, save_checkpoint
+from mlatr.inference.device import resolve_device
 from mlatr.inference.loaded_model import Classification, LoadedModel
 
 
 def load(path: str | os.PathLike, device: str | torch.device = "auto") -> LoadedModel:
     """The model at ``path`` (a checkpoint written by ``mlatr train`` or a folder written by ``mlatr export``)
-    on ``device`` (``"auto"``: CUDA when available), ready to embed: ``mlatr.load``."""
-    return load_model(path, device)
+    on ``device`` (``"auto"``: CUDA when available), ready to embed: ``mlatr.load``. Arguments are checked as
+    they enter (:mod:`mlatr.api_args`)."""
+    return load_model(api_args.path("path", path), resolve_device(device))
 
 
 __all__ = ["Classification", "LoadedModel", "export_model", "load", "load_model", "read_checkpoint",

@@ -24,7 +24,6 @@ import torch
 
 from mlatr.errors import InputError, MlatrError
 from mlatr.file_kinds import unreadable
-from mlatr.file_state import file_sha256
 from mlatr.inference.device import resolve_device
 from mlatr.inference.loaded_model import LoadedModel
 from mlatr.inference.model_folder import is_model_folder, model_folder_files, read_model_folder, write_model_folder
@@ -99,6 +98,7 @@ def load_model(path: str | os.PathLike, device: str | torch.device = "cpu",
     from ``model.init_checkpoint`` freezes what its own config says; an option the stored encoder
     does not take is refused, naming the key.
     """
+    device = resolve_device(device)  # a bad name is refused before anything is read
     folder = is_model_folder(path)
     state = read_model_folder(path) if folder else read_checkpoint(path)
     meta_file, weights_file = model_folder_files(path) if folder else (path, path)
@@ -110,7 +110,7 @@ def load_model(path: str | os.PathLike, device: str | torch.device = "cpu",
         raise InputError(f"no matching head takes these options: {exc}", str(meta_file), field=field) from None
     model = build_stored_model(meta_file, with_fine_tuning(state["model_config"], fine_tuning or {}, path),
                                state["model"], weights_file)
-    return LoadedModel(model=model.to(resolve_device(device)).eval(), head=head,
+    return LoadedModel(model=model.to(device).eval(), head=head,
                        train_config=dict(state.get("train_config") or {}), path=Path(path))
 
 
@@ -121,9 +121,3 @@ def export_model(checkpoint: str | os.PathLike, folder: str | os.PathLike) -> Pa
     if Path(folder).resolve() == Path(checkpoint).resolve():
         raise MlatrError(f"-o {folder}: the output is the model being exported")
     return write_model_folder(state, head_of(state).config(), folder)
-
-
-def model_sha256(path: str | os.PathLike) -> str:
-    """Hex SHA-256 of a stored model: the checkpoint file's bytes, or a model folder's files (config and
-    weights, in that order), read in 1 MiB chunks; an index records it to refuse a changed model."""
-    return file_sha256(*(model_folder_files(path) if Path(path).is_dir() else [path]))

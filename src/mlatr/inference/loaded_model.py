@@ -18,11 +18,13 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
+from mlatr import api_args
 from mlatr.audio.io import crop_or_pad
 from mlatr.errors import MlatrError
 from mlatr.evaluation.zero_shot import label_text, zero_shot_prompts
 from mlatr.inference.audio import WHOLE_CLIP, embed_clips, encode_source, file_source, waveform_clips
 from mlatr.inference.encoding import encode_texts, pad_frames
+from mlatr.inference.model_identity import model_sha256, weights_sha256
 from mlatr.languages import DEFAULT_LANGUAGES
 from mlatr.matching import MatchingHead, chunked_scores
 from mlatr.models.dual_encoder import DualEncoder
@@ -75,6 +77,38 @@ def prompts_for(labels: Sequence[str], lang: str, template: str | None = None) -
     return [template.format(label=label_text(lb)) for lb in labels]
 
 
+def audio_items(audio: Any) -> list[str | np.ndarray]:
+    """``audio`` of the API as a list of clips: a path (``str`` / ``os.PathLike``) or an array is one clip
+    (:func:`mlatr.api_args.waveform`), a list or tuple holds several, each ``audio[i]``."""
+    if isinstance(audio, str | os.PathLike) or isinstance(audio, np.ndarray):
+        audio = [audio]
+    elif isinstance(audio, bytes | bytearray | dict) or not isinstance(audio, Sequence):
+        raise api_args.ArgumentTypeError(f"audio: expected a path, a numpy array or a list of them, got "
+                                         f"{type(audio).__name__}")
+    out: list[str | np.ndarray] = []
+    for i, item in enumerate(audio):
+        if isinstance(item, np.ndarray):
+            out.append(api_args.waveform(f"audio[{i}]", item))
+        elif isinstance(item, str | os.PathLike):
+            out.append(api_args.path(f"audio[{i}]", item))
+        else:
+            raise api_args.ArgumentTypeError(f"audio[{i}]: expected a path or a numpy array, got "
+                                             f"{type(item).__name__} {item!r:.40}")
+    return out
+
+
+def check_finite_embeddings(emb: np.ndarray, rows: Sequence[int], items: Sequence[str | np.ndarray]) -> None:
+    """Refuse a non-finite (NaN, infinite) embedding, naming the clip it belongs to: a model fed samples far
+    beyond [-1, 1] (a file reads within it) can overflow its front end."""
+    bad = np.flatnonzero(~np.isfinite(emb).all(axis=1)) if emb.size else []
+    if len(bad):
+        i = int(rows[int(bad[0])])
+        what = repr(items[i]) if isinstance(items[i], str) else (
+            f"a waveform whose samples reach {float(np.abs(items[i]).max()):.3g}")
+        raise MlatrError(f"audio[{i}] ({what}): the model gave a non-finite embedding (NaN or infinity) for "
+                         f"{len(bad)} clip(s), the first this one; audio is read within [-1, 1]: scale the samples")
+
+
 @dataclass
 class LoadedModel:
     """A trained model ready to use: the dual encoder (eval mode), the head it ranks with and its settings.
@@ -91,6 +125,20 @@ class LoadedModel:
     head: MatchingHead
     train_config: dict[str, Any] = field(default_factory=dict)
     path: Path | None = None
+    _digests: dict[str, str] = field(default_factory=dict, repr=False, compare=False)
+
+    def weights_sha256(self) -> str:
+        """SHA-256 of the model's weights (:func:`~mlatr.inference.model_identity.weights_sha256`), computed once:
+        what an index records to know its model by."""
+        if "weights" not in self._digests:
+            self._digests["weights"] = weights_sha256(self.model.state_dict())
+        return self._digests["weights"]
+
+    def file_sha256(self) -> str | None:
+        """SHA-256 of the file (or model folder) the model was loaded from, computed once; None without one."""
+        if "file" not in self._digests and self.path is not None:
+            self._digests["file"] = model_sha256(self.path)
+        return self._digests.get("file")
 
     @property
     def data(self) -> dict[str, Any]:
@@ -117,9 +165,9 @@ class LoadedModel:
         <mlatr.models.protocols.QueryLanguages.code>`)."""
         accepted = query_languages(self.model.text_encoder)
         if lang is None or isinstance(lang, str):
-            code = accepted.code(lang)
+            code = accepted.code(None if lang is None else api_args.text("lang", lang))
             return None if code is None else [code] * n
-        langs = [accepted.code(code) for code in lang]
+        langs = [accepted.code(code) for code in api_args.texts("lang", lang)]
         if len(langs) != n:
             raise MlatrError(f"lang: {len(langs)} languages for {n} texts (give one, or one per text)")
         return langs
@@ -129,10 +177,9 @@ class LoadedModel:
                    batch_size: int = 64, progress: bool = False) -> np.ndarray:
         """Unit-norm embeddings ``[n, d]`` (float32) of ``texts`` in ``lang`` (ISO 639-1/3, one for all or one
         per text; ``None`` where the text encoder does not read it)."""
-        texts = [texts] if isinstance(texts, str) else list(texts)
-        for i, t in enumerate(texts):
-            if not isinstance(t, str) or not t.strip():
-                raise MlatrError(f"text {i}: empty text (or not a string: {t!r})")
+        texts = api_args.texts("texts", texts)
+        batch_size = api_args.integer("batch_size", batch_size)
+        progress = api_args.flag("progress", progress)
         return self.embed_checked(texts, self.text_languages(len(texts), lang), batch_size, progress)
 
     def embed_checked(self, texts: Sequence[str], langs: Sequence[str] | None, batch_size: int = 64,
@@ -147,13 +194,16 @@ class LoadedModel:
     def embed_audio(self, audio: AudioInput | Sequence[AudioInput], *, sample_rate: int | None = None,
                     batch_size: int = 16, max_seconds: float | None = None, window_seconds: float | None = None,
                     workers: int = 0, progress: bool = False) -> np.ndarray:
-        """Unit-norm embeddings ``[n, d]`` (float32) of sound files (paths) or 1-D waveforms (with their
-        ``sample_rate``; default the model's), any length.
+        """Unit-norm embeddings ``[n, d]`` (float32) of sound files (paths) or waveforms (numpy arrays, with their
+        ``sample_rate``, which arrays require), any length. An array is one clip: ``[frames]``, or ``[frames,
+        channels]`` (soundfile's layout, at most 8 channels) averaged to mono; integer PCM is scaled as the file
+        reader scales it (:mod:`mlatr.api_args`); give several clips as a list.
 
         A clip is centre-cropped to ``max_seconds`` (default: not cropped) and encoded in windows of
         ``window_seconds`` (default: the model's evaluation crop ``eval_max_seconds``; a longer clip gets the
         length-weighted mean of its windows), ``batch_size`` windows per encoder call; ``workers`` processes
-        decode files ahead. A file that cannot be read is an error naming it.
+        decode files ahead. A file that cannot be read, an argument out of its range (:mod:`mlatr.api_args`) or a
+        clip the model gives a non-finite embedding (NaN) is an error naming it.
         """
         keys, emb = self.embed_audio_rows(audio, sample_rate=sample_rate, batch_size=batch_size,
                                           max_seconds=max_seconds, window_seconds=window_seconds, workers=workers,
@@ -166,33 +216,43 @@ class LoadedModel:
                          skipped: dict[str, str] | None = None) -> tuple[list[int], np.ndarray]:
         """:meth:`embed_audio` with the rows it kept: ``(indices into audio, [kept, d])``. With ``skipped`` (a
         dict), files that cannot be read are left out and recorded there (``{path: message}``)."""
-        items = [audio] if isinstance(audio, (str, os.PathLike)) or (
-            isinstance(audio, np.ndarray) and audio.ndim == 1) else list(audio)
+        items = audio_items(audio)
+        batch_size = api_args.integer("batch_size", batch_size)
+        crop = api_args.positive_number("max_seconds", max_seconds) or WHOLE_CLIP
+        window = api_args.positive_number("window_seconds", window_seconds) or float(self.data["eval_max_seconds"])
+        workers = api_args.integer("workers", workers, low=0)
+        progress = api_args.flag("progress", progress)
+        arrays = [i for i, a in enumerate(items) if isinstance(a, np.ndarray)]
+        if arrays and len(arrays) != len(items):
+            raise api_args.ArgumentError("audio: give file paths or waveforms, not both in one call")
+        if arrays or sample_rate is not None:
+            if sample_rate is None:
+                raise api_args.ArgumentError("sample_rate: required with waveforms (an array does not say its rate; "
+                                             f"the model reads {self.sample_rate} Hz)")
+            sample_rate = api_args.integer("sample_rate", sample_rate, 1, 768_000)
         if not items:
             return [], np.zeros((0, self.embed_dim), np.float32)
         rate = self.sample_rate
-        crop = float(max_seconds) if max_seconds else WHOLE_CLIP
-        window = float(window_seconds or self.data["eval_max_seconds"])
         was_training = self.model.training
         self.model.eval()
         try:
-            if all(isinstance(a, (str, os.PathLike)) for a in items):
+            if not arrays:
                 source = file_source(items, rate, skip_bad=skipped is not None)
                 rows, emb = encode_source(self.model.encode_audio, source, batch_size, crop, self.device,
                                           window_seconds=window, progress=progress, workers=workers)
                 if skipped is not None:
                     skipped.update(source.bad)
-                return rows, emb
-            if any(isinstance(a, (str, os.PathLike)) for a in items):
-                raise MlatrError("embed_audio: give file paths or waveforms, not both in one call")
-            count = int(round(crop * rate))
-            waves = ((i, crop_or_pad(w, count)[0] if w.shape[0] > count else w)  # centre crop, as files
-                     for i, w in waveform_clips(items, sample_rate or rate, rate))
-            with tqdm(total=len(items), desc="audio", unit="clip", disable=not progress, leave=False) as bar:
-                return embed_clips(self.model.encode_audio, waves, int(round(window * rate)), batch_size,
-                                   self.device, bar)
+            else:
+                count = int(round(crop * rate))
+                waves = ((i, crop_or_pad(w, count)[0] if w.shape[0] > count else w)  # centre crop, as files
+                         for i, w in waveform_clips(items, sample_rate, rate))
+                with tqdm(total=len(items), desc="audio", unit="clip", disable=not progress, leave=False) as bar:
+                    rows, emb = embed_clips(self.model.encode_audio, waves, int(round(window * rate)), batch_size,
+                                            self.device, bar)
         finally:
             self.model.train(was_training)
+        check_finite_embeddings(emb, rows, items)
+        return rows, emb
 
     # ---- scores ------------------------------------------------------------------------------------
     def similarity(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -203,11 +263,8 @@ class LoadedModel:
         if self.head.needs_frames:
             raise MlatrError(f"this model ranks with the {self.head.name} head, which scores frames and tokens, "
                              "not pooled embeddings: use model.classify or mlatr.evaluate")
-        a_t = torch.as_tensor(np.asarray(a, np.float32))
-        b_t = torch.as_tensor(np.asarray(b, np.float32))
-        if a_t.ndim != 2 or b_t.ndim != 2 or a_t.shape[1] != b_t.shape[1]:
-            raise MlatrError(f"similarity: expected [n, d] and [m, d] embeddings, got {tuple(a_t.shape)} and "
-                             f"{tuple(b_t.shape)}")
+        a_t = torch.from_numpy(api_args.embeddings("a", a, self.embed_dim))  # [n, d]
+        b_t = torch.from_numpy(api_args.embeddings("b", b, self.embed_dim))  # [m, d]
         with torch.no_grad():
             return self.head.scores(EncoderOutput(a_t), EncoderOutput(b_t)).float().numpy()  # [n, m]
 
@@ -218,13 +275,17 @@ class LoadedModel:
         """Zero-shot classification (SupCLAP sec. 4.2.2): each clip against one prompt per label (labels in
         ``lang``; ``template`` with ``{label}`` replaces the paper's prompt), scored by the model's head with
         the audio as the query. ``labels`` may be one comma-separated string."""
-        classes = [s.strip() for s in labels.split(",")] if isinstance(labels, str) else [str(s) for s in labels]
-        if not classes or any(not c for c in classes):
-            raise MlatrError("labels: give at least one non-empty label")
+        if isinstance(labels, str):
+            labels = [s.strip() for s in labels.split(",")]
+        classes = [c.strip() for c in api_args.texts("labels", labels)]
+        if not classes:
+            raise api_args.ArgumentError("labels: give at least one label")
         langs = self.text_languages(len(classes), lang)
         if langs is None:
-            raise MlatrError("lang: the prompts are written in a language: give one")
+            raise api_args.ArgumentError("lang: the prompts are written in a language: give one")
         lang = langs[0]
+        if template is not None:
+            template = api_args.text("template", template)
         prompts = prompts_for(classes, lang, template)
         if not self.head.needs_frames:
             a = self.embed_audio(audio, sample_rate=sample_rate, batch_size=batch_size, max_seconds=max_seconds)
@@ -235,9 +296,10 @@ class LoadedModel:
                       ) -> np.ndarray:
         """Head scores ``[clips, prompts]`` of a frame-scoring head: each file centre-cropped to ``max_seconds``
         (default the model's evaluation crop) and encoded whole, its frames kept."""
-        items = [audio] if isinstance(audio, (str, os.PathLike)) else list(audio)
-        if not all(isinstance(a, (str, os.PathLike)) for a in items):
-            raise MlatrError(f"the {self.head.name} head classifies sound files (paths), not waveforms")
+        items = audio_items(audio)
+        if not all(isinstance(a, str) for a in items):
+            raise api_args.ArgumentError(f"audio: the {self.head.name} head classifies sound files (paths), not "
+                                         "waveforms")
         crop = float(max_seconds or self.data["eval_max_seconds"])
         sink: list = []
         _, pooled = encode_source(self.model.encode_audio, file_source(items, self.sample_rate), batch_size, crop,

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from mlatr import api_args
 from mlatr.data.manifest import Manifest
 from mlatr.data.pipeline.workers import default_workers
 from mlatr.data.webdataset_shards import ShardIndex, ShardSource
@@ -92,8 +93,16 @@ def evaluate_model(loaded: LoadedModel, manifest: str | os.PathLike | Manifest, 
     """Evaluate ``loaded`` on split ``split`` (``all``: every clip) of ``manifest`` (a file or a
     :class:`Manifest`, taken whole; ``shards``: the webdataset shards it was read from); see the module
     docstring."""
-    pivot = normalize(pivot, "pivot")
-    zero_shot_languages = normalize_all(zero_shot_languages, "zero-shot languages")
+    api_args.instance("model", loaded, LoadedModel, "mlatr.load(PATH)")
+    split = api_args.text("split", split)
+    batch_size = api_args.integer("batch_size", batch_size)
+    max_seconds = api_args.positive_number("max_seconds", max_seconds)
+    head_memory_mb = api_args.positive_number("head_memory_mb", head_memory_mb, allow_none=False)
+    workers = None if workers is None else api_args.integer("workers", workers, low=0)
+    skip_bad, progress = api_args.flag("skip_bad", skip_bad), api_args.flag("progress", progress)
+    languages = None if languages is None else api_args.language_codes("languages", languages)
+    pivot = normalize(api_args.text("pivot", pivot), "pivot")
+    zero_shot_languages = api_args.language_codes("zero_shot_languages", zero_shot_languages)
     if isinstance(manifest, Manifest):
         clips = manifest if split == "all" else manifest.split(split)
     else:

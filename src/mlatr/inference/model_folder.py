@@ -24,6 +24,7 @@ from safetensors.torch import load_file, save
 from mlatr.errors import MlatrError
 from mlatr.io_utils import atomic_write_json, atomic_write_with
 from mlatr.json_input import expect_field, read_format_json
+from mlatr.output_paths import check_output_path
 
 FORMAT = "mlatr-model-1"
 CONFIG_FILE = "config.json"
@@ -43,9 +44,7 @@ def model_folder_files(path: str | os.PathLike) -> list[Path]:
 def write_model_folder(state: dict[str, Any], head: dict[str, Any], folder: str | os.PathLike) -> Path:
     """Write the parts of checkpoint ``state`` needed to use the model, with the config of the ``head`` it
     ranks with, into ``folder`` (created); weights first, then the config, each atomically."""
-    folder = Path(folder)
-    if folder.exists() and not folder.is_dir():
-        raise MlatrError(f"{folder} exists and is not a folder")
+    folder = check_output_path(folder, folder=True)
     folder.mkdir(parents=True, exist_ok=True)
     weights = {k: v.detach().cpu().contiguous().clone() for k, v in state["model"].items()}
     data = (state.get("train_config") or {}).get("data")

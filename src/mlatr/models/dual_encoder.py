@@ -23,7 +23,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from mlatr.errors import MlatrError
+from mlatr.errors import MlatrError, panic_as_error
 from mlatr.models.outputs import EncoderOutput
 from mlatr.models.projection import PROJECTION_HEADS, ProjectionHead
 from mlatr.models.protocols import AudioEncoder, TextEncoder
@@ -82,8 +82,10 @@ class DualEncoder(nn.Module):
         return _project(self.audio_projection, self.audio_encoder(waveform, lengths))
 
     def encode_text(self, texts: Sequence[str], langs: Sequence[str] | None = None) -> EncoderOutput:
-        """Captions (+ ISO 639-3 languages) -> unit-norm ``pooled [B, d]``, token ``frames``, ``mask``."""
-        return _project(self.text_projection, self.text_encoder(texts, langs))
+        """Captions (+ ISO 639-3 languages) -> unit-norm ``pooled [B, d]``, token ``frames``, ``mask``. A panic in
+        the text encoder's tokenizer (Rust) is a :class:`~mlatr.errors.MlatrError`, not a ``BaseException``."""
+        with panic_as_error("encoding text"):
+            return _project(self.text_projection, self.text_encoder(texts, langs))
 
     def forward(self, waveform: torch.Tensor | None, lengths: torch.Tensor | None, texts: Sequence[str] | None,
                 langs: Sequence[str] | None = None) -> tuple[EncoderOutput | None, EncoderOutput | None]:

@@ -31,7 +31,6 @@ text side's tokenizer, read from ``path`` (as the other Hugging Face text encode
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Sequence
 from pathlib import Path
@@ -43,11 +42,14 @@ import torch.nn.functional as F
 from torch import nn
 
 from mlatr.errors import MlatrError
+from mlatr.file_kinds import folder_file
+from mlatr.json_input import read_json_file
 from mlatr.models.aisfx import htk_mel_filterbank
-from mlatr.models.hf_text import HF_INSTALL_HINT, check_options
+from mlatr.models.hf_text import HF_INSTALL_HINT, check_options, load_tokenizer
 from mlatr.models.htsat import clap_log_mel, slaney_mel_filterbank
 from mlatr.models.outputs import EncoderOutput
 from mlatr.models.registry import register_audio_encoder, register_text_encoder
+from mlatr.stored_config import check_clap_features
 
 #: ``ClapFeatureExtractor``'s defaults (a folder's ``preprocessor_config.json`` overrides them).
 FEATURE_DEFAULTS: dict[str, Any] = {"feature_size": 64, "sampling_rate": 48_000, "hop_length": 480,
@@ -69,8 +71,9 @@ def feature_settings(folder: str | Path | None = None, **overrides: Any) -> dict
     """The feature extractor settings of a ClapModel folder (:data:`FEATURE_DEFAULTS` completed by its
     ``preprocessor_config.json`` when there is one, then by ``overrides``); refuses unknown modes."""
     settings = dict(FEATURE_DEFAULTS)
-    if folder is not None and (Path(folder) / "preprocessor_config.json").is_file():
-        stored = json.loads((Path(folder) / "preprocessor_config.json").read_text(encoding="utf-8"))
+    found = folder_file(folder, "preprocessor_config.json", "hf-clap") if folder is not None else None
+    if found is not None:  # read from inside the folder, typed and ranged before use
+        stored = check_clap_features(found, read_json_file(found, "preprocessor_config"))
         settings.update({k: stored[k] for k in FEATURE_DEFAULTS if k in stored})
     settings.update(overrides)
     if settings["truncation"] not in ("fusion", "rand_trunc"):
@@ -203,7 +206,9 @@ class HFClapTextEncoder(nn.Module):
         transformers = _import_transformers()
         folder = Path(path).expanduser()
         try:
-            self.tokenizer = transformers.AutoTokenizer.from_pretrained(str(folder), local_files_only=True)
+            self.tokenizer = load_tokenizer(folder, "text encoder 'hf-clap-text'")
+        except MlatrError:  # the files' own check, already saying what is wrong
+            raise
         except (OSError, ValueError, KeyError) as exc:
             raise MlatrError(f"text encoder 'hf-clap-text': no tokenizer in {folder} ({type(exc).__name__}: "
                              f"{exc}); the ClapModel folder (e.g. laion/clap-htsat-unfused) holds it") from exc

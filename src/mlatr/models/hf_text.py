@@ -36,7 +36,9 @@ from typing import Any
 import torch
 from torch import nn
 
-from mlatr.errors import MlatrError
+from mlatr.errors import MlatrError, panic_as_error
+from mlatr.file_kinds import folder_file
+from mlatr.json_input import read_json_file
 from mlatr.languages import NLLB_CODES
 from mlatr.models.freezing import freeze_all_but_last
 from mlatr.models.layers import masked_mean
@@ -77,6 +79,11 @@ SPECS: dict[str, HFSpec] = {
 WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin", "model.safetensors.index.json",
                 "pytorch_model.bin.index.json")
 TOKENIZER_FILES = ("tokenizer.json", "sentencepiece.bpe.model", "vocab.txt")
+#: Every tokenizer file ``AutoTokenizer`` may read from a folder.
+TOKENIZER_READS = (*TOKENIZER_FILES, "tokenizer_config.json", "special_tokens_map.json", "added_tokens.json",
+                   "merges.txt", "vocab.json", "spiece.model", "sentencepiece.model")
+#: Largest tokenizer file read (a multilingual tokenizer.json is about 17 MB).
+MAX_TOKENIZER_BYTES = 256 << 20
 
 
 def check_options(target: Any, options: dict[str, Any], kind: str, name: str) -> None:
@@ -123,6 +130,32 @@ def check_model_folder(name: str, path: str | Path | None) -> Path:
     if not any((folder / f).is_file() for f in TOKENIZER_FILES):
         raise _expected(name, folder, "no tokenizer files")
     return folder
+
+
+def check_tokenizer_files(folder: Path, what: str) -> None:
+    """Refuse a tokenizer file of ``folder`` (:data:`TOKENIZER_READS`) that is not a regular file inside it
+    (:func:`~mlatr.file_kinds.folder_file`: a FIFO would hang the load, a link may lead anywhere), is larger than
+    :data:`MAX_TOKENIZER_BYTES`, or, for JSON, is not UTF-8 JSON of bounded nesting: one :class:`MlatrError`
+    naming ``what`` and the file, before the tokenizer library reads it."""
+    for name in TOKENIZER_READS:
+        path = folder_file(folder, name, what)
+        if path is None:
+            continue
+        size = path.stat().st_size
+        if size > MAX_TOKENIZER_BYTES:
+            raise MlatrError(f"{what}: {path} holds {size:,} bytes (a tokenizer file holds at most "
+                             f"{MAX_TOKENIZER_BYTES:,})")
+        if name.endswith(".json"):
+            read_json_file(path, field="tokenizer")
+
+
+def load_tokenizer(folder: Path, what: str):
+    """``AutoTokenizer.from_pretrained(folder)`` of checked files (:func:`check_tokenizer_files`), a panic in the
+    Rust tokenizer turned into one error."""
+    check_tokenizer_files(folder, what)
+    transformers = _import_transformers()
+    with panic_as_error(f"{what}: reading the tokenizer of {folder}"):
+        return transformers.AutoTokenizer.from_pretrained(str(folder), local_files_only=True)
 
 
 def _import_transformers():
@@ -191,13 +224,15 @@ class HFTextEncoder(nn.Module):
         """The tokenizer and the model from the checked local folder ``path`` (the planner's subclass,
         :class:`mlatr.planning.architectures.ArchitectureOnlyText`, builds them from the architecture)."""
         folder = check_model_folder(self.name, path)
-        transformers = _import_transformers()
+        _import_transformers()
         kwargs: dict[str, Any] = {"local_files_only": True, "dtype": torch.float32}  # trainable in fp32
         if self.spec.add_pooling_layer is not None:
             kwargs["add_pooling_layer"] = self.spec.add_pooling_layer
         try:
-            tokenizer = transformers.AutoTokenizer.from_pretrained(str(folder), local_files_only=True)
+            tokenizer = load_tokenizer(folder, f"text encoder {self.name!r}")
             model = _model_class(self.name).from_pretrained(str(folder), **kwargs)
+        except MlatrError:  # the files' own check, already saying what is wrong
+            raise
         except (OSError, ValueError, KeyError) as exc:
             raise _expected(self.name, folder, f"loading failed ({type(exc).__name__}: {exc})") from exc
         return tokenizer, model

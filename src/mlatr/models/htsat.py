@@ -37,11 +37,14 @@ from typing import Any
 import numpy as np
 import torch
 import torch.nn.functional as F
+from safetensors import SafetensorError
 from safetensors.torch import load_file
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
 from mlatr.errors import MlatrError
+from mlatr.file_kinds import folder_file
+from mlatr.json_input import read_json_file
 from mlatr.models.aisfx import resample_waveform, sinc_resample_kernel
 from mlatr.models.freezing import freeze_all_but_last
 from mlatr.models.hf_text import HF_INSTALL_HINT, WEIGHT_FILES, check_options
@@ -171,22 +174,40 @@ def _htsat_folder_error(path: Path, problem: str) -> MlatrError:
 _DERIVED_BUFFERS = ("relative_position_index", "num_batches_tracked")
 
 
-def read_hf_weights(folder: Path) -> dict[str, torch.Tensor]:
-    """All tensors of a Hugging Face folder (single or sharded safetensors / torch ``.bin``)."""
-    files: list[Path] = []
-    for index in ("model.safetensors.index.json", "pytorch_model.bin.index.json"):
-        if (folder / index).is_file():
-            shards = json.loads((folder / index).read_text(encoding="utf-8"))["weight_map"].values()
-            files = [folder / name for name in dict.fromkeys(shards)]
-            break
+def read_hf_weights(folder: Path, what: str = "audio encoder 'htsat'") -> dict[str, torch.Tensor]:
+    """All tensors of a Hugging Face CLAP folder's safetensors: ``model.safetensors``, or the shards its
+    ``model.safetensors.index.json`` names. Every file is read from inside the folder only and must be a
+    regular file (:func:`~mlatr.file_kinds.folder_file`: a ``weight_map`` naming ``/etc/passwd`` or ``../x`` is
+    refused, a FIFO never opened); pickled weights (``pytorch_model.bin``) are refused with the conversion to
+    run; a damaged file is one :class:`MlatrError` naming it."""
+    index = folder_file(folder, "model.safetensors.index.json", what)
+    if index is not None:
+        listing = read_json_file(index)
+        weight_map = listing.get("weight_map") if isinstance(listing, dict) else None
+        if not isinstance(weight_map, dict) or not all(isinstance(v, str) for v in weight_map.values()):
+            raise MlatrError(f"{what}: {index}: weight_map: expected an object of tensor name -> file name")
+        names = list(dict.fromkeys(weight_map.values()))
+        bad = next((n for n in names if not n.endswith(".safetensors")), None)
+        if bad is not None:
+            raise MlatrError(f"{what}: {index}: weight_map names {bad!r}; mlatr reads .safetensors files only")
+        files = [folder_file(folder, name, what, required=True) for name in names]
     else:
-        files = [folder / name for name in WEIGHT_FILES[:2] if (folder / name).is_file()][:1]
+        single = folder_file(folder, "model.safetensors", what)
+        if single is None:
+            if any((folder / name).exists() for name in ("pytorch_model.bin", "pytorch_model.bin.index.json")):
+                raise MlatrError(
+                    f"{what}: {folder} holds pickled weights (pytorch_model.bin), which mlatr does not read "
+                    "(unpickling runs code); convert them to safetensors first: python -c \"import transformers; "
+                    f"transformers.ClapModel.from_pretrained('{folder}').save_pretrained('{folder}', "
+                    "safe_serialization=True)\"")
+            raise MlatrError(f"{what}: {folder} has no model.safetensors")
+        files = [single]
     state: dict[str, torch.Tensor] = {}
     for file in files:
-        if file.suffix == ".safetensors":
+        try:
             state.update(load_file(str(file)))
-        else:
-            state.update(torch.load(file, map_location="cpu", weights_only=True))
+        except (SafetensorError, OSError) as exc:
+            raise MlatrError(f"{what}: {file}: cannot read the weights ({exc}: a truncated or damaged file?)") from None
     return state
 
 
@@ -202,6 +223,8 @@ def load_clap_audio_model(folder: Path):
     try:
         config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
         state = read_hf_weights(folder)
+    except MlatrError:  # the weights' own check, already saying what is wrong
+        raise
     except (OSError, ValueError, KeyError, RuntimeError) as exc:
         raise _htsat_folder_error(folder, f"loading failed ({type(exc).__name__}: {exc})") from exc
     kind = config.get("model_type")

@@ -39,7 +39,7 @@ class SmallTextEncoder(nn.Module):
                  languages: Sequence[str] | None = None, dropout: float = 0.1,
                  token_init_std: float = 0.02, position_init_std: float = 0.02):
         super().__init__()
-        if isinstance(tokenizer, str):
+        if not isinstance(tokenizer, CaptionTokenizer):  # a stored config's JSON text: checked as it is read
             tokenizer = CaptionTokenizer.from_json(tokenizer)
         if pooling not in POOLINGS:
             raise MlatrError(f"text pooling must be one of {POOLINGS}, got {pooling!r}")

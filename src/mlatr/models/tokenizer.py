@@ -11,7 +11,10 @@ Design (no pretrained vocabulary can be downloaded, so the vocabulary is learnt 
 * special tokens ``[PAD]`` (id 0) and ``[CLS]`` (id 1).
 
 The whole tokenizer serialises to one JSON string (:meth:`CaptionTokenizer.to_json`), which the text
-encoder stores in its ``config()`` so a checkpoint rebuilds with no other file.
+encoder stores in its ``config()`` so a checkpoint rebuilds with no other file. Read back from a stored
+config (a user's file), it is checked first (:func:`check_tokenizer_json`): bounded size and nesting, a BPE
+model of at most :data:`MAX_VOCAB` tokens, and no regular expression but the one above (a pattern such as
+``(a|a)+$`` made every query panic inside the Rust tokenizer).
 """
 
 from __future__ import annotations
@@ -21,12 +24,45 @@ from collections.abc import Iterable, Sequence
 import torch
 from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
 
-from mlatr.errors import MlatrError
+from mlatr.errors import InputError, MlatrError, panic_as_error
+from mlatr.json_input import parse_json
 
 PAD, CLS = "[PAD]", "[CLS]"
 
 #: CJK unified ideographs (with extension A and compatibility ideographs).
 HAN_PATTERN = r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]"
+#: Largest serialised tokenizer read back (mlatr's are about 100 kB for 4,000 tokens).
+MAX_TOKENIZER_CHARS = 32 << 20
+#: Largest vocabulary read back.
+MAX_VOCAB = 1 << 20
+
+
+def check_tokenizer_json(text: object) -> None:
+    """Refuse a serialised tokenizer that is not one :meth:`CaptionTokenizer.train` writes: not a string, over
+    :data:`MAX_TOKENIZER_CHARS`, not JSON (or nested too deeply), not a BPE model, a vocabulary over
+    :data:`MAX_VOCAB`, or a regular expression other than :data:`HAN_PATTERN` anywhere (a hostile pattern backtracks
+    without end and panics in Rust at every query). :class:`InputError` at field ``tokenizer``."""
+    if not isinstance(text, str):
+        raise InputError(f"expected the tokenizer's JSON text, found {type(text).__name__}", field="tokenizer")
+    if len(text) > MAX_TOKENIZER_CHARS:
+        raise InputError(f"{len(text):,} characters (at most {MAX_TOKENIZER_CHARS:,})", field="tokenizer")
+    value = parse_json(text, field="tokenizer")
+    model = value.get("model") if isinstance(value, dict) else None
+    if not isinstance(model, dict) or model.get("type") != "BPE" or not isinstance(model.get("vocab"), dict):
+        raise InputError("expected a BPE tokenizer with its vocabulary (what mlatr trains)", field="tokenizer")
+    if len(model["vocab"]) > MAX_VOCAB:
+        raise InputError(f"a vocabulary of {len(model['vocab']):,} tokens (at most {MAX_VOCAB:,})", field="tokenizer")
+    stack = [value]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            pattern = node.get("Regex")
+            if "Regex" in node and pattern != HAN_PATTERN:
+                raise InputError(f"the regular expression {str(pattern)[:80]!r} is not one mlatr's tokenizer uses "
+                                 "(a hostile pattern can backtrack without end)", field="tokenizer")
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
 
 
 class CaptionTokenizer:
@@ -58,7 +94,14 @@ class CaptionTokenizer:
 
     @classmethod
     def from_json(cls, text: str) -> CaptionTokenizer:
-        return cls(Tokenizer.from_str(text))
+        """The tokenizer :meth:`to_json` wrote, checked first (:func:`check_tokenizer_json`)."""
+        check_tokenizer_json(text)
+        with panic_as_error("reading the tokenizer"):
+            try:
+                tok = Tokenizer.from_str(text)
+            except Exception as exc:  # the tokenizers library raises plain Exception for a bad tokenizer
+                raise InputError(f"not a tokenizer ({str(exc).splitlines()[0][:200]})", field="tokenizer") from None
+        return cls(tok)
 
     def to_json(self) -> str:
         return self.tokenizer.to_str()

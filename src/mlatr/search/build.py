@@ -21,8 +21,9 @@ from mlatr.data.manifest import Manifest
 from mlatr.data.webdataset_shards import ShardIndex
 from mlatr.errors import MlatrError
 from mlatr.inference import LoadedModel
-from mlatr.inference.checkpoint import model_sha256
+from mlatr.inference.model_identity import model_sha256
 from mlatr.io_utils import remove_orphan_temps
+from mlatr.output_paths import check_output_path
 from mlatr.search import milvus
 from mlatr.search import shards as shard_files
 from mlatr.search.ann import EXACT_BELOW, AnnBuild
@@ -108,9 +109,10 @@ def plan_index_build(loaded: LoadedModel, manifest: Manifest, output: str | os.P
                      sample_rate: int | None = None, skip_bad: bool = False, progress: bool = False,
                      dtype: str = "float32", ann: AnnBuild | None = None,
                      shards: ShardIndex | None = None) -> BuildJob:
-    """The :class:`BuildJob` of :func:`build_index`'s arguments: settings resolved, the output prepared (a
-    folder made, a killed build's temporary files removed), the existing index read and checked, the clips to
-    encode and delete planned (:func:`~mlatr.search.build_plan.plan_build`)."""
+    """The :class:`BuildJob` of :func:`build_index`'s arguments: settings resolved, the output prepared (its
+    path checked, a killed build's temporary files removed; a folder is made when the first rows are written),
+    the existing index read and checked, the clips to encode and delete planned
+    (:func:`~mlatr.search.build_plan.plan_build`)."""
     if loaded.path is None:
         raise MlatrError("build_index needs a model loaded from a checkpoint file (the index records it)")
     if dtype not in shard_files.DTYPES:
@@ -121,14 +123,14 @@ def plan_index_build(loaded: LoadedModel, manifest: Manifest, output: str | os.P
         raise MlatrError(f"no clip to index in {manifest.path or 'the manifest'}")
     langs = list(caption_languages) if caption_languages else manifest.languages()
     target = str(output) if milvus.is_milvus(output) else None
-    output = Path(output)
+    output = Path(output) if target is not None else check_output_path(output, "output", folder=None)
     if target is None and shard_files.is_index_folder(output):
-        shard_files.refuse_foreign_folder(output)
-        output.mkdir(parents=True, exist_ok=True)
+        shard_files.refuse_foreign_folder(output)  # the folder is made when the first rows are written
     elif target is None:
         remove_orphan_temps(output.parent, [output.name])  # what a killed build left beside the index
     if target is not None:
-        existing = Index.load(target, model=loaded) if add and milvus.read_meta(target) else None
+        there = add and milvus.read_meta(target)  # another model is refused with its own message (_check_same_build)
+        existing = Index.load(target, model=loaded, allow_other_model=True) if there else None
     else:
         existing = _existing(output, loaded) if add else None
 
@@ -194,7 +196,8 @@ def write_rows(output: str | os.PathLike, part: Index, *, add: bool = True, drop
 
 def _existing(output: Path, loaded: LoadedModel | None) -> Index | None:
     there = (output / shard_files.MANIFEST).is_file() if output.is_dir() else output.is_file()
-    return Index.load(output, backend="numpy", model=loaded) if there else None
+    # another model is refused with its own message (_check_same_build)
+    return Index.load(output, backend="numpy", model=loaded, allow_other_model=True) if there else None
 
 
 def _check_same_build(output: Path, index: Index, sha: str, sample_rate: int, max_seconds: float,

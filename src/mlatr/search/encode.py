@@ -21,8 +21,8 @@ from mlatr.errors import MlatrError
 from mlatr.file_state import file_state
 from mlatr.inference import LoadedModel
 from mlatr.inference.audio import encode_source
-from mlatr.inference.checkpoint import model_sha256
 from mlatr.inference.encoding import encode_texts
+from mlatr.inference.model_identity import model_sha256
 from mlatr.search.columns import CaptionColumns, ClipColumns, check_vectors
 
 
@@ -65,6 +65,7 @@ def encode_clips(loaded: LoadedModel, manifest: Manifest, clips: Sequence[Clip],
     kept = [sub[i] for i in rows]
     arrays = Manifest(clips=kept, root=manifest.root, path=manifest.path).caption_arrays(list(langs))
     text = encode_texts(model, arrays["texts"], list(arrays["text_lang"]), how.batch_size)
+    text = text.reshape(len(arrays["texts"]), model.embed_dim)  # [m, d]; no caption: [0, d], not encode_texts' [0, 0]
     table = ClipColumns.of_clips(kept, manifest.root, audio, {"state": [states[i] for i in rows]})
     captions = CaptionColumns.of_arrays(arrays, text)
     check_vectors(table, captions, "index: ", unit_captions=False)
@@ -74,10 +75,13 @@ def encode_clips(loaded: LoadedModel, manifest: Manifest, clips: Sequence[Clip],
 def index_meta(loaded: LoadedModel, manifest: Manifest, sample_rate: int, max_seconds: float,
                caption_languages: Sequence[str], window_seconds: float | None = None,
                sha: str | None = None) -> dict[str, Any]:
-    """What an index records of how it was made: the checkpoint (absolute path, SHA-256: ``sha`` when
-    already computed), the model's config, the audio settings, the caption languages and the manifest."""
+    """What an index records of how it was made: the checkpoint (absolute path, the SHA-256 of its file:
+    ``sha`` when already computed, and of its weights: :mod:`mlatr.inference.model_identity`, which says
+    whether a model given for the index is the one that made it), the model's config, the audio settings, the
+    caption languages and the manifest."""
     checkpoint = Path(loaded.path).resolve()
-    meta: dict[str, Any] = {"checkpoint": {"path": str(checkpoint), "sha256": sha or model_sha256(checkpoint)},
+    meta: dict[str, Any] = {"checkpoint": {"path": str(checkpoint), "sha256": sha or model_sha256(checkpoint),
+                                           "weights_sha256": loaded.weights_sha256()},
                             "model_config": loaded.model.config(), "sample_rate": sample_rate,
                             "max_seconds": max_seconds}
     if window_seconds is not None:

@@ -2,9 +2,10 @@
 
 An :class:`Index` is two tables of columns (:mod:`mlatr.search.columns`): its clips (embedding, id, audio
 path, captions, the audio file's state when encoded) and their captions (embedding, clip row, language,
-text), the meta of how it was made (the model's checkpoint and SHA-256, audio settings, caption
-languages: :func:`mlatr.search.encode.index_meta`) and the rows deleted since (tombstones: kept in the
-tables, never returned by a search). Every embedding is finite and of unit norm: building, saving or
+text), the meta of how it was made (the model's checkpoint, the SHA-256 of its file and of its weights:
+:mod:`mlatr.inference.model_identity`; audio settings, caption languages:
+:func:`mlatr.search.encode.index_meta`) and the rows deleted since (tombstones: kept in the tables, never
+returned by a search). Every embedding is finite and of unit norm: building, saving or
 loading an index with a NaN, infinite or non-unit row is an error naming the file and the clips (a search
 would rank such rows arbitrarily, FAISS drops them, and a non-unit row's score is no cosine).
 
@@ -31,12 +32,13 @@ from typing import Any
 
 import numpy as np
 
+from mlatr import api_args
 from mlatr.data.manifest import Manifest
 from mlatr.errors import MlatrError
 from mlatr.file_state import file_state
 from mlatr.inference import LoadedModel, load_model
-from mlatr.inference.checkpoint import model_sha256
 from mlatr.inference.library import library_manifest
+from mlatr.inference.model_identity import check_index_model, model_sha256
 from mlatr.search import milvus, npz_index
 from mlatr.search import shards as shard_files
 from mlatr.search.ann import AnnBuild, AnnSearcher
@@ -144,14 +146,27 @@ class Index:
         return path
 
     @classmethod
-    def load(cls, path: str | os.PathLike, backend: str = "auto", model: LoadedModel | None = None) -> Index:
+    def load(cls, path: str | os.PathLike, backend: str = "auto", model: LoadedModel | None = None,
+             allow_other_model: bool = False) -> Index:
         """Read an index written by :meth:`save` / ``mlatr index build`` (a folder, an ``.npz`` or a Milvus
         target); ``backend`` = auto (a shard's approximate structure where it has one, else exact) | numpy |
         faiss (both exact).
 
-        ``model`` (a :class:`~mlatr.inference.LoadedModel`) is used for queries instead of
-        loading the index's checkpoint.
+        ``model`` (a :class:`~mlatr.inference.LoadedModel`) is used for queries instead of loading the index's
+        checkpoint; it must be the model that made the index (its weights' SHA-256: another seed or epoch of
+        the same config is refused, naming both) unless ``allow_other_model``
+        (:func:`~mlatr.inference.model_identity.check_index_model`).
         """
+        if model is not None:
+            api_args.instance("model", model, LoadedModel, "mlatr.load(PATH), or None")
+        index = cls._read(api_args.path("path", path), backend, model)
+        if model is not None:
+            check_index_model(index.meta, model, str(path), allow_other_model)
+        return index
+
+    @classmethod
+    def _read(cls, path: str, backend: str, model: LoadedModel | None) -> Index:
+        """:meth:`load`'s reading of the index at ``path``, ``model`` taken as it is."""
         if milvus.is_milvus(path):
             lib = milvus.read_milvus(str(path))
             index = cls(lib.clips, lib.captions, {k: v for k, v in lib.meta.items() if k != "format"},
@@ -185,7 +200,14 @@ class Index:
         paths: :func:`mlatr.inference.library.library_manifest`) embedded by ``model``, in memory
         (:meth:`save` writes it). Options as :func:`mlatr.search.build.build_index`; unreadable clips are an
         error unless ``skip_bad``."""
-        manifest = library_manifest(source, split=split, skip_bad=skip_bad)
+        api_args.instance("model", model, LoadedModel, "mlatr.load(PATH)")
+        batch_size = api_args.integer("batch_size", batch_size)
+        max_seconds = api_args.positive_number("max_seconds", max_seconds)
+        window_seconds = api_args.positive_number("window_seconds", window_seconds)
+        skip_bad, progress = api_args.flag("skip_bad", skip_bad), api_args.flag("progress", progress)
+        if caption_languages is not None:
+            caption_languages = api_args.language_codes("caption_languages", caption_languages)
+        manifest = library_manifest(source, split=api_args.text("split", split), skip_bad=skip_bad)
         sample_rate, max_seconds, window_seconds = build_settings(model, max_seconds, window_seconds, None)
         langs = list(caption_languages) if caption_languages else manifest.languages()
         meta = index_meta(model, manifest, sample_rate, max_seconds, langs, window_seconds)

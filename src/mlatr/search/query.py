@@ -28,6 +28,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from mlatr import api_args
 from mlatr.errors import MlatrError
 from mlatr.inference import LoadedModel
 from mlatr.models.protocols import QueryLanguages
@@ -51,9 +52,11 @@ def text_query(text: str, lang: str | None, k: int, rank: str, languages: QueryL
     """The one check of a text query where it enters: :class:`MlatrError` for an empty text, an unknown
     language or one the encoder does not take (``languages``: its :class:`QueryLanguages`; ``lang_field``
     names the option in the message), a missing language the encoder needs, ``k < 1`` or an unknown
-    ranking."""
-    if not isinstance(text, str) or not text.strip():
-        raise MlatrError("empty text query")
+    ranking; a text, language or ``k`` of the wrong type is :class:`~mlatr.api_args.ArgumentTypeError`."""
+    if not api_args.text("query", text, empty=True).strip():
+        raise api_args.ArgumentError("empty text query")
+    if lang is not None:
+        lang = api_args.text(lang_field, lang)
     return TextQuery(text, languages.code(lang, lang_field), check_k(k), check_rank(rank))
 
 
@@ -65,10 +68,8 @@ def check_rank(rank: str) -> str:
 
 
 def check_k(k: int) -> int:
-    """``k`` as an int if it is at least 1, else an :class:`MlatrError`."""
-    if int(k) < 1:
-        raise MlatrError(f"k must be at least 1, not {k}")
-    return int(k)
+    """``k`` as an int if it is an integer of at least 1, else an :class:`~mlatr.api_args.ArgumentError`."""
+    return api_args.integer("k", k)
 
 
 class Searcher(Protocol):

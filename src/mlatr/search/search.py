@@ -11,12 +11,14 @@ lists (:class:`~mlatr.search.index.Index` is one).
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
+from mlatr import api_args
 from mlatr.audio.bounded import load_query_audio
 from mlatr.errors import MlatrError
 from mlatr.models.protocols import query_languages
@@ -44,7 +46,12 @@ class Hit:
     stale: str | None = None
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        """The hit as JSON can hold it: a score that is not finite is ``None`` (JSON has no ``-Infinity``)."""
+        out = asdict(self)
+        out["score"] = finite_or_none(self.score)
+        out["evidence"] = [{**e, "score": finite_or_none(e.get("score"))} if "score" in e else e
+                           for e in out["evidence"]]
+        return out
 
 
 @dataclass
@@ -59,7 +66,12 @@ class CaptionHit:
     path: str
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        return {**asdict(self), "score": finite_or_none(self.score)}
+
+
+def finite_or_none(x: float | None) -> float | None:
+    """``x`` as a float, or ``None`` when it is missing, NaN or infinite (strict JSON)."""
+    return None if x is None or not math.isfinite(float(x)) else float(x)
 
 
 def clip_hits(index: SearchIndex, scores: np.ndarray, rows: np.ndarray) -> list[Hit]:
@@ -94,7 +106,7 @@ def encode_query_audio(index: SearchIndex, query: str | os.PathLike | np.ndarray
     centre-cropped to the index's length and encoded as the index's clips were (windows of
     ``window_seconds``: :mod:`mlatr.inference.audio`)."""
     sr, max_seconds = int(index.meta["sample_rate"]), float(index.meta["max_seconds"])
-    wave = query if isinstance(query, np.ndarray) else query_waveform(index, query)
+    wave = query if isinstance(query, np.ndarray) else query_waveform(index, api_args.path("query", query))
     window = float(index.meta.get("window_seconds") or max_seconds)
     return index.model().embed_audio([wave], sample_rate=sr, batch_size=QUERY_WINDOW_BATCH, max_seconds=max_seconds,
                                      window_seconds=window)[0]
@@ -125,7 +137,11 @@ def search_text(index: SearchIndex, query: str, lang: str | None = "eng", k: int
 
 
 def search_query(index: SearchIndex, query: TextQuery) -> list[Hit]:
-    """:func:`search_text` of a query already checked where it entered."""
+    """:func:`search_text` of a query already checked where it entered; ranking by captions an index whose
+    live clips have none is refused (every score would be -inf)."""
+    if query.rank == "captions" and not has_live_captions(index):
+        raise api_args.ArgumentError("rank: captions ranks clips by their captions, and this index holds none (of a "
+                                     "clip not deleted): rank by audio or hybrid")
     return rank_text(index, encode_query_texts(index, [query])[0], query)
 
 

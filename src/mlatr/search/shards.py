@@ -79,6 +79,8 @@ def check_meta(file: Path, meta: Any, where: str = "") -> dict:
     ckpt = expect_field(file, meta, "checkpoint", dict, "an object with path and sha256", where=where, hint=_REBUILD)
     for key in ("path", "sha256"):
         expect_field(file, ckpt, key, str, "a string", where=f"{where}.checkpoint".lstrip("."), hint=_REBUILD)
+    expect_field(file, ckpt, "weights_sha256", str, "a string", where=f"{where}.checkpoint".lstrip("."),
+                 required=False)
     expect_field(file, meta, "sample_rate", int, "an integer (Hz)", where=where, test=lambda v: v > 0, must="> 0",
                  hint=_REBUILD)
     expect_field(file, meta, "max_seconds", (int, float), "a number (seconds)", where=where, test=lambda v: v > 0,

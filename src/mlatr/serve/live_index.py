@@ -29,6 +29,7 @@ from pathlib import Path
 
 from mlatr.audio.io import audio_duration
 from mlatr.errors import MlatrError
+from mlatr.inference.model_identity import OtherModelError
 from mlatr.models.protocols import QueryLanguages, query_languages
 from mlatr.search.build_plan import live_rows
 from mlatr.search.index import Index
@@ -82,11 +83,12 @@ class Snapshot:
 class LiveIndex:
     """The index file at ``path`` as served: see the module docstring."""
 
-    def __init__(self, path: str | os.PathLike, backend: str = "auto", model=None):
+    def __init__(self, path: str | os.PathLike, backend: str = "auto", model=None, allow_other_model: bool = False):
         self.path = Path(path)
         self.target = str(path) if is_milvus(path) else None  # a Milvus collection (no file to watch)
         self.backend = backend
         self.model = model  # a LoadedModel given with --model: used instead of the index's recorded checkpoint
+        self.allow_other_model = allow_other_model  # --allow-other-model: the given model even if not the index's
         self.lock = threading.Lock()
         self._reload_lock = threading.Lock()
         self.snapshot: Snapshot | None = None
@@ -115,6 +117,8 @@ class LiveIndex:
                     log.exception("reloading %s failed", self.path)
                 self.error = str(exc) if isinstance(exc, MlatrError) else f"{self.path}: could not be loaded (an " \
                     "unexpected error, written to the server's log)"
+                if isinstance(exc, MlatrError):
+                    raise
                 raise MlatrError(self.error) from exc
             self.snapshot, self.error = snap, None
             self.reloads += 1
@@ -126,8 +130,11 @@ class LiveIndex:
             raise MlatrError(f"index not found: {self.path}")
         source = self.target or self.path
         keep = self.model or (old.index.model() if old is not None else None)
-        index = Index.load(source, backend=self.backend, model=keep)
-        if self.model is None and old is not None and index.meta.get("checkpoint") != old.index.meta.get("checkpoint"):
+        try:
+            index = Index.load(source, backend=self.backend, model=keep, allow_other_model=self.allow_other_model)
+        except OtherModelError:
+            if self.model is not None:  # the given model does not fit the new index: keep serving the old one
+                raise
             index = Index.load(source, backend=self.backend)  # another model: its own checkpoint
         model = index.model()  # loads and checks the checkpoint now, not at the first query
         index.searcher("audio")

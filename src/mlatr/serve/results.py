@@ -12,23 +12,15 @@ id, percent-encoded whole, so ids with ``/``, ``?`` or ``#`` survive). Numbers t
 
 from __future__ import annotations
 
-import math
 from urllib.parse import quote
 
 from mlatr.languages import PIVOT
+from mlatr.search.search import finite_or_none
 from mlatr.serve.schemas import Evidence
 
 #: The optional fields of an evidence object, as the schema fills them in: ``GET /search`` answers JSON built
 #: here without passing it through the schema again, so every object carries every field.
 EVIDENCE_DEFAULTS = {name: f.default for name, f in Evidence.model_fields.items() if not f.is_required()}
-
-
-def finite(x: float | None) -> float | None:
-    """``x`` as a float, or ``None`` when it is missing, NaN or infinite."""
-    if x is None:
-        return None
-    x = float(x)
-    return x if math.isfinite(x) else None
 
 
 def pick_caption(captions: dict[str, list[str | None]], lang: str | None) -> tuple[str | None, str | None]:
@@ -51,13 +43,13 @@ def clip_result(snapshot, hit, lang: str | None, root: str = "") -> dict:
     """The API object of one :class:`~mlatr.search.search.Hit` (``lang``: the query's, for the caption)."""
     row = snapshot.rows[hit.id]
     caption, caption_lang = pick_caption(snapshot.index.captions[row], lang)
-    return {"rank": hit.rank, "id": hit.id, "score": finite(hit.score), "caption": caption,
-            "caption_lang": caption_lang, "duration": finite(snapshot.duration(row)),
+    return {"rank": hit.rank, "id": hit.id, "score": finite_or_none(hit.score), "caption": caption,
+            "caption_lang": caption_lang, "duration": finite_or_none(snapshot.duration(row)),
             "audio_url": audio_url(hit.id, root),
-            "evidence": [{**EVIDENCE_DEFAULTS, **e, "score": finite(e["score"])} for e in hit.evidence]}
+            "evidence": [{**EVIDENCE_DEFAULTS, **e, "score": finite_or_none(e["score"])} for e in hit.evidence]}
 
 
 def caption_result(hit, root: str = "") -> dict:
     """The API object of one :class:`~mlatr.search.search.CaptionHit` (sound-to-caption search)."""
-    return {"rank": hit.rank, "score": finite(hit.score), "text": hit.text, "lang": hit.lang, "id": hit.id,
+    return {"rank": hit.rank, "score": finite_or_none(hit.score), "text": hit.text, "lang": hit.lang, "id": hit.id,
             "audio_url": audio_url(hit.id, root)}

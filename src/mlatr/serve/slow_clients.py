@@ -9,12 +9,20 @@ past either is closed without an answer. A middleware cannot do this: it runs on
 
 uvicorn's C parser (``httptools``) was tried in its place and measured no less CPU per request than h11
 in ``benchmarks/bench_serve.py`` (docs/search-at-scale.md), so the pure-Python parser stays.
+
+A request h11 cannot parse (a malformed request line, a header without a colon) is answered by the protocol
+itself, before any route or middleware: :meth:`DeadlineH11.send_400_response` gives it the API's JSON error body
+(``{"error", "status"}``) and the security headers every other answer carries, where uvicorn wrote plain text.
 """
 
 from __future__ import annotations
 
+import json
+
 import h11
 from uvicorn.protocols.http.h11_impl import H11Protocol
+
+from mlatr.serve.exposure import SECURITY_HEADERS
 
 
 class DeadlineH11(H11Protocol):
@@ -61,6 +69,17 @@ class DeadlineH11(H11Protocol):
         self._reading_body = False
         if self.conn.our_state is h11.IDLE or self.conn.their_state is h11.IDLE:
             self._arm(self.header_seconds)  # the next request on a kept-alive connection
+
+
+    def send_400_response(self, msg: str) -> None:
+        """A malformed request's 400, as the API answers every error: a JSON body and the security headers."""
+        body = json.dumps({"error": f"malformed HTTP request ({msg.rstrip('.')})", "status": 400}).encode("utf-8")
+        headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode("ascii")),
+                   (b"connection", b"close"), *SECURITY_HEADERS]
+        for event in (h11.Response(status_code=400, headers=headers, reason=b"Bad Request"), h11.Data(data=body),
+                      h11.EndOfMessage()):
+            self.transport.write(self.conn.send(event))
+        self.transport.close()
 
 
 def deadline_protocol(header_seconds: float = 10.0, body_seconds: float = 120.0) -> type[H11Protocol]:

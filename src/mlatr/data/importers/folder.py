@@ -2,7 +2,8 @@
 
 - Sound files: ``.wav .flac .ogg .oga .opus .mp3 .aiff .aif`` (any case), found recursively, in sorted order.
 - English captions: the sidecar ``NAME.txt`` (or ``NAME.eng.txt``) beside ``NAME.wav``, one caption per
-  line (blank lines ignored); without a sidecar, one caption made from the file name by
+  line (blank lines ignored; a sidecar over 1 MiB, or a caption over the manifest's limit, is a bad row);
+  without a sidecar, one caption made from the file name by
   :func:`caption_from_name` (``Effects/CarPassing.wav`` -> "car passing", ``wolf-die-4.ogg`` ->
   "wolf die"); a name with no words (``01.wav``) takes the nearest parent folder's name.
 - Other languages: sidecars ``NAME.fra.txt`` etc., line ``j`` translating English caption ``j``.
@@ -13,6 +14,8 @@
 - ``duration``: the decoded length (:func:`mlatr.audio.integrity.probe_audio` decodes every file): a file
   that does not decode, decodes to nothing or to fewer frames than its header declares is a bad row
   (raise, or skip and count).
+- A file whose name is not valid UTF-8 (bytes Python holds as surrogates) is a bad row naming its bytes: a
+  manifest is UTF-8 and could not hold the name.
 - ``id``: the path under the folder without extension (``Effects/CarPassing``); when two files differ
   only by extension both keep it. ``audio``: the path relative to ``relative_to`` (the manifest's folder),
   or absolute without it.
@@ -33,6 +36,9 @@ from mlatr.data.importers._common import AUDIO_EXTENSIONS, BadRows
 from mlatr.data.importers._finish import checked_clips
 from mlatr.data.manifest import Clip, Manifest
 from mlatr.errors import InputError, MlatrError
+
+#: Largest sidecar caption file read (a few captions; a 66 MB one aborted index build at 5.6 GB).
+MAX_SIDECAR_BYTES = 1 << 20
 
 
 def caption_from_name(name: str) -> str:
@@ -91,7 +97,13 @@ def sound_files(folder: Path) -> list[Path]:
 
 
 def _read_lines(path: Path, bad: BadRows) -> list[str] | None:
-    """The non-blank lines of a sidecar; ``None`` (reported to ``bad``) when one is not UTF-8."""
+    """The non-blank lines of a sidecar; ``None`` (reported to ``bad``) when one is not UTF-8, or the file is
+    larger than :data:`MAX_SIDECAR_BYTES` (refused from its size, before it is read)."""
+    size = path.stat().st_size
+    if size > MAX_SIDECAR_BYTES:
+        bad.report(str(path), None, None, f"a caption file of {size:,} bytes (at most {MAX_SIDECAR_BYTES:,}: a few "
+                                          "captions, one per line)")
+        return None
     text = path.read_text(encoding="utf-8-sig", errors=utf8.ERRORS)
     for number, line in enumerate(text.splitlines(), start=1):
         byte = utf8.bad_byte(line)
@@ -128,6 +140,10 @@ def import_folder(
     seen: set[str] = set()
     for folder, f in tqdm(entries, desc="sound files", unit="file", disable=not progress):
         rel = f.relative_to(folder)
+        if utf8.bad_byte(str(f)) is not None:
+            bad.report(str(f), None, "path", f"the file name is not valid UTF-8 ({os.fsencode(f)!r}), so no manifest "
+                                             "can hold it: rename the file as UTF-8 (e.g. convmv -f latin1 -t utf8)")
+            continue
         ident = rel.with_suffix("").as_posix()
         if stems[ident] > 1:
             ident = rel.as_posix()
