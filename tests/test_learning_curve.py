@@ -66,6 +66,8 @@ def test_every_point_and_fold_is_written_and_a_rerun_trains_nothing(inputs, tmp_
     assert all(whole[f]["train_clips"] == 2 * 5 for f in whole)  # the 5 clips out of val of each other library
     assert json.loads((out / "results.json").read_text(encoding="utf-8")) == res
     assert (out / "learning-curve.png").read_bytes()[:4] == b"\x89PNG" and not (out / "heads").exists()
+    two = learning_curve.plot_learning_curve({"v1": res, "v2": res}, tmp_path / "two.png", group="added")
+    assert two.read_bytes()[:4] == b"\x89PNG"
     trained.clear()
     again = run_learning_curve(inputs, out, train_blocks=(0,), fractions=(0.5, 1.0), seeds=(0,), epochs=2,
                                batch_size=4, progress=False, ensemble=2)

@@ -284,7 +284,7 @@ def run_learning_curve(inputs: FrozenInputs, out: str | Path, train_blocks: Sequ
         bar.update(1)
     bar.close()
     shutil.rmtree(out / "heads", ignore_errors=True)
-    plot_learning_curve(results, out / "learning-curve.png")
+    plot_learning_curve({"": results}, out / "learning-curve.png")
     return results
 
 
@@ -353,29 +353,36 @@ def summarize_point(fold_results: dict[str, dict]) -> dict:
     return {**sound_only(fold_results), "train_clips": clips, "groups": groups}
 
 
-def plot_learning_curve(results: dict, path: str | Path) -> Path:
-    """Query t2a R@10 and R@1 (seed mean, bars: min-max over seeds) against the training clips, one line per
-    number of trained blocks."""
+def plot_learning_curve(curves: dict[str, dict], path: str | Path, group: str | None = None) -> Path:
+    """Query t2a R@10 and R@1 (seed mean, bars: min-max over seeds) against the training clips (log scale), one
+    line per curve (``{label: results}``, e.g. one per corpus) and number of trained blocks. ``group``: the
+    figures of the ``original`` or ``added`` held-out libraries only (default: all of them)."""
     plt = pyplot()
     fig, axes = plt.subplots(1, 2, figsize=(11, 4))
-    groups: dict[int, dict[float, list[dict]]] = {}
-    for p in results["points"].values():
-        if "summary" in p:
-            groups.setdefault(p["train_blocks"], {}).setdefault(p["fraction"], []).append(p["summary"])
     names = {0: "heads only", 1: "+ last conv block", 4: "+ whole aiSFX CNN"}
+    lines: dict[str, dict[float, list[dict]]] = {}
+    for label, results in curves.items():
+        for p in results["points"].values():
+            s = p.get("summary")
+            if s and group:
+                s = {**s["groups"][group], "train_clips": s["train_clips"]}
+            if s and s.get("libraries"):
+                name = names.get(p["train_blocks"], f"+ {p['train_blocks']} blocks")
+                lines.setdefault(f"{label}: {name}" if label else name, {}).setdefault(p["fraction"], []).append(s)
     for ax, metric in zip(axes, ("R10", "R1"), strict=True):
-        for blocks, by_fraction in sorted(groups.items()):
+        for name, by_fraction in lines.items():
             fr = sorted(by_fraction)
             x = [np.mean([s["train_clips"] for s in by_fraction[f]]) for f in fr]
             vals = [[s["t2a"]["avg"][metric] for s in by_fraction[f]] for f in fr]
             y = [np.mean(v) for v in vals]
             err = [[m - min(v) for m, v in zip(y, vals, strict=True)],
                    [max(v) - m for m, v in zip(y, vals, strict=True)]]
-            ax.errorbar(x, y, yerr=err, marker="o", capsize=3, label=names.get(blocks, f"{blocks} blocks"))
+            ax.errorbar(x, y, yerr=err, marker="o", capsize=3, label=name)
+        ax.set_xscale("log")
         ax.set_xlabel("training clips per fold (mean over folds)")
         ax.set_ylabel(f"query text-to-audio {metric[0]}@{metric[1:]} (%)")
-        ax.set_title(f"unseen libraries, sound only: {metric[0]}@{metric[1:]}")
-        ax.grid(alpha=0.3)
+        ax.set_title(f"unseen libraries{f' ({group})' if group else ''}, sound only: {metric[0]}@{metric[1:]}")
+        ax.grid(alpha=0.3, which="both")
         ax.legend(fontsize=8)
     fig.tight_layout()
     path = Path(path)
