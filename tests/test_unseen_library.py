@@ -273,3 +273,31 @@ def test_added_libraries_are_held_out_in_groups_the_original_ones_alone():
         test_libs = {data.libraries[i] for i in grouped[f]["test"]}
         assert test_libs.isdisjoint(data.libraries[i] for i in grouped[f]["train"] + grouped[f]["val"])
     assert set(folds(data)) == {*libs, "in-library"} and "scratch" in ORIGINAL_LIBRARIES
+
+
+def test_validation_libraries_are_held_out_whole_and_the_same_in_every_fold():
+    from types import SimpleNamespace
+
+    from mlatr.data.manifest import Clip, Manifest
+    from mlatr.experiments.unseen_library import folds, validation_libraries
+
+    libs = ["scratch", "wesnoth", *[f"game{k}" for k in range(30)]]
+    clips = [Clip(id=f"{lib}/c{j}", audio=f"{lib}/c{j}.wav", split=("val", "test", "train")[j]) for lib in libs
+             for j in range(3)]
+    data = SimpleNamespace(manifest=Manifest(clips=clips), libraries=[c.id.split("/")[0] for c in clips])
+    grouped = folds(data, added_groups=4, val_libraries=0.2)
+    held = validation_libraries(set(libs), 0.2)
+    assert 2 <= len(held) <= 12  # about a fifth of 32
+    for fold, rows in grouped.items():
+        if fold == "in-library":
+            assert rows["val"] == [i for i, c in enumerate(clips) if c.split == "val"]  # the hash split, as before
+            continue
+        test_libs = {data.libraries[i] for i in rows["test"]}
+        val_libs = {data.libraries[i] for i in rows["val"]}
+        assert val_libs == held - test_libs  # the same libraries in every fold, unless held out for the test
+        assert len(rows["val"]) == 3 * len(val_libs)  # whole: all three splits of each
+        assert val_libs.isdisjoint(data.libraries[i] for i in rows["train"]) and val_libs.isdisjoint(test_libs)
+        assert len(rows["train"]) + len(rows["val"]) + len(rows["test"]) == len(clips)
+    assert validation_libraries({"a", "b", "c"}, 0.0001) and len(validation_libraries({"a", "b"}, 0.0001)) == 1
+    with pytest.raises(MlatrError, match="none would be left"):
+        validation_libraries({"a", "b"}, 1.0)

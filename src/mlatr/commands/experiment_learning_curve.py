@@ -65,6 +65,9 @@ def add_arguments(parser) -> None:
     parser.add_argument("--batch-size", type=positive_int, default=64, help="clips per step (default 64)")
     parser.add_argument("--hard-negatives", type=positive_int, default=None,
                         help="batches of whole clusters of similar captions (hard negatives), about N clips a cluster")
+    parser.add_argument("--val-libraries", type=fraction, default=None,
+                        help="choose the epoch on this fraction of the training libraries held out whole "
+                             "(default: on their hash-val clips)")
     parser.add_argument("--device", default="cpu", help="torch device of the runs (default cpu)")
     parser.add_argument("--bundle", default=None, help="run from a folder written by --export-bundle")
     parser.add_argument("--export-bundle", default=None, help="write the curve's inputs to this folder and stop")
@@ -96,7 +99,7 @@ def run(args) -> int:
         return 0
     results = run_learning_curve(inputs, args.out, blocks, fractions, seeds, args.epochs, args.tail_epochs,
                                  args.tail_lr, libraries, args.device, progress, args.heads, args.ensemble,
-                                 args.added_groups, args.batch_size, args.hard_negatives)
+                                 args.added_groups, args.batch_size, args.hard_negatives, args.val_libraries)
     for key, point in results["points"].items():
         s = point.get("summary")
         if s:

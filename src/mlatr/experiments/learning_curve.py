@@ -228,20 +228,23 @@ def run_learning_curve(inputs: FrozenInputs, out: str | Path, train_blocks: Sequ
                        tail_epochs: int | None = None, tail_lr: float = 1e-4, libraries: Sequence[str] | None = None,
                        device: str | torch.device = "cpu", progress: bool = True, heads: str = HEADS,
                        ensemble: int = 1, added_groups: int | None = None, batch_size: int = 64,
-                       hard_negatives: int | None = None) -> dict:
+                       hard_negatives: int | None = None, val_libraries: float | None = None) -> dict:
     """Every point ``(train_blocks, fraction, seed)`` over every held-out library; ``OUT/results.json`` after
     each fold (a rerun with the same settings resumes), ``OUT/learning-curve.png`` at the end.
     ``hard_negatives``: batches of whole clusters of similar captions, clusters of about that many clips
     (:mod:`mlatr.training.hard_batches`). ``heads``: the
     head option; ``ensemble``: heads trained per fold (seeds ``seed * 1000 + k``), their unit embeddings averaged
-    (:class:`EnsembleHeads`; heads-only points)."""
+    (:class:`EnsembleHeads`; heads-only points). ``val_libraries``: the epoch chosen on that fraction of the
+    training libraries held out whole (:func:`~mlatr.experiments.unseen_library.folds`) instead of their
+    hash-``val`` clips."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     data, bank = inputs.data, inputs.bank
-    fold_rows = {f: r for f, r in folds(data, libraries, added_groups).items() if f != IN_LIBRARY}
+    fold_rows = {f: r for f, r in folds(data, libraries, added_groups, val_libraries).items() if f != IN_LIBRARY}
     settings = {"epochs": epochs, "tail_epochs": tail_epochs or epochs, "tail_lr": tail_lr, "heads": heads,
                 "clips": len(data.manifest), "text": inputs.text_name, "ensemble": ensemble,
-                "added_groups": added_groups, "batch_size": batch_size, "hard_negatives": hard_negatives}
+                "added_groups": added_groups, "batch_size": batch_size, "hard_negatives": hard_negatives,
+                **({"val_libraries": val_libraries} if val_libraries else {})}  # absent: older results resume
     path = out / "results.json"
     results = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
     if results.get("settings") != settings:

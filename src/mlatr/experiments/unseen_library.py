@@ -48,13 +48,17 @@ ORIGINAL_LIBRARIES = ("flare", "freedesktop", "lincity", "lmms", "micropolis", "
                       "sonic-pi", "sound-icons", "wesnoth", "widelands")
 
 
-def folds(data: RealSounds, libraries: Sequence[str] | None = None,
-          added_groups: int | None = None) -> dict[str, dict[str, list[int]]]:
+def folds(data: RealSounds, libraries: Sequence[str] | None = None, added_groups: int | None = None,
+          val_libraries: float | None = None) -> dict[str, dict[str, list[int]]]:
     """``{held-out library: {"train", "val", "test"}}`` row lists, plus the in-library split.
 
     ``added_groups``: the libraries not in :data:`ORIGINAL_LIBRARIES` are held out ``added_groups`` folds at a
     time instead of one by one (fold ``added-K`` holds the libraries whose name hashes to K), so a corpus of a
-    hundred small libraries costs a few folds; the original libraries are always held out one by one."""
+    hundred small libraries costs a few folds; the original libraries are always held out one by one.
+
+    ``val_libraries``: the epoch is chosen on whole libraries that do not train (:func:`validation_libraries`:
+    that fraction of the fold's other libraries, all their clips) instead of the other libraries' hash-``val``
+    clips, so it is chosen for libraries never trained on."""
     libs = data.libraries
     splits = [c.split for c in data.manifest.clips]
     fold_of = {lib: lib if added_groups is None or lib in ORIGINAL_LIBRARIES
@@ -67,12 +71,29 @@ def folds(data: RealSounds, libraries: Sequence[str] | None = None,
     out = {}
     for fold in names:
         rest = [i for i, x in enumerate(libs) if fold_of[x] != fold]
-        out[fold] = {"train": [i for i in rest if splits[i] != "val"], "val": [i for i in rest if splits[i] == "val"],
+        if val_libraries:
+            held = validation_libraries({libs[i] for i in rest}, val_libraries)
+            is_val = [libs[i] in held for i in rest]
+        else:
+            is_val = [splits[i] == "val" for i in rest]
+        out[fold] = {"train": [i for i, v in zip(rest, is_val, strict=True) if not v],
+                     "val": [i for i, v in zip(rest, is_val, strict=True) if v],
                      "test": [i for i, x in enumerate(libs) if fold_of[x] == fold]}
     out[IN_LIBRARY] = {s: [i for i, x in enumerate(splits) if x == s] for s in ("train", "val", "test")}
     if not out[IN_LIBRARY]["train"] or not out[IN_LIBRARY]["test"]:
         raise MlatrError("the manifest needs hash splits (mlatr data split): no train or no test clips")
     return out
+
+
+def validation_libraries(libraries: set[str], fraction: float) -> set[str]:
+    """The libraries whose name hashes (``hash_unit("val:" + name)``) below ``fraction``, at least one and never
+    all: the same ones in every fold that holds them."""
+    ranked = sorted(libraries, key=lambda lib: hash_unit(f"val:{lib}"))
+    held = {lib for lib in ranked if hash_unit(f"val:{lib}") < fraction} or set(ranked[:1])
+    if len(held) >= len(ranked):
+        raise MlatrError(f"validation libraries: {len(ranked)} librar{'y' if len(ranked) == 1 else 'ies'} "
+                         "to train on, none would be left")
+    return held
 
 
 def run_unseen_library(manifest_path: str | Path, out: str | Path, text_encoders: Sequence[str],
