@@ -1,188 +1,276 @@
-"""The GPU suite: measured memory and step time of every scheme and memory option, beside the plan.
+"""The GPU suite: ``torch.cuda.max_memory_allocated`` of real training steps beside ``mlatr plan``'s prediction.
 
-For each scheme (ML-CLAP, CACL, KCL) and memory option (plain, gradient caching in chunks of 8, gradient
-checkpointing of both encoders) this builds the config's dual encoder at full size with random weights (no
-downloads: :func:`mlatr.planning.architectures.build_planned_model`), runs ``--steps`` real training steps
-with the trainer's :class:`~mlatr.training.step.StepRunner` and optimizer on random audio, and reports:
+Cases: every ATRI preset (ML-CLAP, CACL, KCL on AudioCaps and Clotho; the presets of one scheme differ only
+in their data, so the AudioCaps preset's model and step run with each dataset's lengths) x precision (fp32 with
+TF32, as the presets; bf16 autocast) x attention (``sdpa``: both encoders' fused kernels; ``eager``: both
+keep their score tensors) x batch (the typical and the worst step of an epoch: caption tokens and clip
+seconds from ``benchmarks/gpu_suite_lengths.json``, which ``mlatr plan --manifest`` computed), plus two memory
+options (gradient caching in chunks of 8, gradient checkpointing) on KCL / AudioCaps / bf16 / worst batch.
 
-- ``measured_mib``: ``torch.cuda.max_memory_allocated`` over the timed steps (on the CPU: the live-tensor
-  peak of :class:`~mlatr.planning.tracker.LiveTensorTracker`, so the mechanics can be tested without a GPU);
-- ``step_s``: the median step time (after one warm-up step), with bf16 autocast and without, and with
-  ``torch.compile`` of both encoders for the plain step (``--compile``);
-- ``predicted_mib``: the planner's prediction for the same config (``mlatr plan``'s figure), and the ratio;
-- the data loader's throughput on ``--loader-clips`` synthetic 10 s clips (clips/s with the default worker
-  count) against the clips/s the plain step consumes.
+Each case builds nothing new on the GPU but the objective and the optimizer (one dual encoder per attention
+form, at full size with random weights: no downloads, :func:`mlatr.planning.architectures.build_planned_model`),
+takes one warm-up step (the optimizer's state), resets the peak, and runs ``--steps`` steps with the trainer's
+:class:`~mlatr.training.step.StepRunner` and optimizer: ``measured_mib`` is their
+``torch.cuda.max_memory_allocated``, ``step_s`` the median step time. ``predicted_mib`` is the planner's figure
+for the same config and lengths (a fake trace, CUDA's kernels, the GPU's cuBLAS workspace), computed in worker
+processes on the CPU while the GPU measures. A case that runs out of memory is recorded as such. Cases stop
+being started after ``--budget-s`` seconds, so the suite ends in time; those left are listed.
 
-Run it through ``benchmarks/gpu_suite.sh`` (defaults sized for ten minutes on one H100)::
+On the CPU (``--device cpu --tiny``: toy sizes, what the tests run) the measurement is the real step's
+live-tensor peak (:class:`~mlatr.planning.tracker.LiveTensorTracker`) with the kernel substitutions a CPU can
+run, so the mechanics are tested without a GPU.
 
-    python benchmarks/gpu_suite.py --config configs/atri-kcl-audiocaps.yaml --device cuda --steps 5
-    python benchmarks/gpu_suite.py --device cpu --tiny --steps 1 --json out.json   # mechanics only
+Imports: torch, numpy, pyyaml, transformers and mlatr's planning and training modules (no audio decoding,
+no search libraries). Run it through ``benchmarks/gpu_suite.sh``.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
 import statistics
 import sys
-import tempfile
 import time
+from contextlib import nullcontext
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-import numpy as np
 import torch
 
-from mlatr.data.manifest import Manifest
-from mlatr.data.pipeline.batches import TrainBatches
 from mlatr.inference.process_group import DistContext
-from mlatr.planning.architectures import build_planned_model
+from mlatr.planning.architectures import ArchitectureOnlyText, build_planned_model
+from mlatr.planning.cuda_kernels import ON_CPU, cuda_choices
 from mlatr.planning.gpus import GPUS
 from mlatr.planning.plan import MIB, predicted_bytes
-from mlatr.planning.step_trace import step_batch, trace_step
+from mlatr.planning.step_trace import StepTracer, step_batch
 from mlatr.planning.tracker import LiveTensorTracker
 from mlatr.training.config import Config, load_config
 from mlatr.training.objective import build_objective
 from mlatr.training.step import StepRunner
 from mlatr.training.trainer import build_optimizer
 
+ROOT = Path(__file__).resolve().parents[1]
 SCHEMES = ("mlclap", "cacl", "kcl")
+DATASETS = ("audiocaps", "clotho")
+PRECISIONS = {"fp32": ["optim.amp='off'"], "bf16": ["optim.amp=auto"]}
+ATTENTIONS = {"sdpa": ["model.audio.attention=sdpa", "model.text.attention=sdpa"],
+              "eager": ["model.audio.attention=eager", "model.text.attention=eager"]}
 OPTIONS = {"plain": [], "grad-cache-8": ["optim.grad_cache_chunk=8"],
            "checkpointing": ["model.audio.gradient_checkpointing=true", "model.text.gradient_checkpointing=true"]}
-#: --tiny: the presets' classes at toy sizes (CPU mechanics test), the text tower's architecture replaced.
-TINY = ["model.audio={name: ced, dim: 32, depth: 1, num_heads: 2}", "model.embed_dim=32", "data.max_seconds=1.0",
-        "train.batch_size=4", "data.languages=[eng,fra,deu]"]
+#: --tiny: the presets' classes at toy sizes (the CPU mechanics test), the text tower's architecture replaced.
+TINY = ["model.audio={name: ced, dim: 32, depth: 1, num_heads: 2}", "model.embed_dim=32", "train.batch_size=4",
+        "data.languages=[eng,fra,deu]"]
 TINY_TEXT = {"vocab_size": 300, "d_model": 32, "encoder_layers": 1, "encoder_attention_heads": 2,
              "encoder_ffn_dim": 64, "max_position_embeddings": 64}
+TINY_LENGTHS = {d: {"typical": {"caption_tokens": 8, "audio_seconds": 0.5},
+                    "worst": {"caption_tokens": 12, "audio_seconds": 1.0}} for d in DATASETS}
 
 
-def measure(cfg: Config, device: torch.device, steps: int, amp: bool, compile_: bool, caption_tokens: int,
-            text_architecture: dict | None) -> dict:
-    """Peak memory and median step time of ``steps`` real steps of ``cfg`` on ``device`` (after a warm-up)."""
-    torch.manual_seed(0)
-    model = build_planned_model(cfg, caption_tokens, text_architecture).to(device).train()
+@dataclass
+class Case:
+    scheme: str
+    dataset: str
+    precision: str
+    attention: str
+    batch: str
+    option: str
+    caption_tokens: int
+    audio_seconds: float
+    result: dict = field(default_factory=dict)
+
+    @property
+    def build_key(self) -> tuple[str, str]:
+        """Cases of one key run on one built model (gradient checkpointing is built in)."""
+        return self.attention, "checkpointing" if self.option == "checkpointing" else "plain"
+
+    def overrides(self, tiny: bool) -> list[str]:
+        return ((TINY if tiny else []) + [f"objective.scheme={self.scheme}", f"data.max_seconds={self.audio_seconds!r}"]
+                + PRECISIONS[self.precision] + ATTENTIONS[self.attention] + OPTIONS[self.option])
+
+
+def all_cases(lengths: dict, schemes: list[str], options: list[str]) -> list[Case]:
+    cases = []
+    for attention in ATTENTIONS:
+        for dataset in DATASETS:
+            for scheme in schemes:
+                for precision in PRECISIONS:
+                    for batch in ("typical", "worst"):
+                        lb = lengths[dataset].get(scheme, lengths[dataset])[batch]  # per scheme where given
+                        cases.append(Case(scheme, dataset, precision, attention, batch, "plain",
+                                          lb["caption_tokens"], lb["audio_seconds"]))
+    worst = lengths["audiocaps"].get("kcl", lengths["audiocaps"])["worst"]
+    for option in options:
+        if option != "plain" and "kcl" in schemes:
+            cases.append(Case("kcl", "audiocaps", "bf16", "sdpa", "worst", option, worst["caption_tokens"],
+                              worst["audio_seconds"]))
+    return cases
+
+
+def case_config(config: str, case: Case, tiny: bool) -> Config:
+    return load_config(config.format(scheme=case.scheme), case.overrides(tiny))
+
+
+def predict(job: tuple[str, list[Case], bool, str, str]) -> list[float]:
+    """Predicted MiB of each case (one worker: cases sharing a scheme and a build, traced on one StepTracer)."""
+    config, cases, tiny, gpu_name, device = job
+    torch.set_num_threads(1)
+    gpu, out, tracer = GPUS[gpu_name], [], None
+    kernels = True if device == "cuda" else ON_CPU
+    for case in cases:
+        cfg = case_config(config, case, tiny)
+        try:
+            if tracer is None or not tracer.reuses(cfg):
+                tracer = StepTracer(cfg, case.caption_tokens, fake=True, foreach=True, cuda_kernels=kernels,
+                                    text_architecture=TINY_TEXT if tiny else None)
+            amp = "bf16" if cfg.optim.amp == "auto" else "off"
+            trace = tracer.trace(cfg, amp=amp, flops=False, caption_tokens=case.caption_tokens)
+            out.append((predicted_bytes(trace, gpu) if device == "cuda" else trace.peak) / MIB)
+        except Exception as exc:  # a case the planner cannot trace is reported, the others still are
+            out.append(f"not predicted: {type(exc).__name__}: {str(exc).splitlines()[0][:200]}")
+            tracer = None
+    return out
+
+
+def measure(model, cfg: Config, case: Case, device: torch.device, steps: int) -> dict:
+    """Peak memory and median time of ``steps`` steady-state steps of ``case`` on the built ``model``."""
+    if isinstance(model.text_encoder, ArchitectureOnlyText):
+        model.text_encoder.tokenizer.pieces = max(1, case.caption_tokens - 2)
     objective = build_objective(cfg.objective, cfg.train.batch_size).to(device)
-    if compile_:
-        model.audio_encoder.compile()
-        getattr(model.text_encoder, "model", model.text_encoder).compile()
-    optimizer = build_optimizer(cfg, model, objective)
-    params = [p for g in optimizer.param_groups for p in g["params"]]
+    optimizer = build_optimizer(cfg, model, objective, foreach=True if device.type == "cpu" else None)
+    amp = cfg.optim.amp == "auto"
     autocast = ((lambda: torch.autocast(device.type, dtype=torch.bfloat16)) if amp
                 else (lambda: torch.autocast(device.type, enabled=False)))
     runner = StepRunner(model, model, objective, DistContext(), device, autocast, cfg.optim.grad_cache_chunk)
-    inputs = step_batch(cfg, cfg.train.batch_size, caption_tokens, real=True)
+    inputs = step_batch(cfg, cfg.train.batch_size, case.caption_tokens, real=True)
+    params = [p for g in optimizer.param_groups for p in g["params"]]
     tracker = LiveTensorTracker() if device.type == "cpu" else None
     times = []
-    for k in range(steps + 1):
-        if k == 1:  # the warm-up made the optimizer state: the peak of a steady-state step from here
-            if device.type == "cuda":
-                torch.cuda.synchronize(device)
-                torch.cuda.reset_peak_memory_stats(device)
-            else:
-                tracker.__enter__()
-                tracker.track(list(model.parameters()) + list(model.buffers()) + [
-                    t for s in optimizer.state.values() for t in s.values() if isinstance(t, torch.Tensor)])
-                tracker.reset_peak()
-        start = time.perf_counter()
-        runner(inputs, 1, True, f"suite step {k}")
-        if cfg.optim.grad_clip:
-            torch.nn.utils.clip_grad_norm_(params, cfg.optim.grad_clip)
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
+    try:
+        with cuda_choices(ON_CPU) if device.type == "cpu" else nullcontext():  # CUDA runs its own kernels
+            for k in range(steps + 1):
+                if k == 1:  # the warm-up made the optimizer's state: a steady-state step's peak from here
+                    if device.type == "cuda":
+                        torch.cuda.synchronize(device)
+                        torch.cuda.reset_peak_memory_stats(device)
+                    else:
+                        tracker.__enter__()
+                        tracker.track(list(model.parameters()) + list(model.buffers()) + [
+                            t for s in optimizer.state.values() for t in s.values() if isinstance(t, torch.Tensor)])
+                        tracker.reset_peak()
+                start = time.perf_counter()
+                runner(inputs, 1, True, f"suite step {k}")
+                if cfg.optim.grad_clip:
+                    torch.nn.utils.clip_grad_norm_(params, cfg.optim.grad_clip)
+                optimizer.step()
+                optimizer.zero_grad(set_to_none=True)
+                if device.type == "cuda":
+                    torch.cuda.synchronize(device)
+                if k:
+                    times.append(time.perf_counter() - start)
         if device.type == "cuda":
-            torch.cuda.synchronize(device)
-        if k:
-            times.append(time.perf_counter() - start)
-    if device.type == "cuda":
-        peak = torch.cuda.max_memory_allocated(device)
-    else:
-        tracker.__exit__(None, None, None)
-        peak = tracker.peak
-    return {"measured_mib": peak / MIB, "step_s": statistics.median(times)}
+            peak = torch.cuda.max_memory_allocated(device)
+        else:
+            tracker.__exit__(None, None, None)
+            peak = tracker.peak
+        return {"measured_mib": peak / MIB, "step_s": statistics.median(times)}
+    except torch.OutOfMemoryError as exc:
+        return {"measured_mib": None, "error": f"out of memory: {str(exc).splitlines()[0]}"}
+    finally:
+        optimizer.zero_grad(set_to_none=True)
+        del optimizer, objective, runner, inputs, params
+        if device.type == "cuda":
+            torch.cuda.empty_cache()
 
 
-def loader_throughput(clips: int, batch: int, seconds: float, languages: list[str]) -> float:
-    """Clips per second the training loader delivers (default workers) on ``clips`` synthetic WAV clips."""
-    import soundfile as sf
+def build(config: str, case: Case, tiny: bool, device: torch.device):
+    cfg = case_config(config, case, tiny)
+    torch.manual_seed(0)
+    return build_planned_model(cfg, case.caption_tokens, TINY_TEXT if tiny else None).to(device).train()
 
-    with tempfile.TemporaryDirectory() as tmp:
-        root = Path(tmp)
-        rng = np.random.default_rng(0)
-        rows = []
-        for i in range(clips):
-            sf.write(root / f"c{i}.wav", (0.1 * rng.standard_normal(int(16000 * seconds))).astype(np.float32), 16000)
-            rows.append({"id": f"c{i}", "audio": f"c{i}.wav", "split": "train",
-                         "captions": {lang: [f"noise number {i}"] for lang in languages}})
-        (root / "m.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
-        manifest = Manifest.load(root / "m.jsonl").split("train")
-        from mlatr.data.pipeline.source_choice import open_source
-        from mlatr.data.pipeline.workers import default_workers
 
-        batches = TrainBatches(manifest, languages, batch, seconds, 0, source=open_source(manifest, 16000, None, False),
-                               workers=default_workers(), prefetch=2)
-        start = time.perf_counter()
-        n = sum(b.waveform.shape[0] for b in batches.epoch(0))
-        return n / (time.perf_counter() - start)
+def table(cases: list[Case]) -> str:
+    head = (f"{'scheme':<7}{'dataset':<10}{'precision':<10}{'attention':<10}{'batch':<8}{'option':<14}"
+            f"{'tokens':>7}{'seconds':>8}{'predicted MiB':>14}{'measured MiB':>13}{'meas/pred':>10}{'step s':>8}")
+    lines = [head]
+    for c in cases:
+        r = c.result
+        measured = r.get("measured_mib")
+        pred = r.get("predicted_mib")
+        ratio = f"{measured / pred:.3f}" if measured and pred else "-"
+        shown = f"{measured:,.0f}" if measured else r.get("error", "not run")[:12]
+        step = f"{r['step_s']:.3f}" if "step_s" in r else "-"
+        lines.append(f"{c.scheme:<7}{c.dataset:<10}{c.precision:<10}{c.attention:<10}{c.batch:<8}{c.option:<14}"
+                     f"{c.caption_tokens:>7}{c.audio_seconds:>8g}{pred if pred is None else format(pred, ',.0f'):>14}"
+                     f"{shown:>13}{ratio:>10}{step:>8}")
+    return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--config", default="configs/atri-kcl-audiocaps.yaml",
-                        help="the preset whose model and data settings every case uses (the scheme varies)")
+    parser.add_argument("--config", default="configs/atri-{scheme}-audiocaps.yaml",
+                        help="the preset of each scheme ({scheme} is filled in)")
+    parser.add_argument("--lengths", default=str(ROOT / "benchmarks" / "gpu_suite_lengths.json"))
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--gpu", default="h100-80gb", choices=sorted(GPUS), help="the plan's GPU (workspace size)")
-    parser.add_argument("--steps", type=int, default=5)
-    parser.add_argument("--caption-tokens", type=int, default=32)
+    parser.add_argument("--steps", type=int, default=2)
     parser.add_argument("--schemes", default=",".join(SCHEMES))
     parser.add_argument("--options", default=",".join(OPTIONS))
-    parser.add_argument("--compile", action="store_true", help="also time the plain step under torch.compile")
-    parser.add_argument("--loader-clips", type=int, default=64)
+    parser.add_argument("--attentions", default=",".join(ATTENTIONS))
+    parser.add_argument("--budget-s", type=float, default=330.0, help="start no case after this many seconds")
+    parser.add_argument("--workers", type=int, default=6, help="processes computing the predictions")
     parser.add_argument("--tiny", action="store_true", help="toy sizes (the CPU mechanics test)")
-    parser.add_argument("--json", default=None, help="also write the rows to this JSON file")
+    parser.add_argument("--out", default="gpu-suite-out", help="folder for gpu-suite.json and gpu-suite.txt")
     args = parser.parse_args(argv)
+    started = time.perf_counter()
     device = torch.device(args.device)
-    base = load_config(args.config, TINY if args.tiny else [])
-    text_architecture = TINY_TEXT if args.tiny else None
-    gpu = GPUS[args.gpu]
-    rows = []
-    for scheme in args.schemes.split(","):
-        for option in args.options.split(","):
-            cfg = load_config(args.config, (TINY if args.tiny else []) + [f"objective.scheme={scheme}"]
-                              + OPTIONS[option])
-            # bf16 for every option, fp32 too for the plain step; on the CPU fp32 only (CPU autocast is not
-            # what a GPU runs: the CPU run tests the mechanics)
-            amps = (False,) if device.type == "cpu" else (True, False) if option == "plain" else (True,)
-            for amp in amps:
-                row = {"scheme": scheme, "option": option, "amp": "bf16" if amp else "off", "compile": False}
-                row.update(measure(cfg, device, args.steps, amp, False, args.caption_tokens, text_architecture))
-                trace = trace_step(cfg, args.caption_tokens, fake=True, amp=row["amp"], foreach=device.type == "cuda"
-                                   or None, flops=False, cuda_kernels=device.type == "cuda",
-                                   text_architecture=text_architecture)
-                row["predicted_mib"] = (predicted_bytes(trace, gpu) if device.type == "cuda" else trace.peak) / MIB
-                row["measured_over_predicted"] = row["measured_mib"] / row["predicted_mib"]
-                rows.append(row)
-                print(json.dumps(row), flush=True)
-            if option == "plain" and args.compile:
-                row = {"scheme": scheme, "option": option, "amp": "bf16", "compile": True}
-                row.update(measure(cfg, device, args.steps, True, True, args.caption_tokens, text_architecture))
-                rows.append(row)
-                print(json.dumps(row), flush=True)
-    loader = loader_throughput(args.loader_clips, base.train.batch_size, base.data.max_seconds,
-                               list(base.data.languages))
-    plain = [r for r in rows if r["option"] == "plain" and not r["compile"]]
-    step_rate = base.train.batch_size / min(r["step_s"] for r in plain) if plain else float("nan")
-    summary = {"loader_clips_per_s": loader, "fastest_step_clips_per_s": step_rate,
-               "loader_keeps_up": loader >= step_rate}
-    print(json.dumps(summary))
-    print(f"\n{'scheme':<8}{'option':<15}{'amp':<6}{'compile':<9}{'measured MiB':>14}{'predicted MiB':>15}"
-          f"{'ratio':>7}{'step s':>9}")
-    for r in rows:
-        pred = r.get("predicted_mib")
-        print(f"{r['scheme']:<8}{r['option']:<15}{r['amp']:<6}{str(r['compile']):<9}{r['measured_mib']:>14,.1f}"
-              f"{pred if pred is None else format(pred, ',.1f'):>15}"
-              f"{r.get('measured_over_predicted', float('nan')):>7.3f}{r['step_s']:>9.3f}")
-    print(f"loader {loader:.1f} clips/s vs the fastest plain step's {step_rate:.1f} clips/s")
-    if args.json:
-        Path(args.json).write_text(json.dumps({"rows": rows, **summary}, indent=2), encoding="utf-8")
+    lengths = TINY_LENGTHS if args.tiny else json.loads(Path(args.lengths).read_text(encoding="utf-8"))["lengths"]
+    attentions = args.attentions.split(",")
+    cases = [c for c in all_cases(lengths, args.schemes.split(","), args.options.split(","))
+             if c.attention in attentions]
+    groups: dict[tuple, list[Case]] = {}
+    for c in cases:
+        groups.setdefault((c.scheme, c.attention, c.option == "checkpointing"), []).append(c)
+    jobs = [(args.config, group, args.tiny, args.gpu, device.type) for group in groups.values()]
+    pool = multiprocessing.get_context("spawn").Pool(min(args.workers, len(jobs)))
+    predictions = pool.map_async(predict, jobs)
+    model, built = None, None
+    for case in sorted(cases, key=lambda c: c.build_key):
+        if time.perf_counter() - started > args.budget_s:
+            case.result = {"error": "not run (time budget)"}
+            continue
+        if built != case.build_key:
+            model = None
+            if device.type == "cuda":
+                torch.cuda.empty_cache()
+            model, built = build(args.config, case, args.tiny, device), case.build_key
+        case.result = measure(model, case_config(args.config, case, args.tiny), case, device, args.steps)
+        print(json.dumps({**asdict(case), "result": case.result}), flush=True)
+    for group, predicted in zip(groups.values(), predictions.get(), strict=True):
+        for case, mib in zip(group, predicted, strict=True):
+            if isinstance(mib, str):
+                case.result["prediction_error"] = mib
+                continue
+            case.result["predicted_mib"] = mib
+            if case.result.get("measured_mib"):
+                case.result["measured_over_predicted"] = case.result["measured_mib"] / mib
+    pool.close()
+    text = table(cases)
+    ratios = [c.result["measured_over_predicted"] for c in cases if "measured_over_predicted" in c.result]
+    summary = (f"{len(ratios)} of {len(cases)} cases measured; measured / predicted from {min(ratios):.3f} to "
+               f"{max(ratios):.3f}; within 10 %: {sum(abs(r - 1) <= 0.10 for r in ratios)}" if ratios else
+               "no case measured")
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    device_name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
+    record = {"device": device_name, "torch": torch.__version__, "gpu_plan": args.gpu, "steps": args.steps,
+              "lengths": lengths, "seconds": time.perf_counter() - started, "summary": summary,
+              "cases": [{**asdict(c)} for c in cases]}
+    (out / "gpu-suite.json").write_text(json.dumps(record, indent=2), encoding="utf-8")
+    (out / "gpu-suite.txt").write_text(f"{device_name}, torch {torch.__version__}\n{text}\n{summary}\n",
+                                       encoding="utf-8")
+    print(f"\n{device_name}, torch {torch.__version__}\n{text}\n{summary}\n"
+          f"wrote {out / 'gpu-suite.json'} and {out / 'gpu-suite.txt'} in {time.perf_counter() - started:.0f} s")
     return 0
 
 

@@ -1,8 +1,10 @@
 """What the code does, measured on small fixed inputs: search results, trained weights, evaluation numbers.
 
 :func:`record` returns one JSON tree; ``tests/fixtures/behaviour_reference.json`` holds it as the code gave
-it before issue 38's reshaping (the commit named in that file's ``recorded_at``), and
-``tests/test_behaviour_recorded.py`` asserts that today's code gives the same. Nothing here reaches inside
+it at the commit named in that file's ``recorded_at`` (first before issue 38's reshaping; recorded again with
+issue 33's ranking and relevance, which changed the captions and hybrid rankings and added relevance, the
+sound rankings, weights and evaluation numbers unchanged), and ``tests/test_behaviour_recorded.py`` asserts
+that today's code gives the same. Nothing here reaches inside
 a module: only the public entry points a user (or a command) calls, so the record survives a change of
 the code's shape and fails on a change of its behaviour.
 
@@ -19,8 +21,9 @@ What is measured:
   ranks, consistency, zero-shot);
 - ``search``: indexes of the toy library built by that model, as a folder (two shards: a build, then an
   ``add``; two clips deleted) and as a legacy ``.npz`` (the same steps), and one built in memory
-  (:meth:`Index.build`, saved as ``.npz``, loaded again): the ids and scores (and evidence) of text queries
-  ranked by audio, captions and hybrid, a sound query (clips and captions) and "more like this".
+  (:meth:`Index.build`, saved as ``.npz``, loaded again): the ids, scores, evidence and relevance of text
+  queries ranked by audio, captions and hybrid, a sound query (clips and captions) and "more like this", and
+  each answer's relevance and ``nothing_relevant``.
 
 Run as a script to write the reference: ``python tests/behaviour_record.py OUT.json``.
 """
@@ -135,21 +138,31 @@ def record_evaluation(manifest: Path, checkpoint: Path) -> dict:
 
 
 def _hits(hits) -> list:
-    return [[h.id, h.score, [[e["source"], e["rank"]] for e in h.evidence]] for h in hits]
+    """Per hit: id, score, evidence (source, rank), relevance."""
+    return [[h.id, h.score, [[e["source"], e["rank"]] for e in h.evidence], h.relevance] for h in hits]
+
+
+def _answer(results) -> list:
+    """What the answer says as a whole: its relevance, nothing_relevant, min_relevance."""
+    return [results.relevance, results.nothing_relevant, results.min_relevance]
 
 
 def _queries(index) -> dict:
     from mlatr.search.search import search_similar
 
-    out = {}
+    out: dict = {"answers": {}}
     for rank in RANKS:
-        out[rank] = [_hits(index.search_text(q, lang, k=K, rank=rank)) for q, lang in QUERIES]
+        found = [index.search_text(q, lang, k=K, rank=rank) for q, lang in QUERIES]
+        out[rank] = [_hits(results) for results in found]
+        out["answers"][rank] = [_answer(results) for results in found]
     clips, captions = index.search_audio(index.paths[3], k=K)
-    out["sound"] = {"clips": _hits(clips), "captions": [[c.id, c.score, c.lang, c.text] for c in captions]}
+    out["sound"] = {"clips": _hits(clips), "captions": [[c.id, c.score, c.lang, c.text] for c in captions],
+                    "answer": _answer(clips)}
     row = index.ids.index(index.ids[5])
     similar, similar_captions = search_similar(index, row, k=4)
-    out["similar"] = {"clips": _hits(similar), "captions": [[c.id, c.score] for c in similar_captions]}
-    out["clips"], out["captions"] = len(index), len(index.caption_text)
+    out["similar"] = {"clips": _hits(similar), "captions": [[c.id, c.score] for c in similar_captions],
+                      "answer": _answer(similar)}
+    out["n_clips"], out["n_captions"] = len(index), len(index.caption_text)  # not "captions": a ranking's key
     return out
 
 

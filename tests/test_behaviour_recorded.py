@@ -1,10 +1,10 @@
-"""Search results, trained weights and evaluation numbers equal those recorded before a reshaping.
+"""Search results, trained weights and evaluation numbers equal those recorded.
 
 ``tests/fixtures/behaviour_reference.json`` was written by ``python tests/behaviour_record.py`` from the
-code before issue 38's reshaping (its ``recorded_at`` commit); a change of the code's shape must reproduce
-it (numbers within a relative 1e-5: BLAS may sum in another order elsewhere). A change meant to alter
-behaviour (a new ranking, another draw) records the reference again, from the commit before it, in the
-same change, and says so.
+code before issue 38's reshaping, and again with issue 33's ranking and relevance (its ``recorded_at``
+commit); a change of the code's shape must reproduce it (numbers within a relative 1e-5: BLAS may sum in
+another order elsewhere). A change meant to alter behaviour (a new ranking, another draw) records the
+reference again in the same change, and says what changed.
 """
 
 import json

@@ -217,3 +217,18 @@ def test_attention_is_standard_multi_head_attention():
         None, None, False, 0.0, attn.proj.weight, attn.proj.bias, training=False, key_padding_mask=~keep,
         need_weights=False)
     assert torch.allclose(ours, ref.transpose(0, 1), atol=1e-6)
+
+
+def test_eager_attention_computes_what_sdpa_computes():
+    """attention: eager (the original CED's form, score tensors kept) and sdpa give the same encoding,
+    padded clips included; the option is stored in the config."""
+    torch.manual_seed(0)
+    fused = CEDAudioEncoder(size=None, dim=32, depth=2, num_heads=4).eval()
+    eager = CEDAudioEncoder(size=None, dim=32, depth=2, num_heads=4, attention="eager").eval()
+    eager.load_state_dict(fused.state_dict())
+    wave, lengths = torch.randn(2, 16000), torch.tensor([16000, 9000])
+    a, b = fused(wave, lengths), eager(wave, lengths)
+    assert torch.allclose(a.pooled, b.pooled, atol=1e-5) and torch.allclose(a.frames, b.frames, atol=1e-5)
+    assert eager.config()["attention"] == "eager"
+    with pytest.raises(MlatrError, match="attention"):
+        CEDAudioEncoder(size=None, dim=32, depth=1, num_heads=4, attention="flash")

@@ -65,6 +65,13 @@ def test_warmup_then_cosine():
     assert lr_factor(80, 100, 10, schedule="constant") == 1.0
 
 
+def test_a_boolean_for_a_string_option_says_how_to_quote_it():
+    """bash strips optim.amp='off' to optim.amp=off, which YAML reads as False: the error says how to quote."""
+    with pytest.raises(MlatrError, match="optim.amp='off'"):
+        load_config(None, ["optim.amp=off"])
+    assert load_config(None, ["optim.amp='off'"]).optim.amp == "off"
+
+
 ROOT = Path(__file__).resolve().parents[1]
 
 

@@ -311,3 +311,18 @@ def test_half_precision_weights_load_as_float32(tmp_path):
     enc = build_text_encoder("bert", path=str(folder))
     assert {p.dtype for p in enc.parameters()} == {torch.float32}
     assert enc(["a low tone"], ["eng"]).pooled.dtype == torch.float32
+
+
+@pytest.mark.parametrize("name", ["sonar", "bert"])
+def test_eager_attention_is_an_option_with_the_same_encoding(folders, name):
+    """model.text.attention: eager reaches transformers' attn_implementation, encodes as sdpa does, and is
+    kept in the config; token_lengths are the tokenised rows' lengths (what a batch is padded to)."""
+    fused = build_text_encoder(name, path=str(folders[name]), attention="sdpa").eval()
+    eager = build_text_encoder(name, path=str(folders[name]), attention="eager").eval()
+    assert eager.model.config._attn_implementation == "eager" and eager.config()["attention"] == "eager"
+    with torch.no_grad():
+        assert torch.allclose(fused(TEXTS, LANGS).pooled, eager(TEXTS, LANGS).pooled, atol=1e-5)
+    ids, mask = fused.tokenize(TEXTS, LANGS)
+    assert fused.token_lengths(TEXTS, LANGS) == mask.sum(dim=1).tolist()
+    with pytest.raises(MlatrError, match="attention"):
+        build_text_encoder(name, path=str(folders[name]), attention="flash")

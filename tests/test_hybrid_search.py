@@ -1,6 +1,6 @@
-"""Hybrid text search: BM25 against its formula, reciprocal-rank fusion against hand values, the caption gate
-degrading to audio-only, evidence in the API / CLI / server, and the README's own-folder recipe with a
-French sidecar caption."""
+"""Hybrid text search: BM25 against its formula, the fused ranking (a caption equal to the query first, names
+that say nothing ranking as the sound), relevance and evidence in the API / CLI / server, tombstones,
+shards, and the README's own-folder recipe with a French sidecar caption."""
 
 import json
 import math
@@ -16,24 +16,19 @@ from mlatr.cli import main
 from mlatr.errors import MlatrError
 from mlatr.models.protocols import ANY_LANGUAGE
 from mlatr.search import Index
+from mlatr.search.analysis import terms
 from mlatr.search.columns import CaptionColumns, ClipColumns, RowStack
-from mlatr.search.fusion import DEFAULT_FUSION, FusionSettings, fused_scores, ranks_among, reciprocal_rank_fusion
 from mlatr.search.hybrid import TextRanker, describe_evidence
-from mlatr.search.lexical import KeywordIndex, tokenize
+from mlatr.search.lexical import KeywordIndex
 from mlatr.search.query import TextQuery, text_query
-from mlatr.search.search import rank_text, rank_texts
-
-
-def test_tokenize_words_and_cjk_bigrams():
-    assert tokenize("Un CHIEN qui aboie_2!") == ["un", "chien", "qui", "aboie", "2"]
-    assert tokenize("狗叫 dog") == ["狗", "叫", "狗叫", "dog"]
-    assert tokenize("ドアabc") == ["ド", "ア", "ドア", "abc"]
+from mlatr.search.search import has_live_captions, rank_text, rank_texts
 
 
 def test_bm25_equals_the_lucene_formula():
     texts = ["dog barking loud", "cat meowing", "dog dog growling", "door slam", ""]
-    scores = KeywordIndex(texts).scores("Dog growling")
-    docs = [tokenize(t) for t in texts]
+    index = KeywordIndex(texts, ["eng"] * 5)
+    scores = index.scores("Dog growling", "eng")
+    docs = [terms(t, "eng") for t in texts]
     n, avgdl, k1, b = len(docs), np.mean([len(d) or 1 for d in docs]), 1.5, 0.75  # bm25s counts "" as 1 token
 
     def bm25(doc, terms):
@@ -45,12 +40,15 @@ def test_bm25_equals_the_lucene_formula():
             total += idf * tf / (tf + k1 * (1 - b + b * (len(doc) or 1) / avgdl))
         return total
 
-    expected = [bm25(d, ["dog", "growling"]) for d in docs]
+    expected = [bm25(d, ["dog", "growl"]) for d in docs]
     assert np.allclose(scores, expected, rtol=1e-4)
     assert scores[2] > scores[0] > 0 and scores[1] == scores[3] == scores[4] == 0
-    assert np.array_equal(KeywordIndex(texts).scores("zebra"), np.zeros(5))
-    assert KeywordIndex(texts).matched_terms("Dog growling", 0) == ["dog"]
-    assert np.array_equal(KeywordIndex([]).scores("dog"), np.zeros(0))
+    assert np.array_equal(index.scores("zebra", "eng"), np.zeros(5))
+    assert index.matched_terms(index.terms("Dog growling", "eng"), 0) == ["dog"]
+    n = 5  # idf mass: a term no caption holds counts with document frequency 0
+    expected = math.log(1 + (n - 2 + .5) / 2.5) + math.log(1 + (n + .5) / .5)
+    assert index.idf_mass(["dog", "zebra"]) == pytest.approx(expected)
+    assert np.array_equal(KeywordIndex([]).scores("dog", "eng"), np.zeros(0))
 
 
 def clip_best(scores, clip, n):
@@ -59,67 +57,99 @@ def clip_best(scores, clip, n):
                       for i in range(n)]], np.float32)
 
 
-def test_ranks_among():
-    r = ranks_among(np.array([0.1, 0.9, 0.5, 0.7]), np.array([True, True, False, True]))
-    assert r.tolist() == [3, 1, 0, 2]
-    rng = np.random.default_rng(5)  # the batch path ranks each row as the one-query path does
-    scores, eligible = rng.standard_normal((4, 30)), rng.random((4, 30)) < 0.5
-    rows = [ranks_among(a, e) for a, e in zip(scores, eligible, strict=True)]
-    assert np.array_equal(ranks_among(scores, eligible), np.stack(rows))
-
-
-def test_reciprocal_rank_fusion_hand_values_and_gate():
-    audio = np.array([0.30, 0.10, 0.20, 0.05])  # sound ranks 1, 3, 2, 4
-    caption = np.array([0.2, 0.9, -np.inf, 0.6])  # gate 0.5: clip 1 first, clip 3 second, the rest nothing
-    keyword = np.array([0.0, 0.0, 0.0, 3.0])  # only clip 3
-    s = FusionSettings(caption_gate=0.5, rrf_k=10)
-    fused = fused_scores(audio, caption, keyword, "hybrid", s)
-    assert np.allclose(fused, [1 / 11, 1 / 13 + 1 / 11, 1 / 12, 1 / 14 + 1 / 12 + 1 / 11])
-    assert reciprocal_rank_fusion({"a": np.array([0, 2])}, 1.0).tolist() == [0.0, 1 / 3]
-    # names that say nothing: no caption reaches the gate, no keyword -> exactly the audio order
-    rng = np.random.default_rng(1)
-    audio = rng.standard_normal((4, 50))
-    weak = rng.uniform(-0.2, 0.3, (4, 50))
-    hybrid = fused_scores(audio, weak, np.zeros((4, 50)), "hybrid", FusionSettings(0.5, 60))
-    assert np.array_equal(np.argsort(-hybrid, axis=1, kind="stable"), np.argsort(-audio, axis=1, kind="stable"))
-    assert fused_scores(audio, weak, None, "audio") is audio and fused_scores(audio, weak, None, "captions") is weak
-
-
 def _unit(x):
     return (x / np.linalg.norm(x, axis=-1, keepdims=True)).astype(np.float32)
 
 
 def test_text_ranker_finds_the_caption_and_a_clip_without_caption():
+    """A query equal to a clip's caption ranks it first (in a library of 30 clips, 28 captions: where a caption
+    can stand out of the others), with the caption as evidence; clips without caption are still ranked."""
     rng = np.random.default_rng(2)
-    audio = _unit(rng.standard_normal((6, 8)))
-    captions = _unit(rng.standard_normal((4, 8)))
-    texts, langs = ["a dog barking", "un chien qui aboie", "rain on a roof", "door"], ["eng", "fra", "eng", "eng"]
-    clip = np.array([1, 1, 3, 4])
-    ranker = TextRanker(audio, captions, clip, texts, langs, FusionSettings(0.5, 60))
-    ranked = ranker.rank(captions[1], "un chien qui aboie", 6, "hybrid")
-    row, score, evidence = ranked[0]
-    assert row == 1
+    audio = _unit(rng.standard_normal((30, 64)))  # 64-d: cosines of unrelated vectors spread as in a real model
+    captions = _unit(rng.standard_normal((28, 64)))
+    texts = ["a dog barking", "un chien qui aboie", "rain on a roof", "door"] + [f"sound {i}" for i in range(24)]
+    langs = ["eng", "fra", "eng", "eng"] + ["eng"] * 24
+    clip = np.array([1, 1, 3, 4] + list(range(6, 30)))
+    ranker = TextRanker(audio, captions, clip, texts, langs)
+    ranked = ranker.rank(captions[1], "un chien qui aboie", "fra", 10, "hybrid")
+    row, score, relevance, evidence = ranked[0]
+    assert row == 1  # a query equal to a clip's caption ranks it first
+    assert 0 <= relevance <= 1 and all(r.relevance <= relevance for r in ranked)
     cap = next(e for e in evidence if e["source"] == "caption")
     assert cap["text"] == "un chien qui aboie" and cap["lang"] == "fra" and cap["score"] == pytest.approx(1.0)
     kw = next(e for e in evidence if e["source"] == "keyword")
-    assert kw["terms"] == ["un", "chien", "qui", "aboie"] and kw["rank"] == 1
+    assert kw["terms"] == ["chien", "aboie"] and kw["rank"] == 1  # "un", "qui": grammar words
     assert evidence[-1]["source"] == "sound" and evidence[-1]["score"] == pytest.approx(float(audio[1] @ captions[1]))
-    assert sorted(r for r, _, _ in ranked) == list(range(6))  # clips 0, 2, 5 (no caption) still ranked by sound
+    assert {0, 2, 5} <= {r.row for r in ranker.rank(captions[1], "x", "eng", 30, "hybrid")}  # no caption: by sound
     assert "un chien qui aboie" in describe_evidence(evidence) and "[fra]" in describe_evidence(evidence)
-    # captions-only: the clips by their best caption cosine
+    # captions-only: the clips by their best caption cosine, each showing the caption that ranked it
     cos = captions @ captions[1]
-    best = {c: max(cos[i] for i in range(4) if clip[i] == c) for c in set(clip.tolist())}
-    order = [r for r, _, _ in ranker.rank(captions[1], "x", 3, "captions")]
-    assert order == sorted(best, key=lambda c: -best[c])[:3]
+    best = {c: max(cos[i] for i in range(28) if clip[i] == c) for c in set(clip.tolist())}
+    by_caption = ranker.rank(captions[1], "x", "eng", 3, "captions")
+    assert [r.row for r in by_caption] == sorted(best, key=lambda c: -best[c])[:3]
+    for r in by_caption:
+        shown = next(e for e in r.evidence if e["source"] == "caption")
+        assert shown["score"] == pytest.approx(best[r.row]) and r.score == pytest.approx(best[r.row])
+        assert shown["text"] == texts[max((i for i in range(28) if clip[i] == r.row), key=lambda i: cos[i])]
     with pytest.raises(MlatrError, match="unknown ranking 'bm25'"):  # refused where the query enters
         text_query("x", "eng", 3, "bm25", ANY_LANGUAGE)
+
+
+def test_grammar_words_alone_are_never_keyword_evidence():
+    """A query of grammar words matches no caption by keyword, in any of the eight languages, and a query
+    word that is a grammar word is never among a match's terms."""
+    rng = np.random.default_rng(4)
+    texts = ["une voix à la gare", "der Hund bellt", "the door of the car", "el sonido de la lluvia",
+             "de kat en de hond", "el so de la pluja", "ドアの音", "狗的叫声"]
+    langs = ["fra", "deu", "eng", "spa", "nld", "cat", "jpn", "zho"]
+    audio = _unit(rng.standard_normal((8, 8)))
+    ranker = TextRanker(audio, _unit(rng.standard_normal((8, 8))), np.arange(8), texts, langs)
+    for query, lang in (("une", "fra"), ("der", "deu"), ("的", "zho"), ("the", "eng"), ("de", "spa"), ("de", "nld"),
+                        ("の", "jpn"), ("la", "cat"), ("une la à", "fra"), ("of the", None)):
+        for r in ranker.rank(_unit(rng.standard_normal(8)), query, lang, 8, "hybrid"):
+            assert not [e for e in r.evidence if e["source"] == "keyword"], (query, lang, r.evidence)
+    hits = ranker.rank(audio[0], "une explosion à la gare", "fra", 8, "hybrid")
+    kw = [e for r in hits for e in r.evidence if e["source"] == "keyword"]
+    assert kw and all(e["terms"] == ["gare"] for e in kw)
+
+
+def test_names_that_say_nothing_rank_as_the_sound_does():
+    """A library whose captions are recorder-style names (every clip "zoom", or five names in turn) ranks
+    hybrid queries exactly as the sound does: no name stands out of the library's names."""
+    rng = np.random.default_rng(5)
+    n, d = 40, 64  # names unrelated to the query: cosines near 0, as in a real model
+    audio = _unit(rng.standard_normal((n, d)))
+    for names in (["zoom"] * n, [["zoom", "track", "audio", "rec", "take"][i % 5] for i in range(n)]):
+        caps = {t: _unit(rng.standard_normal(d)) for t in set(names)}
+        ranker = TextRanker(audio, np.stack([caps[t] for t in names]), np.arange(n), names, ["eng"] * n)
+        for _ in range(5):
+            q = _unit(rng.standard_normal(d))
+            hybrid = [r.row for r in ranker.rank(q, "a dog barking", "eng", n, "hybrid")]
+            assert hybrid == [r.row for r in ranker.rank(q, "a dog barking", "eng", n, "audio")]
+
+
+def test_relevance_is_a_probability_monotone_in_the_fused_score():
+    from mlatr.search.relevance import shipped
+
+    model = shipped().text
+    scores = np.linspace(-30, 30, 2001)
+    rel = model.relevance(scores)
+    assert rel.min() >= 0 and rel.max() <= 1 and np.all(np.diff(rel) >= 0)
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(500, 6)) * [0.2, 2, 0.3, 3, 0.5, 0]
+    x[:, 5] = rng.random(500) < 0.5  # caption_rare
+    for col in range(6):  # more evidence from any source never lowers the fused score
+        up = x.copy()
+        up[:, col] = 1.0 if col == 5 else up[:, col] + 0.5
+        assert np.all(model.score(up) >= model.score(x) - 1e-12)
 
 
 def test_index_rank_modes_and_cli(served_toy, tmp_path, capsys):
     _, _, index_path = served_toy
     index = Index.load(index_path)
     audio = index.search_text("un son aigu double", "fra", 5, rank="audio")
-    assert [e["source"] for e in audio[0].evidence] == ["sound"]
+    assert audio[0].evidence[-1]["source"] == "sound" and audio[0].evidence[-1]["rank"] == 1
+    assert all(0 <= h.relevance <= 1 for h in audio)
     hybrid = index.search_text("un son aigu double", "fra", 5)
     assert hybrid[0].evidence[0]["source"] in ("caption", "keyword")
     with torch.no_grad():
@@ -134,12 +164,27 @@ def test_index_rank_modes_and_cli(served_toy, tmp_path, capsys):
     out = json.loads(capsys.readouterr().out)
     assert out["rank"] == "hybrid" and [r["id"] for r in out["results"]] == [h.id for h in hybrid[:3]]
     assert out["results"][0]["evidence"] == hybrid[0].evidence
+    assert out["results"][0]["relevance"] == pytest.approx(hybrid[0].relevance)
+    assert out["nothing_relevant"] == hybrid.nothing_relevant and out["min_relevance"] == hybrid.min_relevance
+    assert out["relevance"] == pytest.approx(hybrid.relevance) and 0.0 <= hybrid.relevance < 1.0
+    # --min-relevance: the line before the hits exactly when the answer's relevance is below it
+    for level, said in ((1.0, True), (0.0, False)):
+        assert main(["search", str(index_path), "un son aigu double", "--lang", "fra", "-k", "2",
+                     "--min-relevance", str(level)]) == 0
+        first = capsys.readouterr().out.splitlines()[0]
+        assert first.startswith("nothing relevant: nothing in this library seems to match") == said
+        if said:
+            assert f"(relevance {hybrid.relevance:.2f}, below 1.00)" in first
     assert main(["search", str(index_path), "un son aigu double", "--lang", "fra", "-k", "2", "--rank", "audio"]) == 0
     table = capsys.readouterr().out
-    assert "why: sound" in table and audio[0].id in table
+    assert "sound" in table and audio[0].id in table and f"{audio[0].relevance:.2f}" in table
     with pytest.raises(SystemExit) as exc:  # argparse's choices
         main(["search", str(index_path), "x", "--rank", "bm25"])
     assert exc.value.code == 2
+    for call in (lambda: index.search_text("x", "eng", 3, min_relevance=1.5),  # checked where each query enters
+                 lambda: index.search_audio(index.paths[0], 3, min_relevance=-0.5)):
+        with pytest.raises(MlatrError, match="min_relevance: expected a probability in"):
+            call()
 
 
 def test_server_rank_and_evidence(served_toy):
@@ -159,6 +204,8 @@ def test_server_rank_and_evidence(served_toy):
                                                                        "rank": rank})).json()
             assert body["rank"] == rank and [x["id"] for x in body["results"]] == [h.id for h in hits]
             assert [e["source"] for e in body["results"][0]["evidence"]] == [e["source"] for e in hits[0].evidence]
+            assert body["results"][0]["relevance"] == pytest.approx(hits[0].relevance)
+            assert body["nothing_relevant"] == hits.nothing_relevant
         default = request(base + "/search?q=un+son+aigu&lang=fra&k=4").json()
         assert default["rank"] == "hybrid"
         bad = request(base + "/search?q=un+son+aigu&lang=fra&rank=bm25")
@@ -191,59 +238,6 @@ def test_readme_own_folder_recipe_finds_the_french_sidecar_first(served_toy, tmp
     assert sf.info(first["path"]).frames > 0
 
 
-def test_text_ranker_fast_path_equals_the_batch_fusion():
-    """The one-query path (grouped maximum, partial sorts) ranks as the batch functions the evaluation uses."""
-    rng = np.random.default_rng(3)
-    n, m = 200, 300
-    audio = _unit(rng.standard_normal((n, 8)))
-    captions = _unit(rng.standard_normal((m, 8)))
-    clip = rng.integers(0, n - 20, m)  # the last 20 clips have no caption
-    words = ["dog", "bark", "rain", "door", "wind", "bell", "car", "bird"]
-    texts = [" ".join(rng.choice(words, 2)) for _ in range(m)]
-    settings = FusionSettings(0.3, 20, 2.0)
-    ranker = TextRanker(audio, captions, clip, texts, ["eng"] * m, settings)
-    q = _unit(rng.standard_normal(8))
-    for rank in ("hybrid", "captions"):
-        got = ranker.rank(q, "dog bell", n, rank)
-        caption = clip_best((captions @ q)[None], clip, n)
-        keyword = clip_best(KeywordIndex(texts).scores("dog bell")[None], clip, n)
-        keyword = np.where(np.isfinite(keyword), keyword, 0)
-        fused = fused_scores((audio @ q)[None], caption, keyword, rank, settings)[0]
-        assert [r for r, _, _ in got] == np.lexsort((np.arange(n), -fused)).tolist()
-        assert np.allclose([s for _, s, _ in got], np.sort(fused)[::-1])
-
-
-def full_ranking(audio, captions, clip, texts, langs, settings, q, query, k, rank):
-    """The ranking as computed before the top-only fusion (every clip's source scores, ranks and fused
-    score, then a full sort), with its evidence: the reference the fast path must equal exactly."""
-    n = len(audio)
-    keywords = KeywordIndex(texts)
-    caption_scores, keyword_scores = captions @ q, keywords.scores(query)
-    caption = np.array([caption_scores[clip == i].max(initial=-np.inf) for i in range(n)], np.float32)
-    keyword = np.array([keyword_scores[clip == i].max(initial=-np.inf) for i in range(n)], np.float32)
-    keyword = np.where(np.isfinite(keyword), keyword, 0.0)
-    a = audio @ q
-    ranks = {"sound": ranks_among(a, np.isfinite(a)), "caption": ranks_among(caption, caption >= settings.caption_gate),
-             "keyword": ranks_among(keyword, keyword > 0)}
-    scores = fused_scores(a, caption, keyword, rank, settings, ranks)
-    out = []
-    for i in np.lexsort((np.arange(n), -scores))[:k].tolist():
-        rows = np.flatnonzero(clip == i)
-        evidence = []
-        if ranks["caption"][i]:
-            row = rows[np.argmax(caption_scores[rows])]
-            evidence.append({"source": "caption", "text": texts[row], "lang": langs[row], "score": float(caption[i]),
-                             "rank": int(ranks["caption"][i])})
-        if ranks["keyword"][i]:
-            row = rows[np.argmax(keyword_scores[rows])]
-            evidence.append({"source": "keyword", "text": texts[row], "lang": langs[row],
-                             "terms": keywords.matched_terms(query, row), "score": float(keyword[i]),
-                             "rank": int(ranks["keyword"][i])})
-        evidence.append({"source": "sound", "score": float(a[i]), "rank": int(ranks["sound"][i])})
-        out.append((i, float(scores[i]), evidence))
-    return out
-
-
 def _tied_library(seed, n=60, m=90):
     """Coarse embeddings (many tied cosines), captions from six words (tied BM25), some clips without any."""
     rng = np.random.default_rng(seed)
@@ -256,66 +250,91 @@ def _tied_library(seed, n=60, m=90):
     return audio, captions, clip, texts, langs
 
 
-@pytest.mark.parametrize("seed", range(4))
-def test_top_only_fusion_equals_the_full_fusion(seed):
-    """Fusing only the sound's top k and the clips with caption or keyword evidence gives exactly the full
-    computation's rows, scores and evidence, ties included, for every k and ranking."""
-    audio, captions, clip, texts, langs = _tied_library(seed)
-    settings = FusionSettings(0.5, 5.0, 2.0) if seed % 2 else FusionSettings(1.0, 60.0, 1.0)
-    ranker = TextRanker(audio, captions, clip, texts, langs, settings)
-    q = (np.random.default_rng(100 + seed).integers(-2, 3, 4) / 2).astype(np.float32)
-    for query in ("dog bell", "rain", "zebra"):
-        for rank in ("hybrid", "captions", "audio"):
-            full = full_ranking(audio, captions, clip, texts, langs, settings, q, query, len(audio), rank)
-            for k in (1, 3, 10, 59, 60, 200):
-                assert ranker.rank(q, query, k, rank) == full[:k]
-
-
 def test_a_batch_of_queries_ranks_as_each_query_alone():
     """rank_many (the batching server's path: one product of the batch with each matrix) gives each query the
     ranking rank gives it alone, for mixed rankings and k (exact: the library's products are exact in float32)."""
     audio, captions, clip, texts, langs = _tied_library(1)
-    ranker = TextRanker(audio, captions, clip, texts, langs, FusionSettings(0.5, 5.0, 2.0))
+    ranker = TextRanker(audio, captions, clip, texts, langs)
     vecs = (np.random.default_rng(7).integers(-2, 3, (6, 4)) / 2).astype(np.float32)
     queries = ["dog bell", "rain", "zebra", "chien", "door bark", ""]
+    langs_q = ["eng", "eng", None, "fra", "eng", "eng"]
     ks, ranks = [1, 3, 10, 60, 5, 2], ["hybrid", "captions", "audio", "hybrid", "captions", "hybrid"]
-    batch = ranker.rank_many(vecs, queries, ks, ranks)
-    assert batch == [ranker.rank(v, q, k, r) for v, q, k, r in zip(vecs, queries, ks, ranks, strict=True)]
-    assert len({tuple(i for i, _, _ in one) for one in batch}) > 3  # the queries do rank differently
+    batch = ranker.rank_many(vecs, queries, langs_q, ks, ranks)
+    assert batch == [ranker.rank(v, q, lg, k, r) for v, q, lg, k, r in zip(vecs, queries, langs_q, ks, ranks,
+                                                                          strict=True)]
+    assert len({tuple(r.row for r in one) for one in batch}) > 3  # the queries do rank differently
 
 
 def test_tombstoned_clips_never_rank_and_the_rest_rank_as_without_them():
     """Deleted clips that would rank first take no slot (k results still come back), and the ranking is that
     of the library without them (ranks, keyword statistics), in every ranking."""
     audio, captions, clip, texts, langs = _tied_library(7)
-    settings = FusionSettings(0.5, 5.0, 1.0)
     q = captions[0] + audio[clip[0]]
     query = texts[0]
-    full = TextRanker(audio, captions, clip, texts, langs, settings)
-    first = [r for r, _, _ in full.rank(q, query, 4, "hybrid")]
+    full = TextRanker(audio, captions, clip, texts, langs)
+    first = [r.row for r in full.rank(q, query, "eng", 4, "hybrid")]
     deleted = np.array(first[:3] + [59])
-    ranker = TextRanker(audio, captions, clip, texts, langs, settings, deleted)
+    ranker = TextRanker(audio, captions, clip, texts, langs, deleted)
     keep = np.setdiff1d(np.arange(len(audio)), deleted)
     new_row = np.full(len(audio), -1)
     new_row[keep] = np.arange(len(keep))
     kept_captions = np.flatnonzero(np.isin(clip, keep))
     compact = TextRanker(audio[keep], captions[kept_captions], new_row[clip[kept_captions]],
-                         [texts[i] for i in kept_captions], [langs[i] for i in kept_captions], settings)
+                         [texts[i] for i in kept_captions], [langs[i] for i in kept_captions])
     for rank in ("hybrid", "captions", "audio"):
         for k in (3, 10, len(keep), len(audio)):
-            got = ranker.rank(q, query, k, rank)
-            assert len(got) == min(k, len(keep)) and not set(deleted) & {r for r, _, _ in got}
-            assert [(int(keep[r]), s, e) for r, s, e in compact.rank(q, query, k, rank)] == got
+            got = ranker.rank(q, query, "eng", k, rank)
+            assert len(got) == min(k, len(keep)) and not set(deleted) & {r.row for r in got}
+            assert [r._replace(row=int(keep[r.row])) for r in compact.rank(q, query, "eng", k, rank)] == got
 
 
-def test_hybrid_without_any_caption_is_the_sound_ranking_through_the_searcher():
-    """A library with no caption (or only captions of deleted clips) ranks hybrid queries by sound alone: the
-    index's searcher finds them (approximate at scale, no every-clip pass, no copy of the embeddings) and the
-    hits, scores and evidence equal the full fusion's (TextRanker) exactly."""
+def test_ranker_over_shards_ranks_as_over_one_array_without_copying_them():
+    """An index folder's embeddings come as a RowStack of memory-mapped shards: the ranker reads them part by
+    part (float32 parts not copied, float16 widened) and ranks exactly as over the concatenated array."""
+    audio, captions, clip, texts, langs = _tied_library(3)
+    stacked = RowStack([audio[:25], audio[25:].astype(np.float16).astype(np.float32)], audio.shape[1])
+    caps = RowStack([captions[:10], captions[10:].astype(np.float16)], captions.shape[1])
+    one = TextRanker(audio, np.asarray(caps, np.float32), clip, texts, langs)
+    parts = TextRanker(stacked, caps, clip, texts, langs)
+    assert all(np.shares_memory(p, s) for p, s in zip(parts.audio.parts, stacked.parts, strict=True))
+    assert len(parts.audio) == len(audio) and len(parts.captions) == len(captions)
+    vecs = (np.random.default_rng(5).integers(-2, 3, (4, audio.shape[1])) / 2).astype(np.float32)
+    for rank in ("hybrid", "captions", "audio"):
+        queries, langs_q = ["dog", "rain", "x", ""], ["eng"] * 4
+        got = parts.rank_many(vecs, queries, langs_q, [3, 5, 60, 2], [rank] * 4)
+        want = one.rank_many(vecs, queries, langs_q, [3, 5, 60, 2], [rank] * 4)
+        assert [[(r.row, r.evidence) for r in q] for q in got] == [[(r.row, r.evidence) for r in q] for q in want]
+        assert np.allclose([r.relevance for q in got for r in q], [r.relevance for q in want for r in q])
+
+
+def test_without_captions_the_hybrid_ranking_is_the_sound_ranking_found_by_the_searcher():
+    """A library without any caption: the fused score orders the clips as their sound does, so a hybrid query
+    found by the index's searcher and described (rank_texts' path, approximate at scale) gives the hits, fused
+    scores, relevance and answer of the full ranking over every clip."""
+    rng = np.random.default_rng(11)
+    audio = _unit(rng.standard_normal((50, 16))).astype(np.float32)
+    ranker = TextRanker(audio, np.zeros((0, 16), np.float32), np.zeros(0, np.int64), [], [])
+    for _ in range(3):
+        q = _unit(rng.standard_normal(16)).astype(np.float32)
+        full = ranker.rank(q, "a dog barking", "eng", 12, "hybrid")
+        sound = audio @ q
+        rows = np.argsort(-sound, kind="stable")[:12]
+        assert [r.row for r in full] == rows.tolist()
+        found = ranker.describe(q, "a dog barking", "eng", rows, sound[rows], "hybrid")
+        assert [(r.row, r.evidence) for r in found] == [(r.row, r.evidence) for r in full]
+        assert np.allclose([r.score for r in found], [r.score for r in full])
+        assert np.allclose([r.relevance for r in found], [r.relevance for r in full])
+        assert found.relevance == pytest.approx(full.relevance)
+
+
+def test_hybrid_without_a_live_caption_through_the_index_equals_the_full_ranking():
+    """An index with no caption of a live clip (none at all, or only captions of deleted clips) answers a hybrid
+    query through its searcher (rank_text / rank_texts, as the API and the batching server call them) with the
+    hits, fused scores, evidence and relevance the full ranking over every live clip gives; with a live caption
+    the full fusion ranks."""
     rng = np.random.default_rng(3)
     n, d = 40, 8
     audio = _unit(rng.standard_normal((n, d)))
-    settings = DEFAULT_FUSION  # what Index.text_ranker builds its ranker with
 
     def make(cap_rows, deleted):
         caps = _unit(rng.standard_normal((len(cap_rows), d)))
@@ -326,32 +345,14 @@ def test_hybrid_without_any_caption_is_the_sound_ranking_through_the_searcher():
         return Index(clips, captions, backend="numpy", deleted_rows=np.asarray(deleted, np.int64))
 
     q = _unit(rng.standard_normal(d))
-    for cap_rows, deleted in (([], []), ([], [4, 9]), ([4, 9], [4, 9])):
+    for cap_rows, deleted in (([], []), ([], [4, 9]), ([4, 9], [4, 9]), ([4], [9])):  # the last: the full fusion
         index = make(cap_rows, deleted)
-        ranker = TextRanker(audio, index.caption_embeddings, index.caption_clip, index.caption_text,
-                            index.caption_lang, settings, index.deleted_rows)
-        want = ranker.rank(q, "a dog", 7, "hybrid")
+        assert has_live_captions(index) == (cap_rows == [4])
+        want = TextRanker(audio, index.caption_embeddings, index.caption_clip, index.caption_text,
+                          index.caption_lang, index.deleted_rows).rank(q, "a dog", "eng", 7, "hybrid")
         query = TextQuery("a dog", "eng", 7, "hybrid")
         for hits in (rank_text(index, q, query), rank_texts(index, q[None], [query])[0]):
-            assert [(index.ids.index(h.id), h.score, h.evidence) for h in hits] == \
-                [(r, pytest.approx(s), e) for r, s, e in want]
-            assert "text" not in index._searchers  # the every-clip ranker was never built
-    index = make([4], [9])  # a live clip with a caption: the full fusion
-    assert rank_text(index, q, TextQuery("a dog", "eng", 3))[0].evidence[0]["source"] in ("caption", "keyword")
-
-
-def test_ranker_over_shards_ranks_as_over_one_array_without_copying_them():
-    """An index folder's embeddings come as a RowStack of memory-mapped shards: the ranker reads them part by
-    part (float32 parts not copied, float16 widened) and ranks exactly as over the concatenated array."""
-    audio, captions, clip, texts, langs = _tied_library(3)
-    settings = FusionSettings(0.5, 5.0, 1.0)
-    stacked = RowStack([audio[:25], audio[25:].astype(np.float16).astype(np.float32)], audio.shape[1])
-    caps = RowStack([captions[:10], captions[10:].astype(np.float16)], captions.shape[1])
-    one = TextRanker(audio, np.asarray(caps, np.float32), clip, texts, langs, settings)
-    parts = TextRanker(stacked, caps, clip, texts, langs, settings)
-    assert all(np.shares_memory(p, s) for p, s in zip(parts.audio.parts, stacked.parts, strict=True))
-    assert len(parts.audio) == len(audio) and len(parts.captions) == len(captions)
-    vecs = (np.random.default_rng(5).integers(-2, 3, (4, audio.shape[1])) / 2).astype(np.float32)
-    for rank in ("hybrid", "captions", "audio"):
-        assert parts.rank_many(vecs, ["dog", "rain", "x", ""], [3, 5, 60, 2], [rank] * 4) == \
-            one.rank_many(vecs, ["dog", "rain", "x", ""], [3, 5, 60, 2], [rank] * 4)
+            assert [(index.ids.index(h.id), h.evidence) for h in hits] == [(r.row, r.evidence) for r in want]
+            assert np.allclose([h.score for h in hits], [r.score for r in want])
+            assert np.allclose([h.relevance for h in hits], [r.relevance for r in want])
+            assert hits.relevance == pytest.approx(want.relevance)

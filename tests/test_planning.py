@@ -11,9 +11,11 @@ from pathlib import Path
 
 import pytest
 import torch
+import torch.nn.functional as F
 
 from clitools import assert_user_error, run_cli
 from mlatr.planning.architectures import ArchitectureOnlyText
+from mlatr.planning.cuda_kernels import ON_CPU, cuda_choices
 from mlatr.planning.gpus import GPU
 from mlatr.planning.plan import format_sweep, largest_batch, make_plan, sweep
 from mlatr.planning.step_trace import StepTracer, trace_step
@@ -38,22 +40,69 @@ CASES = {
     "kcl-grad-cache": SMALL + ["objective.scheme=kcl", "optim.grad_cache_chunk=4"],
     "medium-kcl": MEDIUM + ["objective.scheme=kcl"],
     "medium-cacl-grad-cache": MEDIUM + ["objective.scheme=cacl", "optim.grad_cache_chunk=3"],
+    # both encoders' eager attention: the score tensors are ordinary operations, traced as they run
+    "medium-kcl-eager": MEDIUM + ["objective.scheme=kcl", "model.audio.attention=eager", "model.text.attention=eager"],
+}
+#: Cases run with the CUDA kernel substitutions a CPU can run for real (cuda_kernels.ON_CPU: the fused dropout
+#: and the matching head's score blocks), in the real step and in the trace alike.
+KERNEL_CASES = {
+    "medium-mlclap-dropout": MEDIUM + ["objective.scheme=mlclap"],
+    "mlclap-lgmm-blocks": SMALL + ["objective.scheme=mlclap", "objective.matching={name: lgmm}"],
 }
 KCL = SMALL + ["objective.scheme=kcl"]
+#: Gradient checkpointing of both encoders, with dropout, deep enough that the blocks' activations set the peak.
+CHECKPOINTING = ["model.audio.gradient_checkpointing=true", "model.text.gradient_checkpointing=true"]
+DEEP = MEDIUM + ["objective.scheme=mlclap", "model.audio.depth=4"]
+DEEP_TEXT = {**MEDIUM_TEXT, "encoder_layers": 4}
+
+
+def planned_and_real(cfg, arch=None, cuda_kernels=()):
+    """One step of ``cfg`` (12-token captions) traced on fake tensors and run for real on the CPU, both measured
+    by the same tracker."""
+    common = {"caption_tokens": 12, "foreach": True, "flops": False, "text_architecture": arch,
+              "cuda_kernels": cuda_kernels}
+    torch.manual_seed(0)
+    real = trace_step(cfg, fake=False, **common)
+    return trace_step(cfg, fake=True, **common), real
+
+
+def assert_peaks_agree(planned, real):
+    assert planned.peak == pytest.approx(real.peak, rel=0.05)
+    assert planned.phase_peaks["forward-backward"] == pytest.approx(real.phase_peaks["forward-backward"], rel=0.05)
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_fake_trace_predicts_the_real_step(case):
-    cfg = load_config(None, CASES[case])
-    arch = MEDIUM_TEXT if case.startswith("medium") else None
-    torch.manual_seed(0)
-    real = trace_step(cfg, caption_tokens=12, fake=False, foreach=True, flops=False, text_architecture=arch)
-    planned = trace_step(cfg, caption_tokens=12, fake=True, foreach=True, flops=False, text_architecture=arch)
+    planned, real = planned_and_real(load_config(None, CASES[case]), MEDIUM_TEXT if case.startswith("medium") else None)
     for part in ("weights", "optimizer_state"):  # the same tensors (a scalar buffer may differ in sharing)
         assert planned.parts[part] == pytest.approx(real.parts[part], rel=1e-3)
     assert planned.texts == real.texts
-    assert planned.peak == pytest.approx(real.peak, rel=0.05)
-    assert planned.phase_peaks["forward-backward"] == pytest.approx(real.phase_peaks["forward-backward"], rel=0.05)
+    assert_peaks_agree(planned, real)
+
+
+@pytest.mark.parametrize("case", sorted(KERNEL_CASES))
+def test_the_kernel_substitutions_a_cpu_can_run_predict_the_real_step(case):
+    assert_peaks_agree(*planned_and_real(load_config(None, KERNEL_CASES[case]),
+                                         MEDIUM_TEXT if case.startswith("medium") else None, ON_CPU))
+
+
+def test_checkpointing_with_dropout_is_traced_as_the_real_step_runs():
+    """Checkpointing recomputes each block's forward inside backward, dropout included: the recomputation takes
+    the same kernels as the forward (the fused dropout's one-byte mask), in the real step and in the trace, which
+    agree; with every substitution (what ``mlatr plan`` and its option search trace, CUDA's attention kernels in
+    the recomputation too) the checkpointed step is traced and its forward-backward peak is below the plain one's."""
+    assert_peaks_agree(*planned_and_real(load_config(None, DEEP + CHECKPOINTING), DEEP_TEXT, ON_CPU))
+    on_gpu = [trace_step(load_config(None, DEEP + options), caption_tokens=12, fake=True, foreach=True, flops=False,
+                         text_architecture=DEEP_TEXT, cuda_kernels=True) for options in ([], CHECKPOINTING)]
+    assert on_gpu[1].phase_peaks["forward-backward"] < 0.95 * on_gpu[0].phase_peaks["forward-backward"]
+
+
+def test_a_reused_tracer_traces_other_lengths_as_a_fresh_one():
+    """The typical and the worst batch are traced on one build: other caption tokens and clip seconds."""
+    cfg = load_config(None, KCL)
+    tracer = StepTracer(cfg, caption_tokens=12)
+    longer = load_config(None, KCL + ["data.max_seconds=1.5"])
+    assert tracer.trace(longer, caption_tokens=20) == trace_step(longer, caption_tokens=20, fake=True)
 
 
 @pytest.fixture(scope="module")
@@ -82,6 +131,23 @@ def test_parts_are_the_model_and_adam_sizes(kcl_traces):
     assert 4 * t.parameters <= t.parts["weights"] < 4 * t.parameters + 2**17  # + the mel filterbank buffers
     assert 8 * t.trainable <= t.parts["optimizer_state"] < 8 * t.trainable + 2**12
     assert t.flops > 0 and kcl_traces[1].flops > t.flops
+
+
+def test_the_substitutions_end_with_their_block_even_on_an_error():
+    """``cuda_choices`` replaces ``torch.nn.functional``'s dropout and attention for the process: they are the
+    fused dropout inside the block (a boolean mask is what it saves) and torch's own again after it."""
+    dropout, attention = F.dropout, F.scaled_dot_product_attention
+    with pytest.raises(RuntimeError, match="inside"), cuda_choices():
+        assert F.dropout is not dropout and F.scaled_dot_product_attention is not attention
+        x = torch.ones(8, 8, requires_grad=True)
+        saved = []
+        with torch.autograd.graph.saved_tensors_hooks(lambda t: saved.append(t.dtype) or t, lambda t: t):
+            F.dropout(x, 0.5, True)
+        assert torch.bool in saved
+        raise RuntimeError("inside")
+    assert F.dropout is dropout and F.scaled_dot_product_attention is attention
+    with cuda_choices(ON_CPU):
+        assert F.dropout is not dropout and F.scaled_dot_product_attention is attention
 
 
 def test_tracker_counts_live_storages():
@@ -158,3 +224,30 @@ def test_sweep_over_the_batch_grows_the_forward_backward_peak():
     assert [r["texts_per_step"] for r in rows] == [6, 12]
     assert rows[1]["phase_peaks_mib"]["forward-backward"] > rows[0]["phase_peaks_mib"]["forward-backward"]
     assert "fwd-bwd peak" in format_sweep("train.batch_size", rows)
+
+
+def test_plan_command_plans_both_batches_from_a_manifest_in_each_precision(capsys, tmp_path):
+    rows = [{"id": f"c{i}", "audio": f"c{i}.wav", "split": "train", "duration": 0.5 + 0.1 * i,
+             "captions": {"eng": ["a dog " * (1 + i % 5)], "fra": ["un chien " * (1 + i % 3)]}} for i in range(12)]
+    manifest = tmp_path / "m.jsonl"
+    manifest.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    config = Path(__file__).resolve().parents[1] / "configs" / "demo.yaml"
+    result = run_cli(capsys, "plan", "--config", str(config), *[o for o in SMALL if not o.startswith("train.")],
+                     "data.languages=[eng,fra]", "train.batch_size=3", "objective.scheme=kcl", "--manifest",
+                     str(manifest), "--precision", "fp32,bf16", "--no-search", "--json")
+    assert result.code == 0, result.err
+    plans = json.loads(result.out)["plans"]
+    assert [p["precision"] for p in plans] == ["fp32", "bf16 autocast"]
+    for plan in plans:
+        lengths = plan["lengths"]
+        assert plan["caption_tokens"] == lengths["worst"]["caption_tokens"] >= lengths["typical"]["caption_tokens"]
+        assert plan["typical_batch"]["predicted_mib"] <= plan["predicted_mib"]
+        assert plan["audio_seconds"] == lengths["worst"]["audio_seconds"] <= 1.0
+
+
+def test_plan_without_a_manifest_says_what_it_assumed(capsys):
+    config = Path(__file__).resolve().parents[1] / "configs" / "demo.yaml"
+    result = run_cli(capsys, "plan", "--config", str(config), "train.batch_size=4", "data.max_seconds=1.0",
+                     "--no-search", "--json", "--caption-tokens", "20")
+    assert result.code == 0, result.err
+    assert "every caption 20 tokens" in json.loads(result.out)["lengths"]["assumed"]

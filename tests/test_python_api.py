@@ -68,6 +68,9 @@ def test_readme_api_block_runs_as_written(served_toy, tmp_path, monkeypatch):
     np.testing.assert_allclose(s, t @ a.T, rtol=1e-5, atol=1e-6)
     assert labels.classes == ["chien", "pluie", "cloche"] and len(labels.labels) == 1
     assert len(index) == 3 and Index.load(tmp_path / "lib.idx").ids == index.ids
+    hits = scope["hits"]
+    assert len(hits) == 3 and all(0.0 <= h.relevance <= 1.0 for h in hits) and isinstance(hits.nothing_relevant, bool)
+    np.testing.assert_allclose(labels.probabilities.sum(axis=1), 1.0)
     assert set(metrics["t2a"]) >= {"eng", "fra", "deu"}
 
 

@@ -107,3 +107,22 @@ def test_pairs_gather_pooled_vectors_and_frames_alike():
     cacl = CACLScheme().select(ROWS, LANGS, torch.Generator().manual_seed(0))
     names = [p.name for p in CACLScheme().pairs(audio.pooled, cacl.gather(torch.randn(6, 4)), cacl.mask)]
     assert names == ["audio-eng", "audio-other", "eng-other"]
+
+
+@pytest.mark.parametrize("name", ["mlclap", "cacl", "kcl"])
+def test_encoded_columns_is_what_select_draws(name):
+    """The distribution the planner reads (Scheme.encoded_columns) against select()'s own draws."""
+    scheme = build_scheme(name)
+    languages = ["eng", "fra", "deu", "spa"]
+    row = ["a dog", None, "ein Hund", "un perro"]
+    expected = {cols: w for w, cols in scheme.encoded_columns([t is not None for t in row])}
+    assert sum(expected.values()) == pytest.approx(1.0)
+    counts: dict = {}
+    g = torch.Generator().manual_seed(0)
+    for _ in range(3000):
+        sel = scheme.select([row], languages, g)
+        cols = tuple(languages.index(lang) for lang in sel.langs)
+        counts[cols] = counts.get(cols, 0) + 1
+    assert set(counts) == set(expected)
+    for cols, w in expected.items():
+        assert counts[cols] / 3000 == pytest.approx(w, abs=0.03)

@@ -54,6 +54,11 @@ def test_a_query_is_checked_where_it_enters_and_a_failing_batch_fails_alone(live
         with pytest.raises(MlatrError, match=says):
             text_query(text, lang, k, rank, snap.languages)
     assert text_query(" x ", "fr", 2, "audio", snap.languages) == TextQuery(" x ", "fra", 2, "audio")
+    for level in (1.5, -0.1, float("nan")):  # the answer's threshold: a probability, checked here too
+        with pytest.raises(MlatrError, match="min_relevance: expected a probability in"):
+            text_query("x", "eng", 3, "hybrid", snap.languages, min_relevance=level)
+    query = text_query("a tone", "eng", 3, "hybrid", snap.languages, min_relevance=1)
+    assert query.min_relevance == 1.0 and batcher.search(snap, query).min_relevance == 1.0
     from mlatr.serve import batching
 
     def broken(index, queries):

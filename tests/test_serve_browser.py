@@ -157,12 +157,34 @@ def test_cards_evidence_waveform_score_download_and_more_like_this(browser, toy_
                 assert chip == "keywords: " + ", ".join(e["terms"])
             else:
                 assert chip == f"sound #{e['rank']}"
-    assert any(e["source"] == "caption" for e in api["results"][0]["evidence"])
-    # score bar: each result's share of the best score
-    shares = [float(i.find_element(By.CSS_SELECTOR, ".score-bar").get_attribute("data-share")) for i in items]
-    top = api["results"][0]["score"]
-    assert shares == pytest.approx([r["score"] / top for r in api["results"]], abs=1e-3)
-    assert shares[0] == 1.0 and shares == sorted(shares, reverse=True)
+    assert any(e["source"] == "keyword" for e in api["results"][0]["evidence"])
+    # relevance bar and number: each result's calibrated relevance
+    shares = [float(i.find_element(By.CSS_SELECTOR, ".score-bar").get_attribute("data-relevance")) for i in items]
+    assert shares == pytest.approx([r["relevance"] for r in api["results"]], abs=1e-3)
+    assert all(f"relevance {r['relevance']:.2f}" in i.text for r, i in zip(api["results"], items, strict=True))
+    # "nothing relevant": the state above the closest results exactly when the API says so, with its threshold
+    # (the toy's one-epoch model reaches no threshold: the state is shown; the same answer saying the
+    # opposite, through the page's own renderer, shows the results alone)
+    banner = browser.find_elements(By.ID, "nothing-relevant")
+    assert (len(banner) == 1) == api["nothing_relevant"]
+    if banner:
+        assert f"(relevance {api['relevance']:.2f}, below {api['min_relevance']:.2f})" in banner[0].text
+        assert banner[0].location["y"] < items[0].location["y"]
+    browser.execute_script("show(Object.assign({}, arguments[0], {nothing_relevant: !arguments[0].nothing_relevant}),"
+                           " 'a test');", api)
+    assert (len(browser.find_elements(By.ID, "nothing-relevant")) == 1) != api["nothing_relevant"]
+    # ranked by captions: the caption that ranked each hit is its evidence (text and language), as in the API
+    Select(browser.find_element(By.ID, "rank")).select_by_value("captions")
+    items = _search(browser, "un son aigu double")
+    by_caption = request(base + "/search?" + urllib.parse.urlencode(
+        {"q": "un son aigu double", "lang": "fra", "rank": "captions"})).json()
+    assert [i.get_attribute("data-id") for i in items] == [r["id"] for r in by_caption["results"]]
+    e = next(e for e in by_caption["results"][0]["evidence"] if e["source"] == "caption")
+    assert e["text"] == "un son aigu double" and e["lang"] == "fra"
+    assert f"caption “{e['text']}” ({e['lang']})" in [
+        c.text for c in items[0].find_elements(By.CSS_SELECTOR, ".evidence .chip")]
+    Select(browser.find_element(By.ID, "rank")).select_by_value("hybrid")
+    items = _search(browser, "un son aigu double")
     # waveform thumbnail: one bar per peak the server computed
     first = api["results"][0]
     peaks = request(base + "/clips/waveform/" + urllib.parse.quote(first["id"], safe="") + "?bins=60").json()["peaks"]
@@ -187,6 +209,7 @@ def test_cut_off_after_the_last_caption_or_keyword_match(browser, toy_server):
     base = toy_server
     _ready(browser, base + "/")
     data = request(base + "/search?" + urllib.parse.urlencode({"q": "un son aigu double", "k": 10})).json()
+    data["nothing_relevant"] = False  # the cut-off alone (the state above the results is checked elsewhere)
     # the page's own renderer over the API's answer, with text evidence kept on results 1, 3, 4 only
     for i, r in enumerate(data["results"]):
         if i not in (0, 2, 3):

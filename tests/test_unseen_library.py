@@ -18,6 +18,7 @@ from mlatr.errors import MlatrError
 from mlatr.experiments import real_sounds, unseen_library
 from mlatr.experiments.head_options import HEAD_OPTIONS
 from mlatr.experiments.real_heads import RealSounds, build_model, evaluate_clips, text_space, train_option
+from mlatr.experiments.relevance_fit import RANKINGS
 from mlatr.training.heads import HeadTraining
 
 LANGS = ["eng", "fra"]
@@ -142,14 +143,29 @@ def test_the_runner_writes_every_fold_resumes_and_picks_a_trained_best(tmp_path,
     assert u["queries"]["t2a"]["fra"]["R10"] == pytest.approx(expected) and u["libraries"] == 3
     report = (tmp_path / "out" / "report.md").read_text(encoding="utf-8")
     assert "| chance |" in report and "e5-small/audio-only" in report
-    # text search with the library's metadata: the audio ranking does not depend on the names; the
-    # meaningless names ("zoom", "track", ...) give the caption ranking, not the sound one
+    # text search with the library's metadata, cross-fitted on the kept fold embeddings: the audio ranking
+    # does not depend on the names, and every ranking is measured on every held-out library
+    ts = res["runs"]["e5-small/audio-only"]["text_search"]
+    assert set(ts["libraries"]) == {"lib0", "lib1", "lib2"}
     for fold in ("lib0", "lib1", "lib2"):
-        ts = res["runs"]["e5-small/audio-only"]["folds"][fold]["text_search"]
-        assert ts["meaningless"]["audio"] == ts["names"]["audio"]
-        assert set(ts["fusion"]) == {"caption_gate", "rrf_k", "caption_weight"} and len(ts["grid"]) == 30
+        assert (tmp_path / "out" / "embeddings" / "e5-small" / "audio-only" / f"{fold}.npz").is_file()
+        lib = ts["libraries"][fold]
+        assert lib["meaningless"]["audio"] == lib["names"]["audio"]
+        assert set(lib["names"]) == set(RANKINGS)
+    assert 0.0 <= ts["calibration"]["ece_shown"] <= 1.0
     assert "## Text search with the library's own names: e5-small/audio-only" in report
-    assert "| names / hybrid | R@10 |" in report and "| meaningless / captions | R@1 |" in report
+    assert "| names / hybrid (new) | R@10 |" in report and "| meaningless / captions only | R@1 |" in report
+    # refitting the shipped calibration is one command: it writes a calibration search can load
+    from mlatr.experiments import relevance_fit
+    from mlatr.search.relevance import Calibration
+
+    monkeypatch.setattr(relevance_fit, "CALIBRATION_PATH", tmp_path / "calibration.json")
+    relevance_fit.calibrate_command(tmp_path / "out" / "embeddings" / "e5-small" / "audio-only", "m.jsonl",
+                                    tmp_path / "out" / "cache", tmp_path / "cal", write=True)
+    cal = Calibration.load(tmp_path / "calibration.json")
+    assert cal.answer.kind == "linear" and cal.text.kind == "logistic" and cal.classify["temperature"] > 0
+    assert (tmp_path / "cal" / "reliability.png").read_bytes()[:4] == b"\x89PNG"
+    assert "nothing relevant" in (tmp_path / "cal" / "report.md").read_text(encoding="utf-8")
     assert (tmp_path / "out" / "unseen-recall-by-language.png").stat().st_size > 0
     assert not (tmp_path / "out" / "heads").exists()  # every fold recorded: no head checkpoint is kept
     calls = []
@@ -226,31 +242,36 @@ def test_unknown_encoder_or_head_is_refused_before_any_work(tmp_path, capsys, co
     assert not out.exists()
 
 
-def test_text_search_scores_and_the_fast_recall_agree_with_the_evaluation(tmp_path):
-    from mlatr.experiments.text_search_eval import KeywordScores, library_scores, query_texts
-    from mlatr.search.fusion import FusionSettings
-    from mlatr.search.lexical import KeywordIndex
+def test_kept_fold_embeddings_give_the_scores_and_recall_of_the_evaluation(tmp_path):
+    from mlatr.evaluation.queries import multilingual_query_eval
+    from mlatr.experiments.relevance_fit import _r10, load_libraries, ranking_scores
+    from mlatr.experiments.text_search_eval import fold_embeddings, query_texts, save_fold_embeddings
+    from mlatr.search.relevance import FEATURES
 
     data = make_data(n_libraries=2)
     for i, clip in enumerate(data.manifest.clips):  # file names that say what the sound is, one without words
         clip.audio = f"lib{i // 6}/fx/{['dog_bark', 'door', 'dog-growl', 'door_open', '0001', 'whistle'][i % 6]}.wav"
     _, bank = fake_text_space("e5-small", data, tmp_path)
     rows = list(range(6))
-    s = library_scores(Identity(), data, bank, rows, "names", KeywordScores(data))
+    save_fold_embeddings(tmp_path / "emb" / "lib0.npz", fold_embeddings(Identity(), data, bank, rows))
     names = [data.metadata(i, "names") for i in rows]
     assert names == ["dog bark", "door", "dog growl", "door open", "fx", "whistle"]
+    lib = next(x for x in load_libraries(tmp_path / "emb", data) if x.kind == "names")
     q_text, q_lang, _ = query_texts(data)
     q = bank.lookup(q_text, q_lang).numpy()
     c = bank.lookup(names, ["eng"] * 6).numpy()
-    q, c = (x / np.linalg.norm(x, axis=1, keepdims=True) for x in (q, c))
-    assert np.allclose(s.caption, q @ c.T, atol=1e-5)
-    assert np.allclose(s.keyword, np.stack([KeywordIndex(names).scores(t) for t in q_text]))
-    assert s.keyword[q_text.index("a dog"), 0] > 0 and s.keyword[q_text.index("a dog"), 1] == 0
-    for rank in ("audio", "captions", "hybrid"):
-        g = FusionSettings(0.3, 5, 2.0)
-        r10, r1 = s.recall(data, rank, g)
-        avg = s.evaluate(data, rank, g)["t2a"]["avg"]
-        assert r10 == pytest.approx(avg["R10"]) and r1 == pytest.approx(avg["R1"])
+    a = data.features[rows]
+    q, c, a = (x / np.linalg.norm(x, axis=1, keepdims=True) for x in (q, c, a))
+    assert np.allclose(lib.captions, q @ c.T, atol=1e-5)
+    assert np.allclose(ranking_scores(lib, "audio", {}), q @ a.T, atol=1e-5)
+    keyword = lib.x[..., FEATURES.index("keyword")]
+    dog = q_text.index("a dog")
+    assert keyword[dog, 0] > 0 and keyword[dog, 2] > 0 and keyword[dog, 1] == 0 and keyword[dog, 4] == 0
+    for ranking in ("audio", "captions"):
+        scores = ranking_scores(lib, ranking, {})
+        ev = multilingual_query_eval(lib.query_emb, lib.q_lang, lib.q_group, lib.audio_emb, lib.relevant,
+                                     data.languages, scores=scores)
+        assert _r10(lib, scores) == pytest.approx(ev["t2a"]["avg"]["R10"])
 
 
 def test_added_libraries_are_held_out_in_groups_the_original_ones_alone():

@@ -74,6 +74,17 @@ def positive_number(name: str, value: Any, allow_none: bool = True) -> float | N
     return float(value)
 
 
+def probability(name: str, value: Any, allow_none: bool = True) -> float | None:
+    """``value`` as a ``float`` in [0, 1] (``None`` passes when ``allow_none``)."""
+    if value is None and allow_none:
+        return None
+    if isinstance(value, bool) or not isinstance(value, Real):
+        raise ArgumentTypeError(f"{name}: expected a number, got {_kind(value)} {value!r:.40}")
+    if not 0.0 <= value <= 1.0:  # NaN fails too
+        raise ArgumentError(f"{name}: expected a probability in [0, 1], got {value}")
+    return float(value)
+
+
 def flag(name: str, value: Any) -> bool:
     """``value`` when it is a bool."""
     if not isinstance(value, bool | np.bool_):

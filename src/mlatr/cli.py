@@ -52,6 +52,7 @@ COMMANDS: list[tuple[str, str]] = [
     ("experiment finegrained", "experiment_finegrained"),
     ("experiment unseen-library", "experiment_unseen_library"),
     ("experiment learning-curve", "experiment_learning_curve"),
+    ("experiment calibrate", "experiment_calibrate"),
 ]
 
 #: One-line help of command groups.

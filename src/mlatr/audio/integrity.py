@@ -27,12 +27,23 @@ from __future__ import annotations
 import os
 import struct
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
-import soundfile as sf
 
 from mlatr.errors import MlatrError
 from mlatr.file_kinds import special_file
+
+if TYPE_CHECKING:
+    import soundfile as sf
+
+
+def soundfile():
+    """The ``soundfile`` module, imported where audio is read: the planner and the GPU suite import the
+    manifest (and so this module) on GPU machines that have no audio stack."""
+    import soundfile  # see the docstring
+
+    return soundfile
 
 #: Frames decoded per block (bounded memory whatever the file's length).
 BLOCK_FRAMES = 1 << 16
@@ -138,7 +149,7 @@ def declared_frames(path: str | os.PathLike) -> int | None:
     except (OSError, struct.error):
         return None
     try:
-        frames = sf.info(os.fspath(path)).frames
+        frames = soundfile().info(os.fspath(path)).frames
     except Exception:  # soundfile raises LibsndfileError / RuntimeError / TypeError
         return None
     return int(frames) if 0 < frames < (1 << 62) else None
@@ -151,7 +162,7 @@ def _open(path: str) -> sf.SoundFile:
     if not os.path.isfile(path):
         raise MlatrError(f"{path}: audio file not found")
     try:
-        return sf.SoundFile(path)
+        return soundfile().SoundFile(path)
     except Exception as exc:  # soundfile raises LibsndfileError / RuntimeError / TypeError
         raise MlatrError(f"{path}: cannot read audio ({exc})") from exc
 

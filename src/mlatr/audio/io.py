@@ -23,11 +23,9 @@ import os
 from collections.abc import Sequence
 
 import numpy as np
-import soundfile as sf
-import soxr
 import torch
 
-from mlatr.audio.integrity import read_audio_blocks
+from mlatr.audio.integrity import read_audio_blocks, soundfile
 from mlatr.errors import MlatrError
 
 #: The sample rate every mlatr model consumes.
@@ -52,13 +50,15 @@ def resample(audio: np.ndarray, sr_in: int, sr_out: int = SAMPLE_RATE) -> np.nda
     if sr_in == sr_out:
         return audio
 
+    import soxr  # imported where audio is resampled (mlatr.audio.integrity.soundfile says why)
+
     return soxr.resample(audio, sr_in, sr_out, quality="HQ").astype(np.float32, copy=False)
 
 
 def audio_duration(path: str | os.PathLike) -> float | None:
     """Seconds of audio in the file at ``path``, from its header (no decoding); ``None`` if unreadable."""
     try:
-        info = sf.info(os.fspath(path))
+        info = soundfile().info(os.fspath(path))
     except Exception:  # soundfile raises LibsndfileError / RuntimeError / TypeError
         return None
     return float(info.frames) / info.samplerate if info.samplerate > 0 else None
@@ -98,7 +98,7 @@ def probe_length(path: str | os.PathLike, sample_rate: int = SAMPLE_RATE) -> int
     if not os.path.isfile(path):
         raise MlatrError(f"{path}: audio file not found")
     try:
-        info = sf.info(path)
+        info = soundfile().info(path)
     except Exception as exc:  # soundfile raises LibsndfileError / RuntimeError / TypeError
         raise MlatrError(f"{path}: cannot read audio ({exc})") from exc
     if info.frames <= 0 or info.channels <= 0:

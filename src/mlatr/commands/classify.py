@@ -8,7 +8,9 @@ HELP = """Zero-shot classification of sound files: which of --labels each one so
 
 Each label becomes the prompt "This is a sound of {label}." in --lang (SupCLAP sec. 4.2.2; the labels
 themselves should be in that language), or --template with {label}; the model's own matching head scores
-every file against every prompt. Prints the best -k labels per file with their scores (--json: one object).
+every file against every prompt. Prints the best -k labels per file with their probabilities (a softmax
+with a temperature fitted on libraries never trained on) and "none of these" when the best label is below
+0.5 (--json: one object, with the raw scores too).
 A folder among FILES stands for every sound file under it.
 
 Examples:
@@ -39,13 +41,19 @@ def run(args) -> int:
     result = model.classify(files, args.labels, args.lang, template=args.template, batch_size=args.batch_size,
                             max_seconds=args.max_seconds)
     top = result.top(args.k)
+    prob = result.probabilities
+    none = result.none_of_these
+    index = {c: i for i, c in enumerate(result.classes)}
     if args.json:
-        out = {"labels": result.classes, "lang": args.lang,
+        out = {"labels": result.classes, "lang": args.lang, "temperature": result.temperature,
+               "min_probability": result.min_probability,
                "results": [{"file": f, "label": best[0][0], "score": best[0][1],
-                            "top": [{"label": lb, "score": s} for lb, s in best]} for f, best in zip(files, top,
-                                                                                                      strict=True)]}
+                            "probability": float(prob[n, index[best[0][0]]]), "none_of_these": bool(none[n]),
+                            "top": [{"label": lb, "score": s, "probability": float(prob[n, index[lb]])}
+                                    for lb, s in best]} for n, (f, best) in enumerate(zip(files, top, strict=True))]}
         print(json.dumps(out, ensure_ascii=False, indent=1))
         return 0
-    for f, best in zip(files, top, strict=True):
-        print(f"{shown(f)}\t" + "  ".join(f"{shown(lb)} {s:.3f}" for lb, s in best))
+    for n, (f, best) in enumerate(zip(files, top, strict=True)):
+        flag = f"  (none of these: best below {result.min_probability:.2f})" if none[n] else ""
+        print(f"{shown(f)}\t" + "  ".join(f"{shown(lb)} {prob[n, index[lb]]:.2f}" for lb, _ in best) + flag)
     return 0

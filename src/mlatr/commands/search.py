@@ -1,6 +1,6 @@
 import json
 
-from mlatr.commands._arg_types import positive_int
+from mlatr.commands._arg_types import fraction, positive_int
 from mlatr.commands._model_io import add_model_for_index_options, model_for_index
 from mlatr.errors import MlatrError
 from mlatr.search.backends import BACKENDS
@@ -12,8 +12,12 @@ HELP = """Search an index: clips for a text query in any language, or for a soun
 
 Text queries are encoded by the index's model with the language --lang (ISO 639-3, default eng) and
 ranked by --rank: hybrid (default: the clips' sound, their captions' meaning in every language the index
-holds, and caption keywords, fused by reciprocal rank), audio (sound only) or captions (captions only).
-Each result says why it matched (caption, keyword, sound).
+holds, and caption keywords, fused by a model fitted on libraries never trained on), audio (sound only)
+or captions (captions only). Each result carries its relevance, the calibrated probability that it
+answers the query, and says why it matched (caption, keyword, sound). The answer as a whole carries the
+probability that the library holds a clip relevant to the query (for --audio: the best result's
+relevance); below --min-relevance (default: the fitted threshold) a line says "nothing relevant" before
+the closest results (--json: "nothing_relevant": true, and "relevance").
 The frozen multilingual text encoders (e5-small, use-multilingual) read any of their languages;
 a small trained text encoder uses --lang only if it was trained with a language embedding.
 --audio FILE ranks the indexed clips by similarity to FILE and also the indexed captions
@@ -38,6 +42,9 @@ def add_arguments(parser):
     parser.add_argument("--backend", choices=BACKENDS, default="auto",
                         help="auto: each shard's recorded approximate structure (HNSW / IVF-PQ, built by index "
                              "build for large shards) where it has one, else exact; numpy / faiss: exact")
+    parser.add_argument("--min-relevance", type=fraction, default=None,
+                        help="the probability that the library holds a relevant clip below which the answer "
+                             "says 'nothing relevant' (0-1; default: the fitted threshold)")
     parser.add_argument("--json", action="store_true", help="print JSON")
     add_model_for_index_options(parser)
 
@@ -54,27 +61,30 @@ def run(args) -> int:
     index = Index.load(args.index, backend=args.backend, model=model_for_index(args),
                        allow_other_model=args.allow_other_model)
     if args.audio is not None:
-        clips, captions = index.search_audio(args.audio, args.k)
-        out = {"audio": args.audio, "k": args.k, "results": [h.to_dict() for h in clips],
-               "captions": [h.to_dict() for h in captions]}
+        clips, captions = index.search_audio(args.audio, args.k, args.min_relevance)
+        out = {"audio": args.audio, "k": args.k, **clips.to_dict(), "captions": [h.to_dict() for h in captions]}
     else:
         query = text_query(args.query, args.lang, args.k, args.rank,  # the one check of the query
-                           query_languages(index.model().model.text_encoder), "--lang")
+                           query_languages(index.model().model.text_encoder), "--lang", args.min_relevance)
         clips, captions = search_query(index, query), []
-        out = {"query": args.query, "lang": query.lang, "k": args.k, "rank": args.rank,
-               "results": [h.to_dict() for h in clips]}
+        out = {"query": args.query, "lang": query.lang, "k": args.k, "rank": args.rank, **clips.to_dict()}
     if args.json:
         print(json.dumps(out, ensure_ascii=False, indent=1, allow_nan=False))  # strict JSON: hits hold no inf
         return 0
-    print(f"{'rank':>4}  {'score':>6}  id / caption / path")
+    if clips.nothing_relevant:
+        level = ("" if clips.relevance is None
+                 else f" (relevance {clips.relevance:.2f}, below {clips.min_relevance:.2f})")
+        print(f"nothing relevant: nothing in this library seems to match{level}; the closest ones:")
+    print(f"{'rank':>4}  {'relev.':>6}  {'score':>6}  id / caption / path")
     for h in clips:
         cap = shown("; ".join(h.captions))
-        print(f"{h.rank:>4}  {h.score:6.3f}  {shown(h.id)}" + (f"  \"{cap}\"" if cap else "")
-              + f"\n{'':14}{shown(h.path)}"
-              + (f"\n{'':14}(its audio was {h.stale} since it was indexed: mlatr index build --add updates the index)"
+        rel = "-" if h.relevance is None else f"{h.relevance:.2f}"
+        print(f"{h.rank:>4}  {rel:>6}  {h.score:6.3f}  {shown(h.id)}" + (f"  \"{cap}\"" if cap else "")
+              + f"\n{'':22}{shown(h.path)}"
+              + (f"\n{'':22}(its audio was {h.stale} since it was indexed: mlatr index build --add updates the index)"
                  if h.stale else ""))
         if h.evidence:
-            print(f"{'':14}why: {shown(describe_evidence(h.evidence))}")
+            print(f"{'':22}why: {shown(describe_evidence(h.evidence))}")
     if captions:
         print("\ncaptions of indexed clips:")
         for c in captions:

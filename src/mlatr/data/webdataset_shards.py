@@ -52,11 +52,10 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import soundfile as sf
 from tqdm import tqdm
 
 from mlatr import languages as _languages
-from mlatr.audio.integrity import duration_problem
+from mlatr.audio.integrity import duration_problem, soundfile
 from mlatr.audio.io import load_audio, probe_length
 from mlatr.data.importers._common import BadRows
 from mlatr.data.manifest import Clip, Manifest, Problem, clip_from_json, split_problem
@@ -143,6 +142,7 @@ def _audio_member(path: Path) -> tuple[str, bytes]:
     ext = path.suffix.lower().lstrip(".")
     if ext in AUDIO_EXTENSIONS:
         return ext, path.read_bytes()
+    sf = soundfile()
     data, rate = sf.read(str(path), dtype="float32", always_2d=True)
     buf = io.BytesIO()
     sf.write(buf, data, rate, format="FLAC")

@@ -40,6 +40,7 @@ from mlatr.data.manifest import Manifest
 from mlatr.data.path_captions import CaptionTable
 from mlatr.errors import MlatrError
 from mlatr.evaluation import evaluate_embeddings, zero_shot, zero_shot_prompts
+from mlatr.evaluation.nonsense import nonsense_queries
 from mlatr.evaluation.queries import caption_chance, keyword_relevance, multilingual_query_eval
 from mlatr.experiments.head_options import TEXT_ENCODERS, HeadOption
 from mlatr.frozen_features import AudioFeatureCache, audio_features
@@ -55,6 +56,10 @@ QUERIES_PATH = Path(__file__).resolve().parent.parent / "data" / "queries_multil
 #: reads them, or names that say nothing (a recorder's or a ripper's numbering).
 METADATA = ("names", "meaningless")
 MEANINGLESS_NAMES = ("ZOOM{:04d}.wav", "track_{}.ogg", "Audio {:03d}.wav", "REC{:04d}.WAV", "take_{}.flac")
+
+#: The two draws of nonsense queries: one that fitting may see, one kept for measuring.
+NONSENSE_SEEDS = {"fit": 1, "measure": 0}
+
 
 def library_of(clip_id: str) -> str:
     """The library a clip comes from: the first folder of its id (``scratch/Animal/Dog1`` -> ``scratch``)."""
@@ -105,6 +110,11 @@ class RealSounds:
             return name_caption(Path(MEANINGLESS_NAMES[i % len(MEANINGLESS_NAMES)].format(i + 1)))
         raise MlatrError(f"unknown metadata {kind!r} (choose from {', '.join(METADATA)})")
 
+    def nonsense(self, seed: int) -> list[dict[str, str]]:
+        """Nonsense queries asked of every library (:func:`mlatr.evaluation.nonsense.nonsense_queries`), the
+        draw ``seed`` of :data:`NONSENSE_SEEDS`."""
+        return nonsense_queries(self.languages, seed=seed)
+
     def english(self, i: int) -> list[str]:
         return [c for c in self.manifest.clips[i].captions.get("eng", []) if c]
 
@@ -116,6 +126,7 @@ class RealSounds:
         """Every ``(language, text)`` a run embeds: the clips' captions, the queries, the zero-shot prompts."""
         pairs = [(lang, t) for c in self.manifest.clips for lang, caps in c.captions.items() for t in caps if t]
         pairs += [(lang, q["captions"][lang]) for q in self.queries for lang in self.languages]
+        pairs += [(q["lang"], q["text"]) for seed in NONSENSE_SEEDS.values() for q in self.nonsense(seed)]
         pairs += sorted({("eng", t) for kind in METADATA for i in range(len(self.manifest))
                          if (t := self.metadata(i, kind))})
         labels = sorted({lb for c in self.manifest.clips for lb in c.labels})

@@ -28,17 +28,16 @@ from mlatr.data.splits import hash_unit
 from mlatr.errors import MlatrError
 from mlatr.experiments.head_options import HEAD_OPTIONS
 from mlatr.experiments.real_heads import (
-    METADATA,
     RealSounds,
     build_model,
     evaluate_clips,
     text_space,
     train_option,
 )
-from mlatr.experiments.text_search_eval import KeywordScores, summarize_text_search, text_search_eval
+from mlatr.experiments.relevance_fit import measure_folder, text_search_report
+from mlatr.experiments.text_search_eval import fold_embeddings, save_fold_embeddings
 from mlatr.io_utils import atomic_write_json, atomic_write_text
 from mlatr.plotting import pyplot
-from mlatr.search.fusion import RANKS
 from mlatr.training.heads import HeadTraining
 
 IN_LIBRARY = "in-library"
@@ -120,9 +119,7 @@ def run_unseen_library(manifest_path: str | Path, out: str | Path, text_encoders
     results["folds"] = {f: {s: len(r) for s, r in rows.items()} for f, rows in fold_rows.items()}
     train = HeadTraining.at(lr, epochs=epochs, batch_size=batch_size, seed=seed)
     todo = [(enc, opt, f) for enc in text_encoders for opt in options for f in fold_rows
-            if not _done(results["runs"].get(f"{enc}/{opt}", {}).get("folds", {}), f)]
-    libraries_rows = {f: r["test"] for f, r in folds(data, None, added_groups).items() if f != IN_LIBRARY}
-    keywords = KeywordScores(data)
+            if not _done(results["runs"].get(f"{enc}/{opt}", {}).get("folds", {}), f, out / "embeddings" / enc / opt)]
     bar = tqdm(total=len(todo), desc="unseen-library runs", unit="run", disable=not progress or not todo)
     for enc in text_encoders:
         if not any(t[0] == enc for t in todo):
@@ -134,7 +131,7 @@ def run_unseen_library(manifest_path: str | Path, out: str | Path, text_encoders
                                                               "about": option.about, "folds": {},
                                                               "manifest": str(manifest_path)})
             for f, rows in fold_rows.items():
-                if _done(run["folds"], f):
+                if _done(run["folds"], f, out / "embeddings" / enc / opt):
                     continue
                 bar.set_postfix_str(f"{enc} {opt} {f}")
                 model = build_model(data, text_enc, option, embed_dim, seed)
@@ -144,17 +141,20 @@ def run_unseen_library(manifest_path: str | Path, out: str | Path, text_encoders
                 run["folds"][f] = {**evaluate_clips(model, data, bank, rows["test"]),
                                    "best_epoch": _best_epoch(log)}
                 if f != IN_LIBRARY:
-                    others = {lib: r for lib, r in libraries_rows.items() if lib != f}
-                    run["folds"][f]["text_search"] = text_search_eval(model, data, bank, rows["test"], others,
-                                                                      keywords)
+                    (out / "embeddings" / enc / opt).mkdir(parents=True, exist_ok=True)
+                    save_fold_embeddings(out / "embeddings" / enc / opt / f"{f}.npz",
+                                         fold_embeddings(model, data, bank, rows["test"]))
                 run["unseen"] = summarize(run["folds"])
                 atomic_write_json(out / "results.json", results)
                 shutil.rmtree(checkpoints, ignore_errors=True)  # the fold is recorded: its heads are not needed
                 bar.update(1)
     bar.close()
     shutil.rmtree(out / "heads", ignore_errors=True)  # every run is recorded: no head run left to resume
-    for run in results["runs"].values():
+    for key, run in results["runs"].items():
         run["unseen"] = summarize(run["folds"])
+        held_out = [f for f in run["folds"] if f != IN_LIBRARY]
+        if len(held_out) > 2:  # the text-search rankings, relevance and classification, cross-fitted
+            run["text_search"] = measure_folder(out / "embeddings" / key, data, progress=lambda _: None)
     results["best"] = best_run(results)
     atomic_write_json(out / "results.json", results)
     atomic_write_text(out / "report.md", unseen_report(results, data.languages))
@@ -171,9 +171,9 @@ def _previous(path: Path, settings: dict) -> dict:
     return {"settings": settings, "runs": {}}
 
 
-def _done(folds: dict, fold: str) -> bool:
-    """A fold whose results are complete (a held-out fold of an earlier version may lack its text search)."""
-    return fold in folds and (fold == IN_LIBRARY or "text_search" in folds[fold])
+def _done(folds: dict, fold: str, embeddings: Path) -> bool:
+    """A fold whose results are complete (a held-out fold of an earlier version may lack its embeddings)."""
+    return fold in folds and (fold == IN_LIBRARY or (embeddings / f"{fold}.npz").is_file())
 
 
 def _best_epoch(log: list[dict]) -> int | None:
@@ -207,7 +207,6 @@ def summarize(fold_results: dict[str, dict]) -> dict:
         "dis": mean([np.mean(list(q["consistency"]["dis"].values())) for q in with_queries]),
         "zero_shot": {lang: mean([z[lang]["top1"] for z in with_labels]) for lang in [*langs, "avg"]},
         "zero_shot_chance": mean([z["chance"]["top1"] for z in with_labels]),
-        "text_search": summarize_text_search(unseen),
         "groups": {name: sound_only({f: r for f, r in unseen.items() if (f in ORIGINAL_LIBRARIES) == original})
                    for name, original in (("original", True), ("added", False))},
     }
@@ -327,41 +326,6 @@ def unseen_report(results: dict, languages: list[str]) -> str:
                          f"({_f(q['chance']['a2t']['R1'])}) | {_f(q['consistency']['mrv'])} | {zs} | "
                          f"{r.get('best_epoch') or '-'} |")
     return "\n".join(lines) + "\n"
-
-
-def text_search_report(runs: dict, languages: list[str]) -> list[str]:
-    """Markdown lines: text search with the library's metadata (audio / captions / hybrid, names and
-    meaningless names), query t2a R@1, R@10 per language and MRV, for every run that has it."""
-    lines = []
-    for key, run in runs.items():
-        ts = run["unseen"].get("text_search")
-        if not ts:
-            continue
-        chosen = ", ".join(f"{k} ({v}x)" for k, v in ts["fusion"].items())
-        lines += ["", f"## Text search with the library's own names: {key}", "",
-                  f"Mean over {ts['libraries']} held-out libraries with a relevant clip for some query; the "
-                  "library's captions are only its file names (`names`) or recorder-style names that say nothing "
-                  f"(`meaningless`); relevance from the reviewed captions, which no ranking sees. Fusion setting "
-                  f"chosen on each fold's training libraries: {chosen}. Chance R@1 {_f(ts['chance']['R1'])}, "
-                  f"R@10 {_f(ts['chance']['R10'])}.", "",
-                  "| metadata / ranking | metric | " + " | ".join([*languages, "avg"]) + " | MRV |",
-                  "|---|---|" + "---:|" * (len(languages) + 2)]
-        for kind in METADATA:
-            for rank in RANKS:
-                t = ts[kind][rank]
-                for metric in ("R1", "R10"):
-                    mrv = _f(t["mrv"], 0) if metric == "R1" else ""
-                    lines.append(f"| {kind} / {rank} | R@{metric[1:]} | "
-                                 + " | ".join(_f(t["t2a"][lang][metric]) for lang in [*languages, "avg"])
-                                 + f" | {mrv} |")
-        names, blind = ts["names"], ts["meaningless"]
-        blind_gain = blind["hybrid"]["t2a"]["avg"]["R10"] - blind["audio"]["t2a"]["avg"]["R10"]
-        ratio = [names["hybrid"]["t2a"][lang]["R10"] / max(names["audio"]["t2a"][lang]["R10"], 1e-9)
-                 for lang in languages]
-        lines += ["", f"Hybrid / audio-only R@10 with names: mean {np.mean(ratio):.2f}x, lowest {min(ratio):.2f}x "
-                  f"({languages[int(np.argmin(ratio))]}). Meaningless names, hybrid - audio R@10 (avg): "
-                  f"{blind_gain:+.1f} points."]
-    return lines
 
 
 def plot_unseen_recall(results: dict, languages: list[str], path: str | Path) -> Path:

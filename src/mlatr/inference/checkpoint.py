@@ -68,7 +68,10 @@ def head_of(state: dict[str, Any]) -> MatchingHead:
 
 #: Options of a pretrained encoder that say how a run trains it, not what it is.
 FINE_TUNING_OPTIONS = ("freeze", "train_last_blocks", "train_last_layers", "train_last_stages",
-                       "gradient_checkpointing")
+                       "gradient_checkpointing", "attention")
+#: Of those, options newer than some stored models: set even where the stored encoder does not name them
+#: (an encoder class that does not take one refuses it when the model is built).
+NEWER_OPTIONS = ("attention",)
 
 
 def with_fine_tuning(model_config: dict[str, Any], fine_tuning: dict[str, dict[str, Any]],
@@ -80,7 +83,7 @@ def with_fine_tuning(model_config: dict[str, Any], fine_tuning: dict[str, dict[s
         for key in FINE_TUNING_OPTIONS:
             if key not in options:
                 continue
-            if key not in encoder:
+            if key not in encoder and key not in NEWER_OPTIONS:
                 raise MlatrError(f"config: model.{side}.{key}: the {encoder['name']!r} {side} encoder of "
                                  f"model.init_checkpoint {path} has no such option")
             encoder[key] = options[key]

@@ -20,6 +20,7 @@ from tqdm import tqdm
 
 from mlatr import api_args
 from mlatr.audio.io import crop_or_pad
+from mlatr.calibration_file import shipped_calibration
 from mlatr.errors import MlatrError
 from mlatr.evaluation.zero_shot import label_text, zero_shot_prompts
 from mlatr.inference.audio import WHOLE_CLIP, embed_clips, encode_source, file_source, waveform_clips
@@ -43,10 +44,30 @@ AudioInput = str | os.PathLike | np.ndarray
 @dataclass
 class Classification:
     """Zero-shot predictions: ``scores [clips, classes]`` (the model's head, audio as the query), the
-    ``classes`` in the order given and the best class of each clip (:attr:`labels`)."""
+    ``classes`` in the order given and the best class of each clip (:attr:`labels`).
+
+    :attr:`probabilities` are ``softmax(scores / temperature)`` over the classes, the temperature fitted on
+    libraries never trained on (negative log-likelihood of their folder labels, cross-fitted:
+    :mod:`mlatr.experiments.relevance_fit`; shipped in ``mlatr/data/calibration.json``), so a clip's best
+    probability says how often such a label is right; :attr:`none_of_these` marks the clips whose best
+    label is below ``min_probability`` (more likely wrong than right)."""
 
     classes: list[str]
     scores: np.ndarray  # [N, C] float32
+    temperature: float = 1.0
+    min_probability: float = 0.5
+
+    @property
+    def probabilities(self) -> np.ndarray:
+        """``[N, C]`` the probability of each class for each clip (rows sum to 1)."""
+        logits = np.asarray(self.scores, np.float64) / self.temperature
+        e = np.exp(logits - logits.max(axis=1, keepdims=True, initial=-np.inf))
+        return e / e.sum(axis=1, keepdims=True)
+
+    @property
+    def none_of_these(self) -> np.ndarray:
+        """``[N]`` bool: the clip's best label has a probability below ``min_probability``."""
+        return self.probabilities.max(axis=1, initial=0.0) < self.min_probability
 
     @property
     def labels(self) -> list[str]:
@@ -287,10 +308,12 @@ class LoadedModel:
         if template is not None:
             template = api_args.text("template", template)
         prompts = prompts_for(classes, lang, template)
+        fitted = shipped_calibration()["classify"]
+        cal = {"temperature": float(fitted["temperature"]), "min_probability": float(fitted["min_probability"])}
         if not self.head.needs_frames:
             a = self.embed_audio(audio, sample_rate=sample_rate, batch_size=batch_size, max_seconds=max_seconds)
-            return Classification(classes, self.similarity(a, self.embed_checked(prompts, langs, batch_size)))
-        return Classification(classes, self._frame_scores(audio, prompts, lang, batch_size, max_seconds))
+            return Classification(classes, self.similarity(a, self.embed_checked(prompts, langs, batch_size)), **cal)
+        return Classification(classes, self._frame_scores(audio, prompts, lang, batch_size, max_seconds), **cal)
 
     def _frame_scores(self, audio, prompts: list[str], lang: str, batch_size: int, max_seconds: float | None
                       ) -> np.ndarray:

@@ -172,6 +172,12 @@ class Scheme:
         ``mask [N, S]`` bool. Sides are tensors or :class:`~mlatr.models.outputs.EncoderOutput` s."""
         raise NotImplementedError
 
+    def encoded_columns(self, present: Sequence[bool]) -> list[tuple[float, tuple[int, ...]]]:
+        """What :meth:`select` encodes of one row, as a distribution: ``(probability, language columns)`` for
+        a row whose captions exist where ``present`` is True. The planner derives a step's padded caption
+        length from it (:mod:`mlatr.planning.caption_lengths`); tests check it against :meth:`select`."""
+        raise NotImplementedError(f"scheme {self.name!r} does not say which captions it encodes (encoded_columns)")
+
 
 #: Registered schemes by name, in the order the CLI and the docs list them.
 SCHEMES: dict[str, type[Scheme]] = {}
@@ -207,6 +213,10 @@ class MLCLAPScheme(Scheme):
         chosen = draw_languages(mask, generator)
         return _build([[(row[k], languages[k])] for row, k in zip(rows, chosen.tolist(), strict=True)], 1)
 
+    def encoded_columns(self, present):
+        columns = [k for k, p in enumerate(present) if p]  # draw_languages: uniform among the present ones
+        return [(1.0 / len(columns), (k,)) for k in columns]
+
     def pairs(self, audio, text, mask):
         return [Pair(audio, take_slot(text, 0), "audio-text")]
 
@@ -222,6 +232,9 @@ class KCLScheme(Scheme):
     def select(self, rows, languages, generator):
         cols = [[(t, languages[k]) if t is not None else None for k, t in enumerate(row)] for row in rows]
         return _build(cols, len(languages))
+
+    def encoded_columns(self, present):
+        return [(1.0, tuple(k for k, p in enumerate(present) if p))]
 
     def pairs(self, audio, text, mask):
         return kcl_pairs(audio, text, mask)
@@ -247,6 +260,10 @@ class CACLScheme(Scheme):
         cols = [[(row[0], "eng"), (row[k], languages[k]) if k >= 0 else None]
                 for row, k in zip(rows, other.tolist(), strict=True)]
         return _build(cols, 2)
+
+    def encoded_columns(self, present):
+        others = [k for k, p in enumerate(present) if p and k > 0]  # draw_languages(exclude=0)
+        return [(1.0 / len(others), (0, k)) for k in others] if others else [(1.0, (0,))]
 
     def pairs(self, audio, text, mask):
         # Clips whose caption has no translation contribute to the audio-English pair only.

@@ -75,14 +75,27 @@ TARGET_LENGTH = 1012
 IGNORED_PREFIXES = ("front_end.", "outputlayer.")
 
 
-class CEDAttention(nn.Module):
-    """Multi-head self-attention with a fused ``qkv`` projection (ViT; CED's ``Attention``)."""
+#: ``attention`` values: the fused kernel, or the original's eager form (ML-CLAP's CED, ``models/ced``).
+ATTENTIONS = ("sdpa", "eager")
 
-    def __init__(self, dim: int, num_heads: int, attn_drop: float = 0.0, proj_drop: float = 0.0):
+
+class CEDAttention(nn.Module):
+    """Multi-head self-attention with a fused ``qkv`` projection (ViT; CED's ``Attention``).
+
+    ``attention="sdpa"``: ``F.scaled_dot_product_attention`` (on a GPU a fused kernel that keeps the output and
+    a log-sum-exp per row for backward); ``"eager"``: the original's ``softmax((q k^T) * scale) v`` as
+    tensors, which keeps the ``[B, heads, N, N]`` probabilities (and dropout's mask) for backward. The two
+    compute the same function.
+    """
+
+    def __init__(self, dim: int, num_heads: int, attn_drop: float = 0.0, proj_drop: float = 0.0,
+                 attention: str = "sdpa"):
         super().__init__()
         if dim % num_heads:
             raise MlatrError(f"CED: width {dim} is not divisible by {num_heads} heads")
-        self.num_heads = num_heads
+        if attention not in ATTENTIONS:
+            raise MlatrError(f"CED: attention must be one of {', '.join(ATTENTIONS)}, got {attention!r}")
+        self.num_heads, self.attention = num_heads, attention
         self.qkv = nn.Linear(dim, dim * 3, bias=True)
         self.proj = nn.Linear(dim, dim)
         self.attn_drop = attn_drop
@@ -94,8 +107,15 @@ class CEDAttention(nn.Module):
         b, n, d = x.shape
         qkv = self.qkv(x).reshape(b, n, 3, self.num_heads, d // self.num_heads).permute(2, 0, 3, 1, 4)
         attn_mask = None if key_mask is None else key_mask[:, None, None, :]
-        out = F.scaled_dot_product_attention(qkv[0], qkv[1], qkv[2], attn_mask=attn_mask,
-                                             dropout_p=self.attn_drop if self.training else 0.0)
+        dropout = self.attn_drop if self.training else 0.0
+        if self.attention == "eager":
+            q, k, v = qkv[0], qkv[1], qkv[2]                                     # [B, H, N, d_head]
+            scores = (q @ k.transpose(-2, -1)) * (q.shape[-1] ** -0.5)           # [B, H, N, N]
+            if attn_mask is not None:
+                scores = scores.masked_fill(~attn_mask, float("-inf"))
+            out = F.dropout(scores.softmax(dim=-1), dropout, self.training) @ v  # [B, H, N, d_head]
+        else:
+            out = F.scaled_dot_product_attention(qkv[0], qkv[1], qkv[2], attn_mask=attn_mask, dropout_p=dropout)
         return self.proj_drop(self.proj(out.transpose(1, 2).reshape(b, n, d)))
 
 
@@ -115,10 +135,10 @@ class CEDBlock(nn.Module):
     """Pre-norm transformer block: ``x + attn(norm1(x))``, then ``x + mlp(norm2(x))``."""
 
     def __init__(self, dim: int, num_heads: int, mlp_ratio: float = 4.0, drop: float = 0.0,
-                 attn_drop: float = 0.0):
+                 attn_drop: float = 0.0, attention: str = "sdpa"):
         super().__init__()
         self.norm1 = nn.LayerNorm(dim, eps=1e-6)
-        self.attn = CEDAttention(dim, num_heads, attn_drop, drop)
+        self.attn = CEDAttention(dim, num_heads, attn_drop, drop, attention)
         self.norm2 = nn.LayerNorm(dim, eps=1e-6)
         self.mlp = CEDMlp(dim, int(dim * mlp_ratio), drop)
 
@@ -256,7 +276,8 @@ class CEDAudioEncoder(nn.Module):
     ``checkpoint`` (path, loaded at construction; ``strict`` makes missing/unexpected keys an error,
     otherwise they are warned about and kept in :attr:`load_report`); ``freeze`` (no encoder parameter
     trains; the batch norm keeps its statistics), ``train_last_blocks`` (only the last n blocks and the
-    final norm train), ``gradient_checkpointing`` (recompute block activations in backward).
+    final norm train), ``gradient_checkpointing`` (recompute block activations in backward); ``attention``
+    (``sdpa`` or the original's ``eager`` form: :class:`CEDAttention`).
     """
 
     def __init__(self, size: str | None = "base", dim: int | None = None, depth: int | None = None,
@@ -264,7 +285,7 @@ class CEDAudioEncoder(nn.Module):
                  dropout: float = 0.0, attn_dropout: float = 0.0, checkpoint: str | None = None,
                  strict: bool = False, freeze: bool = False, train_last_blocks: int | None = None,
                  gradient_checkpointing: bool = False, frontend: dict | None = None,
-                 registry_name: str | None = None):
+                 registry_name: str | None = None, attention: str = "sdpa"):
         super().__init__()
         pretrained = read_ced_checkpoint(checkpoint) if checkpoint else None  # fail before building
         if size is not None and size not in CED_SIZES:
@@ -281,6 +302,7 @@ class CEDAudioEncoder(nn.Module):
         self.checkpoint_path, self.strict = checkpoint, bool(strict)
         self.freeze, self.train_last_blocks = bool(freeze), train_last_blocks
         self.gradient_checkpointing = bool(gradient_checkpointing)
+        self.attention = attention
         self.registry_name = registry_name or (f"ced-{size}" if size is not None else "ced")
         self.frontend = LogMel(**(frontend or {}))
         n_mels = self.frontend.n_mels
@@ -293,7 +315,7 @@ class CEDAudioEncoder(nn.Module):
         self.freq_pos_embed = nn.Parameter(torch.randn(1, self.dim, n_mels // PATCH, 1) * 0.02)
         self.pos_drop = nn.Dropout(self.dropout)
         self.blocks = nn.ModuleList([CEDBlock(self.dim, self.num_heads, self.mlp_ratio, self.dropout,
-                                              self.attn_dropout) for _ in range(self.depth)])
+                                              self.attn_dropout, attention) for _ in range(self.depth)])
         self.norm = nn.LayerNorm(self.dim, eps=1e-6)
         self.apply(_init_weights)
         self.load_report: LoadReport | None = None
@@ -311,7 +333,8 @@ class CEDAudioEncoder(nn.Module):
                 "num_heads": self.num_heads, "mlp_ratio": self.mlp_ratio, "target_length": self.target_length,
                 "dropout": self.dropout, "attn_dropout": self.attn_dropout, "freeze": self.freeze,
                 "train_last_blocks": self.train_last_blocks,
-                "gradient_checkpointing": self.gradient_checkpointing, "frontend": self.frontend.config()}
+                "gradient_checkpointing": self.gradient_checkpointing, "attention": self.attention,
+                "frontend": self.frontend.config()}
 
     def _apply_freezing(self) -> None:
         freeze_all_but_last(self, self.blocks, self.train_last_blocks, self.freeze, finals=[self.norm], owner="CED",

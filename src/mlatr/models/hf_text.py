@@ -21,7 +21,10 @@ fetches them on a machine with internet access. ``transformers`` is imported onl
 built (``pip install 'mlatr[hf]'``).
 
 Training options: ``freeze`` (no parameter trains), ``train_last_layers`` (only the last n layers and
-the final norm / pooler train), ``gradient_checkpointing`` (``transformers``' own, non-reentrant).
+the final norm / pooler train), ``gradient_checkpointing`` (``transformers``' own, non-reentrant),
+``attention``: ``transformers``' attention implementation, ``sdpa`` (fused ``scaled_dot_product_attention``,
+``transformers``' default where the model supports it) or ``eager`` (the score matrix and its softmax as
+tensors, kept for backward: more memory; ``null`` = ``transformers``' default).
 """
 
 from __future__ import annotations
@@ -50,6 +53,9 @@ HF_INSTALL_HINT = "pip install 'mlatr[hf]'"
 
 #: mlatr's ISO 639-3 codes -> NLLB / FLORES-200 language codes (SONAR's tokenizer).
 ISO3_TO_NLLB: dict[str, str] = NLLB_CODES
+
+#: ``attention`` values: ``transformers``' ``attn_implementation`` names an encoder may take.
+ATTENTION_IMPLEMENTATIONS = ("sdpa", "eager")
 
 
 @dataclass(frozen=True)
@@ -190,10 +196,14 @@ class HFTextEncoder(nn.Module):
     def __init__(self, name: str, path: str | None = None, max_length: int | None = None,
                  freeze: bool = False, train_last_layers: int | None = None,
                  gradient_checkpointing: bool = False, lang_codes: dict[str, str] | None = None,
-                 default_lang: str = "eng"):
+                 default_lang: str = "eng", attention: str | None = None):
         super().__init__()
         if name not in SPECS:
             raise MlatrError(f"unknown Hugging Face text encoder {name!r}; known: {', '.join(SPECS)}")
+        if attention is not None and attention not in ATTENTION_IMPLEMENTATIONS:
+            raise MlatrError(f"text encoder {name!r}: attention must be one of "
+                             f"{', '.join(ATTENTION_IMPLEMENTATIONS)} (or null), got {attention!r}")
+        self.attention = attention
         self.name, self.spec = name, SPECS[name]
         self.path = str(path)
         self.max_length = int(max_length if max_length is not None else self.spec.max_length)
@@ -228,6 +238,8 @@ class HFTextEncoder(nn.Module):
         kwargs: dict[str, Any] = {"local_files_only": True, "dtype": torch.float32}  # trainable in fp32
         if self.spec.add_pooling_layer is not None:
             kwargs["add_pooling_layer"] = self.spec.add_pooling_layer
+        if self.attention is not None:
+            kwargs["attn_implementation"] = self.attention
         try:
             tokenizer = load_tokenizer(folder, f"text encoder {self.name!r}")
             model = _model_class(self.name).from_pretrained(str(folder), **kwargs)
@@ -243,6 +255,7 @@ class HFTextEncoder(nn.Module):
         cfg: dict[str, Any] = {"name": self.name, "path": self.path, "max_length": self.max_length,
                                "freeze": self.freeze, "train_last_layers": self.train_last_layers,
                                "gradient_checkpointing": self.gradient_checkpointing}
+        cfg["attention"] = self.attention
         if self.spec.language_codes:
             cfg.update({"lang_codes": self.custom_lang_codes, "default_lang": self.default_lang})
         return cfg
@@ -273,33 +286,41 @@ class HFTextEncoder(nn.Module):
                              f"{{{lang}: xxx_Latn}})")
         return self.lang_codes[lang]
 
-    def tokenize(self, texts: Sequence[str], langs: Sequence[str] | None) -> tuple[torch.Tensor, torch.Tensor]:
-        """``texts`` -> ``input_ids [B, L]``, ``attention_mask [B, L]`` (long), on the model's device."""
+    def token_rows(self, texts: Sequence[str], langs: Sequence[str] | None) -> list[list[int]]:
+        """Each caption's token ids as the model receives them, unpadded: special tokens (SONAR: the language
+        code and ``</s>``; BERT: ``[CLS]`` / ``[SEP]``) included, truncated to ``max_length``."""
         texts = list(texts)
         if langs is not None and len(langs) != len(texts):
             raise MlatrError(f"text encoder {self.name!r}: {len(texts)} texts but {len(langs)} languages")
         if not self.spec.language_codes:
-            enc = self.tokenizer(texts, padding=True, truncation=True, max_length=self.max_length,
-                                 return_tensors="pt")
-            ids, mask = enc["input_ids"], enc["attention_mask"]
-        else:
-            langs = list(langs) if langs is not None else [None] * len(texts)
-            pieces = self.tokenizer(texts, add_special_tokens=False)["input_ids"]
-            eos = self.tokenizer.eos_token_id
-            rows = []
-            for lang, body in zip(langs, pieces, strict=True):
-                code = self.language_code(lang)
-                code_id = self.tokenizer.convert_tokens_to_ids(code)
-                if code_id is None or code_id == self.tokenizer.unk_token_id:
-                    raise MlatrError(f"text encoder {self.name!r}: the tokenizer has no token {code!r}")
-                rows.append([code_id, *body[: self.max_length - 2], eos])
-            width = max((len(r) for r in rows), default=0)
-            pad = self.tokenizer.pad_token_id
-            ids = torch.full((len(rows), width), pad, dtype=torch.long)
-            mask = torch.zeros((len(rows), width), dtype=torch.long)
-            for i, row in enumerate(rows):
-                ids[i, : len(row)] = torch.tensor(row, dtype=torch.long)
-                mask[i, : len(row)] = 1
+            return [list(r) for r in self.tokenizer(texts, truncation=True, max_length=self.max_length)["input_ids"]]
+        langs = list(langs) if langs is not None else [None] * len(texts)
+        pieces = self.tokenizer(texts, add_special_tokens=False)["input_ids"]
+        eos = self.tokenizer.eos_token_id
+        rows = []
+        for lang, body in zip(langs, pieces, strict=True):
+            code = self.language_code(lang)
+            code_id = self.tokenizer.convert_tokens_to_ids(code)
+            if code_id is None or code_id == self.tokenizer.unk_token_id:
+                raise MlatrError(f"text encoder {self.name!r}: the tokenizer has no token {code!r}")
+            rows.append([code_id, *body[: self.max_length - 2], eos])
+        return rows
+
+    def token_lengths(self, texts: Sequence[str], langs: Sequence[str] | None = None) -> list[int]:
+        """Each caption's length in tokens as the model receives it (:meth:`token_rows`); a batch is padded
+        to its longest (the planner's caption lengths, :mod:`mlatr.planning.caption_lengths`)."""
+        return [len(r) for r in self.token_rows(texts, langs)]
+
+    def tokenize(self, texts: Sequence[str], langs: Sequence[str] | None) -> tuple[torch.Tensor, torch.Tensor]:
+        """``texts`` -> ``input_ids [B, L]``, ``attention_mask [B, L]`` (long), right-padded to the longest
+        row of :meth:`token_rows`, on the model's device."""
+        rows = self.token_rows(texts, langs)
+        width = max((len(r) for r in rows), default=0)
+        ids = torch.full((len(rows), width), self.tokenizer.pad_token_id, dtype=torch.long)
+        mask = torch.zeros((len(rows), width), dtype=torch.long)
+        for i, row in enumerate(rows):
+            ids[i, : len(row)] = torch.tensor(row, dtype=torch.long)
+            mask[i, : len(row)] = 1
         device = next(self.model.parameters()).device
         return ids.to(device), mask.to(device)
 

@@ -94,6 +94,11 @@ class SmallTextEncoder(nn.Module):
                              f"(trained for {', '.join(self.languages)})")
         return torch.tensor([index[c] for c in langs], dtype=torch.long, device=device)
 
+    def token_lengths(self, texts: Sequence[str], langs: Sequence[str] | None = None) -> list[int]:
+        """Each caption's length in tokens as :meth:`forward` encodes it (``[CLS]`` included, truncated to
+        ``max_length``); a batch is padded to its longest (:mod:`mlatr.planning.caption_lengths`)."""
+        return self.tokenizer.encode_batch(list(texts), self.max_length)[1].sum(dim=1).tolist()
+
     def forward(self, texts: Sequence[str], langs: Sequence[str] | None = None) -> EncoderOutput:
         device = self.token_embedding.weight.device
         ids, mask = self.tokenizer.encode_batch(texts, self.max_length)

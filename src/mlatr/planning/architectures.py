@@ -86,14 +86,17 @@ class FixedLengthTokenizer:
 class ArchitectureOnlyText(HFTextEncoder):
     """:class:`~mlatr.models.hf_text.HFTextEncoder` with its published architecture and no weights: the same
     forward, pooling, freezing and checkpointing; the model comes from :data:`HF_ARCHITECTURES` and the
-    tokenizer is a :class:`FixedLengthTokenizer` giving ``caption_tokens`` tokens per caption. ``architecture``
+    tokenizer is a :class:`FixedLengthTokenizer` giving ``caption_tokens`` tokens per caption, or ``tokenizer``
+    (a real one, to count a manifest's caption tokens: :mod:`mlatr.planning.caption_lengths`). ``architecture``
     replaces published values (a smaller tower of the same class, for the CPU validation)."""
 
-    def __init__(self, name: str, caption_tokens: int, architecture: dict[str, Any] | None = None, **options: Any):
+    def __init__(self, name: str, caption_tokens: int, architecture: dict[str, Any] | None = None,
+                 tokenizer: Any = None, **options: Any):
         if name not in HF_ARCHITECTURES:
             raise MlatrError(f"planning: no published architecture of text encoder {name!r} "
                              f"(known: {', '.join(HF_ARCHITECTURES)})")
         self._caption_tokens = int(caption_tokens)
+        self._tokenizer = tokenizer
         self._architecture = {**HF_ARCHITECTURES[name][1], **(architecture or {})}
         options.pop("path", None)
         super().__init__(name, path=f"({name} architecture, no weights)", **options)
@@ -101,10 +104,13 @@ class ArchitectureOnlyText(HFTextEncoder):
     def _load(self, path: str | None) -> tuple[Any, torch.nn.Module]:
         import transformers  # optional extra: only a config with a Hugging Face text encoder gets here
 
-        config = getattr(transformers, HF_ARCHITECTURES[self.name][0])(**self._architecture)
+        attention = {"attn_implementation": self.attention} if self.attention is not None else {}
+        config = getattr(transformers, HF_ARCHITECTURES[self.name][0])(**self._architecture, **attention)
         kwargs = {"add_pooling_layer": SPECS[self.name].add_pooling_layer}
         model_class = _model_class(self.name)
         model = model_class(config, **kwargs) if kwargs["add_pooling_layer"] is not None else model_class(config)
+        if self._tokenizer is not None:
+            return self._tokenizer, model
         # two special tokens around the pieces: [language code] ... [</s>] (SONAR), [CLS] ... [SEP] (BERT)
         return FixedLengthTokenizer(max(1, self._caption_tokens - 2), config.vocab_size), model
 

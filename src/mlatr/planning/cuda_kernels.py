@@ -2,7 +2,7 @@
 
 A fake trace runs on the CPU device (PyTorch's CPU-only build cannot index fake CUDA tensors). Two
 composite operations pick their kernel by device, and the CPU and CUDA kernels keep different tensors for
-backward; :class:`CudaKernelChoices` (a ``TorchFunctionMode``) makes the CUDA choice instead:
+backward; :func:`cuda_choices` makes the CUDA choice instead:
 
 * ``F.dropout`` in training: CUDA runs the fused ``native_dropout``, which keeps a boolean mask (one byte
   per element); the CPU composite keeps a noise tensor in the input's dtype.
@@ -15,20 +15,37 @@ backward; :class:`CudaKernelChoices` (a ``TorchFunctionMode``) makes the CUDA ch
 One choice of mlatr's own is made by device as well: :func:`~mlatr.matching.chunked_scores` (a matching
 head's scores in training) takes cache-sized blocks on the CPU and the largest blocks its budget allows on
 a GPU; :func:`cuda_choices` makes it take the GPU's (fewer, larger blocks, each kept for backward).
+
+Which of them a CPU can run for real (:data:`ON_CPU`): the fused dropout (``native_dropout`` has a CPU kernel)
+and the score blocks; the CPU validation (tests/test_planning.py) runs the real step with those and compares
+it with the fake trace. CUDA's attention kernels exist on CUDA only: ``benchmarks/gpu_suite.sh`` checks them
+against ``torch.cuda.max_memory_allocated``. An encoder's ``attention: eager`` takes no substitution at all
+(its score tensors are ordinary operations, traced as they run).
+
+How: for the duration of the ``with`` block, ``torch.nn.functional.dropout`` and
+``torch.nn.functional.scaled_dot_product_attention`` are replaced by functions that call CUDA's kernels (every
+caller looks them up at call time: ``nn.Dropout``, ``F.multi_head_attention_forward``, ``transformers``' attention
+code, CED's blocks). A ``TorchFunctionMode`` would not do: gradient checkpointing recomputes a block's forward
+inside backward, where the autograd engine runs without the forward's function modes (``torch.utils.checkpoint``
+restores only a device context), so the recomputation would take the CPU kernels and save other tensors than the
+forward did. The replacement is process-wide while the block runs (a plan traces on one thread).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager, nullcontext
 
 import torch
 import torch.nn.functional as F
-from torch.overrides import TorchFunctionMode
 
 from mlatr.matching.chunked import blocks_as_on
 
 _LOW = (torch.float16, torch.bfloat16)
+
+#: The substitutions :func:`cuda_choices` makes, by name, and those a CPU can also run for real.
+SUBSTITUTIONS = ("dropout", "attention", "score_blocks")
+ON_CPU = ("dropout", "score_blocks")
 
 
 def _autocast_dtype(t: torch.Tensor) -> torch.dtype:
@@ -63,21 +80,30 @@ def _attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False
     return out[0]
 
 
-class CudaKernelChoices(TorchFunctionMode):
-    """``with CudaKernelChoices(): ...``: dropout and attention take CUDA's kernels (module docstring)."""
-
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        kwargs = kwargs or {}
-        if func is F.dropout:
-            return _dropout(*args, **kwargs)
-        if func is F.scaled_dot_product_attention:
-            return _attention(*args, **kwargs)
-        return func(*args, **kwargs)
+#: The ``torch.nn.functional`` names each substitution replaces, with what.
+_REPLACEMENTS = {"dropout": ("dropout", _dropout), "attention": ("scaled_dot_product_attention", _attention)}
 
 
 @contextmanager
-def cuda_choices() -> Iterator[None]:
+def _functional_replaced(which: Sequence[str]) -> Iterator[None]:
+    """``torch.nn.functional``'s dropout and / or attention replaced by CUDA's kernels (module docstring)."""
+    names = dict(_REPLACEMENTS[w] for w in which if w in _REPLACEMENTS)
+    saved = {name: getattr(F, name) for name in names}
+    try:
+        for name, fn in names.items():
+            setattr(F, name, fn)
+        yield
+    finally:
+        for name, fn in saved.items():
+            setattr(F, name, fn)
+
+
+@contextmanager
+def cuda_choices(which: Sequence[str] = SUBSTITUTIONS) -> Iterator[None]:
     """``with cuda_choices(): ...``: dropout, attention and the matching head's score blocks take what a CUDA
-    run would (module docstring)."""
-    with CudaKernelChoices(), blocks_as_on("cuda"):
+    run would (module docstring); ``which`` names the substitutions to make (:data:`SUBSTITUTIONS`)."""
+    unknown = set(which) - set(SUBSTITUTIONS)
+    if unknown:
+        raise ValueError(f"unknown kernel substitutions {sorted(unknown)}; known: {SUBSTITUTIONS}")
+    with _functional_replaced(which), (blocks_as_on("cuda") if "score_blocks" in which else nullcontext()):
         yield

@@ -9,8 +9,13 @@ and a config fits a GPU when that is at most the GPU's memory minus ``reserve_mi
 libraries' own allocations and the allocator's cached but unallocated blocks, none of which
 ``memory_allocated`` counts; an assumption the user sets, stated in every plan).
 
-- **Time lower bound**: the step's FLOPs at the GPU's peak (bf16 under AMP, TF32 otherwise); a real step is
-  slower (memory-bound operations, launch overheads, the data loader), never faster.
+- **Batches**: with a manifest (:mod:`mlatr.planning.caption_lengths`) the plan traces the worst step of an
+  epoch (the expected epoch maximum of the padded caption length and of the clip length: the run's peak)
+  and a typical one (their medians), and reports both peaks; without one, every caption is
+  ``caption_tokens`` long and every clip ``data.max_seconds``, and the plan says so.
+- **Time lower bound**: the step's FLOPs at the GPU's peak (bf16 under AMP; TF32 for fp32 with
+  ``optim.tf32``, else the fp32 peak); a real step is slower (memory-bound operations, launch overheads, the
+  data loader), never faster.
 - **Largest batch**: the forward-backward peak is traced at ``B`` and ``2B`` (on the same built model);
   activations grow linearly with the batch (every clip and caption adds the same tensors; the loss's ``N x N``
   similarity matrices are quadratic but kilobytes), the optimizer step's peak does not depend on it. The
@@ -32,6 +37,7 @@ from typing import Any
 
 from mlatr.data.manifest import Manifest
 from mlatr.errors import MlatrError
+from mlatr.planning.caption_lengths import LengthPlan
 from mlatr.planning.gpus import GPU
 from mlatr.planning.step_trace import PARTS, StepTrace, StepTracer
 from mlatr.training.config import Config, config_from_dict
@@ -57,6 +63,23 @@ OPTION_SETS: list[tuple[str, list[str]]] = [
 def amp_of(cfg: Config) -> str:
     """``bf16`` when the run would use autocast on a GPU (``optim.amp: auto``), else ``off``."""
     return "bf16" if cfg.optim.amp == "auto" else "off"
+
+
+#: ``--precision`` values and the overrides that give them.
+PRECISIONS = {"bf16": ["optim.amp=auto"], "fp32": ["optim.amp='off'"]}
+
+
+def precision_of(cfg: Config) -> str:
+    """The run's precision in words: bf16 autocast, fp32 with TF32 matrix products, or fp32."""
+    if cfg.optim.amp == "auto":
+        return "bf16 autocast"
+    return "fp32, TF32 matmuls" if cfg.optim.tf32 else "fp32"
+
+
+def attention_of(cfg: Config) -> str:
+    """The encoders' ``attention`` options in words (``default``: the encoder's own, ``sdpa`` for CED and the
+    Hugging Face towers)."""
+    return f"audio {cfg.model.audio.get('attention') or 'default'}, text {cfg.model.text.get('attention') or 'default'}"
 
 
 def with_overrides(cfg: Config, overrides: list[str]) -> Config:
@@ -85,22 +108,24 @@ def train_clips(cfg: Config, given: int | None) -> tuple[int | None, str]:
     return None, "unknown (give --train-clips)"
 
 
-class _Tracers:
+class Tracers:
     """The plan's :class:`~mlatr.planning.step_trace.StepTracer` s: a config that differs from one already
-    built only in what a step does (its batch, AMP, gradient caching) is traced on that one's model."""
+    built only in what a step does (its batch, caption and clip lengths, AMP, gradient caching) is traced on
+    that one's model."""
 
     def __init__(self, caption_tokens: int, say: Callable[[str], None]):
         self.caption_tokens, self.say = caption_tokens, say
         self.built: list[StepTracer] = []
 
-    def trace(self, cfg: Config, flops: bool) -> StepTrace:
-        self.say(f"tracing batch {cfg.train.batch_size}, {cfg.objective.scheme}, grad_cache_chunk="
-                 f"{cfg.optim.grad_cache_chunk}, amp {amp_of(cfg)}")
+    def trace(self, cfg: Config, flops: bool, caption_tokens: int | None = None) -> StepTrace:
+        tokens = caption_tokens or self.caption_tokens
+        self.say(f"tracing batch {cfg.train.batch_size}, {cfg.objective.scheme}, captions of {tokens} tokens, "
+                 f"{cfg.data.max_seconds:g} s clips, grad_cache_chunk={cfg.optim.grad_cache_chunk}, amp {amp_of(cfg)}")
         tracer = next((t for t in self.built if t.reuses(cfg)), None)
         if tracer is None:
-            tracer = StepTracer(cfg, self.caption_tokens, fake=True, foreach=True, cuda_kernels=True)
+            tracer = StepTracer(cfg, tokens, fake=True, foreach=True, cuda_kernels=True)
             self.built.append(tracer)
-        return tracer.trace(cfg, amp=amp_of(cfg), flops=flops)
+        return tracer.trace(cfg, amp=amp_of(cfg), flops=flops, caption_tokens=tokens)
 
 
 def memory_summary(trace: StepTrace, gpu: GPU) -> dict[str, Any]:
@@ -124,32 +149,55 @@ def largest_batch(small: StepTrace, large: StepTrace, budget: int, gpu: GPU) -> 
     return max(0, math.floor((budget - fixed - intercept) / slope))
 
 
+def with_lengths(cfg: Config, seconds: float) -> Config:
+    """``cfg`` whose clips are ``seconds`` long (the batch's padded length; never above the crop)."""
+    return with_overrides(cfg, [f"data.max_seconds={min(float(seconds), cfg.data.max_seconds)!r}"])
+
+
 def make_plan(cfg: Config, gpu: GPU, caption_tokens: int = 32, reserve_mib: float = 1024.0,
               clips: int | None = None, search: bool = True,
-              say: Callable[[str], None] = lambda m: print(m, file=sys.stderr)) -> dict[str, Any]:
-    """The plan of ``cfg`` on ``gpu`` (see the module docstring) as a JSON-able dict."""
+              say: Callable[[str], None] = lambda m: print(m, file=sys.stderr), lengths: LengthPlan | None = None,
+              tracers: Tracers | None = None) -> dict[str, Any]:
+    """The plan of ``cfg`` on ``gpu`` (see the module docstring) as a JSON-able dict.
+
+    ``lengths``: the manifest's step lengths; the plan's figures are then the worst step's, and
+    ``typical_batch`` the typical step's. ``tracers``: built models to reuse (plans of several precisions)."""
     budget = int((gpu.memory_mib - reserve_mib) * MIB)
-    tracers = _Tracers(caption_tokens, say)
-    trace = tracers.trace(cfg, True)
+    tracers = tracers or Tracers(caption_tokens, say)
+    if lengths is not None:
+        caption_tokens, seconds = lengths.batch("worst")
+        cfg = with_lengths(cfg, seconds)
+    trace = tracers.trace(cfg, True, caption_tokens)
     amp = amp_of(cfg)
-    step_s = trace.flops / gpu.peak_flops(amp)
+    step_s = trace.flops / gpu.peak_flops(amp, cfg.optim.tf32)
     n_clips, clips_from = train_clips(cfg, clips)
     steps = math.ceil(n_clips / cfg.train.batch_size) if n_clips else None
     plan: dict[str, Any] = {
         "gpu": gpu.name, "gpu_memory_mib": gpu.memory_mib, "reserve_mib": reserve_mib, "budget_mib": budget / MIB,
         "scheme": cfg.objective.scheme, "batch_size": cfg.train.batch_size, "languages": len(cfg.data.languages),
         "texts_per_step": trace.texts, "audio_seconds": cfg.data.max_seconds, "caption_tokens": caption_tokens,
-        "amp": amp, "grad_cache_chunk": cfg.optim.grad_cache_chunk, "parameters": trace.parameters,
+        "amp": amp, "precision": precision_of(cfg), "attention": attention_of(cfg),
+        "grad_cache_chunk": cfg.optim.grad_cache_chunk, "parameters": trace.parameters,
         "trainable_parameters": trace.trainable, **memory_summary(trace, gpu),
         "fits": predicted_bytes(trace, gpu) <= budget,
         "flops_per_step": trace.flops,
         "step_time_lower_bound_s": step_s, "train_clips": n_clips, "train_clips_from": clips_from,
         "steps_per_epoch": steps, "epoch_time_lower_bound_s": step_s * steps if steps else None,
     }
+    if lengths is not None:
+        plan["lengths"] = lengths.summary()
+        typical_tokens, typical_seconds = lengths.batch("typical")
+        typical = tracers.trace(with_lengths(cfg, typical_seconds), False, typical_tokens)
+        plan["typical_batch"] = {"caption_tokens": typical_tokens, "audio_seconds": typical_seconds,
+                                 **memory_summary(typical, gpu)}
+    else:
+        plan["lengths"] = {"assumed": f"no manifest: every caption {caption_tokens} tokens (--caption-tokens), "
+                                      f"every clip {cfg.data.max_seconds:g} s (data.max_seconds); give --manifest "
+                                      f"to plan the typical and the worst batch from the data"}
     if not search:
         return plan
     bigger = with_overrides(cfg, [f"train.batch_size={2 * cfg.train.batch_size}"])
-    plan["largest_batch"] = largest_batch(trace, tracers.trace(bigger, False), budget, gpu)
+    plan["largest_batch"] = largest_batch(trace, tracers.trace(bigger, False, caption_tokens), budget, gpu)
     if not plan["fits"]:
         plan["fitting_options"] = None
         for label, overrides in OPTION_SETS:
@@ -157,7 +205,7 @@ def make_plan(cfg: Config, gpu: GPU, caption_tokens: int = 32, reserve_mib: floa
                 option_cfg = with_overrides(cfg, overrides)
                 if option_cfg.to_dict() == cfg.to_dict():
                     continue
-                option = tracers.trace(option_cfg, True)
+                option = tracers.trace(option_cfg, True, caption_tokens)
             except (MlatrError, TypeError) as exc:
                 say(f"option set {label!r} does not apply to this config ({exc})")
                 continue
@@ -165,7 +213,7 @@ def make_plan(cfg: Config, gpu: GPU, caption_tokens: int = 32, reserve_mib: floa
                 plan["fitting_options"] = {
                     "name": label, "overrides": overrides, "predicted_mib": predicted_bytes(option, gpu) / MIB,
                     "flops_ratio": option.flops / trace.flops if trace.flops else None,
-                    "step_time_lower_bound_s": option.flops / gpu.peak_flops(amp_of(option_cfg))}
+                    "step_time_lower_bound_s": option.flops / gpu.peak_flops(amp_of(option_cfg), cfg.optim.tf32)}
                 break
     return plan
 
@@ -175,7 +223,7 @@ def sweep(cfg: Config, gpu: GPU, key: str, values: list[str], caption_tokens: in
     """One traced step per value of ``key`` (``languages=K`` takes the first K of ``data.languages``): the
     batch's texts, the predicted memory and its parts, the FLOPs."""
     rows = []
-    tracers = _Tracers(caption_tokens, say)
+    tracers = Tracers(caption_tokens, say)
     for value in values:
         if key == "languages":
             override = f"data.languages=[{','.join(cfg.data.languages[:int(value)])}]"
@@ -193,8 +241,9 @@ def format_plan(plan: dict[str, Any]) -> str:
     lines = [f"GPU {plan['gpu']}: {plan['gpu_memory_mib']:,.0f} MiB, budget {plan['budget_mib']:,.0f} MiB "
              f"(minus {plan['reserve_mib']:,.0f} MiB reserved for the CUDA context and the allocator's cache)",
              f"step: {plan['scheme']}, batch {plan['batch_size']}, {plan['texts_per_step']} captions of "
-             f"{plan['caption_tokens']} tokens, {plan['audio_seconds']:g} s audio, AMP {plan['amp']}, "
-             f"grad_cache_chunk {plan['grad_cache_chunk']}",
+             f"{plan['caption_tokens']} tokens, {plan['audio_seconds']:g} s audio, {plan['precision']}, "
+             f"attention {plan['attention']}, grad_cache_chunk {plan['grad_cache_chunk']}",
+             *format_lengths(plan["lengths"]),
              f"parameters {plan['parameters']:,} ({plan['trainable_parameters']:,} trained)", "",
              f"memory at the peak ({plan['peak_phase']}):"]
     for part, mib in plan["parts_mib"].items():
@@ -204,7 +253,12 @@ def format_plan(plan: dict[str, Any]) -> str:
     lines.append(f"  {'predicted max allocated':<24}{plan['predicted_mib']:>12,.0f} MiB  "
                  f"({'fits' if plan['fits'] else 'does NOT fit'})")
     peaks = ", ".join(f"{k} {v:,.0f} MiB" for k, v in plan["phase_peaks_mib"].items())
-    lines += [f"  peaks by phase: {peaks}", "",
+    lines.append(f"  peaks by phase: {peaks}")
+    if "typical_batch" in plan:
+        typical = plan["typical_batch"]
+        lines.append(f"  typical batch ({typical['caption_tokens']} tokens, {typical['audio_seconds']:g} s): "
+                     f"{typical['predicted_mib']:,.0f} MiB predicted; the figures above are the worst batch's")
+    lines += ["",
               f"FLOPs per step {plan['flops_per_step'] / 1e12:,.2f} T; time lower bound "
               f"{plan['step_time_lower_bound_s']:.3f} s/step"]
     if plan["steps_per_epoch"]:
@@ -222,6 +276,33 @@ def format_plan(plan: dict[str, Any]) -> str:
             lines.append(f"cheapest option set that fits: {option['name']} ({' '.join(option['overrides'])}): "
                          f"{option['predicted_mib']:,.0f} MiB, FLOPs x{option['flops_ratio']:.2f}, "
                          f"at least {option['step_time_lower_bound_s']:.3f} s/step")
+    return "\n".join(lines)
+
+
+def format_lengths(lengths: dict[str, Any]) -> list[str]:
+    """The lines saying where the traced lengths come from (a plan's ``lengths``)."""
+    if "assumed" in lengths:
+        return [f"lengths assumed: {lengths['assumed']}"]
+    tokens, audio = lengths["caption_tokens"], lengths["audio_seconds"]
+    lines = [f"lengths from {lengths['clips_from']}; tokens counted with {lengths['tokenizer']}",
+             f"  padded caption tokens of a step: median {tokens['typical']:g}, p95 {tokens['step_p95']:g}; worst step "
+             f"of an epoch ({tokens['steps_per_epoch']:,} steps) expected {tokens['worst']:.1f} (5-95 %: "
+             f"{tokens['epoch_max_p5']:g}-{tokens['epoch_max_p95']:g}), longest possible {tokens['longest']:g}",
+             f"  padded clip seconds of a step: median {audio['typical']:g}, worst step expected {audio['worst']:.2f}",
+             f"  traced: typical batch {lengths['typical']['caption_tokens']} tokens / "
+             f"{lengths['typical']['audio_seconds']:g} s, worst batch {lengths['worst']['caption_tokens']} tokens / "
+             f"{lengths['worst']['audio_seconds']:g} s"]
+    return lines + [f"  note: {note}" for note in lengths["notes"]]
+
+
+def format_precisions(plans: list[dict[str, Any]]) -> str:
+    """Plans of one config in several precisions side by side: both peaks, fit, the time bound."""
+    lines = [f"{'precision':<22}{'typical MiB':>13}{'worst MiB':>11}{'fits':>6}{'s/step (bound)':>16}"]
+    for p in plans:
+        typical = p.get("typical_batch", {}).get("predicted_mib", p["predicted_mib"])
+        fits = "yes" if p["fits"] else "no"
+        lines.append(f"{p['precision']:<22}{typical:>13,.0f}{p['predicted_mib']:>11,.0f}{fits:>6}"
+                     f"{p['step_time_lower_bound_s']:>16.3f}")
     return "\n".join(lines)
 
 

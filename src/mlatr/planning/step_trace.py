@@ -30,8 +30,8 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 
 from mlatr.inference.process_group import DistContext
 from mlatr.losses.schemes import build_scheme
-from mlatr.planning.architectures import build_planned_model, planning_captions
-from mlatr.planning.cuda_kernels import cuda_choices
+from mlatr.planning.architectures import ArchitectureOnlyText, build_planned_model, planning_captions
+from mlatr.planning.cuda_kernels import SUBSTITUTIONS, cuda_choices
 from mlatr.planning.tracker import LiveTensorTracker, cuda_rounded
 from mlatr.training.config import Config
 from mlatr.training.objective import build_objective
@@ -91,9 +91,10 @@ def step_batch(cfg: Config, batch: int, caption_tokens: int, real: bool) -> Step
 
 #: Config keys a :class:`StepTracer` may trace other values of without rebuilding its model, objective and
 #: optimizer: they change the batch or how the step runs, not what is built (``optim.amp`` is the trace's
-#: ``amp`` argument). ``train.batch_size`` also sizes a dynamic SVR radius: see :meth:`StepTracer.reuses`.
-STEP_KEYS = (("train", "batch_size"), ("optim", "amp"), ("optim", "grad_cache_chunk"), ("optim", "accumulate"),
-             ("optim", "grad_clip"))
+#: ``amp`` argument; ``optim.tf32`` changes no tensor). ``train.batch_size`` also sizes a dynamic SVR radius:
+#: see :meth:`StepTracer.reuses`.
+STEP_KEYS = (("train", "batch_size"), ("optim", "amp"), ("optim", "tf32"), ("optim", "grad_cache_chunk"),
+             ("optim", "accumulate"), ("optim", "grad_clip"), ("data", "max_seconds"))
 
 
 def _built_part(cfg: Config) -> dict:
@@ -122,8 +123,9 @@ class StepTracer:
     """
 
     def __init__(self, cfg: Config, caption_tokens: int = 32, fake: bool = True, foreach: bool | None = None,
-                 cuda_kernels: bool = False, text_architecture: dict | None = None):
-        self.cfg, self.caption_tokens, self.fake, self.cuda_kernels = cfg, caption_tokens, fake, cuda_kernels
+                 cuda_kernels: bool | tuple[str, ...] = False, text_architecture: dict | None = None):
+        self.cfg, self.caption_tokens, self.fake = cfg, caption_tokens, fake
+        self.cuda_kernels = SUBSTITUTIONS if cuda_kernels is True else tuple(cuda_kernels or ())
         self.mode = FakeTensorMode(allow_non_fake_inputs=True) if fake else nullcontext()
         with torch.device("meta") if fake else nullcontext():
             model = build_planned_model(cfg, caption_tokens, text_architecture)
@@ -156,11 +158,16 @@ class StepTracer:
             objective = build_objective(cfg.objective, cfg.train.batch_size)
         return _tensor_shapes(objective) == self._objective_shapes
 
-    def trace(self, cfg: Config | None = None, amp: str = "off", flops: bool = True) -> StepTrace:
-        """One steady-state step of ``cfg`` (default: the built config; it must satisfy :meth:`reuses`)."""
+    def trace(self, cfg: Config | None = None, amp: str = "off", flops: bool = True,
+              caption_tokens: int | None = None) -> StepTrace:
+        """One steady-state step of ``cfg`` (default: the built config; it must satisfy :meth:`reuses`), its
+        captions ``caption_tokens`` long (default: the built length)."""
         cfg = cfg or self.cfg
         if not self.reuses(cfg):
             raise ValueError("StepTracer.trace: the config changes what is built; make a new StepTracer")
+        tokens = caption_tokens or self.caption_tokens
+        if isinstance(self.model.text_encoder, ArchitectureOnlyText):  # its FixedLengthTokenizer: 2 specials
+            self.model.text_encoder.tokenizer.pieces = max(1, tokens - 2)
         batch, fake = cfg.train.batch_size, self.fake
         model, objective, optimizer, params = self.model, self.objective, self.optimizer, self.params
         with self.mode:
@@ -170,12 +177,12 @@ class StepTracer:
                         else (lambda: torch.autocast("cpu", enabled=False)))
             runner = runner_cls(model, model, objective, DistContext(), device, autocast, cfg.optim.grad_cache_chunk)
             tracker = LiveTensorTracker(fake=fake, count_flops=flops)
-            kernels = cuda_choices() if self.cuda_kernels else nullcontext()
+            kernels = cuda_choices(self.cuda_kernels) if self.cuda_kernels else nullcontext()
             with tracker:
                 tracker.track(self.weights + self.state)
                 tracker.reset_peak()
                 with kernels:
-                    inputs = step_batch(cfg, batch, self.caption_tokens, real=not fake)
+                    inputs = step_batch(cfg, batch, tokens, real=not fake)
                     runner(inputs, cfg.optim.accumulate, True, "planned step")
                     texts = len(inputs.texts)
                     grads = tracker.records_of(p.grad for p in params)
@@ -205,7 +212,7 @@ class StepTracer:
 
 
 def trace_step(cfg: Config, caption_tokens: int = 32, fake: bool = True, amp: str = "off",
-               foreach: bool | None = None, flops: bool = True, cuda_kernels: bool = False,
+               foreach: bool | None = None, flops: bool = True, cuda_kernels: bool | tuple[str, ...] = False,
                text_architecture: dict | None = None) -> StepTrace:
     """Trace one steady-state training step of ``cfg`` (see the module docstring).
 
@@ -217,7 +224,8 @@ def trace_step(cfg: Config, caption_tokens: int = 32, fake: bool = True, amp: st
         foreach: the optimizer's multi-tensor implementation (True: what PyTorch picks on CUDA).
         flops: count FLOPs (``torch.utils.flop_counter``'s formulas).
         cuda_kernels: dropout and attention take the kernels CUDA would
-            (:func:`~mlatr.planning.cuda_kernels.cuda_choices`; a plan for a GPU).
+            (:func:`~mlatr.planning.cuda_kernels.cuda_choices`; a plan for a GPU): True for all, or the names
+            of some (:data:`~mlatr.planning.cuda_kernels.ON_CPU` for a real CPU run).
         text_architecture: values replacing a Hugging Face text tower's published ones (smaller towers for
             the validation; :func:`~mlatr.planning.architectures.build_planned_model`).
     """

@@ -1,109 +1,78 @@
-"""Reciprocal-rank fusion of the three text-search sources: sound, caption meaning, caption keywords.
+"""The fused ranking of a text search and the relevance of every hit, from per-source scores (issue 33).
 
-The sources score on scales that do not compare: a cosine between a query and a clip's audio embedding
-(ATRI eq. 1; cross-modal cosines of a contrastive model sit in a narrow band), a cosine between the query
-and a caption (text-to-text, much wider), a BM25 score (unbounded). A weighted sum of raw scores lets the
-widest scale decide, and a fixed mix of cosines does worse than either alone (issue 22). Reciprocal-rank
-fusion (Cormack, Clarke & Büttcher 2009, "Reciprocal rank fusion outperforms Condorcet and individual rank
-learning methods") uses only each source's ranks:
+A text query has three sources of evidence about each clip: its sound (the query's cosine with the
+clip's audio embedding, ATRI eq. 1), its captions' meaning (the best cosine of the query with one of
+the clip's captions) and its captions' words (the best BM25 score, :mod:`mlatr.search.lexical`).
+:func:`fuse` turns them into one *fused score* per candidate clip and its *relevance*, the calibrated
+probability that the clip answers the query, with the fitted :class:`~mlatr.search.relevance.RelevanceModel`
+(:mod:`mlatr.search.relevance` says what the features are and why they transfer across libraries).
 
-    fused(c) = sum over sources s that rank c of  w_s / (k + rank_s(c))
+It takes only what it needs, so any candidate set can be ranked: every clip of a library held in memory
+(:class:`~mlatr.search.hybrid.TextRanker`), or the union of each source's top window found by approximate
+search at scale. Per candidate: the sound, caption and keyword scores (:class:`Candidates`); per query,
+its :class:`~mlatr.search.relevance.QueryStats` (the mean and spread of its sound and caption cosines over
+the library, from :class:`~mlatr.search.relevance.LibraryStats`, and its idf mass).
 
-with weight ``w_s = caption_weight`` for the caption and keyword sources and 1 for sound (weighted RRF).
-
-A caption or keyword source ranks only the clips it has evidence for: a caption whose cosine with the
-query reaches ``caption_gate``, a caption sharing a token with the query (BM25 > 0). The sound source
-ranks every clip. So a library whose names say nothing (``ZOOM0001.wav``) gives no caption evidence and
-the fused order is exactly the audio order, and a clip without caption is still ranked by its sound.
-``caption_gate``, ``k`` and ``caption_weight`` are calibrated on libraries never trained on (``mlatr
-experiment unseen-library``, nested: each held-out library's setting is picked on the other libraries,
-among the settings that keep recorder-style names from lowering the audio ranking there; see
-docs/hybrid-search.md).
-
-Every function takes ``[..., N]`` arrays (one query, or ``[Q, N]`` for a batch of queries).
+:data:`RANKS` are the orders a search can return: ``hybrid`` (the fused score, the default), ``audio``
+(the sound cosine) or ``captions`` (the best caption cosine; a clip without caption last). Whichever order,
+every hit carries the same relevance: it says how probable the clip is to answer, not why it ranked.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 import numpy as np
 
-#: The rankings a text search can use: the model's audio embeddings only, the clips' captions only
-#: (their embeddings), or the fusion of sound, caption embeddings and caption keywords.
+from mlatr.search.relevance import FEATURES, QueryStats, RelevanceModel, pair_features
+
+#: The rankings a text search can use: the fusion of every source (default), sound only, captions only.
 RANKS = ("audio", "captions", "hybrid")
 
 
-@dataclass(frozen=True)
-class FusionSettings:
-    """``caption_gate``: the least query-caption cosine that counts as caption evidence; ``rrf_k``: the
-    constant ``k`` of reciprocal-rank fusion (larger: ranks further down still count); ``caption_weight``:
-    the weight of the caption and keyword sources against sound's 1."""
+@dataclass
+class Candidates:
+    """One query's candidate clips: ``rows [n]`` and each source's score of them, ``sound [n]`` (cosine),
+    ``caption [n]`` (best caption cosine, ``-inf`` for a clip without caption), ``keyword [n]`` (best BM25,
+    0 where no term matches)."""
 
-    caption_gate: float = 0.5
-    rrf_k: float = 60.0
-    caption_weight: float = 1.0
-
-    def to_dict(self) -> dict:
-        return asdict(self)
+    rows: np.ndarray
+    sound: np.ndarray
+    caption: np.ndarray
+    keyword: np.ndarray
 
 
-#: The shipped setting: of the settings that kept meaningless names within 0.5 point of audio-only on the
-#: training libraries of every leave-one-library-out fold, the one with the best mean names R@10 there
-#: (``mlatr experiment unseen-library``, USE / near-identity heads; docs/hybrid-search.md).
-DEFAULT_FUSION = FusionSettings(caption_gate=0.4, rrf_k=5.0, caption_weight=1.0)
+@dataclass
+class Fused:
+    """:func:`fuse`'s answer for each candidate: ``score [n]`` (the fused score), ``relevance [n]`` and the
+    ``features [n, F]`` they came from (``caption_z`` says whether a caption stands out)."""
 
-#: The grid the calibration searches.
-FUSION_GRID = tuple(FusionSettings(g, k, w) for g in (0.3, 0.4, 0.5, 0.6, 0.7) for k in (5.0, 20.0, 60.0)
-                    for w in (1.0, 2.0))
-
-
-def ranks_among(scores: np.ndarray, eligible: np.ndarray) -> np.ndarray:
-    """``[..., N]`` 1-based rank of each eligible item by descending score (ties: lower index first),
-    0 for an item that is not eligible."""
-    if scores.ndim == 1:  # one query: sort only the eligible items (often few: the caption and keyword sources)
-        rows = np.flatnonzero(eligible)
-        ranks = np.zeros(scores.shape, np.int64)
-        ranks[rows[np.argsort(-scores[rows], kind="stable")]] = np.arange(1, len(rows) + 1)
-        return ranks
-    masked = np.where(eligible, scores, -np.inf)
-    order = np.argsort(-masked, axis=-1, kind="stable")
-    ranks = np.empty_like(order)
-    np.put_along_axis(ranks, order, np.broadcast_to(np.arange(1, scores.shape[-1] + 1), order.shape), axis=-1)
-    return np.where(eligible, ranks, 0)
+    score: np.ndarray
+    relevance: np.ndarray
+    features: np.ndarray
 
 
-def source_ranks(audio: np.ndarray, caption: np.ndarray, keyword: np.ndarray,
-                 settings: FusionSettings = DEFAULT_FUSION) -> dict[str, np.ndarray]:
-    """The rank of each clip in each source (0 = no evidence from that source): ``audio [..., N]`` cosines,
-    ``caption [..., N]`` best caption cosine (``-inf``: no caption), ``keyword [..., N]`` best BM25."""
-    return {"sound": ranks_among(audio, np.isfinite(audio)),
-            "caption": ranks_among(caption, caption >= settings.caption_gate),
-            "keyword": ranks_among(keyword, keyword > 0)}
+def fuse(cands: Candidates, stats: QueryStats, model: RelevanceModel) -> Fused:
+    """The fused score and relevance of every candidate (module docstring)."""
+    x = pair_features(cands.sound, cands.caption, cands.keyword, stats)
+    score = model.score(x)
+    return Fused(score, model.relevance(score), x)
 
 
-def reciprocal_rank_fusion(ranks: dict[str, np.ndarray], rrf_k: float,
-                           weights: dict[str, float] | None = None) -> np.ndarray:
-    """``sum_s w_s / (rrf_k + rank_s)`` over the sources that rank a clip (rank 0 = not ranked; ``weights``
-    default to 1): ``[..., N]``."""
-    total = None
-    for name, r in ranks.items():
-        w = 1.0 if weights is None else weights.get(name, 1.0)
-        part = np.where(r > 0, w / (rrf_k + np.maximum(r, 1)), 0.0)
-        total = part if total is None else total + part
-    return total
+def caption_counts(model: RelevanceModel, x: np.ndarray, stats: QueryStats) -> np.ndarray:
+    """``[n]`` bool: whether the fused score of each of the feature rows ``x [n, F]`` counts its caption,
+    that is, differs from the score the clip would have without a caption (the caption columns as
+    :func:`~mlatr.search.relevance.pair_features` gives a clip without one). What a hit shows as caption
+    evidence in a fused or sound ranking."""
+    x = np.asarray(x, np.float64)
+    bare = x.copy()
+    bare[:, FEATURES.index("caption")] = stats.caption_mean
+    bare[:, [FEATURES.index("caption_z"), FEATURES.index("caption_rare")]] = 0.0
+    return np.abs(model.score(x) - model.score(bare)) > 1e-9
 
 
-def fused_scores(audio: np.ndarray, caption: np.ndarray, keyword: np.ndarray, rank: str = "hybrid",
-                 settings: FusionSettings = DEFAULT_FUSION, ranks: dict[str, np.ndarray] | None = None) -> np.ndarray:
-    """``[..., N]`` scores whose descending order is the ranking ``rank`` (one of :data:`RANKS`): the audio
-    cosine, the best caption cosine (``-inf`` for a clip without caption), or the reciprocal-rank fusion
-    (``ranks``: :func:`source_ranks` of the same arguments, when the caller has them already)."""
-    if rank == "audio":
-        return audio
-    if rank == "captions":
-        return caption
-    w = settings.caption_weight
-    ranks = source_ranks(audio, caption, keyword, settings) if ranks is None else ranks
-    return reciprocal_rank_fusion(ranks, settings.rrf_k,
-                                  {"caption": w, "keyword": w})
+def order_by(cands: Candidates, fused: Fused, rank: str, k: int) -> np.ndarray:
+    """Positions (into the candidates) of the ``k`` best by ``rank`` (one of :data:`RANKS`, checked where the
+    query entered), best first; ties: lower row first."""
+    key = {"hybrid": fused.score, "audio": cands.sound, "captions": cands.caption}[rank]
+    return np.lexsort((cands.rows, -np.asarray(key, np.float64)))[:k]

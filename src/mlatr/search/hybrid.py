@@ -1,57 +1,97 @@
 """Text search over a library's sound and what it says: audio embeddings, caption embeddings, keywords.
 
 :class:`TextRanker` holds what the captions of an index need for a query (their keyword index, their
-clip rows) and ranks the clips for a query embedding and text by ``rank`` (:data:`~mlatr.search.fusion.RANKS`):
+clip rows) and the library's statistics (:class:`~mlatr.search.relevance.LibraryStats`), and ranks the
+live clips for a query embedding and text by ``rank`` (:data:`~mlatr.search.fusion.RANKS`):
 
-- ``audio``: cosine of the query with the clips' audio embeddings (ATRI eq. 1), as before issue 22;
+- ``hybrid`` (default): the fused score of sound, caption cosine and BM25 keywords
+  (:func:`mlatr.search.fusion.fuse`, :mod:`mlatr.search.relevance`, :mod:`mlatr.search.lexical`);
+- ``audio``: cosine of the query with the clips' audio embeddings (ATRI eq. 1);
 - ``captions``: the best cosine of the query with any of the clip's captions, in any language the index
-  holds (file names, sidecar texts, manifest captions, embedded by the same model's text side);
-- ``hybrid`` (default): reciprocal-rank fusion of sound, caption cosine and BM25 keywords
-  (:mod:`mlatr.search.fusion`, :mod:`mlatr.search.lexical`).
+  holds (file names, sidecar texts, manifest captions, embedded by the same model's text side).
 
-Every hit carries its evidence, whatever the ranking: ``{"source": "caption", "text", "lang", "score",
-"rank"}`` for the best-matching caption when it passes the caption gate, ``{"source": "keyword", "text",
-"lang", "terms", "score", "rank"}`` for the best keyword match, ``{"source": "sound", "score", "rank"}``.
+Every hit carries its relevance (the same whatever the ranking) and its evidence: ``{"source": "caption",
+"text", "lang", "score", "rank"}`` for the clip's best caption where the fused score counts it
+(:func:`~mlatr.search.fusion.caption_counts`: it stands out of the library's captions for this query, is
+rare among them, or is close to the query in itself) or where it ranked the clip (``rank="captions"``),
+``{"source": "keyword", "text", "lang", "terms", "score", "rank"}`` for the best keyword match,
+``{"source": "sound", "score", "rank"}``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import NamedTuple
 
 import numpy as np
 
+from mlatr.search.analysis import surface_words
 from mlatr.search.columns import RowStack
-from mlatr.search.fusion import DEFAULT_FUSION, FusionSettings, reciprocal_rank_fusion
+from mlatr.search.fusion import Candidates, caption_counts, fuse, order_by
 from mlatr.search.lexical import KeywordIndex
+from mlatr.search.relevance import (
+    LibraryStats,
+    Moments,
+    QueryStats,
+    RelevanceModel,
+    answer_features,
+    answer_relevance,
+    rare_cutoff,
+    shipped,
+)
+
+
+class Ranked(NamedTuple):
+    """One ranked clip: its ``row``, the ``score`` of the ranking used, its ``relevance`` and ``evidence``."""
+
+    row: int
+    score: float
+    relevance: float
+    evidence: list[dict]
+
+
+class Ranking(list):
+    """The :class:`Ranked` clips of one query, best first, and ``relevance``: the probability that the library
+    holds a clip relevant to the query (:func:`~mlatr.search.relevance.answer_relevance` of the fused ranking
+    of every candidate, whichever order the hits are in)."""
+
+    def __init__(self, hits=(), relevance: float | None = None):
+        super().__init__(hits)
+        self.relevance = relevance
 
 
 class TextRanker:
     """Ranks the live clips of one index for text queries (module docstring).
 
     ``deleted``: tombstoned clip rows (``mlatr index delete``). They are not part of the library: no
-    source ranks them, their captions are left out of the keyword statistics, and they never take a result
-    slot, so the ranking equals that of the index without them (:meth:`~mlatr.search.index.Index.live`).
+    source ranks them, their captions and audio are left out of the keyword and library statistics, and
+    they never take a result slot, so the ranking equals that of the index without them
+    (:meth:`~mlatr.search.index.Index.live`). ``model``, ``answer``: the relevance model of a hit and of a
+    whole answer (default: the shipped ones).
 
     A query costs one product with the audio embeddings and one with the caption embeddings, a per-clip
-    maximum over the captions (one ``maximum.at``); ranks and fusion work on the clips near the top
-    (:meth:`rank`)."""
+    maximum over the captions (one ``maximum.at``) and the fused score of every live clip."""
 
     def __init__(self, audio: np.ndarray, caption_embeddings: np.ndarray, caption_clip: np.ndarray,
-                 caption_text: Sequence[str], caption_lang: Sequence[str],
-                 settings: FusionSettings = DEFAULT_FUSION, deleted: Sequence[int] | np.ndarray = ()):
+                 caption_text: Sequence[str], caption_lang: Sequence[str], deleted: Sequence[int] | np.ndarray = (),
+                 model: RelevanceModel | None = None, answer: RelevanceModel | None = None):
         self.audio = RowParts(audio)  # [N, d]
         self.captions = RowParts(caption_embeddings)  # [M, d]
         self.caption_clip = np.asarray(caption_clip, np.int64)  # [M]
         self.caption_text = list(caption_text)
         self.caption_lang = list(caption_lang)
-        self.settings = settings
+        self.model = model if model is not None else shipped().text
+        self.answer = answer if answer is not None else shipped().answer
         self.live = np.ones(len(self.audio), bool)  # [N]
         self.live[np.asarray(deleted, np.int64)] = False
         self._live_rows = np.flatnonzero(self.live)  # [N_live]
         self._caption_live = self.live[self.caption_clip]  # [M]
         # BM25 over the live clips' captions only (document j is caption row _keyword_rows[j])
         self._keyword_rows = np.flatnonzero(self._caption_live)
-        self.keywords = KeywordIndex([self.caption_text[r] for r in self._keyword_rows])
+        self.keywords = KeywordIndex([self.caption_text[r] for r in self._keyword_rows],
+                                     [self.caption_lang[r] for r in self._keyword_rows])
+        self.stats = LibraryStats(Moments.of(self.audio.parts, self.live),
+                                  Moments.of(self.captions.parts, self._caption_live))
         # captions grouped by clip, once: the rows of a hit's captions, for its evidence
         self._by_clip = np.argsort(self.caption_clip, kind="stable")  # [M]
         grouped = self.caption_clip[self._by_clip]
@@ -62,10 +102,10 @@ class TextRanker:
         self._block_of[self._block_clip] = np.arange(len(self._starts))
 
     @classmethod
-    def of(cls, index, settings: FusionSettings = DEFAULT_FUSION) -> TextRanker:
+    def of(cls, index, model: RelevanceModel | None = None) -> TextRanker:
         """The ranker of an :class:`~mlatr.search.index.Index` (its tombstones included)."""
         return cls(index.embeddings, index.caption_embeddings, index.caption_clip, index.caption_text,
-                   index.caption_lang, settings, index.deleted_rows)
+                   index.caption_lang, index.deleted_rows, model)
 
     def _best(self, scores: np.ndarray) -> np.ndarray:
         """``[N]`` each clip's best of ``scores [M]`` over its captions (``-inf``: no caption), in one pass
@@ -80,80 +120,77 @@ class TextRanker:
         rows = self._by_clip[self._starts[block]:self._ends[block]]  # ascending
         return int(rows[np.argmax(scores[rows])])
 
-    def rank(self, query_vec: np.ndarray, query: str, k: int, rank: str = "hybrid") -> list[tuple[int, float, list]]:
-        """The ``k`` best live clips as ``(row, score, evidence)`` for the embedded query ``query_vec [d]``
-        (:meth:`ranked`)."""
-        vec = np.asarray(query_vec, np.float32)[None]  # [1, d]
-        return self.ranked(self.audio.scores(vec)[0], self.captions.scores(vec)[0], query, k, rank)
+    def rank(self, query_vec: np.ndarray, query: str, lang: str | None, k: int,
+             rank: str = "hybrid") -> Ranking:
+        """The ``k`` best live clips for the embedded query ``query_vec [d]`` (text ``query`` in ``lang``)."""
+        return self.rank_many(np.asarray(query_vec)[None], [query], [lang], [k], [rank])[0]
 
-    def rank_many(self, query_vecs: np.ndarray, queries: Sequence[str], ks: Sequence[int],
-                  ranks: Sequence[str]) -> list[list[tuple[int, float, list]]]:
+    def rank_many(self, query_vecs: np.ndarray, queries: Sequence[str], langs: Sequence[str | None],
+                  ks: Sequence[int], ranks: Sequence[str]) -> list[Ranking]:
         """:meth:`rank` of several embedded queries ``query_vecs [B, d]``: the products with the audio and
         caption embeddings are taken for the whole batch at once (one pass over each matrix, which a single
         query's product spends its time reading), then each query is ranked on its own row."""
         vecs = np.asarray(query_vecs, np.float32)  # [B, d]
         audio = self.audio.scores(vecs)  # [B, N]
         captions = self.captions.scores(vecs)  # [B, M]
-        return [self.ranked(audio[b], captions[b], query, k, rank)
-                for b, (query, k, rank) in enumerate(zip(queries, ks, ranks, strict=True))]
+        return [self.ranked(vecs[b], audio[b], captions[b], query, lang, k, rank)
+                for b, (query, lang, k, rank) in enumerate(zip(queries, langs, ks, ranks, strict=True))]
 
-    def ranked(self, audio: np.ndarray, caption_scores: np.ndarray, query: str, k: int,
-               rank: str = "hybrid") -> list[tuple[int, float, list]]:
-        """The ``k`` best live clips as ``(row, score, evidence)``, best first (ties: lower row first), for a
-        query (checked where it entered: :func:`mlatr.search.query.text_query`) whose scores against the
-        clips' audio (``audio [N]``) and their captions (``caption_scores [M]``) are given: the same as sorting
-        every clip by :func:`~mlatr.search.fusion.fused_scores` of the full score arrays.
-
-        Only the clips near the top are fused (Fagin's threshold algorithm): the union of each source's top
-        ``K`` gets its exact ranks (counted among the clips each source ranks) and fused scores. Every other
-        clip ranks below ``K`` in every source, so it scores at most ``sum_s w_s / (rrf_k + K + 1)``; when the
-        ``k``-th best candidate scores more, the ``k`` best are found, else ``K`` doubles."""
-        terms = self.keywords.terms(query)
+    def ranked(self, vec: np.ndarray, audio: np.ndarray, caption_scores: np.ndarray, query: str, lang: str | None,
+               k: int, rank: str = "hybrid", rows: np.ndarray | None = None) -> Ranking:
+        """The ``k`` best live clips by ``rank``, best first (ties: lower row first), for a query ``vec [d]``
+        (checked where it entered: :func:`mlatr.search.query.text_query`) whose scores against the clips' audio
+        (``audio [N]``) and their captions (``caption_scores [M]``) are given, and the answer's relevance.
+        ``rows``: rank only these clips (a sound ranking found by the index's searcher: they keep its order, and
+        the answer's relevance is read from them alone), else every live clip."""
+        terms = self.keywords.terms(query, lang)
         keyword_scores = np.zeros(len(self.captions), np.float32)  # [M]
         keyword_scores[self._keyword_rows] = self.keywords.scores_of(terms)
         caption, keyword = self._best(caption_scores), self._best(keyword_scores)  # [N] each
         keyword = np.where(np.isfinite(keyword), keyword, 0.0)
-        sources = {"sound": _Source(audio, self.live),
-                   "caption": _Source(caption, self.live & (caption >= self.settings.caption_gate)),
+        stats = QueryStats.of(self.stats, vec, self.keywords.idf_mass(terms), rare_cutoff(caption[self.live]))
+        cand_rows = self._live_rows if rows is None else np.asarray(rows, np.int64)
+        cands = Candidates(cand_rows, audio[cand_rows], caption[cand_rows], keyword[cand_rows])
+        fused = fuse(cands, stats, self.model)
+        pos = order_by(cands, fused, rank, k) if rows is None else np.arange(len(cand_rows))[:k]
+        sources = {"sound": _Source(audio, self.live), "caption": _Source(caption, self.live & np.isfinite(caption)),
                    "keyword": _Source(keyword, self.live & (keyword > 0))}
-        w = self.settings.caption_weight
-        weights = {"caption": w, "keyword": w}
-        if rank == "hybrid":
-            depth = k
-            while True:
-                rows = np.unique(np.concatenate([src.top(depth) for src in sources.values()]))
-                ranks = {name: src.ranks(rows) for name, src in sources.items()}
-                scores = reciprocal_rank_fusion(ranks, self.settings.rrf_k, weights)  # [len(rows)]
-                order = np.lexsort((rows, -scores))[:k]
-                below = reciprocal_rank_fusion({n: np.array([depth + 1]) for n in sources}, self.settings.rrf_k,
-                                               weights)[0]  # the most a clip outside every top-depth scores
-                if (len(order) == k and scores[order[-1]] > below) or all(depth >= src.size for src in
-                                                                          sources.values()):
-                    break
-                depth *= 2
-        else:
-            live = self._live_rows  # a clip without caption still takes a place in the captions ranking (-inf)
-            rows = sources["sound"].top(k) if rank == "audio" else live[top_rows(caption[live], k)]
-            ranks = {name: src.ranks(rows) for name, src in sources.items()}
-            scores = audio[rows] if rank == "audio" else caption[rows]
-            order = np.arange(len(rows))
+        hit_rows = cand_rows[pos]
+        ranks = {name: src.ranks(hit_rows) for name, src in sources.items()}
+        shown = {"hybrid": fused.score, "audio": cands.sound, "captions": cands.caption}[rank]
+        counted = caption_counts(self.model, fused.features[pos], stats)
         out = []
-        for j in order.tolist():
-            i, r = int(rows[j]), {name: int(v[j]) for name, v in ranks.items()}
+        for j, p in enumerate(pos.tolist()):
+            i = int(cand_rows[p])
             evidence = []
-            if r["caption"]:
+            if ranks["caption"][j] and (counted[j] or rank == "captions"):
                 row = self._best_row(caption_scores, i)
                 evidence.append({"source": "caption", "text": self.caption_text[row], "lang": self.caption_lang[row],
-                                 "score": float(caption[i]), "rank": r["caption"]})
-            if r["keyword"]:
+                                 "score": float(caption[i]), "rank": int(ranks["caption"][j])})
+            if ranks["keyword"][j]:
                 row = self._best_row(keyword_scores, i)
                 doc = int(np.searchsorted(self._keyword_rows, row))
+                matched = self.keywords.matched_terms(terms, doc)
                 evidence.append({"source": "keyword", "text": self.caption_text[row], "lang": self.caption_lang[row],
-                                 "terms": self.keywords.matched_terms(terms, doc), "score": float(keyword[i]),
-                                 "rank": r["keyword"]})
-            evidence.append({"source": "sound", "score": float(audio[i]), "rank": r["sound"]})
-            out.append((i, float(scores[j]), evidence))
-        return out
+                                 "terms": surface_words(query, lang, matched), "score": float(keyword[i]),
+                                 "rank": int(ranks["keyword"][j])})
+            evidence.append({"source": "sound", "score": float(audio[i]), "rank": int(ranks["sound"][j])})
+            out.append(Ranked(i, float(shown[p]), float(fused.relevance[p]), evidence))
+        answer = answer_relevance(self.answer, answer_features(fused.score, fused.relevance, fused.features))
+        return Ranking(out, answer)
+
+    def describe(self, vec: np.ndarray, query: str, lang: str | None, rows: np.ndarray,
+                 sound: np.ndarray, rank: str = "audio") -> Ranking:
+        """Relevance and evidence of clips a sound ranking found through the index's searcher (``rows``, best
+        first, ``sound``: their cosines), in that order: the audio product is taken only for them. ``rank``:
+        which score the hits show (``hybrid``: the fused score, on a library where it orders as the sound)."""
+        vec = np.asarray(vec, np.float32)
+        audio = np.full(len(self.audio), -np.inf, np.float32)
+        audio[np.asarray(rows, np.int64)] = sound
+        captions = self.captions.scores(vec[None])[0]
+        hits = self.ranked(vec, audio, captions, query, lang, len(rows), rank, rows=rows)
+        return Ranking([h._replace(evidence=[e if e["source"] != "sound" else {**e, "rank": r + 1}
+                                             for e in h.evidence]) for r, h in enumerate(hits)], hits.relevance)
 
 
 class RowParts:

@@ -255,15 +255,18 @@ class Index:
             self._model = load_index_model(self.meta["checkpoint"])
         return self._model
 
-    def search_text(self, query: str, lang: str | None = "eng", k: int = 10, rank: str = "hybrid"):
+    def search_text(self, query: str, lang: str | None = "eng", k: int = 10, rank: str = "hybrid",
+                    min_relevance: float | None = None):
         """Clips for a text query in ``lang`` (ISO 639-3; ``None`` where the model does not read it), best
-        first: a list of :class:`~mlatr.search.search.Hit`; ``rank`` = audio | captions | hybrid
-        (:mod:`mlatr.search.hybrid`)."""
-        return search_text(self, query, lang, k, rank)
+        first: :class:`~mlatr.search.search.Results`, a list of :class:`~mlatr.search.search.Hit` that says
+        ``nothing_relevant`` when no hit reaches ``min_relevance`` (default: the relevance model's threshold);
+        ``rank`` = hybrid | audio | captions (:mod:`mlatr.search.hybrid`)."""
+        return search_text(self, query, lang, k, rank, min_relevance)
 
-    def search_audio(self, path: str | os.PathLike, k: int = 10):
-        """Sound-to-sound and sound-to-caption search: ``(clip hits, caption hits)``."""
-        return search_audio(self, path, k)
+    def search_audio(self, path: str | os.PathLike, k: int = 10, min_relevance: float | None = None):
+        """Sound-to-sound and sound-to-caption search: ``(clip hits as Results, caption hits)``; ``min_relevance``
+        as for :meth:`search_text` (default: the sound-query model's threshold)."""
+        return search_audio(self, path, k, min_relevance)
 
     def summary(self, check: bool = False) -> dict[str, Any]:
         """What ``mlatr index info`` prints: counts, format, shards with their approximate structure and

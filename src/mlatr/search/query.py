@@ -4,8 +4,10 @@ A query enters through the command line (``mlatr search``), the Python API (:met
 <mlatr.search.index.Index.search_text>`, :func:`mlatr.search.search.search_text`) or the server
 (``GET /search``). Each entry makes it a :class:`TextQuery` with :func:`text_query`, the one check: the text
 is not empty, the language is normalised (ISO 639-1 aliases to 639-3) and one the index's text encoder
-takes, ``k`` is at least 1, the ranking is one of :data:`~mlatr.search.fusion.RANKS`. What comes after (the
-server's batcher, the query embedding, the rankings) takes the checked query and checks nothing again.
+takes, ``k`` is at least 1, the ranking is one of :data:`~mlatr.search.fusion.RANKS`, ``min_relevance`` (when
+given) a probability. What comes after (the server's batcher, the query embedding, the rankings) takes the
+checked query and checks nothing again. A sound query enters through :func:`mlatr.search.search.search_audio`,
+which checks its ``k`` and ``min_relevance`` with the same :func:`check_k` and :func:`check_min_relevance`.
 
 Which languages a query may be in, and whether the model needs to be told which one: a query's language
 changes its embedding only for text encoders that read it (the SONAR tokenizer puts a language code before
@@ -39,25 +41,30 @@ from mlatr.search.hybrid import TextRanker
 @dataclass(frozen=True)
 class TextQuery:
     """A checked text query (:func:`text_query`): ``text`` not empty; ``lang`` ISO 639-3, or None where the
-    text encoder does not read it; ``k`` >= 1 clips; ``rank``: one of :data:`~mlatr.search.fusion.RANKS`."""
+    text encoder does not read it; ``k`` >= 1 clips; ``rank``: one of :data:`~mlatr.search.fusion.RANKS`;
+    ``min_relevance``: the answer's relevance below which it says nothing relevant (a probability; None: the
+    answer model's threshold, :mod:`mlatr.search.relevance`)."""
 
     text: str
     lang: str | None
     k: int = 10
     rank: str = "hybrid"
+    min_relevance: float | None = None
 
 
 def text_query(text: str, lang: str | None, k: int, rank: str, languages: QueryLanguages,
-               lang_field: str = "lang") -> TextQuery:
+               lang_field: str = "lang", min_relevance: float | None = None) -> TextQuery:
     """The one check of a text query where it enters: :class:`MlatrError` for an empty text, an unknown
     language or one the encoder does not take (``languages``: its :class:`QueryLanguages`; ``lang_field``
-    names the option in the message), a missing language the encoder needs, ``k < 1`` or an unknown
-    ranking; a text, language or ``k`` of the wrong type is :class:`~mlatr.api_args.ArgumentTypeError`."""
+    names the option in the message), a missing language the encoder needs, ``k < 1``, an unknown ranking or
+    a ``min_relevance`` outside [0, 1]; a text, language, ``k`` or ``min_relevance`` of the wrong type is
+    :class:`~mlatr.api_args.ArgumentTypeError`."""
     if not api_args.text("query", text, empty=True).strip():
         raise api_args.ArgumentError("empty text query")
     if lang is not None:
         lang = api_args.text(lang_field, lang)
-    return TextQuery(text, languages.code(lang, lang_field), check_k(k), check_rank(rank))
+    return TextQuery(text, languages.code(lang, lang_field), check_k(k), check_rank(rank),
+                     check_min_relevance(min_relevance))
 
 
 def check_rank(rank: str) -> str:
@@ -70,6 +77,12 @@ def check_rank(rank: str) -> str:
 def check_k(k: int) -> int:
     """``k`` as an int if it is an integer of at least 1, else an :class:`~mlatr.api_args.ArgumentError`."""
     return api_args.integer("k", k)
+
+
+def check_min_relevance(value: float | None) -> float | None:
+    """``value`` as a float if it is a probability (None stays None: the relevance model's threshold), else an
+    :class:`~mlatr.api_args.ArgumentError` (:class:`~mlatr.api_args.ArgumentTypeError`: not a number)."""
+    return api_args.probability("min_relevance", value)
 
 
 class Searcher(Protocol):

@@ -22,8 +22,9 @@ from mlatr import api_args
 from mlatr.audio.bounded import load_query_audio
 from mlatr.errors import MlatrError
 from mlatr.models.protocols import query_languages
-from mlatr.search.fusion import DEFAULT_FUSION, FusionSettings, reciprocal_rank_fusion
-from mlatr.search.query import SearchIndex, TextQuery, check_k, text_query
+from mlatr.search.hybrid import Ranked
+from mlatr.search.query import SearchIndex, TextQuery, check_k, check_min_relevance, text_query
+from mlatr.search.relevance import QueryStats, pair_features, shipped
 
 #: Windows of one sound query encoded per call.
 QUERY_WINDOW_BATCH = 16
@@ -33,9 +34,10 @@ QUERY_WINDOW_BATCH = 16
 class Hit:
     """One ranked clip: 1-based ``rank``, ``score`` (a cosine; for a hybrid text search the fused score of
     :mod:`mlatr.search.fusion`), ``id``, absolute ``path``, English captions, the ``evidence`` that ranked it
-    (:mod:`mlatr.search.hybrid`; empty for sound-to-sound search); ``stale``: ``"deleted"`` / ``"changed"``
-    when the clip's audio is gone or differs from when it was indexed (its embedding describes a file that
-    is not there any more)."""
+    (:mod:`mlatr.search.hybrid`); ``relevance``: the calibrated probability that the clip answers the query
+    (:mod:`mlatr.search.relevance`; ``None`` where it cannot be computed: a Milvus index's captions);
+    ``stale``: ``"deleted"`` / ``"changed"`` when the clip's audio is gone or differs from when it was
+    indexed (its embedding describes a file that is not there any more)."""
 
     rank: int
     score: float
@@ -44,6 +46,7 @@ class Hit:
     captions: list[str]
     evidence: list[dict] = field(default_factory=list)
     stale: str | None = None
+    relevance: float | None = None
 
     def to_dict(self) -> dict:
         """The hit as JSON can hold it: a score that is not finite is ``None`` (JSON has no ``-Infinity``)."""
@@ -52,6 +55,40 @@ class Hit:
         out["evidence"] = [{**e, "score": finite_or_none(e.get("score"))} if "score" in e else e
                            for e in out["evidence"]]
         return out
+
+
+class Results(list):
+    """The hits of a search, best first (a ``list`` of :class:`Hit`), and whether the library seems to hold
+    anything relevant. ``relevance``: the probability that it does (for a text query the answer model's,
+    :func:`~mlatr.search.relevance.answer_relevance`; given none, the best hit's relevance; ``None`` where
+    no relevance can be computed: a Milvus index). ``nothing_relevant`` is True when it is below
+    ``min_relevance`` (the relevance model's threshold unless the caller gave one), or when there is no hit;
+    the hits are there all the same, for whoever wants the closest ones."""
+
+    def __init__(self, hits=(), min_relevance: float | None = None, relevance: float | None = None):
+        super().__init__(hits)
+        self.min_relevance = min_relevance
+        if relevance is None:
+            known = [h.relevance for h in self if h.relevance is not None]
+            relevance = max(known) if known else None
+        self.relevance = relevance
+
+    @property
+    def nothing_relevant(self) -> bool:
+        if not self:
+            return True
+        if self.min_relevance is None or self.relevance is None:
+            return False
+        return self.relevance < self.min_relevance
+
+    def answer(self) -> dict:
+        """What the answer says as a whole: ``{"nothing_relevant", "min_relevance", "relevance"}``."""
+        return {"nothing_relevant": self.nothing_relevant, "min_relevance": self.min_relevance,
+                "relevance": self.relevance}
+
+    def to_dict(self) -> dict:
+        """:meth:`answer` and ``"results": [hit, ...]``."""
+        return {**self.answer(), "results": [h.to_dict() for h in self]}
 
 
 @dataclass
@@ -119,24 +156,34 @@ def search_vector(index: SearchIndex, query: np.ndarray, k: int = 10) -> list[Hi
 
 def _nearest(index: SearchIndex, queries: np.ndarray, ks: Sequence[int]) -> list[list[Hit]]:
     """Clips nearest to each of ``queries [Q, d]`` (``ks[i]`` >= 1 of them for query ``i``), one backend call."""
+    return [clip_hits(index, scores, rows) for scores, rows in _nearest_rows(index, queries, ks)]
+
+
+def _nearest_rows(index: SearchIndex, queries: np.ndarray, ks: Sequence[int]) -> list[tuple[np.ndarray, np.ndarray]]:
+    """``(cosines [k_i], rows [k_i])`` of the clips nearest to each of ``queries [Q, d]`` (``ks[i]`` >= 1 of
+    them for query ``i``) by the index's searcher, one backend call (fewer where the index holds fewer)."""
     if queries.ndim != 2 or queries.shape[1] != index.dim:
         raise MlatrError(f"query embedding has shape {queries.shape[1:]}, the index holds {index.dim}-d vectors")
     if not np.isfinite(queries).all():
         raise MlatrError("the model gave a non-finite query embedding (NaN or inf); no result can be ranked")
     scores, rows = index.searcher("audio").top_k(queries.astype(np.float32), max(ks))
-    return [clip_hits(index, scores[i, :k], rows[i, :k]) for i, k in enumerate(ks)]
+    return [(scores[i, :k][rows[i, :k] >= 0], rows[i, :k][rows[i, :k] >= 0]) for i, k in enumerate(ks)]
 
 
-def search_text(index: SearchIndex, query: str, lang: str | None = "eng", k: int = 10,
-                rank: str = "hybrid") -> list[Hit]:
+def search_text(index: SearchIndex, query: str, lang: str | None = "eng", k: int = 10, rank: str = "hybrid",
+                min_relevance: float | None = None) -> Results:
     """Text-to-audio: the ``k`` best clips for ``query`` in ``lang`` (``None`` where the model's text encoder
-    does not read it: :mod:`mlatr.search.query`) by ``rank``: ``audio`` (the clips' audio embeddings nearest
-    to the query's, through the index's backend), ``captions`` or ``hybrid`` (:mod:`mlatr.search.hybrid`).
-    Each hit carries its evidence. The query is checked here (:func:`~mlatr.search.query.text_query`)."""
-    return search_query(index, text_query(query, lang, k, rank, query_languages(index.model().model.text_encoder)))
+    does not read it: :mod:`mlatr.search.query`) by ``rank``: ``hybrid`` (the fused score of every source,
+    :mod:`mlatr.search.fusion`), ``audio`` (the clips' audio embeddings nearest to the query's, through the
+    index's backend) or ``captions``. Each hit carries its relevance and evidence; the list says how probable
+    it is that the library holds a relevant clip (``relevance``) and ``nothing_relevant`` when that is below
+    ``min_relevance`` (default: the answer model's threshold). The query is checked here
+    (:func:`~mlatr.search.query.text_query`)."""
+    languages = query_languages(index.model().model.text_encoder)
+    return search_query(index, text_query(query, lang, k, rank, languages, min_relevance=min_relevance))
 
 
-def search_query(index: SearchIndex, query: TextQuery) -> list[Hit]:
+def search_query(index: SearchIndex, query: TextQuery) -> Results:
     """:func:`search_text` of a query already checked where it entered; ranking by captions an index whose
     live clips have none is refused (every score would be -inf)."""
     if query.rank == "captions" and not has_live_captions(index):
@@ -145,62 +192,55 @@ def search_query(index: SearchIndex, query: TextQuery) -> list[Hit]:
     return rank_text(index, encode_query_texts(index, [query])[0], query)
 
 
-def sound_evidence(hits: list[Hit]) -> list[Hit]:
-    """``hits`` of a sound-only ranking, each saying so in its evidence."""
-    for h in hits:
-        h.evidence = [{"source": "sound", "score": h.score, "rank": h.rank}]
-    return hits
-
-
-def rank_text(index: SearchIndex, vec: np.ndarray, query: TextQuery) -> list[Hit]:
+def rank_text(index: SearchIndex, vec: np.ndarray, query: TextQuery) -> Results:
     """:func:`search_text`'s ranking of a checked text query already embedded (``vec [d]``: its
     :func:`encode_query_texts`)."""
     return rank_texts(index, vec[None], [query])[0]
 
 
-def rank_texts(index: SearchIndex, vecs: np.ndarray, queries: Sequence[TextQuery]) -> list[list[Hit]]:
+def rank_texts(index: SearchIndex, vecs: np.ndarray, queries: Sequence[TextQuery]) -> list[Results]:
     """:func:`rank_text` of several text queries embedded together (``vecs [B, d]``), as the batching server
-    has them: the queries ranked by sound (``audio``, and ``hybrid`` on a library without any live caption,
-    where only the sound source ranks) are searched as one batch through the index's searcher, the others
-    share one product of the batch with the clips' audio and caption embeddings
+    has them: the queries ranked by sound (``audio``, and ``hybrid`` on a library without any live caption)
+    are searched as one batch through the index's searcher (approximate at scale) and described by the text
+    ranker (relevance, evidence); the others share one product of the batch with the clips' audio and caption embeddings
     (:meth:`~mlatr.search.hybrid.TextRanker.rank_many`)."""
-    texts, ks, ranks = [q.text for q in queries], [q.k for q in queries], [q.rank for q in queries]
-    out: list[list[Hit]] = [[] for _ in queries]
+    texts, langs = [q.text for q in queries], [q.lang for q in queries]
+    ks, ranks = [q.k for q in queries], [q.rank for q in queries]
+    threshold = shipped().answer.threshold
+    mins = [threshold if q.min_relevance is None else q.min_relevance for q in queries]
+    out: list[Results] = [Results() for _ in queries]
     sound_only = {"audio", "hybrid"} if "hybrid" in ranks and not has_live_captions(index) else {"audio"}
     by_sound = [j for j, rank in enumerate(ranks) if rank in sound_only]
     if by_sound:
-        found = _nearest(index, vecs[by_sound], [ks[j] for j in by_sound])
-        for j, hits in zip(by_sound, found, strict=True):
-            out[j] = sound_evidence(hits) if ranks[j] == "audio" else sound_fused(sound_evidence(hits))
+        found = _nearest_rows(index, vecs[by_sound], [ks[j] for j in by_sound])
+        for j, (scores, rows) in zip(by_sound, found, strict=True):
+            if index.backend == "milvus":  # its captions live in Milvus: the sound's evidence only, no relevance
+                hits, relevance = clip_hits(index, scores, rows), None
+                for h in hits:
+                    h.evidence = [{"source": "sound", "score": h.score, "rank": h.rank}]
+            else:
+                described = index.text_ranker().describe(vecs[j], texts[j], langs[j], rows, scores, ranks[j])
+                hits, relevance = _ranked_hits(index, described), described.relevance
+            out[j] = Results(hits, mins[j], relevance)
     fused = [j for j, rank in enumerate(ranks) if rank not in sound_only]
     if fused:
         ranker = _ranker(index, ranks[fused[0]])
-        ranked = ranker.rank_many(vecs[fused], [texts[j] for j in fused], [ks[j] for j in fused],
-                                  [ranks[j] for j in fused])
+        ranked = ranker.rank_many(vecs[fused], [texts[j] for j in fused], [langs[j] for j in fused],
+                                  [ks[j] for j in fused], [ranks[j] for j in fused])
         for j, one in zip(fused, ranked, strict=True):
-            out[j] = _fused_hits(index, one)
+            out[j] = Results(_ranked_hits(index, one), mins[j], one.relevance)
     return out
 
 
 def has_live_captions(index: SearchIndex) -> bool:
-    """Whether any clip not deleted has a caption (without one, a hybrid ranking is the sound ranking)."""
+    """Whether any clip not deleted has a caption. Without one, the fused score orders the clips as their
+    sound does (no caption or keyword evidence: :mod:`mlatr.search.relevance`), so a hybrid query is found
+    by the index's searcher (approximate at scale) and described, as a sound-ranked one."""
     if not len(index.caption_clip):
         return False
     if not len(index.deleted_rows):
         return True
     return not np.isin(np.asarray(index.caption_clip), index.deleted_rows).all()
-
-
-def sound_fused(hits: list[Hit], settings: FusionSettings = DEFAULT_FUSION) -> list[Hit]:
-    """``hits`` of the sound ranking (with :func:`sound_evidence`) scored as the hybrid fusion scores them when
-    no clip has a caption or keyword (only the sound source ranks): the clips' order is the sound ranking's,
-    so the index's searcher (approximate at scale) finds them without the exact every-clip pass of
-    :class:`~mlatr.search.hybrid.TextRanker`."""
-    if hits:
-        fused = reciprocal_rank_fusion({"sound": np.array([h.rank for h in hits])}, settings.rrf_k)
-        for h, score in zip(hits, fused.tolist(), strict=True):
-            h.score = score
-    return hits
 
 
 def _ranker(index: SearchIndex, rank: str):
@@ -211,20 +251,41 @@ def _ranker(index: SearchIndex, rank: str):
     return index.text_ranker()
 
 
-def _fused_hits(index: SearchIndex, ranked: list[tuple[int, float, list]]) -> list[Hit]:
-    hits = clip_hits(index, np.asarray([s for _, s, _ in ranked]), np.asarray([i for i, _, _ in ranked], np.int64))
-    for h, (_, _, evidence) in zip(hits, ranked, strict=True):
-        h.evidence = evidence
+def _ranked_hits(index: SearchIndex, ranked: list[Ranked]) -> list[Hit]:
+    hits = clip_hits(index, np.asarray([r.score for r in ranked]), np.asarray([r.row for r in ranked], np.int64))
+    for h, r in zip(hits, ranked, strict=True):
+        h.evidence, h.relevance = r.evidence, r.relevance
     return hits
 
 
-def search_audio(index: SearchIndex, query: str | os.PathLike | np.ndarray,
-                 k: int = 10) -> tuple[list[Hit], list[CaptionHit]]:
+def search_audio(index: SearchIndex, query: str | os.PathLike | np.ndarray, k: int = 10,
+                 min_relevance: float | None = None) -> tuple[Results, list[CaptionHit]]:
     """Sound-to-sound (clips) and sound-to-caption (the indexed clips' captions) for a sound query (a file's
-    path, or :func:`query_waveform`'s ``[T]``)."""
-    k = check_k(k)
+    path, or :func:`query_waveform`'s ``[T]``). Each clip hit carries its relevance (the sound-query model of
+    :mod:`mlatr.search.relevance`: the audio cosine and its z-score among the library's clips) and sound
+    evidence; the list says ``nothing_relevant`` as :func:`search_text`'s does. A sound query enters here:
+    ``k`` and ``min_relevance`` are checked here (:mod:`mlatr.search.query`)."""
+    k, min_relevance = check_k(k), check_min_relevance(min_relevance)
     q = encode_query_audio(index, query)
-    return _nearest(index, q[None], [k])[0], nearest_captions(index, q, k)
+    return sound_results(index, q, _nearest(index, q[None], [k])[0], min_relevance), nearest_captions(index, q, k)
+
+
+def sound_results(index: SearchIndex, vec: np.ndarray, hits: list[Hit], min_relevance: float | None = None) -> Results:
+    """``hits`` of the audio embedding ``vec [d]`` with the sound-query relevance and evidence, as
+    :class:`Results` (a Milvus index: no relevance, its embeddings live in Milvus); ``min_relevance``: checked
+    (None: the sound-query model's threshold)."""
+    model = shipped().sound
+    threshold = model.threshold if min_relevance is None else min_relevance
+    if hits and index.backend != "milvus":
+        stats = QueryStats.of(index.text_ranker().stats, vec, 0.0)
+        sound = np.asarray([h.score for h in hits], np.float64)
+        x = pair_features(sound, np.full(len(hits), -np.inf), np.zeros(len(hits)), stats)[:, :2]  # sound, sound_z
+        rel = model.relevance(model.score(x))
+        for h, r in zip(hits, rel.tolist(), strict=True):
+            h.relevance = r
+    for h in hits:
+        h.evidence = [{"source": "sound", "score": h.score, "rank": h.rank}]
+    return Results(hits, threshold)
 
 
 def nearest_captions(index: SearchIndex, query: np.ndarray, k: int) -> list[CaptionHit]:
@@ -239,12 +300,12 @@ def nearest_captions(index: SearchIndex, query: np.ndarray, k: int) -> list[Capt
     return captions
 
 
-def search_similar(index: SearchIndex, row: int, k: int = 10) -> tuple[list[Hit], list[CaptionHit]]:
+def search_similar(index: SearchIndex, row: int, k: int = 10) -> tuple[Results, list[CaptionHit]]:
     """"More like this": the ``k`` clips nearest to indexed clip ``row``'s stored audio embedding (itself
-    left out), and the captions nearest to it."""
+    left out), with their sound-query relevance (:func:`sound_results`), and the captions nearest to it."""
     k = check_k(k)
-    q = np.asarray(index.embeddings[row])
+    q = np.asarray(index.embeddings[row], np.float32)
     hits = [h for h in _nearest(index, q[None], [k + 1])[0] if h.id != index.ids[row]][:k]
     for r, h in enumerate(hits):
         h.rank = r + 1
-    return hits, nearest_captions(index, q, k)
+    return sound_results(index, q, hits), nearest_captions(index, q, k)

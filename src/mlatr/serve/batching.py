@@ -8,7 +8,7 @@ thread takes whatever has arrived, waits at most ``max_wait_ms`` more for a full
 ``max_batch``), embeds the batch with :func:`~mlatr.search.search.encode_query_texts` under
 :attr:`LiveIndex.lock`, ranks the batch with one :func:`~mlatr.search.search.rank_texts` call (the
 sound-ranked queries through one searcher call, the others through one product with each embedding matrix),
-and hands each request its own hits. A lone request
+and hands each request its own :class:`~mlatr.search.search.Results`. A lone request
 waits at most ``max_wait_ms``; under load the batches fill and the per-query cost falls toward the
 encoder's batched rate.
 
@@ -29,7 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from mlatr.search.query import TextQuery
-from mlatr.search.search import Hit, encode_query_texts, rank_texts
+from mlatr.search.search import Results, encode_query_texts, rank_texts
 
 #: Most queries embedded in one call.
 MAX_BATCH = 64
@@ -42,10 +42,10 @@ class _Pending:
     snap: object
     query: TextQuery
     notify: Callable[[], None]  # called by the worker once hits or error is set
-    hits: list[Hit] | None = None
+    hits: Results | None = None
     error: BaseException | None = None
 
-    def result(self) -> list[Hit]:
+    def result(self) -> Results:
         if self.error is not None:
             raise self.error
         return self.hits
@@ -62,7 +62,7 @@ class TextBatcher:
         self.batches = 0
         self.queries = 0
 
-    def search(self, snap, query: TextQuery) -> list[Hit]:
+    def search(self, snap, query: TextQuery) -> Results:
         """The best clips of ``snap``'s index for a checked ``query``
         (:func:`~mlatr.search.search.search_query`, embedded and ranked with the queries around it)."""
         done = threading.Event()
@@ -70,7 +70,7 @@ class TextBatcher:
         done.wait()
         return item.result()
 
-    async def search_async(self, snap, query: TextQuery) -> list[Hit]:
+    async def search_async(self, snap, query: TextQuery) -> Results:
         """:meth:`search` awaited on the running event loop (no thread waits for the answer)."""
         loop = asyncio.get_running_loop()
         done = loop.create_future()

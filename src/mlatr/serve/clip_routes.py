@@ -100,5 +100,5 @@ def add_clip_routes(app: FastAPI, live: LiveIndex, limits: Limits, allow_roots: 
         with live.lock:
             clips, captions = search_similar(snap.index, row, k)
         root = request.scope.get("root_path", "")
-        return {"id": clip_id, "k": k, "results": [clip_result(snap, h, None, root) for h in clips],
+        return {"id": clip_id, "k": k, **clips.answer(), "results": [clip_result(snap, h, None, root) for h in clips],
                 "captions": [caption_result(h, root) for h in captions], "took_ms": (time.perf_counter() - t0) * 1e3}

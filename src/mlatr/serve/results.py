@@ -1,6 +1,7 @@
 """Search hits -> the JSON objects of the HTTP API.
 
-A clip result is ``{"rank", "id", "score", "caption", "caption_lang", "duration", "audio_url", "evidence"}``
+A clip result is ``{"rank", "id", "score", "relevance", "caption", "caption_lang", "duration", "audio_url",
+"evidence"}``
 (``evidence``: what ranked the clip, :mod:`mlatr.search.hybrid`, with every field of
 :class:`~mlatr.serve.schemas.Evidence`):
 ``caption`` is the clip's first caption in the query's language when the index holds one, else its
@@ -43,7 +44,8 @@ def clip_result(snapshot, hit, lang: str | None, root: str = "") -> dict:
     """The API object of one :class:`~mlatr.search.search.Hit` (``lang``: the query's, for the caption)."""
     row = snapshot.rows[hit.id]
     caption, caption_lang = pick_caption(snapshot.index.captions[row], lang)
-    return {"rank": hit.rank, "id": hit.id, "score": finite_or_none(hit.score), "caption": caption,
+    return {"rank": hit.rank, "id": hit.id, "score": finite_or_none(hit.score),
+            "relevance": finite_or_none(hit.relevance), "caption": caption,
             "caption_lang": caption_lang, "duration": finite_or_none(snapshot.duration(row)),
             "audio_url": audio_url(hit.id, root),
             "evidence": [{**EVIDENCE_DEFAULTS, **e, "score": finite_or_none(e["score"])} for e in hit.evidence]}

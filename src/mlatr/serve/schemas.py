@@ -18,6 +18,7 @@ class ClipResult(BaseModel):
     rank: int
     id: str
     score: float | None  # cosine similarity (hybrid text search: the fused score); null if not finite
+    relevance: float | None = None  # calibrated probability that the clip answers the query (mlatr.search.relevance)
     caption: str | None
     caption_lang: str | None
     duration: float | None  # seconds, from the file's header; null if unreadable
@@ -40,6 +41,9 @@ class TextSearchResponse(BaseModel):
     k: int
     rank: str
     took_ms: float
+    nothing_relevant: bool  # relevance is below min_relevance (the results are the closest ones all the same)
+    min_relevance: float
+    relevance: float | None  # the probability that the library holds a relevant clip (None: cannot be computed)
     results: list[ClipResult]
 
 
@@ -47,6 +51,9 @@ class AudioSearchResponse(BaseModel):
     filename: str
     k: int
     took_ms: float
+    nothing_relevant: bool
+    min_relevance: float
+    relevance: float | None
     results: list[ClipResult]
     captions: list[CaptionResult]
 
@@ -58,6 +65,9 @@ class SimilarResponse(BaseModel):
     id: str
     k: int
     took_ms: float
+    nothing_relevant: bool
+    min_relevance: float
+    relevance: float | None
     results: list[ClipResult]
     captions: list[CaptionResult]
 

@@ -35,11 +35,16 @@ def add_search_routes(app: FastAPI, live: LiveIndex, limits: Limits, batcher: Te
                                                  "(GET /health: language_required)")] = None,
                k: Annotated[int, Query(ge=1, le=limits.max_k, description="number of results")] = 10,
                rank: Annotated[Literal["audio", "captions", "hybrid"],
-                               Query(description="hybrid: sound + captions + keywords; audio; captions")] = "hybrid"):
+                               Query(description="hybrid: sound + captions + keywords; audio; captions")] = "hybrid",
+               min_relevance: Annotated[float | None, Query(ge=0.0, le=1.0, description="the probability that the "
+                                                            "library holds a relevant clip below which the answer "
+                                                            "says nothing_relevant (default: the fitted "
+                                                            "threshold)")] = None):
         t0 = time.perf_counter()
         snap = live.current()
         try:  # the one check of the query (a blank lang: left out)
-            query = text_query(q, lang if lang and lang.strip() else None, k, rank, snap.languages)
+            query = text_query(q, lang if lang and lang.strip() else None, k, rank, snap.languages,
+                               min_relevance=min_relevance)
         except MlatrError as exc:
             raise ApiError(400, str(exc)) from None
         hits = await batcher.search_async(snap, query)  # embedded and searched with concurrent queries
@@ -47,12 +52,13 @@ def add_search_routes(app: FastAPI, live: LiveIndex, limits: Limits, batcher: Te
         results = [clip_result(snap, h, query.lang, root) for h in hits]
         # built to TextSearchResponse field by field: sent as it is, not validated against it again
         return JSONResponse({"query": q, "lang": query.lang, "k": k, "rank": rank,
-                             "took_ms": (time.perf_counter() - t0) * 1e3, "results": results})
+                             "took_ms": (time.perf_counter() - t0) * 1e3, **hits.answer(), "results": results})
 
     @app.post("/search/audio", response_model=AudioSearchResponse, responses=ERRORS)
     def search_by_sound(request: Request,
                         file: Annotated[UploadFile, File(description="a sound file (WAV, FLAC, OGG, MP3, ...)")],
-                        k: Annotated[int, Query(ge=1, le=limits.max_k, description="number of results")] = 10):
+                        k: Annotated[int, Query(ge=1, le=limits.max_k, description="number of results")] = 10,
+                        min_relevance: Annotated[float | None, Query(ge=0.0, le=1.0)] = None):
         t0 = time.perf_counter()
         snap = live.current()
         name = file.filename or "upload"
@@ -67,9 +73,10 @@ def add_search_routes(app: FastAPI, live: LiveIndex, limits: Limits, batcher: Te
             try:
                 wave = query_waveform(snap.index, tmp.name)  # decoded (bounded) outside the model lock
                 with live.lock:
-                    clips, captions = search_audio(snap.index, wave, k)
+                    clips, captions = search_audio(snap.index, wave, k, min_relevance)
             except MlatrError as exc:
                 raise ApiError(400, str(exc).replace(tmp.name, short(name))) from None
         root = request.scope.get("root_path", "")
-        return {"filename": name, "k": k, "results": [clip_result(snap, h, None, root) for h in clips],
+        return {"filename": name, "k": k, **clips.answer(),
+                "results": [clip_result(snap, h, None, root) for h in clips],
                 "captions": [caption_result(h, root) for h in captions], "took_ms": (time.perf_counter() - t0) * 1e3}

@@ -184,6 +184,9 @@ class OptimConfig:
     grad_cache_chunk: int | None = checked(None, _at_least_one, ">= 1, or null for no gradient caching")
     #: Mixed precision: "auto" uses bf16/fp16 autocast on CUDA only.
     amp: Literal["auto", "off"] = "auto"
+    #: TF32 tensor cores for fp32 matrix products and convolutions on CUDA (``torch.backends.cuda.matmul`` and
+    #: ``cudnn`` ``allow_tf32``): what the released ML-CLAP code sets (``infer.py``). false = PyTorch's defaults.
+    tf32: bool = False
 
 
 @dataclass

@@ -49,7 +49,12 @@ def _type_problem(tp: Any, value: Any) -> str | None:
     if origin is Literal:
         if any(type(value) is type(a) and value == a for a in args):
             return None
-        return f"must be one of {', '.join(str(a) for a in args)}, got {value!r}"
+        hint = ""
+        if isinstance(value, bool) and any(isinstance(a, str) for a in args):
+            # YAML 1.1 reads an unquoted on / off / yes / no as a boolean, and a shell strips one level of quotes
+            hint = (" (YAML reads an unquoted off / on / yes / no as a boolean: quote the value inside the "
+                    "argument, e.g. \"optim.amp='off'\" in bash)")
+        return f"must be one of {', '.join(str(a) for a in args)}, got {value!r}{hint}"
     if tp in (int, float):
         if isinstance(value, bool) or not isinstance(value, int | float) or (tp is int and not isinstance(value, int)):
             return f"must be {'an integer' if tp is int else 'a number'}, got {value!r}"

@@ -109,6 +109,9 @@ class Trainer(EpochLoop):
         self.allow_data_change = allow_data_change
         self.out = Path(cfg.out_dir)
         self.dist, self.device = process_group.setup(cfg.train.device, cfg.dist.timeout_minutes)
+        if self.device.type == "cuda" and cfg.optim.tf32:  # the fp32 matmuls of this process on TF32 cores
+            torch.backends.cuda.matmul.allow_tf32 = True
+            torch.backends.cudnn.allow_tf32 = True
         self._lock = ExitStack()
         if self.dist.is_main:
             self._lock.enter_context(writer_lock(self.out, "training run", wait=wait, folder=True))

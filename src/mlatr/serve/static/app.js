@@ -95,14 +95,17 @@ function card(r, top) {
   const meta = document.createElement("div");
   meta.className = "meta";
   const score = r.score === null ? "n/a" : r.score.toFixed(3);
-  meta.textContent = [r.id, fmtSeconds(r.duration), `score ${score}`].filter(Boolean).join(" · ");
-  // relevance cue: the score as a share of the best result's
+  const relText = r.relevance === null || r.relevance === undefined ? "n/a" : r.relevance.toFixed(2);
+  meta.textContent = [r.id, fmtSeconds(r.duration), `relevance ${relText}`, `score ${score}`].filter(Boolean)
+    .join(" · ");
+  // relevance: the calibrated probability that the clip answers the query, as a bar and its number
   const bar = document.createElement("div");
   bar.className = "score-bar";
   const fill = document.createElement("span");
-  const share = r.score !== null && top ? Math.max(0, Math.min(1, r.score / top)) : 0;
-  fill.style.width = `${(100 * share).toFixed(1)}%`;
-  bar.dataset.share = share.toFixed(3);
+  const rel = r.relevance === null || r.relevance === undefined ? 0 : Math.max(0, Math.min(1, r.relevance));
+  fill.style.width = `${(100 * rel).toFixed(1)}%`;
+  bar.dataset.relevance = rel.toFixed(3);
+  bar.title = `relevance ${rel.toFixed(2)}: how probable it is that this clip answers the query`;
   bar.append(fill);
   const details = evidenceChips(r);
   details.append(meta);
@@ -144,6 +147,15 @@ function show(data, what) {
   // cut-off: in a fused ranking, after the last result a caption or keyword matched, only sound speaks
   const text = (r) => (r.evidence || []).some((e) => e.source !== "sound");
   const cut = data.rank === "hybrid" ? data.results.map(text).lastIndexOf(true) + 1 : -1;
+  if (data.nothing_relevant && data.results.length) {
+    const li = document.createElement("li");
+    li.className = "nothing-relevant";
+    li.id = "nothing-relevant";
+    const level = data.relevance === null || data.relevance === undefined ? "" :
+      ` (relevance ${data.relevance.toFixed(2)}, below ${data.min_relevance.toFixed(2)})`;
+    li.textContent = `Nothing in this library seems to match${level}. The closest sounds:`;
+    results.append(li);
+  }
   data.results.forEach((r, i) => {
     if (i === cut && i > 0) {
       const li = document.createElement("li");
