@@ -19,7 +19,10 @@ from mlatr.experiments import real_sounds, unseen_library
 from mlatr.experiments.head_options import HEAD_OPTIONS
 from mlatr.experiments.real_heads import RealSounds, build_model, evaluate_clips, text_space, train_option
 from mlatr.experiments.relevance_fit import RANKINGS
+from mlatr.search.index import Index
 from mlatr.training.heads import HeadTraining
+from mlatr.training.run_curves import read_curves
+from mlatr.training.run_log import read_run_log
 
 LANGS = ["eng", "fra"]
 QUERIES = [{"id": "dog", "keywords": ["dog"], "captions": {"eng": "a dog", "fra": "un chien"}},
@@ -199,11 +202,28 @@ def test_demo_real_trains_the_chosen_heads_and_indexes_the_library(tmp_path, mon
     assert unseen["groups"]["original"] == {"libraries": 0} and 1 <= unseen["groups"]["added"]["libraries"] <= 2
     assert "## Libraries never trained on" in report and "| added |" in report
     assert "| lib0-data | 1 | lib0 | 6 | CC0-1.0 | 2020 A / B |" in report and res["seconds"] > 0
+    card = (tmp_path / "demo" / "model-card.md").read_text(encoding="utf-8")  # the model's card: data, licences
+    assert "| lib0-data | 1 | lib0 | 6 | CC0-1.0 | 2020 A / B |" in card and "## Libraries never trained on" in card
+    assert f"({res['clips']['train']} clips;" in card and "heads `near-identity`" in card
     figure = tmp_path / "demo" / "query-recall-by-language.png"
     assert res["figure"] == str(figure) and figure.read_bytes()[:4] == b"\x89PNG"
     closing = closing_lines(res, tmp_path / "demo").splitlines()
-    assert closing[0].endswith("model.pt") and closing[1].endswith(f"sounds.idx.npz ({len(data.manifest)} clips)")
-    assert closing[-1].startswith(f"next:   mlatr search {tmp_path / 'demo' / 'sounds.idx.npz'} ")
+    assert closing[0].endswith("model.pt") and closing[1].endswith(f"sounds.idx ({len(data.manifest)} clips)")
+    assert closing[-1].startswith(f"next:   mlatr search {tmp_path / 'demo' / 'sounds.idx'} ")
+    # the index is the current format (a folder of shards), searchable, with every clip
+    index = Index.load(tmp_path / "demo" / "sounds.idx")
+    assert index.summary()["format"] == "mlatr-index-2" and list(index.ids) == [c.id for c in data.manifest.clips]
+    assert not (tmp_path / "demo" / "sounds.idx.npz").exists()
+    # the indexed model's training curve: one epoch record per epoch of its log, which mlatr plot draws
+    log = res["runs"]["e5-small/near-identity"]["log"]
+    steps, epochs = read_run_log(tmp_path / "demo" / "log.jsonl")
+    assert steps == [] and [e["epoch"] for e in epochs] == [1, 2] and epochs[-1]["step"] > epochs[0]["step"] > 0
+    assert [e["train_loss"] for e in epochs] == [r["loss"] for r in log]
+    assert [e["val"]["t2a"]["R10"] for e in epochs] == [r["val"] for r in log]
+    curves = read_curves(tmp_path / "demo")
+    assert curves.losses["loss"] == ([e["step"] for e in epochs], [r["loss"] for r in log])
+    assert curves.val == {"val t2a R@10 (%)": ([1, 2], [r["val"] for r in log])}
+    assert main(["plot", str(tmp_path / "demo")]) == 0 and (tmp_path / "demo" / "curves.png").stat().st_size > 0
     with pytest.raises(MlatrError, match="trained head option"):
         real_sounds.run_real_demo("m.jsonl", tmp_path / "d2", ["e5-small"], heads="random")
 

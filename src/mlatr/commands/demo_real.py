@@ -9,13 +9,16 @@ with random (untrained) heads on the held-out test split: each clip's caption, 3
 in 8 languages (a hit = a clip whose caption contains one of the query's keywords) with the consistency
 metrics (gap, dis, MRV), zero-shot folder labels in 8 languages; chance levels beside them. Then indexes
 the whole library with the first text encoder's model and answers example queries in eight languages.
-Writes OUT/report.md, OUT/results.json, OUT/model.pt, OUT/sounds.idx.npz and OUT/query-recall-by-language.png,
-and ends by saying where they are and what to run next.
+Writes OUT/report.md, OUT/results.json, OUT/model.pt with its card OUT/model-card.md (data, licences, figures
+on unseen libraries) and training curve OUT/log.jsonl (mlatr plot OUT),
+the index folder OUT/sounds.idx and OUT/query-recall-by-language.png, and ends by saying where they are and
+what to run next.
 
 Examples:
   scripts/get-real-sounds.sh && mlatr demo-real
   mlatr demo-real --text e5-small --heads both-heads --out runs/real
-  mlatr search runs/demo-real/sounds.idx.npz "un chien aboie" --lang fra
+  mlatr search runs/demo-real/sounds.idx "un chien aboie" --lang fra
+  mlatr plot runs/demo-real
 """
 
 from pathlib import Path
@@ -85,4 +88,5 @@ def closing_lines(results: dict, out: Path) -> str:
     return "\n".join([
         f"model:  {out / 'model.pt'}", f"index:  {index} ({results['index']['clips']} clips)",
         f"report: {out / 'report.md'}", f"figure: {results['figure']}",
+        f"curve:  {out / 'log.jsonl'} (mlatr plot {out})",
         f'next:   mlatr search {index} "un chien aboie" --lang fra     (or: mlatr serve {index})'])

@@ -30,10 +30,11 @@ from mlatr.experiments.real_heads import (
 )
 from mlatr.inference.checkpoint import save_checkpoint
 from mlatr.inference.loaded_model import LoadedModel
-from mlatr.io_utils import atomic_write_json, atomic_write_text
+from mlatr.io_utils import atomic_write_json, atomic_write_jsonl, atomic_write_text
 from mlatr.matching import build_matching_head
 from mlatr.search.from_features import index_from_features
 from mlatr.training.heads import HeadTraining
+from mlatr.training.run_log import head_log_records
 
 #: Example queries the demo answers with the index (text, language).
 EXAMPLE_QUERIES = [("wolf howling", "eng"), ("un chien aboie", "fra"), ("Schritte im Schnee", "deu"),
@@ -49,8 +50,11 @@ def run_real_demo(manifest_path: str | Path, out: str | Path, text_encoders: lis
                   added_groups: int = 12) -> dict:
     """Train the heads (option ``heads``) over frozen aisfx + each text encoder, evaluate against random heads,
     build the index with the first text encoder, answer the example queries; writes ``OUT/report.md``,
-    ``OUT/results.json``, ``OUT/model.pt``, ``OUT/sounds.idx.npz`` and ``OUT/query-recall-by-language.png``
-    (hand-written queries' t2a R@10 per language, one bar per run). Returns the results dict.
+    ``OUT/results.json``, ``OUT/model.pt`` with its card ``OUT/model-card.md`` (data, licences, figures on
+    unseen libraries) and its training curve ``OUT/log.jsonl`` (``mlatr plot OUT``),
+    the index folder ``OUT/sounds.idx`` (the current format, :mod:`mlatr.search.shards`) and
+    ``OUT/query-recall-by-language.png`` (hand-written queries' t2a R@10 per language, one bar per run).
+    Returns the results dict.
 
     ``unseen_epochs`` (None: no such run): the same recipe with the first text encoder on the
     leave-one-library-out protocol (:mod:`mlatr.experiments.learning_curve`, sound-only queries; the 12
@@ -85,6 +89,8 @@ def run_real_demo(manifest_path: str | Path, out: str | Path, text_encoders: lis
                                                         "log": log}
             if option.trained:
                 models[name] = model
+                if name == text_encoders[0]:  # the indexed model's curve: epoch records that mlatr plot reads
+                    atomic_write_jsonl(out / "log.jsonl", head_log_records(log))
     shutil.rmtree(out / "heads", ignore_errors=True)  # every head run is trained
     name = text_encoders[0]
     if unseen_epochs is not None:
@@ -104,11 +110,11 @@ def run_real_demo(manifest_path: str | Path, out: str | Path, text_encoders: lis
                                        "train_config": data_cfg, "epoch": epochs, "step": 0})
     loaded = LoadedModel(model.eval(), build_matching_head("cosine"), data_cfg, out / "model.pt")
     index = index_from_features(loaded, manifest, data.features, max_seconds)
-    index.save(out / "sounds.idx.npz")
+    index.save(out / "sounds.idx")
     results["examples"] = [{"query": q, "lang": lang,
                             "hits": [h.to_dict() for h in index.search_text(q, lang, 3)]}
                            for q, lang in EXAMPLE_QUERIES]
-    results["index"] = {"path": str(out / "sounds.idx.npz"), "clips": len(index), "text_encoder": name,
+    results["index"] = {"path": str(out / "sounds.idx"), "clips": len(index), "text_encoder": name,
                         "heads": heads}
     figure = plot_recall_by_language({key: run["queries"] for key, run in results["runs"].items()},
                                      out / "query-recall-by-language.png", metric="R10")
@@ -116,6 +122,7 @@ def run_real_demo(manifest_path: str | Path, out: str | Path, text_encoders: lis
     results["seconds"] = round(time.monotonic() - started, 1)
     atomic_write_json(out / "results.json", results)
     atomic_write_text(out / "report.md", real_demo_report(results, data.languages))
+    atomic_write_text(out / "model-card.md", model_card(results, data.languages))
     return results
 
 
@@ -171,6 +178,30 @@ def real_demo_report(results: dict, languages: list[str]) -> str:
     lines.append("")
     lines.append(f"Wall time of the demo: {results.get('seconds', float('nan')):.0f} s.")
     return "\n".join(lines) + "\n"
+
+
+def model_card(results: dict, languages: list[str]) -> str:
+    """The card of the demo's model (``OUT/model-card.md``): what it is and was trained on, its figures on
+    libraries never trained on, the licences of its training sounds, its limits."""
+    st, ix = results["settings"], results["index"]
+    run = results["runs"][f"{ix['text_encoder']}/{ix['heads']}"]
+    q, ch = run["queries"]["t2a"]["avg"], run["queries"]["chance"]["t2a"]
+    lines = ["# Model card: mlatr demo-real (`model.pt`)", "",
+             f"- **Model**: aiSFX's CNN (frozen) for the audio, {ix['text_encoder']} (frozen) for the text, projection "
+             f"heads `{ix['heads']}` trained with InfoNCE (tau 0.07), {st['epochs']} epochs, batch {st['batch_size']}, "
+             f"AdamW lr {st['lr']}, seed {st['seed']}; the epoch of the best validation t2a R@10.",
+             f"- **Training data**: the train split of `{results['manifest']}` ({results['clips']['train']} clips; "
+             f"{results['clips']['val']} validation, {results['clips']['test']} test); captions from the files' "
+             "paths (English), queries in " + ", ".join(languages) + ".",
+             "- **Use**: searching a sound library by text in those languages (`mlatr search`, `mlatr serve`).",
+             f"- **Held-out test split** (libraries it trained on): hand-written queries t2a R@1 {_f(q['R1'])}, "
+             f"R@10 {_f(q['R10'])} (chance {_f(ch['R1'])} / {_f(ch['R10'])})."]
+    lines += _unseen_lines(results.get("unseen"), languages) + _licence_lines(results.get("licences"))
+    lines += ["", "## Limits", "",
+              "Captions come from file paths, relevance from keywords; the sounds are games', music tools' and "
+              "desktop themes' (little speech, few real-world scenes). On a library never trained on, expect the "
+              "figures of the leave-one-library-out table, not those of the test split.", ""]
+    return "\n".join(lines)
 
 
 def _unseen_lines(unseen: dict | None, languages: list[str]) -> list[str]:

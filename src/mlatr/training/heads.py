@@ -215,7 +215,7 @@ class HeadRun(EpochLoop):
         return [self.model.audio_projection, self.model.text_projection]  # the frozen backbones stay as they are
 
     def epoch_record(self, epoch: int, stats: EpochStats) -> dict[str, Any]:
-        record = {"epoch": epoch + 1, "loss": stats.loss}
+        record = {"epoch": epoch + 1, "step": self.step, "loss": stats.loss}
         if len(stats.terms) > 1:
             record.update(stats.terms)
         return record
