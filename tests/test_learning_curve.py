@@ -11,6 +11,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from mlatr.cli import main
 from mlatr.experiments import learning_curve
 from mlatr.experiments.learning_curve import EnsembleHeads, FrozenInputs, fraction_rows, run_learning_curve
 from test_unseen_library import fake_text_space, make_data
@@ -68,6 +69,22 @@ def test_every_point_and_fold_is_written_and_a_rerun_trains_nothing(inputs, tmp_
     assert (out / "learning-curve.png").read_bytes()[:4] == b"\x89PNG" and not (out / "heads").exists()
     two = learning_curve.plot_learning_curve({"v1": res, "v2": res}, tmp_path / "two.png", group="added")
     assert two.read_bytes()[:4] == b"\x89PNG"
+    # earlier runs drawn together: a point with fewer folds than its file's most complete one (still running) is
+    # left out, one label gathers several files
+    partial = json.loads(json.dumps(res))
+    del partial["points"]["blocks0/fraction0.5/seed0"]["folds"]["lib1"]
+    (tmp_path / "partial.json").write_text(json.dumps(partial), encoding="utf-8")
+    curves = learning_curve.complete_points([("a", out / "results.json"), ("a", tmp_path / "partial.json"),
+                                             ("b", tmp_path / "partial.json")])
+    assert sorted(curves["a"]["points"]) == ["0:blocks0/fraction0.5/seed0", "0:blocks0/fraction1/seed0",
+                                             "1:blocks0/fraction1/seed0"]
+    assert list(curves["b"]["points"]) == ["2:blocks0/fraction1/seed0"]
+    assert curves["b"]["points"]["2:blocks0/fraction1/seed0"]["summary"] == res["points"][
+        "blocks0/fraction1/seed0"]["summary"]
+    assert main(["experiment", "learning-curve", "--out", str(tmp_path / "fig"), "--plot", f"a={out / 'results.json'}",
+                 "--plot", f"b={tmp_path / 'partial.json'}", "--goals", "65,28"]) == 0
+    assert (tmp_path / "fig" / "learning-curve.png").read_bytes()[:4] == b"\x89PNG"
+    assert main(["experiment", "learning-curve", "--out", str(tmp_path / "fig"), "--plot", "nolabel"]) == 2
     trained.clear()
     again = run_learning_curve(inputs, out, train_blocks=(0,), fractions=(0.5, 1.0), seeds=(0,), epochs=2,
                                batch_size=4, progress=False, ensemble=2)

@@ -8,6 +8,10 @@ block, 4 = the whole CNN (over the frozen lower blocks' outputs cached in --cach
 keeps its pretrained statistics; the blocks learn at --tail-lr). Writes OUT/results.json after every fold
 (a rerun with the same settings resumes and adds points) and OUT/learning-curve.png.
 
+--plot LABEL=RESULTS (repeated) draws the points of earlier runs (their OUT/results.json; one label may name
+several files) into OUT/learning-curve.png and trains nothing: --group original|added for the 12 original
+held-out libraries or the added ones only, --goals R10,R1 for dashed goal lines.
+
 --export-bundle DIR writes what the curve needs (the manifest, the text features, float16 spectrogram blocks,
 aiSFX's weights) to DIR and stops; --bundle DIR runs from such a folder, with neither the audio nor the text
 encoder (e.g. on a machine with a GPU: --device cuda).
@@ -16,6 +20,8 @@ Examples:
   mlatr experiment learning-curve --train-blocks 0 --fractions 0.25,0.5,1 --seeds 0,1,2
   mlatr experiment learning-curve --export-bundle runs/curve-bundle
   mlatr experiment learning-curve --bundle runs/curve-bundle --train-blocks 1,4 --device cuda
+  mlatr experiment learning-curve --out runs/both --plot v1=runs/v1/results.json --plot v2=runs/v2/results.json \
+      --group original --goals 65,28
 """
 
 from pathlib import Path
@@ -71,12 +77,37 @@ def add_arguments(parser) -> None:
     parser.add_argument("--device", default="cpu", help="torch device of the runs (default cpu)")
     parser.add_argument("--bundle", default=None, help="run from a folder written by --export-bundle")
     parser.add_argument("--export-bundle", default=None, help="write the curve's inputs to this folder and stop")
+    parser.add_argument("--plot", action="append", default=None, metavar="LABEL=RESULTS",
+                        help="draw earlier runs' results.json into OUT/learning-curve.png, train nothing (repeat)")
+    parser.add_argument("--group", choices=("original", "added"), default=None,
+                        help="with --plot: the 12 original held-out libraries or the added ones only")
+    parser.add_argument("--goals", default=None, help="with --plot: goal R@10,R@1 drawn as dashed lines")
     parser.add_argument("--no-progress", action="store_true")
+
+
+def _plot(args) -> int:
+    from mlatr.experiments.learning_curve import complete_points, plot_learning_curve
+
+    specs = []
+    for spec in args.plot:
+        label, sep, path = spec.partition("=")
+        if not sep or not path:
+            raise MlatrError(f"--plot: expected LABEL=RESULTS, got {spec!r}")
+        specs.append((label, path))
+    goals = dict(zip(("R10", "R1"), _list(float, args.goals, "--goals"), strict=False)) if args.goals else None
+    Path(args.out).mkdir(parents=True, exist_ok=True)
+    path = plot_learning_curve(complete_points(specs, args.group), Path(args.out) / "learning-curve.png",
+                               args.group, goals)
+    print(f"figure: {path}")
+    return 0
 
 
 def run(args) -> int:
     # loads torch: not paid by every command's parser
     from mlatr.experiments.learning_curve import FrozenInputs, export_bundle, run_learning_curve
+
+    if args.plot:
+        return _plot(args)
 
     blocks = _list(int, args.train_blocks, "--train-blocks")
     if any(not 0 <= b <= 4 for b in blocks):

@@ -356,10 +356,34 @@ def summarize_point(fold_results: dict[str, dict]) -> dict:
     return {**sound_only(fold_results), "train_clips": clips, "groups": groups}
 
 
-def plot_learning_curve(curves: dict[str, dict], path: str | Path, group: str | None = None) -> Path:
+def complete_points(results_paths: Sequence[tuple[str, str | Path]], group: str | None = None) -> dict[str, dict]:
+    """``{label: {"points": ...}}`` of several runs' ``results.json`` (``(label, path)`` pairs; one label may
+    gather several files), each point summarized (:func:`summarize_point`) and kept only when it has as many
+    held-out folds (of ``group``) as the most complete point of its file: a point still running is left out."""
+    curves: dict[str, dict] = {}
+    for n, (label, path) in enumerate(results_paths):
+        try:
+            points = json.loads(Path(path).read_text(encoding="utf-8"))["points"]
+        except (OSError, ValueError, KeyError) as exc:
+            raise MlatrError(f"{path}: not a learning-curve results.json ({exc})") from None
+        for p in points.values():
+            p["summary"] = summarize_point(p["folds"])
+
+        def folds(p):
+            return (p["summary"]["groups"][group] if group else p["summary"]).get("libraries", 0)
+
+        most = max((folds(p) for p in points.values()), default=0)
+        kept = curves.setdefault(label, {"points": {}})["points"]
+        kept.update({f"{n}:{k}": p for k, p in points.items() if most and folds(p) == most})
+    return curves
+
+
+def plot_learning_curve(curves: dict[str, dict], path: str | Path, group: str | None = None,
+                        goals: dict[str, float] | None = None) -> Path:
     """Query t2a R@10 and R@1 (seed mean, bars: min-max over seeds) against the training clips (log scale), one
     line per curve (``{label: results}``, e.g. one per corpus) and number of trained blocks. ``group``: the
-    figures of the ``original`` or ``added`` held-out libraries only (default: all of them)."""
+    figures of the ``original`` or ``added`` held-out libraries only (default: all of them). ``goals``: a
+    dashed line at ``{"R10": ..., "R1": ...}``."""
     plt = pyplot()
     fig, axes = plt.subplots(1, 2, figsize=(11, 4))
     names = {0: "heads only", 1: "+ last conv block", 4: "+ whole aiSFX CNN"}
@@ -381,6 +405,8 @@ def plot_learning_curve(curves: dict[str, dict], path: str | Path, group: str | 
             err = [[m - min(v) for m, v in zip(y, vals, strict=True)],
                    [max(v) - m for m, v in zip(y, vals, strict=True)]]
             ax.errorbar(x, y, yerr=err, marker="o", capsize=3, label=name)
+        if goals and metric in goals:
+            ax.axhline(goals[metric], color="black", linestyle="--", linewidth=1, label="goal")
         ax.set_xscale("log")
         ax.set_xlabel("training clips per fold (mean over folds)")
         ax.set_ylabel(f"query text-to-audio {metric[0]}@{metric[1:]} (%)")
