@@ -29,6 +29,7 @@ from mlatr.commands._outputs import Output
 from mlatr.errors import MlatrError
 from mlatr.experiments.head_options import (
     DEFAULT_BATCH_SIZE,
+    DEFAULT_EPOCHS,
     DEFAULT_HEADS,
     DEFAULT_TEXT_ENCODERS,
     HEAD_OPTIONS,
@@ -52,15 +53,18 @@ def add_arguments(parser):
     trained = [k for k, o in HEAD_OPTIONS.items() if o.trained]
     parser.add_argument("--heads", default=DEFAULT_HEADS, choices=trained,
                         help=f"how the heads train (default: {DEFAULT_HEADS})")
-    parser.add_argument("--epochs", type=positive_int, default=60)
+    parser.add_argument("--epochs", type=positive_int, default=DEFAULT_EPOCHS,
+                        help=f"epochs of the head runs, the best on the validation clips kept "
+                             f"(default {DEFAULT_EPOCHS})")
     parser.add_argument("--batch-size", type=positive_int, default=DEFAULT_BATCH_SIZE,
                         help="clips per step, here and in the leave-one-library-out run "
                              f"(default {DEFAULT_BATCH_SIZE})")
     parser.add_argument("--embed-dim", type=positive_int, default=256, help="embedding size of the both-heads option")
     parser.add_argument("--seed", type=random_seed, default=0)
     parser.add_argument("--max-seconds", type=positive_float, default=10.0, help="centre crop of long clips")
-    parser.add_argument("--unseen-epochs", type=non_negative_int, default=30,
-                        help="epochs of the leave-one-library-out run of the recipe reported beside it (0: none)")
+    parser.add_argument("--unseen-epochs", type=non_negative_int, default=None,
+                        help="epochs of the leave-one-library-out run of the recipe reported beside it "
+                             "(default: --epochs; 0: none)")
     parser.add_argument("--added-groups", type=positive_int, default=12,
                         help="folds the libraries added since the first 12 are held out in (default 12)")
     parser.add_argument("--no-progress", action="store_true")
@@ -72,10 +76,11 @@ def run(args) -> int:
     if not Path(args.manifest).is_file():
         raise MlatrError(f"{args.manifest} not found: run scripts/get-real-sounds.sh first (or pass --manifest)")
     names = parse_methods(args.text, list(TEXT_ENCODERS), "--text")
+    unseen_epochs = args.epochs if args.unseen_epochs is None else args.unseen_epochs or None
     results = run_real_demo(args.manifest, args.out, names, heads=args.heads, embed_dim=args.embed_dim,
                             epochs=args.epochs, batch_size=args.batch_size, seed=args.seed,
                             max_seconds=args.max_seconds,
-                            progress=not args.no_progress, unseen_epochs=args.unseen_epochs or None,
+                            progress=not args.no_progress, unseen_epochs=unseen_epochs,
                             added_groups=args.added_groups)
     print((Path(args.out) / "report.md").read_text(encoding="utf-8"))
     print(closing_lines(results, Path(args.out)))

@@ -19,7 +19,7 @@ from mlatr.data.debian_sounds import read_licences
 from mlatr.data.splits import assign_hash_splits
 from mlatr.errors import MlatrError
 from mlatr.evaluation.plots import plot_recall_by_language
-from mlatr.experiments.head_options import DEFAULT_BATCH_SIZE, DEFAULT_HEADS, HEAD_OPTIONS
+from mlatr.experiments.head_options import DEFAULT_BATCH_SIZE, DEFAULT_EPOCHS, DEFAULT_HEADS, HEAD_OPTIONS
 from mlatr.experiments.learning_curve import FrozenInputs, run_learning_curve
 from mlatr.experiments.real_heads import (
     RealSounds,
@@ -44,10 +44,9 @@ EXAMPLE_QUERIES = [("wolf howling", "eng"), ("un chien aboie", "fra"), ("Schritt
 
 
 def run_real_demo(manifest_path: str | Path, out: str | Path, text_encoders: list[str], heads: str = DEFAULT_HEADS,
-                  embed_dim: int = 256, epochs: int = 60, batch_size: int = DEFAULT_BATCH_SIZE, lr: float = 1e-3,
-                  seed: int = 0,
-                  max_seconds: float = 10.0, progress: bool = True, unseen_epochs: int | None = None,
-                  added_groups: int = 12) -> dict:
+                  embed_dim: int = 256, epochs: int = DEFAULT_EPOCHS, batch_size: int = DEFAULT_BATCH_SIZE,
+                  lr: float = 1e-3, seed: int = 0, max_seconds: float = 10.0, progress: bool = True,
+                  unseen_epochs: int | None = None, added_groups: int = 12) -> dict:
     """Train the heads (option ``heads``) over frozen aisfx + each text encoder, evaluate against random heads,
     build the index with the first text encoder, answer the example queries; writes ``OUT/report.md``,
     ``OUT/results.json``, ``OUT/model.pt`` with its card ``OUT/model-card.md`` (data, licences, figures on
