@@ -385,7 +385,7 @@ def plot_learning_curve(curves: dict[str, dict], path: str | Path, group: str | 
     figures of the ``original`` or ``added`` held-out libraries only (default: all of them). ``goals``: a
     dashed line at ``{"R10": ..., "R1": ...}``."""
     plt = pyplot()
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    fig, axes = plt.subplots(1, 2, figsize=(11, 5))
     names = {0: "heads only", 1: "+ last conv block", 4: "+ whole aiSFX CNN"}
     lines: dict[str, dict[float, list[dict]]] = {}
     for label, results in curves.items():
@@ -408,12 +408,18 @@ def plot_learning_curve(curves: dict[str, dict], path: str | Path, group: str | 
         if goals and metric in goals:
             ax.axhline(goals[metric], color="black", linestyle="--", linewidth=1, label="goal")
         ax.set_xscale("log")
+        xs = [s["train_clips"] for by_fraction in lines.values() for v in by_fraction.values() for s in v]
+        ticks = [t for t in (125, 250, 500, 1000, 2000, 4000, 8000, 16000, 32000) if min(xs) / 2 <= t <= max(xs) * 2]
+        ax.set_xticks(ticks, [f"{t:,}" for t in ticks])  # plain numbers, not 3x10^2
+        ax.xaxis.set_minor_formatter("")
         ax.set_xlabel("training clips per fold (mean over folds)")
         ax.set_ylabel(f"query text-to-audio {metric[0]}@{metric[1:]} (%)")
         ax.set_title(f"unseen libraries{f' ({group})' if group else ''}, sound only: {metric[0]}@{metric[1:]}")
         ax.grid(alpha=0.3, which="both")
-        ax.legend(fontsize=8)
-    fig.tight_layout()
+    handles, labels = axes[0].get_legend_handles_labels()
+    rows = -(-len(labels) // 3)
+    fig.legend(handles, labels, loc="lower center", ncol=3, fontsize=8, frameon=False)
+    fig.tight_layout(rect=(0, 0.02 + 0.04 * rows, 1, 1))  # the legend below both panels
     path = Path(path)
     fig.savefig(path, dpi=120)
     plt.close(fig)
