@@ -28,6 +28,7 @@ from mlatr.experiments.real_heads import (
     text_space,
     train_option,
 )
+from mlatr.experiments.unseen_library import sound_only_cells
 from mlatr.inference.checkpoint import save_checkpoint
 from mlatr.inference.loaded_model import LoadedModel
 from mlatr.io_utils import atomic_write_json, atomic_write_jsonl, atomic_write_text
@@ -213,13 +214,8 @@ def _unseen_lines(unseen: dict | None, languages: list[str]) -> list[str]:
              "languages, a hit = a clip whose caption has a query keyword; means over the held-out folds, percent.", "",
              "| held out | folds | R@1 | R@10 | " + " | ".join(f"{lang} R@10" for lang in languages)
              + " | a2t R@1 | MRV | chance R@10 |", "|---|---:|" + "---:|" * (len(languages) + 6)]
-    for name, g in (("all", unseen), *unseen["groups"].items()):
-        if not g.get("libraries"):
-            continue
-        t = g["t2a"]
-        lines.append(f"| {name} | {g['libraries']} | {_f(t['avg']['R1'])} | {_f(t['avg']['R10'])} | "
-                     + " | ".join(_f(t[lang]["R10"]) for lang in languages)
-                     + f" | {_f(g['a2t_R1'])} | {_f(g['mrv'])} | {_f(g['chance']['R10'])} |")
+    lines += [f"| {name} | {g['libraries']} | {sound_only_cells(g, languages)}"
+              for name, g in (("all", unseen), *unseen["groups"].items()) if g.get("libraries")]
     return lines
 
 

@@ -244,13 +244,17 @@ def groups_report(runs: dict, languages: list[str]) -> list[str]:
              + " | a2t R@1 | MRV | chance R@10 |", "|---|---|" + "---:|" * (len(languages) + 6)]
     for key, run in runs.items():
         for name, g in run["unseen"]["groups"].items():
-            if not g.get("libraries"):
-                continue
-            t = g["t2a"]
-            lines.append(f"| {key} | {name} ({g['libraries']}) | {_f(t['avg']['R1'])} | {_f(t['avg']['R10'])} | "
-                         + " | ".join(_f(t[lang]["R10"]) for lang in languages)
-                         + f" | {_f(g['a2t_R1'])} | {_f(g['mrv'])} | {_f(g['chance']['R10'])} |")
+            if g.get("libraries"):
+                lines.append(f"| {key} | {name} ({g['libraries']}) | {sound_only_cells(g, languages)}")
     return lines
+
+
+def sound_only_cells(group: dict, languages: list[str]) -> str:
+    """A table row's cells of a :func:`sound_only` group: t2a R@1, R@10, R@10 per language, a2t R@1, MRV and
+    chance R@10."""
+    t = group["t2a"]
+    return (f"{_f(t['avg']['R1'])} | {_f(t['avg']['R10'])} | " + " | ".join(_f(t[lang]["R10"]) for lang in languages)
+            + f" | {_f(group['a2t_R1'])} | {_f(group['mrv'])} | {_f(group['chance']['R10'])} |")
 
 
 def best_run(results: dict) -> str | None:
