@@ -69,12 +69,16 @@ class TextRanker:
     (:meth:`~mlatr.search.index.Index.live`). ``model``, ``answer``: the relevance model of a hit and of a
     whole answer (default: the shipped ones).
 
+    ``keywords``, ``stats``: the keyword index and library statistics when the clips given are a window of a
+    larger library (default: those of the clips given).
+
     A query costs one product with the audio embeddings and one with the caption embeddings, a per-clip
     maximum over the captions (one ``maximum.at``) and the fused score of every live clip."""
 
     def __init__(self, audio: np.ndarray, caption_embeddings: np.ndarray, caption_clip: np.ndarray,
                  caption_text: Sequence[str], caption_lang: Sequence[str], deleted: Sequence[int] | np.ndarray = (),
-                 model: RelevanceModel | None = None, answer: RelevanceModel | None = None):
+                 model: RelevanceModel | None = None, answer: RelevanceModel | None = None,
+                 keywords: KeywordIndex | None = None, stats: LibraryStats | None = None):
         self.audio = RowParts(audio)  # [N, d]
         self.captions = RowParts(caption_embeddings)  # [M, d]
         self.caption_clip = np.asarray(caption_clip, np.int64)  # [M]
@@ -88,10 +92,10 @@ class TextRanker:
         self._caption_live = self.live[self.caption_clip]  # [M]
         # BM25 over the live clips' captions only (document j is caption row _keyword_rows[j])
         self._keyword_rows = np.flatnonzero(self._caption_live)
-        self.keywords = KeywordIndex([self.caption_text[r] for r in self._keyword_rows],
-                                     [self.caption_lang[r] for r in self._keyword_rows])
-        self.stats = LibraryStats(Moments.of(self.audio.parts, self.live),
-                                  Moments.of(self.captions.parts, self._caption_live))
+        self.keywords = keywords if keywords is not None else KeywordIndex(
+            [self.caption_text[r] for r in self._keyword_rows], [self.caption_lang[r] for r in self._keyword_rows])
+        self.stats = stats if stats is not None else LibraryStats(Moments.of(self.audio.parts, self.live),
+                                                                  Moments.of(self.captions.parts, self._caption_live))
         # captions grouped by clip, once: the rows of a hit's captions, for its evidence
         self._by_clip = np.argsort(self.caption_clip, kind="stable")  # [M]
         grouped = self.caption_clip[self._by_clip]
@@ -119,6 +123,20 @@ class TextRanker:
         block = self._block_of[clip]
         rows = self._by_clip[self._starts[block]:self._ends[block]]  # ascending
         return int(rows[np.argmax(scores[rows])])
+
+    def clip_vector(self, row: int) -> np.ndarray:
+        """``[d]`` clip ``row``'s audio embedding ("more like this")."""
+        for part in self.audio.parts:
+            if row < len(part):
+                return part[row]
+            row -= len(part)
+        raise IndexError(row)
+
+    def caption_cutoff(self, caption: np.ndarray) -> float:
+        """The cosine above which a clip's best caption is rare for the query whose best caption cosines are
+        ``caption [N]`` (:func:`~mlatr.search.relevance.rare_cutoff` of the live clips'; a ranker over a window
+        of a larger library reads it from the library: :class:`mlatr.search.milvus.MilvusRanker`)."""
+        return rare_cutoff(caption[self.live])
 
     def rank(self, query_vec: np.ndarray, query: str, lang: str | None, k: int,
              rank: str = "hybrid") -> Ranking:
@@ -148,7 +166,7 @@ class TextRanker:
         keyword_scores[self._keyword_rows] = self.keywords.scores_of(terms)
         caption, keyword = self._best(caption_scores), self._best(keyword_scores)  # [N] each
         keyword = np.where(np.isfinite(keyword), keyword, 0.0)
-        stats = QueryStats.of(self.stats, vec, self.keywords.idf_mass(terms), rare_cutoff(caption[self.live]))
+        stats = QueryStats.of(self.stats, vec, self.keywords.idf_mass(terms), self.caption_cutoff(caption))
         cand_rows = self._live_rows if rows is None else np.asarray(rows, np.int64)
         cands = Candidates(cand_rows, audio[cand_rows], caption[cand_rows], keyword[cand_rows])
         fused = fuse(cands, stats, self.model)
