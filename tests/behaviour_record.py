@@ -3,7 +3,8 @@
 :func:`record` returns one JSON tree; ``tests/fixtures/behaviour_reference.json`` holds it as the code gave
 it at the commit named in that file's ``recorded_at`` (first before issue 38's reshaping; recorded again with
 issue 33's ranking and relevance, which changed the captions and hybrid rankings and added relevance, the
-sound rankings, weights and evaluation numbers unchanged), and ``tests/test_behaviour_recorded.py`` asserts
+sound rankings, weights and evaluation numbers unchanged; and with issue 35's ``step`` in each epoch record of
+a head run, nothing else changed), and ``tests/test_behaviour_recorded.py`` asserts
 that today's code gives the same. Nothing here reaches inside
 a module: only the public entry points a user (or a command) calls, so the record survives a change of
 the code's shape and fails on a change of its behaviour.

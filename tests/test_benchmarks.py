@@ -43,6 +43,8 @@ TOY = {
     "bench_serve_start.py": ["{index}", "--repeat", "1"],
     "bench_step_memory.py": ["--methods", "KCL + grad cache", "--batch", "2", "--max-tokens", "4", "--threads", "1",
                              "--text-layers", "1", "--text-width", "32", "--dir", "{tmp}/memory"],
+    "bench_tail_epoch.py": ["--clips", "4", "--blocks", "1", "--train-blocks", "0,1", "--corpus", "100",
+                            "--budget", "1"],
     "bench_svr_overhead.py": ["--batch", "3", "--seconds", "0.5", "--steps", "1", "--warmup", "0",
                               "--memory-steps", "1", "--device", "cpu"],
     "bench_text_agreement.py": ["--synthetic", "0", "--encoders", "e5-small"],

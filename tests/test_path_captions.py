@@ -77,6 +77,14 @@ def test_the_shipped_table_is_consistent():
     assert not any(k.startswith("tuxpaint") for k in t.captions)
 
 
+def test_a_template_puts_the_automatic_caption_into_a_phrase():
+    from mlatr.data.path_captions import CaptionTable, path_captions
+
+    table = CaptionTable(templates={"game/voices/": 'a cartoon voice saying "{}"'}, labels={"game/voices/": "voice"})
+    assert path_captions("game/voices/Pirate/Incoming2", table) == (['a cartoon voice saying "incoming"'], "voice")
+    assert path_captions("game/sfx/door_open", table)[0] == ["door open"]
+
+
 def _library(tmp_path):
     """A folder import of two tones: track_01.wav with an English sidecar a person wrote, Dog_bark2.wav without."""
     from clitools import write_tone

@@ -71,12 +71,14 @@ def test_plot_draws_each_term_and_the_validation_curves_as_logged(two_runs, tmp_
     fig = draw_runs([read_curves(d) for d in dirs])
     panels = {ax.get_title(): {ln.get_label(): (list(ln.get_xdata()), list(ln.get_ydata())) for ln in ax.lines}
               for ax in fig.axes if ax.get_visible()}
-    assert set(panels) == {"loss", "loss: contrastive", "loss: svr", "val t2a R@1 (%)", "val a2t R@1 (%)", "val MRV"}
+    assert set(panels) == {"loss", "loss: contrastive", "loss: svr", "val t2a R@1 (%)", "val t2a R@10 (%)",
+                           "val a2t R@1 (%)", "val MRV"}
     for name in ("plain", "svr"):
         steps, epochs = read_run_log(two_runs[name][0] / "log.jsonl")
         assert panels["loss"][name] == ([s["step"] for s in steps], [s["loss"] for s in steps])
         assert panels["val MRV"][name] == ([e["epoch"] for e in epochs], [e["val"]["mrv"] for e in epochs])
         assert panels["val t2a R@1 (%)"][name][1] == [e["val"]["t2a"]["R1"] for e in epochs]
+        assert panels["val t2a R@10 (%)"][name][1] == [e["val"]["t2a"]["R10"] for e in epochs]
     steps = read_run_log(two_runs["svr"][0] / "log.jsonl")[0]
     assert panels["loss: svr"] == {"svr": ([s["step"] for s in steps], [s["loss_svr"] for s in steps])}
     with pytest.raises(MlatrError, match="log.jsonl: no such file"):

@@ -19,7 +19,10 @@ from mlatr.experiments import real_sounds, unseen_library
 from mlatr.experiments.head_options import HEAD_OPTIONS
 from mlatr.experiments.real_heads import RealSounds, build_model, evaluate_clips, text_space, train_option
 from mlatr.experiments.relevance_fit import RANKINGS
+from mlatr.search.index import Index
 from mlatr.training.heads import HeadTraining
+from mlatr.training.run_curves import read_curves
+from mlatr.training.run_log import read_run_log
 
 LANGS = ["eng", "fra"]
 QUERIES = [{"id": "dog", "keywords": ["dog"], "captions": {"eng": "a dog", "fra": "un chien"}},
@@ -184,24 +187,50 @@ def test_demo_real_trains_the_chosen_heads_and_indexes_the_library(tmp_path, mon
     for clip in data.manifest.clips:  # the index stores absolute audio paths
         (tmp_path / clip.audio).parent.mkdir(parents=True, exist_ok=True)
     data.manifest.root = tmp_path
-    res = real_sounds.run_real_demo("m.jsonl", tmp_path / "demo", ["e5-small"], heads="near-identity", epochs=2,
-                                    progress=False)
+    (tmp_path / "licences.json").write_text(json.dumps({"format": "mlatr-sound-licences-1", "refused": [], "packages": [
+        {"package": "lib0-data", "version": "1", "library": "lib0", "clips": 6, "licences": ["CC0-1.0"],
+         "holders": ["2020 A | B"], "copyright": "copyright/lib0-data"}]}))
+    res = real_sounds.run_real_demo(tmp_path / "m.jsonl", tmp_path / "demo", ["e5-small"], heads="near-identity",
+                                    epochs=2, progress=False, unseen_epochs=2, added_groups=2)
     assert list(res["runs"]) == ["e5-small/random", "e5-small/near-identity"]
     assert res["index"]["clips"] == len(data.manifest) and res["index"]["heads"] == "near-identity"
     saved = json.loads((tmp_path / "demo" / "results.json").read_text(encoding="utf-8"))
     assert saved["settings"]["heads"] == "near-identity"
-    assert "Hand-written multilingual queries" in (tmp_path / "demo" / "report.md").read_text(encoding="utf-8")
+    report = (tmp_path / "demo" / "report.md").read_text(encoding="utf-8")
+    assert "Hand-written multilingual queries" in report
+    unseen = res["unseen"]  # lib0-2 are all added libraries: held out in 2 hash groups, never the 12 original ones
+    assert unseen["groups"]["original"] == {"libraries": 0} and 1 <= unseen["groups"]["added"]["libraries"] <= 2
+    assert "## Libraries never trained on" in report and "| added |" in report
+    assert "| lib0-data | 1 | lib0 | 6 | CC0-1.0 | 2020 A / B |" in report and res["seconds"] > 0
+    card = (tmp_path / "demo" / "model-card.md").read_text(encoding="utf-8")  # the model's card: data, licences
+    assert "| lib0-data | 1 | lib0 | 6 | CC0-1.0 | 2020 A / B |" in card and "## Libraries never trained on" in card
+    assert f"({res['clips']['train']} clips;" in card and "heads `near-identity`" in card
     figure = tmp_path / "demo" / "query-recall-by-language.png"
     assert res["figure"] == str(figure) and figure.read_bytes()[:4] == b"\x89PNG"
     closing = closing_lines(res, tmp_path / "demo").splitlines()
-    assert closing[0].endswith("model.pt") and closing[1].endswith(f"sounds.idx.npz ({len(data.manifest)} clips)")
-    assert closing[-1].startswith(f"next:   mlatr search {tmp_path / 'demo' / 'sounds.idx.npz'} ")
+    assert closing[0].endswith("model.pt") and closing[1].endswith(f"sounds.idx ({len(data.manifest)} clips)")
+    assert closing[-1].startswith(f"next:   mlatr search {tmp_path / 'demo' / 'sounds.idx'} ")
+    # the index is the current format (a folder of shards), searchable, with every clip
+    index = Index.load(tmp_path / "demo" / "sounds.idx")
+    assert index.summary()["format"] == "mlatr-index-2" and list(index.ids) == [c.id for c in data.manifest.clips]
+    assert not (tmp_path / "demo" / "sounds.idx.npz").exists()
+    # the indexed model's training curve: one epoch record per epoch of its log, which mlatr plot draws
+    log = res["runs"]["e5-small/near-identity"]["log"]
+    steps, epochs = read_run_log(tmp_path / "demo" / "log.jsonl")
+    assert steps == [] and [e["epoch"] for e in epochs] == [1, 2] and epochs[-1]["step"] > epochs[0]["step"] > 0
+    assert [e["train_loss"] for e in epochs] == [r["loss"] for r in log]
+    assert [e["val"]["t2a"]["R10"] for e in epochs] == [r["val"] for r in log]
+    curves = read_curves(tmp_path / "demo")
+    assert curves.losses["loss"] == ([e["step"] for e in epochs], [r["loss"] for r in log])
+    assert curves.val == {"val t2a R@10 (%)": ([1, 2], [r["val"] for r in log])}
+    assert main(["plot", str(tmp_path / "demo")]) == 0 and (tmp_path / "demo" / "curves.png").stat().st_size > 0
     with pytest.raises(MlatrError, match="trained head option"):
         real_sounds.run_real_demo("m.jsonl", tmp_path / "d2", ["e5-small"], heads="random")
 
 
 def test_head_options_use_real_heads_module_names():
-    assert set(HEAD_OPTIONS) == {"random", "both-heads", "audio-only", "near-identity", "kcl-translations"}
+    assert set(HEAD_OPTIONS) == {"random", "both-heads", "audio-only", "near-identity", "near-identity-kcl",
+                                 "kcl-translations"}
     assert real_heads.library_of("scratch/Animal/Dog1") == "scratch"
 
 
@@ -263,3 +292,53 @@ def test_kept_fold_embeddings_give_the_scores_and_recall_of_the_evaluation(tmp_p
         ev = multilingual_query_eval(lib.query_emb, lib.q_lang, lib.q_group, lib.audio_emb, lib.relevant,
                                      data.languages, scores=scores)
         assert _r10(lib, scores) == pytest.approx(ev["t2a"]["avg"]["R10"])
+
+
+def test_added_libraries_are_held_out_in_groups_the_original_ones_alone():
+    from types import SimpleNamespace
+
+    from mlatr.data.manifest import Clip, Manifest
+    from mlatr.experiments.unseen_library import ORIGINAL_LIBRARIES, folds
+
+    libs = ["scratch", "wesnoth", *[f"game{k}" for k in range(20)]]
+    clips = [Clip(id=f"{lib}/c{j}", audio=f"{lib}/c{j}.wav", split=("val", "test", "train")[j]) for lib in libs
+             for j in range(3)]
+    data = SimpleNamespace(manifest=Manifest(clips=clips), libraries=[c.id.split("/")[0] for c in clips])
+    grouped = folds(data, added_groups=4)
+    assert {"scratch", "wesnoth"} < set(grouped) and not any(f.startswith("game") for f in grouped)
+    added = [f for f in grouped if f.startswith("added-")]
+    assert 1 < len(added) <= 4
+    held = [data.libraries[i] for f in added for i in grouped[f]["test"]]
+    assert sorted(set(held)) == sorted(f"game{k}" for k in range(20)) and len(held) == 60  # each once
+    for f in added:
+        test_libs = {data.libraries[i] for i in grouped[f]["test"]}
+        assert test_libs.isdisjoint(data.libraries[i] for i in grouped[f]["train"] + grouped[f]["val"])
+    assert set(folds(data)) == {*libs, "in-library"} and "scratch" in ORIGINAL_LIBRARIES
+
+
+def test_validation_libraries_are_held_out_whole_and_the_same_in_every_fold():
+    from types import SimpleNamespace
+
+    from mlatr.data.manifest import Clip, Manifest
+    from mlatr.experiments.unseen_library import folds, validation_libraries
+
+    libs = ["scratch", "wesnoth", *[f"game{k}" for k in range(30)]]
+    clips = [Clip(id=f"{lib}/c{j}", audio=f"{lib}/c{j}.wav", split=("val", "test", "train")[j]) for lib in libs
+             for j in range(3)]
+    data = SimpleNamespace(manifest=Manifest(clips=clips), libraries=[c.id.split("/")[0] for c in clips])
+    grouped = folds(data, added_groups=4, val_libraries=0.2)
+    held = validation_libraries(set(libs), 0.2)
+    assert 2 <= len(held) <= 12  # about a fifth of 32
+    for fold, rows in grouped.items():
+        if fold == "in-library":
+            assert rows["val"] == [i for i, c in enumerate(clips) if c.split == "val"]  # the hash split, as before
+            continue
+        test_libs = {data.libraries[i] for i in rows["test"]}
+        val_libs = {data.libraries[i] for i in rows["val"]}
+        assert val_libs == held - test_libs  # the same libraries in every fold, unless held out for the test
+        assert len(rows["val"]) == 3 * len(val_libs)  # whole: all three splits of each
+        assert val_libs.isdisjoint(data.libraries[i] for i in rows["train"]) and val_libs.isdisjoint(test_libs)
+        assert len(rows["train"]) + len(rows["val"]) + len(rows["test"]) == len(clips)
+    assert validation_libraries({"a", "b", "c"}, 0.0001) and len(validation_libraries({"a", "b"}, 0.0001)) == 1
+    with pytest.raises(MlatrError, match="none would be left"):
+        validation_libraries({"a", "b"}, 1.0)

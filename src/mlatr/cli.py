@@ -42,6 +42,8 @@ COMMANDS: list[tuple[str, str]] = [
     ("data export", "data_export"),
     ("data split", "data_split"),
     ("data recaption", "data_recaption"),
+    ("data unpack-debs", "data_unpack_debs"),
+    ("data dedup", "data_dedup"),
     ("data translate", "data_translate"),
     ("data translation-qa", "data_translation_qa"),
     ("eval", "eval_model"),
@@ -55,6 +57,7 @@ COMMANDS: list[tuple[str, str]] = [
     ("experiment supclap", "experiment_supclap"),
     ("experiment finegrained", "experiment_finegrained"),
     ("experiment unseen-library", "experiment_unseen_library"),
+    ("experiment learning-curve", "experiment_learning_curve"),
     ("experiment calibrate", "experiment_calibrate"),
     ("import-checkpoint", "import_checkpoint"),
     ("completion", "completion"),
@@ -63,7 +66,8 @@ COMMANDS: list[tuple[str, str]] = [
 #: One-line help of command groups.
 GROUPS: dict[str, str] = {
     "data": "manifests: validate, import, statistics, synthetic benchmark, hash splits, captions from paths, "
-            "translate and check translations, decoded-audio store",
+            "translate and check translations, decoded-audio store, sound libraries from Debian packages, "
+            "duplicates",
     "index": "build, update, inspect, delete from and compact a search index of audio embeddings",
     "experiment": "paper experiments: grids of training runs with tables and figures",
 }

@@ -9,22 +9,32 @@ with random (untrained) heads on the held-out test split: each clip's caption, 3
 in 8 languages (a hit = a clip whose caption contains one of the query's keywords) with the consistency
 metrics (gap, dis, MRV), zero-shot folder labels in 8 languages; chance levels beside them. Then indexes
 the whole library with the first text encoder's model and answers example queries in eight languages.
-Writes OUT/report.md, OUT/results.json, OUT/model.pt, OUT/sounds.idx.npz and OUT/query-recall-by-language.png,
-and ends by saying where they are and what to run next.
+Writes OUT/report.md, OUT/results.json, OUT/model.pt with its card OUT/model-card.md (data, licences, figures
+on unseen libraries) and training curve OUT/log.jsonl (mlatr plot OUT),
+the index folder OUT/sounds.idx and OUT/query-recall-by-language.png, and ends by saying where they are and
+what to run next.
 
 Examples:
   scripts/get-real-sounds.sh && mlatr demo-real
   mlatr demo-real --text e5-small --heads both-heads -o runs/real
-  mlatr search runs/demo-real/sounds.idx.npz "un chien aboie" --lang fra
+  mlatr search runs/demo-real/sounds.idx "un chien aboie" --lang fra
+  mlatr plot runs/demo-real
 """
 
 from pathlib import Path
 
-from mlatr.commands._arg_types import positive_float, positive_int, random_seed
+from mlatr.commands._arg_types import non_negative_int, positive_float, positive_int, random_seed
 from mlatr.commands._grid_args import parse_methods
 from mlatr.commands._outputs import Output
 from mlatr.errors import MlatrError
-from mlatr.experiments.head_options import DEFAULT_HEADS, DEFAULT_TEXT_ENCODERS, HEAD_OPTIONS, TEXT_ENCODERS
+from mlatr.experiments.head_options import (
+    DEFAULT_BATCH_SIZE,
+    DEFAULT_EPOCHS,
+    DEFAULT_HEADS,
+    DEFAULT_TEXT_ENCODERS,
+    HEAD_OPTIONS,
+    TEXT_ENCODERS,
+)
 
 HELP = __doc__
 
@@ -48,10 +58,20 @@ def add_arguments(parser):
     trained = [k for k, o in HEAD_OPTIONS.items() if o.trained]
     parser.add_argument("--heads", default=DEFAULT_HEADS, choices=trained,
                         help=f"how the heads train (default: {DEFAULT_HEADS})")
-    parser.add_argument("--epochs", type=positive_int, default=60)
+    parser.add_argument("--epochs", type=positive_int, default=DEFAULT_EPOCHS,
+                        help=f"epochs of the head runs, the best on the validation clips kept "
+                             f"(default {DEFAULT_EPOCHS})")
+    parser.add_argument("--batch-size", type=positive_int, default=DEFAULT_BATCH_SIZE,
+                        help="clips per step, here and in the leave-one-library-out run "
+                             f"(default {DEFAULT_BATCH_SIZE})")
     parser.add_argument("--embed-dim", type=positive_int, default=256, help="embedding size of the both-heads option")
     parser.add_argument("--seed", type=random_seed, default=0)
     parser.add_argument("--max-seconds", type=positive_float, default=10.0, help="centre crop of long clips")
+    parser.add_argument("--unseen-epochs", type=non_negative_int, default=None,
+                        help="epochs of the leave-one-library-out run of the recipe reported beside it "
+                             "(default: --epochs; 0: none)")
+    parser.add_argument("--added-groups", type=positive_int, default=12,
+                        help="folds the libraries added since the first 12 are held out in (default 12)")
     parser.add_argument("--no-progress", action="store_true")
 
 
@@ -61,9 +81,12 @@ def run(args) -> int:
     if not Path(args.manifest).is_file():
         raise MlatrError(f"{args.manifest} not found: run scripts/get-real-sounds.sh first (or pass --manifest)")
     names = parse_methods(args.text, list(TEXT_ENCODERS), "--text")
+    unseen_epochs = args.epochs if args.unseen_epochs is None else args.unseen_epochs or None
     results = run_real_demo(args.manifest, args.out, names, heads=args.heads, embed_dim=args.embed_dim,
-                            epochs=args.epochs, seed=args.seed, max_seconds=args.max_seconds,
-                            progress=not args.no_progress)
+                            epochs=args.epochs, batch_size=args.batch_size, seed=args.seed,
+                            max_seconds=args.max_seconds,
+                            progress=not args.no_progress, unseen_epochs=unseen_epochs,
+                            added_groups=args.added_groups)
     print((Path(args.out) / "report.md").read_text(encoding="utf-8"))
     print(closing_lines(results, Path(args.out)))
     return 0
@@ -75,4 +98,5 @@ def closing_lines(results: dict, out: Path) -> str:
     return "\n".join([
         f"model:  {out / 'model.pt'}", f"index:  {index} ({results['index']['clips']} clips)",
         f"report: {out / 'report.md'}", f"figure: {results['figure']}",
+        f"curve:  {out / 'log.jsonl'} (mlatr plot {out})",
         f'next:   mlatr search {index} "un chien aboie" --lang fra     (or: mlatr serve {index})'])

@@ -47,6 +47,9 @@ def add_arguments(parser) -> None:
                         help=f"comma-separated head options among {', '.join(HEAD_OPTIONS)} (default: "
                              f"{','.join(COMPARED_BY_DEFAULT)}; kcl-translations needs a translated manifest)")
     parser.add_argument("--libraries", default=None, help="comma-separated libraries to hold out (default: all)")
+    parser.add_argument("--added-groups", type=positive_int, default=None,
+                        help="hold the libraries added since the first 12 out this many folds at a time "
+                             "(default: each alone)")
     parser.add_argument("--epochs", type=positive_int, default=60)
     parser.add_argument("--embed-dim", type=positive_int, default=256, help="embedding size of the both-heads option")
     parser.add_argument("--seed", type=random_seed, default=0)
@@ -65,6 +68,6 @@ def run(args) -> int:
     libraries = [x.strip() for x in args.libraries.split(",") if x.strip()] if args.libraries else None
     run_unseen_library(args.manifest, args.out, encoders, heads, libraries=libraries, epochs=args.epochs,
                        embed_dim=args.embed_dim, seed=args.seed, max_seconds=args.max_seconds,
-                       cache_dir=args.cache_dir, progress=not args.no_progress)
+                       cache_dir=args.cache_dir, progress=not args.no_progress, added_groups=args.added_groups)
     print((Path(args.out) / "report.md").read_text(encoding="utf-8"))
     return 0

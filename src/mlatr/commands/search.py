@@ -24,10 +24,10 @@ a small trained text encoder uses --lang only if it was trained with a language 
 (sound-to-caption). --json prints one JSON object instead of a table.
 
 Examples:
-  mlatr search sounds.idx.npz "un chien aboie" --lang fra -k 5
-  mlatr search sounds.idx.npz --audio query.wav --json
-  mlatr search sounds.idx.npz "footsteps on snow" --backend faiss
-  mlatr search sounds.idx.npz "un chien qui aboie" --lang fra --rank audio
+  mlatr search sounds.idx "un chien aboie" --lang fra -k 5
+  mlatr search sounds.idx --audio query.wav --json
+  mlatr search sounds.idx "footsteps on snow" --backend faiss
+  mlatr search sounds.idx "un chien qui aboie" --lang fra --rank audio
 """
 
 

@@ -34,7 +34,7 @@ refused; a client gets 10 s for its request headers and 120 s for its body. --wo
 processes on the same port (each loads the model; one per free core for throughput).
 
 Examples:
-  mlatr serve runs/demo-real/sounds.idx.npz            # then open http://127.0.0.1:8000/
+  mlatr serve runs/demo-real/sounds.idx                # then open http://127.0.0.1:8000/
   mlatr serve lib.idx.npz --host 0.0.0.0 --port 8080   # the whole network (a team)
   mlatr serve lib.idx --workers 4                      # 4 processes on one port (for 4 or more free cores)
   curl 'http://127.0.0.1:8000/search?q=un+chien+aboie&lang=fra&k=5'

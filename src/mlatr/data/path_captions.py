@@ -61,6 +61,8 @@ class CaptionTable:
 
     words: dict[str, str] = field(default_factory=dict)
     labels: dict[str, str] = field(default_factory=dict)
+    #: id prefix -> a format string the automatic caption is put into ("a cartoon voice saying \"{}\"").
+    templates: dict[str, str] = field(default_factory=dict)
     captions: dict[str, list[str] | None] = field(default_factory=dict)
     label_translations: dict[str, dict[str, str]] = field(default_factory=dict)
     note: str = ""
@@ -75,12 +77,12 @@ class CaptionTable:
         data = parse_json(text, str(path))
         if not isinstance(data, dict):
             raise InputError(f"expected a JSON object, got {type(data).__name__}", str(path))
-        for key in ("words", "labels", "captions", "label_translations"):
+        for key in ("words", "labels", "templates", "captions", "label_translations"):
             if not isinstance(data.get(key, {}), dict):
                 raise InputError(f"{key!r} must be an object", str(path), field=key)
-        for key in ("words", "labels"):
+        for key in ("words", "labels", "templates"):
             for name, value in data.get(key, {}).items():
-                if not isinstance(value, str):
+                if not isinstance(value, str) or (key == "templates" and value.count("{}") != 1):
                     raise InputError(f"must be a string, got {type(value).__name__}", str(path), field=f"{key}.{name}")
         for label, langs in data.get("label_translations", {}).items():
             if not isinstance(langs, dict) or not all(isinstance(v, str) for v in langs.values()):
@@ -91,7 +93,8 @@ class CaptionTable:
             if caps is not None and (not isinstance(caps, list) or not caps
                                      or not all(isinstance(c, str) and c.strip() for c in caps)):
                 raise InputError("expected a non-empty list of captions or null", str(path), field=f"captions.{key}")
-        return cls(words=data.get("words", {}), labels=data.get("labels", {}), captions=data.get("captions", {}),
+        return cls(words=data.get("words", {}), labels=data.get("labels", {}), templates=data.get("templates", {}),
+                   captions=data.get("captions", {}),
                    label_translations=data.get("label_translations", {}), note=data.get("note", ""))
 
     def knows(self, clip_id: str) -> bool:
@@ -142,6 +145,9 @@ def path_captions(clip_id: str, table: CaptionTable) -> tuple[list[str] | None, 
         if text:
             break
         text = clean_name(folder, table.words)
+    template = max((p for p in table.templates if clip_id.startswith(p)), key=len, default=None)
+    if text and template is not None:
+        text = table.templates[template].format(text)
     return (_with_context([text], label) if text else []), label
 
 

@@ -12,12 +12,15 @@ encoder's model (:func:`mlatr.search.from_features.index_from_features`, from th
 from __future__ import annotations
 
 import shutil
+import time
 from pathlib import Path
 
+from mlatr.data.debian_sounds import read_licences
 from mlatr.data.splits import assign_hash_splits
 from mlatr.errors import MlatrError
 from mlatr.evaluation.plots import plot_recall_by_language
-from mlatr.experiments.head_options import DEFAULT_HEADS, HEAD_OPTIONS
+from mlatr.experiments.head_options import DEFAULT_BATCH_SIZE, DEFAULT_EPOCHS, DEFAULT_HEADS, HEAD_OPTIONS
+from mlatr.experiments.learning_curve import FrozenInputs, run_learning_curve
 from mlatr.experiments.real_heads import (
     RealSounds,
     build_model,
@@ -25,12 +28,14 @@ from mlatr.experiments.real_heads import (
     text_space,
     train_option,
 )
+from mlatr.experiments.unseen_library import sound_only_cells
 from mlatr.inference.checkpoint import save_checkpoint
 from mlatr.inference.loaded_model import LoadedModel
-from mlatr.io_utils import atomic_write_json, atomic_write_text
+from mlatr.io_utils import atomic_write_json, atomic_write_jsonl, atomic_write_text
 from mlatr.matching import build_matching_head
 from mlatr.search.from_features import index_from_features
 from mlatr.training.heads import HeadTraining
+from mlatr.training.run_log import head_log_records
 
 #: Example queries the demo answers with the index (text, language).
 EXAMPLE_QUERIES = [("wolf howling", "eng"), ("un chien aboie", "fra"), ("Schritte im Schnee", "deu"),
@@ -40,12 +45,22 @@ EXAMPLE_QUERIES = [("wolf howling", "eng"), ("un chien aboie", "fra"), ("Schritt
 
 
 def run_real_demo(manifest_path: str | Path, out: str | Path, text_encoders: list[str], heads: str = DEFAULT_HEADS,
-                  embed_dim: int = 256, epochs: int = 60, batch_size: int = 64, lr: float = 1e-3, seed: int = 0,
-                  max_seconds: float = 10.0, progress: bool = True) -> dict:
+                  embed_dim: int = 256, epochs: int = DEFAULT_EPOCHS, batch_size: int = DEFAULT_BATCH_SIZE,
+                  lr: float = 1e-3, seed: int = 0, max_seconds: float = 10.0, progress: bool = True,
+                  unseen_epochs: int | None = None, added_groups: int = 12) -> dict:
     """Train the heads (option ``heads``) over frozen aisfx + each text encoder, evaluate against random heads,
     build the index with the first text encoder, answer the example queries; writes ``OUT/report.md``,
-    ``OUT/results.json``, ``OUT/model.pt``, ``OUT/sounds.idx.npz`` and ``OUT/query-recall-by-language.png``
-    (hand-written queries' t2a R@10 per language, one bar per run). Returns the results dict."""
+    ``OUT/results.json``, ``OUT/model.pt`` with its card ``OUT/model-card.md`` (data, licences, figures on
+    unseen libraries) and its training curve ``OUT/log.jsonl`` (``mlatr plot OUT``),
+    the index folder ``OUT/sounds.idx`` (the current format, :mod:`mlatr.search.shards`) and
+    ``OUT/query-recall-by-language.png`` (hand-written queries' t2a R@10 per language, one bar per run).
+    Returns the results dict.
+
+    ``unseen_epochs`` (None: no such run): the same recipe with the first text encoder on the
+    leave-one-library-out protocol (:mod:`mlatr.experiments.learning_curve`, sound-only queries; the 12
+    original libraries held out one by one, the added ones ``added_groups`` folds at a time), in
+    ``OUT/unseen/``. The report also shows the licence table beside the manifest (``licences.json``)."""
+    started = time.monotonic()
     if heads not in HEAD_OPTIONS or not HEAD_OPTIONS[heads].trained:
         trained = ", ".join(k for k, o in HEAD_OPTIONS.items() if o.trained)
         raise MlatrError(f"--heads must be a trained head option ({trained}), got {heads!r}")
@@ -74,25 +89,40 @@ def run_real_demo(manifest_path: str | Path, out: str | Path, text_encoders: lis
                                                         "log": log}
             if option.trained:
                 models[name] = model
+                if name == text_encoders[0]:  # the indexed model's curve: epoch records that mlatr plot reads
+                    atomic_write_jsonl(out / "log.jsonl", head_log_records(log))
     shutil.rmtree(out / "heads", ignore_errors=True)  # every head run is trained
     name = text_encoders[0]
+    if unseen_epochs is not None:
+        _, bank = text_space(name, data, out / "cache")
+        curve = run_learning_curve(FrozenInputs(data, bank, name, {}, {}), out / "unseen", train_blocks=(0,),
+                                   fractions=(1.0,), seeds=(seed,), epochs=unseen_epochs, heads=heads,
+                                   added_groups=added_groups, batch_size=batch_size, progress=progress)
+        point = next(iter(curve["points"].values()))
+        results["unseen"] = {"epochs": unseen_epochs, "added_groups": added_groups, **point["summary"],
+                             "best_epochs": {f: r["best_epoch"] for f, r in point["folds"].items()}}
+    licences = Path(manifest_path).parent / "licences.json"
+    if licences.is_file():
+        results["licences"] = read_licences(licences)
     model = models[name]
     data_cfg = {"data": {"sample_rate": 16000, "eval_max_seconds": max_seconds, "languages": data.languages}}
     save_checkpoint(out / "model.pt", {"model_config": model.config(), "model": model.state_dict(),
                                        "train_config": data_cfg, "epoch": epochs, "step": 0})
     loaded = LoadedModel(model.eval(), build_matching_head("cosine"), data_cfg, out / "model.pt")
     index = index_from_features(loaded, manifest, data.features, max_seconds)
-    index.save(out / "sounds.idx.npz")
+    index.save(out / "sounds.idx")
     results["examples"] = [{"query": q, "lang": lang,
                             "hits": [h.to_dict() for h in index.search_text(q, lang, 3)]}
                            for q, lang in EXAMPLE_QUERIES]
-    results["index"] = {"path": str(out / "sounds.idx.npz"), "clips": len(index), "text_encoder": name,
+    results["index"] = {"path": str(out / "sounds.idx"), "clips": len(index), "text_encoder": name,
                         "heads": heads}
     figure = plot_recall_by_language({key: run["queries"] for key, run in results["runs"].items()},
                                      out / "query-recall-by-language.png", metric="R10")
     results["figure"] = str(figure)
+    results["seconds"] = round(time.monotonic() - started, 1)
     atomic_write_json(out / "results.json", results)
     atomic_write_text(out / "report.md", real_demo_report(results, data.languages))
+    atomic_write_text(out / "model-card.md", model_card(results, data.languages))
     return results
 
 
@@ -138,10 +168,66 @@ def real_demo_report(results: dict, languages: list[str]) -> str:
             lines.append(f"| {key} | " + " | ".join(_f(z[lang]["top1"]) for lang in languages)
                          + f" | {_f(z['avg']['top1'])} |")
         lines.append("| chance | " + " | ".join(_f(z0["chance"]["top1"]) for _ in [*languages, "avg"]) + " |")
+    lines += _unseen_lines(results.get("unseen"), languages) + _licence_lines(results.get("licences"))
     ix = results["index"]
     lines += ["", f"## Example queries (index: {ix['clips']} clips, text encoder {ix['text_encoder']}, "
               f"heads {ix['heads']})", ""]
     for ex in results["examples"]:
         hits = ", ".join(f"{h['id']} ({h['score']:.2f})" for h in ex["hits"])
         lines.append(f"- [{ex['lang']}] {ex['query']} -> {hits}")
+    lines.append("")
+    lines.append(f"Wall time of the demo: {results.get('seconds', float('nan')):.0f} s.")
     return "\n".join(lines) + "\n"
+
+
+def model_card(results: dict, languages: list[str]) -> str:
+    """The card of the demo's model (``OUT/model-card.md``): what it is and was trained on, its figures on
+    libraries never trained on, the licences of its training sounds, its limits."""
+    st, ix = results["settings"], results["index"]
+    run = results["runs"][f"{ix['text_encoder']}/{ix['heads']}"]
+    q, ch = run["queries"]["t2a"]["avg"], run["queries"]["chance"]["t2a"]
+    lines = ["# Model card: mlatr demo-real (`model.pt`)", "",
+             f"- **Model**: aiSFX's CNN (frozen) for the audio, {ix['text_encoder']} (frozen) for the text, projection "
+             f"heads `{ix['heads']}` trained with InfoNCE (tau 0.07), {st['epochs']} epochs, batch {st['batch_size']}, "
+             f"AdamW lr {st['lr']}, seed {st['seed']}; the epoch of the best validation t2a R@10.",
+             f"- **Training data**: the train split of `{results['manifest']}` ({results['clips']['train']} clips; "
+             f"{results['clips']['val']} validation, {results['clips']['test']} test); captions from the files' "
+             "paths (English), queries in " + ", ".join(languages) + ".",
+             "- **Use**: searching a sound library by text in those languages (`mlatr search`, `mlatr serve`).",
+             f"- **Held-out test split** (libraries it trained on): hand-written queries t2a R@1 {_f(q['R1'])}, "
+             f"R@10 {_f(q['R10'])} (chance {_f(ch['R1'])} / {_f(ch['R10'])})."]
+    lines += _unseen_lines(results.get("unseen"), languages) + _licence_lines(results.get("licences"))
+    lines += ["", "## Limits", "",
+              "Captions come from file paths, relevance from keywords; the sounds are games', music tools' and "
+              "desktop themes' (little speech, few real-world scenes). On a library never trained on, expect the "
+              "figures of the leave-one-library-out table, not those of the test split.", ""]
+    return "\n".join(lines)
+
+
+def _unseen_lines(unseen: dict | None, languages: list[str]) -> list[str]:
+    """The recipe on libraries never trained on: sound-only query recall, original 12 and added apart."""
+    if not unseen:
+        return []
+    lines = ["", f"## Libraries never trained on (leave-one-library-out, sound only, {unseen['epochs']} epochs)", "",
+             "The same recipe, the first text encoder; each of the 12 original libraries held out alone, the added "
+             f"ones {unseen['added_groups']} folds at a time; the 32 hand-written queries in {len(languages)} "
+             "languages, a hit = a clip whose caption has a query keyword; means over the held-out folds, percent.", "",
+             "| held out | folds | R@1 | R@10 | " + " | ".join(f"{lang} R@10" for lang in languages)
+             + " | a2t R@1 | MRV | chance R@10 |", "|---|---:|" + "---:|" * (len(languages) + 6)]
+    lines += [f"| {name} | {g['libraries']} | {sound_only_cells(g, languages)}"
+              for name, g in (("all", unseen), *unseen["groups"].items()) if g.get("libraries")]
+    return lines
+
+
+def _licence_lines(table: dict | None) -> list[str]:
+    """The licence table of the corpus (``licences.json`` beside the manifest)."""
+    if not table:
+        return []
+    lines = ["", f"## Licences of the sounds ({len(table['packages'])} packages; refused: "
+             + (", ".join(r["package"] for r in table["refused"]) or "none") + ")", "",
+             "| package | version | library | clips | licences | copyright holders |", "|---|---|---|---:|---|---|"]
+    for row in table["packages"]:
+        holders = "; ".join(row["holders"][:2]) + (" ..." if len(row["holders"]) > 2 else "")
+        lines.append(f"| {row['package']} | {row['version']} | {row['library']} | {row['clips']} | "
+                     f"{'; '.join(row['licences'])} | {holders.replace('|', '/')} |")
+    return lines

@@ -24,6 +24,7 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
+from mlatr.data.splits import hash_unit
 from mlatr.errors import MlatrError
 from mlatr.experiments.head_options import HEAD_OPTIONS
 from mlatr.experiments.real_heads import (
@@ -40,32 +41,65 @@ from mlatr.plotting import pyplot
 from mlatr.training.heads import HeadTraining
 
 IN_LIBRARY = "in-library"
+#: The 12 libraries of the first real-sound corpus (issue 17): reported apart from the ones added since
+#: (issue 35), so that figures stay comparable across corpus versions.
+ORIGINAL_LIBRARIES = ("flare", "freedesktop", "lincity", "lmms", "micropolis", "minetest", "qabcs", "scratch",
+                      "sonic-pi", "sound-icons", "wesnoth", "widelands")
 
 
-def folds(data: RealSounds, libraries: Sequence[str] | None = None) -> dict[str, dict[str, list[int]]]:
-    """``{held-out library: {"train", "val", "test"}}`` row lists, plus the in-library split."""
+def folds(data: RealSounds, libraries: Sequence[str] | None = None, added_groups: int | None = None,
+          val_libraries: float | None = None) -> dict[str, dict[str, list[int]]]:
+    """``{held-out library: {"train", "val", "test"}}`` row lists, plus the in-library split.
+
+    ``added_groups``: the libraries not in :data:`ORIGINAL_LIBRARIES` are held out ``added_groups`` folds at a
+    time instead of one by one (fold ``added-K`` holds the libraries whose name hashes to K), so a corpus of a
+    hundred small libraries costs a few folds; the original libraries are always held out one by one.
+
+    ``val_libraries``: the epoch is chosen on whole libraries that do not train (:func:`validation_libraries`:
+    that fraction of the fold's other libraries, all their clips) instead of the other libraries' hash-``val``
+    clips, so it is chosen for libraries never trained on."""
     libs = data.libraries
     splits = [c.split for c in data.manifest.clips]
-    names = sorted(set(libs)) if libraries is None else list(libraries)
-    unknown = sorted(set(names) - set(libs))
+    fold_of = {lib: lib if added_groups is None or lib in ORIGINAL_LIBRARIES
+               else f"added-{int(hash_unit(lib) * added_groups)}" for lib in set(libs)}
+    names = sorted(set(fold_of.values())) if libraries is None else list(libraries)
+    unknown = sorted(set(names) - set(fold_of.values()))
     if unknown:
         raise MlatrError(f"no clips from librar{'y' if len(unknown) == 1 else 'ies'} {', '.join(unknown)} "
-                         f"(have: {', '.join(sorted(set(libs)))})")
+                         f"(have: {', '.join(sorted(set(fold_of.values())))})")
     out = {}
-    for lib in names:
-        rest = [i for i, x in enumerate(libs) if x != lib]
-        out[lib] = {"train": [i for i in rest if splits[i] != "val"], "val": [i for i in rest if splits[i] == "val"],
-                    "test": [i for i, x in enumerate(libs) if x == lib]}
+    for fold in names:
+        rest = [i for i, x in enumerate(libs) if fold_of[x] != fold]
+        if val_libraries:
+            held = validation_libraries({libs[i] for i in rest}, val_libraries)
+            is_val = [libs[i] in held for i in rest]
+        else:
+            is_val = [splits[i] == "val" for i in rest]
+        out[fold] = {"train": [i for i, v in zip(rest, is_val, strict=True) if not v],
+                     "val": [i for i, v in zip(rest, is_val, strict=True) if v],
+                     "test": [i for i, x in enumerate(libs) if fold_of[x] == fold]}
     out[IN_LIBRARY] = {s: [i for i, x in enumerate(splits) if x == s] for s in ("train", "val", "test")}
     if not out[IN_LIBRARY]["train"] or not out[IN_LIBRARY]["test"]:
         raise MlatrError("the manifest needs hash splits (mlatr data split): no train or no test clips")
     return out
 
 
+def validation_libraries(libraries: set[str], fraction: float) -> set[str]:
+    """The libraries whose name hashes (``hash_unit("val:" + name)``) below ``fraction``, at least one and never
+    all: the same ones in every fold that holds them."""
+    ranked = sorted(libraries, key=lambda lib: hash_unit(f"val:{lib}"))
+    held = {lib for lib in ranked if hash_unit(f"val:{lib}") < fraction} or set(ranked[:1])
+    if len(held) >= len(ranked):
+        raise MlatrError(f"validation libraries: {len(ranked)} librar{'y' if len(ranked) == 1 else 'ies'} "
+                         "to train on, none would be left")
+    return held
+
+
 def run_unseen_library(manifest_path: str | Path, out: str | Path, text_encoders: Sequence[str],
                        options: Sequence[str], *, libraries: Sequence[str] | None = None, epochs: int = 60,
                        batch_size: int = 64, lr: float = 1e-3, embed_dim: int = 256, seed: int = 0,
-                       max_seconds: float = 10.0, cache_dir: str | Path | None = None, progress: bool = True) -> dict:
+                       max_seconds: float = 10.0, cache_dir: str | Path | None = None, progress: bool = True,
+                       added_groups: int | None = None) -> dict:
     """Train and evaluate every text encoder x head option x fold; writes ``OUT/results.json`` (after each
     run, so a rerun with the same settings resumes), ``OUT/report.md`` and ``OUT/unseen-recall-by-language.png``.
     Returns the results dict."""
@@ -76,9 +110,11 @@ def run_unseen_library(manifest_path: str | Path, out: str | Path, text_encoders
     cache_dir = Path(cache_dir) if cache_dir is not None else out / "cache"
     cache_dir.mkdir(parents=True, exist_ok=True)
     data = RealSounds.load(manifest_path, cache_dir / "aisfx.npz", max_seconds, progress)
-    fold_rows = folds(data, libraries)
+    fold_rows = folds(data, libraries, added_groups)
     settings = {"epochs": epochs, "batch_size": batch_size, "lr": lr, "embed_dim": embed_dim, "seed": seed,
                 "max_seconds": max_seconds, "clips": len(data.manifest)}
+    if added_groups is not None:
+        settings["added_groups"] = added_groups
     results = _previous(out / "results.json", settings)
     results["folds"] = {f: {s: len(r) for s, r in rows.items()} for f, rows in fold_rows.items()}
     train = HeadTraining.at(lr, epochs=epochs, batch_size=batch_size, seed=seed)
@@ -171,6 +207,8 @@ def summarize(fold_results: dict[str, dict]) -> dict:
         "dis": mean([np.mean(list(q["consistency"]["dis"].values())) for q in with_queries]),
         "zero_shot": {lang: mean([z[lang]["top1"] for z in with_labels]) for lang in [*langs, "avg"]},
         "zero_shot_chance": mean([z["chance"]["top1"] for z in with_labels]),
+        "groups": {name: sound_only({f: r for f, r in unseen.items() if (f in ORIGINAL_LIBRARIES) == original})
+                   for name, original in (("original", True), ("added", False))},
     }
     if IN_LIBRARY in fold_results:
         q = fold_results[IN_LIBRARY]["queries"]
@@ -178,6 +216,45 @@ def summarize(fold_results: dict[str, dict]) -> dict:
                              "files_t2a": fold_results[IN_LIBRARY]["captions"]["t2a"],
                              "queries_chance": q["chance"]["t2a"]}
     return out
+
+
+def sound_only(fold_results: dict[str, dict]) -> dict:
+    """Sound-only query t2a R@1 / R@10 per language, a2t R@1 and MRV: means over the folds with a relevant clip."""
+    qs = [r["queries"] for r in fold_results.values() if r["queries"]["n_queries"]]
+    if not qs:
+        return {"libraries": 0}
+
+    def mean(values):
+        values = [v for v in values if v == v]
+        return float(np.mean(values)) if values else float("nan")
+
+    langs = list(qs[0]["t2a"])
+    return {"libraries": len(qs),
+            "t2a": {lang: {k: mean([q["t2a"][lang][k] for q in qs]) for k in ("R1", "R10")} for lang in langs},
+            "a2t_R1": mean([q["a2t"]["avg"]["R1"] for q in qs]), "mrv": mean([q["consistency"]["mrv"] for q in qs]),
+            "chance": {k: mean([q["chance"]["t2a"][k] for q in qs]) for k in ("R1", "R10")}}
+
+
+def groups_report(runs: dict, languages: list[str]) -> list[str]:
+    """Markdown lines: sound-only query recall on the 12 original libraries and on the added ones, apart."""
+    if not any(run["unseen"].get("groups", {}).get("added", {}).get("libraries") for run in runs.values()):
+        return []
+    lines = ["", "## Sound-only queries: the 12 original libraries and the added ones, apart", "",
+             "| run | libraries | R@1 | R@10 | " + " | ".join(f"{lang} R@10" for lang in languages)
+             + " | a2t R@1 | MRV | chance R@10 |", "|---|---|" + "---:|" * (len(languages) + 6)]
+    for key, run in runs.items():
+        for name, g in run["unseen"]["groups"].items():
+            if g.get("libraries"):
+                lines.append(f"| {key} | {name} ({g['libraries']}) | {sound_only_cells(g, languages)}")
+    return lines
+
+
+def sound_only_cells(group: dict, languages: list[str]) -> str:
+    """A table row's cells of a :func:`sound_only` group: t2a R@1, R@10, R@10 per language, a2t R@1, MRV and
+    chance R@10."""
+    t = group["t2a"]
+    return (f"{_f(t['avg']['R1'])} | {_f(t['avg']['R10'])} | " + " | ".join(_f(t[lang]["R10"]) for lang in languages)
+            + f" | {_f(group['a2t_R1'])} | {_f(group['mrv'])} | {_f(group['chance']['R10'])} |")
 
 
 def best_run(results: dict) -> str | None:
@@ -236,6 +313,7 @@ def unseen_report(results: dict, languages: list[str]) -> str:
         lines += [f"| {key} | " + " | ".join(_f(value(run["unseen"], lang)) for lang in langs) + " |"
                   for key, run in runs.items()]
         lines.append("| chance | " + " | ".join(_f(chance) for _ in langs) + " |")
+    lines += groups_report(runs, languages)
     lines += text_search_report(runs, languages)
     best = results.get("best")
     if best:

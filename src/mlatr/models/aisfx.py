@@ -38,6 +38,7 @@ from __future__ import annotations
 import importlib.util
 import math
 import os
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +48,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from mlatr.errors import MlatrError
+from mlatr.models.freezing import freeze_all_but_last
 from mlatr.models.outputs import EncoderOutput
 from mlatr.models.registry import register_audio_encoder
 
@@ -64,6 +66,8 @@ SPEC_MAX = 9.457798957824707  # aisfx preprocessing.spectrogram_normalize, spec_
 BLOCK_FRAMES = 100
 BLOCK_HOP = 50
 EMBED_DIM = 512
+POOLS = (2, 2, 2, 1)  # max pooling after each conv block
+STAGES = len(POOLS)
 
 _INSTALL_HINT = ("the aisfx checkpoint ships in the aisfx 0.1.2 wheel: pip install --no-deps aisfx==0.1.2 "
                  "(mlatr reads only its checkpoint file), or give checkpoint=PATH to models/checkpoint.pth")
@@ -191,7 +195,11 @@ class ConvBlock(nn.Module):
 class AisfxCNN(nn.Module):
     """``[N, frames, 96] -> [N, 512]``: 4 conv blocks (pool 2, 2, 2, 1), mean over mel, max over time.
 
-    Parameter names match aisfx's ``EmbeddingNet`` so its state dict loads as it is.
+    Parameter names match aisfx's ``EmbeddingNet`` so its state dict loads as it is. The network is a
+    sequence of :data:`STAGES` blocks: :meth:`run_blocks` runs a part of it (``stage`` s = the output of the
+    first s blocks, ``[N, C_s, T_s, F_s]``; stage 0 is the spectrogram block ``[N, 1, 100, 96]``), so a
+    frozen lower part can be computed once and cached (:mod:`mlatr.frozen_prefix`) while the upper
+    blocks train (:class:`AisfxTail`).
     """
 
     def __init__(self, width: int = 64):
@@ -201,13 +209,23 @@ class AisfxCNN(nn.Module):
         self.conv_block3 = ConvBlock(width * 2, width * 4)
         self.conv_block4 = ConvBlock(width * 4, width * 8)
 
-    def forward(self, spec: torch.Tensor) -> torch.Tensor:
-        x = spec[:, None]
-        x = self.conv_block1(x, 2)
-        x = self.conv_block2(x, 2)
-        x = self.conv_block3(x, 2)
-        x = self.conv_block4(x, 1)
+    @property
+    def blocks(self) -> list[ConvBlock]:
+        return [self.conv_block1, self.conv_block2, self.conv_block3, self.conv_block4]
+
+    def run_blocks(self, x: torch.Tensor, start: int = 0, stop: int = 4) -> torch.Tensor:
+        """Blocks ``start .. stop - 1`` on a stage-``start`` input ``[N, C, T, F]`` -> stage ``stop``."""
+        for k in range(start, stop):
+            x = self.blocks[k](x, POOLS[k])
+        return x
+
+    @staticmethod
+    def embed(x: torch.Tensor) -> torch.Tensor:
+        """Stage-4 maps ``[N, 512, T, F]`` -> block embeddings ``[N, 512]`` (mean over mel, max over time)."""
         return x.mean(dim=3).amax(dim=2)
+
+    def forward(self, spec: torch.Tensor) -> torch.Tensor:
+        return self.embed(self.run_blocks(spec[:, None]))
 
 
 class AisfxFrontEnd(nn.Module):
@@ -248,11 +266,14 @@ class AisfxEncoder(nn.Module):
     ``frames [B, L, 512]`` are the block embeddings (one per ~2.3 s block, hop ~1.16 s), ``mask [B, L]``
     marks a clip's blocks and ``pooled [B, 512]`` is their mean. ``frozen`` keeps every weight fixed and
     batch norm in inference mode (the DualEncoder's projection trains on top, ATRI sec. 3.1);
-    ``frozen=False`` fine-tunes the CNN.
+    ``frozen=False`` fine-tunes the CNN; ``frozen=False, train_last_blocks=n`` fine-tunes only the last
+    ``n`` of its 4 conv blocks (``n = 4``: all of them) with every batch norm kept in inference mode (the
+    pretrained statistics), so that a block's output depends on that block's input alone and the frozen
+    lower blocks' outputs can be cached (:mod:`mlatr.frozen_prefix`, :class:`AisfxTail`).
     """
 
     def __init__(self, sample_rate: int = 16000, checkpoint: str | None = None, frozen: bool = True,
-                 pretrained: bool = True, block_hop: int = BLOCK_HOP):
+                 pretrained: bool = True, block_hop: int = BLOCK_HOP, train_last_blocks: int | None = None):
         super().__init__()
         if sample_rate <= 0:
             raise MlatrError(f"audio encoder 'aisfx': sample_rate must be positive, not {sample_rate}")
@@ -264,6 +285,7 @@ class AisfxEncoder(nn.Module):
         self.frozen = bool(frozen)
         self.pretrained = bool(pretrained)
         self.block_hop = int(block_hop)
+        self.train_last_blocks = None if train_last_blocks is None else int(train_last_blocks)
         self.output_dim = EMBED_DIM
         self.frontend = AisfxFrontEnd()
         self.cnn = AisfxCNN()
@@ -274,19 +296,28 @@ class AisfxEncoder(nn.Module):
         if pretrained:
             path = find_aisfx_checkpoint(checkpoint)
             self.cnn.load_state_dict(load_aisfx_state_dict(path))
-        if self.frozen:
-            self.cnn.requires_grad_(False)
+        freeze_all_but_last(self.cnn, self.cnn.blocks, self.train_last_blocks, self.frozen,
+                            owner="audio encoder 'aisfx'")
+        if self.frozen or self.train_last_blocks is not None:
             self.cnn.eval()
+
+    @property
+    def first_trained_stage(self) -> int:
+        """The stage the trained blocks start from: 4 when frozen, 0 when the whole CNN trains."""
+        if self.frozen:
+            return STAGES
+        return STAGES - (self.train_last_blocks if self.train_last_blocks is not None else STAGES)
 
     def train(self, mode: bool = True) -> AisfxEncoder:
         super().train(mode)
-        if self.frozen:
+        if self.frozen or self.train_last_blocks is not None:
             self.cnn.eval()
         return self
 
     def config(self) -> dict[str, Any]:
+        extra = {} if self.train_last_blocks is None else {"train_last_blocks": self.train_last_blocks}
         return {"name": "aisfx", "sample_rate": self.sample_rate, "checkpoint": self.checkpoint,
-                "frozen": self.frozen, "pretrained": self.pretrained, "block_hop": self.block_hop}
+                "frozen": self.frozen, "pretrained": self.pretrained, "block_hop": self.block_hop, **extra}
 
     def spectrogram(self, waveform: torch.Tensor, lengths: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """``[B, T] at sample_rate -> (spec [B, F, 96], frames [B])`` at 44.1 kHz (resampled if needed)."""
@@ -295,33 +326,73 @@ class AisfxEncoder(nn.Module):
             lengths = torch.div(lengths * self._new + self._orig - 1, self._orig, rounding_mode="floor")
         return self.frontend(waveform, lengths)
 
-    def forward(self, waveform: torch.Tensor, lengths: torch.Tensor | None = None) -> EncoderOutput:
+    def stage_blocks(self, waveform: torch.Tensor, lengths: torch.Tensor | None = None, stage: int = 0
+                     ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Every block of every clip at ``stage`` (0 = the spectrogram block, s = after s conv blocks):
+        ``(x [sum n, C, T, F], counts [B])``, a clip's blocks consecutive, in clip order."""
         if waveform.dim() != 2 or waveform.shape[1] == 0:
             raise MlatrError(f"audio encoder 'aisfx': waveform must be [B, T] with T > 0, "
                              f"got {tuple(waveform.shape)}")
-        batch = waveform.shape[0]
+        if not 0 <= stage <= STAGES:
+            raise MlatrError(f"audio encoder 'aisfx': stage must be in 0..{STAGES}, got {stage}")
         if lengths is None:
-            lengths = torch.full((batch,), waveform.shape[1], dtype=torch.long, device=waveform.device)
+            lengths = torch.full((waveform.shape[0],), waveform.shape[1], dtype=torch.long, device=waveform.device)
         lengths = lengths.to(waveform.device).long().clamp(min=1, max=waveform.shape[1])
-        with torch.set_grad_enabled(torch.is_grad_enabled() and not self.frozen):
-            spec, frames = self.spectrogram(waveform.float(), lengths)
-            counts = block_counts(frames, BLOCK_FRAMES, self.block_hop)
-            n_max = int(counts.max())
-            need = (n_max - 1) * self.block_hop + BLOCK_FRAMES
-            if spec.shape[1] < need:
-                spec = F.pad(spec, (0, 0, 0, need - spec.shape[1]))
-            blocks = spec.unfold(1, BLOCK_FRAMES, self.block_hop)[:, :n_max]  # [B, n, 96, 100]
-            mask = torch.arange(n_max, device=spec.device)[None, :] < counts[:, None]
-            emb = self.cnn(blocks[mask].transpose(1, 2))  # [sum n, 512]
-            out = emb.new_zeros(batch, n_max, EMBED_DIM)
-            out[mask] = emb
-            pooled = out.sum(dim=1) / counts[:, None].to(out.dtype)
-        return EncoderOutput(pooled=pooled, frames=out, mask=mask)
+        spec, frames = self.spectrogram(waveform.float(), lengths)
+        counts = block_counts(frames, BLOCK_FRAMES, self.block_hop)
+        n_max = int(counts.max())
+        need = (n_max - 1) * self.block_hop + BLOCK_FRAMES
+        if spec.shape[1] < need:
+            spec = F.pad(spec, (0, 0, 0, need - spec.shape[1]))
+        blocks = spec.unfold(1, BLOCK_FRAMES, self.block_hop)[:, :n_max]  # [B, n, 96, 100]
+        mask = torch.arange(n_max, device=spec.device)[None, :] < counts[:, None]
+        x = blocks[mask].transpose(1, 2)[:, None]  # [sum n, 1, 100, 96]
+        return self.cnn.run_blocks(x, 0, stage), counts
+
+    def forward(self, waveform: torch.Tensor, lengths: torch.Tensor | None = None) -> EncoderOutput:
+        start = self.first_trained_stage
+        with torch.set_grad_enabled(torch.is_grad_enabled() and start < STAGES):
+            with torch.no_grad() if start > 0 else nullcontext():  # the frozen lower blocks keep no graph
+                x, counts = self.stage_blocks(waveform, lengths, start)
+            return upper_blocks(self.cnn, x, counts, start)
+
+
+def upper_blocks(cnn: AisfxCNN, x: torch.Tensor, counts: torch.Tensor, start: int) -> EncoderOutput:
+    """Blocks ``start ..`` of ``cnn`` on the stage-``start`` blocks ``x [sum n, C, T, F]`` of clips with
+    ``counts [B]`` blocks each -> ``frames [B, L, 512]`` (block embeddings), ``mask [B, L]``, ``pooled [B, 512]``
+    (the mean of a clip's block embeddings)."""
+    counts = counts.to(x.device)
+    emb = cnn.embed(cnn.run_blocks(x, start, STAGES))  # [sum n, 512]
+    batch, n_max = counts.shape[0], int(counts.max())
+    mask = torch.arange(n_max, device=x.device)[None, :] < counts[:, None]  # [B, L]
+    out = emb.new_zeros(batch, n_max, EMBED_DIM)
+    out[mask] = emb
+    pooled = out.sum(dim=1) / counts[:, None].to(out.dtype)
+    return EncoderOutput(pooled=pooled, frames=out, mask=mask)
+
+
+class AisfxTail(nn.Module):
+    """The upper part of an :class:`AisfxEncoder`: ``tail(x [sum n, C, T, F], counts [B]) -> EncoderOutput``
+    from the stage-``start`` blocks of each clip (its lower blocks' outputs, cached or just computed) to the
+    pooled clip embedding, with the encoder's own weights (which train when the encoder's do).
+
+    ``AisfxTail(enc, s)(*enc.stage_blocks(wave, lengths, s))`` equals ``enc(wave, lengths)`` for any ``s``.
+    """
+
+    def __init__(self, encoder: AisfxEncoder, start: int):
+        super().__init__()
+        if not 0 <= start <= STAGES:
+            raise MlatrError(f"audio encoder 'aisfx': a tail starts at a stage in 0..{STAGES}, got {start}")
+        self.start = int(start)
+        self.cnn = encoder.cnn  # shared, not copied: the encoder's weights
+
+    def forward(self, x: torch.Tensor, counts: torch.Tensor) -> EncoderOutput:
+        return upper_blocks(self.cnn, x, counts, self.start)
 
 
 @register_audio_encoder("aisfx")
 def aisfx(sample_rate: int = 16000, checkpoint: str | None = None, frozen: bool = True,
-          pretrained: bool = True, block_hop: int = BLOCK_HOP) -> AisfxEncoder:
+          pretrained: bool = True, block_hop: int = BLOCK_HOP, train_last_blocks: int | None = None) -> AisfxEncoder:
     """aiSFX CNN (512-d) with its own front end; weights from the aisfx 0.1.2 wheel's checkpoint."""
     return AisfxEncoder(sample_rate=sample_rate, checkpoint=checkpoint, frozen=frozen,
-                        pretrained=pretrained, block_hop=block_hop)
+                        pretrained=pretrained, block_hop=block_hop, train_last_blocks=train_last_blocks)

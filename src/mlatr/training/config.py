@@ -254,6 +254,8 @@ class HeadTraining:
     objective: ObjectiveConfig = field(default_factory=ObjectiveConfig)
     #: Weight of the ``text_identity`` term (0 = off).
     identity_penalty: float = checked(0.0, _non_negative, ">= 0 (0: off)")
+    #: Learning rate of the audio tail's parameters (aiSFX's trained blocks; None: ``optim.lr``).
+    tail_lr: float | None = checked(None, _positive, "> 0, or null for optim.lr")
 
     @classmethod
     def at(cls, lr: float, **fields: Any) -> HeadTraining:

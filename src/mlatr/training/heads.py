@@ -16,6 +16,13 @@ ML-CLAP, KCL, CACL; InfoNCE, SigLIP; SupCLAP's SVR), the optimizer and schedule
 ``out_dir``, ``last.pt`` after every epoch and ``best.pt`` at the best validated epoch, ``"model"`` holding
 the heads only; ``resume=True`` continues bit-exactly.
 
+The audio side reads ``ClipFeatures`` (:mod:`mlatr.frozen_prefix`): pooled vectors of the whole frozen
+backbone (heads only), or the cached outputs of its frozen lower blocks with ``audio_tail``, the backbone's
+upper blocks, training with the heads (``train_last_blocks`` of :class:`~mlatr.models.aisfx.AisfxEncoder`;
+the checkpoint's ``"model"`` then also holds those blocks, which learn at ``HeadTraining.tail_lr``). With
+``batch_groups``, an epoch's batches hold whole groups of similar clips (hard negatives,
+:mod:`mlatr.training.hard_batches`).
+
 One extra term exists only here: ``text_identity`` (weight ``identity_penalty``), the mean squared
 distance ``||g_t(t) - t||^2`` between the text head's output and its input, which keeps a near-identity
 text head (:class:`~mlatr.models.projection.ResidualHead`) close to the frozen multilingual space.
@@ -37,9 +44,11 @@ from torch import nn
 from mlatr.data.pipeline.batches import TrainBatch
 from mlatr.data.pipeline.plan import plan_epoch
 from mlatr.errors import MlatrError
+from mlatr.frozen_prefix import ClipFeatures, PooledFeatures
 from mlatr.models.outputs import EncoderOutput
 from mlatr.training.config import HEAD_OPTIM, HeadTraining, validate_config
 from mlatr.training.epoch_loop import EpochLoop, EpochStats
+from mlatr.training.hard_batches import group_batches
 from mlatr.training.objective import build_objective
 from mlatr.training.optimization import make_optimizer, make_scheduler
 from mlatr.training.step import ExtraTerms, StepInputs, StepRunner
@@ -77,16 +86,19 @@ class TextBank:
 
 
 class FeatureHeads:
-    """``heads(features [n, Da], lengths, texts, langs) -> (audio, text)``: the dual encoder's forward with
-    the frozen backbones' outputs read from the cache (audio features given, texts looked up in ``bank``)."""
+    """``heads(features, lengths, texts, langs) -> (audio, text)``: the dual encoder's forward with the frozen
+    backbones' outputs read from the cache (audio features given: pooled ``[n, Da]``, or the frozen lower
+    blocks' outputs that ``tail`` takes to ``[n, Da]``; texts looked up in ``bank``)."""
 
-    def __init__(self, model, bank: TextBank):
-        self.model, self.bank = model, bank
+    def __init__(self, model, bank: TextBank,
+                 tail: Callable[[torch.Tensor, torch.Tensor], EncoderOutput] | None = None):
+        self.model, self.bank, self.tail = model, bank, tail
 
     def __call__(self, features: torch.Tensor, lengths: torch.Tensor, texts: Sequence[str],
                  langs: Sequence[str]) -> tuple[EncoderOutput, EncoderOutput]:
-        audio = self.model.audio_projection(features)  # [n, D]
-        text = self.model.text_projection(self.bank.lookup(texts, langs))  # [M, D]
+        pooled = features if self.tail is None else self.tail(features, lengths).pooled  # [n, Da]
+        audio = self.model.audio_projection(pooled)  # [n, D]
+        text = self.model.text_projection(self.bank.lookup(texts, langs).to(pooled.device))  # [M, D]
         return EncoderOutput(pooled=audio), EncoderOutput(pooled=text)
 
 
@@ -102,20 +114,21 @@ def _at(texts: list[str | None] | None, j: int) -> str | None:
     return texts[j] if texts is not None and j < len(texts) else None
 
 
-def head_parameters(model) -> list[nn.Parameter]:
-    return [p for n, p in model.named_parameters() if n.startswith(HEAD_PREFIXES)]
-
-
-def train_heads(model, audio_feats: np.ndarray, clip_rows: Sequence[Sequence[Sequence[str | None]]],
+def train_heads(model, audio_feats: np.ndarray | ClipFeatures, clip_rows: Sequence[Sequence[Sequence[str | None]]],
                 languages: Sequence[str], bank: TextBank, settings: HeadTraining,
                 validate: Callable[[nn.Module], float] | None = None, progress: bool = True,
-                out_dir: str | Path | None = None, resume: bool = False) -> list[dict]:
+                out_dir: str | Path | None = None, resume: bool = False, audio_tail: nn.Module | None = None,
+                device: str | torch.device = "cpu", batch_groups: Sequence[int] | None = None) -> list[dict]:
     """Train ``model``'s projection heads on fixed features; returns the per-epoch log.
 
-    ``audio_feats [N, Da]`` frozen audio features; ``clip_rows[i]`` the caption rows of clip ``i``
-    (:func:`caption_rows`: one row per source caption, one text per language of ``languages``, English
-    first for CACL); ``bank`` holds the frozen text features of every caption. ``validate(model)`` (a
-    score, higher is better) is called after each epoch and the heads of the best epoch are kept.
+    ``audio_feats``: frozen audio features, ``[N, Da]`` pooled vectors or any ``ClipFeatures`` (with
+    ``audio_tail``, a module of ``model`` that takes a batch of them to pooled ``[n, Da]`` vectors, e.g.
+    :class:`~mlatr.models.aisfx.AisfxTail`; its parameters that require gradients train with the heads);
+    ``device``: where ``model`` is and the steps run; ``batch_groups[i]``: the group (cluster) of clip ``i``,
+    each epoch's batches then hold whole groups (:mod:`mlatr.training.hard_batches`); ``clip_rows[i]`` the
+    caption rows of clip ``i`` (:func:`caption_rows`: one row per source caption, one text per language of
+    ``languages``, English first for CACL); ``bank`` holds the frozen text features of every caption.
+    ``validate(model)`` (a score, higher is better) is called after each epoch and the heads of the best epoch are kept.
     ``out_dir``: write ``last.pt`` / ``best.pt`` there; ``resume``: continue from its ``last.pt`` (a run
     killed before its first checkpoint starts over).
     """
@@ -123,7 +136,8 @@ def train_heads(model, audio_feats: np.ndarray, clip_rows: Sequence[Sequence[Seq
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # [64, 512] matrices: thread hand-offs cost more than they save on a busy CPU
     try:
-        run = HeadRun(model, audio_feats, clip_rows, list(languages), bank, settings, out_dir, validate, progress)
+        run = HeadRun(model, audio_feats, clip_rows, list(languages), bank, settings, out_dir, validate, progress,
+                      audio_tail, torch.device(device), batch_groups)
         if resume:
             if run.out is None:
                 raise MlatrError("train heads: resume needs out_dir")
@@ -142,7 +156,8 @@ class HeadRun(EpochLoop):
 
     def __init__(self, model, audio_feats, clip_rows, languages: list[str], bank: TextBank, s: HeadTraining,
                  out_dir: str | Path | None, validate: Callable[[nn.Module], float] | None = None,
-                 progress: bool = True):
+                 progress: bool = True, tail: nn.Module | None = None, device: torch.device | None = None,
+                 groups: Sequence[int] | None = None):
         if len(clip_rows) != len(audio_feats):
             raise MlatrError(f"train heads: {len(clip_rows)} clips of captions for {len(audio_feats)} audio "
                              "features")
@@ -157,34 +172,50 @@ class HeadRun(EpochLoop):
         self.epochs, self.seed = s.epochs, s.seed
         self.accumulate, self.grad_clip = s.optim.accumulate, s.optim.grad_clip
         self.progress = "epochs" if progress else None
-        self.features = torch.from_numpy(np.ascontiguousarray(audio_feats, np.float32))  # [N, Da]
+        self.features = PooledFeatures(audio_feats) if isinstance(audio_feats, np.ndarray) else audio_feats
+        self.device = device or torch.device("cpu")
+        device = self.device
+        self.trained = _trained_names(model, tail)
+        self.saved_prefixes = tuple(HEAD_PREFIXES) + tuple(n for n in self.trained if not n.startswith(HEAD_PREFIXES))
         self.batch_size = min(s.batch_size, len(clip_rows))  # fewer clips than a batch: one batch of them all
-        self.objective = build_objective(s.objective, self.batch_size)
-        self.run_step = StepRunner(model, FeatureHeads(model, bank), self.objective, self.dist,
-                                   torch.device("cpu"), nullcontext,
-                                   extra_terms=_identity_term(bank, s.identity_penalty))
-        self.optimizer = make_optimizer(s.optim, head_parameters(model) + list(self.objective.parameters()))
+        self.objective = build_objective(s.objective, self.batch_size).to(device)
+        self.run_step = StepRunner(model, FeatureHeads(model, bank, tail), self.objective, self.dist, device,
+                                   nullcontext, extra_terms=_identity_term(bank, s.identity_penalty))
+        named = dict(model.named_parameters())
+        lower = [n for n in self.trained if not n.startswith(HEAD_PREFIXES)] if s.tail_lr is not None else []
+        self.optimizer = make_optimizer(s.optim, [named[n] for n in self.trained if n not in lower]
+                                        + list(self.objective.parameters()))
+        if lower:
+            self.optimizer.add_param_group({"params": [named[n] for n in lower], "lr": s.tail_lr})
         steps_per_epoch = math.ceil(len(clip_rows) // self.batch_size / s.optim.accumulate)
         self.scheduler = make_scheduler(self.optimizer, s.optim, steps_per_epoch * s.epochs)
         self.config = {**asdict(s), "clips": len(clip_rows), "languages": languages}
+        if tail is not None:
+            self.config["trained"] = self.trained
+        self.groups = None if groups is None else list(groups)
+        if groups is not None:
+            self.config["batch_groups"] = int(max(groups)) + 1
         self.start_loop()
 
     def epoch_batches(self, epoch: int) -> tuple[Iterable[TrainBatch], int]:
         options = [range(len(rows)) for rows in self.clip_rows]
         plan = plan_epoch(range(len(self.clip_rows)), options, None, self.batch_size, 0, self.seed, epoch)
+        if self.groups is not None:
+            plan = group_batches(plan, self.groups, lambda p: str(self.clip_rows[p.index][p.caption]), self.seed,
+                                 epoch)
         return (self._batch(planned) for planned in plan), len(plan)
 
     def _batch(self, planned) -> TrainBatch:
         idx = [p.index for p in planned]
         rows = [list(self.clip_rows[p.index][p.caption]) for p in planned]
-        return TrainBatch(self.features[idx], torch.full((len(idx),), self.features.shape[1]), idx, rows,
-                          list(range(len(idx))), planned)
+        features, lengths = self.features.batch(idx)
+        return TrainBatch(features, lengths, idx, rows, list(range(len(idx))), planned)
 
     def train_modules(self) -> list[nn.Module]:
         return [self.model.audio_projection, self.model.text_projection]  # the frozen backbones stay as they are
 
     def epoch_record(self, epoch: int, stats: EpochStats) -> dict[str, Any]:
-        record = {"epoch": epoch + 1, "loss": stats.loss}
+        record = {"epoch": epoch + 1, "step": self.step, "loss": stats.loss}
         if len(stats.terms) > 1:
             record.update(stats.terms)
         return record
@@ -208,13 +239,19 @@ class HeadRun(EpochLoop):
                              f"same ones (or remove {self.out})")
 
 
+def _trained_names(model, tail: nn.Module | None) -> list[str]:
+    """Names (in ``model``) of the parameters that train: the heads', and the tail's that require gradients."""
+    in_tail = {id(p) for p in tail.parameters() if p.requires_grad} if tail is not None else set()
+    return [n for n, p in model.named_parameters() if n.startswith(HEAD_PREFIXES) or id(p) in in_tail]
+
+
 def _identity_term(bank: TextBank, weight: float) -> ExtraTerms | None:
     """The ``text_identity`` term ``weight * mean ||g_t(t) - t||^2`` over the step's captions (None: off)."""
     if weight <= 0:
         return None
 
     def terms(audio: EncoderOutput, text: EncoderOutput, inputs: StepInputs) -> dict[str, torch.Tensor]:
-        text_in = bank.lookup(inputs.selection.texts, inputs.selection.langs)  # [M, Dt]
+        text_in = bank.lookup(inputs.selection.texts, inputs.selection.langs).to(text.pooled.device)  # [M, Dt]
         return {"text_identity": weight * ((text.pooled - text_in) ** 2).sum(dim=1).mean()}
 
     return terms

@@ -2,10 +2,11 @@
 
 One figure, runs overlaid (one colour per run): a panel per loss term against the optimizer step (the
 total ``loss`` first, then each ``loss_<term>`` when a run has more than one), then validation R@1
-(text-to-audio and audio-to-text, the average over languages) and the validation MRV (ATRI eq. 16)
-against the epoch. Loss panels read the step records (every ``train.log_every`` steps), or, where a run
-logged fewer steps than epochs, the epochs' mean loss and terms at each epoch's last step; the
-validation panels read the epoch records.
+(text-to-audio and audio-to-text, the average over languages), t2a R@10 and the validation MRV (ATRI eq. 16)
+against the epoch, each where the run's epoch records have it (a head run of ``mlatr demo-real``: t2a
+R@10). Loss panels read the step records (every ``train.log_every`` steps), or, where a run logged fewer
+steps than epochs, the epochs' mean loss and terms at each epoch's last step; the validation panels read
+the epoch records.
 """
 
 from __future__ import annotations
@@ -19,8 +20,8 @@ from mlatr.plotting import pyplot, save_figure
 from mlatr.training.run_log import read_run_log
 
 #: Validation panels: title -> how an epoch record's ``val`` gives the value.
-VAL_PANELS = {"val t2a R@1 (%)": lambda v: v["t2a"]["R1"], "val a2t R@1 (%)": lambda v: v["a2t"]["R1"],
-              "val MRV": lambda v: v["mrv"]}
+VAL_PANELS = {"val t2a R@1 (%)": lambda v: v["t2a"]["R1"], "val t2a R@10 (%)": lambda v: v["t2a"]["R10"],
+              "val a2t R@1 (%)": lambda v: v["a2t"]["R1"], "val MRV": lambda v: v["mrv"]}
 
 
 @dataclass
@@ -51,9 +52,19 @@ def read_curves(run_dir: str | Path, name: str | None = None) -> RunCurves:
         curves.losses[key] = ([r["step"] for r in rows], [float(r[key]) for r in rows])
     validated = [r for r in epochs if r.get("val")]
     for title, get in VAL_PANELS.items():
-        if validated:
-            curves.val[title] = ([r["epoch"] for r in validated], [float(get(r["val"])) for r in validated])
+        values = [_value(get, r["val"]) for r in validated]
+        kept = [(r["epoch"], v) for r, v in zip(validated, values, strict=True) if v is not None]
+        if kept:  # a panel for each figure the run validates (a head run: t2a R@10 only)
+            curves.val[title] = ([e for e, _ in kept], [v for _, v in kept])
     return curves
+
+
+def _value(get, val: dict) -> float | None:
+    """One validation figure of an epoch record, or None where the run does not validate it."""
+    try:
+        return float(get(val))
+    except (KeyError, TypeError):
+        return None
 
 
 def draw_runs(runs: Sequence[RunCurves]):

@@ -91,3 +91,17 @@ def open_run_log(out_dir: str | Path, epoch: int, step: int) -> IO[str]:
         print(f"mlatr: dropped {dropped} line(s) of {out / 'log.jsonl'} written after the checkpoint "
               f"(epoch {epoch}, step {step}) the run continues from", file=sys.stderr)
     return (out / "log.jsonl").open("a", encoding="utf-8")
+
+
+def head_log_records(history: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A head run's epoch history (:func:`mlatr.training.heads.train_heads`) as the epoch records of a
+    ``log.jsonl`` that ``mlatr plot`` reads: ``train_loss`` and ``train_terms`` at the epoch's last ``step``,
+    and the validation score (t2a R@10 of the validation clips' captions, percent) as ``val.t2a.R10``."""
+    records = []
+    for r in history:
+        record = {"type": "epoch", "epoch": r["epoch"], "step": r["step"], "train_loss": r["loss"],
+                  "train_terms": {k: v for k, v in r.items() if k.startswith("loss_")}}
+        if "val" in r:
+            record["val"] = {"t2a": {"R10": r["val"]}}
+        records.append(record)
+    return records

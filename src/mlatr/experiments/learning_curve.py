@@ -1,0 +1,426 @@
+"""The learning curve of sound-only retrieval on libraries never trained on (issue 35).
+
+Which limits the real-sound model on an unseen library: the data, the frozen backbone or the recipe? Every
+point of the curve runs the leave-one-library-out protocol of :mod:`mlatr.experiments.unseen_library`
+(each library held out in turn; the hand-written queries in eight languages, keyword relevance, sound-only
+ranking: :func:`mlatr.experiments.real_heads.query_retrieval`) with the near-identity heads and
+
+- a fraction of each fold's training clips (:func:`fraction_rows`: a clip is kept when a hash of the seed
+  and its id falls below the fraction, so 25 % is inside 50 % inside 100 %; the validation clips stay), and
+- how much of the model trains (``train_blocks``): 0 = the heads alone on the frozen backbone's pooled
+  features; 1 = aiSFX's last conv block too, over the cached outputs of the three below it
+  (:mod:`mlatr.frozen_prefix`); 4 = the whole aiSFX CNN over cached spectrogram blocks. Batch norm keeps
+  its pretrained statistics (``train_last_blocks``); the backbone's blocks learn at ``tail_lr``.
+
+The inputs a curve needs are frozen (:class:`FrozenInputs`: the clips' stage-``s`` block maps or pooled
+features, the text features of every caption and query); they can be written to a folder
+(:func:`export_bundle`: the manifest, the text features, the stage-0 spectrogram blocks in float16 and the
+CNN's weights) and read back on a machine with neither the audio nor the text encoder
+(:meth:`FrozenInputs.from_bundle`), e.g. one with a GPU.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+from tqdm import tqdm
+
+from mlatr.data.manifest import Manifest
+from mlatr.data.path_captions import CaptionTable
+from mlatr.errors import MlatrError
+from mlatr.experiments.head_options import HEAD_OPTIONS
+from mlatr.experiments.real_heads import QUERIES_PATH, RealSounds, build_model, caption_retrieval, query_retrieval
+from mlatr.experiments.unseen_library import IN_LIBRARY, ORIGINAL_LIBRARIES, folds, sound_only
+from mlatr.frozen_prefix import BlockFeatures, PrefixCache, prefix_features
+from mlatr.io_utils import atomic_write_json, atomic_write_with
+from mlatr.models.aisfx import STAGES, AisfxEncoder, AisfxTail
+from mlatr.plotting import pyplot
+from mlatr.training.config import ObjectiveConfig
+from mlatr.training.hard_batches import caption_clusters
+from mlatr.training.heads import HeadTraining, TextBank, caption_rows, train_heads
+
+#: How much of aiSFX trains: 0 = the heads alone, 1 = its last conv block, 4 = the whole CNN.
+TRAIN_BLOCKS = (0, 1, 4)
+FRACTIONS = (0.25, 0.5, 1.0)
+HEADS = "near-identity"
+
+
+def fraction_rows(rows: Sequence[int], ids: Sequence[str], fraction: float, seed: int) -> list[int]:
+    """The rows whose clip id hashes (with ``seed``) below ``fraction``: nested in ``fraction``, stable when
+    clips are added."""
+    if fraction >= 1.0:
+        return list(rows)
+
+    def u(i: int) -> float:
+        digest = hashlib.sha256(f"{seed}:{ids[i]}".encode()).digest()
+        return int.from_bytes(digest[:8], "big") / 2 ** 64
+
+    return [i for i in rows if u(i) < fraction]
+
+
+class _MeanOfUnit(nn.Module):
+    def __init__(self, heads: Sequence[nn.Module]):
+        super().__init__()
+        self.heads = nn.ModuleList(heads)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.stack([F.normalize(h(x), dim=-1) for h in self.heads]).mean(dim=0)
+
+
+class EnsembleHeads(nn.Module):
+    """Several trained head pairs as one: each side's output is the mean of the members' unit embeddings."""
+
+    def __init__(self, models: Sequence[nn.Module]):
+        super().__init__()
+        self.audio_projection = _MeanOfUnit([m.audio_projection for m in models])
+        self.text_projection = _MeanOfUnit([m.text_projection for m in models])
+
+
+class CachedText(nn.Module):
+    """The text side of a model whose text features all come from a :class:`TextBank` (no encoder here)."""
+
+    def __init__(self, name: str, dim: int):
+        super().__init__()
+        self.name, self.output_dim = name, int(dim)
+
+    def config(self) -> dict:
+        return {"name": self.name}
+
+    def forward(self, texts, langs=None):
+        raise MlatrError(f"text encoder {self.name!r} is not here: its features come from a text bank")
+
+
+@dataclass
+class FrozenInputs:
+    """What the curve trains on: the clips (pooled features of the frozen backbone in ``data.features``),
+    the text features, and the stage-``s`` block maps of each clip for the runs that train blocks."""
+
+    data: RealSounds
+    bank: TextBank
+    text_name: str
+    blocks: dict[int, BlockFeatures]
+    cnn_state: dict[str, torch.Tensor]
+
+    @classmethod
+    def from_manifest(cls, manifest_path: str | Path, cache_dir: str | Path, text: str = "use-multilingual",
+                      stages: Sequence[int] = (), max_seconds: float = 10.0, progress: bool = True,
+                      dtype: str = "float32") -> FrozenInputs:
+        """The inputs of a manifest's clips, cached in ``cache_dir`` (pooled aiSFX features, the text encoder's
+        embeddings, ``prefix-<stage>/`` for each stage of ``stages``)."""
+        from mlatr.experiments.real_heads import text_space  # builds the text encoder: only when there is one
+
+        cache_dir = Path(cache_dir)
+        data = RealSounds.load(manifest_path, cache_dir / "aisfx.npz", max_seconds, progress)
+        _, bank = text_space(text, data, cache_dir)
+        enc = data.audio_encoder
+        blocks = {s: prefix_features(enc, data.manifest, PrefixCache(cache_dir / f"prefix-{s}", _encoder_key(enc), s,
+                                                                      dtype), max_seconds, progress=progress)
+                  for s in stages}
+        return cls(data, bank, text, blocks, {k: v.clone() for k, v in enc.cnn.state_dict().items()})
+
+    @classmethod
+    def from_bundle(cls, folder: str | Path, device: str | torch.device = "cpu") -> FrozenInputs:
+        """Read :func:`export_bundle`'s folder; the pooled features and the other stages' maps are computed
+        from its stage-0 blocks with the frozen CNN on ``device``."""
+        folder = Path(folder)
+        meta = json.loads((folder / "bundle.json").read_text(encoding="utf-8"))
+        manifest = Manifest.load(folder / "manifest.jsonl")
+        with np.load(folder / "texts.npz", allow_pickle=False) as z:
+            bank = TextBank([tuple(k) for k in json.loads(str(z["keys"]))], z["vectors"].astype(np.float32))
+        enc = AisfxEncoder(pretrained=False, frozen=True)
+        state = torch.load(folder / "cnn.pt", map_location="cpu", weights_only=True)
+        enc.cnn.load_state_dict(state)
+        with np.load(folder / "blocks-0.npz", allow_pickle=False) as z:
+            counts = z["counts"].tolist()
+            stage0 = BlockFeatures([z["blocks"]], _locations(counts), 0)
+        qdata = json.loads(QUERIES_PATH.read_text(encoding="utf-8"))
+        pooled = stage_features(enc, stage0, device)
+        enc.cpu()
+        data = RealSounds(manifest, pooled, qdata["queries"], list(qdata["languages"]),
+                          CaptionTable.load().label_translations, enc)
+        return cls(data, bank, meta["text"], {0: stage0}, state)
+
+    def stage(self, s: int, device: str | torch.device = "cpu") -> BlockFeatures:
+        """The stage-``s`` block maps (from a lower cached stage through the frozen CNN when not cached)."""
+        if s not in self.blocks:
+            low = max(k for k in self.blocks if k < s)
+            enc = AisfxEncoder(pretrained=False, frozen=True)
+            enc.cnn.load_state_dict(self.cnn_state)
+            self.blocks[s] = map_stage(enc, self.blocks[low], s, device)
+        return self.blocks[s]
+
+
+def _encoder_key(enc) -> str:
+    return json.dumps({**enc.config(), "max_seconds": 10.0}, sort_keys=True)
+
+
+@torch.no_grad()
+def map_stage(enc: AisfxEncoder, blocks: BlockFeatures, stage: int, device, batch: int = 256) -> BlockFeatures:
+    """``blocks`` taken to ``stage`` by the frozen CNN, in memory (float32)."""
+    enc.to(device).eval()
+    out, locations = [], []
+    for first in range(0, len(blocks), batch):
+        x, counts = blocks.batch(range(first, min(first + batch, len(blocks))))
+        out.append(enc.cnn.run_blocks(x.to(device), blocks.stage, stage).cpu().numpy())
+        locations += counts.tolist()
+    return BlockFeatures([np.concatenate(out)], _locations(locations), stage)
+
+
+@torch.no_grad()
+def stage_features(enc: AisfxEncoder, blocks: BlockFeatures, device, rows: Sequence[int] | None = None,
+                   batch: int = 64) -> np.ndarray:
+    """Pooled ``[N, 512]`` vectors of the clips ``rows`` (default all) from their block maps with the encoder's
+    CNN as it is (frozen or trained), on ``device``."""
+    rows = list(range(len(blocks))) if rows is None else list(rows)
+    enc.to(device)
+    tail = AisfxTail(enc, blocks.stage)
+    was = tail.cnn.training
+    tail.cnn.eval()
+    out = []
+    for first in range(0, len(rows), batch):
+        x, counts = blocks.batch(rows[first:first + batch])
+        out.append(tail(x.to(device), counts.to(device)).pooled.float().cpu().numpy())
+    tail.cnn.train(was)
+    return np.concatenate(out) if out else np.zeros((0, 512), np.float32)
+
+
+def export_bundle(inputs: FrozenInputs, out: str | Path) -> Path:
+    """Write the folder :meth:`FrozenInputs.from_bundle` reads: ``manifest.jsonl``, ``texts.npz`` (the text
+    features of the captions and queries, float16), ``blocks-0.npz`` (the stage-0 blocks of every clip,
+    float16, compressed), ``cnn.pt`` (aiSFX's weights), ``bundle.json``."""
+    out = Path(out)
+    if 0 not in inputs.blocks:
+        raise MlatrError("a bundle holds the stage-0 blocks: compute them first (stages=(0,))")
+    out.mkdir(parents=True, exist_ok=True)
+    data = inputs.data
+    data.manifest.save(out / "manifest.jsonl")
+    texts = sorted({(lang, t) for c in data.manifest.clips for lang, caps in c.captions.items() for t in caps if t}
+                   | {(lang, q["captions"][lang]) for q in data.queries for lang in data.languages})
+    keys = json.dumps([list(k) for k in texts])
+    atomic_write_with(out / "texts.npz", lambda fh: np.savez_compressed(
+        fh, keys=np.asarray(keys), vectors=inputs.bank.lookup([t for _, t in texts], [lang for lang, _ in texts])
+        .numpy().astype(np.float16)))
+    src = inputs.blocks[0]
+    parts = [src.blocks(i) for i in range(len(src))]
+    atomic_write_with(out / "blocks-0.npz", lambda fh: np.savez_compressed(
+        fh, blocks=np.concatenate(parts).astype(np.float16), counts=np.asarray([p.shape[0] for p in parts])))
+    atomic_write_with(out / "cnn.pt", lambda fh: torch.save(inputs.cnn_state, fh))
+    atomic_write_json(out / "bundle.json", {"encoder": _encoder_key(data.audio_encoder), "text": inputs.text_name})
+    return out
+
+
+def _locations(counts: Sequence[int]) -> list[tuple[int, int, int]]:
+    starts = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(int)
+    return [(0, int(a), int(c)) for a, c in zip(starts, counts, strict=True)]
+
+
+def run_learning_curve(inputs: FrozenInputs, out: str | Path, train_blocks: Sequence[int] = TRAIN_BLOCKS,
+                       fractions: Sequence[float] = FRACTIONS, seeds: Sequence[int] = (0,), epochs: int = 60,
+                       tail_epochs: int | None = None, tail_lr: float = 1e-4, libraries: Sequence[str] | None = None,
+                       device: str | torch.device = "cpu", progress: bool = True, heads: str = HEADS,
+                       ensemble: int = 1, added_groups: int | None = None, batch_size: int = 64,
+                       hard_negatives: int | None = None, val_libraries: float | None = None) -> dict:
+    """Every point ``(train_blocks, fraction, seed)`` over every held-out library; ``OUT/results.json`` after
+    each fold (a rerun with the same settings resumes), ``OUT/learning-curve.png`` at the end.
+    ``hard_negatives``: batches of whole clusters of similar captions, clusters of about that many clips
+    (:mod:`mlatr.training.hard_batches`). ``heads``: the
+    head option; ``ensemble``: heads trained per fold (seeds ``seed * 1000 + k``), their unit embeddings averaged
+    (:class:`EnsembleHeads`; heads-only points). ``val_libraries``: the epoch chosen on that fraction of the
+    training libraries held out whole (:func:`~mlatr.experiments.unseen_library.folds`) instead of their
+    hash-``val`` clips."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    data, bank = inputs.data, inputs.bank
+    fold_rows = {f: r for f, r in folds(data, libraries, added_groups, val_libraries).items() if f != IN_LIBRARY}
+    settings = {"epochs": epochs, "tail_epochs": tail_epochs or epochs, "tail_lr": tail_lr, "heads": heads,
+                "clips": len(data.manifest), "text": inputs.text_name, "ensemble": ensemble,
+                "added_groups": added_groups, "batch_size": batch_size, "hard_negatives": hard_negatives,
+                **({"val_libraries": val_libraries} if val_libraries else {})}  # absent: older results resume
+    path = out / "results.json"
+    results = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+    if results.get("settings") != settings:
+        results = {"settings": settings, "points": {}}
+    ids = [c.id for c in data.manifest.clips]
+    if heads not in HEAD_OPTIONS or not HEAD_OPTIONS[heads].trained:
+        raise MlatrError(f"--heads must be a trained head option ({', '.join(HEAD_OPTIONS)}), got {heads!r}")
+    option = HEAD_OPTIONS[heads]
+    todo = [(b, fr, s, f) for b in train_blocks for fr in fractions for s in seeds for f in fold_rows
+            if f not in results["points"].get(_point(b, fr, s), {}).get("folds", {})]
+    bar = tqdm(total=len(todo), desc="learning curve", unit="fold", disable=not progress or not todo)
+    for b, fr, s, f in todo:
+        bar.set_postfix_str(f"blocks {b} fraction {fr} seed {s} {f}")
+        rows = fold_rows[f]
+        train = fraction_rows(rows["train"], ids, fr, s)
+        if b == 0 and ensemble > 1:
+            members, best = [], []
+            for k in range(ensemble):
+                member = build_model(data, _text_side(inputs), option, 256, s * 1000 + k)
+                _, e = _train_point(inputs, member, train, rows["val"], 0, s * 1000 + k, epochs, tail_lr, device,
+                                    out / "heads" / _point(b, fr, s) / f / str(k), option, batch_size,
+                                    hard_negatives)
+                members.append(member)
+                best.append(e)
+            model, feats = EnsembleHeads(members), data.features
+        else:
+            model = build_model(data, _text_side(inputs), option, 256, s)
+            feats, best = _train_point(inputs, model, train, rows["val"], b, s,
+                                       epochs if b == 0 else (tail_epochs or epochs), tail_lr, device,
+                                       out / "heads" / _point(b, fr, s) / f, option, batch_size, hard_negatives)
+        model.cpu()
+        run_data = replace(data, features=feats)
+        q = query_retrieval(model, run_data, bank, rows["test"])
+        point = results["points"].setdefault(_point(b, fr, s), {"train_blocks": b, "fraction": fr, "seed": s,
+                                                                 "folds": {}})
+        point["folds"][f] = {"queries": q, "train_clips": len(train), "best_epoch": best}
+        point["summary"] = summarize_point(point["folds"])
+        atomic_write_json(path, results)
+        shutil.rmtree(out / "heads" / _point(b, fr, s) / f, ignore_errors=True)
+        bar.update(1)
+    bar.close()
+    shutil.rmtree(out / "heads", ignore_errors=True)
+    plot_learning_curve({"": results}, out / "learning-curve.png")
+    return results
+
+
+def _point(blocks: int, fraction: float, seed: int) -> str:
+    return f"blocks{blocks}/fraction{fraction:g}/seed{seed}"
+
+
+def _text_side(inputs: FrozenInputs) -> nn.Module:
+    return CachedText(inputs.text_name, inputs.bank.vectors.shape[1])
+
+
+def _train_point(inputs: FrozenInputs, model, train: list[int], val: list[int], blocks: int, seed: int, epochs: int,
+                 tail_lr: float, device, checkpoints: Path, option, batch_size: int = 64,
+                 hard_negatives: int | None = None) -> tuple[np.ndarray, int | None]:
+    """Train one fold's model (heads as ``option`` says, and the last ``blocks`` conv blocks); returns every
+    clip's pooled features as the trained model gives them (the frozen ones when no block trained)."""
+    data, bank = inputs.data, inputs.bank
+    languages = ["eng"] if option.caption_languages == "eng" else data.caption_languages()
+    rows = [caption_rows(data.manifest.clips[i].captions, languages) for i in train]
+    keep = [k for k, r in enumerate(rows) if r]
+    train, rows = [train[k] for k in keep], [rows[k] for k in keep]
+    groups = None
+    if hard_negatives:
+        firsts = [data.english(i)[0] if data.english(i) else rows[k][0][0] for k, i in enumerate(train)]
+        vectors = bank.lookup(firsts, ["eng" if data.english(i) else languages[0] for i in train]).numpy()
+        groups = caption_clusters(vectors, max(1, len(train) // hard_negatives), seed).tolist()
+    settings = HeadTraining.at(1e-3, epochs=epochs, batch_size=batch_size, seed=seed,
+                               objective=ObjectiveConfig(scheme=option.scheme),
+                               identity_penalty=option.identity_penalty, tail_lr=tail_lr if blocks else None)
+    if blocks == 0:
+        def validate(m):
+            return caption_retrieval(m, data, bank, val)["t2a"]["R10"]
+
+        log = train_heads(model, data.features[train], rows, languages, bank, settings, validate, progress=False,
+                          out_dir=checkpoints, resume=True, batch_groups=groups)
+        return data.features, _best(log)
+    start = STAGES - blocks
+    enc = AisfxEncoder(pretrained=False, frozen=False, train_last_blocks=blocks)
+    enc.cnn.load_state_dict(inputs.cnn_state)
+    model.audio_encoder = enc
+    model.to(device)
+    stage = inputs.stage(start, device)
+    feats = data.features.copy()
+
+    def validate(m):
+        feats[val] = stage_features(enc, stage, device, val)
+        return caption_retrieval(m, replace(data, features=feats), bank, val)["t2a"]["R10"]
+
+    log = train_heads(model, stage.subset(train), rows, languages, bank, settings, validate, progress=False,
+                      out_dir=checkpoints, resume=True, audio_tail=AisfxTail(enc, start), device=device,
+                      batch_groups=groups)
+    return stage_features(enc, stage, device), _best(log)
+
+
+def _best(log: list[dict]) -> int | None:
+    scored = [e for e in log if "val" in e]
+    return max(scored, key=lambda e: e["val"])["epoch"] if scored else None
+
+
+def summarize_point(fold_results: dict[str, dict]) -> dict:
+    """Sound-only query recall (:func:`~mlatr.experiments.unseen_library.sound_only`) over every held-out library
+    with a relevant clip, with the 12 original libraries and the added ones apart (``groups``)."""
+    clips = float(np.mean([r["train_clips"] for r in fold_results.values()]))
+    groups = {name: sound_only({f: r for f, r in fold_results.items() if (f in ORIGINAL_LIBRARIES) == original})
+              for name, original in (("original", True), ("added", False))}
+    return {**sound_only(fold_results), "train_clips": clips, "groups": groups}
+
+
+def complete_points(results_paths: Sequence[tuple[str, str | Path]], group: str | None = None) -> dict[str, dict]:
+    """``{label: {"points": ...}}`` of several runs' ``results.json`` (``(label, path)`` pairs; one label may
+    gather several files), each point summarized (:func:`summarize_point`) and kept only when it has as many
+    held-out folds (of ``group``) as the most complete point of its file: a point still running is left out."""
+    curves: dict[str, dict] = {}
+    for n, (label, path) in enumerate(results_paths):
+        try:
+            points = json.loads(Path(path).read_text(encoding="utf-8"))["points"]
+        except (OSError, ValueError, KeyError) as exc:
+            raise MlatrError(f"{path}: not a learning-curve results.json ({exc})") from None
+        for p in points.values():
+            p["summary"] = summarize_point(p["folds"])
+
+        def folds(p):
+            return (p["summary"]["groups"][group] if group else p["summary"]).get("libraries", 0)
+
+        most = max((folds(p) for p in points.values()), default=0)
+        kept = curves.setdefault(label, {"points": {}})["points"]
+        kept.update({f"{n}:{k}": p for k, p in points.items() if most and folds(p) == most})
+    return curves
+
+
+def plot_learning_curve(curves: dict[str, dict], path: str | Path, group: str | None = None,
+                        goals: dict[str, float] | None = None) -> Path:
+    """Query t2a R@10 and R@1 (seed mean, bars: min-max over seeds) against the training clips (log scale), one
+    line per curve (``{label: results}``, e.g. one per corpus) and number of trained blocks. ``group``: the
+    figures of the ``original`` or ``added`` held-out libraries only (default: all of them). ``goals``: a
+    dashed line at ``{"R10": ..., "R1": ...}``."""
+    plt = pyplot()
+    fig, axes = plt.subplots(1, 2, figsize=(11, 5))
+    names = {0: "heads only", 1: "+ last conv block", 4: "+ whole aiSFX CNN"}
+    lines: dict[str, dict[float, list[dict]]] = {}
+    for label, results in curves.items():
+        for p in results["points"].values():
+            s = p.get("summary")
+            if s and group:
+                s = {**s["groups"][group], "train_clips": s["train_clips"]}
+            if s and s.get("libraries"):
+                name = names.get(p["train_blocks"], f"+ {p['train_blocks']} blocks")
+                lines.setdefault(f"{label}: {name}" if label else name, {}).setdefault(p["fraction"], []).append(s)
+    for ax, metric in zip(axes, ("R10", "R1"), strict=True):
+        for name, by_fraction in lines.items():
+            fr = sorted(by_fraction)
+            x = [np.mean([s["train_clips"] for s in by_fraction[f]]) for f in fr]
+            vals = [[s["t2a"]["avg"][metric] for s in by_fraction[f]] for f in fr]
+            y = [np.mean(v) for v in vals]
+            err = [[m - min(v) for m, v in zip(y, vals, strict=True)],
+                   [max(v) - m for m, v in zip(y, vals, strict=True)]]
+            ax.errorbar(x, y, yerr=err, marker="o", capsize=3, label=name)
+        if goals and metric in goals:
+            ax.axhline(goals[metric], color="black", linestyle="--", linewidth=1, label="goal")
+        ax.set_xscale("log")
+        xs = [s["train_clips"] for by_fraction in lines.values() for v in by_fraction.values() for s in v]
+        ticks = [t for t in (125, 250, 500, 1000, 2000, 4000, 8000, 16000, 32000) if min(xs) / 2 <= t <= max(xs) * 2]
+        ax.set_xticks(ticks, [f"{t:,}" for t in ticks])  # plain numbers, not 3x10^2
+        ax.xaxis.set_minor_formatter("")
+        ax.set_xlabel("training clips per fold (mean over folds)")
+        ax.set_ylabel(f"query text-to-audio {metric[0]}@{metric[1:]} (%)")
+        ax.set_title(f"unseen libraries{f' ({group})' if group else ''}, sound only: {metric[0]}@{metric[1:]}")
+        ax.grid(alpha=0.3, which="both")
+    handles, labels = axes[0].get_legend_handles_labels()
+    rows = -(-len(labels) // 3)
+    fig.legend(handles, labels, loc="lower center", ncol=3, fontsize=8, frameon=False)
+    fig.tight_layout(rect=(0, 0.02 + 0.04 * rows, 1, 1))  # the legend below both panels
+    path = Path(path)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
