@@ -81,10 +81,10 @@ def test_every_point_and_fold_is_written_and_a_rerun_trains_nothing(inputs, tmp_
     assert list(curves["b"]["points"]) == ["2:blocks0/fraction1/seed0"]
     assert curves["b"]["points"]["2:blocks0/fraction1/seed0"]["summary"] == res["points"][
         "blocks0/fraction1/seed0"]["summary"]
-    assert main(["experiment", "learning-curve", "--out", str(tmp_path / "fig"), "--plot", f"a={out / 'results.json'}",
+    assert main(["experiment", "learning-curve", "-o", str(tmp_path / "fig"), "--plot", f"a={out / 'results.json'}",
                  "--plot", f"b={tmp_path / 'partial.json'}", "--goals", "65,28"]) == 0
     assert (tmp_path / "fig" / "learning-curve.png").read_bytes()[:4] == b"\x89PNG"
-    assert main(["experiment", "learning-curve", "--out", str(tmp_path / "fig"), "--plot", "nolabel"]) == 2
+    assert main(["experiment", "learning-curve", "-o", str(tmp_path / "fig"), "--plot", "nolabel"]) == 2
     trained.clear()
     again = run_learning_curve(inputs, out, train_blocks=(0,), fractions=(0.5, 1.0), seeds=(0,), epochs=2,
                                batch_size=4, progress=False, ensemble=2)

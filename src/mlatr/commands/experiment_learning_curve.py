@@ -20,7 +20,7 @@ Examples:
   mlatr experiment learning-curve --train-blocks 0 --fractions 0.25,0.5,1 --seeds 0,1,2
   mlatr experiment learning-curve --export-bundle runs/curve-bundle
   mlatr experiment learning-curve --bundle runs/curve-bundle --train-blocks 1,4 --device cuda
-  mlatr experiment learning-curve --out runs/both --plot v1=runs/v1/results.json --plot v2=runs/v2/results.json \
+  mlatr experiment learning-curve -o runs/both --plot v1=runs/v1/results.json --plot v2=runs/v2/results.json \
       --group original --goals 65,28
 """
 
@@ -37,6 +37,10 @@ HELP = __doc__
 OUTPUTS = (Output("out", "experiment", folder=True),)
 
 
+#: Old spellings of options, accepted for this release with a warning (mlatr.commands._deprecated).
+OLD_SPELLINGS = {"--out": "--output"}
+
+
 def _list(kind, text: str, flag: str) -> list:
     try:
         values = [kind(x) for x in text.split(",") if x.strip()]
@@ -50,7 +54,8 @@ def _list(kind, text: str, flag: str) -> list:
 def add_arguments(parser) -> None:
     parser.add_argument("--manifest", default="data/real-sounds/manifest.jsonl",
                         help="manifest of the real sounds (default: data/real-sounds/manifest.jsonl)")
-    parser.add_argument("--out", default="runs/learning-curve", help="output folder (default: runs/learning-curve)")
+    parser.add_argument("-o", "--output", dest="out", default="runs/learning-curve",
+                        help="output folder (default: runs/learning-curve)")
     parser.add_argument("--cache-dir", default=None, help="feature caches (default: OUT/cache)")
     parser.add_argument("--text", default="use-multilingual", choices=TEXT_ENCODERS, help="frozen text encoder")
     parser.add_argument("--train-blocks", default="0,1,4",
