@@ -70,7 +70,7 @@ def test_windows_covering_the_library_equal_the_exact_fusion(tmp_path, meta):
     # a sound ranking's hits described (relevance, evidence) the same way
     rows = np.asarray([5, 9, 100, 7])
     sound = np.asarray(index.embeddings)[rows] @ vecs[2]
-    a, b = exact.describe(vecs[2], texts[2], "eng", rows, sound), windowed.describe(vecs[2], texts[2], "eng", rows, sound)
+    a, b = (r.describe(vecs[2], texts[2], "eng", rows, sound) for r in (exact, windowed))
     assert [h.row for h in a] == [h.row for h in b] == rows.tolist()
     np.testing.assert_allclose([h.relevance for h in a], [h.relevance for h in b], atol=1e-6)
 
