@@ -102,7 +102,7 @@ def test_bm25_equals_bm25s_and_a_part_loads_mapped(tmp_path):
         np.testing.assert_allclose(mine.scores_of(terms), ref.get_scores(terms), rtol=1e-5)
     part.save(tmp_path)
     loaded = Postings.load(tmp_path, len(docs))
-    assert isinstance(loaded.docs, np.memmap) and loaded.vocab == part.vocab
+    assert isinstance(loaded.docs.base, np.memmap) and loaded.vocab == part.vocab  # mapped, not read
     assert mine.matched_terms(["rain", "dog", "cat"], 4) == ["rain", "dog"]
     # a part analysed otherwise is analysed again (None), one that does not fit its shard is refused by name
     head = json.loads((tmp_path / "keywords.json").read_text())

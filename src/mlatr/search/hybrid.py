@@ -330,7 +330,8 @@ class RowParts:
     first time every row is multiplied (an exact ranking), never for a windowed one."""
 
     def __init__(self, matrix):
-        self.parts = list(matrix.parts) if isinstance(matrix, RowStack) else [matrix]
+        parts = matrix.parts if isinstance(matrix, RowStack) else [matrix]
+        self.parts = [np.asarray(p) for p in parts]  # a memory map's plain view: no wrapper per gathered slice
         self.starts = np.cumsum([0] + [p.shape[0] for p in self.parts])
         self._wide = None
 

@@ -313,8 +313,10 @@ class Index:
             "checkpoint": self.meta["checkpoint"]["path"], "sample_rate": self.meta["sample_rate"],
             "max_seconds": self.meta["max_seconds"], "caption_languages": self.meta.get("caption_languages", []),
             "shards": [{"name": e["name"], "rows": e["rows"], "deleted": len(e.get("deleted", [])),
-                        **({"ann": e["ann"]} if e.get("ann") else {})} for e in self.shard_entries]
+                        **{key: e[key] for key in ("ann", "caption_ann") if e.get(key)}} for e in self.shard_entries]
             or [{"name": path.name if path else "memory", "rows": len(self.ids), "deleted": 0}]}
+        if self.fusion_window() is not None and self.meta.get("fusion"):
+            info["fusion"] = self.meta["fusion"]
         if check:
             gone = set(self.deleted_rows.tolist())
             stale: dict[str, list[str]] = {"deleted": [], "changed": []}

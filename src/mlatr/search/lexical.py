@@ -135,7 +135,7 @@ class Postings:
                 arrays.append(np.load(folder / name, mmap_mode="r", allow_pickle=False))
             except (OSError, ValueError, EOFError) as exc:
                 raise InputError(f"not a readable .npy array ({exc})", file=str(folder / name)) from exc
-        indptr, docs, tf, length = arrays
+        indptr, docs, tf, length = (np.asarray(a) for a in arrays)  # plain views of the maps: no per-slice wrapper
         if (len(indptr) != len(meta["terms"]) + 1 or len(docs) != len(tf) or int(indptr[-1]) != len(docs)
                 or len(length) != n_docs or (len(docs) and (int(docs.max()) >= n_docs or int(docs.min()) < 0))):
             raise InputError(f"keyword postings do not fit the shard's {n_docs} captions (rebuild the index with "
