@@ -55,12 +55,11 @@ WORDS = 3000
 
 
 def random_unit(n: int, dim: int, seed: int, out: np.ndarray | None = None, clusters: int = 0,
-                labels: np.ndarray | None = None, given: np.ndarray | None = None) -> np.ndarray:
+                given: np.ndarray | None = None) -> np.ndarray:
     """``[n, d]`` random unit float32 vectors (written into ``out`` in chunks when given): uniform on the
     sphere, or with ``clusters`` > 0 drawn around that many random centres (each vector = centre + noise of
     the same norm, normalised: cosine ~0.5 to its centre), closer to real embeddings, which group by sound.
-    ``labels [n]``: filled with each vector's centre; ``given [n]``: the centres to draw around (captions
-    drawn around their clip's centre)."""
+    ``given [n]``: the centre of each vector (default: drawn here; captions are drawn around their clip's)."""
     out = np.empty((n, dim), np.float32) if out is None else out
     rng = np.random.default_rng(seed)
     centres = None
@@ -71,8 +70,6 @@ def random_unit(n: int, dim: int, seed: int, out: np.ndarray | None = None, clus
         x = rng.standard_normal((min(CHUNK, n - start), dim), dtype=np.float32)
         if centres is not None:
             which = given[start:start + len(x)] if given is not None else rng.integers(0, clusters, len(x))
-            if labels is not None:
-                labels[start:start + len(x)] = which
             x = centres[which] + x / np.sqrt(dim)
         out[start:start + len(x)] = x / np.linalg.norm(x, axis=1, keepdims=True)
     return out
@@ -264,6 +261,9 @@ def main() -> None:
                          "clustered as --clusters): measures the hybrid (fused) ranking too")
     ap.add_argument("--ann-exact-below", type=int, default=None,
                     help="shards (and caption sets) smaller than this are searched exactly (default: mlatr's)")
+    ap.add_argument("--reuse-vectors", action="store_true",
+                    help="take vectors.npy / captions.npy already in --work when their shapes fit (the same seeds "
+                         "drew them: drawing a million takes minutes)")
     ap.add_argument("--cold", action="store_true",
                     help="also load and answer one hybrid query with the index's files dropped from the page cache")
     ap.add_argument("--queries", type=int, default=200)
@@ -306,20 +306,34 @@ def main() -> None:
     res["captions_per_clip"] = per
     words = word_list()
 
-    def library(count: int, seed: int, audio_out=None, caption_out=None):
-        """``count`` clips' vectors, their captions' vectors and texts (clusters shared)."""
+    def library(count: int, seed: int, audio_out=None, caption_out=None, drawn: bool = False):
+        """``count`` clips' vectors, their captions' vectors and texts (clusters shared); ``drawn``: the
+        vectors are in ``audio_out`` / ``caption_out`` already (the labels are drawn apart, the same again)."""
         labels = np.random.default_rng(seed + 100).integers(0, args.clusters or 1000, count)
-        audio = random_unit(count, d, seed, audio_out, args.clusters, labels=labels if args.clusters else None)
+        audio = audio_out if drawn else random_unit(count, d, seed, audio_out, args.clusters,
+                                                    given=labels if args.clusters else None)
         if not per:
             return audio, None, None
-        caps = random_unit(count * per, d, seed + 50, caption_out, args.clusters, given=np.repeat(labels, per))
+        caps = caption_out if drawn else random_unit(count * per, d, seed + 50, caption_out, args.clusters,
+                                                     given=np.repeat(labels, per))
         return audio, caps, caption_texts(labels, per, words, seed + 60)
 
     t0 = time.perf_counter()
     captions_path = work / "captions.npy"
-    caption_out = np.lib.format.open_memmap(captions_path, "w+", np.float32, (n * per, d)) if per else None
-    emb, caps, texts = library(n, 0, np.lib.format.open_memmap(vectors_path, "w+", np.float32, (n, d)), caption_out)
-    emb.flush()
+
+    def fits(path: Path, rows: int) -> bool:
+        return path.is_file() and np.load(path, mmap_mode="r").shape == (rows, d)
+
+    drawn = args.reuse_vectors and fits(vectors_path, n) and (not per or fits(captions_path, n * per))
+    if drawn:
+        emb, caps, texts = library(n, 0, np.load(vectors_path, mmap_mode="r"),
+                                   np.load(captions_path, mmap_mode="r") if per else None, drawn=True)
+    else:
+        caption_out = np.lib.format.open_memmap(captions_path, "w+", np.float32, (n * per, d)) if per else None
+        emb, caps, texts = library(n, 0, np.lib.format.open_memmap(vectors_path, "w+", np.float32, (n, d)),
+                                   caption_out)
+        emb.flush()
+    res["reused_vectors"] = bool(drawn)
     res["generate_s"] = time.perf_counter() - t0
     t0 = time.perf_counter()
     build = AnnBuild(args.ann, parse_ann_params(args.ann_param),
