@@ -175,7 +175,7 @@ class AnnSearcher:
     name = "ann"
 
     def __init__(self, embeddings: np.ndarray, index, entry: dict[str, Any]):
-        self.embeddings, self.index, self.entry = embeddings, index, entry
+        self.embeddings, self.index, self.entry = np.asarray(embeddings), index, entry  # a map's plain view
         self.rerank = int(entry["params"].get("rerank", 1))
         _set_search_params(entry["kind"], index, entry["params"])
 
@@ -197,11 +197,13 @@ class AnnSearcher:
                              f"{embeddings.shape[0]} of dim {embeddings.shape[1]}")
         return cls(embeddings, index, entry)
 
-    def top_k(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    def top_k(self, queries: np.ndarray, k: int, rerank: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """``(scores [Q, k], rows [Q, k])``: the structure's ``rerank * k`` candidates (default: the recorded
+        ``rerank``; 1 for a fused ranking's window, whose recall is measured as a whole) re-scored exactly."""
         queries = np.ascontiguousarray(np.atleast_2d(queries), np.float32)
         n = self.embeddings.shape[0]
         k = min(int(k), n)
-        wide = min(n, max(k, k * self.rerank))
+        wide = min(n, max(k, k * (self.rerank if rerank is None else int(rerank))))
         _, cand = self.index.search(queries, wide)  # [Q, wide], -1 where fewer were found
         scores_out = np.full((len(queries), k), -np.inf, np.float32)
         rows_out = np.full((len(queries), k), -1, np.int64)

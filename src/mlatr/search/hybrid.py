@@ -158,8 +158,9 @@ class TextRanker:
         if self.window is not None:
             audio_search, caption_search = self.searchers
             w = int(self.window)
-            sound_rows = audio_search.top_k(vecs, w)[1]  # [B, <= w]
-            caption_rows = caption_search.top_k(vecs, w)[1] if len(self.caption_clip) else None
+            # each window re-scored exactly as found (rerank 1): the window's recall is measured as a whole
+            sound_rows = audio_search.top_k(vecs, w, rerank=1)[1]  # [B, <= w]
+            caption_rows = caption_search.top_k(vecs, w, rerank=1)[1] if len(self.caption_clip) else None
             out = []
             for b, (query, lang, k, rank) in enumerate(jobs):
                 found = [sound_rows[b]] + ([self.caption_clip[caption_rows[b][caption_rows[b] >= 0]]]
@@ -260,11 +261,11 @@ class TextRanker:
             counts = self._block_end[captioned] - self._block_start[captioned]
             first = np.repeat(self._block_start[captioned] - np.cumsum(counts) + counts, counts)
             rows = self._by_clip[first + np.arange(int(counts.sum()))]
-            self._rare = (self.captions.take(rows), np.repeat(np.arange(len(captioned)), counts), len(captioned))
-        emb, owner, n = self._rare
-        best = np.full(n, -np.inf, np.float32)
-        np.maximum.at(best, owner, emb @ vec)
-        return rare_cutoff(best)
+            self._rare = (self.captions.take(rows), np.cumsum(counts) - counts)  # [c, d], each clip's first
+        emb, starts = self._rare
+        if not len(starts):
+            return float("inf")
+        return rare_cutoff(np.maximum.reduceat(emb @ vec, starts))  # each sampled clip's best caption
 
     def _answer(self, cands: Candidates, stats: QueryStats, terms: list[str], query: str, lang: str | None, k: int,
                 rank: str, keep_order: bool, ranks_of, caption_row_of, keyword_row_of) -> Ranking:
