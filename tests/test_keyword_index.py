@@ -11,7 +11,6 @@ import pytest
 
 from mlatr.cli import main
 from mlatr.errors import InputError
-from mlatr.file_state import file_sha256
 from mlatr.search import Index
 from mlatr.search.build import delete_clips, write_rows
 from mlatr.search.columns import CaptionColumns, ClipColumns
@@ -40,14 +39,6 @@ def _part(rng, first: int, n: int, meta: dict) -> Index:
                  meta)
 
 
-@pytest.fixture
-def meta(tmp_path):
-    ckpt = tmp_path / "fake.pt"
-    ckpt.write_bytes(b"not used: no query is encoded here")
-    return {"checkpoint": {"path": str(ckpt), "sha256": file_sha256(ckpt)}, "sample_rate": 16000,
-            "max_seconds": 10.0, "caption_languages": ["eng"]}
-
-
 def _check_equals_fresh(out):
     loaded = Index.load(out)
     live = loaded.live()  # the same live clips, copied into memory: a fresh build's input
@@ -68,16 +59,16 @@ def _check_equals_fresh(out):
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
-def test_keyword_scores_equal_a_fresh_build_after_any_sequence_of_writes(tmp_path, meta, seed):
+def test_keyword_scores_equal_a_fresh_build_after_any_sequence_of_writes(tmp_path, vectors_meta, seed):
     rng, pick = np.random.default_rng(seed), random.Random(seed)
     out = tmp_path / "lib.idx"
-    _part(rng, 0, 12, meta).save(out)
+    _part(rng, 0, 12, vectors_meta).save(out)
     _check_equals_fresh(out)
     next_id = 12
     for step in range(6):
         op = pick.choice(["add", "add", "delete", "compact"])
         if op == "add":
-            write_rows(out, _part(rng, next_id, int(rng.integers(3, 9)), meta), add=True)
+            write_rows(out, _part(rng, next_id, int(rng.integers(3, 9)), vectors_meta), add=True)
             next_id += 8
         elif op == "delete":
             now = Index.load(out)

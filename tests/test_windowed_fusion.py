@@ -6,7 +6,6 @@ where a shard has an approximate structure."""
 import numpy as np
 import pytest
 
-from mlatr.file_state import file_sha256
 from mlatr.search import Index
 from mlatr.search.ann import AnnBuild
 from mlatr.search.build import delete_clips
@@ -38,17 +37,9 @@ def _library(n: int, d: int, seed: int = 0, clusters: int = 20) -> tuple[ClipCol
             CaptionColumns(cap, np.asarray(clip, np.int64), {"lang": ["eng"] * len(clip), "text": texts}))
 
 
-@pytest.fixture
-def meta(tmp_path):
-    ckpt = tmp_path / "fake.pt"
-    ckpt.write_bytes(b"not used: no query is encoded here")
-    return {"checkpoint": {"path": str(ckpt), "sha256": file_sha256(ckpt)}, "sample_rate": 16000,
-            "max_seconds": 10.0, "caption_languages": ["eng"]}
-
-
-def test_windows_covering_the_library_equal_the_exact_fusion(tmp_path, meta):
+def test_windows_covering_the_library_equal_the_exact_fusion(tmp_path, vectors_meta):
     out = tmp_path / "lib.idx"
-    Index(*_library(300, 16), meta).save(out)
+    Index(*_library(300, 16), vectors_meta).save(out)
     delete_clips(out, ["c3", "c40", "c41"])  # tombstones: neither ranking may return or count them
     index = Index.load(out)
     exact = index.text_ranker()
@@ -75,9 +66,9 @@ def test_windows_covering_the_library_equal_the_exact_fusion(tmp_path, meta):
     np.testing.assert_allclose([h.relevance for h in a], [h.relevance for h in b], atol=1e-6)
 
 
-def test_fused_recall_is_measured_at_build_recorded_and_used_by_searches(tmp_path, meta):
+def test_fused_recall_is_measured_at_build_recorded_and_used_by_searches(tmp_path, vectors_meta):
     out = tmp_path / "ann.idx"
-    index = Index(*_library(3000, 16, seed=1, clusters=60), meta)
+    index = Index(*_library(3000, 16, seed=1, clusters=60), vectors_meta)
     index.save(out, ann=AnnBuild("hnsw", {"efSearch": 16}, exact_below=1000))
     loaded = Index.load(out)
     entry = loaded.shard_entries[0]
