@@ -309,6 +309,7 @@ def add_captions(index_path: Path, per_clip: int, manifest: Path, exact_below: i
     the number of captions. ``exact_below``: shards and caption sets of at least this many rows get an
     approximate structure, and the text ranking is then windowed (:mod:`mlatr.search.fused_recall`)."""
     from mlatr.search.ann import EXACT_BELOW, AnnBuild
+    from mlatr.search.columns import CaptionColumns
     from mlatr.search.index import Index
 
     texts = [f"sound number {i}" for i in range(100)]
@@ -320,11 +321,11 @@ def add_captions(index_path: Path, per_clip: int, manifest: Path, exact_below: i
     n = len(index) * per_clip
     rng = np.random.default_rng(1)
     emb = rng.standard_normal((n, index.dim), dtype=np.float32)
-    index.caption_embeddings = emb / np.linalg.norm(emb, axis=1, keepdims=True)
-    index.caption_clip = np.repeat(np.arange(len(index)), per_clip)
-    index.caption_text = [texts[i % len(texts)] for i in range(n)]
-    index.caption_lang = ["eng"] * n
-    index.captions = [{"eng": index.caption_text[i * per_clip:(i + 1) * per_clip]} for i in range(len(index))]
+    text = [texts[i % len(texts)] for i in range(n)]
+    index.caption_columns = CaptionColumns(emb / np.linalg.norm(emb, axis=1, keepdims=True),
+                                           np.repeat(np.arange(len(index)), per_clip),
+                                           {"text": text, "lang": ["eng"] * n})
+    index.captions = [{"eng": text[i * per_clip:(i + 1) * per_clip]} for i in range(len(index))]
     index.save(index_path, ann=AnnBuild(exact_below=EXACT_BELOW if exact_below is None else exact_below))
     return n
 
