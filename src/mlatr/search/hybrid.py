@@ -213,13 +213,8 @@ class TextRanker:
             cand_rows = np.asarray(rows, np.int64)
         sound = self.audio.take(cand_rows) @ vec  # [n]
         caption, caption_row = self._best_captions(vec, cand_rows)  # [n] each
-        at = np.searchsorted(kw_clips, cand_rows)
-        has_kw = (at < len(kw_clips)) & (kw_clips[np.minimum(at, max(len(kw_clips) - 1, 0))] == cand_rows) \
-            if len(kw_clips) else np.zeros(len(cand_rows), bool)
-        keyword = np.where(has_kw, kw_best[np.minimum(at, max(len(kw_clips) - 1, 0))] if len(kw_clips) else 0.0,
-                           0.0).astype(np.float32)
-        keyword_row = np.where(has_kw, kw_best_row[np.minimum(at, max(len(kw_clips) - 1, 0))] if len(kw_clips)
-                               else -1, -1)
+        keyword, keyword_row = _lookup(kw_clips, cand_rows, (kw_best, 0.0), (kw_best_row, -1))  # [n] each
+        keyword = keyword.astype(np.float32)
         stats = QueryStats.of(self.stats, vec, self.keywords.idf_mass(terms), self._rare_cutoff(vec))
         cands = Candidates(cand_rows, sound, caption, keyword)
         by_row = np.argsort(cand_rows, kind="stable")  # the candidates in row order (ties: lower row first)
@@ -312,6 +307,15 @@ class TextRanker:
             hits = self.ranked(vec, audio, captions, query, lang, len(rows), rank, rows=rows)
         return Ranking([h._replace(evidence=[e if e["source"] != "sound" else {**e, "rank": r + 1}
                                              for e in h.evidence]) for r, h in enumerate(hits)], hits.relevance)
+
+
+def _lookup(keys: np.ndarray, wanted: np.ndarray, *columns: tuple[np.ndarray, float]) -> list[np.ndarray]:
+    """For each of ``wanted``, each column's value at its place in the ascending ``keys`` (``columns``: pairs
+    of values ``[len(keys)]`` and the default where a wanted key is absent)."""
+    at = np.minimum(np.searchsorted(keys, wanted), max(len(keys) - 1, 0))
+    found = keys[at] == wanted if len(keys) else np.zeros(len(wanted), bool)
+    return [np.where(found, values[at], default) if len(keys) else np.full(len(wanted), default)
+            for values, default in columns]
 
 
 def _best_per_clip(clips: np.ndarray, scores: np.ndarray, caption_rows: np.ndarray):
