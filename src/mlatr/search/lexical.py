@@ -8,7 +8,8 @@ a query is the sum over the query's distinct terms ``t`` it holds of
 with ``tf`` the term's count in the caption, ``dl`` the caption's length in terms, and the *corpus
 statistics* ``N`` (captions), ``avgdl`` (their mean length) and ``df(t)`` (captions holding ``t``). The
 scores equal those of ``bm25s`` (Lù 2024, the implementation this module used before, eager sparse
-scoring; ``tests/test_hybrid_search.py`` compares them), whose convention for a caption without any term
+scoring; ``tests/test_keyword_index.py`` compares them, ``tests/test_hybrid_search.py`` checks the formula
+computed apart), whose convention for a caption without any term
 it keeps: such a caption counts as one term long, so the fitted relevance model reads the same keyword
 scores.
 
