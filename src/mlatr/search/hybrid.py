@@ -105,12 +105,12 @@ class TextRanker:
         self.live = np.ones(len(self.audio), bool)  # [N]
         self.live[np.asarray(deleted, np.int64)] = False
         self._live_rows = np.flatnonzero(self.live)  # [N_live]
-        self._caption_live = self.live[self.caption_clip]  # [M]
+        self.caption_live = self.live[self.caption_clip]  # [M]
         # BM25 over the live clips' captions only (document j is caption row j)
         self.keywords = keywords if keywords is not None else KeywordIndex.of_parts(
-            [Postings.of_texts(list(caption_text), list(caption_lang))], [self._caption_live])
+            [Postings.of_texts(list(caption_text), list(caption_lang))], [self.caption_live])
         self.stats = stats if stats is not None else LibraryStats(Moments.of(self.audio.parts, self.live),
-                                                                  Moments.of(self.captions.parts, self._caption_live))
+                                                                  Moments.of(self.captions.parts, self.caption_live))
         self.window, self.searchers = window, searchers
         # captions grouped by clip, once: the rows of a clip's captions (a folder's are already in clip order)
         ordered = len(self.caption_clip) < 2 or bool(np.all(np.diff(self.caption_clip) >= 0))
@@ -250,7 +250,7 @@ class TextRanker:
         """:func:`rare_cutoff` of the best caption cosines of a fixed sample of at most :data:`RARE_SAMPLE` live
         captioned clips (every one in a library of fewer: the exact cutoff)."""
         if self._rare is None:
-            captioned = np.unique(self.caption_clip[self._caption_live])
+            captioned = np.unique(self.caption_clip[self.caption_live])
             if len(captioned) > RARE_SAMPLE:
                 captioned = np.sort(np.random.default_rng(0).choice(captioned, RARE_SAMPLE, replace=False))
             counts = self._block_end[captioned] - self._block_start[captioned]
