@@ -409,8 +409,10 @@ def main() -> None:
     first = {p: (p.stat().st_size, p.stat().st_mtime_ns) for p in (out / manifest["shards"][0]["name"]).iterdir()}
     more, more_caps, more_texts = library(args.add, 3)
     t0 = time.perf_counter()
+    # the added shard's structure chosen by size (a forced --ann kind and its parameters, e.g. an nlist larger
+    # than the add, are the big shard's)
     written = write_rows(out, part_index(more, n, meta, more_caps, more_texts), add=True, dtype=args.dtype,
-                         build=build)
+                         build=AnnBuild(exact_below=build.exact_below))
     res["add_s"] = time.perf_counter() - t0
     res["add_bytes_written"] = written
     res["add_rewrote_first_shard"] = any((p.stat().st_size, p.stat().st_mtime_ns) != s for p, s in first.items())
