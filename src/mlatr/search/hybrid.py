@@ -72,7 +72,8 @@ class TextRanker:
     (:meth:`~mlatr.search.index.Index.live`). ``model``, ``answer``: the relevance model of a hit and of a
     whole answer (default: the shipped ones). ``keywords``, ``stats``: the library's keyword index over
     the live captions (global caption rows) and statistics, where stored (an index folder's shards:
-    :mod:`mlatr.search.shard_stats`), else computed here from the captions and the vectors.
+    :mod:`mlatr.search.shard_stats`) or when the clips given are a window of a larger library
+    (:class:`mlatr.search.milvus.MilvusRanker`), else computed here from the captions and the vectors.
 
     **Exact** (``window`` None): a query costs one product with the audio embeddings and one with the
     caption embeddings, a per-clip maximum over the captions (one ``maximum.at``) and the fused score of
@@ -142,6 +143,20 @@ class TextRanker:
         rows = self._caption_rows(clip)
         return int(rows[np.argmax(scores[rows])])
 
+    def clip_vector(self, row: int) -> np.ndarray:
+        """``[d]`` clip ``row``'s audio embedding ("more like this")."""
+        for part in self.audio.parts:
+            if row < len(part):
+                return part[row]
+            row -= len(part)
+        raise IndexError(row)
+
+    def caption_cutoff(self, caption: np.ndarray) -> float:
+        """The cosine above which a clip's best caption is rare for the query whose best caption cosines are
+        ``caption [N]`` (:func:`~mlatr.search.relevance.rare_cutoff` of the live clips'; a ranker over a window
+        of a larger library reads it from the library: :class:`mlatr.search.milvus.MilvusRanker`)."""
+        return rare_cutoff(caption[self.live])
+
     def rank(self, query_vec: np.ndarray, query: str, lang: str | None, k: int,
              rank: str = "hybrid") -> Ranking:
         """The ``k`` best live clips for the embedded query ``query_vec [d]`` (text ``query`` in ``lang``)."""
@@ -183,7 +198,7 @@ class TextRanker:
         keyword_scores = self.keywords.scores_of(terms)  # [M]
         caption, keyword = self._best(caption_scores), self._best(keyword_scores)  # [N] each
         keyword = np.where(np.isfinite(keyword), keyword, 0.0)
-        stats = QueryStats.of(self.stats, vec, self.keywords.idf_mass(terms), rare_cutoff(caption[self.live]))
+        stats = QueryStats.of(self.stats, vec, self.keywords.idf_mass(terms), self.caption_cutoff(caption))
         cand_rows = self._live_rows if rows is None else np.asarray(rows, np.int64)
         cands = Candidates(cand_rows, audio[cand_rows], caption[cand_rows], keyword[cand_rows])
         sources = {"sound": _Source(audio, self.live), "caption": _Source(caption, self.live & np.isfinite(caption)),

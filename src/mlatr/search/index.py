@@ -174,7 +174,7 @@ class Index:
             lib = milvus.read_milvus(str(path))
             index = cls(lib.clips, lib.captions, {k: v for k, v in lib.meta.items() if k != "format"},
                         backend="milvus", _model=model)
-            index._searchers.update(audio=lib.audio, captions=lib.caption_search)
+            index._searchers.update(audio=lib.audio, captions=lib.caption_search, text=lib.ranker)
             return index
         if backend not in BACKENDS:
             raise MlatrError(f"unknown search backend {backend!r} (choose from {', '.join(BACKENDS)})")
@@ -314,7 +314,8 @@ class Index:
             "max_seconds": self.meta["max_seconds"], "caption_languages": self.meta.get("caption_languages", []),
             "shards": [{"name": e["name"], "rows": e["rows"], "deleted": len(e.get("deleted", [])),
                         **{key: e[key] for key in ("ann", "caption_ann") if e.get(key)}} for e in self.shard_entries]
-            or [{"name": path.name if path else "memory", "rows": len(self.ids), "deleted": 0}]}
+            or [{"name": path.name if path else self.backend if self.backend == "milvus" else "memory",
+                 "rows": len(self.ids), "deleted": 0}]}
         if self.fusion_window() is not None and self.meta.get("fusion"):
             info["fusion"] = self.meta["fusion"]
         if check:

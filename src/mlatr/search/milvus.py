@@ -2,24 +2,49 @@
 
 Targets: ``milvus:PATH.db`` (milvus-lite, an embedded database in one file) or
 ``milvus://HOST:PORT/COLLECTION`` (a Milvus server or cluster; the same code talks to both). A target
-holds three collections, ``NAME`` (clips: ``id`` primary key, unit ``vector``, ``path``, ``info`` JSON
-with the captions and the audio file's state when encoded), ``NAME_captions`` (``row`` key, ``clip``
-id, ``lang``, ``text``, ``vector``) and ``NAME_meta`` (one row: the index meta as JSON, with the format,
-dim and the checkpoint, so ``search`` / ``serve`` load the right model). Vectors are indexed ``FLAT`` with
-the inner-product metric (exact search, ATRI eq. 1: results equal the local exact index's); a cluster's
-operator may re-index a collection with an approximate index, which Milvus then uses.
+holds four collections:
 
-Milvus keeps rows, not files: ``--add`` inserts the new clips' rows (two concurrent adds of different clips
-keep both; no read-modify-write), a re-encoded clip is an upsert, a deleted clip a delete. Loading a
-target (:func:`read_milvus`; :meth:`mlatr.search.index.Index.load` builds the Index from it) reads the clips'
-and captions' columns (ids, paths, captions: not the vectors) into the :class:`~mlatr.search.index.Index`,
-whose searchers query Milvus.
+- ``NAME`` (clips): ``id`` primary key, unit ``vector``, ``path``, ``info`` JSON with the captions and the
+  audio file's state when encoded;
+- ``NAME_captions``: ``row`` key, ``clip`` id, ``lang``, ``text``, unit ``vector``, and the caption's keyword
+  terms (:mod:`mlatr.search.analysis`, in its own language) as ``terms``, each term written as a token of
+  16 hex digits (:func:`term_token`) so that Milvus's ``standard`` analyzer (milvus-lite has no whitespace
+  one) keeps every term whole, stems and CJK bigrams included; a BM25 function turns ``terms`` into the
+  ``sparse`` vector (``bm25_k1`` 1.5, ``bm25_b`` 0.75: mlatr's BM25, :mod:`mlatr.search.lexical`);
+- ``NAME_meta``: the index meta as JSON (format, dim, checkpoint: ``search`` / ``serve`` load the right
+  model) and the library statistics of :mod:`mlatr.search.relevance` as append-only batches: each write
+  adds the sums (rows, outer products, count, terms) of what it inserted minus what it deleted
+  (:class:`Sums`), so two concurrent ``--add`` of different clips keep both clips and both batches;
+- ``NAME_terms``: the keyword terms' document counts, a row per term token and write (negative for deleted
+  captions), summed per query term (``TEXT_MATCH`` counts take a scan of every caption per term).
+
+Vectors are indexed ``FLAT`` with the inner-product metric (exact search, ATRI eq. 1: the sound ranking
+equals the local exact index's); a cluster's operator may re-index a collection approximately.
+
+Milvus keeps rows, not files: ``--add`` inserts the new clips' rows, a re-encoded clip is a delete and an
+insert, a deleted clip a delete. Every command opens a target as a fresh process does: it loads each
+collection it reads (milvus-lite 3.2 starts a process with every collection released). A Milvus error reaches
+the user as one :class:`~mlatr.errors.MlatrError` naming the target.
+
+Text ranking (:class:`MilvusRanker`): Milvus's own hybrid search fuses lists by rank (RRF) or by a weighted
+sum of raw scores, and the fitted relevance model (:mod:`mlatr.search.fusion`) reads z-scores against the
+library's statistics, a BM25 share of the query's idf mass, a caption's rarity and interactions, so it is
+computed here: Milvus finds each source's top window (audio ANN, caption ANN, BM25 sparse search), the
+union's vectors and caption terms are fetched, and mlatr scores every source of every candidate exactly
+(cosines; BM25 from the terms, the stored document counts and term total) and fuses them
+with :class:`~mlatr.search.hybrid.TextRanker` over the union. Where the windows hold every clip this is the
+local exact ranking.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
+import uuid
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
@@ -27,13 +52,29 @@ from urllib.parse import urlsplit
 import numpy as np
 
 from mlatr.errors import MlatrError
+from mlatr.search.analysis import terms as analysed_terms
 from mlatr.search.columns import REQUIRED, CaptionColumns, ClipColumns
+from mlatr.search.hybrid import Ranking, TextRanker
+from mlatr.search.lexical import idf
+from mlatr.search.relevance import LibraryStats, Moments, QueryStats
 
 PREFIX = "milvus:"
 DEFAULT_COLLECTION = "mlatr_index"
-FORMAT = "mlatr-milvus-1"
-#: Rows per insert / query page.
+FORMAT = "mlatr-milvus-2"
+#: Rows per insert / query page; ids per ``in`` filter.
 PAGE = 2000
+#: Keys per ``in`` filter of a fetch: a key of one row (a clip id, a term), of a clip's captions (16 of them).
+FETCH, CAPTION_FETCH = 4096, 1024
+#: BM25's parameters, those mlatr's keyword index scores with (bm25s' Lucene defaults, mlatr.search.lexical).
+BM25_K1, BM25_B = 1.5, 0.75
+#: Terms of one caption kept (a ``terms`` field holds at most 65,535 characters, 17 per term).
+MAX_TERMS = 3800
+#: Each source's window of a text query (the query's ``k`` when larger); Milvus returns at most 16,384.
+WINDOW = 256
+MAX_WINDOW = 16384
+#: The standard normal's 90 % quantile: a rare caption's cutoff where the caption window is too short to read
+#: it (:meth:`MilvusRanker.caption_cutoff`).
+Z_RARE = 1.2815515655446004
 
 
 def is_milvus(target: object) -> bool:
@@ -55,6 +96,18 @@ def parse_target(target: str) -> tuple[str, str]:
     return rest, DEFAULT_COLLECTION
 
 
+@contextmanager
+def reported(target: str) -> Iterator[None]:
+    """Any error pymilvus raises inside the block as one :class:`MlatrError` naming ``target``."""
+    from pymilvus.exceptions import MilvusException  # optional extra (mlatr[milvus])
+
+    try:
+        yield
+    except MilvusException as exc:
+        message = getattr(exc, "message", None) or str(exc)
+        raise MlatrError(f"{target}: Milvus refused: {' '.join(str(message).split())[:300]}") from exc
+
+
 def client(target: str):
     """A ``MilvusClient`` for ``target`` and the collection name."""
     try:
@@ -63,78 +116,234 @@ def client(target: str):
         raise MlatrError("a milvus target needs pymilvus (and milvus-lite for milvus:PATH.db): "
                          "pip install 'mlatr[milvus]'") from exc
     uri, collection = parse_target(target)
+    logging.getLogger("pymilvus").setLevel(logging.CRITICAL)  # it logs each error it raises: reported() says it
     try:
         return MilvusClient(uri), collection
     except Exception as exc:  # connection refused, a damaged file: pymilvus raises its own exception types
         raise MlatrError(f"{target}: cannot open ({type(exc).__name__}: {str(exc)[:200]})") from exc
 
 
+def names(collection: str) -> tuple[str, str, str, str]:
+    """The clips', captions', meta and term counts' collections of a target's ``collection``."""
+    return collection, f"{collection}_captions", f"{collection}_meta", f"{collection}_terms"
+
+
 def _create(mc, collection: str, dim: int) -> None:
-    from pymilvus import DataType, MilvusClient  # optional extra (mlatr[milvus])
+    from pymilvus import DataType, Function, FunctionType, MilvusClient  # optional extra (mlatr[milvus])
 
     key = {"is_primary": True, "max_length": 8192}
     text = {"max_length": 65535}
-    layout = {collection: [("id", DataType.VARCHAR, key), ("path", DataType.VARCHAR, text),
-                           ("info", DataType.JSON, {})],
-              f"{collection}_captions": [("row", DataType.VARCHAR, key), ("clip", DataType.VARCHAR, text),
-                                         ("lang", DataType.VARCHAR, {"max_length": 16}),
-                                         ("text", DataType.VARCHAR, text)],
-              f"{collection}_meta": [("key", DataType.VARCHAR, key), ("value", DataType.JSON, {})]}
+    clips, captions, meta, _ = names(collection)
+    layout = {clips: [("id", DataType.VARCHAR, key), ("path", DataType.VARCHAR, text), ("info", DataType.JSON, {})],
+              captions: [("row", DataType.VARCHAR, key), ("clip", DataType.VARCHAR, text),
+                         ("lang", DataType.VARCHAR, {"max_length": 16}), ("text", DataType.VARCHAR, text),
+                         ("terms", DataType.VARCHAR, {**text, "enable_analyzer": True,
+                                                       "analyzer_params": {"tokenizer": "standard"}}),
+                         ("n_terms", DataType.INT64, {}), ("sparse", DataType.SPARSE_FLOAT_VECTOR, {})],
+              meta: [("key", DataType.VARCHAR, key), ("value", DataType.JSON, {})],
+              f"{collection}_terms": [("key", DataType.VARCHAR, key), ("token", DataType.VARCHAR, {"max_length": 16}),
+                                      ("df", DataType.INT64, {})]}
     for name, fields in layout.items():
         if mc.has_collection(name):
             continue
         schema = MilvusClient.create_schema(auto_id=False, enable_dynamic_field=False)
         for field_name, kind, opts in fields:
             schema.add_field(field_name, kind, **opts)
-        schema.add_field("vector", DataType.FLOAT_VECTOR, dim=dim if not name.endswith("_meta") else 2)
+        schema.add_field("vector", DataType.FLOAT_VECTOR, dim=2 if name.endswith("_terms") else dim)
         params = mc.prepare_index_params()
         params.add_index(field_name="vector", index_type="FLAT", metric_type="IP")
+        if name.endswith("_terms"):
+            params.add_index(field_name="token", index_type="INVERTED")
+        if name == captions:
+            schema.add_function(Function(name="bm25", function_type=FunctionType.BM25, input_field_names=["terms"],
+                                         output_field_names=["sparse"]))
+            params.add_index(field_name="sparse", index_type="SPARSE_INVERTED_INDEX", metric_type="BM25",
+                             params={"bm25_k1": BM25_K1, "bm25_b": BM25_B})
         mc.create_collection(name, schema=schema, index_params=params)
+
+
+def _load(mc, *collections: str) -> None:
+    """Load ``collections`` for reading (a process starts with them released; loading a loaded one is a no-op)."""
+    for name in collections:
+        mc.load_collection(name)
 
 
 def read_meta(target: str) -> dict | None:
     """The meta a target records, or None when it holds no index yet."""
     mc, collection = client(target)
-    if not mc.has_collection(f"{collection}_meta"):
-        return None
-    rows = mc.query(f"{collection}_meta", filter='key == "meta"', output_fields=["value"])
+    meta_name = names(collection)[2]
+    with reported(target):
+        if not mc.has_collection(meta_name):
+            return None
+        _load(mc, meta_name)
+        rows = mc.query(meta_name, filter='key == "meta"', output_fields=["value"])
     if not rows:
         return None
     meta = rows[0]["value"]
     if not isinstance(meta, dict) or meta.get("format") != FORMAT or not isinstance(meta.get("dim"), int):
-        raise MlatrError(f"{target}: its {collection}_meta collection does not hold an mlatr index meta")
+        found = meta.get("format") if isinstance(meta, dict) else None
+        raise MlatrError(f"{target}: its {meta_name} collection does not hold an {FORMAT} index meta (found "
+                         f"{found!r}: build the index again with mlatr index build --to {target})")
     return meta
+
+
+def term_token(term: str) -> str:
+    """A keyword term as the token Milvus stores: 16 hex digits of its BLAKE2b hash (one token for any
+    analyzer; two of a library's terms share one with a chance of about ``V^2 / 2^65`` for ``V`` terms)."""
+    return hashlib.blake2b(term.encode(), digest_size=8).hexdigest()
+
+
+def caption_terms(text: str, lang: str | None) -> list[str]:
+    """The keyword terms of a caption in ``lang`` (:func:`mlatr.search.analysis.terms`), at most :data:`MAX_TERMS`."""
+    return analysed_terms(text, lang)[:MAX_TERMS]
+
+
+@dataclass
+class Sums:
+    """The sums that give a set of rows' :class:`~mlatr.search.relevance.Moments`: ``total [d]``, ``outer [d, d]``
+    (of ``x x^T``) and ``count``; for captions also ``terms``, the BM25 document lengths' sum (a caption of no
+    term counting 1, as mlatr's keyword index does). A deletion adds negative sums."""
+
+    total: np.ndarray
+    outer: np.ndarray
+    count: int
+    terms: int = 0
+    doc_freq: Counter | None = None
+
+    @classmethod
+    def of(cls, rows: np.ndarray, lengths: Sequence[int] = (), sign: int = 1,
+           docs: Sequence[Sequence[str]] = ()) -> Sums:
+        """The sums of ``rows`` (``lengths``: their BM25 lengths; ``docs``: their term tokens, for the document
+        frequencies), negated with ``sign`` -1."""
+        x = np.asarray(rows, np.float64)
+        df = Counter()
+        for toks in docs:
+            df.update(set(toks))
+        return cls(sign * x.sum(axis=0), sign * (x.T @ x), sign * len(x), sign * sum(max(n, 1) for n in lengths),
+                   Counter({t: sign * n for t, n in df.items()}))
+
+    def __add__(self, other: Sums) -> Sums:
+        df = Counter(self.doc_freq or {})
+        for t, n in (other.doc_freq or {}).items():
+            df[t] = df.get(t, 0) + n
+        return Sums(self.total + other.total, self.outer + other.outer, self.count + other.count,
+                    self.terms + other.terms, df)
+
+    def moments(self) -> Moments:
+        if self.count <= 0:
+            return Moments(np.zeros(len(self.total)), np.zeros_like(self.outer), 0)
+        mean = self.total / self.count
+        return Moments(mean, self.outer / self.count - np.outer(mean, mean), self.count)
+
+
+def _stats_rows(write: str, kind: str, sums: Sums) -> list[dict]:
+    """The meta rows of one write's batch of ``kind`` (audio | captions) statistics: its ``total`` as the
+    vector of row ``stats/WRITE/KIND/total`` (with the counts), the rows of ``outer`` as ``.../outer/I``."""
+    head = f"stats/{write}/{kind}"
+    rows = [{"key": f"{head}/total", "value": {"count": int(sums.count), "terms": int(sums.terms)},
+             "vector": sums.total.astype(np.float32).tolist()}]
+    rows += [{"key": f"{head}/outer/{i}", "value": {"row": i}, "vector": r.astype(np.float32).tolist()}
+             for i, r in enumerate(sums.outer)]
+    return rows
+
+
+def _read_stats(mc, meta_name: str, dim: int) -> dict[str, Sums]:
+    """The library's :class:`Sums` per kind: every write's batch added up."""
+    out = {kind: Sums(np.zeros(dim), np.zeros((dim, dim)), 0) for kind in ("audio", "captions")}
+    for r in _all(mc, meta_name, ["key", "value", "vector"], 'key like "stats/%"'):
+        _, _, kind, part, *row = r["key"].split("/")
+        s, v = out[kind], np.asarray(r["vector"], np.float64)
+        if part == "total":
+            s.total += v
+            s.count += int(r["value"]["count"])
+            s.terms += int(r["value"].get("terms", 0))
+        else:
+            s.outer[int(row[0])] += v
+    return out
+
+
+def _fetch(mc, name: str, key: str, values: Sequence[str], fields: list[str], page: int = FETCH) -> list[dict]:
+    """The rows of collection ``name`` whose ``key`` is one of ``values``, ``fields`` of them, ``page`` values per
+    query (a query answers at most :data:`MAX_WINDOW` rows: where one does, its rows are read by the iterator)."""
+    out: list[dict] = []
+    values = list(values)
+    for start in range(0, len(values), page):
+        where = f"{key} in {json.dumps(values[start:start + page])}"
+        rows = mc.query(name, filter=where, output_fields=fields, limit=MAX_WINDOW)
+        out += rows if len(rows) < MAX_WINDOW else _all(mc, name, fields, where)  # a page of clips of many captions
+    return out
+
+
+def _remove(mc, collection: str, ids: Sequence[str], dim: int) -> tuple[Sums, Sums, list[str]]:
+    """Delete the clips ``ids`` present (and their captions); their statistics, negative, and the ids found."""
+    clips, captions, _, _ = names(collection)
+    found = _fetch(mc, clips, "id", ids, ["id", "vector"])
+    caps = _fetch(mc, captions, "clip", [r["id"] for r in found], ["row", "vector", "n_terms", "terms"],
+                  CAPTION_FETCH)
+    gone = [r["id"] for r in found]
+    audio = Sums.of(np.asarray([r["vector"] for r in found], np.float32).reshape(-1, dim), sign=-1)
+    text = Sums.of(np.asarray([r["vector"] for r in caps], np.float32).reshape(-1, dim),
+                   [int(r["n_terms"]) for r in caps], sign=-1, docs=[r["terms"].split() for r in caps])
+    for start in range(0, len(gone), PAGE):
+        chunk = gone[start:start + PAGE]
+        mc.delete(clips, ids=chunk)
+        mc.delete(captions, filter=f"clip in {json.dumps(chunk)}")
+    return audio, text, gone
+
+
+def _add_stats(mc, collection: str, audio: Sums, text: Sums) -> None:
+    """One write's batch: its statistics in the meta collection, its terms' document counts (a row per term
+    and write, ``df`` negative for deleted captions) in the terms collection."""
+    _, _, meta_name, terms_name = names(collection)
+    write = uuid.uuid4().hex
+    rows = _stats_rows(write, "audio", audio) + _stats_rows(write, "captions", text)
+    counts = [{"key": f"{t}/{write}", "token": t, "df": int(n), "vector": [0.0, 0.0]}
+              for t, n in (text.doc_freq or {}).items() if n]
+    for name, data in ((meta_name, rows), (terms_name, counts)):
+        for start in range(0, len(data), PAGE):
+            mc.insert(name, data[start:start + PAGE])
 
 
 def write_milvus(target: str, clips: ClipColumns, captions: CaptionColumns, meta: dict, drop_ids: list[str],
                  replace: bool) -> int:
     """Insert the rows of ``clips`` and ``captions`` (in memory) into ``target`` with the index's ``meta``, after
-    deleting the clips ``drop_ids`` (and, with ``replace``, everything). Returns the rows written."""
+    deleting the clips ``drop_ids`` (and, with ``replace``, everything), and the library statistics' batch of
+    the change. Returns the rows written."""
     mc, collection = client(target)
-    names = (collection, f"{collection}_captions", f"{collection}_meta")
-    if replace:
-        for name in names:
-            if mc.has_collection(name):
-                mc.drop_collection(name)
-    _create(mc, collection, clips.dim)
-    gone = sorted(set(drop_ids) | set(clips.ids))
-    if gone and not replace:
-        for start in range(0, len(gone), PAGE):
-            chunk = gone[start:start + PAGE]
-            mc.delete(collection, ids=chunk)
-            mc.delete(f"{collection}_captions", filter=f"clip in {json.dumps(chunk)}")
-    rows = [{"id": cid, "vector": np.asarray(clips.embeddings[i], np.float32).tolist(), **_clip_fields(clips.row(i))}
-            for i, cid in enumerate(clips.ids)]
-    caps = [{"row": f"{clips.ids[c]}\t{j}", "clip": clips.ids[c], **captions.row(j),
-             "vector": np.asarray(captions.embeddings[j], np.float32).tolist()}
-            for j, c in enumerate(captions.clip.tolist())]
-    for name, data in ((collection, rows), (f"{collection}_captions", caps)):
-        for start in range(0, len(data), PAGE):
-            mc.insert(name, data[start:start + PAGE])
-    meta = {k: v for k, v in meta.items() if k not in ("format", "dim", "dtype")}
-    mc.upsert(f"{collection}_meta", [{"key": "meta", "value": {**meta, "format": FORMAT, "dim": clips.dim},
-                                      "vector": [0.0, 0.0]}])
-    return len(rows) + len(caps)
+    clip_name, caption_name, meta_name, _ = names(collection)
+    dim = clips.dim
+    with reported(target):
+        if replace:
+            for name in names(collection):
+                if mc.has_collection(name):
+                    mc.drop_collection(name)
+        _create(mc, collection, dim)
+        _load(mc, *names(collection))
+        gone_audio = gone_text = Sums(np.zeros(dim), np.zeros((dim, dim)), 0)
+        if not replace:
+            gone_audio, gone_text, _ = _remove(mc, collection, sorted(set(drop_ids) | set(clips.ids)), dim)
+        audio, text = gone_audio, gone_text
+        for start in range(0, len(clips.ids), PAGE):  # a page at a time: rows as lists cost ~30x the vectors
+            vecs = np.asarray(clips.embeddings[start:start + PAGE], np.float32)
+            mc.insert(clip_name, [{"id": clips.ids[i], "vector": v, **_clip_fields(clips.row(i))}
+                                  for i, v in zip(range(start, start + len(vecs)), vecs.tolist(), strict=True)])
+            audio = audio + Sums.of(vecs)
+        clip_of = captions.clip.tolist()
+        for start in range(0, len(clip_of), PAGE):
+            vecs = np.asarray(captions.embeddings[start:start + PAGE], np.float32)
+            page, docs = [], []
+            for j, v in zip(range(start, start + len(vecs)), vecs.tolist(), strict=True):
+                row = captions.row(j)
+                docs.append([term_token(t) for t in caption_terms(row["text"], row["lang"])])
+                page.append({"row": f"{clips.ids[clip_of[j]]}\t{j}", "clip": clips.ids[clip_of[j]], **row,
+                             "terms": " ".join(docs[-1]), "n_terms": len(docs[-1]), "vector": v})
+            mc.insert(caption_name, page)
+            text = text + Sums.of(vecs, [len(d) for d in docs], docs=docs)
+        _add_stats(mc, collection, audio, text)
+        meta = {k: v for k, v in meta.items() if k not in ("format", "dim", "dtype")}
+        mc.upsert(meta_name, [{"key": "meta", "value": {**meta, "format": FORMAT, "dim": dim},
+                               "vector": [0.0] * dim}])
+    return len(clips.ids) + len(clip_of)
 
 
 def _clip_fields(row: dict[str, Any]) -> dict[str, Any]:
@@ -145,14 +354,19 @@ def _clip_fields(row: dict[str, Any]) -> dict[str, Any]:
 
 def delete_milvus(target: str, ids: list[str]) -> int:
     """Delete the clips ``ids`` (and their captions) from ``target``; unknown ids are an error."""
+    meta = read_meta(target)
+    if meta is None:
+        raise MlatrError(f"{target}: holds no mlatr index")
     mc, collection = client(target)
-    found = {r["id"] for r in mc.query(collection, filter=f"id in {json.dumps(list(ids))}", output_fields=["id"])}
-    unknown = [i for i in ids if i not in found]
-    if unknown:
-        raise MlatrError(f"{target}: no clip {', '.join(map(repr, unknown[:5]))}; nothing deleted")
-    mc.delete(collection, ids=list(ids))
-    mc.delete(f"{collection}_captions", filter=f"clip in {json.dumps(list(ids))}")
-    return len(found)
+    with reported(target):
+        _load(mc, *names(collection))
+        found = {r["id"] for r in _fetch(mc, collection, "id", ids, ["id"])}
+        unknown = [i for i in ids if i not in found]
+        if unknown:
+            raise MlatrError(f"{target}: no clip {', '.join(map(repr, unknown[:5]))}; nothing deleted")
+        audio, text, gone = _remove(mc, collection, list(dict.fromkeys(ids)), meta["dim"])
+        _add_stats(mc, collection, audio, text)
+    return len(gone)
 
 
 #: Loggers that report, as errors, milvus-lite's embedded server lacking a timestamp call the query
@@ -160,14 +374,15 @@ def delete_milvus(target: str, ids: list[str]) -> int:
 NOISY_LOGGERS = ("grpc._server", "pymilvus.client.iterator.query_iterator")
 
 
-def _all(mc, name: str, fields: list[str]) -> list[dict]:
-    """Every row of collection ``name`` (``fields`` of it), paged."""
+def _all(mc, name: str, fields: list[str], filter: str = "") -> list[dict]:
+    """Every row of collection ``name`` (``fields`` of it; those matching ``filter``), paged."""
     loggers = [logging.getLogger(n) for n in NOISY_LOGGERS]
     levels = [lg.level for lg in loggers]
     for lg in loggers:
         lg.setLevel(logging.CRITICAL)
     try:
-        it = mc.query_iterator(name, batch_size=PAGE, output_fields=fields)
+        # the largest batch a query answers: each batch is a query (pk > last) that scans the collection
+        it = mc.query_iterator(name, batch_size=MAX_WINDOW, output_fields=fields, filter=filter)
         out: list[dict] = []
         while True:
             batch = it.next()
@@ -178,56 +393,244 @@ def _all(mc, name: str, fields: list[str]) -> list[dict]:
     finally:
         for lg, level in zip(loggers, levels, strict=True):
             lg.setLevel(level)
-
-
 class MilvusSearcher:
     """Top-k through a Milvus collection; rows are positions in the loaded index (ties: lower row first)."""
 
     name = "milvus"
 
-    def __init__(self, mc, collection: str, key: str, row_of: dict[str, int]):
-        self.mc, self.collection, self.key, self.row_of = mc, collection, key, row_of
+    def __init__(self, mc, target: str, collection: str, key: str, row_of: dict[str, int]):
+        self.mc, self.target, self.collection, self.key, self.row_of = mc, target, collection, key, row_of
+
+    def hits(self, data: list, k: int, field: str = "vector", metric: str = "IP") -> list[list[tuple[int, float]]]:
+        """Per query of ``data`` (vectors, or BM25 texts with ``field`` sparse, ``metric`` BM25): the ``(row,
+        score)`` of its ``k`` best rows, as Milvus returns them (a row loaded since: left out)."""
+        with reported(self.target):
+            found = self.mc.search(self.collection, data=data, limit=min(int(k), MAX_WINDOW), anns_field=field,
+                                   output_fields=[self.key], search_params={"metric_type": metric})
+        # milvus-lite answers a BM25 score negated (its distance): the score is its magnitude
+        return [[(self.row_of[h["entity"][self.key]], abs(float(h["distance"])) if metric == "BM25"
+                  else float(h["distance"])) for h in hits if h["entity"][self.key] in self.row_of] for hits in found]
 
     def top_k(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
         queries = np.atleast_2d(np.asarray(queries, np.float32))
         k = min(int(k), len(self.row_of))
         if k <= 0:
             return np.zeros((len(queries), 0), np.float32), np.zeros((len(queries), 0), np.int64)
-        found = self.mc.search(self.collection, data=queries.tolist(), limit=k, output_fields=[self.key],
-                               search_params={"metric_type": "IP"})
         scores = np.full((len(queries), k), -np.inf, np.float32)
         rows = np.full((len(queries), k), -1, np.int64)
-        for q, hits in enumerate(found):
-            r = np.asarray([self.row_of.get(h["entity"][self.key], -1) for h in hits], np.int64)
-            s = np.asarray([h["distance"] for h in hits], np.float32)
+        for q, hits in enumerate(self.hits(queries.tolist(), k)):
+            r = np.asarray([h[0] for h in hits], np.int64)
+            s = np.asarray([h[1] for h in hits], np.float32)
             order = np.lexsort((r, -s))[:k]
             scores[q, :len(order)], rows[q, :len(order)] = s[order], r[order]
         return scores, rows
 
 
+class WindowKeywords:
+    """BM25 of a query against a window's captions, with the whole library's statistics (what
+    :class:`~mlatr.search.hybrid.TextRanker` asks of its keyword index): ``tokens`` per caption (its
+    :func:`term_token` s), the library's caption ``count`` and ``avgdl``, each query term's document
+    frequency ``doc_freq``, and ``query_terms``, the query's terms (analysed once, in its language).
+
+    References:
+        Robertson & Zaragoza 2009, "The probabilistic relevance framework: BM25 and beyond", eq. 3.15 with
+        Lucene's idf and without the constant ``k1 + 1`` factor: the form bm25s scores (:mod:`mlatr.search.lexical`).
+    """
+
+    def __init__(self, tokens: list[list[str]], count: int, avgdl: float, doc_freq: dict[str, int],
+                 query_terms: list[str]):
+        self.tokens, self.count, self.avgdl, self.doc_freq = tokens, count, avgdl, doc_freq
+        self._terms = query_terms
+
+    def terms(self, query: str, lang: str | None) -> list[str]:
+        """The query's terms (given: this keyword index serves one query)."""
+        return self._terms
+
+    def scores_of(self, terms: list[str]) -> np.ndarray:
+        out = np.zeros(len(self.tokens), np.float64)
+        known = [t for t in terms if self.doc_freq.get(t, 0) > 0]
+        if not known:
+            return out.astype(np.float32)
+        weight = dict(zip(map(term_token, known), idf(np.array([self.doc_freq[t] for t in known]), self.count),
+                          strict=True))
+        for j, toks in enumerate(self.tokens):
+            tf = Counter(t for t in toks if t in weight)
+            norm = BM25_K1 * (1 - BM25_B + BM25_B * max(len(toks), 1) / self.avgdl)
+            out[j] = sum(weight[t] * n / (n + norm) for t, n in tf.items())
+        return out.astype(np.float32)
+
+    def idf_mass(self, terms: list[str]) -> float:
+        if not terms:
+            return 0.0
+        return float(idf(np.array([self.doc_freq.get(t, 0) for t in terms]), self.count).sum())
+
+    def matched_terms(self, terms: list[str], row: int) -> list[str]:
+        have = set(self.tokens[row])
+        return [t for t in terms if term_token(t) in have]
+
+
+class _WindowRanker(TextRanker):
+    """A :class:`~mlatr.search.hybrid.TextRanker` over one query's window of a library: the library's
+    statistics and keyword weights given, and its caption cutoff (the rare caption's) read from Milvus."""
+
+    cutoff = float("inf")
+
+    def caption_cutoff(self, caption: np.ndarray) -> float:
+        return self.cutoff
+
+
+class MilvusRanker:
+    """Text queries ranked on a Milvus target by :mod:`mlatr.search.fusion` (the module docstring says how and
+    why), with the answers :class:`~mlatr.search.hybrid.TextRanker` gives (:meth:`rank_many`, :meth:`describe`).
+
+    Rows are positions in the loaded index's tables; ``captions_of``: per clip row, its caption rows."""
+
+    def __init__(self, mc, target: str, collection: str, clips: ClipColumns, captions: CaptionColumns,
+                 sums: dict[str, Sums], window: int = WINDOW):
+        self.mc, self.target, self.window = mc, target, window
+        self.clip_name, self.caption_name, _, self.terms_name = names(collection)
+        self.ids, self.caption_text, self.caption_lang = clips.ids, captions.get("text"), captions.get("lang")
+        self.row_of = {cid: i for i, cid in enumerate(self.ids)}
+        self.caption_clip = np.asarray(captions.clip, np.int64)
+        self.stats = LibraryStats(sums["audio"].moments(), sums["captions"].moments())
+        self.caption_count = max(sums["captions"].count, 0)
+        self.avgdl = sums["captions"].terms / self.caption_count if self.caption_count else 1.0
+        self.captioned = len(np.unique(self.caption_clip))
+        self.audio = MilvusSearcher(mc, target, self.clip_name, "id", self.row_of)
+        self.caption_keys: list[str] = []  # caption row -> its primary key, filled by read_milvus
+        self.caption_rows: dict[str, int] = {}  # and back
+        self.caption_search = MilvusSearcher(mc, target, self.caption_name, "row", self.caption_rows)
+
+    def rank_many(self, query_vecs: np.ndarray, queries: Sequence[str], langs: Sequence[str | None],
+                  ks: Sequence[int], ranks: Sequence[str]) -> list[Ranking]:
+        windows = self._windows(query_vecs, queries, langs, ks, [()] * len(queries))
+        out = []
+        for (sub, rows), vec, query, lang, k, rank in zip(windows, query_vecs, queries, langs, ks, ranks, strict=True):
+            out.append(_rows_of(sub.rank(vec, query, lang, k, rank), rows))
+        return out
+
+    def describe(self, vec: np.ndarray, query: str, lang: str | None, rows: np.ndarray, sound: np.ndarray,
+                 rank: str = "audio") -> Ranking:
+        (sub, union), = self._windows(np.asarray(vec)[None], [query], [lang], [len(rows)], [rows])
+        rows = np.asarray(rows, np.int64)
+        kept = np.isin(rows, union)  # a clip deleted since the index was loaded is not returned
+        local = np.searchsorted(union, rows[kept])
+        return _rows_of(sub.describe(vec, query, lang, local, np.asarray(sound)[kept], rank), union)
+
+    def _windows(self, vecs: np.ndarray, queries: Sequence[str], langs: Sequence[str | None], ks: Sequence[int],
+                 given: Sequence[Sequence[int]]) -> list[tuple[_WindowRanker, np.ndarray]]:
+        """Per query: a ranker over the union of its sources' windows (and the ``given`` rows), and the
+        union's rows (ascending)."""
+        vecs = np.asarray(vecs, np.float32)
+        terms = [list(dict.fromkeys(analysed_terms(q, lang))) for q, lang in zip(queries, langs, strict=True)]
+        width = min(max(self.window, *ks), MAX_WINDOW)
+        sound = self.audio.hits(vecs.tolist(), width)
+        meaning = self.caption_search.hits(vecs.tolist(), width)
+        worded = [i for i, t in enumerate(terms) if t]
+        keyword = dict(zip(worded, self.caption_search.hits([" ".join(map(term_token, terms[i])) for i in worded],
+                                                            width, "sparse", "BM25"), strict=True))
+        unions = [np.unique(np.asarray([r for r, _ in sound[b]] + [int(self.caption_clip[r]) for r, _ in meaning[b]]
+                                       + [int(self.caption_clip[r]) for r, _ in keyword.get(b, [])]
+                                       + list(given[b]), np.int64)) for b in range(len(queries))]
+        every = np.unique(np.concatenate(unions)) if unions else np.zeros(0, np.int64)
+        audio, caps = self._vectors(every)
+        unions = [rows[np.isin(rows, list(audio))] for rows in unions]  # clips deleted since the load: left out
+        doc_freq = self._doc_freq({t for ts in terms for t in ts})
+        out = []
+        for b, rows in enumerate(unions):
+            cap_rows = np.flatnonzero(np.isin(self.caption_clip, rows))  # ascending
+            sub = _WindowRanker(
+                np.asarray([audio[r] for r in rows], np.float32).reshape(-1, vecs.shape[1]),
+                np.asarray([caps[j][0] for j in cap_rows], np.float32).reshape(-1, vecs.shape[1]),
+                np.searchsorted(rows, self.caption_clip[cap_rows]),
+                [self.caption_text[j] for j in cap_rows], [self.caption_lang[j] for j in cap_rows],
+                keywords=WindowKeywords([caps[j][1] for j in cap_rows], self.caption_count, self.avgdl,
+                                        {t: doc_freq[t] for t in terms[b]}, terms[b]),
+                stats=self.stats)
+            sub.cutoff = self.caption_cutoff(vecs[b], meaning[b])
+            out.append((sub, rows))
+        return out
+
+    def clip_vector(self, row: int) -> np.ndarray:
+        """``[d]`` clip ``row``'s audio embedding, read from Milvus ("more like this")."""
+        with reported(self.target):
+            found = _fetch(self.mc, self.clip_name, "id", [self.ids[row]], ["vector"])
+        if not found:
+            raise MlatrError(f"{self.target}: clip {self.ids[row]!r} was deleted since the index was loaded")
+        return np.asarray(found[0]["vector"], np.float32)
+
+    def caption_cutoff(self, vec: np.ndarray, window: list[tuple[int, float]]) -> float:
+        """:func:`~mlatr.search.relevance.rare_cutoff` of the library's best caption cosines for the query
+        ``vec``: read from its caption window (best first) where the window holds more than a tenth of the
+        captioned clips; else the lower of the window's last cosine and the normal estimate ``mean + 1.28
+        std`` of the query's caption cosines (the library's caption moments)."""
+        m = int(0.1 * self.captioned)
+        if m == 0:
+            return float("inf")
+        best: dict[int, float] = {}
+        for r, s in window:
+            best.setdefault(int(self.caption_clip[r]), s)
+        if len(best) > m:
+            return float(sorted(best.values(), reverse=True)[m])
+        q = QueryStats.of(self.stats, np.asarray(vec, np.float64), 0.0)
+        last = window[-1][1] if window else float("inf")
+        return float(min(last, q.caption_mean + Z_RARE * q.caption_std))
+
+    def _vectors(self, rows: np.ndarray) -> tuple[dict[int, np.ndarray], dict[int, tuple[np.ndarray, list[str]]]]:
+        """The audio vectors of the clips ``rows`` (those still in Milvus) and, per caption row of theirs, its
+        vector and terms."""
+        ids = [self.ids[r] for r in rows.tolist()]
+        with reported(self.target):
+            clips = _fetch(self.mc, self.clip_name, "id", ids, ["id", "vector"])
+            caps = _fetch(self.mc, self.caption_name, "row", [self.caption_keys[j] for j in
+                                                              np.flatnonzero(np.isin(self.caption_clip, rows))],
+                          ["row", "vector", "terms"])  # by primary key: a filter on clip scans every caption
+        audio = {self.row_of[r["id"]]: np.asarray(r["vector"], np.float32) for r in clips}
+        return audio, {self.caption_rows[r["row"]]: (np.asarray(r["vector"], np.float32), r["terms"].split())
+                       for r in caps if r["row"] in self.caption_rows}
+
+    def _doc_freq(self, terms: set[str]) -> dict[str, int]:
+        """Each of ``terms``' document frequency among the library's captions: the writes' counts added up."""
+        token = {t: term_token(t) for t in terms}
+        with reported(self.target):
+            rows = _fetch(self.mc, self.terms_name, "token", sorted(set(token.values())), ["token", "df"])
+        df = Counter()
+        for r in rows:
+            df[r["token"]] += int(r["df"])
+        return {t: df.get(token[t], 0) for t in terms}
+
+
+def _rows_of(ranking: Ranking, rows: np.ndarray) -> Ranking:
+    """A window ranker's ``ranking`` with its rows turned into the library's (``rows``: the window's)."""
+    return Ranking([r._replace(row=int(rows[r.row])) for r in ranking], ranking.relevance)
+
+
 @dataclass
 class MilvusLibrary:
     """What a Milvus target holds for an :class:`~mlatr.search.index.Index` (built by ``Index.load``): the
-    index metadata, the clips' and captions' columns without their vectors (in id / row order) and a
-    searcher over each collection."""
+    index metadata, the clips' and captions' columns without their vectors (in id / row order), a searcher
+    over each collection and the text ranker."""
 
     meta: dict[str, Any]
     clips: ClipColumns
     captions: CaptionColumns
     audio: MilvusSearcher
     caption_search: MilvusSearcher
+    ranker: MilvusRanker
 
 
 def read_milvus(target: str) -> MilvusLibrary:
-    """The metadata, rows and searchers of a Milvus target (the vectors stay in Milvus)."""
+    """The metadata, rows, library statistics and searchers of a Milvus target (the vectors stay in Milvus)."""
     meta = read_meta(target)
     if meta is None:
         raise MlatrError(f"{target}: holds no mlatr index (build one with mlatr index build --to {target})")
     mc, collection = client(target)
-    mc.load_collection(collection)
-    mc.load_collection(f"{collection}_captions")
-    clips = sorted(_all(mc, collection, ["id", "path", "info"]), key=lambda r: r["id"])
-    caps = sorted(_all(mc, f"{collection}_captions", ["row", "clip", "lang", "text"]), key=lambda r: r["row"])
+    clip_name, caption_name, meta_name, terms_name = names(collection)
+    with reported(target):
+        _load(mc, clip_name, caption_name, meta_name, terms_name)
+        clips = sorted(_all(mc, clip_name, ["id", "path", "info"]), key=lambda r: r["id"])
+        caps = sorted(_all(mc, caption_name, ["row", "clip", "lang", "text"]), key=lambda r: r["row"])
+        sums = _read_stats(mc, meta_name, meta["dim"])
     row_of = {r["id"]: i for i, r in enumerate(clips)}
     dim = meta["dim"]
     fields = [{"path": r["path"], **r["info"]} for r in clips]
@@ -238,5 +641,7 @@ def read_milvus(target: str) -> MilvusLibrary:
                         {c.key: [f.get(c.key, c.default) for f in fields] for c in ClipColumns.columns})
     captions = CaptionColumns(np.zeros((0, dim), np.float32), [row_of.get(c["clip"], -1) for c in caps],
                               {c.key: [r[c.key] for r in caps] for c in CaptionColumns.columns})
-    return MilvusLibrary(meta, table, captions, MilvusSearcher(mc, collection, "id", row_of),
-                         MilvusSearcher(mc, f"{collection}_captions", "row", {c["row"]: j for j, c in enumerate(caps)}))
+    ranker = MilvusRanker(mc, target, collection, table, captions, sums)
+    ranker.caption_keys[:] = [c["row"] for c in caps]
+    ranker.caption_rows.update({key: j for j, key in enumerate(ranker.caption_keys)})
+    return MilvusLibrary(meta, table, captions, ranker.audio, ranker.caption_search, ranker)

@@ -35,7 +35,7 @@ class Hit:
     """One ranked clip: 1-based ``rank``, ``score`` (a cosine; for a hybrid text search the fused score of
     :mod:`mlatr.search.fusion`), ``id``, absolute ``path``, English captions, the ``evidence`` that ranked it
     (:mod:`mlatr.search.hybrid`); ``relevance``: the calibrated probability that the clip answers the query
-    (:mod:`mlatr.search.relevance`; ``None`` where it cannot be computed: a Milvus index's captions);
+    (:mod:`mlatr.search.relevance`);
     ``stale``: ``"deleted"`` / ``"changed"`` when the clip's audio is gone or differs from when it was
     indexed (its embedding describes a file that is not there any more)."""
 
@@ -61,7 +61,7 @@ class Results(list):
     """The hits of a search, best first (a ``list`` of :class:`Hit`), and whether the library seems to hold
     anything relevant. ``relevance``: the probability that it does (for a text query the answer model's,
     :func:`~mlatr.search.relevance.answer_relevance`; given none, the best hit's relevance; ``None`` where
-    no relevance can be computed: a Milvus index). ``nothing_relevant`` is True when it is below
+    hit has a relevance). ``nothing_relevant`` is True when it is below
     ``min_relevance`` (the relevance model's threshold unless the caller gave one), or when there is no hit;
     the hits are there all the same, for whoever wants the closest ones."""
 
@@ -214,18 +214,11 @@ def rank_texts(index: SearchIndex, vecs: np.ndarray, queries: Sequence[TextQuery
     if by_sound:
         found = _nearest_rows(index, vecs[by_sound], [ks[j] for j in by_sound])
         for j, (scores, rows) in zip(by_sound, found, strict=True):
-            if index.backend == "milvus":  # its captions live in Milvus: the sound's evidence only, no relevance
-                hits, relevance = clip_hits(index, scores, rows), None
-                for h in hits:
-                    h.evidence = [{"source": "sound", "score": h.score, "rank": h.rank}]
-            else:
-                described = index.text_ranker().describe(vecs[j], texts[j], langs[j], rows, scores, ranks[j])
-                hits, relevance = _ranked_hits(index, described), described.relevance
-            out[j] = Results(hits, mins[j], relevance)
+            described = index.text_ranker().describe(vecs[j], texts[j], langs[j], rows, scores, ranks[j])
+            out[j] = Results(_ranked_hits(index, described), mins[j], described.relevance)
     fused = [j for j, rank in enumerate(ranks) if rank not in sound_only]
     if fused:
-        ranker = _ranker(index, ranks[fused[0]])
-        ranked = ranker.rank_many(vecs[fused], [texts[j] for j in fused], [langs[j] for j in fused],
+        ranked = index.text_ranker().rank_many(vecs[fused], [texts[j] for j in fused], [langs[j] for j in fused],
                                   [ks[j] for j in fused], [ranks[j] for j in fused])
         for j, one in zip(fused, ranked, strict=True):
             out[j] = Results(_ranked_hits(index, one), mins[j], one.relevance)
@@ -243,14 +236,6 @@ def has_live_captions(index: SearchIndex) -> bool:
     if index.backend != "milvus":  # the ranker knows, once (a pass over a million captions is not per query)
         return bool(index.text_ranker().caption_live.any())
     return not np.isin(np.asarray(index.caption_clip), index.deleted_rows).all()
-
-
-def _ranker(index: SearchIndex, rank: str):
-    """The index's :class:`~mlatr.search.hybrid.TextRanker` (tombstoned clips never rank), for ``rank``."""
-    if index.backend == "milvus":
-        raise MlatrError(f"rank {rank!r} scores every clip's captions and keywords here, and a Milvus index keeps "
-                         "its vectors in Milvus: use rank audio (--rank audio) for a Milvus index")
-    return index.text_ranker()
 
 
 def _ranked_hits(index: SearchIndex, ranked: list[Ranked]) -> list[Hit]:
@@ -274,11 +259,11 @@ def search_audio(index: SearchIndex, query: str | os.PathLike | np.ndarray, k: i
 
 def sound_results(index: SearchIndex, vec: np.ndarray, hits: list[Hit], min_relevance: float | None = None) -> Results:
     """``hits`` of the audio embedding ``vec [d]`` with the sound-query relevance and evidence, as
-    :class:`Results` (a Milvus index: no relevance, its embeddings live in Milvus); ``min_relevance``: checked
+    :class:`Results`; ``min_relevance``: checked
     (None: the sound-query model's threshold)."""
     model = shipped().sound
     threshold = model.threshold if min_relevance is None else min_relevance
-    if hits and index.backend != "milvus":
+    if hits:
         stats = QueryStats.of(index.text_ranker().stats, vec, 0.0)
         sound = np.asarray([h.score for h in hits], np.float64)
         x = pair_features(sound, np.full(len(hits), -np.inf), np.zeros(len(hits)), stats)[:, :2]  # sound, sound_z
@@ -306,7 +291,7 @@ def search_similar(index: SearchIndex, row: int, k: int = 10) -> tuple[Results, 
     """"More like this": the ``k`` clips nearest to indexed clip ``row``'s stored audio embedding (itself
     left out), with their sound-query relevance (:func:`sound_results`), and the captions nearest to it."""
     k = check_k(k)
-    q = np.asarray(index.embeddings[row], np.float32)
+    q = np.asarray(index.text_ranker().clip_vector(row), np.float32)
     hits = [h for h in _nearest(index, q[None], [k + 1])[0] if h.id != index.ids[row]][:k]
     for r, h in enumerate(hits):
         h.rank = r + 1
