@@ -303,10 +303,13 @@ def model_bound_rate(checkpoint: Path, batch: int, n: int = 1024) -> dict:
     return {"batch": batch, "queries_per_s": n / wall, "cpu_ms_per_query": cpu / n * 1e3, "one_query_ms": one * 1e3}
 
 
-def add_captions(index_path: Path, per_clip: int, manifest: Path) -> int:
+def add_captions(index_path: Path, per_clip: int, manifest: Path, exact_below: int | None = None) -> int:
     """Give every clip of the index ``per_clip`` captions: texts of the real library cycled (else numbered
     phrases), random unit embeddings (the lookup cost depends on the count, not on the values). Returns
-    the number of captions."""
+    the number of captions. ``exact_below``: shards and caption sets of at least this many rows get an
+    approximate structure, and the text ranking is then windowed (:mod:`mlatr.search.fused_recall`)."""
+    from mlatr.search.ann import EXACT_BELOW, AnnBuild
+    from mlatr.search.columns import CaptionColumns
     from mlatr.search.index import Index
 
     texts = [f"sound number {i}" for i in range(100)]
@@ -318,12 +321,12 @@ def add_captions(index_path: Path, per_clip: int, manifest: Path) -> int:
     n = len(index) * per_clip
     rng = np.random.default_rng(1)
     emb = rng.standard_normal((n, index.dim), dtype=np.float32)
-    index.caption_embeddings = emb / np.linalg.norm(emb, axis=1, keepdims=True)
-    index.caption_clip = np.repeat(np.arange(len(index)), per_clip)
-    index.caption_text = [texts[i % len(texts)] for i in range(n)]
-    index.caption_lang = ["eng"] * n
-    index.captions = [{"eng": index.caption_text[i * per_clip:(i + 1) * per_clip]} for i in range(len(index))]
-    index.save(index_path)
+    text = [texts[i % len(texts)] for i in range(n)]
+    index.caption_columns = CaptionColumns(emb / np.linalg.norm(emb, axis=1, keepdims=True),
+                                           np.repeat(np.arange(len(index)), per_clip),
+                                           {"text": text, "lang": ["eng"] * n})
+    index.captions = [{"eng": text[i * per_clip:(i + 1) * per_clip]} for i in range(len(index))]
+    index.save(index_path, ann=AnnBuild(exact_below=EXACT_BELOW if exact_below is None else exact_below))
     return n
 
 
@@ -372,6 +375,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rank-latency", type=int, default=0,
                     help="queries asked as rank=audio and rank=hybrid in turn (0: skip; adds captions first)")
     ap.add_argument("--captions-per-clip", type=int, default=2, help="captions per clip for --rank-latency")
+    ap.add_argument("--ann-exact-below", type=int, default=None,
+                    help="with --rank-latency: an approximate structure from this many clips / captions up, so "
+                         "the server's hybrid ranking is windowed (default: mlatr's threshold)")
     args = ap.parse_args(argv)
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
                             text=True).stdout.strip()
@@ -383,7 +389,8 @@ def main(argv: list[str] | None = None) -> int:
         files = audio_files(Path(args.manifest), tmp)
         index = make_index(ckpt, args.clips, files, tmp / "bench.idx")
         if args.rank_latency:
-            out["captions"] = add_captions(index, args.captions_per_clip, Path(args.manifest))
+            out["captions"] = add_captions(index, args.captions_per_clip, Path(args.manifest), args.ann_exact_below)
+            out["fusion"] = json.loads((index / "index.json").read_text())["meta"].get("fusion")
         out["model_bound"] = model_bound_rate(ckpt, args.embed_batch)
         proc, url, out["cold_start"] = start_server(index, args.threads, args.workers)
         try:
@@ -434,6 +441,10 @@ def main(argv: list[str] | None = None) -> int:
               + "; ".join(f"{r} p50 {rl[r]['client']['p50_ms']:.1f} ms (server {rl[r]['server_took']['p50_ms']:.1f} "
                           f"ms), p95 {rl[r]['client']['p95_ms']:.1f} ms" for r in ("audio", "hybrid"))
               + f"; hybrid / audio p50: {rl['ratio_client_p50']:.2f}x client, {rl['ratio_server_p50']:.2f}x server")
+        fusion = out.get("fusion")
+        print("hybrid ranking: " + (f"windowed, window {fusion['window']}, fused recall@10 "
+                                    f"{fusion['recall_at_10']:.3f} recorded at build" if fusion
+                                    else "exact (every clip scored)"))
     if args.json:
         Path(args.json).write_text(json.dumps(out, indent=1), encoding="utf-8")
     return 0 if all(ld["errors"] == 0 for ld in out["loads"]) else 1

@@ -12,3 +12,14 @@ def served_toy(tmp_path_factory):
     root = tmp_path_factory.mktemp("served-toy")
     manifest, ckpt = train_toy_model(root)
     return manifest, ckpt, build_toy_index(manifest, ckpt, root / "toy.idx.npz")
+
+
+@pytest.fixture
+def vectors_meta(tmp_path):
+    """The meta of an index built from vectors alone (no model encodes a query: its checkpoint is a stand-in)."""
+    from mlatr.file_state import file_sha256
+
+    ckpt = tmp_path / "fake.pt"
+    ckpt.write_bytes(b"not used: no query is encoded here")
+    return {"checkpoint": {"path": str(ckpt), "sha256": file_sha256(ckpt)}, "sample_rate": 16000,
+            "max_seconds": 10.0, "caption_languages": ["eng"]}

@@ -36,6 +36,7 @@ TOY = {
     "bench_milvus.py": ["--clips", "300", "--dim", "8", "--clusters", "5", "--queries", "2", "--work", "{tmp}/m"],
     "bench_search.py": ["--dim", "8", "--sizes", "50", "--queries", "2", "--build-clips", "0"],
     "bench_search_scale.py": ["--clips", "300", "--dim", "8", "--queries", "2", "--add", "20", "--no-serve",
+                              "--captions-per-clip", "2", "--clusters", "5", "--ann-exact-below", "200",
                               "--work", "{tmp}/scale"],
     "bench_serve.py": ["--model", "{checkpoint}", "--manifest", "{manifest}", "--clips", "40", "--queries", "2",
                        "--requests", "4", "--concurrency", "2", "--sound-queries", "1", "--embed-batch", "4",

@@ -3,7 +3,8 @@ import json
 from mlatr.terminal_text import shown
 
 HELP = """Print what an index holds: format, clips (live and deleted), captions, dimension, dtype, shards with
-their size and approximate-search structure (kind, parameters, recall@10 measured at build), the model
+their size and approximate-search structures over the clips and the captions (kind, parameters, recall@10
+measured at build), the window of the text ranking and its fused recall@10 measured at build, the model
 and the audio settings it was built with. --check also stats every clip's audio file and lists those
 deleted or changed since they were indexed. --json prints one JSON object.
 
@@ -33,11 +34,13 @@ def run(args) -> int:
     print(f"  model {shown(info['checkpoint'])}; {info['sample_rate']} Hz, {info['max_seconds']} s; caption languages "
           f"{shown(', '.join(info['caption_languages']))}")
     for shard in info["shards"]:
-        ann = shard.get("ann")
-        how = "exact search" if not ann else (
-            f"{ann['kind']} {' '.join(f'{k}={v}' for k, v in ann['params'].items())}, recall@10 "
-            f"{ann['recall_at_10']:.3f} ({ann['recall_queries']} queries)")
-        print(f"  {shard['name']}: {shard['rows']} rows ({shard['deleted']} deleted), {how}")
+        print(f"  {shard['name']}: {shard['rows']} rows ({shard['deleted']} deleted), {_how(shard.get('ann'))}"
+              + (f"; captions {_how(shard['caption_ann'])}" if shard.get("caption_ann") else ""))
+    fusion = info.get("fusion")
+    if fusion:
+        print(f"  text ranking: windowed (each source's top {fusion['window']}), fused recall@10 "
+              f"{fusion['recall_at_10']:.3f} against the exact fusion ({fusion['queries']} queries, measured at "
+              f"{fusion['clips']} clips)")
     if args.check:
         print(f"  audio: {len(info['stale']['deleted'])} deleted and {len(info['stale']['changed'])} changed "
               "since indexed" + (" (mlatr index build --add re-encodes changed clips and drops deleted ones)"
@@ -46,3 +49,11 @@ def run(args) -> int:
             for cid in ids[:20]:
                 print(f"    {why}: {shown(cid)}")
     return 0
+
+
+def _how(ann: dict | None) -> str:
+    """A shard's approximate structure as one phrase."""
+    if not ann:
+        return "exact search"
+    return (f"{ann['kind']} {' '.join(f'{k}={v}' for k, v in ann['params'].items())}, recall@10 "
+            f"{ann['recall_at_10']:.3f} ({ann['recall_queries']} queries)")

@@ -26,12 +26,18 @@ from __future__ import annotations
 
 import re
 from functools import cache, lru_cache
+from importlib.metadata import version
 
 import bm25s.stopwords as bm25s_stopwords
 import Stemmer
 import stopwordsiso
 
 from mlatr.languages import DEFAULT_LANGUAGES
+
+#: What the terms of a text depend on besides this module: a keyword index stored with a shard records it, and
+#: one made with another analysis (other stop-word lists or stemmers) is analysed again when loaded.
+ANALYSIS = (f"mlatr-analysis-1 bm25s-{version('bm25s')} PyStemmer-{version('PyStemmer')} "
+            f"stopwordsiso-{version('stopwordsiso')}")
 
 _WORD = re.compile(r"[^\W_]+")
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]+")

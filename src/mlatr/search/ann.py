@@ -118,9 +118,10 @@ def recall_at(found: np.ndarray, truth: np.ndarray) -> float:
 
 
 def build_ann(folder: Path, embeddings: np.ndarray, kind: str = "auto", overrides: dict[str, Any] | None = None,
-              exact_below: int = EXACT_BELOW, progress: bool = False) -> dict[str, Any] | None:
-    """Build the approximate structure of a shard into ``folder/ann.faiss`` (none when exact search is
-    chosen); returns what the manifest records: kind, parameters, recall@10 and its sample size."""
+              exact_below: int = EXACT_BELOW, progress: bool = False, name: str = "ann") -> dict[str, Any] | None:
+    """Build the approximate structure of a shard's ``embeddings`` into ``folder/NAME.faiss`` (none when exact
+    search is chosen; ``name``: ``ann`` for the clips' audio, ``caption_ann`` for their captions); returns
+    what the manifest records: kind, parameters, recall@10 and its sample size."""
     n, dim = embeddings.shape
     kind = choose_kind(kind, n, exact_below)
     if kind == "exact":
@@ -133,38 +134,39 @@ def build_ann(folder: Path, embeddings: np.ndarray, kind: str = "auto", override
     index.train(train)
     del train
 
-    for start in tqdm(range(0, n, CHUNK), desc=f"ann {kind}", disable=not progress, unit="chunk"):
+    for start in tqdm(range(0, n, CHUNK), desc=f"{name} {kind}", disable=not progress, unit="chunk"):
         index.add(np.ascontiguousarray(embeddings[start:start + CHUNK], np.float32))
-    faiss.write_index(index, str(folder / "ann.faiss"))
+    faiss.write_index(index, str(folder / f"{name}.faiss"))
     queries = recall_sample(embeddings)
     truth = NumpyBackend(embeddings).top_k(queries, 10)[1]
     knob, cap = SEARCH_KNOB[kind]
     if kind == "ivfpq":
         cap = min(cap, params["nlist"])
     while True:  # the smallest knob value (doubling) whose recall@10 on the sample reaches the target
-        entry = {"kind": kind, "params": dict(params), "file": "ann.faiss"}
+        entry = {"kind": kind, "params": dict(params), "file": f"{name}.faiss"}
         found = recall_at(AnnSearcher(embeddings, index, entry).top_k(queries, 10)[1], truth)
         if found * 100 >= params["target_recall_pct"] or params[knob] >= cap:
             break
         params[knob] = min(cap, 2 * params[knob])
     entry["recall_at_10"] = round(found, 4)
     entry["recall_queries"] = int(len(queries))
-    (folder / "ann.json").write_text(json.dumps(entry), encoding="utf-8")
+    (folder / f"{name}.json").write_text(json.dumps(entry), encoding="utf-8")
     return entry
 
 
 @dataclass(frozen=True)
 class AnnBuild:
-    """How a new shard's approximate structure is built (:func:`build_ann`'s arguments): called with the
-    shard's temporary folder and its embeddings by :func:`mlatr.search.shards.write_shard`."""
+    """How a new shard's approximate structures are built (:func:`build_ann`'s arguments): called with the
+    shard's temporary folder, its clips' or its captions' embeddings and the structure's name by
+    :func:`mlatr.search.shards.write_shard`."""
 
     kind: str = "auto"
     params: dict | None = None
     exact_below: int = EXACT_BELOW
     progress: bool = False
 
-    def __call__(self, folder: Path, embeddings: np.ndarray) -> dict | None:
-        return build_ann(folder, embeddings, self.kind, self.params, self.exact_below, self.progress)
+    def __call__(self, folder: Path, embeddings: np.ndarray, name: str = "ann") -> dict | None:
+        return build_ann(folder, embeddings, self.kind, self.params, self.exact_below, self.progress, name)
 
 
 class AnnSearcher:
@@ -173,7 +175,7 @@ class AnnSearcher:
     name = "ann"
 
     def __init__(self, embeddings: np.ndarray, index, entry: dict[str, Any]):
-        self.embeddings, self.index, self.entry = embeddings, index, entry
+        self.embeddings, self.index, self.entry = np.asarray(embeddings), index, entry  # a map's plain view
         self.rerank = int(entry["params"].get("rerank", 1))
         _set_search_params(entry["kind"], index, entry["params"])
 
@@ -195,11 +197,13 @@ class AnnSearcher:
                              f"{embeddings.shape[0]} of dim {embeddings.shape[1]}")
         return cls(embeddings, index, entry)
 
-    def top_k(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    def top_k(self, queries: np.ndarray, k: int, rerank: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """``(scores [Q, k], rows [Q, k])``: the structure's ``rerank * k`` candidates (default: the recorded
+        ``rerank``; 1 for a fused ranking's window, whose recall is measured as a whole) re-scored exactly."""
         queries = np.ascontiguousarray(np.atleast_2d(queries), np.float32)
         n = self.embeddings.shape[0]
         k = min(int(k), n)
-        wide = min(n, max(k, k * self.rerank))
+        wide = min(n, max(k, k * (self.rerank if rerank is None else int(rerank))))
         _, cand = self.index.search(queries, wide)  # [Q, wide], -1 where fewer were found
         scores_out = np.full((len(queries), k), -np.inf, np.float32)
         rows_out = np.full((len(queries), k), -1, np.int64)

@@ -120,14 +120,17 @@ class ShardedSearcher:
         self.parts = parts  # (first row, row count, searcher)
         self.deleted = np.sort(np.asarray(deleted_rows, np.int64))
 
-    def top_k(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    def top_k(self, queries: np.ndarray, k: int, rerank: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """Top ``k`` over every shard; ``rerank``: given to the shards' approximate searchers (their candidates
+        per result; default their recorded one), ignored by exact ones."""
         queries = np.atleast_2d(queries)
         found = []
         for first, count, searcher in self.parts:
             if count == 0:
                 continue
             gone = int(np.count_nonzero((self.deleted >= first) & (self.deleted < first + count)))
-            s, r = searcher.top_k(queries, min(count, int(k) + gone))
+            extra = {"rerank": rerank} if rerank is not None and hasattr(searcher, "rerank") else {}
+            s, r = searcher.top_k(queries, min(count, int(k) + gone), **extra)
             found.append((s, np.where(r >= 0, r + first, -1)))
         if not found:
             return np.zeros((len(queries), 0), np.float32), np.zeros((len(queries), 0), np.int64)

@@ -30,6 +30,7 @@ from mlatr.search.ann import EXACT_BELOW, AnnBuild
 from mlatr.search.build_plan import BuildPlan, live_rows, plan_build, renewed_rows
 from mlatr.search.columns import CaptionColumns, ClipColumns
 from mlatr.search.encode import EncodeSettings, build_settings, encode_clips, index_meta
+from mlatr.search.fused_recall import measure_fused_recall
 from mlatr.search.index import Index
 from mlatr.writer_lock import writer_lock
 
@@ -184,7 +185,9 @@ def write_rows(output: str | os.PathLike, part: Index, *, add: bool = True, drop
         build = build or AnnBuild()
         if folder and current is None:
             shard_files.remove_unlisted(output, None)
-            shard_files.write_folder(output, part.clip_columns, part.caption_columns, part.meta, dtype, build)
+            shard_files.write_folder(output, part.clip_columns, part.caption_columns,
+                                     {k: v for k, v in part.meta.items() if k != "fusion"}, dtype, build)
+            measure_fused_recall(Index.load(output, backend="auto"))
         elif folder:
             shard_files.add_shard(output, shard_files.read_manifest(output), part.clip_columns, part.caption_columns,
                                   renewed_rows(current, drop or {}, part.ids), part.meta.get("manifest"), build)

@@ -39,12 +39,13 @@ from mlatr.inference import LoadedModel, load_model
 from mlatr.inference.library import LibrarySource, open_library
 from mlatr.inference.model_identity import check_index_model, model_sha256
 from mlatr.model_registry import default_model, resolve_model
-from mlatr.search import milvus, npz_index
+from mlatr.search import milvus, npz_index, shard_stats
 from mlatr.search import shards as shard_files
 from mlatr.search.ann import AnnBuild, AnnSearcher
 from mlatr.search.backends import BACKENDS, ShardedSearcher, make_backend
 from mlatr.search.columns import CaptionColumns, ClipColumns, check_vectors
 from mlatr.search.encode import EncodeSettings, build_settings, encode_clips, index_meta
+from mlatr.search.fused_recall import DEFAULT_WINDOW, measure_fused_recall
 from mlatr.search.hybrid import TextRanker
 from mlatr.search.search import search_audio, search_text
 
@@ -152,7 +153,9 @@ class Index:
         live = self.live()
         check_vectors(live.clip_columns, live.caption_columns, f"{path}: ", unit_captions=False)
         if shard_files.is_index_folder(path):
-            shard_files.write_folder(path, live.clip_columns, live.caption_columns, live.meta, dtype, ann or AnnBuild())
+            meta = {k: v for k, v in live.meta.items() if k != "fusion"}  # measured again for the new folder
+            shard_files.write_folder(path, live.clip_columns, live.caption_columns, meta, dtype, ann or AnnBuild())
+            measure_fused_recall(Index.load(path))
         else:
             npz_index.write_npz(path, live.clip_columns, live.caption_columns, live.meta)
         self.path = path
@@ -245,22 +248,51 @@ class Index:
             emb = self.embeddings if which == "audio" else self.caption_embeddings
             return ShardedSearcher([(0, emb.shape[0], make_backend(self.backend, emb))], deleted)
         parts, first = [], 0
+        key = "ann" if which == "audio" else "caption_ann"
         for shard in self.shards:
             emb = shard.clips.embeddings if which == "audio" else shard.captions.embeddings
-            if which == "audio" and self.backend == "auto" and shard.entry.get("ann"):
-                searcher = AnnSearcher.open(shard.folder, emb, shard.entry["ann"])
+            if self.backend == "auto" and shard.entry.get(key):
+                searcher = AnnSearcher.open(shard.folder, emb, shard.entry[key])
             else:
                 searcher = make_backend(self.backend, emb)
             parts.append((first, emb.shape[0], searcher))
             first += emb.shape[0]
         return ShardedSearcher(parts, deleted)
 
-    def text_ranker(self) -> TextRanker:
+    def text_ranker(self, window: int | None = None) -> TextRanker:
         """Caption and keyword ranking of the index's clips for text queries (:mod:`mlatr.search.hybrid`),
-        built once."""
-        if "text" not in self._searchers:
-            self._searchers["text"] = TextRanker.of(self)
-        return self._searchers["text"]
+        built once. A folder's keyword index and library statistics are read from its shards
+        (:mod:`mlatr.search.shard_stats`). The ranking is windowed (each source's top ``window`` found by its
+        searcher, approximate at scale: :class:`~mlatr.search.hybrid.TextRanker`) where a shard has an
+        approximate structure (``--ann``) and the backend is ``auto``, with the window the build chose
+        (:func:`~mlatr.search.fused_recall.measure_fused_recall`); else exact. ``window``: force a windowed
+        ranking with this window (a new ranker, not kept)."""
+        if window is None and "text" in self._searchers:
+            return self._searchers["text"]
+        keywords = stats = None
+        if self.shards:
+            gone = np.zeros(len(self.ids), bool)
+            gone[self.deleted_rows] = True
+            caption_gone = gone[np.asarray(self.caption_clip)]
+            keywords = shard_stats.keyword_index(self.shards, ~caption_gone)
+            stats = shard_stats.library_stats(self.shards, gone, caption_gone)
+        chosen = window if window is not None else self.fusion_window()
+        searchers = (self.searcher("audio"), self.searcher("captions")) if chosen is not None else None
+        ranker = TextRanker(self.embeddings, self.caption_embeddings, self.caption_clip, self.caption_text,
+                            self.caption_lang, self.deleted_rows, keywords=keywords, stats=stats, window=chosen,
+                            searchers=searchers)
+        if window is None:
+            self._searchers["text"] = ranker
+        return ranker
+
+    def fusion_window(self) -> int | None:
+        """The window of a windowed text ranking (:meth:`text_ranker`): the one the build recorded, or
+        :data:`~mlatr.search.fused_recall.DEFAULT_WINDOW`; None (exact) where no shard has an approximate
+        structure or the backend is forced."""
+        windowed = self.backend == "auto" and any(e.get("ann") or e.get("caption_ann") for e in self.shard_entries)
+        if not windowed:
+            return None
+        return int(self.meta.get("fusion", {}).get("window", DEFAULT_WINDOW))
 
     def model(self) -> LoadedModel:
         """The model that made the embeddings (loaded from the index's checkpoint on first use)."""
@@ -296,9 +328,11 @@ class Index:
             "checkpoint": self.meta["checkpoint"]["path"], "sample_rate": self.meta["sample_rate"],
             "max_seconds": self.meta["max_seconds"], "caption_languages": self.meta.get("caption_languages", []),
             "shards": [{"name": e["name"], "rows": e["rows"], "deleted": len(e.get("deleted", [])),
-                        **({"ann": e["ann"]} if e.get("ann") else {})} for e in self.shard_entries]
+                        **{key: e[key] for key in ("ann", "caption_ann") if e.get(key)}} for e in self.shard_entries]
             or [{"name": path.name if path else self.backend if self.backend == "milvus" else "memory",
                  "rows": len(self.ids), "deleted": 0}]}
+        if self.fusion_window() is not None and self.meta.get("fusion"):
+            info["fusion"] = self.meta["fusion"]
         if check:
             gone = set(self.deleted_rows.tolist())
             stale: dict[str, list[str]] = {"deleted": [], "changed": []}

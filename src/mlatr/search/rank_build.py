@@ -25,6 +25,7 @@ from mlatr.search import shards as shard_files
 from mlatr.search.build import BuildJob, BuildReport
 from mlatr.search.build_plan import renewed_rows
 from mlatr.search.encode import encode_clips
+from mlatr.search.fused_recall import measure_fused_recall
 from mlatr.search.index import Index
 from mlatr.writer_lock import writer_lock
 
@@ -89,6 +90,8 @@ def build_by_rank(ctx: DistContext, job: BuildJob) -> BuildReport | None:
             manifest_now["shards"] += [d["entry"] for d in done if d["entry"]["name"] not in listed]
             manifest_now["meta"] = dict(manifest_now["meta"], manifest=job.meta.get("manifest"))
             shard_files.write_manifest(output, manifest_now)
+            if not there:  # a new index: its text ranking's window measured as a one-process build's is
+                measure_fused_recall(Index.load(output))
     ctx.barrier()
     if not ctx.is_main:
         return None

@@ -254,6 +254,8 @@ def has_live_captions(index: SearchIndex) -> bool:
         return False
     if not len(index.deleted_rows):
         return True
+    if index.backend != "milvus":  # the ranker knows, once (a pass over a million captions is not per query)
+        return bool(index.text_ranker().caption_live.any())
     return not np.isin(np.asarray(index.caption_clip), index.deleted_rows).all()
 
 

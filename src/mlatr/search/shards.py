@@ -12,6 +12,9 @@ An index folder (``mlatr index build -o LIB.idx``) holds::
         captions.jsonl            per caption: lang, text
         *.offsets.npy             byte offset of each line of the two ``.jsonl`` files (a row is one seek)
         ann.faiss, ann.json       optional approximate-search structure of the shard (:mod:`mlatr.search.ann`)
+        caption_ann.faiss, .json  the same over the shard's caption embeddings
+        moments.npz, keywords.*   what text queries need of the library: the sums of the shard's embeddings and
+                                  its captions' keyword counts (:mod:`mlatr.search.shard_stats`)
 
 A writer (under :func:`mlatr.writer_lock.writer_lock` on the folder) writes a new shard into a temporary
 folder, renames it into place, then replaces ``index.json`` atomically: a reader sees the old manifest or
@@ -37,6 +40,7 @@ from mlatr.errors import InputError, MlatrError
 from mlatr.io_utils import atomic_write_json
 from mlatr.json_input import expect_field, json_type, read_format_json
 from mlatr.search.columns import CaptionColumns, ClipColumns, check_finite_rows, check_unit_rows
+from mlatr.search.shard_stats import write_shard_stats
 from mlatr.stored_config import check_model_config
 
 FORMAT = "mlatr-index-2"
@@ -149,9 +153,10 @@ def read_manifest(folder: str | os.PathLike) -> dict:
         deleted = entry.get("deleted", [])
         if not isinstance(deleted, list) or not all(isinstance(r, int) and 0 <= r < entry["rows"] for r in deleted):
             raise _field_error(file, f"shards[{i}].deleted", f"expected a list of rows in 0..{entry['rows'] - 1}")
-        if "ann" in entry and not (isinstance(entry["ann"], dict) and isinstance(entry["ann"].get("params"), dict)
-                                   and entry["ann"].get("kind") in ("hnsw", "ivfpq")):
-            raise _field_error(file, f"shards[{i}].ann", "expected an object with kind (hnsw | ivfpq) and params")
+        for key in ("ann", "caption_ann"):
+            if key in entry and not (isinstance(entry[key], dict) and isinstance(entry[key].get("params"), dict)
+                                     and entry[key].get("kind") in ("hnsw", "ivfpq")):
+                raise _field_error(file, f"shards[{i}].{key}", "expected an object with kind (hnsw | ivfpq) and params")
     return manifest
 
 
@@ -161,9 +166,11 @@ def write_shard(folder: Path, seq: int, dtype: str, clips: ClipColumns, captions
     """Write one shard of ``clips`` and ``captions`` (``captions.clip``: rows of ``clips``) into ``folder``
     (a temporary name, renamed when complete); its manifest entry.
 
-    ``ann`` (a callable ``(shard_folder, embeddings) -> dict``: :class:`~mlatr.search.ann.AnnBuild`) builds the
-    shard's approximate-search structure inside the temporary folder and returns what the manifest records of
-    it. ``name``: the shard's folder name (default ``shard-SEQ-RANDOM``).
+    ``ann`` (a callable ``(shard_folder, embeddings, name) -> dict``: :class:`~mlatr.search.ann.AnnBuild`) builds
+    the shard's approximate-search structures (``ann`` over the clips, ``caption_ann`` over the captions)
+    inside the temporary folder and returns what the manifest records of each. The shard's stored statistics
+    are written with it (:func:`~mlatr.search.shard_stats.write_shard_stats`). ``name``: the shard's folder
+    name (default ``shard-SEQ-RANDOM``).
     """
     name = name or f"shard-{seq:06d}-{uuid.uuid4().hex[:6]}"
     tmp = folder / f".{name}.tmp"
@@ -172,10 +179,13 @@ def write_shard(folder: Path, seq: int, dtype: str, clips: ClipColumns, captions
         clips.save(tmp, dtype)
         captions.save(tmp, dtype)
         entry: dict[str, Any] = {"name": name, "rows": len(clips), "captions": len(captions)}
-        if ann is not None and len(clips):
-            found = ann(tmp, np.load(tmp / ClipColumns.VECTORS, mmap_mode="r"))
+        audio = np.load(tmp / ClipColumns.VECTORS, mmap_mode="r")
+        caption_vectors = np.load(tmp / CaptionColumns.VECTORS, mmap_mode="r")
+        write_shard_stats(tmp, audio, caption_vectors, captions.get("text"), captions.get("lang"))
+        for key, vectors in (("ann", audio), ("caption_ann", caption_vectors)):
+            found = ann(tmp, vectors, key) if ann is not None and len(vectors) else None
             if found:
-                entry["ann"] = found
+                entry[key] = found
         for f in tmp.iterdir():
             with open(f, "rb") as fh:
                 os.fsync(fh.fileno())
