@@ -55,8 +55,8 @@ def test_windows_covering_the_library_equal_the_exact_fusion(tmp_path, vectors_m
             np.testing.assert_allclose([h.score for h in x], [h.score for h in y], rtol=1e-5, atol=1e-6)
             np.testing.assert_allclose([h.relevance for h in x], [h.relevance for h in y], atol=1e-6)
             assert x.relevance == pytest.approx(y.relevance, abs=1e-6)
-            strip = [[{k: v for k, v in e.items() if k != "score"} for e in h.evidence] for h in x]
-            assert strip == [[{k: v for k, v in e.items() if k != "score"} for e in h.evidence] for h in y]
+            strip = [[{k: v for k, v in e.to_dict().items() if k != "score"} for e in h.evidence] for h in x]
+            assert strip == [[{k: v for k, v in e.to_dict().items() if k != "score"} for e in h.evidence] for h in y]
             assert not {3, 40, 41} & {h.row for h in x}
     # a sound ranking's hits described (relevance, evidence) the same way
     rows = np.asarray([5, 9, 100, 7])
