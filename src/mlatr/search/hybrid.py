@@ -246,13 +246,18 @@ class TextRanker:
         return self._answer(cands, stats, terms, query, lang, k, rank, rows is not None, ranks_of,
                             lambda i: int(caption_row[where[i]]), lambda i: int(keyword_row[where[i]]))
 
+    def _captions_of(self, clips: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``(rows [c], counts [n])``: the caption rows of ``clips [n]``, clip after clip (each clip's ascending),
+        and how many each clip has."""
+        counts = self._block_end[clips] - self._block_start[clips]  # [n]
+        first = np.repeat(self._block_start[clips] - np.cumsum(counts) + counts, counts)  # [c]
+        return self._by_clip[first + np.arange(int(counts.sum()))], counts
+
     def _best_captions(self, vec: np.ndarray, clips: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """``(best [n], row [n])``: each of ``clips``' best caption cosine with ``vec [d]`` (``-inf``: no
         caption) and the caption row that has it (the first in row order; -1: none)."""
-        counts = self._block_end[clips] - self._block_start[clips]  # [n]
+        caption_rows, counts = self._captions_of(clips)  # [c], [n]
         owner = np.repeat(np.arange(len(clips)), counts)  # [c]
-        first = np.repeat(self._block_start[clips] - np.cumsum(counts) + counts, counts)
-        caption_rows = self._by_clip[first + np.arange(int(counts.sum()))]  # [c]
         scores = self.captions.take(caption_rows) @ vec  # [c]
         best = np.full(len(clips), -np.inf, np.float32)
         np.maximum.at(best, owner, scores)
@@ -268,9 +273,7 @@ class TextRanker:
             captioned = np.unique(self.caption_clip[self.caption_live])
             if len(captioned) > RARE_SAMPLE:
                 captioned = np.sort(np.random.default_rng(0).choice(captioned, RARE_SAMPLE, replace=False))
-            counts = self._block_end[captioned] - self._block_start[captioned]
-            first = np.repeat(self._block_start[captioned] - np.cumsum(counts) + counts, counts)
-            rows = self._by_clip[first + np.arange(int(counts.sum()))]
+            rows, counts = self._captions_of(captioned)
             self._rare = (self.captions.take(rows), np.cumsum(counts) - counts)  # [c, d], each clip's first
         emb, starts = self._rare
         if not len(starts):
