@@ -63,12 +63,17 @@ def integer(name: str, value: Any, low: int = 1, high: int | None = None) -> int
     return int(value)
 
 
+def _check_real(name: str, value: Any) -> None:
+    """Refuse anything but a real number (``bool`` included, though Python counts it as one)."""
+    if isinstance(value, bool) or not isinstance(value, Real):
+        raise ArgumentTypeError(f"{name}: expected a number, got {_kind(value)} {value!r:.40}")
+
+
 def positive_number(name: str, value: Any, allow_none: bool = True) -> float | None:
     """``value`` as a finite ``float`` > 0 (``None`` passes when ``allow_none``)."""
     if value is None and allow_none:
         return None
-    if isinstance(value, bool) or not isinstance(value, Real):
-        raise ArgumentTypeError(f"{name}: expected a number, got {_kind(value)} {value!r:.40}")
+    _check_real(name, value)
     if not math.isfinite(value) or value <= 0:
         raise ArgumentError(f"{name}: expected a finite number > 0, got {value}")
     return float(value)
@@ -78,8 +83,7 @@ def probability(name: str, value: Any, allow_none: bool = True) -> float | None:
     """``value`` as a ``float`` in [0, 1] (``None`` passes when ``allow_none``)."""
     if value is None and allow_none:
         return None
-    if isinstance(value, bool) or not isinstance(value, Real):
-        raise ArgumentTypeError(f"{name}: expected a number, got {_kind(value)} {value!r:.40}")
+    _check_real(name, value)
     if not 0.0 <= value <= 1.0:  # NaN fails too
         raise ArgumentError(f"{name}: expected a probability in [0, 1], got {value}")
     return float(value)
