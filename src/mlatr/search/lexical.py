@@ -61,6 +61,13 @@ def idf(doc_freq: np.ndarray | int, n_docs: int) -> np.ndarray:
     return np.log1p((n_docs - df + 0.5) / (df + 0.5))
 
 
+def saturation(tf: np.ndarray, length: np.ndarray, avgdl: float) -> np.ndarray:
+    """BM25's term-frequency part ``tf / (tf + k1 * (1 - b + b * dl / avgdl))`` (a caption's score is the sum
+    over the query's terms of this times the term's :func:`idf`)."""
+    tf = np.asarray(tf, np.float64)
+    return tf / (tf + K1 * (1 - B + B * np.asarray(length, np.float64) / avgdl))
+
+
 @dataclass
 class Postings:
     """The keyword counts of one part's captions: ``vocab`` (term -> column), ``indptr [V + 1]``, ``docs
@@ -204,10 +211,8 @@ class KeywordIndex:
             weight = float(idf(df, self.n_docs))
             for i, (docs, tf) in enumerate(cols):
                 if len(docs):
-                    tf = tf.astype(np.float64)
-                    norm = K1 * (1 - B + B * self.parts[i].length[docs] / self.avgdl)
                     rows.append(docs.astype(np.int64) + self.starts[i])
-                    scores.append(weight * tf / (tf + norm))
+                    scores.append(weight * saturation(tf, self.parts[i].length[docs], self.avgdl))
         if not rows:
             return np.zeros(0, np.int64), np.zeros(0, np.float32)
         rows_all = np.concatenate(rows)

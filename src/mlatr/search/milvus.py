@@ -55,7 +55,7 @@ from mlatr.errors import MlatrError
 from mlatr.search.analysis import terms as analysed_terms
 from mlatr.search.columns import REQUIRED, CaptionColumns, ClipColumns
 from mlatr.search.hybrid import Ranking, TextRanker
-from mlatr.search.lexical import idf
+from mlatr.search.lexical import B, K1, idf, saturation
 from mlatr.search.relevance import LibraryStats, Moments, QueryStats
 
 PREFIX = "milvus:"
@@ -65,8 +65,6 @@ FORMAT = "mlatr-milvus-2"
 PAGE = 2000
 #: Keys per ``in`` filter of a fetch: a key of one row (a clip id, a term), of a clip's captions (16 of them).
 FETCH, CAPTION_FETCH = 4096, 1024
-#: BM25's parameters, those mlatr's keyword index scores with (bm25s' Lucene defaults, mlatr.search.lexical).
-BM25_K1, BM25_B = 1.5, 0.75
 #: Terms of one caption kept (a ``terms`` field holds at most 65,535 characters, 17 per term).
 MAX_TERMS = 3800
 #: Each source's window of a text query (the query's ``k`` when larger); Milvus returns at most 16,384.
@@ -158,7 +156,7 @@ def _create(mc, collection: str, dim: int) -> None:
             schema.add_function(Function(name="bm25", function_type=FunctionType.BM25, input_field_names=["terms"],
                                          output_field_names=["sparse"]))
             params.add_index(field_name="sparse", index_type="SPARSE_INVERTED_INDEX", metric_type="BM25",
-                             params={"bm25_k1": BM25_K1, "bm25_b": BM25_B})
+                             params={"bm25_k1": K1, "bm25_b": B})
         mc.create_collection(name, schema=schema, index_params=params)
 
 
@@ -455,8 +453,7 @@ class WindowKeywords:
                           strict=True))
         for j, toks in enumerate(self.tokens):
             tf = Counter(t for t in toks if t in weight)
-            norm = BM25_K1 * (1 - BM25_B + BM25_B * max(len(toks), 1) / self.avgdl)
-            out[j] = sum(weight[t] * n / (n + norm) for t, n in tf.items())
+            out[j] = sum(weight[t] * float(saturation(n, max(len(toks), 1), self.avgdl)) for t, n in tf.items())
         return out.astype(np.float32)
 
     def idf_mass(self, terms: list[str]) -> float:
