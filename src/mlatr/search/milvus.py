@@ -55,7 +55,7 @@ from mlatr.errors import MlatrError
 from mlatr.search.analysis import terms as analysed_terms
 from mlatr.search.columns import REQUIRED, CaptionColumns, ClipColumns
 from mlatr.search.hybrid import Ranking, TextRanker
-from mlatr.search.lexical import B, K1, idf, saturation
+from mlatr.search.lexical import K1, B, idf, saturation
 from mlatr.search.relevance import LibraryStats, Moments, QueryStats
 
 PREFIX = "milvus:"
