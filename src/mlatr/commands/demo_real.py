@@ -24,6 +24,7 @@ Examples:
 from pathlib import Path
 
 from mlatr.commands._arg_types import non_negative_int, positive_float, positive_int, random_seed
+from mlatr.commands._augment_args import add_augment_arguments, augment_kinds
 from mlatr.commands._grid_args import parse_methods
 from mlatr.commands._outputs import Output
 from mlatr.errors import MlatrError
@@ -72,6 +73,7 @@ def add_arguments(parser):
                              "(default: --epochs; 0: none)")
     parser.add_argument("--added-groups", type=positive_int, default=12,
                         help="folds the libraries added since the first 12 are held out in (default 12)")
+    add_augment_arguments(parser)
     parser.add_argument("--no-progress", action="store_true")
 
 
@@ -86,7 +88,8 @@ def run(args) -> int:
                             epochs=args.epochs, batch_size=args.batch_size, seed=args.seed,
                             max_seconds=args.max_seconds,
                             progress=not args.no_progress, unseen_epochs=unseen_epochs,
-                            added_groups=args.added_groups)
+                            added_groups=args.added_groups, augment=augment_kinds(args),
+                            augment_views=args.augment_views)
     print((Path(args.out) / "report.md").read_text(encoding="utf-8"))
     print(closing_lines(results, Path(args.out)))
     return 0

@@ -12,6 +12,11 @@ keeps its pretrained statistics; the blocks learn at --tail-lr). Writes OUT/resu
 several files) into OUT/learning-curve.png and trains nothing: --group original|added for the 12 original
 held-out libraries or the added ones only, --goals R10,R1 for dashed goal lines.
 
+--augment gain,shift,mix adds augmented views of every clip (--augment-views, default 1) that the heads train on
+beside the clips: the clips' spectrogram blocks (cached in --cache-dir/prefix-0) shifted in time, mixed with a
+clip of the same library and split (captions joined), lowered in level, then the frozen CNN, once per clip
+(mlatr.augmented_views; cached in --cache-dir/augment-*.npz). Heads only (--train-blocks 0).
+
 --export-bundle DIR writes what the curve needs (the manifest, the text features, float16 spectrogram blocks,
 aiSFX's weights) to DIR and stops; --bundle DIR runs from such a folder, with neither the audio nor the text
 encoder (e.g. on a machine with a GPU: --device cuda).
@@ -27,6 +32,7 @@ Examples:
 from pathlib import Path
 
 from mlatr.commands._arg_types import fraction, positive_float, positive_int, random_seed
+from mlatr.commands._augment_args import add_augment_arguments, augment_kinds
 from mlatr.commands._outputs import Output
 from mlatr.errors import MlatrError
 from mlatr.experiments.head_options import TEXT_ENCODERS
@@ -79,6 +85,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--val-libraries", type=fraction, default=None,
                         help="choose the epoch on this fraction of the training libraries held out whole "
                              "(default: on their hash-val clips)")
+    add_augment_arguments(parser)
     parser.add_argument("--device", default="cpu", help="torch device of the runs (default cpu)")
     parser.add_argument("--bundle", default=None, help="run from a folder written by --export-bundle")
     parser.add_argument("--export-bundle", default=None, help="write the curve's inputs to this folder and stop")
@@ -121,6 +128,10 @@ def run(args) -> int:
     seeds = _list(random_seed, args.seeds, "--seeds")
     libraries = [x.strip() for x in args.libraries.split(",") if x.strip()] if args.libraries else None
     progress = not args.no_progress
+    augment = augment_kinds(args)
+    if augment and (args.bundle or args.export_bundle or any(blocks)):
+        raise MlatrError("--augment: augmented views train the heads only, from a manifest (--train-blocks 0, "
+                         "no --bundle / --export-bundle)")
     if args.bundle:
         inputs = FrozenInputs.from_bundle(args.bundle, args.device)
     else:
@@ -129,7 +140,7 @@ def run(args) -> int:
         stages = (0,) if args.export_bundle else sorted({4 - b for b in blocks if 0 < b})
         inputs = FrozenInputs.from_manifest(args.manifest, args.cache_dir or Path(args.out) / "cache", args.text,
                                             stages, progress=progress, dtype="float16" if args.export_bundle
-                                            else "float32")
+                                            else "float32", augment=augment, augment_views=args.augment_views)
     if args.export_bundle:
         print(f"bundle: {export_bundle(inputs, args.export_bundle)}")
         return 0

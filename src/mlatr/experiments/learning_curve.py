@@ -38,7 +38,14 @@ from mlatr.data.manifest import Manifest
 from mlatr.data.path_captions import CaptionTable
 from mlatr.errors import MlatrError
 from mlatr.experiments.head_options import HEAD_OPTIONS
-from mlatr.experiments.real_heads import QUERIES_PATH, RealSounds, build_model, caption_retrieval, query_retrieval
+from mlatr.experiments.real_heads import (
+    QUERIES_PATH,
+    RealSounds,
+    build_model,
+    caption_retrieval,
+    query_retrieval,
+    training_items,
+)
 from mlatr.experiments.unseen_library import IN_LIBRARY, ORIGINAL_LIBRARIES, folds, sound_only
 from mlatr.frozen_prefix import BlockFeatures, PrefixCache, prefix_features
 from mlatr.io_utils import atomic_write_json, atomic_write_with
@@ -46,7 +53,7 @@ from mlatr.models.aisfx import STAGES, AisfxEncoder, AisfxTail
 from mlatr.plotting import pyplot
 from mlatr.training.config import ObjectiveConfig
 from mlatr.training.hard_batches import caption_clusters
-from mlatr.training.heads import HeadTraining, TextBank, caption_rows, train_heads
+from mlatr.training.heads import HeadTraining, TextBank, train_heads
 
 #: How much of aiSFX trains: 0 = the heads alone, 1 = its last conv block, 4 = the whole CNN.
 TRAIN_BLOCKS = (0, 1, 4)
@@ -113,13 +120,16 @@ class FrozenInputs:
     @classmethod
     def from_manifest(cls, manifest_path: str | Path, cache_dir: str | Path, text: str = "use-multilingual",
                       stages: Sequence[int] = (), max_seconds: float = 10.0, progress: bool = True,
-                      dtype: str = "float32") -> FrozenInputs:
+                      dtype: str = "float32", augment: Sequence[str] = (), augment_views: int = 1) -> FrozenInputs:
         """The inputs of a manifest's clips, cached in ``cache_dir`` (pooled aiSFX features, the text encoder's
-        embeddings, ``prefix-<stage>/`` for each stage of ``stages``)."""
+        embeddings, ``prefix-<stage>/`` for each stage of ``stages``; ``augment``: ``augment_views`` augmented
+        views of these kinds, :meth:`RealSounds.augment`)."""
         from mlatr.experiments.real_heads import text_space  # builds the text encoder: only when there is one
 
         cache_dir = Path(cache_dir)
         data = RealSounds.load(manifest_path, cache_dir / "aisfx.npz", max_seconds, progress)
+        if augment:
+            data.augment(augment, augment_views, cache_dir, max_seconds, progress)
         _, bank = text_space(text, data, cache_dir)
         enc = data.audio_encoder
         blocks = {s: prefix_features(enc, data.manifest, PrefixCache(cache_dir / f"prefix-{s}", _encoder_key(enc), s,
@@ -244,7 +254,8 @@ def run_learning_curve(inputs: FrozenInputs, out: str | Path, train_blocks: Sequ
     settings = {"epochs": epochs, "tail_epochs": tail_epochs or epochs, "tail_lr": tail_lr, "heads": heads,
                 "clips": len(data.manifest), "text": inputs.text_name, "ensemble": ensemble,
                 "added_groups": added_groups, "batch_size": batch_size, "hard_negatives": hard_negatives,
-                **({"val_libraries": val_libraries} if val_libraries else {})}  # absent: older results resume
+                **({"val_libraries": val_libraries} if val_libraries else {}),  # absent: older results resume
+                **({"augment": [v.augmentation.name for v in data.views]} if data.views else {})}
     path = out / "results.json"
     results = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
     if results.get("settings") != settings:
@@ -306,13 +317,13 @@ def _train_point(inputs: FrozenInputs, model, train: list[int], val: list[int], 
     clip's pooled features as the trained model gives them (the frozen ones when no block trained)."""
     data, bank = inputs.data, inputs.bank
     languages = ["eng"] if option.caption_languages == "eng" else data.caption_languages()
-    rows = [caption_rows(data.manifest.clips[i].captions, languages) for i in train]
-    keep = [k for k, r in enumerate(rows) if r]
-    train, rows = [train[k] for k in keep], [rows[k] for k in keep]
+    if blocks and data.views:
+        raise MlatrError("augmented views train the heads only (--train-blocks 0)")
+    feats, rows, train = training_items(data, train, languages)
     groups = None
     if hard_negatives:
-        firsts = [data.english(i)[0] if data.english(i) else rows[k][0][0] for k, i in enumerate(train)]
-        vectors = bank.lookup(firsts, ["eng" if data.english(i) else languages[0] for i in train]).numpy()
+        firsts = [_first_text(r, languages) for r in rows]
+        vectors = bank.lookup([t for t, _ in firsts], [lang for _, lang in firsts]).numpy()
         groups = caption_clusters(vectors, max(1, len(train) // hard_negatives), seed).tolist()
     settings = HeadTraining.at(1e-3, epochs=epochs, batch_size=batch_size, seed=seed,
                                objective=ObjectiveConfig(scheme=option.scheme),
@@ -321,7 +332,7 @@ def _train_point(inputs: FrozenInputs, model, train: list[int], val: list[int], 
         def validate(m):
             return caption_retrieval(m, data, bank, val)["t2a"]["R10"]
 
-        log = train_heads(model, data.features[train], rows, languages, bank, settings, validate, progress=False,
+        log = train_heads(model, feats, rows, languages, bank, settings, validate, progress=False,
                           out_dir=checkpoints, resume=True, batch_groups=groups)
         return data.features, _best(log)
     start = STAGES - blocks
@@ -340,6 +351,16 @@ def _train_point(inputs: FrozenInputs, model, train: list[int], val: list[int], 
                       out_dir=checkpoints, resume=True, audio_tail=AisfxTail(enc, start), device=device,
                       batch_groups=groups)
     return stage_features(enc, stage, device), _best(log)
+
+
+def _first_text(rows: list[list[str | None]], languages: Sequence[str]) -> tuple[str, str]:
+    """The text an item is clustered by (hard negatives): its first English caption, else its first text."""
+    if "eng" in languages:
+        e = languages.index("eng")
+        text = next((r[e] for r in rows if r[e]), None)
+        if text:
+            return text, "eng"
+    return rows[0][0], languages[0]
 
 
 def _best(log: list[dict]) -> int | None:

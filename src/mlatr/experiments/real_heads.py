@@ -35,6 +35,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from mlatr.augmented_views import AugmentedView, augmented_views
 from mlatr.data.importers.folder import name_caption
 from mlatr.data.manifest import Manifest
 from mlatr.data.path_captions import CaptionTable
@@ -76,6 +77,8 @@ class RealSounds:
     languages: list[str]
     label_translations: dict[str, dict[str, str]] = field(default_factory=dict)
     audio_encoder: torch.nn.Module | None = None
+    #: Augmented views of the clips the heads also train on (:mod:`mlatr.augmented_views`; none by default).
+    views: list[AugmentedView] = field(default_factory=list)
 
     @classmethod
     def load(cls, manifest_path: str | Path, cache_path: str | Path, max_seconds: float = 10.0,
@@ -90,6 +93,13 @@ class RealSounds:
         qdata = json.loads(QUERIES_PATH.read_text(encoding="utf-8"))
         return cls(manifest, feats, qdata["queries"], list(qdata["languages"]),
                    CaptionTable.load().label_translations, audio_enc)
+
+    def augment(self, kinds: Sequence[str], views: int, cache_dir: str | Path, max_seconds: float = 10.0,
+                progress: bool = True) -> None:
+        """Add ``views`` augmented views of ``kinds`` (:func:`mlatr.augmented_views.augmented_views`, cached in
+        ``cache_dir``) to what the heads train on; before :func:`text_space`, which embeds their captions."""
+        self.views = augmented_views(self.audio_encoder, self.manifest, cache_dir, kinds, views, max_seconds,
+                                     progress)
 
     @property
     def libraries(self) -> list[str]:
@@ -125,6 +135,7 @@ class RealSounds:
     def texts(self) -> list[tuple[str, str]]:
         """Every ``(language, text)`` a run embeds: the clips' captions, the queries, the zero-shot prompts."""
         pairs = [(lang, t) for c in self.manifest.clips for lang, caps in c.captions.items() for t in caps if t]
+        pairs += [(lang, t) for v in self.views for caps in v.captions for lang, ts in caps.items() for t in ts if t]
         pairs += [(lang, q["captions"][lang]) for q in self.queries for lang in self.languages]
         pairs += [(q["lang"], q["text"]) for seed in NONSENSE_SEEDS.values() for q in self.nonsense(seed)]
         pairs += sorted({("eng", t) for kind in METADATA for i in range(len(self.manifest))
@@ -169,17 +180,32 @@ def train_option(model, data: RealSounds, bank: TextBank, option: HeadOption, tr
     if option.scheme != "mlclap" and len(languages) < 2:
         raise MlatrError(f"head option {option.name!r} trains on translations, but the manifest's captions are "
                          "English only: translate them first (mlatr data translate)")
-    rows = [caption_rows(data.manifest.clips[i].captions, languages) for i in train_rows]
-    keep = [k for k, r in enumerate(rows) if r]
+    feats, rows, _ = training_items(data, train_rows, languages)
     settings = replace(settings, objective=ObjectiveConfig(scheme=option.scheme),
                        identity_penalty=option.identity_penalty)
     validate = None
     if len(val_rows):
         def validate(m):
             return caption_retrieval(m, data, bank, val_rows)["t2a"]["R10"]
-    feats = data.features[[train_rows[k] for k in keep]]
-    return train_heads(model, feats, [rows[k] for k in keep], languages, bank, settings, validate, progress,
+    return train_heads(model, feats, rows, languages, bank, settings, validate, progress,
                        out_dir=checkpoints, resume=checkpoints is not None)
+
+
+def training_items(data: RealSounds, train_rows: Sequence[int], languages: Sequence[str]
+                   ) -> tuple[np.ndarray, list[list[list[str | None]]], list[int]]:
+    """What the heads train on from the clips ``train_rows``: each clip with its caption rows
+    (:func:`~mlatr.training.heads.caption_rows` in ``languages``; a clip with none left out), then the same
+    clips in each augmented view (``data.views``) with the view's captions. ``(features [M, D], caption rows,
+    the clip row each item comes from)``."""
+    sources = [(data.features, [c.captions for c in data.manifest.clips])]
+    sources += [(v.features, v.captions) for v in data.views]
+    parts, rows, origin = [], [], []
+    for vectors, captions in sources:
+        kept = [(i, r) for i in train_rows if (r := caption_rows(captions[i], languages))]
+        parts.append(vectors[[i for i, _ in kept]])
+        rows += [r for _, r in kept]
+        origin += [i for i, _ in kept]
+    return np.concatenate(parts), rows, origin
 
 
 def _embed(model, audio_feats: np.ndarray, text_feats: torch.Tensor) -> tuple[np.ndarray, np.ndarray]:

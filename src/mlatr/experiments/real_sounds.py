@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import shutil
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 from mlatr.data.debian_sounds import read_licences
@@ -47,7 +48,8 @@ EXAMPLE_QUERIES = [("wolf howling", "eng"), ("un chien aboie", "fra"), ("Schritt
 def run_real_demo(manifest_path: str | Path, out: str | Path, text_encoders: list[str], heads: str = DEFAULT_HEADS,
                   embed_dim: int = 256, epochs: int = DEFAULT_EPOCHS, batch_size: int = DEFAULT_BATCH_SIZE,
                   lr: float = 1e-3, seed: int = 0, max_seconds: float = 10.0, progress: bool = True,
-                  unseen_epochs: int | None = None, added_groups: int = 12) -> dict:
+                  unseen_epochs: int | None = None, added_groups: int = 12, augment: Sequence[str] = (),
+                  augment_views: int = 1) -> dict:
     """Train the heads (option ``heads``) over frozen aisfx + each text encoder, evaluate against random heads,
     build the index with the first text encoder, answer the example queries; writes ``OUT/report.md``,
     ``OUT/results.json``, ``OUT/model.pt`` with its card ``OUT/model-card.md`` (data, licences, figures on
@@ -59,7 +61,9 @@ def run_real_demo(manifest_path: str | Path, out: str | Path, text_encoders: lis
     ``unseen_epochs`` (None: no such run): the same recipe with the first text encoder on the
     leave-one-library-out protocol (:mod:`mlatr.experiments.learning_curve`, sound-only queries; the 12
     original libraries held out one by one, the added ones ``added_groups`` folds at a time), in
-    ``OUT/unseen/``. The report also shows the licence table beside the manifest (``licences.json``)."""
+    ``OUT/unseen/``. The report also shows the licence table beside the manifest (``licences.json``).
+    ``augment``: the heads (here and in the unseen run) train also on ``augment_views`` augmented views of
+    these kinds (:meth:`~mlatr.experiments.real_heads.RealSounds.augment`, cached in ``OUT/cache``)."""
     started = time.monotonic()
     if heads not in HEAD_OPTIONS or not HEAD_OPTIONS[heads].trained:
         trained = ", ".join(k for k, o in HEAD_OPTIONS.items() if o.trained)
@@ -67,6 +71,8 @@ def run_real_demo(manifest_path: str | Path, out: str | Path, text_encoders: lis
     out = Path(out)
     (out / "cache").mkdir(parents=True, exist_ok=True)
     data = RealSounds.load(manifest_path, out / "cache" / "aisfx.npz", max_seconds, progress)
+    if augment:
+        data.augment(augment, augment_views, out / "cache", max_seconds, progress)
     manifest = data.manifest
     if all(c.split is None for c in manifest.clips):
         assign_hash_splits(manifest)
@@ -76,7 +82,9 @@ def run_real_demo(manifest_path: str | Path, out: str | Path, text_encoders: lis
     settings = HeadTraining.at(lr, epochs=epochs, batch_size=batch_size, seed=seed)
     results: dict = {"manifest": str(manifest_path), "clips": {s: len(r) for s, r in by_split.items()},
                      "settings": {"heads": heads, "embed_dim": embed_dim, "epochs": epochs, "batch_size": batch_size,
-                                  "lr": lr, "seed": seed, "max_seconds": max_seconds}, "runs": {}}
+                                  "lr": lr, "seed": seed, "max_seconds": max_seconds,
+                                  **({"augment": [v.augmentation.name for v in data.views]} if augment else {})},
+                     "runs": {}}
     models = {}
     for name in text_encoders:
         text_enc, bank = text_space(name, data, out / "cache")
