@@ -11,6 +11,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from mlatr.augmented_views import Augmentation, AugmentedView, joined_captions, partners
 from mlatr.cli import main
 from mlatr.experiments import learning_curve
 from mlatr.experiments.learning_curve import EnsembleHeads, FrozenInputs, fraction_rows, run_learning_curve
@@ -92,3 +93,20 @@ def test_every_point_and_fold_is_written_and_a_rerun_trains_nothing(inputs, tmp_
     run_learning_curve(inputs, out, train_blocks=(0,), fractions=(1.0,), seeds=(0,), epochs=3, batch_size=4,
                        progress=False)  # other settings: the curve starts again
     assert len(trained) == 3
+
+
+def test_augmented_views_add_training_items_and_mark_the_settings(tmp_path, monkeypatch):
+    data = make_data(n_libraries=3)
+    mates = partners(data.manifest, Augmentation(("mix",)))
+    data.views = [AugmentedView(Augmentation(("mix",)), data.features[::-1].copy(),
+                                [joined_captions(c.captions, data.manifest.clips[j].captions) if j is not None
+                                 else c.captions for c, j in zip(data.manifest.clips, mates, strict=True)], mates)]
+    _, bank = fake_text_space("e5-small", data, tmp_path / "cache")  # the joined captions are embedded too
+    seen, train = [], learning_curve.train_heads
+    monkeypatch.setattr(learning_curve, "train_heads", lambda m, feats, rows, *a, **k: seen.append(rows)
+                        or train(m, feats, rows, *a, **k))
+    res = run_learning_curve(FrozenInputs(data, bank, "e5-small", {}, {}), tmp_path / "aug", train_blocks=(0,),
+                             fractions=(1.0,), seeds=(0,), epochs=1, batch_size=4, progress=False,
+                             libraries=["lib0"])
+    assert res["settings"]["augment"] == ["mix-0"]
+    assert len(seen[0]) == 2 * 10 and any(" and " in r[0][0] for r in seen[0][10:])  # the clips, then the view
