@@ -13,6 +13,9 @@ Writes OUT/report.md, OUT/results.json, OUT/model.pt with its card OUT/model-car
 on unseen libraries) and training curve OUT/log.jsonl (mlatr plot OUT),
 the index folder OUT/sounds.idx and OUT/query-recall-by-language.png, and ends by saying where they are and
 what to run next.
+--augment gain,shift,mix: the heads (and the unseen-library run) train also on an augmented view of every clip,
+computed once from its spectrogram blocks (cached in OUT/cache; one more pass of aiSFX's CNN over the corpus);
+off by default (docs/real-sounds.md: not clearly better on libraries never trained on).
 
 Examples:
   scripts/get-real-sounds.sh && mlatr demo-real

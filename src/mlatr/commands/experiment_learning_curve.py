@@ -23,6 +23,7 @@ encoder (e.g. on a machine with a GPU: --device cuda).
 
 Examples:
   mlatr experiment learning-curve --train-blocks 0 --fractions 0.25,0.5,1 --seeds 0,1,2
+  mlatr experiment learning-curve --train-blocks 0 --fractions 1 --epochs 10 --batch-size 256 --augment gain,shift,mix
   mlatr experiment learning-curve --export-bundle runs/curve-bundle
   mlatr experiment learning-curve --bundle runs/curve-bundle --train-blocks 1,4 --device cuda
   mlatr experiment learning-curve -o runs/both --plot v1=runs/v1/results.json --plot v2=runs/v2/results.json \
