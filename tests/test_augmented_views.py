@@ -22,7 +22,7 @@ from mlatr.augmented_views import (
 )
 from mlatr.data.manifest import Clip, Manifest
 from mlatr.errors import MlatrError
-from mlatr.experiments.real_heads import training_items
+from mlatr.experiments.real_heads import RealSounds, training_items
 from mlatr.frozen_features import AudioFeatureCache
 from mlatr.frozen_prefix import PrefixCache, prefix_features
 from mlatr.models.aisfx import SPEC_MAX, AisfxEncoder, upper_blocks
@@ -76,8 +76,9 @@ def _manifest(folder):
                                                ("b", "train", 0.9), ("b", "train", 1.2), ("c", "train", 0.5)]):
         t = np.arange(int(seconds * 16000)) / 16000
         wave = 0.3 * np.sin(2 * np.pi * (300 + 100 * i) * t) + 0.05 * rng.standard_normal(t.shape)
-        sf.write(folder / f"c{i}.wav", wave.astype(np.float32), 16000)
-        clips.append(Clip(id=f"{lib}/c{i}", audio=f"c{i}.wav", split=split,
+        (folder / lib).mkdir(exist_ok=True)
+        sf.write(folder / lib / f"c{i}.wav", wave.astype(np.float32), 16000)
+        clips.append(Clip(id=f"{lib}/c{i}", audio=f"{lib}/c{i}.wav", split=split,
                           captions={"eng": [f"sound {i}", f"other {i}"], "spa": [f"sonido {i}"]}))
     return Manifest(clips=clips, root=folder)
 
@@ -141,3 +142,15 @@ def test_training_items_hold_the_clips_then_each_view():
     feats, caps, origin = training_items(data, rows, ["eng"])
     assert origin == rows + rows and np.array_equal(feats[3:], data.features[rows] + 1.0)
     assert caps[3:] == [[["joined"]]] * 3
+
+
+def test_real_sounds_adds_views_whose_captions_the_text_bank_embeds(tmp_path):
+    manifest = _manifest(tmp_path)
+    torch.manual_seed(0)
+    enc = AisfxEncoder(pretrained=False, frozen=True).eval()
+    data = RealSounds(manifest, np.zeros((6, 512), np.float32), [], ["eng", "spa"], {}, enc)
+    data.augment(["mix"], 2, tmp_path / "cache", progress=False)
+    assert [v.augmentation.name for v in data.views] == ["mix-0", "mix-1"]
+    assert sorted(p.name for p in (tmp_path / "cache").iterdir()) == ["augment-mix-0.npz", "augment-mix-1.npz",
+                                                                     "prefix-0"]
+    assert ("eng", "sound 0 and sound 1") in data.texts() and ("spa", "sonido 3 y sonido 4") in data.texts()
