@@ -24,6 +24,7 @@ import logging
 import os
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -35,7 +36,7 @@ from mlatr.search.build_plan import live_rows
 from mlatr.search.index import Index
 from mlatr.search.milvus import is_milvus
 from mlatr.search.query import TextQuery
-from mlatr.search.search import search_query
+from mlatr.search.search import encode_query_texts, search_query
 from mlatr.search.shards import MANIFEST
 
 log = logging.getLogger("mlatr.serve")
@@ -136,13 +137,18 @@ class LiveIndex:
             if self.model is not None:  # the given model does not fit the new index: keep serving the old one
                 raise
             index = Index.load(source, backend=self.backend)  # another model: its own checkpoint
-        model = index.model()  # loads and checks the checkpoint now, not at the first query
-        index.searcher("audio")
-        index.searcher("captions")
-        languages = query_languages(model.model.text_encoder)
-        if model is not keep:  # a first query warms the encoder up (a frozen encoder's first call is slow)
+        with ThreadPoolExecutor(1) as pool:  # the ANN files are read (FAISS frees the GIL) while the model loads
+            opened = pool.submit(lambda: (index.searcher("audio"), index.searcher("captions")))
+            model = index.model()  # loads and checks the checkpoint now, not at the first query
+            languages = query_languages(model.model.text_encoder)
+            warm = TextQuery("warm-up", languages.known[0] if languages.required else None, 1)
+            if model is not keep:  # a first query warms the encoder up (a frozen encoder's first call is slow)
+                with self.lock:
+                    encode_query_texts(index, [warm])
+            opened.result()
+        if model is not keep:  # and the ranking (the searchers are open; the query's embedding is memoised)
             with self.lock:
-                search_query(index, TextQuery("warm-up", languages.known[0] if languages.required else None, 1))
+                search_query(index, warm)
         return Snapshot(index=index, rows=live_rows(index), languages=languages,
                         signature=signature, loaded_at=time.time())
 
