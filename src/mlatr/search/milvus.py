@@ -168,13 +168,8 @@ def _load(mc, *collections: str) -> None:
 
 def read_meta(target: str) -> dict | None:
     """The meta a target records, or None when it holds no index yet."""
-    mc, collection = client(target)
-    meta_name = names(collection)[2]
-    with reported(target):
-        if not mc.has_collection(meta_name):
-            return None
-        _load(mc, meta_name)
-        rows = mc.query(meta_name, filter='key == "meta"', output_fields=["value"])
+    meta_name = names(parse_target(target)[1])[2]
+    rows = _meta_rows(target, 'key == "meta"', ["value"])
     if not rows:
         return None
     meta = rows[0]["value"]
@@ -189,14 +184,20 @@ def write_signature(target: str) -> tuple[str, ...] | None:
     """The writes a target holds (each build, ``--add`` and delete appends one batch of statistics, last, under
     a new id), sorted: what a server's watch compares to see another process's writes; None without an index.
     One small query (a row per write)."""
+    rows = _meta_rows(target, 'key like "stats/%/audio/total"', ["key"])
+    return None if rows is None else tuple(sorted(r["key"].split("/")[1] for r in rows))
+
+
+def _meta_rows(target: str, filter: str, fields: list[str]) -> list[dict] | None:
+    """The rows of the target's meta collection that ``filter`` selects (``fields`` of each); None when the
+    target has no meta collection (no index yet)."""
     mc, collection = client(target)
     meta_name = names(collection)[2]
     with reported(target):
         if not mc.has_collection(meta_name):
             return None
         _load(mc, meta_name)
-        rows = mc.query(meta_name, filter='key like "stats/%/audio/total"', output_fields=["key"])
-    return tuple(sorted(r["key"].split("/")[1] for r in rows))
+        return mc.query(meta_name, filter=filter, output_fields=fields)
 
 
 def term_token(term: str) -> str:
