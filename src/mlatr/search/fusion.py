@@ -32,14 +32,23 @@ RANKS = ("audio", "captions", "hybrid")
 
 @dataclass
 class Candidates:
-    """One query's candidate clips: ``rows [n]`` and each source's score of them, ``sound [n]`` (cosine),
-    ``caption [n]`` (best caption cosine, ``-inf`` for a clip without caption), ``keyword [n]`` (best BM25,
-    0 where no term matches)."""
+    """One query's candidate clips: ``rows [n]`` (the library's clip rows) and each source's score of them,
+    ``sound [n]`` (cosine), ``caption [n]`` (best caption cosine, ``-inf`` for a clip without caption),
+    ``keyword [n]`` (best BM25, 0 where no term matches), and the caption rows that have them,
+    ``caption_row [n]`` and ``keyword_row [n]`` (the first in row order; -1: none), which a hit's evidence
+    shows."""
 
     rows: np.ndarray
     sound: np.ndarray
     caption: np.ndarray
     keyword: np.ndarray
+    caption_row: np.ndarray
+    keyword_row: np.ndarray
+
+    def take(self, pos: np.ndarray) -> Candidates:
+        """The candidates at positions ``pos``, in that order."""
+        return Candidates(*(np.asarray(v)[pos] for v in (self.rows, self.sound, self.caption, self.keyword,
+                                                          self.caption_row, self.keyword_row)))
 
 
 @dataclass
