@@ -7,11 +7,11 @@ the clip's captions) and its captions' words (the best BM25 score, :mod:`mlatr.s
 probability that the clip answers the query, with the fitted :class:`~mlatr.search.relevance.RelevanceModel`
 (:mod:`mlatr.search.relevance` says what the features are and why they transfer across libraries).
 
-It takes only what it needs, so any candidate set can be ranked: every clip of a library held in memory
-(:class:`~mlatr.search.hybrid.TextRanker`), or the union of each source's top window found by approximate
-search at scale. Per candidate: the sound, caption and keyword scores (:class:`Candidates`); per query,
+It takes only what it needs, so any candidate set can be ranked (:func:`mlatr.search.hybrid.rank_candidates`):
+every live clip of a library, or the union of each source's top window found by approximate search at
+scale or in Milvus. Per candidate: the sound, caption and keyword scores (:class:`Candidates`); per query,
 its :class:`~mlatr.search.relevance.QueryStats` (the mean and spread of its sound and caption cosines over
-the library, from :class:`~mlatr.search.relevance.LibraryStats`, and its idf mass).
+the library, from :class:`~mlatr.search.relevance.LibraryStats`, its idf mass and its rare cutoff).
 
 :data:`RANKS` are the orders a search can return: ``hybrid`` (the fused score, the default), ``audio``
 (the sound cosine) or ``captions`` (the best caption cosine; a clip without caption last). Whichever order,
