@@ -114,9 +114,7 @@ def rank_candidates(qc: QueryCandidates, k: int, rank: str, model: RelevanceMode
         pos = np.asarray(shown, np.int64)[:k]
         fused = fuse(cands.take(pos), stats, model)
         at = np.arange(len(pos))
-    ranks = _ranks(cands, pos)
-    if shown is not None:
-        ranks["sound"] = np.arange(1, len(pos) + 1)
+    ranks = _ranks(cands, pos, by_sound=shown is None)
     score = {"hybrid": fused.score[at], "audio": cands.sound[pos], "captions": cands.caption[pos]}[rank]
     counted = caption_counts(model, fused.features[at], stats)
     out = []
@@ -136,27 +134,28 @@ def rank_candidates(qc: QueryCandidates, k: int, rank: str, model: RelevanceMode
     return Ranking(out, answer_relevance(answer, answer_features(fused.score, fused.relevance, fused.features)))
 
 
-def _ranks(cands: Candidates, pos: np.ndarray) -> dict[str, np.ndarray]:
+def _ranks(cands: Candidates, pos: np.ndarray, by_sound: bool) -> dict[str, np.ndarray]:
     """Each source's 1-based rank of the candidates at ``pos`` among the candidates it ranks (every one by sound,
-    those with a caption by caption, those matching a term by keyword; 0: not ranked), ties: lower row first."""
-    every = np.ones(len(cands.rows), bool)
-    return {"sound": _Source(cands.sound, every).ranks(pos),
-            "caption": _Source(cands.caption, np.isfinite(cands.caption)).ranks(pos),
+    those with a caption by caption, those matching a term by keyword; 0: not ranked), ties: lower row first.
+    Not ``by_sound``: ``pos`` is a sound ranking's order, and its place their sound rank."""
+    sound = _Source(cands.sound, np.ones(len(cands.rows), bool)).ranks(pos) if by_sound else \
+        np.arange(1, len(pos) + 1)
+    return {"sound": sound, "caption": _Source(cands.caption, np.isfinite(cands.caption)).ranks(pos),
             "keyword": _Source(cands.keyword, cands.keyword > 0).ranks(pos)}
 
 
-def best_per_clip(owner: np.ndarray, scores: np.ndarray, caption_rows: np.ndarray,
+def best_per_clip(owner: np.ndarray, scores: np.ndarray, caption_rows: np.ndarray | None,
                   n: int) -> tuple[np.ndarray, np.ndarray]:
     """``(best [n], row [n])``: for each of ``n`` clips, the best of the ``scores [c]`` of its captions (``owner
-    [c]``: each caption's clip, 0..n-1; ``caption_rows [c]``: its caption row) and the first caption row reaching
-    it (``-inf`` and -1 for a clip without any), in one pass (``maximum.at``: a clip's few captions make
-    ``maximum.reduceat``'s many short segments slower)."""
+    [c]``: each caption's clip, 0..n-1; ``caption_rows [c]``: its caption row, None: ``0..c-1``) and the first
+    caption row reaching it (``-inf`` and -1 for a clip without any), in one pass (``maximum.at``: a clip's few
+    captions make ``maximum.reduceat``'s many short segments slower)."""
     best = np.full(n, -np.inf, np.float32)
     np.maximum.at(best, owner, scores)
     hit = np.flatnonzero(scores == best[owner])
     none = np.iinfo(np.int64).max
     row = np.full(n, none, np.int64)
-    np.minimum.at(row, owner[hit], np.asarray(caption_rows, np.int64)[hit])
+    np.minimum.at(row, owner[hit], hit if caption_rows is None else np.asarray(caption_rows, np.int64)[hit])
     row[row == none] = -1
     return best, row
 
@@ -281,10 +280,11 @@ class TextRanker:
         [N]``) and their captions (``caption_scores [M]``) are given; the rare cutoff read on all of them."""
         terms = self.keywords.terms(query, lang)
         rows = self._live_rows
-        caption, caption_row = best_per_clip(self.caption_clip, caption_scores, np.arange(len(self.caption_clip)),
-                                             len(self.audio))  # [N] each
-        keyword, keyword_row = _keywords_of(rows, *self._keyword_matches(terms))
-        cands = Candidates(rows, audio[rows], caption[rows], keyword, caption_row[rows], keyword_row)
+        caption, caption_row = best_per_clip(self.caption_clip, caption_scores, None, len(self.audio))  # [N] each
+        kw_rows, kw_scores = self.keywords.sparse_scores(terms)  # live captions only
+        keyword, keyword_row = best_per_clip(self.caption_clip[kw_rows], kw_scores, kw_rows, len(self.audio))
+        keyword = np.maximum(keyword, 0.0)  # [N] each (every clip: no sort of the matches, as the windowed one)
+        cands = Candidates(rows, audio[rows], caption[rows], keyword[rows], caption_row[rows], keyword_row[rows])
         return self._query(cands, vec, query, lang, terms, rare_cutoff(cands.caption))
 
     def _windowed(self, vec: np.ndarray, query: str, lang: str | None, found: Sequence[np.ndarray] = (),
