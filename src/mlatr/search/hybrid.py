@@ -150,6 +150,7 @@ def best_per_clip(owner: np.ndarray, scores: np.ndarray, caption_rows: np.ndarra
     [c]``: each caption's clip, 0..n-1; ``caption_rows [c]``: its caption row, None: ``0..c-1``) and the first
     caption row reaching it (``-inf`` and -1 for a clip without any), in one pass (``maximum.at``: a clip's few
     captions make ``maximum.reduceat``'s many short segments slower)."""
+    scores = np.asarray(scores, np.float32)  # compared with the best as stored
     best = np.full(n, -np.inf, np.float32)
     np.maximum.at(best, owner, scores)
     hit = np.flatnonzero(scores == best[owner])
