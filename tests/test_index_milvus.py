@@ -241,6 +241,15 @@ def test_local_and_milvus_supply_the_same_candidates_to_one_ranking(tmp_path):
             np.testing.assert_allclose([h.relevance for h in got], [h.relevance for h in want], atol=1e-5)
             assert [[e.to_dict() | {"score": None} for e in h.evidence] for h in got] == \
                 [[e.to_dict() | {"score": None} for e in h.evidence] for h in want]
+    # a sound ranking's hits described by both (the hits their own candidates, as a windowed local index has them)
+    local.window = ranker.window
+    scores, rows = ranker.audio.top_k(queries[:1], 8)
+    got, want = (r.describe(queries[0], texts[0], "eng", rows[0], scores[0], "hybrid") for r in (ranker, local))
+    assert [h.row for h in got] == [h.row for h in want] == rows[0].tolist()
+    np.testing.assert_allclose([h.score for h in got], [h.score for h in want], atol=1e-5)
+    assert [[e.to_dict() | {"score": None} for e in h.evidence] for h in got] == \
+        [[e.to_dict() | {"score": None} for e in h.evidence] for h in want]
+    assert got.relevance == pytest.approx(want.relevance, abs=1e-5)
 
 
 def test_add_and_delete_keep_library_statistics(tmp_path):

@@ -284,7 +284,7 @@ class TextRanker:
         caption, caption_row = best_per_clip(self.caption_clip, caption_scores, None, len(self.audio))  # [N] each
         kw_rows, kw_scores = self.keywords.sparse_scores(terms)  # live captions only
         keyword, keyword_row = best_per_clip(self.caption_clip[kw_rows], kw_scores, kw_rows, len(self.audio))
-        keyword = np.maximum(keyword, 0.0)  # [N] each (every clip: no sort of the matches, as the windowed one)
+        keyword = np.maximum(keyword, 0.0)  # [N] each: dense, no sort of the matches (the windowed form's)
         cands = Candidates(rows, audio[rows], caption[rows], keyword[rows], caption_row[rows], keyword_row[rows])
         return self._query(cands, vec, query, lang, terms, rare_cutoff(cands.caption))
 
@@ -309,6 +309,7 @@ class TextRanker:
 
     def _query(self, cands: Candidates, vec: np.ndarray, query: str, lang: str | None, terms: list[str],
                cutoff: float) -> QueryCandidates:
+        """``cands`` with the query's view of the library (its ``cutoff``) and its keyword terms."""
         stats = QueryStats.of(self.stats, vec, self.keywords.idf_mass(terms), cutoff)
         return QueryCandidates(cands, stats, query, lang, terms, partial(self.keywords.matched_terms, terms),
                                self.caption_text, self.caption_lang)
