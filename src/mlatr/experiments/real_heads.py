@@ -37,7 +37,7 @@ import torch
 
 from mlatr.data.importers.folder import name_caption
 from mlatr.data.manifest import Manifest
-from mlatr.data.path_captions import CaptionTable
+from mlatr.data.path_captions import CaptionRules
 from mlatr.errors import MlatrError
 from mlatr.evaluation import evaluate_embeddings, zero_shot, zero_shot_prompts
 from mlatr.evaluation.nonsense import nonsense_queries
@@ -89,7 +89,7 @@ class RealSounds:
         feats = audio_features(audio_enc, manifest, cache, max_seconds, progress=progress)
         qdata = json.loads(QUERIES_PATH.read_text(encoding="utf-8"))
         return cls(manifest, feats, qdata["queries"], list(qdata["languages"]),
-                   CaptionTable.load().label_translations, audio_enc)
+                   CaptionRules.load().label_translations, audio_enc)
 
     @property
     def libraries(self) -> list[str]:

@@ -193,6 +193,20 @@ def read_meta(target: str) -> dict | None:
     return meta
 
 
+def write_signature(target: str) -> tuple[str, ...] | None:
+    """The writes a target holds (each build, ``--add`` and delete appends one batch of statistics, last, under
+    a new id), sorted: what a server's watch compares to see another process's writes; None without an index.
+    One small query (a row per write)."""
+    mc, collection = client(target)
+    meta_name = names(collection)[2]
+    with reported(target):
+        if not mc.has_collection(meta_name):
+            return None
+        _load(mc, meta_name)
+        rows = mc.query(meta_name, filter='key like "stats/%/audio/total"', output_fields=["key"])
+    return tuple(sorted(r["key"].split("/")[1] for r in rows))
+
+
 def term_token(term: str) -> str:
     """A keyword term as the token Milvus stores: 16 hex digits of its BLAKE2b hash (one token for any
     analyzer; two of a library's terms share one with a chance of about ``V^2 / 2^65`` for ``V`` terms)."""
