@@ -32,6 +32,11 @@ Every figure is printed with its goal and its ratio to the reference of the same
 
     .venv/bin/python benchmarks/bench_search_scale.py --clips 1000000 --json out.json [--dim 512] [--ann auto]
         [--captions-per-clip 2] [--dtype float32] [--threads 1] [--work DIR] [--cold]
+    ... the same options --work DIR --reuse-index   (queries, memory, start-up again on DIR's index, as it is)
+
+Resident memory counts the pages of the index's memory-mapped files that the process has mapped: clean page
+cache, shared between processes and given back under pressure (the kernel maps up to 64 KiB of cached pages
+around each row a query reads); the process's own (anonymous) memory is printed beside it.
 """
 
 from __future__ import annotations
@@ -137,7 +142,8 @@ for q in queries:
     _, r = searcher.top_k(q[None], 10)
     times.append((time.perf_counter() - t) * 1e3)
     rows.append(r[0].tolist())
-status = dict(line.split(":", 1) for line in open("/proc/self/status") if line.startswith(("VmRSS", "VmHWM")))
+status = dict(line.split(":", 1) for line in open("/proc/self/status")
+              if line.startswith(("VmRSS", "VmHWM", "RssAnon")))
 kib = {{k: int(v.split()[0]) for k, v in status.items()}}
 print(json.dumps({{"load_s": load_s, "times_ms": times, "rows": rows, "rss_bytes": kib["VmRSS"] * 1024,
                   "peak_rss_bytes": kib["VmHWM"] * 1024, "kind": [e.get("ann", {{}}).get("kind", "exact")
@@ -178,10 +184,12 @@ for q, text in zip(queries, texts):
     found = ranker.rank_many(q[None], [text], ["eng"], [10], ["hybrid"])[0]
     times.append((time.perf_counter() - t) * 1e3)
     rows.append([h.row for h in found])
-status = dict(line.split(":", 1) for line in open("/proc/self/status") if line.startswith(("VmRSS", "VmHWM")))
+status = dict(line.split(":", 1) for line in open("/proc/self/status")
+              if line.startswith(("VmRSS", "VmHWM", "RssAnon")))
 kib = {{k: int(v.split()[0]) for k, v in status.items()}}
 print(json.dumps({{"load_s": load_s, "times_ms": times, "rows": rows, "rss_bytes": kib["VmRSS"] * 1024,
-                  "peak_rss_bytes": kib["VmHWM"] * 1024, "window": ranker.window}}))
+                  "peak_rss_bytes": kib["VmHWM"] * 1024, "anon_bytes": kib["RssAnon"] * 1024,
+                  "window": ranker.window}}))
 """
 
 EXACT_FUSION_CHILD = """
@@ -264,6 +272,9 @@ def main() -> None:
     ap.add_argument("--reuse-vectors", action="store_true",
                     help="take vectors.npy / captions.npy already in --work when their shapes fit (the same seeds "
                          "drew them: drawing a million takes minutes)")
+    ap.add_argument("--reuse-index", action="store_true",
+                    help="measure queries, memory and start-up again on WORK/scale.idx as an earlier run with the same "
+                         "--work left it (no drawing, no build, no add: those figures are that run's)")
     ap.add_argument("--cold", action="store_true",
                     help="also load and answer one hybrid query with the index's files dropped from the page cache")
     ap.add_argument("--queries", type=int, default=200)
@@ -283,7 +294,9 @@ def main() -> None:
     work = Path(args.work or tempfile.mkdtemp(prefix="mlatr-scale-"))
     work.mkdir(parents=True, exist_ok=True)
     out = work / "scale.idx"
-    if out.exists():
+    if args.reuse_index and not (out / "index.json").is_file():
+        raise SystemExit(f"--reuse-index: no index at {out} (run once without it, with the same --work)")
+    if out.exists() and not args.reuse_index:
         shutil.rmtree(out)
     vectors_path = work / "vectors.npy"
     n, d = args.clips, args.dim
@@ -324,7 +337,10 @@ def main() -> None:
     def fits(path: Path, rows: int) -> bool:
         return path.is_file() and np.load(path, mmap_mode="r").shape == (rows, d)
 
-    drawn = args.reuse_vectors and fits(vectors_path, n) and (not per or fits(captions_path, n * per))
+    drawn = (args.reuse_vectors or args.reuse_index) and fits(vectors_path, n) \
+        and (not per or fits(captions_path, n * per))
+    if args.reuse_index and not drawn:
+        raise SystemExit(f"--reuse-index: {vectors_path} (and captions.npy) of this --clips / --dim are needed")
     if drawn:
         emb, caps, texts = library(n, 0, np.load(vectors_path, mmap_mode="r"),
                                    np.load(captions_path, mmap_mode="r") if per else None, drawn=True)
@@ -338,10 +354,13 @@ def main() -> None:
     t0 = time.perf_counter()
     build = AnnBuild(args.ann, parse_ann_params(args.ann_param),
                      EXACT_BELOW if args.ann_exact_below is None else args.ann_exact_below, progress=True)
-    write_rows(out, part_index(np.load(vectors_path, mmap_mode="r"), 0, meta,
-                               np.load(captions_path, mmap_mode="r") if per else None, texts),
-               add=False, dtype=args.dtype, build=build)
-    res["build_s"] = time.perf_counter() - t0
+    if args.reuse_index:
+        res["build_s"] = None
+    else:
+        write_rows(out, part_index(np.load(vectors_path, mmap_mode="r"), 0, meta,
+                                   np.load(captions_path, mmap_mode="r") if per else None, texts),
+                   add=False, dtype=args.dtype, build=build)
+        res["build_s"] = time.perf_counter() - t0
     del caps, texts
     manifest = json.loads((out / "index.json").read_text())
     ann = manifest["shards"][0].get("ann")
@@ -352,8 +371,9 @@ def main() -> None:
     res["index_bytes"] = bytes_of(out)
     vec_bytes = n * (1 + per) * d * (2 if args.dtype == "float16" else 4)
     res["vector_bytes"] = vec_bytes
-    print(f"built in {res['build_s']:.1f} s: {ann['kind'] if ann else 'exact'} "
-          f"{ann['params'] if ann else ''}, recall@10 at build {res['build_recall_at_10']}", flush=True)
+    done = "reused" if args.reuse_index else f"built in {res['build_s']:.1f} s"
+    print(f"{done}: {ann['kind'] if ann else 'exact'} {ann['params'] if ann else ''}, "
+          f"recall@10 at build {res['build_recall_at_10']}", flush=True)
 
     near = recall_sample(np.load(vectors_path, mmap_mode="r"), args.queries, seed=1)
     far = random_unit(args.queries, d, 2, clusters=args.clusters)
@@ -395,7 +415,8 @@ def main() -> None:
                     "hybrid_recall_at_10": recall(h["rows"][:cut], ex["rows"][:cut]),
                     "hybrid_p50_ms_fresh": pct(fresh_ms, 50), "hybrid_p95_ms_fresh": pct(fresh_ms, 95),
                     "hybrid_recall_at_10_fresh": recall(h["rows"][cut:], ex["rows"][cut:]),
-                    "hybrid_rss_bytes": h["rss_bytes"], "hybrid_peak_rss_bytes": h["peak_rss_bytes"]})
+                    "hybrid_rss_bytes": h["rss_bytes"], "hybrid_peak_rss_bytes": h["peak_rss_bytes"],
+                    "hybrid_anon_bytes": h["anon_bytes"]})
         if args.cold:
             left = evict(out)
             qpath, tpath = work / "hybrid-cold.npy", work / "hybrid-cold.json"
@@ -408,14 +429,16 @@ def main() -> None:
     # append: one more shard; the first shard's files must not change
     first = {p: (p.stat().st_size, p.stat().st_mtime_ns) for p in (out / manifest["shards"][0]["name"]).iterdir()}
     more, more_caps, more_texts = library(args.add, 3)
-    t0 = time.perf_counter()
-    # the added shard's structure chosen by size (a forced --ann kind and its parameters, e.g. an nlist larger
-    # than the add, are the big shard's)
-    written = write_rows(out, part_index(more, n, meta, more_caps, more_texts), add=True, dtype=args.dtype,
-                         build=AnnBuild(exact_below=build.exact_below))
-    res["add_s"] = time.perf_counter() - t0
-    res["add_bytes_written"] = written
-    res["add_rewrote_first_shard"] = any((p.stat().st_size, p.stat().st_mtime_ns) != s for p, s in first.items())
+    if not args.reuse_index:  # a reused index stays as it was: its add was measured by the run that built it
+        t0 = time.perf_counter()
+        # the added shard's structure chosen by size (a forced --ann kind and its parameters, e.g. an nlist larger
+        # than the add, are the big shard's)
+        written = write_rows(out, part_index(more, n, meta, more_caps, more_texts), add=True, dtype=args.dtype,
+                             build=AnnBuild(exact_below=build.exact_below))
+        res["add_s"] = time.perf_counter() - t0
+        res["add_bytes_written"] = written
+        res["add_rewrote_first_shard"] = any((p.stat().st_size, p.stat().st_mtime_ns) != s
+                                             for p, s in first.items())
     if not args.no_serve:
         res["serve_cold_start"] = serve_cold_start(out)
         tiny = work / "tiny.idx"  # the same model over 10 clips: what the model alone costs at start-up
@@ -451,6 +474,8 @@ def main() -> None:
             print(line("  first hybrid answer after it (cold)", res["cold_first_ms"], "ms", ""))
         print(line("resident memory after hybrid queries", res["hybrid_rss_bytes"] / 2**30, "GiB", "<= 1.3x vectors",
                    vec_bytes / 2**30, "all vectors' bytes"))
+        print(line("  of it the process's own (anonymous)", res["hybrid_anon_bytes"] / 2**30, "GiB", "",
+                   vec_bytes / 2**30, "all vectors' bytes"))
         print(line("caption ANN recall@10 at build", (res["caption_ann_entry"] or {}).get("recall_at_10", 1.0), "",
                    ">= 0.95"))
     print(line("resident memory after sound queries", res["rss_bytes"] / 2**30, "GiB",
@@ -459,12 +484,13 @@ def main() -> None:
                "the vectors' bytes"))
     print(line("vectors' bytes (audio + captions)", vec_bytes / 2**30, "GiB", ""))
     print(line("index folder", res["index_bytes"] / 2**30, "GiB", ""))
-    print(line("build (write shard + ANN + recall)", res["build_s"], "s", ""))
-    print(line(f"add {args.add:,} clips" + (f" ({per} captions each)" if per else ""), res["add_s"], "s", "<= 10 s",
-               10.0, "goal"))
-    print(line("  bytes written by the add", res["add_bytes_written"] / 2**20, "MiB", "",
-               res["index_bytes"] / 2**20, "of the index"))
-    print(f"  {'  first shard rewritten by the add':<42} {res['add_rewrote_first_shard']!s:>12}         goal False")
+    if not args.reuse_index:  # built and appended to by this run
+        print(line("build (write shard + ANN + recall)", res["build_s"], "s", ""))
+        print(line(f"add {args.add:,} clips" + (f" ({per} captions each)" if per else ""), res["add_s"], "s", "<= 10 s",
+                   10.0, "goal"))
+        print(line("  bytes written by the add", res["add_bytes_written"] / 2**20, "MiB", "",
+                   res["index_bytes"] / 2**20, "of the index"))
+        print(f"  {'  first shard rewritten by the add':<42} {res['add_rewrote_first_shard']!s:>12}         goal False")
     if "serve_cold_start" in res:
         full, tiny = res["serve_cold_start"], res["serve_cold_start_10_clips"]
         print(line("mlatr serve cold start (to a text answer)", full["first_query_s"], "s", "<= 5 s", 5.0, "goal"))

@@ -11,6 +11,8 @@ from __future__ import annotations
 import importlib.util
 import math
 import pickle
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -199,3 +201,18 @@ def test_built_from_registry_and_config_round_trip(state):
         torch.testing.assert_close(enc(wave).pooled, again(wave).pooled)
         pooled = enc(wave).pooled[0].numpy()
     np.testing.assert_allclose(pooled, REFERENCE["emb_mix_3s_16k"].mean(0), atol=2e-4)
+
+
+def test_the_meta_device_shape_check_stays_cheap():
+    """``weights_problem`` builds the model on the meta device before loading it; a constant buffer made there
+    (the STFT window, the resampling kernel) runs PyTorch's Python decompositions, which import
+    ``torch._dynamo`` and sympy (about a CPU second of every model load). Checked in a fresh process."""
+    code = ("import sys\n"
+            "from mlatr.inference.stored_model import weights_problem\n"
+            "cfg = {'audio_encoder': {'name': 'aisfx', 'sample_rate': 16000, 'pretrained': False},\n"
+            "       'text_encoder': {'name': 'small-transformer'}, 'embed_dim': 8}\n"
+            "weights_problem(cfg, {})\n"
+            "print(sorted(m for m in ('torch._dynamo', 'sympy') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip().splitlines()[-1] == "[]"

@@ -33,6 +33,8 @@ def test_yaml_and_overrides(tmp_path):
         ("objective.base=infonc", "objective.base: must be one of infonce, siglip, got 'infonc'"),
         ("optim.lr=fast", "optim.lr: expected a number"),
         ("epochs", "expected key=value"),
+        ("model.text={name: small-transformer, num_layers: 100000}", r"config: model.text.num_layers: "),
+        ("model.audio={name: small-cnn, n_fft: 1000000000000}", r"config: model.audio.n_fft: "),
     ],
 )
 def test_bad_config_names_the_key(override, message):

@@ -430,3 +430,22 @@ def test_live_rows_maps_each_id_to_its_latest_row_not_deleted():
         deleted = {i for i in range(len(ids)) if rng.random() < 0.4}
         want = {cid: i for i, cid in enumerate(ids) if i not in deleted}
         assert live_rows(Rows(ids, deleted)) == want
+
+
+def test_index_info_names_the_model_by_its_digests(trained, tmp_path, capsys):
+    """``index info`` shows the model's file and weights SHA-256 (what a search checks the model against),
+    equal to digests computed here from the checkpoint's bytes and from the loaded weights."""
+    import hashlib
+
+    manifest_path, ckpt = trained
+    out = tmp_path / "lib.idx"
+    assert main(["index", "build", "--model", str(ckpt), "--manifest", str(manifest_path), "-o", str(out),
+                 "--no-progress"]) == 0
+    capsys.readouterr()
+    assert main(["index", "info", str(out), "--json"]) == 0
+    info = json.loads(capsys.readouterr().out)
+    file_digest = hashlib.sha256(Path(ckpt).read_bytes()).hexdigest()
+    weights_digest = load_model(ckpt).weights_sha256()
+    assert (info["checkpoint_sha256"], info["weights_sha256"]) == (file_digest, weights_digest)
+    assert main(["index", "info", str(out)]) == 0
+    assert f"(file sha256 {file_digest[:12]}, weights sha256 {weights_digest[:12]})" in capsys.readouterr().out

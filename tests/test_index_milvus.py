@@ -16,7 +16,7 @@ from mlatr.data.manifest import Manifest
 from mlatr.search import Index
 from mlatr.search import milvus as mv
 from mlatr.search.columns import CaptionColumns, ClipColumns
-from mlatr.search.hybrid import TextRanker
+from mlatr.search.hybrid import TextRanker, rank_candidates
 from mlatr.search.search import search_similar
 from toydata import train_toy_model
 
@@ -200,12 +200,56 @@ def test_window_fusion_on_a_larger_library(tmp_path):
                     assert [h.evidence for h in g][0][-1].rank == [h.evidence for h in w][0][-1].rank
     # keyword scores: mlatr's BM25 (bm25s) from the stored terms, document counts and term total
     terms = ranker._doc_freq({"dog", "rain", "sound", "absent"})
-    sub, rows = ranker._windows(queries[:1], ["dog rain sound absent"], ["eng"], [10], [[]])[0]
     assert terms["absent"] == 0 and terms["dog"] == sum("dog" in t.split() for t in captions.get("text"))
-    words = list(terms)
-    keyed = np.flatnonzero(np.isin(captions.clip, rows))
-    assert np.allclose(sub.keywords.scores_of(words), local.keywords.scores_of(words)[keyed], atol=1e-5)
-    assert sub.keywords.idf_mass(words) == pytest.approx(local.keywords.idf_mass(words))
+    qc, = ranker.candidates(queries[:1], ["dog rain sound absent"], ["eng"], [10])
+    words = qc.terms
+    best = np.full(len(clips.ids), -np.inf)
+    np.maximum.at(best, captions.clip, local.keywords.scores_of(words))  # each clip's best, from the local index
+    assert np.allclose(qc.cands.keyword, best[qc.cands.rows], atol=1e-5) and qc.cands.keyword.max() > 0
+    assert qc.stats.idf_mass == pytest.approx(local.keywords.idf_mass(words))
+
+
+def test_local_and_milvus_supply_the_same_candidates_to_one_ranking(tmp_path):
+    """The same library in a local index and in Milvus: for the same candidate clips each source supplies the
+    same scores, best captions, keyword matches and query statistics (the rare cutoff included), and the shared
+    ranking (rank_candidates) gives both the same hits, relevance and evidence."""
+    clips, captions, queries, texts = synthetic(n=120)
+    target = f"milvus:{tmp_path / 'same.db'}"
+    mv.write_milvus(target, clips, captions, {"checkpoint": {"path": "none", "sha256": ""}}, [], replace=True)
+    ranker = mv.read_milvus(target).ranker
+    ranker.window = 16  # windows smaller than the library: the candidates are a part of it
+    local = TextRanker(clips.embeddings, captions.embeddings, captions.clip, captions.get("text"),
+                       captions.get("lang"))
+    n = len(queries)
+    texts = [f"{t} dog" for t in texts]
+    for b, remote in enumerate(ranker.candidates(queries, texts, ["eng"] * n, [10] * n)):
+        assert 0 < len(remote.cands.rows) < len(clips.ids)
+        mine = local._windowed(queries[b], texts[b], "eng", given=remote.cands.rows)
+        a, c = remote.cands, mine.cands
+        assert np.array_equal(a.rows, c.rows) and remote.terms == mine.terms
+        for name in ("sound", "caption", "keyword"):
+            np.testing.assert_allclose(getattr(a, name), getattr(c, name), atol=1e-5, err_msg=name)
+        for name in ("caption_row", "keyword_row"):
+            has = getattr(a, name.split("_")[0]) > (0 if name == "keyword_row" else -np.inf)
+            assert [remote.caption_text[r] for r in getattr(a, name)[has]] == \
+                [mine.caption_text[r] for r in getattr(c, name)[has]]
+        for field in ("sound_mean", "sound_std", "caption_mean", "caption_std", "idf_mass", "caption_cutoff"):
+            assert getattr(remote.stats, field) == pytest.approx(getattr(mine.stats, field), abs=1e-5), field
+        for rank in ("hybrid", "captions", "audio"):
+            got, want = (rank_candidates(qc, 10, rank, ranker.model, ranker.answer) for qc in (remote, mine))
+            assert [h.row for h in got] == [h.row for h in want]
+            np.testing.assert_allclose([h.relevance for h in got], [h.relevance for h in want], atol=1e-5)
+            assert [[e.to_dict() | {"score": None} for e in h.evidence] for h in got] == \
+                [[e.to_dict() | {"score": None} for e in h.evidence] for h in want]
+    # a sound ranking's hits described by both (the hits their own candidates, as a windowed local index has them)
+    local.window = ranker.window
+    scores, rows = ranker.audio.top_k(queries[:1], 8)
+    got, want = (r.describe(queries[0], texts[0], "eng", rows[0], scores[0], "hybrid") for r in (ranker, local))
+    assert [h.row for h in got] == [h.row for h in want] == rows[0].tolist()
+    np.testing.assert_allclose([h.score for h in got], [h.score for h in want], atol=1e-5)
+    assert [[e.to_dict() | {"score": None} for e in h.evidence] for h in got] == \
+        [[e.to_dict() | {"score": None} for e in h.evidence] for h in want]
+    assert got.relevance == pytest.approx(want.relevance, abs=1e-5)
 
 
 def test_add_and_delete_keep_library_statistics(tmp_path):

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from clitools import assert_user_error, run_cli
 from mlatr.data.manifest import Manifest, validate_manifest
-from mlatr.data.path_captions import CaptionTable
+from mlatr.data.path_captions import CaptionRules
 from mlatr.errors import InputError
 from mlatr.json_input import MAX_DEPTH, nesting_depth, parse_json
 
@@ -56,7 +56,7 @@ def test_a_caption_table_with_any_value_anywhere_loads_or_refuses(tmp_path_facto
     path = tmp_path_factory.mktemp("t") / "table.json"
     path.write_text(json.dumps(value if key is None else {key: value}))
     try:
-        CaptionTable.load(path)
+        CaptionRules.load(path)
     except InputError as exc:
         assert str(exc).startswith(str(path))
 

@@ -6,10 +6,10 @@ import pytest
 
 from mlatr.cli import main
 from mlatr.data.manifest import Clip, Manifest
-from mlatr.data.path_captions import CaptionTable, clean_name, drop_numbering, path_captions, recaption
+from mlatr.data.path_captions import CaptionRules, clean_name, drop_numbering, path_captions, recaption
 from mlatr.errors import MlatrError
 
-TABLE = CaptionTable(
+TABLE = CaptionRules(
     words={"cracky": "stone", "bd": "bass drum", "node": "block"},
     labels={"lib/Animal/": "animal", "lib/": "library sound", "kit/bd_": "drum"},
     captions={"lib/Animal/Dog": ["a dog barking"], "lib/odd": None, "lib/named.ogg": ["a named sound"]},
@@ -65,11 +65,11 @@ def test_recaption_rewrites_english_only_clips_and_drops_left_out_ones(tmp_path)
     assert Manifest.load(path).clips[0].captions["eng"] == ["a puppy"]  # an earlier recaption's: replaced
     table.write_text(json.dumps({"captions": {"lib/Animal/Dog1": "a puppy"}}), encoding="utf-8")
     with pytest.raises(MlatrError, match="captions.lib/Animal/Dog1"):
-        CaptionTable.load(table)
+        CaptionRules.load(table)
 
 
 def test_the_shipped_table_is_consistent():
-    t = CaptionTable.load()
+    t = CaptionRules.load()
     assert t.note and len(t.captions) >= 300
     assert set(t.labels.values()) <= set(t.label_translations)
     langs = {"fra", "deu", "spa", "nld", "cat", "jpn", "zho"}
@@ -78,9 +78,9 @@ def test_the_shipped_table_is_consistent():
 
 
 def test_a_template_puts_the_automatic_caption_into_a_phrase():
-    from mlatr.data.path_captions import CaptionTable, path_captions
+    from mlatr.data.path_captions import CaptionRules, path_captions
 
-    table = CaptionTable(templates={"game/voices/": 'a cartoon voice saying "{}"'}, labels={"game/voices/": "voice"})
+    table = CaptionRules(templates={"game/voices/": 'a cartoon voice saying "{}"'}, labels={"game/voices/": "voice"})
     assert path_captions("game/voices/Pirate/Incoming2", table) == (['a cartoon voice saying "incoming"'], "voice")
     assert path_captions("game/sfx/door_open", table)[0] == ["door open"]
 

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from mlatr.commands._outputs import Output, hold_output
 from mlatr.data.manifest import Manifest
-from mlatr.data.path_captions import DEFAULT_TABLE, CaptionTable, recaption
+from mlatr.data.path_captions import DEFAULT_TABLE, CaptionRules, recaption
 from mlatr.errors import MlatrError
 from mlatr.terminal_text import shown
 
@@ -60,7 +60,7 @@ def run(args) -> int:
     if args.in_place and args.output is not None:
         raise MlatrError("give -o OUT or --in-place, not both")
     manifest = Manifest.load(args.manifest)
-    done = recaption(manifest, CaptionTable.load(args.table))
+    done = recaption(manifest, CaptionRules.load(args.table))
     summary = ", ".join(f"{k} {v}" for k, v in done.counts.items())
     if args.dry_run:
         for change in done.changes:

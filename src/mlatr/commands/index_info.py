@@ -31,7 +31,10 @@ def run(args) -> int:
         return 0
     print(f"{args.index}: {info['format']}, {info['clips']} clips ({info['deleted']} deleted), "
           f"{info['captions']} captions, dim {info['dim']}, {info['dtype']}, {info['bytes'] / 2**20:.1f} MiB")
-    print(f"  model {shown(info['checkpoint'])}; {info['sample_rate']} Hz, {info['max_seconds']} s; caption languages "
+    digests = ", ".join(f"{what} sha256 {info[key][:12]}" for what, key in (("file", "checkpoint_sha256"),
+                                                                        ("weights", "weights_sha256")) if info[key])
+    model = shown(info["checkpoint"]) + (f" ({digests})" if digests else "")
+    print(f"  model {model}; {info['sample_rate']} Hz, {info['max_seconds']} s; caption languages "
           f"{shown(', '.join(info['caption_languages']))}")
     for shard in info["shards"]:
         print(f"  {shard['name']}: {shard['rows']} rows ({shard['deleted']} deleted), {_how(shard.get('ann'))}"

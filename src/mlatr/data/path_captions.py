@@ -56,7 +56,7 @@ PHRASES: tuple[tuple[re.Pattern, str], ...] = tuple((re.compile(p), r) for p, r 
 
 
 @dataclass
-class CaptionTable:
+class CaptionRules:
     """The tables :func:`path_captions` reads (see the module docstring)."""
 
     words: dict[str, str] = field(default_factory=dict)
@@ -68,7 +68,7 @@ class CaptionTable:
     note: str = ""
 
     @classmethod
-    def load(cls, path: str | Path = DEFAULT_TABLE) -> CaptionTable:
+    def load(cls, path: str | Path = DEFAULT_TABLE) -> CaptionRules:
         path = Path(path)
         try:
             text = path.read_text(encoding="utf-8")
@@ -129,7 +129,7 @@ def clean_name(name: str, words: dict[str, str]) -> str:
     return text
 
 
-def path_captions(clip_id: str, table: CaptionTable) -> tuple[list[str] | None, str | None]:
+def path_captions(clip_id: str, table: CaptionRules) -> tuple[list[str] | None, str | None]:
     """``(captions, label)`` of a clip from its id; captions None when the table leaves the clip out."""
     label = table.label_of(clip_id)
     for key in (clip_id, drop_numbering(clip_id)):
@@ -194,7 +194,7 @@ def captions_digest(captions: list[str | None]) -> str:
     return hashlib.sha256(json.dumps(captions, ensure_ascii=False).encode("utf-8")).hexdigest()[:16]
 
 
-def made_from_path(clip: Clip, table: CaptionTable) -> bool:
+def made_from_path(clip: Clip, table: CaptionRules) -> bool:
     """Whether ``clip``'s English captions are what its path gives: none, the folder importer's caption from
     the file name (:func:`~mlatr.data.importers.folder.name_caption`), the ones an earlier :func:`recaption`
     wrote (marked :data:`MARK`, unchanged since) or :func:`path_captions` with ``table``. False: a person (or
@@ -207,7 +207,7 @@ def made_from_path(clip: Clip, table: CaptionTable) -> bool:
     return captions == [name_caption(rel)] or captions == path_captions(ident, table)[0]
 
 
-def recaption(manifest: Manifest, table: CaptionTable) -> Recaptioned:
+def recaption(manifest: Manifest, table: CaptionRules) -> Recaptioned:
     """Rewrite, in place, the English captions and the labels of ``manifest``'s English-only clips from their
     ids; clips the table leaves out are removed. Captions a person wrote are never replaced: a clip with a
     sidecar caption beside its audio, or whose captions were not made from its path (:func:`made_from_path`),

@@ -35,7 +35,7 @@ from torch import nn
 from tqdm import tqdm
 
 from mlatr.data.manifest import Manifest
-from mlatr.data.path_captions import CaptionTable
+from mlatr.data.path_captions import CaptionRules
 from mlatr.errors import MlatrError
 from mlatr.experiments.head_options import HEAD_OPTIONS
 from mlatr.experiments.real_heads import (
@@ -156,7 +156,7 @@ class FrozenInputs:
         pooled = stage_features(enc, stage0, device)
         enc.cpu()
         data = RealSounds(manifest, pooled, qdata["queries"], list(qdata["languages"]),
-                          CaptionTable.load().label_translations, enc)
+                          CaptionRules.load().label_translations, enc)
         return cls(data, bank, meta["text"], {0: stage0}, state)
 
     def stage(self, s: int, device: str | torch.device = "cpu") -> BlockFeatures:

@@ -38,7 +38,7 @@ import torch
 from mlatr.augmented_views import AugmentedView, augmented_views
 from mlatr.data.importers.folder import name_caption
 from mlatr.data.manifest import Manifest
-from mlatr.data.path_captions import CaptionTable
+from mlatr.data.path_captions import CaptionRules
 from mlatr.errors import MlatrError
 from mlatr.evaluation import evaluate_embeddings, zero_shot, zero_shot_prompts
 from mlatr.evaluation.nonsense import nonsense_queries
@@ -92,7 +92,7 @@ class RealSounds:
         feats = audio_features(audio_enc, manifest, cache, max_seconds, progress=progress)
         qdata = json.loads(QUERIES_PATH.read_text(encoding="utf-8"))
         return cls(manifest, feats, qdata["queries"], list(qdata["languages"]),
-                   CaptionTable.load().label_translations, audio_enc)
+                   CaptionRules.load().label_translations, audio_enc)
 
     def augment(self, kinds: Sequence[str], views: int, cache_dir: str | Path, max_seconds: float = 10.0,
                 progress: bool = True) -> None:

@@ -157,11 +157,11 @@ def sinc_resample_kernel(orig: int, new: int, zero_crossings: int = 50, rolloff:
     orig, new = orig // g, new // g
     scale = min(1.0, new / orig)
     width = math.ceil(zero_crossings / scale)
-    j = torch.arange(-width, width + orig, dtype=torch.float64)
-    x = (j[None, :] - torch.arange(new, dtype=torch.float64)[:, None] * orig / new) * scale
+    j = torch.arange(-width, width + orig, dtype=torch.float64, device="cpu")
+    x = (j[None, :] - torch.arange(new, dtype=torch.float64, device="cpu")[:, None] * orig / new) * scale
     inside = x.abs() <= zero_crossings
     arg = (1 - (x / zero_crossings).clamp(-1, 1) ** 2).sqrt()
-    window = torch.special.i0(beta * arg) / torch.special.i0(torch.tensor(beta, dtype=torch.float64))
+    window = torch.special.i0(beta * arg) / torch.special.i0(torch.tensor(beta, dtype=torch.float64, device="cpu"))
     kernel = rolloff * scale * torch.sinc(rolloff * x) * window * inside
     return kernel.float(), width, orig, new
 
@@ -237,7 +237,7 @@ class AisfxFrontEnd(nn.Module):
 
     def __init__(self):
         super().__init__()
-        self.register_buffer("window", torch.hann_window(N_FFT, periodic=True), persistent=False)
+        self.register_buffer("window", torch.hann_window(N_FFT, periodic=True, device="cpu"), persistent=False)
         self.register_buffer("mel", torch.from_numpy(htk_mel_filterbank()), persistent=False)
 
     def forward(self, waveform: torch.Tensor, lengths: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

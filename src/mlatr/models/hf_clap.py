@@ -101,7 +101,7 @@ class ClapFeatures(nn.Module):
         bank = (torch.from_numpy(htk_mel_filterbank(rate, n_fft, self.n_mels, lo, hi, rows_sum_to_one=False)).T
                 if self.fusion else slaney_mel_filterbank(self.n_mels, n_fft, rate, lo, hi))
         self.register_buffer("filterbank", bank.contiguous(), persistent=False)  # [bins, n_mels]
-        self.register_buffer("window", torch.hann_window(n_fft, periodic=True), persistent=False)
+        self.register_buffer("window", torch.hann_window(n_fft, periodic=True, device="cpu"), persistent=False)
 
     def _log_mel(self, wave: torch.Tensor) -> torch.Tensor:
         return clap_log_mel(wave[None], self.window, self.hop_length, self.filterbank)[0]  # [frames, n_mels]

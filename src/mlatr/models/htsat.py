@@ -106,7 +106,7 @@ class ClapLogMel(nn.Module):
         self.n_mels, self.target_frames, self.input_rate = int(n_mels), int(target_frames), int(input_rate)
         self.padding, self.f_min, self.f_max = padding, float(f_min), float(f_max)
         self.n_fft, self.hop_length, self.clip_seconds = int(n_fft), int(hop_length), float(clip_seconds)
-        self.register_buffer("window", torch.hann_window(self.n_fft, periodic=True), persistent=False)
+        self.register_buffer("window", torch.hann_window(self.n_fft, periodic=True, device="cpu"), persistent=False)
         self.register_buffer("filterbank", slaney_mel_filterbank(self.n_mels, self.n_fft, CLAP_RATE, self.f_min,
                                                                  self.f_max), persistent=False)
         kernel, self._width, self._orig, self._new = sinc_resample_kernel(self.input_rate, CLAP_RATE)

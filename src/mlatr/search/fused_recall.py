@@ -1,6 +1,6 @@
 """The window of a windowed text ranking, chosen and its recall measured when an index folder is built.
 
-A windowed ranking (:class:`~mlatr.search.hybrid.TextRanker`) fuses the union of each source's top window,
+A windowed ranking (:class:`~mlatr.search.hybrid.TextRanker`) ranks the union of each source's top window,
 found by approximate search at scale; the fused top 10 can then miss a clip the exact fusion over every
 clip would rank there (one that no source put in its window, or that the ANN missed). As the ANN's recall
 is measured at build (:mod:`mlatr.search.ann`), :func:`measure_fused_recall` measures this one: on

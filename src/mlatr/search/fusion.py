@@ -7,11 +7,11 @@ the clip's captions) and its captions' words (the best BM25 score, :mod:`mlatr.s
 probability that the clip answers the query, with the fitted :class:`~mlatr.search.relevance.RelevanceModel`
 (:mod:`mlatr.search.relevance` says what the features are and why they transfer across libraries).
 
-It takes only what it needs, so any candidate set can be ranked: every clip of a library held in memory
-(:class:`~mlatr.search.hybrid.TextRanker`), or the union of each source's top window found by approximate
-search at scale. Per candidate: the sound, caption and keyword scores (:class:`Candidates`); per query,
+It takes only what it needs, so any candidate set can be ranked (:func:`mlatr.search.hybrid.rank_candidates`):
+every live clip of a library, or the union of each source's top window found by approximate search at
+scale or in Milvus. Per candidate: the sound, caption and keyword scores (:class:`Candidates`); per query,
 its :class:`~mlatr.search.relevance.QueryStats` (the mean and spread of its sound and caption cosines over
-the library, from :class:`~mlatr.search.relevance.LibraryStats`, and its idf mass).
+the library, from :class:`~mlatr.search.relevance.LibraryStats`, its idf mass and its rare cutoff).
 
 :data:`RANKS` are the orders a search can return: ``hybrid`` (the fused score, the default), ``audio``
 (the sound cosine) or ``captions`` (the best caption cosine; a clip without caption last). Whichever order,
@@ -32,14 +32,23 @@ RANKS = ("audio", "captions", "hybrid")
 
 @dataclass
 class Candidates:
-    """One query's candidate clips: ``rows [n]`` and each source's score of them, ``sound [n]`` (cosine),
-    ``caption [n]`` (best caption cosine, ``-inf`` for a clip without caption), ``keyword [n]`` (best BM25,
-    0 where no term matches)."""
+    """One query's candidate clips: ``rows [n]`` (the library's clip rows) and each source's score of them,
+    ``sound [n]`` (cosine), ``caption [n]`` (best caption cosine, ``-inf`` for a clip without caption),
+    ``keyword [n]`` (best BM25, 0 where no term matches), and the caption rows that have them,
+    ``caption_row [n]`` and ``keyword_row [n]`` (the first in row order; -1: none), which a hit's evidence
+    shows."""
 
     rows: np.ndarray
     sound: np.ndarray
     caption: np.ndarray
     keyword: np.ndarray
+    caption_row: np.ndarray
+    keyword_row: np.ndarray
+
+    def take(self, pos: np.ndarray) -> Candidates:
+        """The candidates at positions ``pos``, in that order."""
+        return Candidates(*(np.asarray(v)[pos] for v in (self.rows, self.sound, self.caption, self.keyword,
+                                                          self.caption_row, self.keyword_row)))
 
 
 @dataclass

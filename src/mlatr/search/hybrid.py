@@ -1,8 +1,6 @@
 """Text search over a library's sound and what it says: audio embeddings, caption embeddings, keywords.
 
-:class:`TextRanker` holds what the captions of an index need for a query (their keyword index, their
-clip rows) and the library's statistics (:class:`~mlatr.search.relevance.LibraryStats`), and ranks the
-live clips for a query embedding and text by ``rank`` (:data:`~mlatr.search.fusion.RANKS`):
+A text query is ranked by ``rank`` (:data:`~mlatr.search.fusion.RANKS`):
 
 - ``hybrid`` (default): the fused score of sound, caption cosine and BM25 keywords
   (:func:`mlatr.search.fusion.fuse`, :mod:`mlatr.search.relevance`, :mod:`mlatr.search.lexical`);
@@ -10,16 +8,35 @@ live clips for a query embedding and text by ``rank`` (:data:`~mlatr.search.fusi
 - ``captions``: the best cosine of the query with any of the clip's captions, in any language the index
   holds (file names, sidecar texts, manifest captions, embedded by the same model's text side).
 
-Every hit carries its relevance (the same whatever the ranking) and its evidence
-(:class:`~mlatr.search.evidence.Evidence`): the clip's best caption where the fused score counts it
-(:func:`~mlatr.search.fusion.caption_counts`: it stands out of the library's captions for this query, is
-rare among them, or is close to the query in itself) or where it ranked the clip (``rank="captions"``),
-its best keyword match (with the query's terms found in it), its sound.
+**One ranking, fed by a source.** :func:`rank_candidates` ranks what a source supplies of one query, its
+:class:`QueryCandidates`: the candidate clips with, for each, its exact audio cosine, its best caption cosine
+over all of its captions and its best BM25 score (and the caption rows that have them), and the query's view
+of the whole library (:class:`~mlatr.search.relevance.QueryStats`: its sound and caption moments, its idf
+mass, its rare cutoff). It fuses the candidates, orders them and describes the ``k`` best: every hit carries
+its relevance (the same whatever the ranking) and its evidence (:class:`~mlatr.search.evidence.Evidence`):
+the clip's best caption where the fused score counts it (:func:`~mlatr.search.fusion.caption_counts`: it
+stands out of the library's captions for this query, is rare among them, or is close to the query in
+itself) or where it ranked the clip (``rank="captions"``), its best keyword match (with the query's terms
+found in it), its sound, each with its rank among the candidates (a sound ranking's hits described: the
+sound's rank is the hit's place in it).
+
+**The rare cutoff** (``caption_rare``, :mod:`mlatr.search.relevance`) is read on every captioned clip where
+the ranking scores them all (the exact one), else on :class:`~mlatr.search.relevance.RareSample` (every
+captioned clip in a library of at most :data:`~mlatr.search.relevance.RARE_SAMPLE`, a fixed sample beyond).
+
+**Sources.** :class:`TextRanker` (an index in memory or an index folder) supplies every live clip (exact) or,
+windowed, the union of three windows found in its own structures: the W clips nearest in sound (the audio
+searcher, approximate at scale: :mod:`mlatr.search.ann`), the clips of the W captions nearest in meaning (the
+caption searcher), the W clips of the best keyword matches (BM25 posting lists). A Milvus target's
+:class:`~mlatr.search.milvus.MilvusRanker` supplies the union of Milvus's own windows (its vector searches
+and its BM25 search), scored from the vectors and terms it fetches.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from functools import partial
 from typing import NamedTuple
 
 import numpy as np
@@ -33,15 +50,14 @@ from mlatr.search.relevance import (
     LibraryStats,
     Moments,
     QueryStats,
+    RareSample,
     RelevanceModel,
     answer_features,
     answer_relevance,
     rare_cutoff,
+    rare_sample,
     shipped,
 )
-
-#: Captioned clips whose best caption cosine gives a windowed ranking the query's rare cutoff.
-RARE_SAMPLE = 4096
 
 
 class Ranked(NamedTuple):
@@ -63,8 +79,91 @@ class Ranking(list):
         self.relevance = relevance
 
 
+@dataclass
+class QueryCandidates:
+    """What a source supplies of one text query to :func:`rank_candidates` (module docstring).
+
+    ``cands``: the candidate clips, ``rows`` ascending and distinct, with each source's exact score and the
+    caption rows of the best caption and keyword match (:class:`~mlatr.search.fusion.Candidates`); ``stats``:
+    the query's view of the whole library (its sound and caption moments, its idf mass and its rare cutoff);
+    ``query``, ``lang`` and ``terms`` (its keyword terms); ``matched(row)``: the query's terms caption
+    ``row`` holds; ``caption_text``, ``caption_lang``: the library's captions by row (read for the hits)."""
+
+    cands: Candidates
+    stats: QueryStats
+    query: str
+    lang: str | None
+    terms: list[str]
+    matched: Callable[[int], list[str]]
+    caption_text: Sequence[str]
+    caption_lang: Sequence[str]
+
+
+def rank_candidates(qc: QueryCandidates, k: int, rank: str, model: RelevanceModel, answer: RelevanceModel,
+                    shown: np.ndarray | None = None) -> Ranking:
+    """The ``k`` best of ``qc``'s candidates by ``rank`` (ties: lower row first), fused by ``model``, described
+    (module docstring), and the answer's relevance by ``answer`` from every candidate. ``shown``: positions of
+    candidates found by a sound ranking, best first: they are described in that order (the sound's rank is
+    their place) and the answer's relevance is read from them alone."""
+    cands, stats = qc.cands, qc.stats
+    if shown is None:
+        fused = fuse(cands, stats, model)
+        pos = order_by(cands, fused, rank, k)
+        at = pos  # each hit's place in ``fused``
+    else:
+        pos = np.asarray(shown, np.int64)[:k]
+        fused = fuse(cands.take(pos), stats, model)
+        at = np.arange(len(pos))
+    ranks = _ranks(cands, pos, by_sound=shown is None)
+    score = {"hybrid": fused.score[at], "audio": cands.sound[pos], "captions": cands.caption[pos]}[rank]
+    counted = caption_counts(model, fused.features[at], stats)
+    out = []
+    for j, p in enumerate(pos.tolist()):
+        evidence = []
+        if ranks["caption"][j] and (counted[j] or rank == "captions"):
+            row = int(cands.caption_row[p])
+            evidence.append(Evidence("caption", float(cands.caption[p]), int(ranks["caption"][j]),
+                                     qc.caption_text[row], qc.caption_lang[row]))
+        if ranks["keyword"][j]:
+            row = int(cands.keyword_row[p])
+            evidence.append(Evidence("keyword", float(cands.keyword[p]), int(ranks["keyword"][j]),
+                                     qc.caption_text[row], qc.caption_lang[row],
+                                     tuple(surface_words(qc.query, qc.lang, qc.matched(row)))))
+        evidence.append(Evidence("sound", float(cands.sound[p]), int(ranks["sound"][j])))
+        out.append(Ranked(int(cands.rows[p]), float(score[j]), float(fused.relevance[at[j]]), evidence))
+    return Ranking(out, answer_relevance(answer, answer_features(fused.score, fused.relevance, fused.features)))
+
+
+def _ranks(cands: Candidates, pos: np.ndarray, by_sound: bool) -> dict[str, np.ndarray]:
+    """Each source's 1-based rank of the candidates at ``pos`` among the candidates it ranks (every one by sound,
+    those with a caption by caption, those matching a term by keyword; 0: not ranked), ties: lower row first.
+    Not ``by_sound``: ``pos`` is a sound ranking's order, and its place their sound rank."""
+    sound = _Source(cands.sound, np.ones(len(cands.rows), bool)).ranks(pos) if by_sound else \
+        np.arange(1, len(pos) + 1)
+    return {"sound": sound, "caption": _Source(cands.caption, np.isfinite(cands.caption)).ranks(pos),
+            "keyword": _Source(cands.keyword, cands.keyword > 0).ranks(pos)}
+
+
+def best_per_clip(owner: np.ndarray, scores: np.ndarray, caption_rows: np.ndarray | None,
+                  n: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(best [n], row [n])``: for each of ``n`` clips, the best of the ``scores [c]`` of its captions (``owner
+    [c]``: each caption's clip, 0..n-1; ``caption_rows [c]``: its caption row, None: ``0..c-1``) and the first
+    caption row reaching it (``-inf`` and -1 for a clip without any), in one pass (``maximum.at``: a clip's few
+    captions make ``maximum.reduceat``'s many short segments slower)."""
+    scores = np.asarray(scores, np.float32)  # compared with the best as stored
+    best = np.full(n, -np.inf, np.float32)
+    np.maximum.at(best, owner, scores)
+    hit = np.flatnonzero(scores == best[owner])
+    none = np.iinfo(np.int64).max
+    row = np.full(n, none, np.int64)
+    np.minimum.at(row, owner[hit], hit if caption_rows is None else np.asarray(caption_rows, np.int64)[hit])
+    row[row == none] = -1
+    return best, row
+
+
 class TextRanker:
-    """Ranks the live clips of one index for text queries (module docstring).
+    """The text ranking of one index held in memory or in an index folder (module docstring): the source that
+    supplies its :class:`QueryCandidates` from its own arrays, searchers and keyword index.
 
     ``deleted``: tombstoned clip rows (``mlatr index delete``). They are not part of the library: no
     source ranks them, their captions and audio are left out of the keyword and library statistics, and
@@ -72,24 +171,17 @@ class TextRanker:
     (:meth:`~mlatr.search.index.Index.live`). ``model``, ``answer``: the relevance model of a hit and of a
     whole answer (default: the shipped ones). ``keywords``, ``stats``: the library's keyword index over
     the live captions (global caption rows) and statistics, where stored (an index folder's shards:
-    :mod:`mlatr.search.shard_stats`) or when the clips given are a window of a larger library
-    (:class:`mlatr.search.milvus.MilvusRanker`), else computed here from the captions and the vectors.
+    :mod:`mlatr.search.shard_stats`), else computed here from the captions and the vectors.
 
-    **Exact** (``window`` None): a query costs one product with the audio embeddings and one with the
-    caption embeddings, a per-clip maximum over the captions (one ``maximum.at``) and the fused score of
-    every live clip.
+    **Exact** (``window`` None): the candidates are every live clip; a query costs one product with the audio
+    embeddings and one with the caption embeddings, a per-clip maximum over the captions (one ``maximum.at``)
+    and the fused score of every live clip.
 
     **Windowed** (``window`` W, with ``searchers``: the index's top-k searchers over the clips' audio and
-    over the captions, approximate at scale: :mod:`mlatr.search.ann`): each source gives its own top window,
-    the W clips nearest in sound, the clips of the W captions nearest in meaning, the W clips of the best
-    keyword matches (BM25 posting lists: :mod:`mlatr.search.lexical`); the union of the windows is scored
-    exactly (each candidate's audio cosine, its best caption cosine over all its captions, its best BM25)
-    and fused (:func:`~mlatr.search.fusion.fuse`) with the library's stored statistics. The share of the
-    library whose best caption is as close as the query's rare cutoff (:func:`rare_cutoff`) is read on a
-    fixed sample of :data:`RARE_SAMPLE` captioned clips (all of them in a smaller library). The ranks an
-    evidence shows are counted among the candidates. With windows that cover the library the answer is the
-    exact one (``tests/test_windowed_fusion.py``); at scale its top 10's recall against the exact fusion is
-    measured at build (:func:`~mlatr.search.fused_recall.measure_fused_recall`) and recorded."""
+    over the captions, approximate at scale: :mod:`mlatr.search.ann`): the candidates are the union of each
+    source's top window (module docstring), each scored exactly. With windows that cover the library the
+    answer is the exact one (``tests/test_windowed_fusion.py``); at scale its top 10's recall against the exact
+    fusion is measured at build (:func:`~mlatr.search.fused_recall.measure_fused_recall`) and recorded."""
 
     def __init__(self, audio: np.ndarray, caption_embeddings: np.ndarray, caption_clip: np.ndarray,
                  caption_text: Sequence[str], caption_lang: Sequence[str], deleted: Sequence[int] | np.ndarray = (),
@@ -119,29 +211,13 @@ class TextRanker:
         grouped = self.caption_clip[self._by_clip]
         self._block_start = np.searchsorted(grouped, np.arange(len(self.audio)), side="left")  # [N]
         self._block_end = np.searchsorted(grouped, np.arange(len(self.audio)), side="right")  # [N]
-        self._rare = None
+        self._rare: RareSample | None = None
 
     @classmethod
     def of(cls, index, model: RelevanceModel | None = None) -> TextRanker:
         """The ranker of an :class:`~mlatr.search.index.Index` (its tombstones included; exact)."""
         return cls(index.embeddings, index.caption_embeddings, index.caption_clip, index.caption_text,
                    index.caption_lang, index.deleted_rows, model)
-
-    def _best(self, scores: np.ndarray) -> np.ndarray:
-        """``[N]`` each clip's best of ``scores [M]`` over its captions (``-inf``: no caption), in one pass
-        (``maximum.at``: a clip's few captions make ``maximum.reduceat``'s many short segments slower)."""
-        best = np.full(len(self.audio), -np.inf, np.float32)
-        np.maximum.at(best, self.caption_clip, scores)
-        return best
-
-    def _caption_rows(self, clip: int) -> np.ndarray:
-        """The caption rows of ``clip`` (ascending)."""
-        return self._by_clip[self._block_start[clip]:self._block_end[clip]]
-
-    def _best_row(self, scores: np.ndarray, clip: int) -> int:
-        """The caption row of ``clip`` with the highest of ``scores [M]`` (the first in row order)."""
-        rows = self._caption_rows(clip)
-        return int(rows[np.argmax(scores[rows])])
 
     def clip_vector(self, row: int) -> np.ndarray:
         """``[d]`` clip ``row``'s audio embedding ("more like this")."""
@@ -151,12 +227,6 @@ class TextRanker:
             row -= len(part)
         raise IndexError(row)
 
-    def caption_cutoff(self, caption: np.ndarray) -> float:
-        """The cosine above which a clip's best caption is rare for the query whose best caption cosines are
-        ``caption [N]`` (:func:`~mlatr.search.relevance.rare_cutoff` of the live clips'; a ranker over a window
-        of a larger library reads it from the library: :class:`mlatr.search.milvus.MilvusRanker`)."""
-        return rare_cutoff(caption[self.live])
-
     def rank(self, query_vec: np.ndarray, query: str, lang: str | None, k: int,
              rank: str = "hybrid") -> Ranking:
         """The ``k`` best live clips for the embedded query ``query_vec [d]`` (text ``query`` in ``lang``)."""
@@ -164,87 +234,93 @@ class TextRanker:
 
     def rank_many(self, query_vecs: np.ndarray, queries: Sequence[str], langs: Sequence[str | None],
                   ks: Sequence[int], ranks: Sequence[str]) -> list[Ranking]:
-        """:meth:`rank` of several embedded queries ``query_vecs [B, d]``. Exact: the products with the audio
-        and caption embeddings are taken for the whole batch at once (one pass over each matrix, which a
-        single query's product spends its time reading), then each query is ranked on its own row.
-        Windowed: each source's window is searched for the whole batch at once."""
+        """:meth:`rank` of several embedded queries ``query_vecs [B, d]`` (checked where they entered:
+        :func:`mlatr.search.query.text_query`). Exact: the products with the audio and caption embeddings are
+        taken for the whole batch at once (one pass over each matrix, which a single query's product spends its
+        time reading), then each query is ranked on its own row. Windowed: each source's window is searched for
+        the whole batch at once."""
         vecs = np.asarray(query_vecs, np.float32)  # [B, d]
-        jobs = list(zip(queries, langs, ks, ranks, strict=True))
+        texts = list(zip(queries, langs, strict=True))
         if self.window is not None:
             audio_search, caption_search = self.searchers
             w = int(self.window)
             # each window re-scored exactly as found (rerank 1): the window's recall is measured as a whole
             sound_rows = audio_search.top_k(vecs, w, rerank=1)[1]  # [B, <= w]
             caption_rows = caption_search.top_k(vecs, w, rerank=1)[1] if len(self.caption_clip) else None
-            out = []
-            for b, (query, lang, k, rank) in enumerate(jobs):
-                found = [sound_rows[b]] + ([self.caption_clip[caption_rows[b][caption_rows[b] >= 0]]]
-                                           if caption_rows is not None else [])
-                out.append(self.windowed(vecs[b], found, query, lang, k, rank))
-            return out
-        audio = self.audio.scores(vecs)  # [B, N]
-        captions = self.captions.scores(vecs)  # [B, M]
-        return [self.ranked(vecs[b], audio[b], captions[b], query, lang, k, rank)
-                for b, (query, lang, k, rank) in enumerate(jobs)]
-
-    def ranked(self, vec: np.ndarray, audio: np.ndarray, caption_scores: np.ndarray, query: str, lang: str | None,
-               k: int, rank: str = "hybrid", rows: np.ndarray | None = None) -> Ranking:
-        """The ``k`` best live clips by ``rank``, best first (ties: lower row first), for a query ``vec [d]``
-        (checked where it entered: :func:`mlatr.search.query.text_query`) whose scores against the clips' audio
-        (``audio [N]``) and their captions (``caption_scores [M]``) are given, and the answer's relevance.
-        ``rows``: rank only these clips (a sound ranking found by the index's searcher: they keep its order, and
-        the answer's relevance is read from them alone), else every live clip."""
-        terms = self.keywords.terms(query, lang)
-        keyword_scores = self.keywords.scores_of(terms)  # [M]
-        caption, keyword = self._best(caption_scores), self._best(keyword_scores)  # [N] each
-        keyword = np.where(np.isfinite(keyword), keyword, 0.0)
-        stats = QueryStats.of(self.stats, vec, self.keywords.idf_mass(terms), self.caption_cutoff(caption))
-        cand_rows = self._live_rows if rows is None else np.asarray(rows, np.int64)
-        cands = Candidates(cand_rows, audio[cand_rows], caption[cand_rows], keyword[cand_rows])
-        sources = {"sound": _Source(audio, self.live), "caption": _Source(caption, self.live & np.isfinite(caption)),
-                   "keyword": _Source(keyword, self.live & (keyword > 0))}
-
-        def ranks_of(pos: np.ndarray) -> dict[str, np.ndarray]:
-            return {name: src.ranks(cand_rows[pos]) for name, src in sources.items()}
-
-        return self._answer(cands, stats, terms, query, lang, k, rank, rows is not None, ranks_of,
-                            lambda i: self._best_row(caption_scores, i), lambda i: self._best_row(keyword_scores, i))
-
-    def windowed(self, vec: np.ndarray, found: Sequence[np.ndarray], query: str, lang: str | None, k: int,
-                 rank: str = "hybrid", rows: np.ndarray | None = None) -> Ranking:
-        """The windowed ranking (class docstring) of the query ``vec [d]``: ``found``, the clip rows of the
-        sound and caption windows (the keyword window is added here); ``rows``: rank only these clips, in
-        their order (as :meth:`ranked`)."""
-        vec = np.asarray(vec, np.float32)
-        terms = self.keywords.terms(query, lang)
-        kw_caption_rows, kw_caption_scores = self.keywords.sparse_scores(terms)  # live captions only
-        kw_clips, kw_best, kw_best_row = _best_per_clip(self.caption_clip[kw_caption_rows], kw_caption_scores,
-                                                        kw_caption_rows)
-        if rows is None:
-            kw_window = kw_clips[top_rows(kw_best, int(self.window))] if len(kw_clips) else kw_clips
-            cand_rows = np.unique(np.concatenate([np.asarray(f, np.int64) for f in found] + [kw_window]))
-            cand_rows = cand_rows[(cand_rows >= 0) & self.live[np.maximum(cand_rows, 0)]]
+            found = [[sound_rows[b]] + ([self.caption_clip[caption_rows[b][caption_rows[b] >= 0]]]
+                                        if caption_rows is not None else []) for b in range(len(vecs))]
+            qcs = [self._windowed(vecs[b], query, lang, found[b]) for b, (query, lang) in enumerate(texts)]
         else:
-            cand_rows = np.asarray(rows, np.int64)
-        sound = self.audio.take(cand_rows) @ vec  # [n]
-        caption, caption_row = self._best_captions(vec, cand_rows)  # [n] each
-        keyword, keyword_row = _lookup(kw_clips, cand_rows, (kw_best, 0.0), (kw_best_row, -1))  # [n] each
-        keyword = keyword.astype(np.float32)
-        stats = QueryStats.of(self.stats, vec, self.keywords.idf_mass(terms), self._rare_cutoff(vec))
-        cands = Candidates(cand_rows, sound, caption, keyword)
-        by_row = np.argsort(cand_rows, kind="stable")  # the candidates in row order (ties: lower row first)
-        sorted_rows = cand_rows[by_row]
-        sources = {"sound": _Source(sound[by_row], np.ones(len(cand_rows), bool)),
-                   "caption": _Source(caption[by_row], np.isfinite(caption[by_row])),
-                   "keyword": _Source(keyword[by_row], keyword[by_row] > 0)}
+            audio = self.audio.scores(vecs)  # [B, N]
+            captions = self.captions.scores(vecs)  # [B, M]
+            qcs = [self._exact(vecs[b], audio[b], captions[b], query, lang) for b, (query, lang) in enumerate(texts)]
+        return [rank_candidates(qc, k, rank, self.model, self.answer)
+                for qc, k, rank in zip(qcs, ks, ranks, strict=True)]
 
-        def ranks_of(pos: np.ndarray) -> dict[str, np.ndarray]:
-            at_sorted = np.searchsorted(sorted_rows, cand_rows[pos])
-            return {name: src.ranks(at_sorted) for name, src in sources.items()}
+    def describe(self, vec: np.ndarray, query: str, lang: str | None, rows: np.ndarray,
+                 sound: np.ndarray, rank: str = "audio") -> Ranking:
+        """Relevance and evidence of live clips a sound ranking found through the index's searcher (``rows``, best
+        first, ``sound``: their cosines), in that order (:func:`rank_candidates` with ``shown``): exact, the
+        audio product is taken only for them (the other sources rank every live clip); windowed, the candidates
+        are these clips. ``rank``: which score the hits show (``hybrid``: the fused score, on a library where it
+        orders as the sound)."""
+        vec = np.asarray(vec, np.float32)
+        rows = np.asarray(rows, np.int64)
+        if self.window is not None:
+            qc = self._windowed(vec, query, lang, given=rows)
+        else:
+            audio = np.full(len(self.audio), -np.inf, np.float32)
+            audio[rows] = sound
+            qc = self._exact(vec, audio, self.captions.scores(vec[None])[0], query, lang)
+        return rank_candidates(qc, len(rows), rank, self.model, self.answer,
+                               shown=np.searchsorted(qc.cands.rows, rows))
 
-        where = {int(r): j for j, r in enumerate(cand_rows.tolist())}
-        return self._answer(cands, stats, terms, query, lang, k, rank, rows is not None, ranks_of,
-                            lambda i: int(caption_row[where[i]]), lambda i: int(keyword_row[where[i]]))
+    def _exact(self, vec: np.ndarray, audio: np.ndarray, caption_scores: np.ndarray, query: str,
+               lang: str | None) -> QueryCandidates:
+        """Every live clip as a candidate, for the query ``vec [d]`` whose cosines with the clips' audio (``audio
+        [N]``) and their captions (``caption_scores [M]``) are given; the rare cutoff read on all of them."""
+        terms = self.keywords.terms(query, lang)
+        rows = self._live_rows
+        caption, caption_row = best_per_clip(self.caption_clip, caption_scores, None, len(self.audio))  # [N] each
+        kw_rows, kw_scores = self.keywords.sparse_scores(terms)  # live captions only
+        keyword, keyword_row = best_per_clip(self.caption_clip[kw_rows], kw_scores, kw_rows, len(self.audio))
+        keyword = np.maximum(keyword, 0.0)  # [N] each: dense, no sort of the matches (the windowed form's)
+        cands = Candidates(rows, audio[rows], caption[rows], keyword[rows], caption_row[rows], keyword_row[rows])
+        return self._query(cands, vec, query, lang, terms, rare_cutoff(cands.caption))
+
+    def _windowed(self, vec: np.ndarray, query: str, lang: str | None, found: Sequence[np.ndarray] = (),
+                  given: np.ndarray | None = None) -> QueryCandidates:
+        """The union of the windows as candidates (class docstring): ``found``, the clip rows of the sound and
+        caption windows (the keyword window is added here); or ``given`` clip rows alone."""
+        terms = self.keywords.terms(query, lang)
+        kw_clips, kw_best, kw_row = self._keyword_matches(terms)
+        if given is None:
+            kw_window = kw_clips[top_rows(kw_best, int(self.window))] if len(kw_clips) else kw_clips
+            rows = np.unique(np.concatenate([np.asarray(f, np.int64) for f in found] + [kw_window]))
+            rows = rows[(rows >= 0) & self.live[np.maximum(rows, 0)]]
+        else:
+            rows = np.unique(np.asarray(given, np.int64))
+        caption_rows, counts = self._captions_of(rows)  # [c], [n]
+        owner = np.repeat(np.arange(len(rows)), counts)  # [c]
+        caption, caption_row = best_per_clip(owner, self.captions.take(caption_rows) @ vec, caption_rows, len(rows))
+        keyword, keyword_row = _keywords_of(rows, kw_clips, kw_best, kw_row)
+        cands = Candidates(rows, self.audio.take(rows) @ vec, caption, keyword, caption_row, keyword_row)
+        return self._query(cands, vec, query, lang, terms, self._rare_sample().cutoff(vec))
+
+    def _query(self, cands: Candidates, vec: np.ndarray, query: str, lang: str | None, terms: list[str],
+               cutoff: float) -> QueryCandidates:
+        """``cands`` with the query's view of the library (its ``cutoff``) and its keyword terms."""
+        stats = QueryStats.of(self.stats, vec, self.keywords.idf_mass(terms), cutoff)
+        return QueryCandidates(cands, stats, query, lang, terms, partial(self.keywords.matched_terms, terms),
+                               self.caption_text, self.caption_lang)
+
+    def _keyword_matches(self, terms: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(clips [u] ascending, best [u], row [u])``: the live clips with a caption holding one of ``terms``,
+        each one's best BM25 and the caption row that has it (the posting lists: never a pass over the library)."""
+        rows, scores = self.keywords.sparse_scores(terms)  # live captions only
+        clips, owner = np.unique(self.caption_clip[rows], return_inverse=True)
+        best, row = best_per_clip(owner.reshape(-1), scores, rows, len(clips))
+        return clips, best, row
 
     def _captions_of(self, clips: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """``(rows [c], counts [n])``: the caption rows of ``clips [n]``, clip after clip (each clip's ascending),
@@ -253,98 +329,24 @@ class TextRanker:
         first = np.repeat(self._block_start[clips] - np.cumsum(counts) + counts, counts)  # [c]
         return self._by_clip[first + np.arange(int(counts.sum()))], counts
 
-    def _best_captions(self, vec: np.ndarray, clips: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """``(best [n], row [n])``: each of ``clips``' best caption cosine with ``vec [d]`` (``-inf``: no
-        caption) and the caption row that has it (the first in row order; -1: none)."""
-        caption_rows, counts = self._captions_of(clips)  # [c], [n]
-        owner = np.repeat(np.arange(len(clips)), counts)  # [c]
-        scores = self.captions.take(caption_rows) @ vec  # [c]
-        best = np.full(len(clips), -np.inf, np.float32)
-        np.maximum.at(best, owner, scores)
-        row = np.full(len(clips), -1, np.int64)
-        hit = scores == best[owner]
-        row[owner[hit][::-1]] = caption_rows[hit][::-1]  # the first caption row reaching the best
-        return best, row
-
-    def _rare_cutoff(self, vec: np.ndarray) -> float:
-        """:func:`rare_cutoff` of the best caption cosines of a fixed sample of at most :data:`RARE_SAMPLE` live
-        captioned clips (every one in a library of fewer: the exact cutoff)."""
+    def _rare_sample(self) -> RareSample:
+        """The :class:`~mlatr.search.relevance.RareSample` of the live captioned clips (gathered once)."""
         if self._rare is None:
-            captioned = np.unique(self.caption_clip[self.caption_live])
-            if len(captioned) > RARE_SAMPLE:
-                captioned = np.sort(np.random.default_rng(0).choice(captioned, RARE_SAMPLE, replace=False))
-            rows, counts = self._captions_of(captioned)
-            self._rare = (self.captions.take(rows), np.cumsum(counts) - counts)  # [c, d], each clip's first
-        emb, starts = self._rare
-        if not len(starts):
-            return float("inf")
-        return rare_cutoff(np.maximum.reduceat(emb @ vec, starts))  # each sampled clip's best caption
-
-    def _answer(self, cands: Candidates, stats: QueryStats, terms: list[str], query: str, lang: str | None, k: int,
-                rank: str, keep_order: bool, ranks_of, caption_row_of, keyword_row_of) -> Ranking:
-        """Fuse ``cands`` and describe the ``k`` best by ``rank`` (``keep_order``: the first ``k`` candidates as
-        they come): ``ranks_of(positions)`` gives each source's rank of candidates, ``caption_row_of(clip)`` /
-        ``keyword_row_of(clip)`` the caption row of a clip's best caption / keyword match."""
-        fused = fuse(cands, stats, self.model)
-        pos = np.arange(len(cands.rows))[:k] if keep_order else order_by(cands, fused, rank, k)
-        ranks = ranks_of(pos)
-        shown = {"hybrid": fused.score, "audio": cands.sound, "captions": cands.caption}[rank]
-        counted = caption_counts(self.model, fused.features[pos], stats)
-        out = []
-        for j, p in enumerate(pos.tolist()):
-            i = int(cands.rows[p])
-            evidence = []
-            if ranks["caption"][j] and (counted[j] or rank == "captions"):
-                row = caption_row_of(i)
-                evidence.append(Evidence("caption", float(cands.caption[p]), int(ranks["caption"][j]),
-                                         self.caption_text[row], self.caption_lang[row]))
-            if ranks["keyword"][j]:
-                row = keyword_row_of(i)
-                matched = self.keywords.matched_terms(terms, row)
-                evidence.append(Evidence("keyword", float(cands.keyword[p]), int(ranks["keyword"][j]),
-                                         self.caption_text[row], self.caption_lang[row],
-                                         tuple(surface_words(query, lang, matched))))
-            evidence.append(Evidence("sound", float(cands.sound[p]), int(ranks["sound"][j])))
-            out.append(Ranked(i, float(shown[p]), float(fused.relevance[p]), evidence))
-        answer = answer_relevance(self.answer, answer_features(fused.score, fused.relevance, fused.features))
-        return Ranking(out, answer)
-
-    def describe(self, vec: np.ndarray, query: str, lang: str | None, rows: np.ndarray,
-                 sound: np.ndarray, rank: str = "audio") -> Ranking:
-        """Relevance and evidence of clips a sound ranking found through the index's searcher (``rows``, best
-        first, ``sound``: their cosines), in that order: the audio product is taken only for them (windowed:
-        the caption product too). ``rank``: which score the hits show (``hybrid``: the fused score, on a
-        library where it orders as the sound)."""
-        vec = np.asarray(vec, np.float32)
-        if self.window is not None:
-            hits = self.windowed(vec, [], query, lang, len(rows), rank, rows=np.asarray(rows, np.int64))
-        else:
-            audio = np.full(len(self.audio), -np.inf, np.float32)
-            audio[np.asarray(rows, np.int64)] = sound
-            captions = self.captions.scores(vec[None])[0]
-            hits = self.ranked(vec, audio, captions, query, lang, len(rows), rank, rows=rows)
-        return Ranking([h._replace(evidence=[e if e.source != "sound" else e.reranked(r + 1) for e in h.evidence])
-                        for r, h in enumerate(hits)], hits.relevance)
+            rows, counts = self._captions_of(rare_sample(self.caption_clip[self.caption_live]))
+            self._rare = RareSample(self.captions.take(rows), np.cumsum(counts) - counts)
+        return self._rare
 
 
-def _lookup(keys: np.ndarray, wanted: np.ndarray, *columns: tuple[np.ndarray, float]) -> list[np.ndarray]:
-    """For each of ``wanted``, each column's value at its place in the ascending ``keys`` (``columns``: pairs
-    of values ``[len(keys)]`` and the default where a wanted key is absent)."""
-    at = np.minimum(np.searchsorted(keys, wanted), max(len(keys) - 1, 0))
-    found = keys[at] == wanted if len(keys) else np.zeros(len(wanted), bool)
-    return [np.where(found, values[at], default) if len(keys) else np.full(len(wanted), default)
-            for values, default in columns]
-
-
-def _best_per_clip(clips: np.ndarray, scores: np.ndarray, caption_rows: np.ndarray):
-    """``(clips [u] ascending, best [u], row [u])``: each clip's best of the ``scores`` of its caption rows
-    ``caption_rows`` (``clips``: their clips), and the first caption row reaching it."""
-    if not len(clips):
-        return clips, scores, caption_rows
-    order = np.lexsort((caption_rows, -scores, clips))
-    first = np.r_[True, clips[order][1:] != clips[order][:-1]]
-    pick = order[first]
-    return clips[pick], scores[pick], caption_rows[pick]
+def _keywords_of(rows: np.ndarray, clips: np.ndarray, best: np.ndarray, row: np.ndarray) -> tuple[np.ndarray,
+                                                                                                   np.ndarray]:
+    """``(keyword [n], keyword_row [n])`` of the clips ``rows [n]`` from the keyword matches ``clips [u]``
+    (ascending), ``best [u]``, ``row [u]`` (0 and -1 for a clip without any)."""
+    keyword, keyword_row = np.zeros(len(rows), np.float32), np.full(len(rows), -1, np.int64)
+    if len(clips):
+        at = np.minimum(np.searchsorted(clips, rows), len(clips) - 1)
+        hit = clips[at] == rows
+        keyword[hit], keyword_row[hit] = best[at[hit]], row[at[hit]]
+    return keyword, keyword_row
 
 
 class RowParts:
@@ -385,8 +387,8 @@ class RowParts:
 
 
 class _Source:
-    """One source's ranking of the clips: ``scores [N]`` over the ``eligible [N]`` clips (1-based ranks by
-    descending score, ties: lower row first; 0 for a clip it does not rank)."""
+    """One source's ranking of a query's candidates: ``scores [n]`` over the ``eligible [n]`` ones (1-based ranks
+    by descending score, ties: the lower position first, which is the lower row; 0 for one it does not rank)."""
 
     def __init__(self, scores: np.ndarray, eligible: np.ndarray):
         self.scores = scores
@@ -394,10 +396,6 @@ class _Source:
         self.values = scores[self.rows]
         self.size = len(self.rows)
         self._sorted = None
-
-    def top(self, depth: int) -> np.ndarray:
-        """The rows of the ``depth`` best eligible clips."""
-        return self.rows[top_rows(self.values, depth)] if self.size else self.rows
 
     def ranks(self, rows: np.ndarray) -> np.ndarray:
         """``[len(rows)]`` the rank of each of ``rows``, counted: the eligible clips scoring more, plus those

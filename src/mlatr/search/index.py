@@ -317,7 +317,8 @@ class Index:
 
     def summary(self, check: bool = False) -> dict[str, Any]:
         """What ``mlatr index info`` prints: counts, format, shards with their approximate structure and
-        measured recall, the model and audio settings; ``check``: clips whose audio is deleted or changed."""
+        measured recall, the model (its file's path and SHA-256, its weights' SHA-256 where recorded: what a search
+        checks its model against) and audio settings; ``check``: clips whose audio is deleted or changed."""
         path = self.path
         folder = bool(self.shards)
         info: dict[str, Any] = {
@@ -325,7 +326,8 @@ class Index:
             "clips": len(self), "deleted": len(self.deleted_rows),
             "captions": len(self.caption_text), "dim": self.dim, "dtype": self.meta.get("dtype", "float32"),
             "bytes": (shard_files.bytes_of(path) if folder else path.stat().st_size) if path else 0,  # milvus: 0
-            "checkpoint": self.meta["checkpoint"]["path"], "sample_rate": self.meta["sample_rate"],
+            "checkpoint": self.meta["checkpoint"]["path"], "checkpoint_sha256": self.meta["checkpoint"].get("sha256"),
+            "weights_sha256": self.meta["checkpoint"].get("weights_sha256"), "sample_rate": self.meta["sample_rate"],
             "max_seconds": self.meta["max_seconds"], "caption_languages": self.meta.get("caption_languages", []),
             "shards": [{"name": e["name"], "rows": e["rows"], "deleted": len(e.get("deleted", [])),
                         **{key: e[key] for key in ("ann", "caption_ann") if e.get(key)}} for e in self.shard_entries]

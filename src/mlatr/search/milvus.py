@@ -29,11 +29,12 @@ the user as one :class:`~mlatr.errors.MlatrError` naming the target.
 Text ranking (:class:`MilvusRanker`): Milvus's own hybrid search fuses lists by rank (RRF) or by a weighted
 sum of raw scores, and the fitted relevance model (:mod:`mlatr.search.fusion`) reads z-scores against the
 library's statistics, a BM25 share of the query's idf mass, a caption's rarity and interactions, so it is
-computed here: Milvus finds each source's top window (audio ANN, caption ANN, BM25 sparse search), the
-union's vectors and caption terms are fetched, and mlatr scores every source of every candidate exactly
-(cosines; BM25 from the terms, the stored document counts and term total) and fuses them
-with :class:`~mlatr.search.hybrid.TextRanker` over the union. Where the windows hold every clip this is the
-local exact ranking.
+computed in mlatr, by the ranking a local index uses (:func:`mlatr.search.hybrid.rank_candidates`). Milvus
+supplies its candidates: each source's top window (audio vector search, caption vector search, BM25 sparse
+search), the union's vectors and caption terms fetched and every source of every candidate scored exactly
+(cosines; BM25 from the terms, the stored document counts and term total: :func:`bm25_of`); the query's
+rare cutoff is read on the library's :class:`~mlatr.search.relevance.RareSample`, whose caption vectors are
+fetched once. Where the windows hold every clip this is the local exact ranking.
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ from collections import Counter
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -54,9 +56,18 @@ import numpy as np
 from mlatr.errors import MlatrError
 from mlatr.search.analysis import terms as analysed_terms
 from mlatr.search.columns import REQUIRED, CaptionColumns, ClipColumns
-from mlatr.search.hybrid import Ranking, TextRanker
+from mlatr.search.fusion import Candidates
+from mlatr.search.hybrid import QueryCandidates, Ranking, best_per_clip, rank_candidates
 from mlatr.search.lexical import K1, B, idf, saturation
-from mlatr.search.relevance import LibraryStats, Moments, QueryStats
+from mlatr.search.relevance import (
+    LibraryStats,
+    Moments,
+    QueryStats,
+    RareSample,
+    RelevanceModel,
+    rare_sample,
+    shipped,
+)
 
 PREFIX = "milvus:"
 DEFAULT_COLLECTION = "mlatr_index"
@@ -70,9 +81,6 @@ MAX_TERMS = 3800
 #: Each source's window of a text query (the query's ``k`` when larger); Milvus returns at most 16,384.
 WINDOW = 256
 MAX_WINDOW = 16384
-#: The standard normal's 90 % quantile: a rare caption's cutoff where the caption window is too short to read
-#: it (:meth:`MilvusRanker.caption_cutoff`).
-Z_RARE = 1.2815515655446004
 
 
 def is_milvus(target: object) -> bool:
@@ -168,13 +176,8 @@ def _load(mc, *collections: str) -> None:
 
 def read_meta(target: str) -> dict | None:
     """The meta a target records, or None when it holds no index yet."""
-    mc, collection = client(target)
-    meta_name = names(collection)[2]
-    with reported(target):
-        if not mc.has_collection(meta_name):
-            return None
-        _load(mc, meta_name)
-        rows = mc.query(meta_name, filter='key == "meta"', output_fields=["value"])
+    meta_name = names(parse_target(target)[1])[2]
+    rows = _meta_rows(target, 'key == "meta"', ["value"])
     if not rows:
         return None
     meta = rows[0]["value"]
@@ -183,6 +186,26 @@ def read_meta(target: str) -> dict | None:
         raise MlatrError(f"{target}: its {meta_name} collection does not hold an {FORMAT} index meta (found "
                          f"{found!r}: build the index again with mlatr index build --to {target})")
     return meta
+
+
+def write_signature(target: str) -> tuple[str, ...] | None:
+    """The writes a target holds (each build, ``--add`` and delete appends one batch of statistics, last, under
+    a new id), sorted: what a server's watch compares to see another process's writes; None without an index.
+    One small query (a row per write)."""
+    rows = _meta_rows(target, 'key like "stats/%/audio/total"', ["key"])
+    return None if rows is None else tuple(sorted(r["key"].split("/")[1] for r in rows))
+
+
+def _meta_rows(target: str, filter: str, fields: list[str]) -> list[dict] | None:
+    """The rows of the target's meta collection that ``filter`` selects (``fields`` of each); None when the
+    target has no meta collection (no index yet)."""
+    mc, collection = client(target)
+    meta_name = names(collection)[2]
+    with reported(target):
+        if not mc.has_collection(meta_name):
+            return None
+        _load(mc, meta_name)
+        return mc.query(meta_name, filter=filter, output_fields=fields)
 
 
 def term_token(term: str) -> str:
@@ -424,129 +447,132 @@ class MilvusSearcher:
         return scores, rows
 
 
-class WindowKeywords:
-    """BM25 of a query against a window's captions, with the whole library's statistics (what
-    :class:`~mlatr.search.hybrid.TextRanker` asks of its keyword index): ``tokens`` per caption (its
-    :func:`term_token` s), the library's caption ``count`` and ``avgdl``, each query term's document
-    frequency ``doc_freq``, and ``query_terms``, the query's terms (analysed once, in its language).
+def bm25_of(tokens: Sequence[Sequence[str]], terms: Sequence[str], doc_freq: dict[str, int], count: int,
+            avgdl: float) -> np.ndarray:
+    """``[c]`` BM25 scores of captions given as their term tokens (:func:`term_token`, ``tokens[j]``: caption
+    ``j``'s) for the query ``terms``, with the whole library's statistics: its caption ``count`` and ``avgdl``,
+    each term's document frequency ``doc_freq`` (:mod:`mlatr.search.lexical`'s BM25, whose posting lists a
+    Milvus target does not have).
 
     References:
         Robertson & Zaragoza 2009, "The probabilistic relevance framework: BM25 and beyond", eq. 3.15 with
         Lucene's idf and without the constant ``k1 + 1`` factor: the form bm25s scores (:mod:`mlatr.search.lexical`).
     """
-
-    def __init__(self, tokens: list[list[str]], count: int, avgdl: float, doc_freq: dict[str, int],
-                 query_terms: list[str]):
-        self.tokens, self.count, self.avgdl, self.doc_freq = tokens, count, avgdl, doc_freq
-        self._terms = query_terms
-
-    def terms(self, query: str, lang: str | None) -> list[str]:
-        """The query's terms (given: this keyword index serves one query)."""
-        return self._terms
-
-    def scores_of(self, terms: list[str]) -> np.ndarray:
-        out = np.zeros(len(self.tokens), np.float64)
-        known = [t for t in terms if self.doc_freq.get(t, 0) > 0]
-        if not known:
-            return out.astype(np.float32)
-        weight = dict(zip(map(term_token, known), idf(np.array([self.doc_freq[t] for t in known]), self.count),
-                          strict=True))
-        for j, toks in enumerate(self.tokens):
-            tf = Counter(t for t in toks if t in weight)
-            out[j] = sum(weight[t] * float(saturation(n, max(len(toks), 1), self.avgdl)) for t, n in tf.items())
+    out = np.zeros(len(tokens), np.float64)
+    known = [t for t in terms if doc_freq.get(t, 0) > 0]
+    if not known:
         return out.astype(np.float32)
-
-    def idf_mass(self, terms: list[str]) -> float:
-        if not terms:
-            return 0.0
-        return float(idf(np.array([self.doc_freq.get(t, 0) for t in terms]), self.count).sum())
-
-    def matched_terms(self, terms: list[str], row: int) -> list[str]:
-        have = set(self.tokens[row])
-        return [t for t in terms if term_token(t) in have]
-
-
-class _WindowRanker(TextRanker):
-    """A :class:`~mlatr.search.hybrid.TextRanker` over one query's window of a library: the library's
-    statistics and keyword weights given, and its caption cutoff (the rare caption's) read from Milvus."""
-
-    cutoff = float("inf")
-
-    def caption_cutoff(self, caption: np.ndarray) -> float:
-        return self.cutoff
+    weight = dict(zip(map(term_token, known), idf(np.array([doc_freq[t] for t in known]), count), strict=True))
+    for j, toks in enumerate(tokens):
+        tf = Counter(t for t in toks if t in weight)
+        out[j] = sum(weight[t] * float(saturation(n, max(len(toks), 1), avgdl)) for t, n in tf.items())
+    return out.astype(np.float32)
 
 
 class MilvusRanker:
-    """Text queries ranked on a Milvus target by :mod:`mlatr.search.fusion` (the module docstring says how and
-    why), with the answers :class:`~mlatr.search.hybrid.TextRanker` gives (:meth:`rank_many`, :meth:`describe`).
+    """The text ranking of a Milvus target (the module docstring says how and why): the source that supplies
+    :func:`~mlatr.search.hybrid.rank_candidates` the :class:`~mlatr.search.hybrid.QueryCandidates` of each
+    query from Milvus, with the answers a local index's :class:`~mlatr.search.hybrid.TextRanker` gives
+    (:meth:`rank_many`, :meth:`describe`).
 
-    Rows are positions in the loaded index's tables; ``captions_of``: per clip row, its caption rows."""
+    Rows are positions in the loaded index's tables; ``caption_clip``: each caption row's clip row."""
 
     def __init__(self, mc, target: str, collection: str, clips: ClipColumns, captions: CaptionColumns,
-                 sums: dict[str, Sums], window: int = WINDOW):
+                 sums: dict[str, Sums], window: int = WINDOW, model: RelevanceModel | None = None,
+                 answer: RelevanceModel | None = None):
         self.mc, self.target, self.window = mc, target, window
         self.clip_name, self.caption_name, _, self.terms_name = names(collection)
         self.ids, self.caption_text, self.caption_lang = clips.ids, captions.get("text"), captions.get("lang")
+        self.dim = clips.dim
         self.row_of = {cid: i for i, cid in enumerate(self.ids)}
         self.caption_clip = np.asarray(captions.clip, np.int64)
         self.stats = LibraryStats(sums["audio"].moments(), sums["captions"].moments())
         self.caption_count = max(sums["captions"].count, 0)
         self.avgdl = sums["captions"].terms / self.caption_count if self.caption_count else 1.0
-        self.captioned = len(np.unique(self.caption_clip))
+        self.model = model if model is not None else shipped().text
+        self.answer = answer if answer is not None else shipped().answer
         self.audio = MilvusSearcher(mc, target, self.clip_name, "id", self.row_of)
         self.caption_keys: list[str] = []  # caption row -> its primary key, filled by read_milvus
         self.caption_rows: dict[str, int] = {}  # and back
         self.caption_search = MilvusSearcher(mc, target, self.caption_name, "row", self.caption_rows)
+        self._rare: RareSample | None = None
 
     def rank_many(self, query_vecs: np.ndarray, queries: Sequence[str], langs: Sequence[str | None],
                   ks: Sequence[int], ranks: Sequence[str]) -> list[Ranking]:
-        windows = self._windows(query_vecs, queries, langs, ks, [()] * len(queries))
-        out = []
-        for (sub, rows), vec, query, lang, k, rank in zip(windows, query_vecs, queries, langs, ks, ranks, strict=True):
-            out.append(_rows_of(sub.rank(vec, query, lang, k, rank), rows))
-        return out
+        found = self.candidates(query_vecs, queries, langs, ks)
+        return [rank_candidates(qc, k, rank, self.model, self.answer) for qc, k, rank in zip(found, ks, ranks,
+                                                                                              strict=True)]
 
     def describe(self, vec: np.ndarray, query: str, lang: str | None, rows: np.ndarray, sound: np.ndarray,
                  rank: str = "audio") -> Ranking:
-        (sub, union), = self._windows(np.asarray(vec)[None], [query], [lang], [len(rows)], [rows])
+        """Relevance and evidence of the clips ``rows`` a sound search found (best first; ``sound``, their cosines,
+        read again from Milvus): the candidates are these clips, as a windowed local index describes them."""
+        qc, = self.candidates(np.asarray(vec)[None], [query], [lang], [len(rows)], given=rows)
         rows = np.asarray(rows, np.int64)
-        kept = np.isin(rows, union)  # a clip deleted since the index was loaded is not returned
-        local = np.searchsorted(union, rows[kept])
-        return _rows_of(sub.describe(vec, query, lang, local, np.asarray(sound)[kept], rank), union)
+        kept = rows[np.isin(rows, qc.cands.rows)]  # a clip deleted since the index was loaded is not returned
+        return rank_candidates(qc, len(kept), rank, self.model, self.answer,
+                               shown=np.searchsorted(qc.cands.rows, kept))
 
-    def _windows(self, vecs: np.ndarray, queries: Sequence[str], langs: Sequence[str | None], ks: Sequence[int],
-                 given: Sequence[Sequence[int]]) -> list[tuple[_WindowRanker, np.ndarray]]:
-        """Per query: a ranker over the union of its sources' windows (and the ``given`` rows), and the
-        union's rows (ascending)."""
+    def candidates(self, vecs: np.ndarray, queries: Sequence[str], langs: Sequence[str | None], ks: Sequence[int],
+                   given: np.ndarray | None = None) -> list[QueryCandidates]:
+        """Per query of ``vecs [B, d]``: its candidates, the union of Milvus's windows (each source's top
+        ``max(window, k)``: the audio and caption vector searches, the BM25 search), or the ``given`` clip rows
+        alone; each scored from the vectors and terms fetched (a clip deleted since the load left out)."""
         vecs = np.asarray(vecs, np.float32)
         terms = [list(dict.fromkeys(analysed_terms(q, lang))) for q, lang in zip(queries, langs, strict=True)]
-        width = min(max(self.window, *ks), MAX_WINDOW)
-        sound = self.audio.hits(vecs.tolist(), width)
-        meaning = self.caption_search.hits(vecs.tolist(), width)
-        worded = [i for i, t in enumerate(terms) if t]
-        keyword = dict(zip(worded, self.caption_search.hits([" ".join(map(term_token, terms[i])) for i in worded],
-                                                            width, "sparse", "BM25"), strict=True))
-        unions = [np.unique(np.asarray([r for r, _ in sound[b]] + [int(self.caption_clip[r]) for r, _ in meaning[b]]
-                                       + [int(self.caption_clip[r]) for r, _ in keyword.get(b, [])]
-                                       + list(given[b]), np.int64)) for b in range(len(queries))]
+        if given is None:
+            width = min(max(self.window, *ks), MAX_WINDOW)
+            sound = self.audio.hits(vecs.tolist(), width)
+            meaning = self.caption_search.hits(vecs.tolist(), width)
+            worded = [i for i, t in enumerate(terms) if t]
+            keyword = dict(zip(worded, self.caption_search.hits([" ".join(map(term_token, terms[i])) for i in worded],
+                                                                width, "sparse", "BM25"), strict=True))
+            unions = [np.unique(np.asarray([r for r, _ in sound[b]] + [int(self.caption_clip[r]) for r, _ in meaning[b]]
+                                           + [int(self.caption_clip[r]) for r, _ in keyword.get(b, [])], np.int64))
+                      for b in range(len(queries))]
+        else:
+            unions = [np.unique(np.asarray(given, np.int64))]
         every = np.unique(np.concatenate(unions)) if unions else np.zeros(0, np.int64)
         audio, caps = self._vectors(every)
-        unions = [rows[np.isin(rows, list(audio))] for rows in unions]  # clips deleted since the load: left out
         doc_freq = self._doc_freq({t for ts in terms for t in ts})
+        rare = self.rare_sample()
         out = []
         for b, rows in enumerate(unions):
-            cap_rows = np.flatnonzero(np.isin(self.caption_clip, rows))  # ascending
-            sub = _WindowRanker(
-                np.asarray([audio[r] for r in rows], np.float32).reshape(-1, vecs.shape[1]),
-                np.asarray([caps[j][0] for j in cap_rows], np.float32).reshape(-1, vecs.shape[1]),
-                np.searchsorted(rows, self.caption_clip[cap_rows]),
-                [self.caption_text[j] for j in cap_rows], [self.caption_lang[j] for j in cap_rows],
-                keywords=WindowKeywords([caps[j][1] for j in cap_rows], self.caption_count, self.avgdl,
-                                        {t: doc_freq[t] for t in terms[b]}, terms[b]),
-                stats=self.stats)
-            sub.cutoff = self.caption_cutoff(vecs[b], meaning[b])
-            out.append((sub, rows))
+            rows = rows[np.isin(rows, list(audio))]  # clips deleted since the load: left out
+            cap_rows = np.asarray([j for j in np.flatnonzero(np.isin(self.caption_clip, rows)) if j in caps], np.int64)
+            owner = np.searchsorted(rows, self.caption_clip[cap_rows])  # [c]
+            vec = vecs[b]
+            cap_vecs = np.asarray([caps[j][0] for j in cap_rows], np.float32).reshape(-1, self.dim)
+            caption, caption_row = best_per_clip(owner, cap_vecs @ vec, cap_rows, len(rows))
+            kw = bm25_of([caps[j][1] for j in cap_rows], terms[b], doc_freq, self.caption_count, self.avgdl)
+            keyword, keyword_row = best_per_clip(owner, kw, cap_rows, len(rows))
+            keyword = np.where(keyword > 0, keyword, 0.0).astype(np.float32)
+            sound_b = np.asarray([audio[r] for r in rows.tolist()], np.float32).reshape(-1, self.dim) @ vec
+            mass = float(idf(np.array([doc_freq.get(t, 0) for t in terms[b]]), self.caption_count).sum()) \
+                if terms[b] else 0.0
+            stats = QueryStats.of(self.stats, vec, mass, rare.cutoff(vec))
+            held = {j: set(caps[j][1]) for j in cap_rows.tolist()}
+            out.append(QueryCandidates(Candidates(rows, sound_b, caption, keyword, caption_row, keyword_row), stats,
+                                       queries[b], langs[b], terms[b],
+                                       partial(_matched_terms, terms[b], held), self.caption_text, self.caption_lang))
         return out
+
+    def rare_sample(self) -> RareSample:
+        """The :class:`~mlatr.search.relevance.RareSample` of the loaded index's captioned clips, their caption
+        vectors fetched once (by primary key; a clip deleted since the load left out)."""
+        if self._rare is None:
+            clips = rare_sample(self.caption_clip[self.caption_clip >= 0])
+            rows = np.flatnonzero(np.isin(self.caption_clip, clips))
+            rows = rows[np.lexsort((rows, self.caption_clip[rows]))]  # clip after clip
+            with reported(self.target):
+                found = _fetch(self.mc, self.caption_name, "row", [self.caption_keys[j] for j in rows],
+                               ["row", "vector"])
+            vec_of = {self.caption_rows[r["row"]]: r["vector"] for r in found if r["row"] in self.caption_rows}
+            rows = np.asarray([j for j in rows.tolist() if j in vec_of], np.int64)
+            owner = self.caption_clip[rows]
+            self._rare = RareSample(np.asarray([vec_of[j] for j in rows.tolist()], np.float32).reshape(-1, self.dim),
+                                    np.flatnonzero(np.r_[True, owner[1:] != owner[:-1]]) if len(rows) else rows)
+        return self._rare
 
     def clip_vector(self, row: int) -> np.ndarray:
         """``[d]`` clip ``row``'s audio embedding, read from Milvus ("more like this")."""
@@ -555,23 +581,6 @@ class MilvusRanker:
         if not found:
             raise MlatrError(f"{self.target}: clip {self.ids[row]!r} was deleted since the index was loaded")
         return np.asarray(found[0]["vector"], np.float32)
-
-    def caption_cutoff(self, vec: np.ndarray, window: list[tuple[int, float]]) -> float:
-        """:func:`~mlatr.search.relevance.rare_cutoff` of the library's best caption cosines for the query
-        ``vec``: read from its caption window (best first) where the window holds more than a tenth of the
-        captioned clips; else the lower of the window's last cosine and the normal estimate ``mean + 1.28
-        std`` of the query's caption cosines (the library's caption moments)."""
-        m = int(0.1 * self.captioned)
-        if m == 0:
-            return float("inf")
-        best: dict[int, float] = {}
-        for r, s in window:
-            best.setdefault(int(self.caption_clip[r]), s)
-        if len(best) > m:
-            return float(sorted(best.values(), reverse=True)[m])
-        q = QueryStats.of(self.stats, np.asarray(vec, np.float64), 0.0)
-        last = window[-1][1] if window else float("inf")
-        return float(min(last, q.caption_mean + Z_RARE * q.caption_std))
 
     def _vectors(self, rows: np.ndarray) -> tuple[dict[int, np.ndarray], dict[int, tuple[np.ndarray, list[str]]]]:
         """The audio vectors of the clips ``rows`` (those still in Milvus) and, per caption row of theirs, its
@@ -597,9 +606,9 @@ class MilvusRanker:
         return {t: df.get(token[t], 0) for t in terms}
 
 
-def _rows_of(ranking: Ranking, rows: np.ndarray) -> Ranking:
-    """A window ranker's ``ranking`` with its rows turned into the library's (``rows``: the window's)."""
-    return Ranking([r._replace(row=int(rows[r.row])) for r in ranking], ranking.relevance)
+def _matched_terms(terms: list[str], held: dict[int, set[str]], row: int) -> list[str]:
+    """The query ``terms`` whose tokens caption ``row`` holds (``held``: the fetched captions' tokens)."""
+    return [t for t in terms if term_token(t) in held[row]]
 
 
 @dataclass

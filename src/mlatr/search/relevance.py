@@ -152,13 +152,55 @@ def rare_cutoff(caption: np.ndarray) -> float:
     """The cosine a clip's best caption cosine must exceed for at most :data:`RARE_SHARE` of the captioned
     clips to have one as close, from every captioned clip's best caption cosine ``caption [n]`` (NaN or
     ``-inf``: no caption): the ``(m + 1)``-th highest, ``m = floor(RARE_SHARE * n)`` (inf when ``m`` is 0).
-    One partial sort, O(n)."""
+    One partial sort, O(n). A ranking that does not score every clip reads it on :class:`RareSample`."""
     values = np.asarray(caption, np.float64)
     values = values[np.isfinite(values)]
     m = int(RARE_SHARE * len(values))
     if m == 0:
         return float("inf")
     return float(-np.partition(-values, m)[m])
+
+
+#: Captioned clips on which a ranking that does not score every clip reads a query's rare cutoff.
+RARE_SAMPLE = 4096
+
+
+def rare_sample(captioned: np.ndarray, size: int = RARE_SAMPLE) -> np.ndarray:
+    """The clip rows (ascending) of :class:`RareSample`: every one of the live captioned clips ``captioned [n]``
+    where ``n <= size``, else a fixed uniform sample of ``size`` of them (without replacement, seed 0)."""
+    captioned = np.asarray(captioned, np.int64)
+    if len(captioned) > 1 and bool((captioned[1:] >= captioned[:-1]).all()):  # in clip order, as every store keeps
+        captioned = captioned[np.r_[True, captioned[1:] != captioned[:-1]]]  # its captions: one pass, no sort
+    else:
+        captioned = np.unique(captioned)
+    if len(captioned) <= size:
+        return captioned
+    return np.sort(np.random.default_rng(0).choice(captioned, size, replace=False))
+
+
+@dataclass
+class RareSample:
+    """The best caption cosines on which a windowed ranking reads a query's rare cutoff: ``vectors [c, d]``, the
+    caption embeddings of the clips of :func:`rare_sample`, clip after clip, and ``starts [s]``, each sampled
+    clip's first (a source fills it from its own store: :mod:`mlatr.search.hybrid`).
+
+    The rule (one for every source): :func:`rare_cutoff` of the sampled clips' best caption cosines. With at
+    most :data:`RARE_SAMPLE` captioned clips the sample is all of them and the cutoff exact; beyond, the share
+    of the library above it is the sample's 10 % quantile's, distribution-free (a binomial proportion:
+    standard error ``sqrt(0.1 * 0.9 / 4096)``, about 0.005, whatever the library's size or the shape of its
+    cosines; ``tests/test_rare_cutoff.py``). A normal estimate from the library's caption moments (``mean +
+    1.28 std``) would need no sample, but it reads the spread of single captions where the rule is about each
+    clip's best of several, and assumes one mode where a library has many: it leaves more than a tenth above
+    it."""
+
+    vectors: np.ndarray
+    starts: np.ndarray
+
+    def cutoff(self, vec: np.ndarray) -> float:
+        """The query ``vec [d]``'s rare cutoff (inf without any captioned clip)."""
+        if not len(self.starts):
+            return float("inf")
+        return rare_cutoff(np.maximum.reduceat(self.vectors @ np.asarray(vec, self.vectors.dtype), self.starts))
 
 
 def pair_features(sound: np.ndarray, caption: np.ndarray, keyword: np.ndarray, q: QueryStats) -> np.ndarray:

@@ -277,9 +277,16 @@ def search_audio(index: SearchIndex, query: str | os.PathLike | np.ndarray, k: i
     ``min_relevance`` are checked here (:mod:`mlatr.search.query`)."""
     k, min_relevance = check_k(k), check_min_relevance(min_relevance)
     wave = query if isinstance(query, np.ndarray) else query_waveform(index, api_args.path("query", query))
-    q = encode_query_audio(index, wave)
-    hits = mark_same_audio(index, wave, _nearest(index, q[None], [k])[0])
-    return sound_results(index, q, hits, min_relevance, nearest_captions(index, q, k))
+    return search_encoded_audio(index, wave, encode_query_audio(index, wave), k, min_relevance)
+
+
+def search_encoded_audio(index: SearchIndex, wave: np.ndarray, vec: np.ndarray, k: int,
+                         min_relevance: float | None) -> Results:
+    """:func:`search_audio` once the sound ``wave [T]`` is encoded as ``vec [d]`` (``k`` and ``min_relevance``
+    checked): a server encodes under its model lock and ranks (and reads the files of hits that may be the
+    query's own sound, :func:`mark_same_audio`) outside it."""
+    hits = mark_same_audio(index, wave, _nearest(index, vec[None], [k])[0])
+    return sound_results(index, vec, hits, min_relevance, nearest_captions(index, vec, k))
 
 
 #: The cosine from which a sound hit is compared sample by sample with the query (:func:`mark_same_audio`).

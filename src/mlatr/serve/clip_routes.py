@@ -97,8 +97,7 @@ def add_clip_routes(app: FastAPI, live: LiveIndex, limits: Limits, allow_roots: 
         t0 = time.perf_counter()
         snap = live.current()
         row = clip_row(snap, clip_id)
-        with live.lock:
-            clips = search_similar(snap.index, row, k)
+        clips = search_similar(snap.index, row, k)  # no model call (a stored vector): not under the model lock
         root = request.scope.get("root_path", "")
         return {"id": clip_id, "k": k, **clips.answer(), "results": [clip_result(snap, h, None, root) for h in clips],
                 "captions": [caption_result(h, root) for h in clips.caption_hits],

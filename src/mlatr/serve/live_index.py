@@ -6,7 +6,8 @@ keeps it to its end, so a reload never changes an answer half-way. :meth:`LiveIn
 index again (``POST /reload``); :meth:`LiveIndex.start_watch` polls the identity (inode, size, mtime) of
 the index's file (an index folder's ``index.json``) and reloads when it changes: ``mlatr index build
 --add`` replaces that file atomically (``os.replace``) after writing the rest, so a poll never sees half
-an index.
+an index. A Milvus target has no file: the poll asks it which writes it holds (each build, add and delete
+appends its statistics last, under a new id), so another process's add or delete is picked up the same way.
 
 A reload that fails (a corrupt or foreign file) keeps the previous snapshot and records the error; when
 no snapshot was ever loaded (a corrupt index at start-up), :meth:`LiveIndex.current` raises
@@ -24,6 +25,7 @@ import logging
 import os
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -33,9 +35,9 @@ from mlatr.inference.model_identity import OtherModelError
 from mlatr.models.protocols import QueryLanguages, query_languages
 from mlatr.search.build_plan import live_rows
 from mlatr.search.index import Index
-from mlatr.search.milvus import is_milvus
+from mlatr.search.milvus import is_milvus, write_signature
 from mlatr.search.query import TextQuery
-from mlatr.search.search import search_query
+from mlatr.search.search import encode_query_texts, search_query
 from mlatr.search.shards import MANIFEST
 
 log = logging.getLogger("mlatr.serve")
@@ -69,7 +71,7 @@ class Snapshot:
     index: Index
     rows: dict[str, int]
     languages: QueryLanguages
-    signature: tuple[int, int, int] | None
+    signature: tuple | None  # LiveIndex.signature() when loaded
     loaded_at: float
     _durations: dict[int, float | None] = field(default_factory=dict, repr=False)
 
@@ -94,7 +96,7 @@ class LiveIndex:
         self.snapshot: Snapshot | None = None
         self.error: str | None = None
         self.reloads = 0
-        self._tried: tuple[int, int, int] | None = None
+        self._tried: tuple | None = None
         self._stop = threading.Event()
         self._watcher: threading.Thread | None = None
 
@@ -108,9 +110,8 @@ class LiveIndex:
     def reload(self) -> Snapshot:
         """Read the file now and swap it in; on failure keep the old snapshot, record and raise the error."""
         with self._reload_lock:
-            signature = file_signature(self.path)
-            self._tried = signature
             try:
+                signature = self._tried = self.signature()
                 snap = self._load(signature)
             except Exception as exc:  # a half-copied or foreign file must not stop the server
                 if not isinstance(exc, MlatrError):  # a bug: its details go to the log, not to a client
@@ -136,13 +137,18 @@ class LiveIndex:
             if self.model is not None:  # the given model does not fit the new index: keep serving the old one
                 raise
             index = Index.load(source, backend=self.backend)  # another model: its own checkpoint
-        model = index.model()  # loads and checks the checkpoint now, not at the first query
-        index.searcher("audio")
-        index.searcher("captions")
-        languages = query_languages(model.model.text_encoder)
-        if model is not keep:  # a first query warms the encoder up (a frozen encoder's first call is slow)
+        with ThreadPoolExecutor(1) as pool:  # the ANN files are read (FAISS frees the GIL) while the model loads
+            opened = pool.submit(lambda: (index.searcher("audio"), index.searcher("captions")))
+            model = index.model()  # loads and checks the checkpoint now, not at the first query
+            languages = query_languages(model.model.text_encoder)
+            warm = TextQuery("warm-up", languages.known[0] if languages.required else None, 1)
+            if model is not keep:  # a first query warms the encoder up (a frozen encoder's first call is slow)
+                with self.lock:
+                    encode_query_texts(index, [warm])
+            opened.result()
+        if model is not keep:  # and the ranking (the searchers are open; the query's embedding is memoised)
             with self.lock:
-                search_query(index, TextQuery("warm-up", languages.known[0] if languages.required else None, 1))
+                search_query(index, warm)
         return Snapshot(index=index, rows=live_rows(index), languages=languages,
                         signature=signature, loaded_at=time.time())
 
@@ -152,9 +158,19 @@ class LiveIndex:
         if cache is not None and len(cache) > TEXT_CACHE_LIMIT:
             cache.clear()
 
+    def signature(self):
+        """What identifies the index's present state: its file's (:func:`file_signature`), or a Milvus target's
+        writes (:func:`mlatr.search.milvus.write_signature`: another process's ``--add`` or delete changes it)."""
+        return write_signature(self.target) if self.target else file_signature(self.path)
+
     def changed(self) -> bool:
-        """True when the file is not the one last loaded or tried."""
-        return file_signature(self.path) != self._tried
+        """True when the index is not the one last loaded or tried (a Milvus target that cannot be asked now:
+        False, logged; the next poll asks again)."""
+        try:
+            return self.signature() != self._tried
+        except MlatrError as exc:
+            log.warning("cannot check %s for changes: %s", self.path, exc)
+            return False
 
     def reload_if_changed(self) -> bool:
         """One poll of the watch: reload when the file changed; errors are logged, not raised."""

@@ -15,7 +15,7 @@ from fastapi.responses import JSONResponse
 from mlatr.audio.io import audio_duration
 from mlatr.errors import MlatrError
 from mlatr.search.query import text_query
-from mlatr.search.search import query_waveform, search_audio
+from mlatr.search.search import encode_query_audio, query_waveform, search_encoded_audio
 from mlatr.serve.api_errors import ApiError, short
 from mlatr.serve.batching import TextBatcher
 from mlatr.serve.limits import Limits
@@ -72,8 +72,9 @@ def add_search_routes(app: FastAPI, live: LiveIndex, limits: Limits, batcher: Te
                                     "(WAV, FLAC, OGG/Vorbis/Opus, MP3, AIFF)")
             try:
                 wave = query_waveform(snap.index, tmp.name)  # decoded (bounded) outside the model lock
-                with live.lock:
-                    clips = search_audio(snap.index, wave, k, min_relevance)
+                with live.lock:  # the encoder alone: ranking and the same-audio check read files, not the model
+                    vec = encode_query_audio(snap.index, wave)
+                clips = search_encoded_audio(snap.index, wave, vec, k, min_relevance)
             except MlatrError as exc:
                 raise ApiError(400, str(exc).replace(tmp.name, short(name))) from None
         root = request.scope.get("root_path", "")

@@ -34,6 +34,7 @@ import yaml
 from mlatr.errors import InputError, MlatrError
 from mlatr.json_input import MAX_DEPTH, expanded_size, nesting_depth
 from mlatr.languages import DEFAULT_LANGUAGES
+from mlatr.stored_config import check_bounded
 from mlatr.training.config_checks import check_config_values, checked
 
 #: Most values a config file may hold with its YAML aliases expanded (a real one holds about a hundred).
@@ -449,8 +450,10 @@ def check_rules(cfg: Config | HeadTraining) -> None:
             if "name" not in getattr(cfg.model, key):
                 raise MlatrError(f"config: model.{key} must be a mapping with a 'name' (registry name)")
             name = getattr(cfg.model, key)["name"]
-            if not isinstance(name, str):  # the options are checked when the encoder is built (models.registry)
+            if not isinstance(name, str):  # the options' names are checked when the encoder is built (registry)
                 raise MlatrError(f"config: model.{key}.name: expected an encoder name, got {name!r}"[:300])
+            # sizes within the ranges a stored model's are held to, before anything is allocated
+            check_bounded("config", getattr(cfg.model, key), f"model.{key}")
     o = cfg.objective
     if o.reweight and (o.base != "infonce" or o.svr is not None):
         raise MlatrError("config: objective.reweight (Simple Reweight, SupCLAP App. E.4) needs "
