@@ -35,6 +35,7 @@ def test_yaml_and_overrides(tmp_path):
         ("epochs", "expected key=value"),
         ("model.text={name: small-transformer, num_layers: 100000}", r"config: model.text.num_layers: "),
         ("model.audio={name: small-cnn, n_fft: 1000000000000}", r"config: model.audio.n_fft: "),
+        ("model.text.num_layers=100000", r"config: model.text.num_layers: "),
     ],
 )
 def test_bad_config_names_the_key(override, message):
@@ -106,3 +107,13 @@ def test_head_training_goes_through_the_training_config_rules(settings, says):
     with pytest.raises(MlatrError, match=says):
         validate_config(settings)
     validate_config(HeadTraining.at(1e-2, epochs=3, batch_size=4))  # the defaults pass
+
+
+def test_encoder_options_without_a_name_are_the_default_encoders():
+    """``-o model.text.num_layers=2`` (or a YAML ``model: {text: {num_layers: 2}}``) sets an option of the
+    default text encoder, as the key says, instead of replacing the mapping and losing the encoder's name."""
+    cfg = load_config(None, ["model.text.num_layers=2"])
+    assert cfg.model.text == {"name": "small-transformer", "num_layers": 2}
+    assert cfg.model.audio == {"name": "small-cnn"}
+    named = load_config(None, ["model.text={name: e5-small}"])
+    assert named.model.text == {"name": "e5-small"}  # a named encoder takes none of the default's options

@@ -407,6 +407,11 @@ def config_from_dict(tree: dict[str, Any], overrides: list[str] = ()) -> Config:
     for text in overrides:
         path, value = parse_override(text)
         _set_path(tree, path, value)
+    model = tree.get("model")
+    if isinstance(model, dict):  # options without a name (model.text.num_layers=2) are the default encoder's
+        for key in ("audio", "text"):
+            if isinstance(model.get(key), dict) and "name" not in model[key]:
+                model[key] = {**getattr(ModelConfig(), key), **model[key]}
     cfg = _build(Config, tree, "")
     validate_config(cfg)
     return cfg
