@@ -37,7 +37,7 @@ from mlatr.search.build_plan import live_rows
 from mlatr.search.index import Index
 from mlatr.search.milvus import is_milvus, write_signature
 from mlatr.search.query import TextQuery
-from mlatr.search.search import encode_query_texts, search_query
+from mlatr.search.search import encode_query_texts, rank_text
 from mlatr.search.shards import MANIFEST
 
 log = logging.getLogger("mlatr.serve")
@@ -144,11 +144,10 @@ class LiveIndex:
             warm = TextQuery("warm-up", languages.known[0] if languages.required else None, 1)
             if model is not keep:  # a first query warms the encoder up (a frozen encoder's first call is slow)
                 with self.lock:
-                    encode_query_texts(index, [warm])
+                    warm_vec = encode_query_texts(index, [warm])[0]
             opened.result()
-        if model is not keep:  # and the ranking (the searchers are open; the query's embedding is memoised)
-            with self.lock:
-                search_query(index, warm)
+        if model is not keep:  # and the ranking, once the searchers are open (no model call: outside the lock)
+            rank_text(index, warm_vec, warm)
         return Snapshot(index=index, rows=live_rows(index), languages=languages,
                         signature=signature, loaded_at=time.time())
 
