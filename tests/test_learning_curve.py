@@ -1,5 +1,5 @@
 """The learning curve (mlatr.experiments.learning_curve) on generated clips: nested fractions, the ensemble of
-heads, one results file per curve that a rerun resumes.
+heads (its maths: test_ensemble_heads), one results file per curve that a rerun resumes.
 
 No aiSFX and no real text model: the stand-in data and hashed text vectors of test_unseen_library.
 """
@@ -8,13 +8,11 @@ import json
 
 import numpy as np
 import pytest
-import torch
-import torch.nn.functional as F
 
 from mlatr.augmented_views import Augmentation, AugmentedView, joined_captions, partners
 from mlatr.cli import main
 from mlatr.experiments import learning_curve
-from mlatr.experiments.learning_curve import EnsembleHeads, FrozenInputs, fraction_rows, run_learning_curve
+from mlatr.experiments.learning_curve import FrozenInputs, fraction_rows, run_learning_curve
 from test_unseen_library import fake_text_space, make_data
 
 
@@ -28,18 +26,6 @@ def test_fractions_are_nested_stable_and_about_their_size():
     more = ids + [f"new/clip{k}" for k in range(500)]
     assert set(fraction_rows(rows, more, 0.5, seed=3)) == half
     assert set(fraction_rows(rows, ids, 0.5, seed=4)) != half
-
-
-def test_an_ensemble_averages_its_members_unit_embeddings():
-    torch.manual_seed(0)
-    members = [torch.nn.Module() for _ in range(3)]
-    for m in members:
-        m.audio_projection, m.text_projection = torch.nn.Linear(4, 3), torch.nn.Linear(5, 3)
-    x, t = torch.randn(6, 4), torch.randn(6, 5)
-    expected = sum(F.normalize(m.audio_projection(x), dim=-1) for m in members) / 3
-    assert torch.allclose(EnsembleHeads(members).audio_projection(x), expected, atol=1e-6)
-    expected = sum(F.normalize(m.text_projection(t), dim=-1) for m in members) / 3
-    assert torch.allclose(EnsembleHeads(members).text_projection(t), expected, atol=1e-6)
 
 
 @pytest.fixture

@@ -21,7 +21,7 @@ from mlatr.experiments.real_heads import RealSounds, build_model, evaluate_clips
 from mlatr.experiments.relevance_fit import RANKINGS
 from mlatr.search.index import Index
 from mlatr.training.heads import HeadTraining
-from mlatr.training.run_curves import read_curves
+from mlatr.training.run_curves import read_curves, run_folders
 from mlatr.training.run_log import read_run_log
 
 LANGS = ["eng", "fra"]
@@ -191,11 +191,11 @@ def test_demo_real_trains_the_chosen_heads_and_indexes_the_library(tmp_path, mon
         {"package": "lib0-data", "version": "1", "library": "lib0", "clips": 6, "licences": ["CC0-1.0"],
          "holders": ["2020 A | B"], "copyright": "copyright/lib0-data"}]}))
     res = real_sounds.run_real_demo(tmp_path / "m.jsonl", tmp_path / "demo", ["e5-small"], heads="near-identity",
-                                    epochs=2, progress=False, unseen_epochs=2, added_groups=2)
+                                    epochs=2, progress=False, unseen_epochs=2, added_groups=2, ensemble=2)
     assert list(res["runs"]) == ["e5-small/random", "e5-small/near-identity"]
     assert res["index"]["clips"] == len(data.manifest) and res["index"]["heads"] == "near-identity"
     saved = json.loads((tmp_path / "demo" / "results.json").read_text(encoding="utf-8"))
-    assert saved["settings"]["heads"] == "near-identity"
+    assert saved["settings"]["heads"] == "near-identity" and saved["settings"]["ensemble"] == 2
     report = (tmp_path / "demo" / "report.md").read_text(encoding="utf-8")
     assert "Hand-written multilingual queries" in report
     unseen = res["unseen"]  # lib0-2 are all added libraries: held out in 2 hash groups, never the 12 original ones
@@ -205,6 +205,7 @@ def test_demo_real_trains_the_chosen_heads_and_indexes_the_library(tmp_path, mon
     card = (tmp_path / "demo" / "model-card.md").read_text(encoding="utf-8")  # the model's card: data, licences
     assert "| lib0-data | 1 | lib0 | 6 | CC0-1.0 | 2020 A / B |" in card and "## Libraries never trained on" in card
     assert f"({res['clips']['train']} clips;" in card and "heads `near-identity`" in card
+    assert "2 such head pairs trained apart (seeds 0, 1)" in card
     figure = tmp_path / "demo" / "query-recall-by-language.png"
     assert res["figure"] == str(figure) and figure.read_bytes()[:4] == b"\x89PNG"
     closing = closing_lines(res, tmp_path / "demo").splitlines()
@@ -214,16 +215,37 @@ def test_demo_real_trains_the_chosen_heads_and_indexes_the_library(tmp_path, mon
     index = Index.load(tmp_path / "demo" / "sounds.idx")
     assert index.summary()["format"] == "mlatr-index-2" and list(index.ids) == [c.id for c in data.manifest.clips]
     assert not (tmp_path / "demo" / "sounds.idx.npz").exists()
-    # the indexed model's training curve: one epoch record per epoch of its log, which mlatr plot draws
-    log = res["runs"]["e5-small/near-identity"]["log"]
-    steps, epochs = read_run_log(tmp_path / "demo" / "log.jsonl")
-    assert steps == [] and [e["epoch"] for e in epochs] == [1, 2] and epochs[-1]["step"] > epochs[0]["step"] > 0
-    assert [e["train_loss"] for e in epochs] == [r["loss"] for r in log]
-    assert [e["val"]["t2a"]["R10"] for e in epochs] == [r["val"] for r in log]
-    curves = read_curves(tmp_path / "demo")
-    assert curves.losses["loss"] == ([e["step"] for e in epochs], [r["loss"] for r in log])
-    assert curves.val == {"val t2a R@10 (%)": ([1, 2], [r["val"] for r in log])}
+    # each head pair's training curve: one epoch record per epoch of its log; mlatr plot draws both
+    members = res["runs"]["e5-small/near-identity"]["members"]
+    assert [m["seed"] for m in members] == [0, 1] and res["runs"]["e5-small/random"]["members"] == []
+    for k, member in enumerate(members):
+        log = member["log"]
+        steps, epochs = read_run_log(tmp_path / "demo" / "members" / str(k) / "log.jsonl")
+        assert steps == [] and [e["epoch"] for e in epochs] == [1, 2] and epochs[-1]["step"] > epochs[0]["step"] > 0
+        assert [e["train_loss"] for e in epochs] == [r["loss"] for r in log]
+        curves = read_curves(tmp_path / "demo" / "members" / str(k))
+        assert curves.losses["loss"] == ([e["step"] for e in epochs], [r["loss"] for r in log])
+        assert curves.val == {"val t2a R@10 (%)": ([1, 2], [r["val"] for r in log])}
+    assert members[0]["log"] != members[1]["log"]
+    assert run_folders([tmp_path / "demo"]) == [tmp_path / "demo" / "members" / k for k in ("0", "1")]
     assert main(["plot", str(tmp_path / "demo")]) == 0 and (tmp_path / "demo" / "curves.png").stat().st_size > 0
+    # the unseen run trained the same ensemble
+    unseen_settings = json.loads((tmp_path / "demo" / "unseen" / "results.json").read_text())["settings"]
+    assert unseen_settings["ensemble"] == 2
+    # the saved model is the two pairs, each exactly the single-pair demo of its seed (seed 0: member 0)
+    single = real_sounds.run_real_demo(tmp_path / "m.jsonl", tmp_path / "one", ["e5-small"], heads="near-identity",
+                                       epochs=2, progress=False, ensemble=1)
+    assert single["runs"]["e5-small/near-identity"]["members"][0]["log"] == members[0]["log"]
+    pair = torch.load(tmp_path / "demo" / "model.pt", weights_only=False)
+    one = torch.load(tmp_path / "one" / "model.pt", weights_only=False)
+    assert pair["model_config"]["ensemble"] == 2 and "ensemble" not in one["model_config"]
+    for side in ("audio_projection", "text_projection"):
+        for key, value in one["model"].items():
+            if key.startswith(side):
+                member0 = key.replace(side, f"{side}.members.0")
+                assert torch.equal(pair["model"][member0], value), key
+                assert not torch.equal(pair["model"][key.replace(side, f"{side}.members.1")], value), key
+    assert [p.name for p in (tmp_path / "one" / "members").iterdir()] == ["0"]
     with pytest.raises(MlatrError, match="trained head option"):
         real_sounds.run_real_demo("m.jsonl", tmp_path / "d2", ["e5-small"], heads="random")
 

@@ -26,6 +26,8 @@ from mlatr.json_input import expect_field, json_type
 #: Largest embedding or projection size accepted from a stored config (a larger one would allocate gigabytes
 #: before anything else could go wrong; the papers' models use 512 to 1024).
 MAX_DIM = 1 << 16
+#: Most head pairs of a stored ensemble (``mlatr demo-real`` trains 3).
+MAX_ENSEMBLE = 64
 #: Largest integer option of a stored encoder config (vocabularies of multilingual encoders are ~250k).
 MAX_OPTION = 1 << 22
 
@@ -121,8 +123,10 @@ def check_model_config(file: str | os.PathLike, cfg: Any, where: str = "model_co
                      **_POSITIVE)
     expect_field(file, cfg, "learnable_temperature", bool, "true or false", where=where, required=False)
     expect_field(file, cfg, "text_head", str, "a projection head's name", where=where, required=False)
+    expect_field(file, cfg, "ensemble", int, "an integer", where=where, required=False,
+                 test=lambda v: 1 <= v <= MAX_ENSEMBLE, must=f"in 1..{MAX_ENSEMBLE}")
     known = {"audio_encoder", "text_encoder", "embed_dim", "projection_hidden", "temperature", "min_temperature",
-             "max_temperature", "learnable_temperature", "text_head"}
+             "max_temperature", "learnable_temperature", "text_head", "ensemble"}
     unknown = sorted(str(k) for k in cfg if k not in known)
     if unknown:
         raise InputError(f"unknown field(s) {', '.join(unknown)[:200]} (written by another mlatr version?)", file,

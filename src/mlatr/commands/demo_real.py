@@ -9,8 +9,10 @@ with random (untrained) heads on the held-out test split: each clip's caption, 3
 in 8 languages (a hit = a clip whose caption contains one of the query's keywords) with the consistency
 metrics (gap, dis, MRV), zero-shot folder labels in 8 languages; chance levels beside them. Then indexes
 the whole library with the first text encoder's model and answers example queries in eight languages.
+The trained model is an ensemble: --ensemble head pairs (default 3) trained apart from different seeds, their
+unit embeddings averaged on each side (docs/real-sounds.md: better than one pair at every seed on unseen libraries).
 Writes OUT/report.md, OUT/results.json, OUT/model.pt with its card OUT/model-card.md (data, licences, figures
-on unseen libraries) and training curve OUT/log.jsonl (mlatr plot OUT),
+on unseen libraries) and each head pair's training curve OUT/members/K/log.jsonl (mlatr plot OUT),
 the index folder OUT/sounds.idx and OUT/query-recall-by-language.png, and ends by saying where they are and
 what to run next.
 --augment gain,shift,mix: the heads (and the unseen-library run) train also on an augmented view of every clip,
@@ -26,19 +28,21 @@ Examples:
 
 from pathlib import Path
 
-from mlatr.commands._arg_types import non_negative_int, positive_float, positive_int, random_seed
+from mlatr.commands._arg_types import non_negative_int, number_in, positive_float, positive_int, random_seed
 from mlatr.commands._augment_args import add_augment_arguments, augment_kinds
 from mlatr.commands._grid_args import parse_methods
 from mlatr.commands._outputs import Output
 from mlatr.errors import MlatrError
 from mlatr.experiments.head_options import (
     DEFAULT_BATCH_SIZE,
+    DEFAULT_ENSEMBLE,
     DEFAULT_EPOCHS,
     DEFAULT_HEADS,
     DEFAULT_TEXT_ENCODERS,
     HEAD_OPTIONS,
     TEXT_ENCODERS,
 )
+from mlatr.stored_config import MAX_ENSEMBLE
 
 HELP = __doc__
 
@@ -62,6 +66,10 @@ def add_arguments(parser):
     trained = [k for k, o in HEAD_OPTIONS.items() if o.trained]
     parser.add_argument("--heads", default=DEFAULT_HEADS, choices=trained,
                         help=f"how the heads train (default: {DEFAULT_HEADS})")
+    parser.add_argument("--ensemble", type=number_in(int, 1, MAX_ENSEMBLE), default=DEFAULT_ENSEMBLE,
+                        help="head pairs trained apart (seeds SEED*1000+K) whose unit embeddings the model averages, "
+                             f"here and in the leave-one-library-out run (default {DEFAULT_ENSEMBLE}; 1: one pair, "
+                             "seed SEED)")
     parser.add_argument("--epochs", type=positive_int, default=DEFAULT_EPOCHS,
                         help=f"epochs of the head runs, the best on the validation clips kept "
                              f"(default {DEFAULT_EPOCHS})")
@@ -92,7 +100,7 @@ def run(args) -> int:
                             max_seconds=args.max_seconds,
                             progress=not args.no_progress, unseen_epochs=unseen_epochs,
                             added_groups=args.added_groups, augment=augment_kinds(args),
-                            augment_views=args.augment_views)
+                            augment_views=args.augment_views, ensemble=args.ensemble)
     print((Path(args.out) / "report.md").read_text(encoding="utf-8"))
     print(closing_lines(results, Path(args.out)))
     return 0
@@ -104,5 +112,5 @@ def closing_lines(results: dict, out: Path) -> str:
     return "\n".join([
         f"model:  {out / 'model.pt'}", f"index:  {index} ({results['index']['clips']} clips)",
         f"report: {out / 'report.md'}", f"figure: {results['figure']}",
-        f"curve:  {out / 'log.jsonl'} (mlatr plot {out})",
+        f"curves: {out / 'members'}/K/log.jsonl, one per head pair (mlatr plot {out})",
         f'next:   mlatr search {index} "un chien aboie" --lang fra     (or: mlatr serve {index})'])

@@ -51,3 +51,11 @@ DEFAULT_BATCH_SIZE = 256
 #: Epochs of ``mlatr demo-real``'s head runs, the best of them on the validation clips kept: on libraries never
 #: trained on, 10 epochs score as 60 do, in a sixth of the time (docs/real-sounds.md: the shipped recipe).
 DEFAULT_EPOCHS = 10
+#: Head pairs ``mlatr demo-real`` trains apart and averages (``DualEncoder(ensemble=N)``): on libraries never
+#: trained on, three beat one at every seed's R@1 (docs/real-sounds.md: the options tried).
+DEFAULT_ENSEMBLE = 3
+
+
+def member_seeds(seed: int, members: int) -> list[int]:
+    """The seeds of an ensemble's head pairs: ``seed`` itself for a single pair, else ``seed * 1000 + k``."""
+    return [seed] if members == 1 else [seed * 1000 + k for k in range(members)]

@@ -30,14 +30,13 @@ from pathlib import Path
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 from torch import nn
 from tqdm import tqdm
 
 from mlatr.data.manifest import Manifest
 from mlatr.data.path_captions import CaptionRules
 from mlatr.errors import MlatrError
-from mlatr.experiments.head_options import HEAD_OPTIONS
+from mlatr.experiments.head_options import HEAD_OPTIONS, member_seeds
 from mlatr.experiments.real_heads import (
     QUERIES_PATH,
     RealSounds,
@@ -50,6 +49,7 @@ from mlatr.experiments.unseen_library import IN_LIBRARY, ORIGINAL_LIBRARIES, fol
 from mlatr.frozen_prefix import BlockFeatures, PrefixCache, prefix_features
 from mlatr.io_utils import atomic_write_json, atomic_write_with
 from mlatr.models.aisfx import STAGES, AisfxEncoder, AisfxTail
+from mlatr.models.dual_encoder import DualEncoder
 from mlatr.plotting import pyplot
 from mlatr.training.config import ObjectiveConfig
 from mlatr.training.hard_batches import caption_clusters
@@ -72,24 +72,6 @@ def fraction_rows(rows: Sequence[int], ids: Sequence[str], fraction: float, seed
         return int.from_bytes(digest[:8], "big") / 2 ** 64
 
     return [i for i in rows if u(i) < fraction]
-
-
-class _MeanOfUnit(nn.Module):
-    def __init__(self, heads: Sequence[nn.Module]):
-        super().__init__()
-        self.heads = nn.ModuleList(heads)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return torch.stack([F.normalize(h(x), dim=-1) for h in self.heads]).mean(dim=0)
-
-
-class EnsembleHeads(nn.Module):
-    """Several trained head pairs as one: each side's output is the mean of the members' unit embeddings."""
-
-    def __init__(self, models: Sequence[nn.Module]):
-        super().__init__()
-        self.audio_projection = _MeanOfUnit([m.audio_projection for m in models])
-        self.text_projection = _MeanOfUnit([m.text_projection for m in models])
 
 
 class CachedText(nn.Module):
@@ -244,7 +226,7 @@ def run_learning_curve(inputs: FrozenInputs, out: str | Path, train_blocks: Sequ
     ``hard_negatives``: batches of whole clusters of similar captions, clusters of about that many clips
     (:mod:`mlatr.training.hard_batches`). ``heads``: the
     head option; ``ensemble``: heads trained per fold (seeds ``seed * 1000 + k``), their unit embeddings averaged
-    (:class:`EnsembleHeads`; heads-only points). ``val_libraries``: the epoch chosen on that fraction of the
+    (:meth:`DualEncoder.ensemble_of`; heads-only points). ``val_libraries``: the epoch chosen on that fraction of the
     training libraries held out whole (:func:`~mlatr.experiments.unseen_library.folds`) instead of their
     hash-``val`` clips."""
     out = Path(out)
@@ -273,14 +255,14 @@ def run_learning_curve(inputs: FrozenInputs, out: str | Path, train_blocks: Sequ
         train = fraction_rows(rows["train"], ids, fr, s)
         if b == 0 and ensemble > 1:
             members, best = [], []
-            for k in range(ensemble):
-                member = build_model(data, _text_side(inputs), option, 256, s * 1000 + k)
-                _, e = _train_point(inputs, member, train, rows["val"], 0, s * 1000 + k, epochs, tail_lr, device,
+            for k, member_seed in enumerate(member_seeds(s, ensemble)):
+                member = build_model(data, _text_side(inputs), option, 256, member_seed)
+                _, e = _train_point(inputs, member, train, rows["val"], 0, member_seed, epochs, tail_lr, device,
                                     out / "heads" / _point(b, fr, s) / f / str(k), option, batch_size,
                                     hard_negatives)
                 members.append(member)
                 best.append(e)
-            model, feats = EnsembleHeads(members), data.features
+            model, feats = DualEncoder.ensemble_of(members), data.features
         else:
             model = build_model(data, _text_side(inputs), option, 256, s)
             feats, best = _train_point(inputs, model, train, rows["val"], b, s,

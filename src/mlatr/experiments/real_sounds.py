@@ -14,13 +14,21 @@ from __future__ import annotations
 import shutil
 import time
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
 from mlatr.data.debian_sounds import read_licences
 from mlatr.data.splits import assign_hash_splits
 from mlatr.errors import MlatrError
 from mlatr.evaluation.plots import plot_recall_by_language
-from mlatr.experiments.head_options import DEFAULT_BATCH_SIZE, DEFAULT_EPOCHS, DEFAULT_HEADS, HEAD_OPTIONS
+from mlatr.experiments.head_options import (
+    DEFAULT_BATCH_SIZE,
+    DEFAULT_ENSEMBLE,
+    DEFAULT_EPOCHS,
+    DEFAULT_HEADS,
+    HEAD_OPTIONS,
+    member_seeds,
+)
 from mlatr.experiments.learning_curve import FrozenInputs, run_learning_curve
 from mlatr.experiments.real_heads import (
     RealSounds,
@@ -34,6 +42,7 @@ from mlatr.inference.checkpoint import save_checkpoint
 from mlatr.inference.loaded_model import LoadedModel
 from mlatr.io_utils import atomic_write_json, atomic_write_jsonl, atomic_write_text
 from mlatr.matching import build_matching_head
+from mlatr.models.dual_encoder import DualEncoder
 from mlatr.search.from_features import index_from_features
 from mlatr.training.heads import HeadTraining
 from mlatr.training.run_log import head_log_records
@@ -49,11 +58,14 @@ def run_real_demo(manifest_path: str | Path, out: str | Path, text_encoders: lis
                   embed_dim: int = 256, epochs: int = DEFAULT_EPOCHS, batch_size: int = DEFAULT_BATCH_SIZE,
                   lr: float = 1e-3, seed: int = 0, max_seconds: float = 10.0, progress: bool = True,
                   unseen_epochs: int | None = None, added_groups: int = 12, augment: Sequence[str] = (),
-                  augment_views: int = 1) -> dict:
-    """Train the heads (option ``heads``) over frozen aisfx + each text encoder, evaluate against random heads,
-    build the index with the first text encoder, answer the example queries; writes ``OUT/report.md``,
-    ``OUT/results.json``, ``OUT/model.pt`` with its card ``OUT/model-card.md`` (data, licences, figures on
-    unseen libraries) and its training curve ``OUT/log.jsonl`` (``mlatr plot OUT``),
+                  augment_views: int = 1, ensemble: int = DEFAULT_ENSEMBLE) -> dict:
+    """Train the heads (option ``heads``; ``ensemble`` head pairs trained apart from the seeds
+    :func:`~mlatr.experiments.head_options.member_seeds`, their unit outputs averaged:
+    :meth:`~mlatr.models.dual_encoder.DualEncoder.ensemble_of`) over frozen aisfx + each text encoder, evaluate
+    against random heads, build the index with the first text encoder, answer the example queries; writes
+    ``OUT/report.md``, ``OUT/results.json``, ``OUT/model.pt`` with its card ``OUT/model-card.md`` (data,
+    licences, figures on unseen libraries) and the training curve of each head pair,
+    ``OUT/members/K/log.jsonl`` (``mlatr plot OUT`` draws them together),
     the index folder ``OUT/sounds.idx`` (the current format, :mod:`mlatr.search.shards`) and
     ``OUT/query-recall-by-language.png`` (hand-written queries' t2a R@10 per language, one bar per run).
     Returns the results dict.
@@ -81,31 +93,39 @@ def run_real_demo(manifest_path: str | Path, out: str | Path, text_encoders: lis
         raise MlatrError(f"{manifest_path}: the demo needs train and test clips (splits {manifest.splits()})")
     settings = HeadTraining.at(lr, epochs=epochs, batch_size=batch_size, seed=seed)
     results: dict = {"manifest": str(manifest_path), "clips": {s: len(r) for s, r in by_split.items()},
-                     "settings": {"heads": heads, "embed_dim": embed_dim, "epochs": epochs, "batch_size": batch_size,
+                     "settings": {"heads": heads, "ensemble": ensemble, "embed_dim": embed_dim, "epochs": epochs,
+                                  "batch_size": batch_size,
                                   "lr": lr, "seed": seed, "max_seconds": max_seconds,
                                   **({"augment": [v.augmentation.name for v in data.views]} if augment else {})},
                      "runs": {}}
     models = {}
     for name in text_encoders:
         text_enc, bank = text_space(name, data, out / "cache")
-        for option in (HEAD_OPTIONS["random"], HEAD_OPTIONS[heads]):
-            model = build_model(data, text_enc, option, embed_dim, seed)
-            checkpoints = out / "heads" / f"{name}-{option.name}"  # an interrupted run resumes from its last epoch
-            log = train_option(model, data, bank, option, by_split["train"], by_split["val"], settings, progress,
-                               checkpoints=checkpoints)
-            results["runs"][f"{name}/{option.name}"] = {**evaluate_clips(model, data, bank, by_split["test"]),
-                                                        "log": log}
-            if option.trained:
-                models[name] = model
-                if name == text_encoders[0]:  # the indexed model's curve: epoch records that mlatr plot reads
-                    atomic_write_jsonl(out / "log.jsonl", head_log_records(log))
+        untrained = build_model(data, text_enc, HEAD_OPTIONS["random"], embed_dim, seed)
+        results["runs"][f"{name}/random"] = {**evaluate_clips(untrained, data, bank, by_split["test"]), "members": []}
+        option, members, logs = HEAD_OPTIONS[heads], [], []
+        for k, member_seed in enumerate(member_seeds(seed, ensemble)):
+            model = build_model(data, text_enc, option, embed_dim, member_seed)
+            checkpoints = out / "heads" / f"{name}-{option.name}" / str(k)  # an interrupted run resumes there
+            logs.append(train_option(model, data, bank, option, by_split["train"], by_split["val"],
+                                     replace(settings, seed=member_seed), progress, checkpoints=checkpoints))
+            members.append(model)
+        models[name] = DualEncoder.ensemble_of(members)
+        results["runs"][f"{name}/{option.name}"] = {
+            **evaluate_clips(models[name], data, bank, by_split["test"]),
+            "members": [{"seed": s, "log": log} for s, log in zip(member_seeds(seed, ensemble), logs, strict=True)]}
+        if name == text_encoders[0]:  # the indexed model's curves: epoch records that mlatr plot reads
+            shutil.rmtree(out / "members", ignore_errors=True)  # an earlier run's larger ensemble
+            for k, log in enumerate(logs):
+                atomic_write_jsonl(out / "members" / str(k) / "log.jsonl", head_log_records(log))
     shutil.rmtree(out / "heads", ignore_errors=True)  # every head run is trained
     name = text_encoders[0]
     if unseen_epochs is not None:
         _, bank = text_space(name, data, out / "cache")
         curve = run_learning_curve(FrozenInputs(data, bank, name, {}, {}), out / "unseen", train_blocks=(0,),
                                    fractions=(1.0,), seeds=(seed,), epochs=unseen_epochs, heads=heads,
-                                   added_groups=added_groups, batch_size=batch_size, progress=progress)
+                                   added_groups=added_groups, batch_size=batch_size, progress=progress,
+                                   ensemble=ensemble)
         point = next(iter(curve["points"].values()))
         results["unseen"] = {"epochs": unseen_epochs, "added_groups": added_groups, **point["summary"],
                              "best_epochs": {f: r["best_epoch"] for f, r in point["folds"].items()}}
@@ -197,7 +217,8 @@ def model_card(results: dict, languages: list[str]) -> str:
     lines = ["# Model card: mlatr demo-real (`model.pt`)", "",
              f"- **Model**: aiSFX's CNN (frozen) for the audio, {ix['text_encoder']} (frozen) for the text, projection "
              f"heads `{ix['heads']}` trained with InfoNCE (tau 0.07), {st['epochs']} epochs, batch {st['batch_size']}, "
-             f"AdamW lr {st['lr']}, seed {st['seed']}; the epoch of the best validation t2a R@10.",
+             f"AdamW lr {st['lr']}, seed {st['seed']}; the epoch of the best validation t2a R@10."
+             + _ensemble_words(run, st.get("ensemble", 1)),
              f"- **Training data**: the train split of `{results['manifest']}` ({results['clips']['train']} clips; "
              f"{results['clips']['val']} validation, {results['clips']['test']} test); captions from the files' "
              "paths (English), queries in " + ", ".join(languages) + ".",
@@ -210,6 +231,14 @@ def model_card(results: dict, languages: list[str]) -> str:
               "desktop themes' (little speech, few real-world scenes). On a library never trained on, expect the "
               "figures of the leave-one-library-out table, not those of the test split.", ""]
     return "\n".join(lines)
+
+
+def _ensemble_words(run: dict, n: int) -> str:
+    if n == 1:
+        return ""
+    seeds = ", ".join(str(m["seed"]) for m in run["members"])
+    return (f" {n} such head pairs trained apart (seeds {seeds}); the model averages their unit embeddings on "
+            "each side.")
 
 
 def _unseen_lines(unseen: dict | None, languages: list[str]) -> list[str]:

@@ -65,11 +65,16 @@ def _load_section(name: str, config: dict[str, Any]) -> list[str]:
             "(`mlatr models` lists them)."]
 
 
+def _head_pairs(n: int) -> str:
+    return "1" if n == 1 else f"{n}, trained apart; each side's unit outputs averaged"
+
+
 def _model_section(config: dict[str, Any], head: dict[str, Any], data: dict[str, Any], digests: dict[str, str]
                    ) -> list[str]:
     langs = data.get("languages") or []
     rows = [("audio encoder", _encoder(config, "audio_encoder")), ("text encoder", _encoder(config, "text_encoder")),
             ("text head", config.get("text_head", "mlp")),
+            ("head pairs", _head_pairs(config.get("ensemble", 1))),
             ("embedding", f"{config.get('embed_dim', '?')}-d, unit norm"),
             ("matching head", head.get("name", "cosine")),
             ("audio", f"{data.get('sample_rate', 16000)} Hz mono, clips centre-cropped to "

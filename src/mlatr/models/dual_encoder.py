@@ -12,6 +12,10 @@ Text head (``text_head``): ``mlp`` (the ML-CLAP head above), or, over a frozen m
 whose cross-lingual alignment should survive training, ``identity`` (only the audio head learns, into the
 text encoder's own space) or ``residual`` (``x + MLP(x)``, starting at the identity;
 :class:`~mlatr.models.projection.ResidualHead`). Both need ``embed_dim`` = the text encoder's size.
+
+Ensemble (``ensemble=N``, N > 1): each side's projection is N heads of that kind whose unit outputs are averaged
+(:class:`~mlatr.models.projection.MeanOfUnitHeads`); :meth:`DualEncoder.ensemble_of` joins N models trained apart
+(``mlatr demo-real --ensemble``). Not from the papers: measured on real sounds (docs/real-sounds.md).
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ from torch import nn
 
 from mlatr.errors import MlatrError, panic_as_error
 from mlatr.models.outputs import EncoderOutput
-from mlatr.models.projection import PROJECTION_HEADS, ProjectionHead
+from mlatr.models.projection import PROJECTION_HEADS, MeanOfUnitHeads, ProjectionHead
 from mlatr.models.protocols import AudioEncoder, TextEncoder
 from mlatr.models.registry import build_audio_encoder, build_text_encoder
 
@@ -47,22 +51,30 @@ class DualEncoder(nn.Module):
     def __init__(self, audio_encoder: AudioEncoder, text_encoder: TextEncoder, embed_dim: int = 128,
                  temperature: float = 0.07, learnable_temperature: bool = False,
                  projection_hidden: int | None = None, min_temperature: float = 0.01,
-                 max_temperature: float = 1.0, text_head: str = "mlp"):
+                 max_temperature: float = 1.0, text_head: str = "mlp", ensemble: int = 1):
         super().__init__()
+        if not isinstance(ensemble, int) or ensemble < 1:
+            raise MlatrError(f"ensemble must be a positive number of head pairs, got {ensemble!r}")
         if not 0 < min_temperature <= temperature <= max_temperature:
             raise MlatrError(f"temperature {temperature} must lie in [{min_temperature}, {max_temperature}]"
                              " and be positive")
         self.audio_encoder, self.text_encoder = audio_encoder, text_encoder
         self.embed_dim = int(embed_dim)
         self.projection_hidden = projection_hidden
-        self.audio_projection = ProjectionHead(audio_encoder.output_dim, self.embed_dim, projection_hidden)
+        self.ensemble = ensemble
+
+        def heads(kind: type[nn.Module], in_dim: int) -> nn.Module:
+            made = [kind(in_dim, self.embed_dim, projection_hidden) for _ in range(ensemble)]
+            return made[0] if ensemble == 1 else MeanOfUnitHeads(made)
+
+        self.audio_projection = heads(ProjectionHead, audio_encoder.output_dim)
         if text_head not in PROJECTION_HEADS:
             raise MlatrError(f"text_head must be one of {', '.join(PROJECTION_HEADS)}, got {text_head!r}")
         if text_head != "mlp" and text_encoder.output_dim != self.embed_dim:
             raise MlatrError(f"text_head {text_head!r} keeps the text encoder's space: embed_dim must equal its "
                              f"output size {text_encoder.output_dim}, got {self.embed_dim}")
         self.text_head = text_head
-        self.text_projection = PROJECTION_HEADS[text_head](text_encoder.output_dim, self.embed_dim, projection_hidden)
+        self.text_projection = heads(PROJECTION_HEADS[text_head], text_encoder.output_dim)
         self.initial_temperature = float(temperature)
         self.learnable_temperature = bool(learnable_temperature)
         self.min_temperature, self.max_temperature = float(min_temperature), float(max_temperature)
@@ -98,11 +110,35 @@ class DualEncoder(nn.Module):
     def config(self) -> dict:
         """JSON-able description that :meth:`from_config` rebuilds (weights come from ``state_dict``)."""
         extra = {"text_head": self.text_head} if self.text_head != "mlp" else {}
+        if self.ensemble > 1:
+            extra["ensemble"] = self.ensemble
         return {"audio_encoder": self.audio_encoder.config(), "text_encoder": self.text_encoder.config(),
                 "embed_dim": self.embed_dim, "temperature": self.initial_temperature,
                 "learnable_temperature": self.learnable_temperature,
                 "projection_hidden": self.projection_hidden, "min_temperature": self.min_temperature,
                 "max_temperature": self.max_temperature, **extra}
+
+    @classmethod
+    def ensemble_of(cls, models: Sequence[DualEncoder]) -> DualEncoder:
+        """One model whose heads are the mean of ``models``' unit head outputs (their modules, not copies); the
+        models share one config (encoders, sizes, head kind: trained apart from different seeds), and the
+        first one's encoders and temperature are kept."""
+        if not models:
+            raise MlatrError("an ensemble needs at least one model")
+        first = models[0]
+        if len(models) == 1:
+            return first
+        if any(m.config() != first.config() for m in models) or first.ensemble != 1:
+            raise MlatrError("an ensemble joins single-head models of one config (heads trained apart)")
+        joined = cls(first.audio_encoder, first.text_encoder, embed_dim=first.embed_dim,
+                     temperature=first.initial_temperature, learnable_temperature=first.learnable_temperature,
+                     projection_hidden=first.projection_hidden, min_temperature=first.min_temperature,
+                     max_temperature=first.max_temperature, text_head=first.text_head)
+        joined.ensemble = len(models)
+        joined.audio_projection = MeanOfUnitHeads([m.audio_projection for m in models])
+        joined.text_projection = MeanOfUnitHeads([m.text_projection for m in models])
+        joined.log_temperature.data.copy_(first.log_temperature.data)
+        return joined
 
     @classmethod
     def from_config(cls, cfg: dict) -> DualEncoder:

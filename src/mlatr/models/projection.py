@@ -8,7 +8,10 @@ local-to-global matching heads).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 
@@ -57,6 +60,24 @@ class ResidualHead(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return x + self.net(x)
+
+
+class MeanOfUnitHeads(nn.Module):
+    """``[..., in_dim] -> [..., out_dim]``: the mean of several heads' L2-normalised outputs, an ensemble of head
+    pairs trained apart from different initialisations and batch orders (``DualEncoder(ensemble=N)``). The mean
+    is not unit norm; the dual encoder normalises it again, so ranking by it is ranking by the cosine of the
+    members' summed unit embeddings. Not from the three papers: an ensemble measured on the real-sound corpus
+    (docs/real-sounds.md, the options tried)."""
+
+    def __init__(self, members: Sequence[nn.Module]):
+        super().__init__()
+        if not members:
+            raise ValueError("an ensemble needs at least one head")
+        self.members = nn.ModuleList(members)
+        self.in_dim, self.out_dim = members[0].in_dim, members[0].out_dim
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.stack([F.normalize(h(x), dim=-1) for h in self.members]).mean(dim=0)  # [..., out_dim]
 
 
 #: Projection head kinds by name (``DualEncoder(text_head=...)``).

@@ -1,6 +1,7 @@
 """Training curves of one or more runs from their ``log.jsonl``: ``mlatr plot RUN_DIR [RUN_DIR ...]``.
 
-One figure, runs overlaid (one colour per run): a panel per loss term against the optimizer step (the
+One figure, runs overlaid (one colour per run; an ensemble's head pairs, ``members/K/``, are runs): a panel
+per loss term against the optimizer step (the
 total ``loss`` first, then each ``loss_<term>`` when a run has more than one), then validation R@1
 (text-to-audio and audio-to-text, the average over languages), t2a R@10 and the validation MRV (ATRI eq. 16)
 against the epoch, each where the run's epoch records have it (a head run of ``mlatr demo-real``: t2a
@@ -97,14 +98,25 @@ def draw_runs(runs: Sequence[RunCurves]):
     return fig
 
 
+def run_folders(run_dirs: Sequence[str | Path]) -> list[Path]:
+    """The folders whose ``log.jsonl`` is drawn: each of ``run_dirs``, or, for a folder without a log of its own
+    that holds ``members/K/log.jsonl`` (the head pairs of an ensemble, ``mlatr demo-real``), those members."""
+    out = []
+    for d in map(Path, run_dirs):
+        members = sorted((p.parent for p in d.glob("members/*/log.jsonl")), key=lambda p: (len(p.name), p.name))
+        out += members if members and not (d / "log.jsonl").is_file() else [d]
+    return out
+
+
 def plot_runs(run_dirs: Sequence[str | Path], path: str | Path) -> Path:
-    """Draw the curves of ``run_dirs`` into one PNG at ``path`` (runs named by their folder, or by their
-    path where two folders share a name)."""
-    names = [Path(d).name for d in run_dirs]
+    """Draw the curves of ``run_dirs`` (:func:`run_folders`) into one PNG at ``path`` (runs named by their
+    folder, or by their path where two folders share a name)."""
+    folders = run_folders(run_dirs)
+    names = [f"{d.parent.parent.name} member {d.name}" if d.parent.name == "members" else d.name for d in folders]
     if len(set(names)) < len(names):
-        names = [str(d) for d in run_dirs]
+        names = [str(d) for d in folders]
     plt = pyplot()
-    fig = draw_runs([read_curves(d, n) for d, n in zip(run_dirs, names, strict=True)])
+    fig = draw_runs([read_curves(d, n) for d, n in zip(folders, names, strict=True)])
     out = save_figure(fig, path)
     plt.close(fig)
     return out
