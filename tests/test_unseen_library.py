@@ -5,6 +5,7 @@ No Debian package, no aisfx and no real text model: a stand-in audio backbone, h
 
 import hashlib
 import json
+import shutil
 
 import numpy as np
 import pytest
@@ -23,6 +24,8 @@ from mlatr.search.index import Index
 from mlatr.training.heads import HeadTraining
 from mlatr.training.run_curves import read_curves, run_folders
 from mlatr.training.run_log import read_run_log
+from mlatr.translation import ApertiumBackend
+from mlatr.translation.apertium_backend import installed_modes
 
 LANGS = ["eng", "fra"]
 QUERIES = [{"id": "dog", "keywords": ["dog"], "captions": {"eng": "a dog", "fra": "un chien"}},
@@ -248,6 +251,40 @@ def test_demo_real_trains_the_chosen_heads_and_indexes_the_library(tmp_path, mon
     assert [p.name for p in (tmp_path / "one" / "members").iterdir()] == ["0"]
     with pytest.raises(MlatrError, match="trained head option"):
         real_sounds.run_real_demo("m.jsonl", tmp_path / "d2", ["e5-small"], heads="random")
+
+
+def test_demo_real_translates_english_captions_for_a_kcl_recipe_and_indexes_its_own(tmp_path, monkeypatch):
+    """A head option that trains on several caption languages, on an English-only manifest: the demo translates the
+    captions with Apertium (cached), trains on English, Spanish and Catalan, and indexes the manifest's own captions."""
+    if shutil.which("apertium") is None or not {"eng-spa", "eng-cat"} <= set(installed_modes()):
+        pytest.skip("apertium eng-spa / eng-cat not installed (scripts/setup-system.sh installs them as root)")
+    data = make_data(n_libraries=2)
+    monkeypatch.setattr(RealSounds, "load", classmethod(lambda cls, *a, **k: data))
+    monkeypatch.setattr(real_sounds, "text_space", fake_text_space)
+    data.manifest.root = tmp_path
+    seen, train = [], real_sounds.train_option
+    monkeypatch.setattr(real_sounds, "train_option",
+                        lambda model, d, *a, **k: seen.append(d) or train(model, d, *a, **k))
+    real_sounds.run_real_demo(tmp_path / "m.jsonl", tmp_path / "demo", ["e5-small"], heads="near-identity-kcl",
+                              epochs=1, progress=False, ensemble=1)
+    (trained,) = seen
+    assert trained.caption_languages() == ["eng", "cat", "spa"]
+    backend = ApertiumBackend()
+    for clip, mine in zip(data.manifest.clips, trained.manifest.clips, strict=True):
+        assert clip.captions == {"eng": clip.captions["eng"]} and mine.captions["eng"] == clip.captions["eng"]
+        for lang in ("spa", "cat"):  # what Apertium itself gives for each caption
+            assert mine.captions[lang] == backend.translate_batch(clip.captions["eng"], "eng", lang), (clip.id, lang)
+    index = Index.load(tmp_path / "demo" / "sounds.idx")
+    assert [caps for caps in index.captions] == [c.captions for c in data.manifest.clips]  # English only
+    # a second run finds every translation in the cache: Apertium is not run again
+    monkeypatch.setattr(ApertiumBackend, "translate_batch", lambda *a: pytest.fail("translated again"))
+    real_sounds.run_real_demo(tmp_path / "m.jsonl", tmp_path / "demo", ["e5-small"], heads="near-identity-kcl",
+                              epochs=1, progress=False, ensemble=1)
+    # without Apertium the error says what to do instead
+    monkeypatch.setattr(shutil, "which", lambda *a, **k: None)
+    with pytest.raises(MlatrError, match="mlatr data translate.*--heads near-identity"):
+        real_sounds.run_real_demo(tmp_path / "m.jsonl", tmp_path / "d3", ["e5-small"], heads="near-identity-kcl",
+                                  epochs=1, progress=False, ensemble=1)
 
 
 def test_head_options_use_real_heads_module_names():

@@ -9,6 +9,9 @@ with random (untrained) heads on the held-out test split: each clip's caption, 3
 in 8 languages (a hit = a clip whose caption contains one of the query's keywords) with the consistency
 metrics (gap, dis, MRV), zero-shot folder labels in 8 languages; chance levels beside them. Then indexes
 the whole library with the first text encoder's model and answers example queries in eight languages.
+A head option that trains on captions in several languages (near-identity-kcl, kcl-translations) on a manifest
+with English captions only has them translated offline by Apertium into Spanish and Catalan (apertium-eng-spa,
+apertium-eng-cat; cached in OUT/cache/translations.jsonl); the index keeps the manifest's own captions.
 The trained model is an ensemble: --ensemble head pairs (default 3) trained apart from different seeds, their
 unit embeddings averaged on each side (docs/real-sounds.md: better than one pair at every seed on unseen libraries).
 Writes OUT/report.md, OUT/results.json, OUT/model.pt with its card OUT/model-card.md (data, licences, figures

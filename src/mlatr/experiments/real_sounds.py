@@ -5,19 +5,22 @@ the head options of :mod:`mlatr.experiments.real_heads` (by default the one that
 never trained on, ``mlatr experiment unseen-library``), on features computed once. Evaluation on the
 held-out test split (hash splits, ``mlatr data split``): the clips' captions, the hand-written queries in
 eight languages with the consistency metrics, zero-shot folder labels, against the same pipeline with
-random (untrained) heads. The checkpoint and the index of the whole library come from the first text
-encoder's model (:func:`mlatr.search.from_features.index_from_features`, from the cached features).
+random (untrained) heads. An option that trains on several caption languages (KCL) gets the English captions
+translated by Apertium when the manifest has no others (:func:`translated_captions`). The checkpoint and the
+index of the whole library come from the first text encoder's model (:func:`mlatr.search.from_features.index_from_features`, from the cached features).
 """
 
 from __future__ import annotations
 
 import shutil
+import sys
 import time
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
 from mlatr.data.debian_sounds import read_licences
+from mlatr.data.manifest import Manifest
 from mlatr.data.splits import assign_hash_splits
 from mlatr.errors import MlatrError
 from mlatr.evaluation.plots import plot_recall_by_language
@@ -46,6 +49,11 @@ from mlatr.models.dual_encoder import DualEncoder
 from mlatr.search.from_features import index_from_features
 from mlatr.training.heads import HeadTraining
 from mlatr.training.run_log import head_log_records
+from mlatr.translation import ApertiumBackend, TranslationCache, Translator, translate_manifest
+
+#: The languages a KCL recipe's English captions are translated into when the manifest has none (Apertium's
+#: pairs in Debian: apertium-eng-spa, apertium-eng-cat, installed by scripts/setup-system.sh).
+TRAINING_TRANSLATIONS = ("spa", "cat")
 
 #: Example queries the demo answers with the index (text, language).
 EXAMPLE_QUERIES = [("wolf howling", "eng"), ("un chien aboie", "fra"), ("Schritte im Schnee", "deu"),
@@ -91,6 +99,8 @@ def run_real_demo(manifest_path: str | Path, out: str | Path, text_encoders: lis
     by_split = {s: [i for i, c in enumerate(manifest.clips) if c.split == s] for s in ("train", "val", "test")}
     if not by_split["train"] or not by_split["test"]:
         raise MlatrError(f"{manifest_path}: the demo needs train and test clips (splits {manifest.splits()})")
+    if HEAD_OPTIONS[heads].caption_languages == "all" and data.caption_languages() == ["eng"]:
+        data = replace(data, manifest=translated_captions(manifest, out / "cache", progress))
     settings = HeadTraining.at(lr, epochs=epochs, batch_size=batch_size, seed=seed)
     results: dict = {"manifest": str(manifest_path), "clips": {s: len(r) for s, r in by_split.items()},
                      "settings": {"heads": heads, "ensemble": ensemble, "embed_dim": embed_dim, "epochs": epochs,
@@ -152,6 +162,23 @@ def run_real_demo(manifest_path: str | Path, out: str | Path, text_encoders: lis
     atomic_write_text(out / "report.md", real_demo_report(results, data.languages))
     atomic_write_text(out / "model-card.md", model_card(results, data.languages))
     return results
+
+
+def translated_captions(manifest: Manifest, cache_dir: Path, progress: bool = True) -> Manifest:
+    """A copy of ``manifest`` whose English captions are translated offline into :data:`TRAINING_TRANSLATIONS`
+    by Apertium (cached in ``cache_dir/translations.jsonl``): what a head option that trains on several
+    caption languages (KCL, ATRI eq. 9) trains on when the manifest has English only. The index keeps the
+    manifest's own captions."""
+    try:
+        translator = Translator(ApertiumBackend(), TranslationCache(cache_dir / "translations.jsonl"))
+        out, summary = translate_manifest(manifest, TRAINING_TRANSLATIONS, translator, progress=progress)
+    except MlatrError as exc:
+        raise MlatrError(f"this head option trains on translated captions: {exc} (or translate the manifest "
+                         "yourself with mlatr data translate, or choose --heads near-identity)") from exc
+    if summary.failures:
+        print(f"mlatr: {summary.failed} caption(s) Apertium did not translate are left out of training",
+              file=sys.stderr)
+    return out
 
 
 def _f(x: float) -> str:
