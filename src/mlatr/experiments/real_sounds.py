@@ -7,7 +7,8 @@ held-out test split (hash splits, ``mlatr data split``): the clips' captions, th
 eight languages with the consistency metrics, zero-shot folder labels, against the same pipeline with
 random (untrained) heads. An option that trains on several caption languages (KCL) gets the English captions
 translated by Apertium when the manifest has no others (:func:`translated_captions`). The checkpoint and the
-index of the whole library come from the first text encoder's model (:func:`mlatr.search.from_features.index_from_features`, from the cached features).
+index of the whole library come from the first text encoder's model
+(:func:`mlatr.search.from_features.index_from_features`, from the cached features).
 """
 
 from __future__ import annotations
