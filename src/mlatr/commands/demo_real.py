@@ -1,10 +1,11 @@
 """Real-sound demo: frozen aisfx + multilingual text backbones, trained projections, an index.
 
-Needs the real sound libraries (scripts/get-real-sounds.sh, no root) and the `real` extra. Computes
-aisfx features of every clip once (cached in OUT/cache), trains only the projection heads on the train
-split with the chosen head option (--heads; the default is the best one on libraries never trained on,
-`mlatr experiment unseen-library`: a near-identity text head kept close to the frozen multilingual
-space by a penalty), and compares
+Needs the real sound libraries (scripts/get-real-sounds.sh, no root), the `real` extra and, for the default
+recipe, Apertium (scripts/setup-system.sh). Computes aisfx features of every clip once (cached in OUT/cache),
+trains only the projection heads on the train split with the chosen head option (--heads; the default is the
+best recipe measured on libraries never trained on, docs/real-sounds.md: a near-identity text head kept close
+to the frozen multilingual space by a penalty, trained with KCL over the English captions and their Apertium
+translations), and compares
 with random (untrained) heads on the held-out test split: each clip's caption, 32 hand-written queries
 in 8 languages (a hit = a clip whose caption contains one of the query's keywords) with the consistency
 metrics (gap, dis, MRV), zero-shot folder labels in 8 languages; chance levels beside them. Then indexes
@@ -13,7 +14,7 @@ A head option that trains on captions in several languages (near-identity-kcl, k
 with English captions only has them translated offline by Apertium into Spanish and Catalan (apertium-eng-spa,
 apertium-eng-cat; cached in OUT/cache/translations.jsonl); the index keeps the manifest's own captions.
 The trained model is an ensemble: --ensemble head pairs (default 3) trained apart from different seeds, their
-unit embeddings averaged on each side (docs/real-sounds.md: better than one pair at every seed on unseen libraries).
+unit embeddings averaged on each side (docs/real-sounds.md: better than one pair on unseen libraries).
 Writes OUT/report.md, OUT/results.json, OUT/model.pt with its card OUT/model-card.md (data, licences, figures
 on unseen libraries) and each head pair's training curve OUT/members/K/log.jsonl (mlatr plot OUT),
 the index folder OUT/sounds.idx and OUT/query-recall-by-language.png, and ends by saying where they are and
