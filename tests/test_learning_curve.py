@@ -35,6 +35,17 @@ def inputs(tmp_path):
     return FrozenInputs(data, bank, "e5-small", {}, {})
 
 
+def test_fold_workers_give_the_results_of_one_process(inputs, tmp_path):
+    """Two spawned processes training folds side by side: the same records, figures and fold order as one."""
+    kw = dict(train_blocks=(0,), fractions=(1.0,), seeds=(0,), epochs=2, batch_size=4, progress=False, ensemble=2)
+    one = run_learning_curve(inputs, tmp_path / "one", **kw)
+    two = run_learning_curve(inputs, tmp_path / "two", workers=2, **kw)
+    assert len(one["points"]["blocks0/fraction1/seed0"]["folds"]) == 3
+    assert json.dumps(two["points"]) == json.dumps(one["points"])
+    assert json.loads((tmp_path / "two" / "results.json").read_text(encoding="utf-8"))["points"] == one["points"]
+    assert not (tmp_path / "two" / "heads").exists()
+
+
 def test_every_point_and_fold_is_written_and_a_rerun_trains_nothing(inputs, tmp_path, monkeypatch):
     trained, train = [], learning_curve._train_point
     monkeypatch.setattr(learning_curve, "_train_point", lambda *a, **k: trained.append(a[2]) or train(*a, **k))

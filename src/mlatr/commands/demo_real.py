@@ -45,6 +45,7 @@ from mlatr.experiments.head_options import (
     DEFAULT_TEXT_ENCODERS,
     HEAD_OPTIONS,
     TEXT_ENCODERS,
+    default_fold_workers,
 )
 from mlatr.stored_config import MAX_ENSEMBLE
 
@@ -86,6 +87,9 @@ def add_arguments(parser):
     parser.add_argument("--unseen-epochs", type=non_negative_int, default=None,
                         help="epochs of the leave-one-library-out run of the recipe reported beside it "
                              "(default: --epochs; 0: none)")
+    parser.add_argument("--workers", type=number_in(int, 1, 64), default=default_fold_workers(),
+                        help="processes that train the leave-one-library-out folds side by side (default: the "
+                             f"cores this process may use, at most 8: {default_fold_workers()} here)")
     parser.add_argument("--added-groups", type=positive_int, default=12,
                         help="folds the libraries added since the first 12 are held out in (default 12)")
     add_augment_arguments(parser)
@@ -104,7 +108,7 @@ def run(args) -> int:
                             max_seconds=args.max_seconds,
                             progress=not args.no_progress, unseen_epochs=unseen_epochs,
                             added_groups=args.added_groups, augment=augment_kinds(args),
-                            augment_views=args.augment_views, ensemble=args.ensemble)
+                            augment_views=args.augment_views, ensemble=args.ensemble, workers=args.workers)
     print((Path(args.out) / "report.md").read_text(encoding="utf-8"))
     print(closing_lines(results, Path(args.out)))
     return 0

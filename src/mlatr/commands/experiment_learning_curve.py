@@ -32,11 +32,11 @@ Examples:
 
 from pathlib import Path
 
-from mlatr.commands._arg_types import fraction, positive_float, positive_int, random_seed
+from mlatr.commands._arg_types import fraction, number_in, positive_float, positive_int, random_seed
 from mlatr.commands._augment_args import add_augment_arguments, augment_kinds
 from mlatr.commands._outputs import Output
 from mlatr.errors import MlatrError
-from mlatr.experiments.head_options import TEXT_ENCODERS
+from mlatr.experiments.head_options import TEXT_ENCODERS, default_fold_workers
 
 HELP = __doc__
 
@@ -78,6 +78,9 @@ def add_arguments(parser) -> None:
                         "near-identity-kcl needs a translated manifest)")
     parser.add_argument("--ensemble", type=positive_int, default=1,
                         help="heads trained per fold and averaged (heads-only points; default 1)")
+    parser.add_argument("--workers", type=number_in(int, 1, 64), default=default_fold_workers(),
+                        help="processes that train folds side by side, one thread each (default: the cores this "
+                             f"process may use, at most 8: {default_fold_workers()} here; 1 with a GPU --device)")
     parser.add_argument("--added-groups", type=positive_int, default=None,
                         help="hold the libraries added since the first 12 out this many folds at a time")
     parser.add_argument("--batch-size", type=positive_int, default=64, help="clips per step (default 64)")
@@ -147,7 +150,8 @@ def run(args) -> int:
         return 0
     results = run_learning_curve(inputs, args.out, blocks, fractions, seeds, args.epochs, args.tail_epochs,
                                  args.tail_lr, libraries, args.device, progress, args.heads, args.ensemble,
-                                 args.added_groups, args.batch_size, args.hard_negatives, args.val_libraries)
+                                 args.added_groups, args.batch_size, args.hard_negatives, args.val_libraries,
+                                 args.workers if args.device == "cpu" else 1)
     for key, point in results["points"].items():
         s = point.get("summary")
         if s:

@@ -5,6 +5,7 @@ See :mod:`mlatr.experiments.real_heads` for what each option trains.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 #: The frozen multilingual text encoders a real-sound run may use.
@@ -60,3 +61,9 @@ DEFAULT_ENSEMBLE = 3
 def member_seeds(seed: int, members: int) -> list[int]:
     """The seeds of an ensemble's head pairs: ``seed`` itself for a single pair, else ``seed * 1000 + k``."""
     return [seed] if members == 1 else [seed * 1000 + k for k in range(members)]
+
+
+def default_fold_workers() -> int:
+    """Processes that train held-out folds side by side by default: the cores this process may use, at most 8
+    (each trains on one thread and holds its own copy of the features)."""
+    return max(1, min(8, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1))

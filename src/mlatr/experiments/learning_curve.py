@@ -23,8 +23,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import multiprocessing
 import shutil
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -36,7 +37,7 @@ from tqdm import tqdm
 from mlatr.data.manifest import Manifest
 from mlatr.data.path_captions import CaptionRules
 from mlatr.errors import MlatrError
-from mlatr.experiments.head_options import HEAD_OPTIONS, member_seeds
+from mlatr.experiments.head_options import HEAD_OPTIONS, HeadOption, member_seeds
 from mlatr.experiments.real_heads import (
     QUERIES_PATH,
     RealSounds,
@@ -220,7 +221,7 @@ def run_learning_curve(inputs: FrozenInputs, out: str | Path, train_blocks: Sequ
                        tail_epochs: int | None = None, tail_lr: float = 1e-4, libraries: Sequence[str] | None = None,
                        device: str | torch.device = "cpu", progress: bool = True, heads: str = HEADS,
                        ensemble: int = 1, added_groups: int | None = None, batch_size: int = 64,
-                       hard_negatives: int | None = None, val_libraries: float | None = None) -> dict:
+                       hard_negatives: int | None = None, val_libraries: float | None = None, workers: int = 1) -> dict:
     """Every point ``(train_blocks, fraction, seed)`` over every held-out library; ``OUT/results.json`` after
     each fold (a rerun with the same settings resumes), ``OUT/learning-curve.png`` at the end.
     ``hard_negatives``: batches of whole clusters of similar captions, clusters of about that many clips
@@ -228,10 +229,11 @@ def run_learning_curve(inputs: FrozenInputs, out: str | Path, train_blocks: Sequ
     head option; ``ensemble``: heads trained per fold (seeds ``seed * 1000 + k``), their unit embeddings averaged
     (:meth:`DualEncoder.ensemble_of`; heads-only points). ``val_libraries``: the epoch chosen on that fraction of the
     training libraries held out whole (:func:`~mlatr.experiments.unseen_library.folds`) instead of their
-    hash-``val`` clips."""
+    hash-``val`` clips. ``workers``: processes that train folds side by side (:func:`_run_folds`; the results
+    equal one process's)."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    data, bank = inputs.data, inputs.bank
+    data = inputs.data
     fold_rows = {f: r for f, r in folds(data, libraries, added_groups, val_libraries).items() if f != IN_LIBRARY}
     settings = {"epochs": epochs, "tail_epochs": tail_epochs or epochs, "tail_lr": tail_lr, "heads": heads,
                 "clips": len(data.manifest), "text": inputs.text_name, "ensemble": ensemble,
@@ -242,46 +244,97 @@ def run_learning_curve(inputs: FrozenInputs, out: str | Path, train_blocks: Sequ
     results = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
     if results.get("settings") != settings:
         results = {"settings": settings, "points": {}}
-    ids = [c.id for c in data.manifest.clips]
     if heads not in HEAD_OPTIONS or not HEAD_OPTIONS[heads].trained:
         raise MlatrError(f"--heads must be a trained head option ({', '.join(HEAD_OPTIONS)}), got {heads!r}")
     option = HEAD_OPTIONS[heads]
     todo = [(b, fr, s, f) for b in train_blocks for fr in fractions for s in seeds for f in fold_rows
             if f not in results["points"].get(_point(b, fr, s), {}).get("folds", {})]
+    job = _FoldJob(inputs, fold_rows, option, epochs, tail_epochs, tail_lr, device, out, batch_size, hard_negatives,
+                   ensemble)
     bar = tqdm(total=len(todo), desc="learning curve", unit="fold", disable=not progress or not todo)
-    for b, fr, s, f in todo:
-        bar.set_postfix_str(f"blocks {b} fraction {fr} seed {s} {f}")
-        rows = fold_rows[f]
-        train = fraction_rows(rows["train"], ids, fr, s)
-        if b == 0 and ensemble > 1:
-            members, best = [], []
-            for k, member_seed in enumerate(member_seeds(s, ensemble)):
-                member = build_model(data, _text_side(inputs), option, 256, member_seed)
-                _, e = _train_point(inputs, member, train, rows["val"], 0, member_seed, epochs, tail_lr, device,
-                                    out / "heads" / _point(b, fr, s) / f / str(k), option, batch_size,
-                                    hard_negatives)
-                members.append(member)
-                best.append(e)
-            model, feats = DualEncoder.ensemble_of(members), data.features
-        else:
-            model = build_model(data, _text_side(inputs), option, 256, s)
-            feats, best = _train_point(inputs, model, train, rows["val"], b, s,
-                                       epochs if b == 0 else (tail_epochs or epochs), tail_lr, device,
-                                       out / "heads" / _point(b, fr, s) / f, option, batch_size, hard_negatives)
-        model.cpu()
-        run_data = replace(data, features=feats)
-        q = query_retrieval(model, run_data, bank, rows["test"])
+    for (b, fr, s, f), fold in _run_folds(job, todo, workers):
         point = results["points"].setdefault(_point(b, fr, s), {"train_blocks": b, "fraction": fr, "seed": s,
                                                                  "folds": {}})
-        point["folds"][f] = {"queries": q, "train_clips": len(train), "best_epoch": best}
+        point["folds"][f] = fold
+        point["folds"] = dict(sorted(point["folds"].items(), key=lambda kv: list(fold_rows).index(kv[0])
+                                     if kv[0] in fold_rows else len(fold_rows)))  # fold order, whoever finished first
         point["summary"] = summarize_point(point["folds"])
         atomic_write_json(path, results)
         shutil.rmtree(out / "heads" / _point(b, fr, s) / f, ignore_errors=True)
+        bar.set_postfix_str(f"blocks {b} fraction {fr} seed {s} {f}")
         bar.update(1)
     bar.close()
     shutil.rmtree(out / "heads", ignore_errors=True)
     plot_learning_curve({"": results}, out / "learning-curve.png")
     return results
+
+
+@dataclass
+class _FoldJob:
+    """What training and evaluating one held-out fold of a point needs (sent once to each worker process)."""
+
+    inputs: FrozenInputs
+    fold_rows: dict[str, dict[str, list[int]]]
+    option: HeadOption
+    epochs: int
+    tail_epochs: int | None
+    tail_lr: float
+    device: str | torch.device
+    out: Path
+    batch_size: int
+    hard_negatives: int | None
+    ensemble: int
+
+    def __call__(self, task: tuple[int, float, int, str]) -> tuple[tuple[int, float, int, str], dict]:
+        """``task`` = (trained blocks, fraction, seed, fold) -> (task, the fold's record)."""
+        b, fr, s, f = task
+        data, rows = self.inputs.data, self.fold_rows[f]
+        train = fraction_rows(rows["train"], [c.id for c in data.manifest.clips], fr, s)
+        checkpoints = self.out / "heads" / _point(b, fr, s) / f
+        if b == 0 and self.ensemble > 1:
+            members, best = [], []
+            for k, member_seed in enumerate(member_seeds(s, self.ensemble)):
+                member = build_model(data, _text_side(self.inputs), self.option, 256, member_seed)
+                _, e = _train_point(self.inputs, member, train, rows["val"], 0, member_seed, self.epochs,
+                                    self.tail_lr, self.device, checkpoints / str(k), self.option, self.batch_size,
+                                    self.hard_negatives)
+                members.append(member)
+                best.append(e)
+            model, feats = DualEncoder.ensemble_of(members), data.features
+        else:
+            model = build_model(data, _text_side(self.inputs), self.option, 256, s)
+            feats, best = _train_point(self.inputs, model, train, rows["val"], b, s,
+                                       self.epochs if b == 0 else (self.tail_epochs or self.epochs), self.tail_lr,
+                                       self.device, checkpoints, self.option, self.batch_size, self.hard_negatives)
+        model.cpu()
+        q = query_retrieval(model, replace(data, features=feats), self.inputs.bank, rows["test"])
+        return task, {"queries": q, "train_clips": len(train), "best_epoch": best}
+
+
+#: The fold job of a worker process (set once by :func:`_start_worker`).
+_WORKER_JOB: _FoldJob | None = None
+
+
+def _start_worker(job: _FoldJob) -> None:
+    global _WORKER_JOB
+    _WORKER_JOB = job
+
+
+def _worker_fold(task):
+    return _WORKER_JOB(task)
+
+
+def _run_folds(job: _FoldJob, todo: list, workers: int) -> Iterator[tuple[tuple[int, float, int, str], dict]]:
+    """Each task's fold record as it is done: in this process, or, with ``workers`` > 1, in that many spawned
+    processes at once (the heads train on one thread each, :func:`~mlatr.training.heads.train_heads`, so two
+    processes use two cores; a fold's result does not depend on the process that trains it)."""
+    if workers <= 1 or len(todo) <= 1:
+        yield from map(job, todo)
+        return
+    if torch.device(job.device).type != "cpu":
+        raise MlatrError("fold workers train on the CPU: use --workers 1 with a GPU device")
+    with multiprocessing.get_context("spawn").Pool(min(workers, len(todo)), _start_worker, (job,)) as pool:
+        yield from pool.imap_unordered(_worker_fold, todo)
 
 
 def _point(blocks: int, fraction: float, seed: int) -> str:

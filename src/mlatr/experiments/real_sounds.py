@@ -67,7 +67,7 @@ def run_real_demo(manifest_path: str | Path, out: str | Path, text_encoders: lis
                   embed_dim: int = 256, epochs: int = DEFAULT_EPOCHS, batch_size: int = DEFAULT_BATCH_SIZE,
                   lr: float = 1e-3, seed: int = 0, max_seconds: float = 10.0, progress: bool = True,
                   unseen_epochs: int | None = None, added_groups: int = 12, augment: Sequence[str] = (),
-                  augment_views: int = 1, ensemble: int = DEFAULT_ENSEMBLE) -> dict:
+                  augment_views: int = 1, ensemble: int = DEFAULT_ENSEMBLE, workers: int = 1) -> dict:
     """Train the heads (option ``heads``; ``ensemble`` head pairs trained apart from the seeds
     :func:`~mlatr.experiments.head_options.member_seeds`, their unit outputs averaged:
     :meth:`~mlatr.models.dual_encoder.DualEncoder.ensemble_of`) over frozen aisfx + each text encoder, evaluate
@@ -81,8 +81,9 @@ def run_real_demo(manifest_path: str | Path, out: str | Path, text_encoders: lis
 
     ``unseen_epochs`` (None: no such run): the same recipe with the first text encoder on the
     leave-one-library-out protocol (:mod:`mlatr.experiments.learning_curve`, sound-only queries; the 12
-    original libraries held out one by one, the added ones ``added_groups`` folds at a time), in
-    ``OUT/unseen/``. The report also shows the licence table beside the manifest (``licences.json``).
+    original libraries held out one by one, the added ones ``added_groups`` folds at a time; ``workers``
+    processes train its folds side by side), in ``OUT/unseen/``. The report also shows the licence table beside
+    the manifest (``licences.json``).
     ``augment``: the heads (here and in the unseen run) train also on ``augment_views`` augmented views of
     these kinds (:meth:`~mlatr.experiments.real_heads.RealSounds.augment`, cached in ``OUT/cache``)."""
     started = time.monotonic()
@@ -136,7 +137,7 @@ def run_real_demo(manifest_path: str | Path, out: str | Path, text_encoders: lis
         curve = run_learning_curve(FrozenInputs(data, bank, name, {}, {}), out / "unseen", train_blocks=(0,),
                                    fractions=(1.0,), seeds=(seed,), epochs=unseen_epochs, heads=heads,
                                    added_groups=added_groups, batch_size=batch_size, progress=progress,
-                                   ensemble=ensemble)
+                                   ensemble=ensemble, workers=workers)
         point = next(iter(curve["points"].values()))
         results["unseen"] = {"epochs": unseen_epochs, "added_groups": added_groups, **point["summary"],
                              "best_epochs": {f: r["best_epoch"] for f, r in point["folds"].items()}}
