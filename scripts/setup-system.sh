@@ -5,7 +5,7 @@
 # Add a package here with the feature that needs it.
 system_packages=(
   chromium chromium-driver   # mlatr serve's web page, tested in a real browser (tests/test_serve_browser.py)
-  apertium-eng-spa  # mlatr data translate / translation-qa --backend apertium (eng<->spa); tests/test_translation_apertium.py
+  apertium-eng-spa  # mlatr demo-real's default recipe, data translate / translation-qa --backend apertium (eng<->spa)
   apertium-eng-cat  # the same for eng<->cat
 )
 missing=()
