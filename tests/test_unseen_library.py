@@ -193,9 +193,12 @@ def test_demo_real_trains_the_chosen_heads_and_indexes_the_library(tmp_path, mon
     (tmp_path / "licences.json").write_text(json.dumps({"format": "mlatr-sound-licences-1", "refused": [], "packages": [
         {"package": "lib0-data", "version": "1", "library": "lib0", "clips": 6, "licences": ["CC0-1.0"],
          "holders": ["2020 A | B"], "copyright": "copyright/lib0-data"}]}))
+    (tmp_path / "demo").mkdir()
+    (tmp_path / "demo" / "log.jsonl").write_text('{"type": "epoch", "epoch": 1, "step": 1}\n')  # an older demo's
     res = real_sounds.run_real_demo(tmp_path / "m.jsonl", tmp_path / "demo", ["e5-small"], heads="near-identity",
                                     epochs=2, progress=False, unseen_epochs=2, added_groups=2, ensemble=2,
                                     workers=2)
+    assert not (tmp_path / "demo" / "log.jsonl").exists()
     assert list(res["runs"]) == ["e5-small/random", "e5-small/near-identity"]
     assert res["index"]["clips"] == len(data.manifest) and res["index"]["heads"] == "near-identity"
     saved = json.loads((tmp_path / "demo" / "results.json").read_text(encoding="utf-8"))

@@ -128,6 +128,7 @@ def run_real_demo(manifest_path: str | Path, out: str | Path, text_encoders: lis
             "members": [{"seed": s, "log": log} for s, log in zip(member_seeds(seed, ensemble), logs, strict=True)]}
         if name == text_encoders[0]:  # the indexed model's curves: epoch records that mlatr plot reads
             shutil.rmtree(out / "members", ignore_errors=True)  # an earlier run's larger ensemble
+            (out / "log.jsonl").unlink(missing_ok=True)  # an earlier version's one curve: mlatr plot would draw it
             for k, log in enumerate(logs):
                 atomic_write_jsonl(out / "members" / str(k) / "log.jsonl", head_log_records(log))
     shutil.rmtree(out / "heads", ignore_errors=True)  # every head run is trained
