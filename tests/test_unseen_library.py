@@ -213,6 +213,7 @@ def test_demo_real_trains_the_chosen_heads_and_indexes_the_library(tmp_path, mon
     assert "| lib0-data | 1 | lib0 | 6 | CC0-1.0 | 2020 A / B |" in card and "## Libraries never trained on" in card
     assert f"({res['clips']['train']} clips;" in card and "heads `near-identity`" in card
     assert "2 such head pairs trained apart (seeds 0, 1)" in card
+    assert "InfoNCE (tau 0.07) on the English captions" in card
     figure = tmp_path / "demo" / "query-recall-by-language.png"
     assert res["figure"] == str(figure) and figure.read_bytes()[:4] == b"\x89PNG"
     closing = closing_lines(res, tmp_path / "demo").splitlines()
@@ -278,6 +279,9 @@ def test_demo_real_translates_english_captions_for_a_kcl_recipe_and_indexes_its_
         assert clip.captions == {"eng": clip.captions["eng"]} and mine.captions["eng"] == clip.captions["eng"]
         for lang in ("spa", "cat"):  # what Apertium itself gives for each caption
             assert mine.captions[lang] == backend.translate_batch(clip.captions["eng"], "eng", lang), (clip.id, lang)
+    card = (tmp_path / "demo" / "model-card.md").read_text(encoding="utf-8")
+    assert "KCL (ATRI eq. 9, tau 0.07) over the captions in eng, cat, spa (spa, cat translated from English by " \
+           "Apertium)" in card
     index = Index.load(tmp_path / "demo" / "sounds.idx")
     assert [caps for caps in index.captions] == [c.captions for c in data.manifest.clips]  # English only
     # a second run finds every translation in the cache: Apertium is not run again

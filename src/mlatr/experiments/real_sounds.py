@@ -101,13 +101,18 @@ def run_real_demo(manifest_path: str | Path, out: str | Path, text_encoders: lis
     by_split = {s: [i for i, c in enumerate(manifest.clips) if c.split == s] for s in ("train", "val", "test")}
     if not by_split["train"] or not by_split["test"]:
         raise MlatrError(f"{manifest_path}: the demo needs train and test clips (splits {manifest.splits()})")
-    if HEAD_OPTIONS[heads].caption_languages == "all" and data.caption_languages() == ["eng"]:
+    option = HEAD_OPTIONS[heads]
+    translated = option.caption_languages == "all" and data.caption_languages() == ["eng"]
+    if translated:
         data = replace(data, manifest=translated_captions(manifest, out / "cache", progress))
+    trained_on = data.caption_languages() if option.caption_languages == "all" else ["eng"]
     settings = HeadTraining.at(lr, epochs=epochs, batch_size=batch_size, seed=seed)
     results: dict = {"manifest": str(manifest_path), "clips": {s: len(r) for s, r in by_split.items()},
                      "settings": {"heads": heads, "ensemble": ensemble, "embed_dim": embed_dim, "epochs": epochs,
                                   "batch_size": batch_size,
-                                  "lr": lr, "seed": seed, "max_seconds": max_seconds,
+                                  "lr": lr, "seed": seed, "max_seconds": max_seconds, "objective": option.scheme,
+                                  "caption_languages": trained_on,
+                                  "translated_by_apertium": list(TRAINING_TRANSLATIONS) if translated else [],
                                   **({"augment": [v.augmentation.name for v in data.views]} if augment else {})},
                      "runs": {}}
     models = {}
@@ -115,7 +120,7 @@ def run_real_demo(manifest_path: str | Path, out: str | Path, text_encoders: lis
         text_enc, bank = text_space(name, data, out / "cache")
         untrained = build_model(data, text_enc, HEAD_OPTIONS["random"], embed_dim, seed)
         results["runs"][f"{name}/random"] = {**evaluate_clips(untrained, data, bank, by_split["test"]), "members": []}
-        option, members, logs = HEAD_OPTIONS[heads], [], []
+        members, logs = [], []
         for k, member_seed in enumerate(member_seeds(seed, ensemble)):
             model = build_model(data, text_enc, option, embed_dim, member_seed)
             checkpoints = out / "heads" / f"{name}-{option.name}" / str(k)  # an interrupted run resumes there
@@ -246,8 +251,9 @@ def model_card(results: dict, languages: list[str]) -> str:
     q, ch = run["queries"]["t2a"]["avg"], run["queries"]["chance"]["t2a"]
     lines = ["# Model card: mlatr demo-real (`model.pt`)", "",
              f"- **Model**: aiSFX's CNN (frozen) for the audio, {ix['text_encoder']} (frozen) for the text, projection "
-             f"heads `{ix['heads']}` trained with InfoNCE (tau 0.07), {st['epochs']} epochs, batch {st['batch_size']}, "
-             f"AdamW lr {st['lr']}, seed {st['seed']}; the epoch of the best validation t2a R@10."
+             f"heads `{ix['heads']}` trained with {_objective_words(st)}, {st['epochs']} epochs, "
+             f"batch {st['batch_size']}, AdamW lr {st['lr']}, seed {st['seed']}; the epoch of the best validation "
+             "t2a R@10."
              + _ensemble_words(run, st.get("ensemble", 1)),
              f"- **Training data**: the train split of `{results['manifest']}` ({results['clips']['train']} clips; "
              f"{results['clips']['val']} validation, {results['clips']['test']} test); captions from the files' "
@@ -261,6 +267,15 @@ def model_card(results: dict, languages: list[str]) -> str:
               "desktop themes' (little speech, few real-world scenes). On a library never trained on, expect the "
               "figures of the leave-one-library-out table, not those of the test split.", ""]
     return "\n".join(lines)
+
+
+def _objective_words(settings: dict) -> str:
+    langs = settings.get("caption_languages", ["eng"])
+    if settings.get("objective", "mlclap") == "mlclap":
+        return "InfoNCE (tau 0.07) on the English captions"
+    machine = settings.get("translated_by_apertium") or []
+    return (f"KCL (ATRI eq. 9, tau 0.07) over the captions in {', '.join(langs)}"
+            + (f" ({', '.join(machine)} translated from English by Apertium)" if machine else ""))
 
 
 def _ensemble_words(run: dict, n: int) -> str:
