@@ -35,11 +35,23 @@ def inputs(tmp_path):
     return FrozenInputs(data, bank, "e5-small", {}, {})
 
 
-def test_fold_workers_give_the_results_of_one_process(inputs, tmp_path):
+def test_fold_workers_give_the_results_of_one_process(inputs, tmp_path, monkeypatch):
     """Two spawned processes training folds side by side: the same records, figures and fold order as one."""
     kw = dict(train_blocks=(0,), fractions=(1.0,), seeds=(0,), epochs=2, batch_size=4, progress=False, ensemble=2)
     one = run_learning_curve(inputs, tmp_path / "one", **kw)
+    pools, get_context = [], learning_curve.multiprocessing.get_context
+
+    class Watched:  # the spawn context, noting each pool it makes
+        def __init__(self, method):
+            self.ctx = get_context(method)
+
+        def Pool(self, processes, *args):  # noqa: N802 (multiprocessing's name)
+            pools.append(processes)
+            return self.ctx.Pool(processes, *args)
+
+    monkeypatch.setattr(learning_curve.multiprocessing, "get_context", Watched)
     two = run_learning_curve(inputs, tmp_path / "two", workers=2, **kw)
+    assert pools == [2]  # the folds were trained by two worker processes
     assert len(one["points"]["blocks0/fraction1/seed0"]["folds"]) == 3
     assert json.dumps(two["points"]) == json.dumps(one["points"])
     assert json.loads((tmp_path / "two" / "results.json").read_text(encoding="utf-8"))["points"] == one["points"]

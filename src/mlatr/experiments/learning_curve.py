@@ -251,13 +251,13 @@ def run_learning_curve(inputs: FrozenInputs, out: str | Path, train_blocks: Sequ
             if f not in results["points"].get(_point(b, fr, s), {}).get("folds", {})]
     job = _FoldJob(inputs, fold_rows, option, epochs, tail_epochs, tail_lr, device, out, batch_size, hard_negatives,
                    ensemble)
+    order = {f: k for k, f in enumerate(fold_rows)}
     bar = tqdm(total=len(todo), desc="learning curve", unit="fold", disable=not progress or not todo)
     for (b, fr, s, f), fold in _run_folds(job, todo, workers):
         point = results["points"].setdefault(_point(b, fr, s), {"train_blocks": b, "fraction": fr, "seed": s,
                                                                  "folds": {}})
-        point["folds"][f] = fold
-        point["folds"] = dict(sorted(point["folds"].items(), key=lambda kv: list(fold_rows).index(kv[0])
-                                     if kv[0] in fold_rows else len(fold_rows)))  # fold order, whoever finished first
+        point["folds"][f] = fold  # kept in fold order, whichever worker finished first
+        point["folds"] = dict(sorted(point["folds"].items(), key=lambda kv: order.get(kv[0], len(order))))
         point["summary"] = summarize_point(point["folds"])
         atomic_write_json(path, results)
         shutil.rmtree(out / "heads" / _point(b, fr, s) / f, ignore_errors=True)
@@ -291,7 +291,7 @@ class _FoldJob:
         data, rows = self.inputs.data, self.fold_rows[f]
         train = fraction_rows(rows["train"], [c.id for c in data.manifest.clips], fr, s)
         checkpoints = self.out / "heads" / _point(b, fr, s) / f
-        if b == 0 and self.ensemble > 1:
+        if b == 0:  # the heads alone: one pair, or an ensemble of pairs trained apart
             members, best = [], []
             for k, member_seed in enumerate(member_seeds(s, self.ensemble)):
                 member = build_model(data, _text_side(self.inputs), self.option, 256, member_seed)
@@ -300,12 +300,12 @@ class _FoldJob:
                                     self.hard_negatives)
                 members.append(member)
                 best.append(e)
-            model, feats = DualEncoder.ensemble_of(members), data.features
+            model, feats, best = DualEncoder.ensemble_of(members), data.features, best if len(best) > 1 else best[0]
         else:
             model = build_model(data, _text_side(self.inputs), self.option, 256, s)
-            feats, best = _train_point(self.inputs, model, train, rows["val"], b, s,
-                                       self.epochs if b == 0 else (self.tail_epochs or self.epochs), self.tail_lr,
-                                       self.device, checkpoints, self.option, self.batch_size, self.hard_negatives)
+            feats, best = _train_point(self.inputs, model, train, rows["val"], b, s, self.tail_epochs or self.epochs,
+                                       self.tail_lr, self.device, checkpoints, self.option, self.batch_size,
+                                       self.hard_negatives)
         model.cpu()
         q = query_retrieval(model, replace(data, features=feats), self.inputs.bank, rows["test"])
         return task, {"queries": q, "train_clips": len(train), "best_epoch": best}
@@ -351,7 +351,7 @@ def _train_point(inputs: FrozenInputs, model, train: list[int], val: list[int], 
     """Train one fold's model (heads as ``option`` says, and the last ``blocks`` conv blocks); returns every
     clip's pooled features as the trained model gives them (the frozen ones when no block trained)."""
     data, bank = inputs.data, inputs.bank
-    languages = ["eng"] if option.caption_languages == "eng" else data.caption_languages()
+    languages = data.training_languages(option)
     if blocks and data.views:
         raise MlatrError("augmented views train the heads only (--train-blocks 0)")
     feats, rows, train = training_items(data, train, languages)

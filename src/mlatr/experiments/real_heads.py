@@ -110,6 +110,11 @@ class RealSounds:
         langs = {lang for c in self.manifest.clips for lang, caps in c.captions.items() if any(caps)}
         return sorted(langs, key=lambda lang: (lang != "eng", lang))
 
+    def training_languages(self, option: HeadOption) -> list[str]:
+        """The caption languages ``option`` trains on: English, or every language of the captions
+        (:meth:`caption_languages`) for an option that trains on translations."""
+        return ["eng"] if option.caption_languages == "eng" else self.caption_languages()
+
     def metadata(self, i: int, kind: str) -> str:
         """Clip ``i``'s caption from what ships with its file: ``names``, its path within its library as
         ``mlatr data import --format folder`` reads it (file-name words, else its folder's); ``meaningless``,
@@ -176,7 +181,7 @@ def train_option(model, data: RealSounds, bank: TextBank, option: HeadOption, tr
     ``checkpoints``: a folder for the run's ``last.pt`` / ``best.pt``, resumed from when it holds one."""
     if not option.trained:
         return []
-    languages = ["eng"] if option.caption_languages == "eng" else data.caption_languages()
+    languages = data.training_languages(option)
     if option.scheme != "mlclap" and len(languages) < 2:
         raise MlatrError(f"head option {option.name!r} trains on translations, but the manifest's captions are "
                          "English only: translate them first (mlatr data translate)")

@@ -105,23 +105,23 @@ def run_real_demo(manifest_path: str | Path, out: str | Path, text_encoders: lis
     translated = option.caption_languages == "all" and data.caption_languages() == ["eng"]
     if translated:
         data = replace(data, manifest=translated_captions(manifest, out / "cache", progress))
-    trained_on = data.caption_languages() if option.caption_languages == "all" else ["eng"]
     settings = HeadTraining.at(lr, epochs=epochs, batch_size=batch_size, seed=seed)
     results: dict = {"manifest": str(manifest_path), "clips": {s: len(r) for s, r in by_split.items()},
                      "settings": {"heads": heads, "ensemble": ensemble, "embed_dim": embed_dim, "epochs": epochs,
                                   "batch_size": batch_size,
                                   "lr": lr, "seed": seed, "max_seconds": max_seconds, "objective": option.scheme,
-                                  "caption_languages": trained_on,
+                                  "caption_languages": data.training_languages(option),
                                   "translated_by_apertium": list(TRAINING_TRANSLATIONS) if translated else [],
                                   **({"augment": [v.augmentation.name for v in data.views]} if augment else {})},
                      "runs": {}}
-    models = {}
+    models, banks, seeds = {}, {}, member_seeds(seed, ensemble)
     for name in text_encoders:
         text_enc, bank = text_space(name, data, out / "cache")
+        banks[name] = bank
         untrained = build_model(data, text_enc, HEAD_OPTIONS["random"], embed_dim, seed)
         results["runs"][f"{name}/random"] = {**evaluate_clips(untrained, data, bank, by_split["test"]), "members": []}
         members, logs = [], []
-        for k, member_seed in enumerate(member_seeds(seed, ensemble)):
+        for k, member_seed in enumerate(seeds):
             model = build_model(data, text_enc, option, embed_dim, member_seed)
             checkpoints = out / "heads" / f"{name}-{option.name}" / str(k)  # an interrupted run resumes there
             logs.append(train_option(model, data, bank, option, by_split["train"], by_split["val"],
@@ -130,7 +130,7 @@ def run_real_demo(manifest_path: str | Path, out: str | Path, text_encoders: lis
         models[name] = DualEncoder.ensemble_of(members)
         results["runs"][f"{name}/{option.name}"] = {
             **evaluate_clips(models[name], data, bank, by_split["test"]),
-            "members": [{"seed": s, "log": log} for s, log in zip(member_seeds(seed, ensemble), logs, strict=True)]}
+            "members": [{"seed": s, "log": log} for s, log in zip(seeds, logs, strict=True)]}
         if name == text_encoders[0]:  # the indexed model's curves: epoch records that mlatr plot reads
             shutil.rmtree(out / "members", ignore_errors=True)  # an earlier run's larger ensemble
             (out / "log.jsonl").unlink(missing_ok=True)  # an earlier version's one curve: mlatr plot would draw it
@@ -139,8 +139,7 @@ def run_real_demo(manifest_path: str | Path, out: str | Path, text_encoders: lis
     shutil.rmtree(out / "heads", ignore_errors=True)  # every head run is trained
     name = text_encoders[0]
     if unseen_epochs is not None:
-        _, bank = text_space(name, data, out / "cache")
-        curve = run_learning_curve(FrozenInputs(data, bank, name, {}, {}), out / "unseen", train_blocks=(0,),
+        curve = run_learning_curve(FrozenInputs(data, banks[name], name, {}, {}), out / "unseen", train_blocks=(0,),
                                    fractions=(1.0,), seeds=(seed,), epochs=unseen_epochs, heads=heads,
                                    added_groups=added_groups, batch_size=batch_size, progress=progress,
                                    ensemble=ensemble, workers=workers)
