@@ -4,8 +4,8 @@
 it at the commit named in that file's ``recorded_at`` (first before issue 38's reshaping; recorded again with
 issue 33's ranking and relevance, which changed the captions and hybrid rankings and added relevance, the
 sound rankings, weights and evaluation numbers unchanged; and with issue 35's ``step`` in each epoch record of
-a head run, nothing else changed), and ``tests/test_behaviour_recorded.py`` asserts
-that today's code gives the same. Nothing here reaches inside
+a head run, nothing else changed; and in float64 with unique toy captions for issue 50), and
+``tests/test_behaviour_recorded.py`` asserts that today's code gives the same. Nothing here reaches inside
 a module: only the public entry points a user (or a command) calls, so the record survives a change of
 the code's shape and fails on a change of its behaviour.
 
@@ -25,6 +25,17 @@ What is measured:
   (:meth:`Index.build`, saved as ``.npz``, loaded again): the ids, scores, evidence and relevance of text
   queries ranked by audio, captions and hybrid, a sound query (clips and captions) and "more like this", and
   each answer's relevance and ``nothing_relevant``.
+
+Why float64. Recorded in float32, the record held on one CPU only: another instruction set or BLAS kernel
+sums in another order, and two epochs of Adam carry a 1e-7 difference into the weights' fourth digit (a
+parameter whose true gradient is zero, such as an attention key bias, gets rounding noise as its gradient, and
+Adam's normalised step turns any noise into a step of the learning rate's size), enough to flip the
+evaluation's ranks. In float64 the noise sits about 1e-16 below the values, far under Adam's epsilon, so every
+model and loss of the record is made in float64 (``torch.set_default_dtype``: the encoders, heads and
+objective follow the default dtype; cached float32 features and waveforms are cast where a model takes them).
+Two toy clips of one class would share caption texts whose scores tie exactly, and rounding orders a tie:
+:func:`unique_captions` numbers them. Search ranks the index's float32 vectors, whose values agree to the
+last bit once the model's do.
 
 Run as a script to write the reference: ``python tests/behaviour_record.py OUT.json``.
 """
@@ -67,7 +78,7 @@ def record_trainer(root: Path) -> tuple[dict, Path, Path]:
     from mlatr.training.trainer import Trainer
     from toydata import make_toy_manifest, tiny_config
 
-    manifest = make_toy_manifest(root / "toy", n_train=12, n_val=4, n_test=8)
+    manifest = unique_captions(make_toy_manifest(root / "toy", n_train=12, n_val=4, n_test=8))
     out = root / "run"
     summary = Trainer(tiny_config(manifest, out, "train.batch_size=6", "data.eval_max_seconds=2.0",
                                   epochs=2)).fit()
@@ -81,6 +92,17 @@ def record_trainer(root: Path) -> tuple[dict, Path, Path]:
            "objective": weight_digest(last["objective"]), "history": history,
            "best_epoch": summary["best_epoch"], "steps": summary["steps"], "best_saved_epoch": best["epoch"]}
     return rec, manifest, out / "last.pt"
+
+
+def unique_captions(manifest: Path) -> Path:
+    """The toy manifest with each caption made unique (its clip's number appended): the toy clips of one class
+    share their caption texts, whose scores then tie exactly, and a tie's order is decided by rounding, which
+    differs between CPUs (module docstring)."""
+    rows = [json.loads(line) for line in manifest.read_text(encoding="utf-8").splitlines()]
+    for i, row in enumerate(rows):
+        row["captions"] = {lang: [f"{text} {i}" for text in texts] for lang, texts in row["captions"].items()}
+    manifest.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
+    return manifest
 
 
 def record_heads(root: Path) -> dict:
@@ -190,15 +212,18 @@ def record_search(root: Path, manifest_path: Path, checkpoint: Path) -> dict:
 
 
 def record(root: Path) -> dict:
-    """Everything the module docstring lists, computed in the folder ``root``."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # BLAS sums in one order: the same bits on every machine and core count
+    """Everything the module docstring lists, computed in the folder ``root``, in float64 (module docstring:
+    why a record made so holds on every CPU)."""
+    threads, dtype = torch.get_num_threads(), torch.get_default_dtype()
+    torch.set_num_threads(1)
+    torch.set_default_dtype(torch.float64)  # every model and loss of the record made in float64
     try:
         trainer, manifest, checkpoint = record_trainer(root)
         return {"trainer": trainer, "heads": record_heads(root), "evaluation": record_evaluation(manifest, checkpoint),
                 "search": record_search(root, manifest, checkpoint)}
     finally:
         torch.set_num_threads(threads)
+        torch.set_default_dtype(dtype)
 
 
 def compare(found, expected, where: str = "", rel: float = 1e-5, abs_: float = 1e-6) -> list[str]:

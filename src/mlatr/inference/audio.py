@@ -35,7 +35,7 @@ from mlatr.data.manifest import Clip, Manifest
 from mlatr.data.pipeline.batches import iter_eval_audio
 from mlatr.data.pipeline.file_source import AudioSource
 from mlatr.errors import MlatrError
-from mlatr.models.outputs import EncoderOutput
+from mlatr.models.outputs import EncoderOutput, at_least_float32
 
 #: ``max_seconds`` that crops nothing (an audio file of more than 30 years is not expected).
 WHOLE_CLIP = 1e9
@@ -80,7 +80,7 @@ def embed_clips(encode: EncodeFn, clips: Iterable[tuple[int, np.ndarray]], windo
     def flush() -> None:
         wave, lens = collate_waveforms([w for _, _, w in pending])  # [B, T_max], [B]
         encoded = encode(wave.to(device), lens.to(device))
-        emb = encoded.pooled.float().cpu().numpy()  # [B, d]
+        emb = at_least_float32(encoded.pooled).cpu().numpy()  # [B, d]
         if frames_sink is not None:
             if encoded.frames is None:
                 raise MlatrError("this encoder gives no frame/token features, which the model's matching head needs")

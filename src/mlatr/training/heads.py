@@ -97,8 +97,9 @@ class FeatureHeads:
     def __call__(self, features: torch.Tensor, lengths: torch.Tensor, texts: Sequence[str],
                  langs: Sequence[str]) -> tuple[EncoderOutput, EncoderOutput]:
         pooled = features if self.tail is None else self.tail(features, lengths).pooled  # [n, Da]
-        audio = self.model.audio_projection(pooled)  # [n, D]
-        text = self.model.text_projection(self.bank.lookup(texts, langs).to(pooled.device))  # [M, D]
+        dtype = next(self.model.audio_projection.parameters()).dtype  # the cached features are float32
+        audio = self.model.audio_projection(pooled.to(dtype))  # [n, D]
+        text = self.model.text_projection(self.bank.lookup(texts, langs).to(pooled.device, dtype))  # [M, D]
         return EncoderOutput(pooled=audio), EncoderOutput(pooled=text)
 
 
