@@ -37,7 +37,9 @@ Two toy clips of one class would share caption texts whose scores tie exactly, a
 :func:`unique_captions` numbers them. Search ranks the index's float32 vectors, whose values agree to the
 last bit once the model's do.
 
-Run as a script to write the reference: ``python tests/behaviour_record.py OUT.json``.
+Run as a script to write the reference: ``python tests/behaviour_record.py OUT.json``; ``python
+tests/behaviour_record.py --compare REFERENCE.json`` counts this machine's differences from a reference at
+a relative 1e-5 and 1e-9 (docs/measured-figures.md has them under other CPU settings).
 """
 
 from __future__ import annotations
@@ -255,6 +257,12 @@ if __name__ == "__main__":
 
     with tempfile.TemporaryDirectory() as tmp:
         tree = jsonable(record(Path(tmp)))
+    if sys.argv[1] == "--compare":  # how far this machine's record is from a reference, at a tight tolerance
+        reference = json.loads(Path(sys.argv[2]).read_text(encoding="utf-8"))["record"]
+        for rel in (1e-5, 1e-9):
+            differences = compare(tree, reference, rel=rel, abs_=rel * 1e-3)
+            print(f"{len(differences)} differences at rel {rel:g}", *differences[:5], sep="\n  ")
+        sys.exit(0)
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
                             cwd=TESTS).stdout.strip()
     Path(sys.argv[1]).write_text(json.dumps({"recorded_at": commit, "record": tree}, indent=1) + "\n",
