@@ -21,7 +21,8 @@ A text (NFKC-normalised, lower-cased) becomes *words*, each with its terms:
 
 The analysers, each installed from PyPI with its dictionary inside the wheel (nothing is downloaded when
 it runs), chosen by their words for sounds (onomatopoeia kept whole, inflected verbs reduced), size,
-licence and load time (docs/hybrid-search.md, "Keyword analysis", has the measured comparison):
+licence and load time (docs/hybrid-search.md, "Keywords that know each language", has the measured
+comparison):
 
 - Japanese: SudachiPy with its small dictionary (``sudachidict_small``, Apache-2.0, maintained by Works
   Applications), split mode C. It keeps ``ワンワン``, ``パチパチ``, ``カチカチ`` whole where janome (IPADIC)
@@ -245,6 +246,8 @@ class Analyzer:
         self.stop = stop_words(lang)
         codes = [lang] if lang is not None else list(DEFAULT_LANGUAGES)
         self.stemmers = [s for s in (_stemmer(code) for code in codes) if s is not None]
+        #: the grammar words of a Japanese or Chinese word: its analyser's language's and the text's
+        self.cjk_stop = {code: stop_words(code) | self.stop for code in ("jpn", "zho")}
 
     def _fallback_is_grammar(self, token: str) -> bool:
         return token in self.stop or (len(token) > 1 and all(ch in self.stop for ch in token))
@@ -264,7 +267,7 @@ class Analyzer:
         segment, code = _segmenter(run, self.lang)
         if segment is None:
             return [(tok, [] if self._fallback_is_grammar(tok) else [tok]) for tok in _characters_and_bigrams(run)]
-        stop = stop_words(code) | self.stop
+        stop = self.cjk_stop[code]
         return [(surface, self._word_terms(term, forms, stop)) for surface, term, forms in segment(run)]
 
     def words(self, text: str) -> list[tuple[str, list[str]]]:
