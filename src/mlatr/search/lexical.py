@@ -24,7 +24,7 @@ sequence of adds, deletions and compactions (``tests/test_keyword_index.py``). A
 posting-list read per term and part (``O(df)``), never a pass over the library.
 
 Terms come from :mod:`mlatr.search.analysis`: each caption analysed in its own language, the query in the
-query's (stop words out, Snowball stems, CJK character n-grams), so a grammar word is never a match. A
+query's (stop words out, Snowball stems, Japanese and Chinese words), so a grammar word is never a match. A
 stored part records the analysis it was made with (:data:`~mlatr.search.analysis.ANALYSIS`); a part made
 with another is analysed again when loaded.
 

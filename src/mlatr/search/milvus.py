@@ -9,8 +9,8 @@ holds four collections:
 - ``NAME_captions``: ``row`` key, ``clip`` id, ``lang``, ``text``, unit ``vector``, and the caption's keyword
   terms (:mod:`mlatr.search.analysis`, in its own language) as ``terms``, each term written as a token of
   16 hex digits (:func:`term_token`) so that Milvus's ``standard`` analyzer (milvus-lite has no whitespace
-  one) keeps every term whole, stems and CJK bigrams included; a BM25 function turns ``terms`` into the
-  ``sparse`` vector (``bm25_k1`` 1.5, ``bm25_b`` 0.75: mlatr's BM25, :mod:`mlatr.search.lexical`);
+  one) keeps every term whole, stems and Japanese and Chinese words included; a BM25 function turns
+  ``terms`` into the ``sparse`` vector (``bm25_k1`` 1.5, ``bm25_b`` 0.75: mlatr's BM25, :mod:`mlatr.search.lexical`);
 - ``NAME_meta``: the index meta as JSON (format, dim, checkpoint: ``search`` / ``serve`` load the right
   model) and the library statistics of :mod:`mlatr.search.relevance` as append-only batches: each write
   adds the sums (rows, outer products, count, terms) of what it inserted minus what it deleted
