@@ -1,0 +1,228 @@
+"""What a sound file says about itself, put together for its manifest clip: captions and where each came
+from, keywords, and facets (what the file is, where it lies, what its name and tags say).
+
+**Captions** (English), what a person wrote before what a name implies; each caption's source is kept in
+``extra["caption_sources"]["eng"]``, aligned with ``captions["eng"]`` (a caption in another language translates
+the English caption of its position, so it shares that source):
+
+1. ``sidecar``: the lines of ``NAME.txt`` / ``NAME.eng.txt``;
+2. the tags' descriptions (:mod:`mlatr.audio.file_tags`; the source is the tag family: ``bext``, ``ixml``,
+   ``info``, ``id3``, ``vorbis``, ``mp4``, ``aiff``): descriptions, notes, comments, then titles;
+3. ``ucs``: a UCS file name's FXName with its category's words (:mod:`mlatr.data.ucs`), which then stands for
+   the name's words;
+4. ``name``: the path's words as ``mlatr data recaption`` makes them (:func:`~mlatr.data.path_captions.path_captions`
+   with the shipped table: numbering dropped, jargon replaced, joined words split: ``blackcat`` -> "black
+   cat"), else the nearest folder's words;
+5. ``folder``: the first caption of 3 or 4 with the words of the folders it lies in (``rec, birds``:
+   :func:`~mlatr.data.path_captions.folder_words`), when they say something it does not, so a folder's name
+   finds its files.
+
+A caption already present (same text, ignoring case) is not repeated.
+
+**Facets** (``extra["facets"]``, one JSON object; a key is absent where the file does not say):
+``duration`` (s), ``sample_rate`` (Hz), ``bit_depth`` (null for compressed audio), ``channels``, ``format``
+(container: ``wav``, ``flac``, ``ogg``, ``mp3``, ``aiff`` ...), ``codec`` (``pcm_16``, ``pcm_24``, ``float``,
+``vorbis``, ``opus``, ``mp3`` ...), ``file_size`` (bytes); from one decode of the whole file
+(:mod:`mlatr.audio.loudness`): ``loudness_lufs`` (null: shorter than 400 ms, or silent), ``true_peak_dbtp``,
+``peak_dbfs`` (null for digital silence), ``silent``; from the path: ``folder`` (the clip's folder under the
+library root, ``""`` at the top), ``library`` (its first folder, ``""`` at the top); from a UCS name (or an
+iXML ``CATID``): ``ucs_cat_id``, ``ucs_category``, ``ucs_subcategory``, and from the name ``ucs_fx_name``,
+``ucs_creator``, ``ucs_source``, ``ucs_user_category``, ``ucs_user_data``; from the tags: ``tags`` (the tag
+families found), ``keywords`` (keyword and genre tags, and a UCS category and subcategory, lower case),
+``title``, ``creator``, ``album``, ``originator_reference``, ``origination_date``, ``project``, ``scene``,
+``take``, ``tape``.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from mlatr.audio.file_tags import KINDS, FileTags
+from mlatr.audio.integrity import AudioProbe
+from mlatr.audio.loudness import LoudnessFacts
+from mlatr.data.manifest import Clip
+from mlatr.data.path_captions import (
+    PATH_SOURCES,
+    CaptionRules,
+    folder_words,
+    path_captions,
+    path_sources,
+    with_context,
+)
+from mlatr.data.sound_names import name_caption, split_joined
+from mlatr.data.ucs import UcsName, parse_ucs_name, ucs_categories
+
+#: Every caption source, in the order of precedence.
+CAPTION_SOURCES = ("sidecar", *KINDS, "ucs", *PATH_SOURCES)
+#: The tag fields kept as facets, and the tag fields each is read from (first found wins).
+TAG_FACETS = {"title": ("title", "fx_name"), "creator": ("originator", "artist"), "album": ("album",),
+              "originator_reference": ("originator_reference",), "origination_date": ("origination_date",),
+              "project": ("project",), "scene": ("scene",), "take": ("take",), "tape": ("tape",)}
+
+_BITS = re.compile(r"^(?:PCM|ALAC|DPCM|DWVW|NMS_ADPCM)_[SU]?(\d+)$")
+_CONTAINERS = {"WAVEX": "wav", "MPEG": "mp3"}
+_CODECS = {"MPEG_LAYER_III": "mp3", "MPEG_LAYER_II": "mp2", "MPEG_LAYER_I": "mp1"}
+
+
+@dataclass
+class ClipMetadata:
+    """What :func:`describe` found for one file: English ``captions`` and their ``sources`` (aligned),
+    ``facets`` (without the technical ones: :func:`technical_facets`) and the tags' ``problems``."""
+
+    captions: list[str] = field(default_factory=list)
+    sources: list[str] = field(default_factory=list)
+    facets: dict[str, Any] = field(default_factory=dict)
+    problems: list[str] = field(default_factory=list)
+
+    def add(self, text: str, source: str) -> None:
+        """Caption ``text`` from ``source``, unless an equal caption (ignoring case) is there."""
+        text = text.strip()
+        if text and text.casefold() not in {c.casefold() for c in self.captions}:
+            self.captions.append(text)
+            self.sources.append(source)
+
+
+def bit_depth(subtype: str) -> int | None:
+    """Bits per sample of libsndfile ``subtype`` (``PCM_24`` -> 24, ``FLOAT`` -> 32), None for compressed audio."""
+    if subtype == "FLOAT":
+        return 32
+    if subtype == "DOUBLE":
+        return 64
+    match = _BITS.match(subtype)
+    return int(match.group(1)) if match else None
+
+
+def _rounded(value: float | None, digits: int = 2) -> float | None:
+    return None if value is None or not math.isfinite(value) else round(value, digits)
+
+
+def technical_facets(path: str | os.PathLike, probe: AudioProbe | None, loudness: LoudnessFacts | None,
+                     header: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The facets of the audio itself: from ``probe`` (a decode) or ``header`` (``samplerate``, ``channels``,
+    ``frames``, ``format``, ``subtype`` of an undecoded file), the file's size and ``loudness``."""
+    out: dict[str, Any] = {}
+    if probe is not None:
+        header = {"samplerate": probe.samplerate, "channels": probe.channels, "frames": probe.frames_read,
+                  "format": probe.format, "subtype": probe.subtype}
+    if header:
+        rate = int(header["samplerate"])
+        out.update(duration=round(header["frames"] / rate, 6) if rate > 0 else None, sample_rate=rate,
+                   bit_depth=bit_depth(header["subtype"]), channels=int(header["channels"]),
+                   format=_CONTAINERS.get(header["format"], header["format"].lower()),
+                   codec=_CODECS.get(header["subtype"], header["subtype"].lower()))
+    try:
+        out["file_size"] = os.stat(path).st_size
+    except OSError:
+        pass
+    if loudness is not None:
+        out.update(loudness_lufs=_rounded(loudness.lufs), true_peak_dbtp=_rounded(loudness.true_peak_dbtp),
+                   peak_dbfs=_rounded(loudness.peak_dbfs), silent=loudness.silent)
+    return out
+
+
+def path_facets(rel: Path) -> dict[str, str]:
+    """``folder`` and ``library`` of a file at ``rel`` under its library's root."""
+    folders = rel.parent.parts
+    return {"folder": "/".join(folders), "library": folders[0] if folders else ""}
+
+
+def _ucs_facets(ucs: UcsName | None, tags: FileTags) -> dict[str, str]:
+    if ucs is not None:
+        facets = {"ucs_cat_id": ucs.category.cat_id, "ucs_category": ucs.category.category,
+                  "ucs_subcategory": ucs.category.subcategory, "ucs_fx_name": ucs.fx_name,
+                  "ucs_creator": ucs.creator_id, "ucs_source": ucs.source_id}
+        facets.update({k: v for k, v in (("ucs_user_category", ucs.user_category),
+                                         ("ucs_user_data", ucs.user_data)) if v})
+        return facets
+    category = ucs_categories().get(tags.first("cat_id") or "")
+    if category is None:
+        return {}
+    return {"ucs_cat_id": category.cat_id, "ucs_category": category.category,
+            "ucs_subcategory": category.subcategory}
+
+
+def name_captions(ident: str, rel: Path, rules: CaptionRules, folder_context: bool) -> list[tuple[str, str]]:
+    """``(caption, source)`` the path gives (items 4 and 5 of the module docstring)."""
+    captions = path_captions(ident, rules, folders=folder_context)[0] or []
+    if not captions:
+        text = split_joined(name_caption(rel))
+        captions = [text] if text else []
+    return list(zip(captions, path_sources(captions), strict=True))
+
+
+def describe(ident: str, rel: Path, tags: FileTags, sidecar: Sequence[str], rules: CaptionRules,
+             folder_context: bool = True) -> ClipMetadata:
+    """Captions, sources and the non-technical facets of the file at ``rel`` (clip id ``ident``) with its
+    ``tags`` and ``sidecar`` captions (see the module docstring); ``folder_context``: add the folders' words."""
+    meta = ClipMetadata(problems=list(tags.skipped))
+    for text in sidecar:
+        meta.add(text, "sidecar")
+    for kind, text in tags.descriptions():
+        meta.add(text, kind)
+    ucs = parse_ucs_name(rel.with_suffix("").name)
+    if ucs is not None:
+        meta.add(ucs.caption(), "ucs")
+        context = folder_words(ident) if folder_context else ""
+        if context:
+            for text in with_context([ucs.caption()], context)[1:]:
+                meta.add(text, "folder")
+    else:
+        for text, source in name_captions(ident, rel, rules, folder_context):
+            meta.add(text, source)
+    facets: dict[str, Any] = {**path_facets(rel), **_ucs_facets(ucs, tags)}
+    keywords = list(tags.keywords)
+    for word in (facets.get("ucs_category", ""), facets.get("ucs_subcategory", "")):
+        if word and word.lower() not in keywords and word != "MISC":
+            keywords.append(word.lower())
+    if tags.kinds:
+        facets["tags"] = list(tags.kinds)
+    if keywords:
+        facets["keywords"] = keywords
+    for name, fields in TAG_FACETS.items():
+        value = next((v for f in fields if (v := tags.first(f))), None)
+        if value:
+            facets[name] = value
+    meta.facets = facets
+    return meta
+
+
+def caption_sources(clip: Clip) -> list[str] | None:
+    """The sources of ``clip``'s English captions (``extra["caption_sources"]["eng"]``), None when the manifest
+    does not say."""
+    sources = clip.extra.get("caption_sources")
+    if isinstance(sources, dict) and isinstance(sources.get("eng"), list):
+        return sources["eng"]
+    return None
+
+
+def metadata_counts(clips: Iterable[Clip]) -> Counter:
+    """How many ``clips`` got a caption from each source or carry each tag family (a clip counts once per
+    source), and ``tags_skipped``: tags or values skipped (``extra["tag_problems"]``)."""
+    counts: Counter = Counter()
+    for clip in clips:
+        facets = clip.extra.get("facets") if isinstance(clip.extra.get("facets"), dict) else {}
+        found = set(caption_sources(clip) or []) | set(facets.get("tags", []))
+        if "ucs_cat_id" in facets:
+            found.add("ucs")
+        counts.update(found)
+        counts["tags_skipped"] += len(clip.extra.get("tag_problems", []))
+    return counts
+
+
+def metadata_report(clips: Sequence[Clip]) -> str:
+    """One line: ``metadata: 3 sidecar, 12 bext, 30 id3, 5 ucs, 120 from names, 8 from folders; 2 tags
+    unreadable (skipped)`` (an empty string for clips whose manifest records no metadata)."""
+    counts = metadata_counts(clips)
+    words = {"name": "from names", "folder": "with folder words"}
+    parts = [f"{counts[s]} {words.get(s, s)}" for s in CAPTION_SOURCES if counts[s]]
+    line = "metadata: " + ", ".join(parts) if parts else ""
+    if counts["tags_skipped"]:
+        line += f"{'; ' if line else 'metadata: '}{counts['tags_skipped']} tag(s) unreadable or too large (skipped)"
+    return line
