@@ -42,11 +42,12 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from tqdm import tqdm
 
 from mlatr.audio.file_tags import KINDS, FileTags
-from mlatr.audio.integrity import AudioProbe
-from mlatr.audio.loudness import LoudnessFacts
+from mlatr.audio.integrity import AudioProbe, probe_audio, soundfile
 from mlatr.data.manifest import Clip
 from mlatr.data.path_captions import (
     PATH_SOURCES,
@@ -58,6 +59,10 @@ from mlatr.data.path_captions import (
 )
 from mlatr.data.sound_names import name_caption, split_joined
 from mlatr.data.ucs import UcsName, parse_ucs_name, ucs_categories
+from mlatr.errors import MlatrError
+
+if TYPE_CHECKING:
+    from mlatr.audio.loudness import LoudnessFacts
 
 #: Every caption source, in the order of precedence.
 CAPTION_SOURCES = ("sidecar", *KINDS, "ucs", *PATH_SOURCES)
@@ -125,6 +130,53 @@ def technical_facets(path: str | os.PathLike, probe: AudioProbe | None, loudness
         out.update(loudness_lufs=_rounded(loudness.lufs), true_peak_dbtp=_rounded(loudness.true_peak_dbtp),
                    peak_dbfs=_rounded(loudness.peak_dbfs), silent=loudness.silent)
     return out
+
+
+def decoded_facets(path: str | os.PathLike, loudness: bool = True) -> tuple[AudioProbe, dict[str, Any]]:
+    """Decode ``path`` once (:func:`~mlatr.audio.integrity.probe_audio`: it raises
+    :class:`~mlatr.errors.MlatrError` when the file does not decode whole) and its technical facets, with
+    loudness, peaks and silence measured in that decode unless ``loudness`` is false."""
+    # scipy.signal takes seconds to import: not paid by `mlatr data import`'s parser, which imports this module
+    from mlatr.audio.loudness import LoudnessMeter
+
+    meters: list[LoudnessMeter] = []
+
+    def measure(block, rate):
+        if not meters:
+            meters.append(LoudnessMeter(rate, block.shape[1]))
+        meters[0].feed(block)
+
+    found = probe_audio(path, measure if loudness else None)
+    return found, technical_facets(path, found, meters[0].result() if meters else None)
+
+
+def header_facets(path: str | os.PathLike) -> dict[str, Any]:
+    """The technical facets of ``path``'s header, without decoding (only the file's size when it is
+    unreadable: it is refused when it is read)."""
+    try:
+        info = soundfile().info(os.fspath(path))
+        header = {"samplerate": info.samplerate, "channels": info.channels, "frames": info.frames,
+                  "format": info.format, "subtype": info.subtype}
+    except Exception:  # soundfile raises LibsndfileError / RuntimeError / TypeError on an unreadable file
+        header = None
+    return technical_facets(path, None, None, header)
+
+
+def measure_clips(clips: Sequence[Clip], root: str | os.PathLike, progress: bool = False) -> int:
+    """Add loudness, peaks and silence (one decode each) to the facets of those ``clips`` (audio relative to
+    ``root``) whose facets lack them: what an index build does for the clips it encodes from a folder, whose
+    listing read headers only. A manifest's clip without facets stays without; a file that does not decode
+    is left as it is (the encoder reports it). Returns the number of clips measured."""
+    todo = [c for c in clips if isinstance(c.extra.get("facets"), dict) and "silent" not in c.extra["facets"]]
+    done = 0
+    for clip in tqdm(todo, desc="loudness", unit="file", disable=not progress or not todo):
+        try:
+            _found, facets = decoded_facets(clip.audio_path(Path(root)))
+        except MlatrError:
+            continue
+        clip.extra["facets"].update(facets)
+        done += 1
+    return done
 
 
 def path_facets(rel: Path) -> dict[str, str]:

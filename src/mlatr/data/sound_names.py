@@ -17,8 +17,6 @@ import re
 from functools import cache
 from pathlib import Path
 
-import wordninja  # the word splitter and its word list (a pure-Python package with its data)
-
 AUDIO_EXTENSIONS = (".wav", ".flac", ".ogg", ".oga", ".opus", ".mp3", ".aiff", ".aif")
 #: Shortest word :func:`split_joined` tries to split: two joined words of three letters ("catdog"); shorter
 #: ones are abbreviations far more often ("sfx", "amb", "bgm").
@@ -72,8 +70,16 @@ def name_caption(rel: Path) -> str:
 
 
 @cache
+def _splitter():
+    """``wordninja`` (it reads its word list when imported, a fifth of a second every command's parser would
+    pay: the folder importer is imported by ``mlatr data import``'s parser) and its vocabulary."""
+    import wordninja  # see the docstring
+
+    return wordninja, frozenset(wordninja.DEFAULT_LANGUAGE_MODEL._wordcost)
+
+
 def _known_words() -> frozenset[str]:
-    return frozenset(wordninja.DEFAULT_LANGUAGE_MODEL._wordcost)  # the splitter's own vocabulary
+    return _splitter()[1]
 
 
 def is_known_word(word: str) -> bool:
@@ -86,7 +92,7 @@ def split_word(word: str) -> list[str]:
     module docstring for when a word is left alone)."""
     if len(word) < MIN_JOINED_CHARS or not _WORD.fullmatch(word) or is_known_word(word):
         return [word]
-    pieces = wordninja.split(word)
+    pieces = _splitter()[0].split(word)
     if len(pieces) < 2 or "".join(pieces) != word or any(len(p) < 2 for p in pieces):
         return [word]
     return pieces

@@ -19,8 +19,8 @@
   true peak, silence, folder, library, UCS category and the tags' keywords, creator ... (see
   :mod:`mlatr.data.file_metadata`); loudness, peaks and silence come from the decode ``probe`` makes anyway
   (``loudness=False`` leaves them out; without ``probe`` and ``loudness`` only the header is read).
-- A FIFO, socket or device file with a sound file's name is never opened (:func:`probe_audio` refuses it
-  unopened; opening a FIFO would block the import for ever): a bad row (raise, or skip and count).
+- A FIFO, socket or device file with a sound file's name is never opened (it is refused unopened; opening a
+  FIFO would block the import for ever): a bad row (raise, or skip and count).
 - ``duration``: the decoded length (:func:`mlatr.audio.integrity.probe_audio` decodes every file): a file
   that does not decode, decodes to nothing or to fewer frames than its header declares is a bad row
   (raise, or skip and count).
@@ -41,10 +41,8 @@ from tqdm import tqdm
 
 from mlatr import languages as _languages
 from mlatr.audio.file_tags import read_file_tags
-from mlatr.audio.integrity import probe_audio, soundfile
-from mlatr.audio.loudness import LoudnessFacts, LoudnessMeter
 from mlatr.data import utf8
-from mlatr.data.file_metadata import describe, technical_facets
+from mlatr.data.file_metadata import decoded_facets, describe, header_facets
 from mlatr.data.importers._common import AUDIO_EXTENSIONS, BadRows
 from mlatr.data.importers._finish import checked_clips
 from mlatr.data.manifest import Clip, Manifest
@@ -191,30 +189,14 @@ def _import_entries(entries: list[tuple[Path, Path]], relative_to: str | os.Path
 def _audio_facets(f: Path, probe: bool, loudness: bool) -> dict:
     """The technical facets of ``f``: from one decode (``probe`` or ``loudness``; it raises
     :class:`MlatrError` when the file does not decode whole, which is a bad row only with ``probe``), else
-    from its header (nothing when unreadable: the file is read, and refused, when it is encoded)."""
+    from its header."""
     if probe or loudness:
-        meters: list[LoudnessMeter] = []
-
-        def measure(block, rate):
-            if not meters:
-                meters.append(LoudnessMeter(rate, block.shape[1]))
-            meters[0].feed(block)
-
         try:
-            found = probe_audio(f, measure if loudness else None)
+            return decoded_facets(f, loudness)[1]
         except MlatrError:
             if probe:
                 raise
-        else:
-            facts: LoudnessFacts | None = meters[0].result() if meters else None
-            return technical_facets(f, found, facts)
-    try:
-        info = soundfile().info(str(f))
-        header = {"samplerate": info.samplerate, "channels": info.channels, "frames": info.frames,
-                  "format": info.format, "subtype": info.subtype}
-    except Exception:  # soundfile raises LibsndfileError / RuntimeError / TypeError on an unreadable file
-        header = None
-    return technical_facets(f, None, None, header)
+    return header_facets(f)
 
 
 def _sidecar_captions(f: Path, bad: BadRows) -> dict[str, list[str]] | None:
