@@ -172,7 +172,8 @@ def read_file_tags(path: str | os.PathLike) -> FileTags:
 _MPEG_SYNC = tuple(bytes([0xFF, b]) for b in range(0xE0, 0x100))
 
 
-def _too_big(tags: FileTags, what: str, size: int, limit: int = MAX_TAG_BYTES) -> bool:
+def _too_big(tags: FileTags, what: str, size: int, limit: int | None = None) -> bool:
+    limit = MAX_TAG_BYTES if limit is None else limit
     if size > limit:
         tags.skipped.append(f"{what}: {size:,} bytes (at most {limit:,}), not read")
         return True
