@@ -13,8 +13,10 @@ mean square per 100 ms per channel, so an hours-long file costs a few hundred ki
   block (400 ms) or with no block above the absolute gate;
 - true peak (dBTP): the largest magnitude of the signal 4x oversampled (BS.1770-4 Annex 2), by a polyphase
   windowed-sinc FIR (``scipy.signal.firwin``, 81 taps at the oversampled rate, Kaiser window beta 5, cutoff at
-  the original Nyquist frequency: the design of ``scipy.signal.resample_poly``) whose state carries across
-  blocks;
+  the original Nyquist frequency: the design of ``scipy.signal.resample_poly``): its four phases of 21 taps
+  applied (one matrix product over the sliding windows) to each stretch of :data:`PEAK_STRETCH` samples that
+  could hold a new peak (whose samples times the filter's largest gain reach the peaks found so far; the
+  others cannot, and are skipped), the samples before a block carried to the next;
 - sample peak (dBFS), and :attr:`LoudnessFacts.silent`: no gating block above the absolute gate (the file
   never reaches -70 LUFS in any 400 ms) or a sample peak below :data:`SILENT_PEAK_DBFS`.
 """
@@ -36,6 +38,8 @@ ABSOLUTE_GATE_LUFS = -70.0
 SILENT_PEAK_DBFS = -60.0
 #: Oversampling of the true peak (BS.1770-4 Annex 2).
 OVERSAMPLE = 4
+#: Samples per stretch the true peak interpolates or skips whole (see ``LoudnessMeter._interpolate``).
+PEAK_STRETCH = 2048
 #: Channel weights of BS.1770 (left, right, centre, left surround, right surround); later channels weigh 1.
 CHANNEL_WEIGHTS = (1.0, 1.0, 1.0, 1.41, 1.41)
 
@@ -80,9 +84,16 @@ class LoudnessMeter:
         self._sos = np.array([np.concatenate([s.b, s.a]) for s in stages])
         self._gain = float(np.prod([s.passband_gain for s in stages]))
         self._sos_state = np.zeros((len(stages), self.channels, 2))
-        phases = oversampling_filter()
-        self._phases = [phases[p::OVERSAMPLE] for p in range(OVERSAMPLE)]
-        self._fir_state = [np.zeros((self.channels, len(h) - 1)) for h in self._phases]
+        taps = oversampling_filter()
+        width = -(-len(taps) // OVERSAMPLE)  # input samples one interpolated value depends on
+        self._phases = np.zeros((OVERSAMPLE, width))
+        for p in range(OVERSAMPLE):
+            self._phases[p, :len(taps[p::OVERSAMPLE])] = taps[p::OVERSAMPLE]
+        #: no interpolated value exceeds this times the largest sample it is made of
+        self._gain_bound = float(np.abs(self._phases).sum(axis=1).max())
+        # y_p[i] = sum_k phases[p, k] x[i - k]: the window x[i - width + 1 .. i] times the phase reversed
+        self._phases_reversed = np.ascontiguousarray(self._phases[:, ::-1].T)  # [width, OVERSAMPLE]
+        self._history = np.zeros((self.channels, width - 1))  # the samples before the block
         self.frames = 0
         self._squares: list[np.ndarray] = []  # [channels] sums of squares per 100 ms step
         self._partial = np.zeros(self.channels)
@@ -101,9 +112,8 @@ class LoudnessMeter:
                 raise ValueError(f"a block of {x.shape[1]} channels for a meter of {self.channels}")
             return
         self._peak = max(self._peak, float(np.abs(x).max()))
-        for h, state in zip(self._phases, self._fir_state, strict=True):
-            y, state[:] = scipy.signal.lfilter(h, 1.0, x.T, axis=1, zi=state)
-            self._true_peak = max(self._true_peak, float(np.abs(y).max()))
+        for c in range(self.channels):
+            self._interpolate(x[:, c], c)
         weighted, self._sos_state = scipy.signal.sosfilt(self._sos, x.T, axis=1, zi=self._sos_state)
         squares = np.square(weighted * self._gain)  # [channels, n]
         start, end = self.frames, self.frames + len(x)
@@ -118,6 +128,24 @@ class LoudnessMeter:
             self._partial = np.zeros(self.channels)
             pos, k = stop, k + 1
         self.frames = end
+
+    def _interpolate(self, samples: np.ndarray, c: int) -> None:
+        """Raise the true peak by channel ``c``'s next ``samples``, interpolating only the stretches of
+        :data:`PEAK_STRETCH` samples whose largest sample (and the ones before it they depend on) times the
+        filter's largest gain could reach above the peaks found so far: the loud moments of a file; the rest
+        cannot change the result."""
+        context = self._history.shape[1]
+        signal = np.concatenate([self._history[c], samples])
+        self._history[c] = signal[len(signal) - context:]
+        if not len(samples):
+            return
+        starts = np.arange(0, len(samples), PEAK_STRETCH)
+        loudest = np.maximum.reduceat(np.abs(signal), starts + context)  # each stretch's own samples
+        before = np.concatenate([[np.abs(signal[:context]).max(initial=0.0)], loudest[:-1]])
+        floor = max(self._true_peak, self._peak)  # what the result will be at least (see result())
+        for a in starts[np.maximum(loudest, before) * self._gain_bound >= floor]:
+            windows = np.lib.stride_tricks.sliding_window_view(signal[a: a + PEAK_STRETCH + context], context + 1)
+            self._true_peak = max(self._true_peak, float(np.abs(windows @ self._phases_reversed).max()))
 
     def loudness(self) -> float | None:
         """Integrated loudness of what was fed (see the module docstring)."""
@@ -146,4 +174,6 @@ class LoudnessMeter:
         lufs = self.loudness()
         peak = _db(self._peak)
         quiet_blocks = self.frames >= _GATE_S * self.rate and lufs is None
-        return LoudnessFacts(lufs, _db(self._true_peak), peak, bool(quiet_blocks or peak < SILENT_PEAK_DBFS))
+        # the FIR's delay leaves the last few samples' interpolation out: the samples themselves bound it below
+        true_peak = _db(max(self._true_peak, self._peak))
+        return LoudnessFacts(lufs, true_peak, peak, bool(quiet_blocks or peak < SILENT_PEAK_DBFS))
