@@ -148,8 +148,10 @@ def _import_entries(entries: list[tuple[Path, Path]], relative_to: str | os.Path
             continue
         duration = None
         try:
-            if special_file(f) or not f.is_file():
-                raise MlatrError(f"{f}: {special_file(f) or 'no such sound file'}")
+            if special_file(f):  # never opened, not even for its header
+                raise MlatrError(f"{f}: not a regular file but {special_file(f)} (not opened)")
+            if not f.is_file():
+                raise MlatrError(f"{f}: no such sound file")
             facets = _audio_facets(f, probe, loudness)
             if probe:
                 duration = facets["duration"]
