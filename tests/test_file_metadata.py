@@ -185,6 +185,26 @@ def test_id3_chunk_of_a_wav_and_riff_info_are_read(tmp_path):
     assert tags.keywords == ["bells"]
 
 
+def test_software_names_addresses_and_numbers_in_tags_are_no_captions(tmp_path):
+    """The real-sound corpus's tag texts are mostly "Processed by SoX", "Made with Sonic Foundry ACID 4", a
+    URL or the file's own name again."""
+    ogg = sine(tmp_path / "lib" / "bird4_01.ogg", sr=16000, subtype="VORBIS")
+    tags = mutagen.oggvorbis.OggVorbis(ogg)
+    tags["COMMENT"], tags["TITLE"], tags["DESCRIPTION"] = "Processed by SoX", "bird4 01", "www.example.com"
+    tags.save()
+    wav = sine(tmp_path / "lib" / "hit.wav", sr=16000, subtype="PCM_16")
+    info = b"INFO" + chunk(b"ICMT", b"Made with Sonic Foundry ACID 4\0") + chunk(b"INAM", b"Fire small missile\0")
+    data = wav.read_bytes()
+    wav.write_bytes(data[:4] + struct.pack("<I", struct.unpack("<I", data[4:8])[0] + 8 + len(info)) + data[8:]
+                    + chunk(b"LIST", info))
+    clips = clips_by_id(import_folder([tmp_path / "lib"]))
+    assert clips["bird4_01"].extra["caption_sources"]["eng"] == ["name"] and "tags" not in clips["bird4_01"].extra[
+        "facets"]
+    assert clips["hit"].captions["eng"] == ["Fire small missile", "hit"]
+    assert clips["hit"].extra["facets"]["tags"] == ["info"] and clips["hit"].extra["facets"]["title"] == \
+        "Fire small missile"
+
+
 # ---- UCS -------------------------------------------------------------------------------------------------
 def test_the_shipped_ucs_list_states_its_source_and_licence():
     data = json.loads(UCS_TABLE.read_text(encoding="utf-8"))

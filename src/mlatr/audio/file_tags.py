@@ -20,8 +20,7 @@ Everything is bounded: a tag (chunk, ID3 tag, comment block or packet, MP4 ``moo
 :data:`MAX_TAG_BYTES` (an iXML chunk over :data:`MAX_IXML_BYTES`), a value over :data:`MAX_TEXT_CHARS`, iXML
 that is not well-formed or declares a DTD or entities, a malformed chunk or a truncated file: that tag or value
 is skipped and said in :attr:`FileTags.skipped`, the rest is kept, and nothing raises (the clip is still
-imported from its audio). A title equal to the file's own name (what many tools write) says nothing and is
-dropped.
+imported from its audio).
 """
 
 from __future__ import annotations
@@ -100,7 +99,9 @@ class FileTags:
         return next((t for _k, f, t in self.texts if f == name), None)
 
     def descriptions(self) -> list[tuple[str, str]]:
-        """``(kind, text)`` of the fields that describe the sound, in :data:`DESCRIBING` order, each text once."""
+        """``(kind, text)`` of the fields that may describe the sound, in :data:`DESCRIBING` order, each text
+        once (whether one does, rather than name the software that wrote the file, is for the caller:
+        :func:`mlatr.data.file_metadata.informative`)."""
         out: list[tuple[str, str]] = []
         seen: set[str] = set()
         for name in DESCRIBING:
@@ -114,9 +115,9 @@ class FileTags:
         if kind not in self.kinds:
             self.kinds.append(kind)
 
-    def add(self, kind: str, name: str, value, stem: str) -> None:
-        """One value read (bytes decoded as UTF-8, else Latin-1), cleaned and bounded; keywords and genres split
-        into :attr:`keywords`; a title equal to the file's name dropped."""
+    def add(self, kind: str, name: str, value) -> None:
+        """One value read (bytes decoded as UTF-8, else Latin-1), cleaned and bounded; keywords and genres also
+        split into :attr:`keywords`."""
         if isinstance(value, bytes):
             value = value.split(b"\0", 1)[0]
             try:
@@ -136,10 +137,6 @@ class FileTags:
                 if word and len(word) <= MAX_KEYWORD_CHARS and word not in self.keywords \
                         and len(self.keywords) < MAX_KEYWORDS:
                     self.keywords.append(word)
-            if name == "keywords":
-                return
-        if name in ("title", "fx_name") and text.casefold() == stem.casefold():
-            return
         self.texts.append((kind, name, text))
 
 
@@ -148,22 +145,21 @@ def read_file_tags(path: str | os.PathLike) -> FileTags:
     (an unreadable file gives empty tags and one skipped message)."""
     path = os.fspath(path)
     tags = FileTags()
-    stem = os.path.splitext(os.path.basename(path))[0]
     try:
         with open(path, "rb") as fh:
             magic = fh.read(12)
             if magic[:4] in (b"RIFF", b"RF64", b"BW64") and magic[8:12] == b"WAVE":
-                _read_wave(fh, magic[:4] != b"RIFF", tags, stem)
+                _read_wave(fh, magic[:4] != b"RIFF", tags)
             elif magic[:4] == b"FORM" and magic[8:12] in (b"AIFF", b"AIFC"):
-                _read_aiff(fh, tags, stem)
+                _read_aiff(fh, tags)
             elif magic[:4] == b"fLaC":
-                _read_flac(fh, tags, stem)
+                _read_flac(fh, tags)
             elif magic[:4] == b"OggS":
-                _read_ogg(fh, tags, stem)
+                _read_ogg(fh, tags)
             elif magic[4:8] == b"ftyp":
-                _read_mp4(fh, path, tags, stem)
+                _read_mp4(fh, path, tags)
             elif magic[:3] == b"ID3" or magic[:2] in _MPEG_SYNC:
-                _read_mp3(fh, path, tags, stem)
+                _read_mp3(fh, path, tags)
     except Exception as exc:  # noqa: BLE001 (a truncated or damaged file's tags never stop an import)
         tags.skipped.append(f"tags: unreadable ({type(exc).__name__}: {exc})")
     return tags
@@ -188,33 +184,33 @@ def _read_exact(fh, size: int, what: str) -> bytes:
 
 
 # ---- WAV ------------------------------------------------------------------------------------------------
-def _read_wave(fh, rf64: bool, tags: FileTags, stem: str) -> None:
+def _read_wave(fh, rf64: bool, tags: FileTags) -> None:
     sizes = rf64_sizes(fh) if rf64 else None
     for kind, size in iter_chunks(fh, "<", sizes):
         if kind == b"bext":
             if not _too_big(tags, "bext", size):
-                _read_bext(_read_exact(fh, size, "bext"), tags, stem)
+                _read_bext(_read_exact(fh, size, "bext"), tags)
         elif kind == b"iXML":
             if not _too_big(tags, "ixml", size, MAX_IXML_BYTES):
-                _read_ixml(_read_exact(fh, size, "iXML"), tags, stem)
+                _read_ixml(_read_exact(fh, size, "iXML"), tags)
         elif kind == b"LIST":
             if size >= 4 and fh.read(4) == b"INFO" and not _too_big(tags, "info", size):
-                _read_info(_read_exact(fh, size - 4, "LIST/INFO"), tags, stem)
+                _read_info(_read_exact(fh, size - 4, "LIST/INFO"), tags)
         elif kind in (b"id3 ", b"ID3 "):
             if not _too_big(tags, "id3", size):
-                _read_id3_bytes(_read_exact(fh, size, "id3"), tags, stem)
+                _read_id3_bytes(_read_exact(fh, size, "id3"), tags)
 
 
-def _read_bext(data: bytes, tags: FileTags, stem: str) -> None:
+def _read_bext(data: bytes, tags: FileTags) -> None:
     if len(data) < _BEXT.size:
         tags.skipped.append(f"bext: a chunk of {len(data)} bytes (the fixed part alone takes {_BEXT.size})")
         return
     names = ("description", "originator", "originator_reference", "origination_date", "origination_time")
     for name, value in zip(names, _BEXT.unpack_from(data), strict=True):
-        tags.add("bext", name, value, stem)
+        tags.add("bext", name, value)
 
 
-def _read_ixml(data: bytes, tags: FileTags, stem: str) -> None:
+def _read_ixml(data: bytes, tags: FileTags) -> None:
     if b"<!DOCTYPE" in data or b"<!ENTITY" in data:
         tags.skipped.append("ixml: declares a DTD or entities (not read)")
         return
@@ -226,31 +222,31 @@ def _read_ixml(data: bytes, tags: FileTags, stem: str) -> None:
     for child in root:
         name = child.tag.upper() if isinstance(child.tag, str) else ""
         if name in _IXML_TOP and len(child) == 0:
-            tags.add("ixml", _IXML_TOP[name], child.text or "", stem)
+            tags.add("ixml", _IXML_TOP[name], child.text or "")
         elif name == "USER":
             for sub in child:
                 key = sub.tag.upper() if isinstance(sub.tag, str) else ""
                 if key in _IXML_USER and len(sub) == 0:
-                    tags.add("ixml", _IXML_USER[key], sub.text or "", stem)
+                    tags.add("ixml", _IXML_USER[key], sub.text or "")
 
 
-def _read_info(data: bytes, tags: FileTags, stem: str) -> None:
+def _read_info(data: bytes, tags: FileTags) -> None:
     pos = 0
     while pos + 8 <= len(data):
         kind, size = data[pos:pos + 4], struct.unpack("<I", data[pos + 4:pos + 8])[0]
         if kind in _INFO:
-            tags.add("info", _INFO[kind], data[pos + 8:pos + 8 + size], stem)
+            tags.add("info", _INFO[kind], data[pos + 8:pos + 8 + size])
         pos += 8 + size + (size & 1)
 
 
 # ---- AIFF -----------------------------------------------------------------------------------------------
-def _read_aiff(fh, tags: FileTags, stem: str) -> None:
+def _read_aiff(fh, tags: FileTags) -> None:
     names = {b"NAME": "title", b"AUTH": "artist", b"ANNO": "comment"}
     for kind, size in iter_chunks(fh, ">"):
         if kind in names and not _too_big(tags, "aiff", size):
-            tags.add("aiff", names[kind], _read_exact(fh, size, kind.decode("latin-1")), stem)
+            tags.add("aiff", names[kind], _read_exact(fh, size, kind.decode("latin-1")))
         elif kind in (b"ID3 ", b"id3 ") and not _too_big(tags, "id3", size):
-            _read_id3_bytes(_read_exact(fh, size, "ID3"), tags, stem)
+            _read_id3_bytes(_read_exact(fh, size, "ID3"), tags)
 
 
 # ---- ID3 ------------------------------------------------------------------------------------------------
@@ -260,7 +256,7 @@ def _id3_size(head: bytes) -> int:
     return 10 + size + (10 if head[5] & 0x10 else 0)
 
 
-def _read_mp3(fh, path: str, tags: FileTags, stem: str) -> None:
+def _read_mp3(fh, path: str, tags: FileTags) -> None:
     fh.seek(0)
     head = fh.read(10)
     if head[:3] == b"ID3" and len(head) == 10 and _too_big(tags, "id3", _id3_size(head)):
@@ -272,16 +268,16 @@ def _read_mp3(fh, path: str, tags: FileTags, stem: str) -> None:
     except Exception as exc:  # mutagen raises its own errors and struct / value errors on damaged tags
         tags.skipped.append(f"id3: unreadable ({exc})")
         return
-    _read_id3(id3, tags, stem)
+    _read_id3(id3, tags)
 
 
-def _read_id3_bytes(data: bytes, tags: FileTags, stem: str) -> None:
+def _read_id3_bytes(data: bytes, tags: FileTags) -> None:
     try:
         id3 = mutagen.id3.ID3(io.BytesIO(data), load_v1=False)
     except Exception as exc:  # see _read_mp3
         tags.skipped.append(f"id3: unreadable ({exc})")
         return
-    _read_id3(id3, tags, stem)
+    _read_id3(id3, tags)
 
 
 #: ID3 frames -> field (COMM and TXXX are read by their descriptions)
@@ -290,22 +286,22 @@ _ID3 = {"TIT2": "title", "TIT3": "description", "TCON": "genre", "TPE1": "artist
 _ID3_TXXX = {"DESCRIPTION": "description", "KEYWORDS": "keywords", "COMMENT": "comment"}
 
 
-def _read_id3(id3, tags: FileTags, stem: str) -> None:
+def _read_id3(id3, tags: FileTags) -> None:
     for frame in id3.values():
         fid = frame.FrameID
         if fid in _ID3:
             for text in frame.text:
-                tags.add("id3", _ID3[fid], text, stem)
+                tags.add("id3", _ID3[fid], text)
         elif fid == "COMM" and not frame.desc.lower().startswith("itun"):  # iTunNORM etc.: encoder numbers
             for text in frame.text:
-                tags.add("id3", "comment", text, stem)
+                tags.add("id3", "comment", text)
         elif fid == "TXXX" and frame.desc.upper() in _ID3_TXXX:
             for text in frame.text:
-                tags.add("id3", _ID3_TXXX[frame.desc.upper()], text, stem)
+                tags.add("id3", _ID3_TXXX[frame.desc.upper()], text)
 
 
 # ---- Vorbis comments: FLAC and Ogg ---------------------------------------------------------------------
-def _read_vorbis(data: bytes, tags: FileTags, stem: str) -> None:
+def _read_vorbis(data: bytes, tags: FileTags) -> None:
     try:
         comments = mutagen.flac.VCFLACDict(data)
     except Exception as exc:  # mutagen's error on a damaged comment
@@ -314,10 +310,10 @@ def _read_vorbis(data: bytes, tags: FileTags, stem: str) -> None:
     for key, value in comments:
         name = _VORBIS.get(key.upper())
         if name:
-            tags.add("vorbis", name, value, stem)
+            tags.add("vorbis", name, value)
 
 
-def _read_flac(fh, tags: FileTags, stem: str) -> None:
+def _read_flac(fh, tags: FileTags) -> None:
     """The VORBIS_COMMENT block of a FLAC stream (metadata block headers walked from the ``fLaC`` marker)."""
     fh.seek(4)
     for _ in range(1024):
@@ -327,7 +323,7 @@ def _read_flac(fh, tags: FileTags, stem: str) -> None:
         kind, size = head[0] & 0x7F, int.from_bytes(head[1:4], "big")
         if kind == 4:
             if not _too_big(tags, "vorbis", size):
-                _read_vorbis(_read_exact(fh, size, "FLAC comment"), tags, stem)
+                _read_vorbis(_read_exact(fh, size, "FLAC comment"), tags)
             return
         if head[0] & 0x80:
             return
@@ -372,22 +368,22 @@ def _ogg_packets(fh, count: int, limit: int) -> list[bytes] | int:
     raise EOFError(f"Ogg: no {count} header packets in the first {MAX_OGG_PAGES:,} pages")
 
 
-def _read_ogg(fh, tags: FileTags, stem: str) -> None:
+def _read_ogg(fh, tags: FileTags) -> None:
     packets = _ogg_packets(fh, 2, MAX_TAG_BYTES)
     if isinstance(packets, int):
         _too_big(tags, "vorbis", packets)
         return
     first, comment = packets
     if first.startswith(b"\x01vorbis") and comment.startswith(b"\x03vorbis"):
-        _read_vorbis(comment[7:], tags, stem)
+        _read_vorbis(comment[7:], tags)
     elif first.startswith(b"OpusHead") and comment.startswith(b"OpusTags"):
-        _read_vorbis(comment[8:], tags, stem)
+        _read_vorbis(comment[8:], tags)
     elif first.startswith(b"\x7fFLAC") and len(comment) >= 4 and comment[0] & 0x7F == 4:
-        _read_vorbis(comment[4:], tags, stem)
+        _read_vorbis(comment[4:], tags)
 
 
 # ---- MP4 ------------------------------------------------------------------------------------------------
-def _read_mp4(fh, path: str, tags: FileTags, stem: str) -> None:
+def _read_mp4(fh, path: str, tags: FileTags) -> None:
     fh.seek(0)
     for _ in range(1024):
         head = fh.read(8)
@@ -415,4 +411,4 @@ def _read_mp4(fh, path: str, tags: FileTags, stem: str) -> None:
         if name:
             for value in values if isinstance(values, list) else [values]:
                 if isinstance(value, str):
-                    tags.add("mp4", name, value, stem)
+                    tags.add("mp4", name, value)
