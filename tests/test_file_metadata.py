@@ -276,7 +276,7 @@ def test_numbered_files_in_a_folder_joined_names_and_meaningless_names(tmp_path)
     assert plain["birds/rec_0042"].captions["eng"] == ["rec"] and plain["birds/rec_0042"].labels == []
 
 
-def test_a_folder_name_finds_its_numbered_files_in_an_index_built_from_the_folder(tmp_path, served_toy):
+def test_a_folder_name_finds_its_numbered_files_in_an_index_built_from_the_folder(tmp_path, served_toy, capsys):
     """Was: "bird" said nothing relevant with 8 files in birds/ (only their label had the word)."""
     import mlatr
 
@@ -290,6 +290,12 @@ def test_a_folder_name_finds_its_numbered_files_in_an_index_built_from_the_folde
     hits = index.search_text("bird", k=6, rank="hybrid")
     assert sorted(h.id for h in hits[:3]) == ["birds/ZOOM0001", "birds/ZOOM0002", "birds/ZOOM0003"]
     assert any(e.source == "keyword" for e in hits[0].evidence)
+    # the command says what it found, and stores the same columns
+    assert main(["index", "build", str(lib), "--model", str(served_toy[1]), "-o", str(tmp_path / "x.idx"),
+                 "--no-progress"]) == 0
+    assert "metadata: 6 from names, 6 with folder words" in capsys.readouterr().out
+    built = Index.load(tmp_path / "x.idx")
+    assert built.clip_columns["facets"][0]["loudness_lufs"] == index.clip_columns["facets"][0]["loudness_lufs"]
 
 
 # ---- facets -------------------------------------------------------------------------------------------
