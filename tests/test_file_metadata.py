@@ -7,6 +7,7 @@ import importlib.util
 import json
 import math
 import struct
+from pathlib import Path
 
 import mutagen.flac
 import mutagen.id3
@@ -435,3 +436,28 @@ def test_facets_and_caption_sources_travel_through_every_index_format(tmp_path, 
         rows = dict(zip(index.ids, range(len(index.ids)), strict=True))
         assert [index.clip_columns["facets"][rows[c]] for c in ("new", "plain")] == want, out
         assert index.clip_columns["caption_sources"][rows["new"]] == {"eng": ["bext", "name"]}
+
+
+def test_recaption_keeps_the_folder_words_of_a_users_library_and_the_corpus_flags_keep_its_captions(tmp_path):
+    """data recaption after data import: a user's library keeps the folders' words and split words; the real-sound
+    corpus imported with --no-folder-words --no-tag-captions recaptions exactly as a manifest of names did."""
+    from mlatr.data.path_captions import CaptionRules, recaption
+    from mlatr.data.sound_names import name_caption
+
+    lib = tmp_path / "lib"
+    sine(lib / "birds" / "blackcat.wav", sr=16000, subtype="PCM_16", seconds=0.25)
+    ogg = sine(lib / "wesnoth" / "wolf-die-4.ogg", sr=16000, subtype="VORBIS", seconds=0.25)
+    tags = mutagen.oggvorbis.OggVorbis(ogg)
+    tags["COMMENT"] = "A wolf howls and dies"
+    tags.save()
+    table = CaptionRules.load()
+    user = import_folder([lib])
+    recaption(user, table)
+    assert clips_by_id(user)["birds/blackcat"].captions["eng"] == ["black cat", "black cat, birds"]
+    corpus = import_folder([lib], folder_words=False, tag_captions=False)
+    names = Manifest(clips=[Clip(id=c.id, audio=c.audio, captions={"eng": [name_caption(
+        Path(c.id + Path(c.audio).suffix))]}, labels=list(c.labels)) for c in corpus.clips], root=corpus.root)
+    recaption(corpus, table)
+    recaption(names, table)
+    assert [(c.id, c.captions, c.labels) for c in corpus.clips] == [(c.id, c.captions, c.labels) for c in names.clips]
+    assert clips_by_id(corpus)["wesnoth/wolf-die-4"].extra["caption_sources"] == {"eng": ["name"]}

@@ -52,8 +52,7 @@ def test_recaption_rewrites_english_only_clips_and_drops_left_out_ones(tmp_path)
                         Clip(id="mine/Birds/Owl2", audio="w.wav", captions={"eng": ["owl"]}, labels=["birds"])])
     counts = recaption(m, TABLE).counts
     assert [c.id for c in m.clips] == ["lib/Animal/Dog1", "lib/dig_cracky", "mine/Birds/Owl2"]
-    # a library the table does not know (a user's own): its folders' words as context, its labels kept
-    assert m.clips[2].captions["eng"] == ["owl", "owl, mine birds"] and m.clips[2].labels == ["birds"]
+    assert m.clips[2].captions["eng"] == ["owl"] and m.clips[2].labels == ["birds"]  # unknown library: kept
     assert m.clips[0].captions == {"eng": ["a dog barking", "a dog barking, animal"]}
     assert m.clips[0].labels == ["animal"]
     assert m.clips[1].captions["fra"] == ["creuser"]  # translated clips are kept as they are

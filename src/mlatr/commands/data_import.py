@@ -78,6 +78,11 @@ def add_arguments(parser) -> None:
                         help="esc50/urbansound8k: fold N is 'val'")
     parser.add_argument("--no-folder-labels", action="store_true",
                         help="folder: do not put the parent folder's name into labels")
+    parser.add_argument("--no-folder-words", action="store_true",
+                        help="folder: the path's caption without the folders' words and with joined words left "
+                             "as they are (what data recaption makes of a library it knows; labels are kept)")
+    parser.add_argument("--no-tag-captions", action="store_true",
+                        help="folder: no captions from the files' tags (their keywords and facets are read)")
     parser.add_argument("--no-loudness", action="store_true",
                         help="folder: skip measuring loudness, true peak and silence (in the decode every file gets)")
     parser.add_argument("--max-member-mb", type=positive_float, default=None, metavar="MB",
@@ -93,7 +98,8 @@ def _check_options(args) -> None:
         "base": ("translations",), "overwrite": ("translations",),
         "lang": ("translations", "mlclap-json"),
         "test_fold": ("esc50-csv", "urbansound8k-csv"), "val_fold": ("esc50-csv", "urbansound8k-csv"),
-        "no_folder_labels": ("folder",), "no_loudness": ("folder",),
+        "no_folder_labels": ("folder",), "no_loudness": ("folder",), "no_folder_words": ("folder",),
+        "no_tag_captions": ("folder",),
         "max_member_mb": ("webdataset",), "max_shard_mb": ("webdataset",),
         "audio_dir": ("audiocaps-csv", "clotho-csv", "mlclap-json", "esc50-csv", "urbansound8k-csv", "webdataset"),
         "audio_pattern": ("audiocaps-csv", "clotho-csv", "mlclap-json", "esc50-csv", "urbansound8k-csv"),
@@ -146,7 +152,8 @@ def run(args) -> int:
         opts: dict = {"skip_bad": args.skip_bad, "split": args.split}
         if args.format == "folder":
             opts.update(relative_to=out.resolve().parent, labels_from_folder=not args.no_folder_labels,
-                        progress=True, loudness=not args.no_loudness)
+                        progress=True, loudness=not args.no_loudness, folder_words=not args.no_folder_words,
+                        tag_captions=not args.no_tag_captions)
         else:
             opts.update(audio_dir=_audio_dir_for(args.audio_dir, out), audio_pattern=args.audio_pattern)
         if args.format == "mlclap-json" and args.lang:

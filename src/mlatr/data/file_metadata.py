@@ -52,11 +52,11 @@ from mlatr.data.manifest import Clip
 from mlatr.data.path_captions import (
     PATH_SOURCES,
     CaptionRules,
-    folder_words,
     path_captions,
     path_sources,
     with_context,
 )
+from mlatr.data.path_captions import folder_words as folder_words_of
 from mlatr.data.sound_names import caption_from_name, name_caption, split_joined
 from mlatr.data.ucs import UcsName, parse_ucs_name, ucs_categories
 from mlatr.errors import MlatrError
@@ -222,37 +222,40 @@ def _ucs_facets(ucs: UcsName | None, tags: FileTags) -> dict[str, str]:
             "ucs_subcategory": category.subcategory}
 
 
-def name_captions(ident: str, rel: Path, rules: CaptionRules, folder_context: bool) -> list[tuple[str, str]]:
-    """``(caption, source)`` the path gives (items 4 and 5 of the module docstring)."""
-    captions = path_captions(ident, rules, folders=folder_context)[0] or []
+def name_captions(ident: str, rel: Path, rules: CaptionRules, folders: bool) -> list[tuple[str, str]]:
+    """``(caption, source)`` the path gives (items 4 and 5 of the module docstring); ``folders``: split joined
+    words and add the folders' words (:func:`~mlatr.data.path_captions.path_captions`'s ``folders``)."""
+    captions = path_captions(ident, rules, folders=folders)[0] or []
     if not captions:
-        text = split_joined(name_caption(rel))
-        captions = [text] if text else []
+        text = name_caption(rel)
+        captions = [split_joined(text) if folders else text] if text else []
     return list(zip(captions, path_sources(captions), strict=True))
 
 
 def describe(ident: str, rel: Path, tags: FileTags, sidecar: Sequence[str], rules: CaptionRules,
-             folder_context: bool = True) -> ClipMetadata:
+             folder_words: bool = True, tag_captions: bool = True) -> ClipMetadata:
     """Captions, sources and the non-technical facets of the file at ``rel`` (clip id ``ident``) with its
-    ``tags`` and ``sidecar`` captions (see the module docstring); ``folder_context``: add the folders' words."""
+    ``tags`` and ``sidecar`` captions (see the module docstring); ``folder_words``: split joined words and add
+    the folders' words; ``tag_captions``: captions from the tags' descriptions (their keywords and facets are
+    read either way)."""
     meta = ClipMetadata(problems=list(tags.skipped))
     stem = rel.with_suffix("").name
     used: list[str] = []  # the tag families that gave something
     for text in sidecar:
         meta.add(text, "sidecar")
-    for kind, text in tags.descriptions():
+    for kind, text in tags.descriptions() if tag_captions else ():
         if informative(text, stem):
             meta.add(text, kind)
             used.append(kind)
     ucs = parse_ucs_name(stem)
     if ucs is not None:
         meta.add(ucs.caption(), "ucs")
-        context = folder_words(ident) if folder_context else ""
+        context = folder_words_of(ident) if folder_words else ""
         if context:
             for text in with_context([ucs.caption()], context)[1:]:
                 meta.add(text, "folder")
     else:
-        for text, source in name_captions(ident, rel, rules, folder_context):
+        for text, source in name_captions(ident, rel, rules, folder_words):
             meta.add(text, source)
     facets: dict[str, Any] = {**path_facets(rel), **_ucs_facets(ucs, tags)}
     keywords = list(tags.keywords)

@@ -225,6 +225,13 @@ def captions_digest(captions: list[str | None]) -> str:
     return hashlib.sha256(json.dumps(captions, ensure_ascii=False).encode("utf-8")).hexdigest()[:16]
 
 
+def _sources(clip: Clip) -> list | None:
+    """The recorded sources of ``clip``'s English captions (``caption_sources``), or None."""
+    sources = clip.extra.get("caption_sources")
+    sources = sources.get("eng") if isinstance(sources, dict) else None
+    return sources if isinstance(sources, list) else None
+
+
 def made_from_path(clip: Clip, table: CaptionRules) -> bool:
     """Whether ``clip``'s English captions are what its path gives: none, the folder importer's caption from
     the file name (:func:`~mlatr.data.importers.folder.name_caption`), the ones an earlier :func:`recaption`
@@ -233,9 +240,8 @@ def made_from_path(clip: Clip, table: CaptionRules) -> bool:
     captions = clip.captions.get("eng") or []
     if not captions or clip.extra.get(MARK) == captions_digest(captions):
         return True
-    sources = clip.extra.get("caption_sources")
-    sources = sources.get("eng") if isinstance(sources, dict) else None
-    if isinstance(sources, list) and len(sources) == len(captions):
+    sources = _sources(clip)
+    if sources is not None and len(sources) == len(captions):
         return all(s in PATH_SOURCES for s in sources)
     ident = clip.id
     rel = Path(ident) if Path(ident).suffix.lower() in AUDIO_EXTENSIONS else Path(ident + Path(clip.audio).suffix)
@@ -244,10 +250,13 @@ def made_from_path(clip: Clip, table: CaptionRules) -> bool:
 
 def recaption(manifest: Manifest, table: CaptionRules) -> Recaptioned:
     """Rewrite, in place, the English captions and the labels of ``manifest``'s English-only clips from their
-    ids; clips the table leaves out are removed. Captions a person wrote are never replaced: a clip with a
-    sidecar caption beside its audio, or whose captions were not made from its path (:func:`made_from_path`),
-    keeps them and is never removed (counted ``kept_own``). A clip of a library the table does not know keeps
-    the labels it has (the folder importer's) unless a label prefix matches."""
+    ids (with the folders' words and joined words split, :func:`path_captions`' ``folders``, where the folder
+    importer made the clip's captions so: a ``folder`` among its ``caption_sources``, or recorded sources of a
+    clip in no folder); clips the table leaves out are removed. Captions a person wrote are never replaced: a clip
+    with a sidecar caption beside its audio, or whose captions were not made from its path (:func:`made_from_path`),
+    keeps them and is never removed (counted ``kept_own``). A clip of a library the table does not know keeps the
+    labels it has (the folder importer's) unless a label prefix matches.
+    """
     counts = {"recaptioned": 0, "reviewed": 0, "removed": 0, "kept_as_is": 0, "kept_own": 0, "labelled": 0}
     changes: list[CaptionChange] = []
     kept = []
@@ -258,7 +267,9 @@ def recaption(manifest: Manifest, table: CaptionRules) -> Recaptioned:
             continue
         before, labels_before = list(clip.captions.get("eng", [])), list(clip.labels)
         own = has_sidecar(clip.audio_path(manifest.root)) or not made_from_path(clip, table)
-        captions, label = path_captions(clip.id, table, folders=True)
+        sources = _sources(clip)  # the folder importer's way, where it made the captions with the folders' words
+        folders = sources is not None and ("folder" in sources or "/" not in clip.id)
+        captions, label = path_captions(clip.id, table, folders=folders)
         if own:
             counts["kept_own"] += 1
         elif captions is None:

@@ -11,7 +11,7 @@
   recaption`` makes them (:func:`~mlatr.data.path_captions.path_captions`; ``Effects/CarPassing.wav`` -> "car
   passing", ``wolf-die-4.ogg`` -> "wolf die", joined words split: ``blackcat`` -> "black cat"; a name with no
   words, ``01.wav``, takes the nearest folder's words); and that caption with its folders' words ("rec,
-  birds") so a folder's name finds its files (not with ``labels_from_folder=False``).
+  birds") so a folder's name finds its files (not with ``folder_words=False`` or ``labels_from_folder=False``).
 - Other languages: sidecars ``NAME.fra.txt`` etc., line ``j`` translating English caption ``j``.
 - ``labels``: the parent folder's name in caption form (``Animal Sounds/`` -> "animal sounds") for files
   in a subfolder; none at the top level.
@@ -93,18 +93,22 @@ def import_folder(
     progress: bool = False,
     probe: bool = True,
     loudness: bool = True,
+    folder_words: bool = True,
+    tag_captions: bool = True,
 ) -> Manifest:
     """Make a manifest of every sound file under the folders ``sources`` (see the module docstring); ``probe``:
     decode each file for its ``duration`` (a file that does not decode whole is a bad row here; without it,
     when it is read); ``loudness``: measure loudness, peaks and silence in that decode (a decode of its own
-    without ``probe``)."""
+    without ``probe``); ``folder_words`` (and ``labels_from_folder``): split joined words and add the folders'
+    words to the path's caption; ``tag_captions``: captions from the files' tags."""
     entries: list[tuple[Path, Path]] = []
     for src in sources:
         folder = Path(src)
         if not folder.is_dir():
             raise InputError("not a folder", str(folder))
         entries += [(folder, f) for f in sound_files(folder)]
-    return _import_entries(entries, relative_to, split, labels_from_folder, skip_bad, progress, probe, loudness)
+    return _import_entries(entries, relative_to, split, labels_from_folder, skip_bad, progress, probe, loudness,
+                           folder_words, tag_captions)
 
 
 def import_files(files: Sequence[str | os.PathLike], *, split: str | None = None, skip_bad: bool = False,
@@ -121,7 +125,7 @@ def import_files(files: Sequence[str | os.PathLike], *, split: str | None = None
 
 def _import_entries(entries: list[tuple[Path, Path]], relative_to: str | os.PathLike | None, split: str | None,
                     labels_from_folder: bool, skip_bad: bool, progress: bool, probe: bool,
-                    loudness: bool = True) -> Manifest:
+                    loudness: bool = True, folder_words: bool = True, tag_captions: bool = True) -> Manifest:
     """The manifest of ``(root, file)`` entries: each file's id its path under its root (see the module
     docstring)."""
     bad = BadRows(skip_bad)
@@ -161,7 +165,8 @@ def _import_entries(entries: list[tuple[Path, Path]], relative_to: str | os.Path
         sidecars = _sidecar_captions(f, bad)
         if sidecars is None:
             continue
-        meta = describe(ident, rel, read_file_tags(f), sidecars.get("eng", []), rules, labels_from_folder)
+        meta = describe(ident, rel, read_file_tags(f), sidecars.get("eng", []), rules,
+                        folder_words and labels_from_folder, tag_captions)
         captions = _aligned(f, meta.captions, sidecars, bad)
         if captions is None:
             continue
