@@ -206,6 +206,26 @@ def test_software_names_addresses_and_numbers_in_tags_are_no_captions(tmp_path):
         "Fire small missile"
 
 
+def _atom(kind: bytes, body: bytes) -> bytes:
+    return struct.pack(">I", 8 + len(body)) + kind + body
+
+
+def test_mp4_atoms_give_description_title_and_keywords(tmp_path):
+    """An M4A's iTunes atoms, written byte by byte: ftyp, moov/udta/meta/ilst with UTF-8 data atoms."""
+    def item(kind, text):
+        return _atom(kind, _atom(b"data", struct.pack(">II", 1, 0) + text.encode()))
+
+    ilst = _atom(b"ilst", item(b"\xa9nam", "Purr") + item(b"\xa9cmt", "A cat purrs on a lap")
+                 + item(b"\xa9gen", "Animals") + item(b"\xa9ART", "Kim Lee"))
+    hdlr = _atom(b"hdlr", bytes(8) + b"mdir" + bytes(12) + b"\0")
+    meta = _atom(b"meta", bytes(4) + hdlr + ilst)
+    path = tmp_path / "cat.m4a"
+    path.write_bytes(_atom(b"ftyp", b"M4A " + bytes(4) + b"M4A mp42isom") + _atom(b"moov", _atom(b"udta", meta)))
+    tags = read_file_tags(path)
+    assert tags.descriptions() == [("mp4", "A cat purrs on a lap"), ("mp4", "Purr")] and tags.skipped == []
+    assert tags.keywords == ["animals"] and tags.first("artist") == "Kim Lee"
+
+
 # ---- UCS -------------------------------------------------------------------------------------------------
 def test_the_shipped_ucs_list_states_its_source_and_licence():
     data = json.loads(UCS_TABLE.read_text(encoding="utf-8"))
