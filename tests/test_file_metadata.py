@@ -24,7 +24,7 @@ from mlatr.audio import file_tags
 from mlatr.audio.file_tags import read_file_tags
 from mlatr.audio.loudness import LoudnessMeter
 from mlatr.cli import main
-from mlatr.data.file_metadata import metadata_report
+from mlatr.data.file_metadata import metadata_report, source_of
 from mlatr.data.importers.folder import import_folder
 from mlatr.data.manifest import Clip, Manifest
 from mlatr.data.sound_names import split_joined, split_word
@@ -456,6 +456,10 @@ def test_facets_and_caption_sources_travel_through_every_index_format(tmp_path, 
         rows = dict(zip(index.ids, range(len(index.ids)), strict=True))
         assert [index.clip_columns["facets"][rows[c]] for c in ("new", "plain")] == want, out
         assert index.clip_columns["caption_sources"][rows["new"]] == {"eng": ["bext", "name"]}
+        row = rows["new"]  # a caption hit's source, from the row's two columns
+        assert source_of(index.clip_columns["caption_sources"][row], index.clip_columns["captions"][row], "eng",
+                         "door") == "name"
+        assert source_of(None, index.clip_columns["captions"][rows["plain"]], "eng", "rain") is None
 
 
 def test_recaption_keeps_the_folder_words_of_a_users_library_and_the_corpus_flags_keep_its_captions(tmp_path):

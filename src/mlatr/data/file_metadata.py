@@ -286,6 +286,18 @@ def caption_sources(clip: Clip) -> list[str] | None:
     return None
 
 
+def source_of(sources: dict | None, captions: dict, lang: str, text: str) -> str | None:
+    """Where caption ``text`` of language ``lang`` came from, given a clip's ``caption_sources`` and
+    ``captions`` (a manifest clip's, or an index row's ``caption_sources`` and ``captions`` columns): the
+    source of the English caption at its position (a translation shares it); None when not recorded."""
+    texts = captions.get(lang) or []
+    eng = (sources or {}).get("eng") if isinstance(sources, dict) else None
+    if text not in texts or not isinstance(eng, list):
+        return None
+    j = texts.index(text)
+    return eng[j] if j < len(eng) else None
+
+
 def metadata_counts(clips: Iterable[Clip]) -> Counter:
     """How many ``clips`` got a caption from each source or carry each tag family (a clip counts once per
     source), and ``tags_skipped``: tags or values skipped (``extra["tag_problems"]``)."""
