@@ -2,7 +2,7 @@ import os
 from pathlib import Path
 
 from mlatr.commands._arg_types import positive_float, positive_int
-from mlatr.commands._notices import report_skipped
+from mlatr.commands._notices import report_metadata, report_skipped
 from mlatr.commands._outputs import Output
 from mlatr.commands._paths import refuse_output_over_input
 from mlatr.data.importers import FORMATS, IMPORTERS, merge_translations
@@ -25,9 +25,13 @@ Formats:
   esc50-csv         ESC-50 meta CSV (filename,fold,target,category,...) -> labels; split from the fold
   urbansound8k-csv  UrbanSound8K CSV (slice_file_name,fsID,start,end,salience,fold,classID,class) -> labels;
                     audio fold{fold}/{slice_file_name}
-  folder            a folder of sound files (wav/flac/ogg/mp3/aiff); captions from NAME.txt sidecars (one
-                    per line; NAME.fra.txt for French...) or from the file name (CarPassing.wav -> "car
-                    passing"), labels from the parent folder, durations read from the files
+  folder            a folder of sound files (wav/flac/ogg/mp3/aiff); captions, in this order, from NAME.txt
+                    sidecars (one per line; NAME.fra.txt for French...), the files' tags (BWF bext / iXML,
+                    RIFF INFO, ID3, Vorbis comments), UCS names (DOORWood_Creaky door_ACME_LIB.wav) and the
+                    path's words (CarPassing.wav -> "car passing", blackcat.wav -> "black cat", with the
+                    folders' words), each caption's source recorded; labels from the parent folder;
+                    durations, sample rate, bit depth, channels, loudness, true peak, silence ("facets")
+                    read from the files; prints how many clips got which metadata
   webdataset        tar shards (DIR/shard-{000000..000009}.tar, .tar.gz, any fsspec URL) in mlatr's or
                     ML-CLAP's layout (KEY.flac + KEY.json {"captions": {"eng_Latn": [...], ...}}) or
                     LAION-CLAP's ({"text": [...]}); the audio members are written as files under --audio-dir
@@ -74,6 +78,13 @@ def add_arguments(parser) -> None:
                         help="esc50/urbansound8k: fold N is 'val'")
     parser.add_argument("--no-folder-labels", action="store_true",
                         help="folder: do not put the parent folder's name into labels")
+    parser.add_argument("--no-folder-words", action="store_true",
+                        help="folder: the path's caption without the folders' words and with joined words left "
+                             "as they are (what data recaption makes of a library it knows; labels are kept)")
+    parser.add_argument("--no-tag-captions", action="store_true",
+                        help="folder: no captions from the files' tags (their keywords and facets are read)")
+    parser.add_argument("--no-loudness", action="store_true",
+                        help="folder: skip measuring loudness, true peak and silence (in the decode every file gets)")
     parser.add_argument("--max-member-mb", type=positive_float, default=None, metavar="MB",
                         help="webdataset: refuse an audio member larger than this (default 512)")
     parser.add_argument("--max-shard-mb", type=positive_float, default=None, metavar="MB",
@@ -87,7 +98,8 @@ def _check_options(args) -> None:
         "base": ("translations",), "overwrite": ("translations",),
         "lang": ("translations", "mlclap-json"),
         "test_fold": ("esc50-csv", "urbansound8k-csv"), "val_fold": ("esc50-csv", "urbansound8k-csv"),
-        "no_folder_labels": ("folder",),
+        "no_folder_labels": ("folder",), "no_loudness": ("folder",), "no_folder_words": ("folder",),
+        "no_tag_captions": ("folder",),
         "max_member_mb": ("webdataset",), "max_shard_mb": ("webdataset",),
         "audio_dir": ("audiocaps-csv", "clotho-csv", "mlclap-json", "esc50-csv", "urbansound8k-csv", "webdataset"),
         "audio_pattern": ("audiocaps-csv", "clotho-csv", "mlclap-json", "esc50-csv", "urbansound8k-csv"),
@@ -140,7 +152,8 @@ def run(args) -> int:
         opts: dict = {"skip_bad": args.skip_bad, "split": args.split}
         if args.format == "folder":
             opts.update(relative_to=out.resolve().parent, labels_from_folder=not args.no_folder_labels,
-                        progress=True)
+                        progress=True, loudness=not args.no_loudness, folder_words=not args.no_folder_words,
+                        tag_captions=not args.no_tag_captions)
         else:
             opts.update(audio_dir=_audio_dir_for(args.audio_dir, out), audio_pattern=args.audio_pattern)
         if args.format == "mlclap-json" and args.lang:
@@ -156,6 +169,8 @@ def run(args) -> int:
     n_captions = sum(c.caption_count(lang) for c in manifest.clips for lang in c.captions)
     langs = ", ".join(manifest.languages()) or "no captions"
     print(f"wrote {len(manifest)} clips, {n_captions} captions ({langs}) to {out}")
+    if args.format == "folder":
+        report_metadata(manifest.clips)
     if problems:
         report_skipped(problems, "bad row(s)")
         print(f"skipped {len(problems)} bad row(s)")

@@ -2,7 +2,7 @@ import time
 
 from mlatr.commands._arg_types import positive_float, positive_int
 from mlatr.commands._model_io import add_model_option, clips_from_args, load_model_from_args
-from mlatr.commands._notices import report_skipped, some_ids
+from mlatr.commands._notices import report_metadata, report_skipped, some_ids
 from mlatr.commands._paths import model_inputs, refuse_output_over_input
 from mlatr.errors import MlatrError
 from mlatr.languages import parse_language_list
@@ -19,8 +19,12 @@ of shards), or several of these; --manifest M and --webdataset S say the same ex
 path under the library's root without extension, or its manifest / shard id.
 
 Encodes every clip's audio (and every caption, for sound-to-caption search) with the model and writes the
-index: unit-norm embeddings, clip ids, absolute audio paths, captions, each
-audio file's size and mtime, and the checkpoint's path and SHA-256. INDEX is a folder of append-only
+index: unit-norm embeddings, clip ids, absolute audio paths, captions and where each came from, each
+audio file's size and mtime and its facets, and the checkpoint's path and SHA-256. A folder's captions come
+from sidecar files, the files' tags (BWF bext / iXML, ID3, Vorbis, MP4), UCS names and the paths' words
+(folders included), as `mlatr data import --format folder` makes them; its facets (duration, sample rate,
+bit depth, channels, format, loudness, true peak, silence, folder, UCS category, keywords) from the header
+and, for each clip encoded, one decode (--no-loudness: the header only). INDEX is a folder of append-only
 shards (memory-mapped when searched; --add writes one new shard and a small manifest), or one .npz
 file (rewritten whole) when its name ends in .npz. A folder shard of --ann-exact-below clips or more
 gets an approximate-search structure (HNSW, IVF-PQ above 5M clips) whose recall@10 against exact
@@ -78,6 +82,9 @@ def add_arguments(parser):
     parser.add_argument("--skip-bad", action="store_true",
                         help="skip clips whose audio is unreadable or truncated, and count them (default: stop "
                              "at the first one)")
+    parser.add_argument("--no-loudness", action="store_true",
+                        help="a folder's clips: skip measuring loudness, true peak and silence (one decode of each "
+                             "new clip before it is encoded)")
     parser.add_argument("--dtype", choices=DTYPES, default="float32",
                         help="stored vectors of a folder index (float16: half the bytes; default float32)")
     parser.add_argument("--ann", choices=KINDS, default="auto",
@@ -111,6 +118,7 @@ def run(args) -> int:
 
 
 def _build(args, ctx) -> int:
+    from mlatr.data.file_metadata import measure_clips  # scipy.signal, as above
     from mlatr.search.build import plan_index_build, write_build  # loads torch: not paid by every command's parser
     from mlatr.search.rank_build import build_by_rank  # loads torch.distributed, as above
 
@@ -124,6 +132,8 @@ def _build(args, ctx) -> int:
                            window_seconds=args.window_seconds, skip_bad=args.skip_bad,
                            progress=not args.no_progress, dtype=args.dtype, shards=shards,
                            ann=AnnBuild(args.ann, params, args.ann_exact_below, not args.no_progress))
+    if not args.no_loudness:  # the folder's listing read headers only: the clips to encode are measured now
+        measure_clips(job.plan.new, job.manifest.root, progress=not args.no_progress)
     # under torchrun each process encodes its part of the new clips into a shard of its own
     report = build_by_rank(ctx, job) if ctx is not None and ctx.enabled else write_build(job)
     dt = time.perf_counter() - t0
@@ -156,6 +166,7 @@ def library_from_args(args):
         return clips_from_args(args)  # a split the manifest lacks: the error says what to do
     library = open_library(args.items, args.split, args.skip_bad, progress=not args.no_progress)
     report_skipped(library.manifest.problems, "bad file(s)")
+    report_metadata(library.manifest.clips)
     return library.manifest, library.shards
 
 

@@ -36,9 +36,9 @@ import numpy as np
 import torch
 
 from mlatr.augmented_views import AugmentedView, augmented_views
-from mlatr.data.importers.folder import name_caption
 from mlatr.data.manifest import Manifest
 from mlatr.data.path_captions import CaptionRules
+from mlatr.data.sound_names import name_caption
 from mlatr.errors import MlatrError
 from mlatr.evaluation import evaluate_embeddings, zero_shot, zero_shot_prompts
 from mlatr.evaluation.nonsense import nonsense_queries

@@ -2,8 +2,10 @@
 
 A library is any of, or a list mixing (shards apart):
 
-- a folder of sounds: every sound file under it, captions from sidecars or names
-  (:func:`~mlatr.data.importers.folder.import_folder`); ids are the paths under the folder without extension;
+- a folder of sounds: every sound file under it, captions from sidecars, tags or names and facets from the
+  headers (:func:`~mlatr.data.importers.folder.import_folder`, without its loudness: an index build measures
+  the clips it encodes, :func:`~mlatr.data.file_metadata.measure_clips`); ids are the paths under the folder
+  without extension;
 - a manifest (``.jsonl``; ``split`` picks its clips, ``all`` every clip): its ids;
 - sound files: ids are their paths under their deepest common folder, without extension, as if that folder
   were given (:func:`~mlatr.data.importers.folder.import_files`);
@@ -113,12 +115,13 @@ def open_library(source: LibrarySource, split: str = "all", skip_bad: bool = Fal
         if isinstance(item, Manifest):
             parts.append(("the manifest given", _split(item, split, "the manifest")))
         elif Path(item).is_dir():
-            parts.append((item, import_folder([item], skip_bad=skip_bad, progress=progress, probe=probe)))
+            parts.append((item, import_folder([item], skip_bad=skip_bad, progress=progress, probe=probe,
+                                              loudness=False)))
         elif _is_manifest(item):
             parts.append((item, manifest_split(item, split, skip_bad)))
     if files:
         parts.append((" ".join(files[:3]) + (" ..." if len(files) > 3 else ""),
-                      import_files(files, skip_bad=skip_bad, progress=progress, probe=probe)))
+                      import_files(files, skip_bad=skip_bad, progress=progress, probe=probe, loudness=False)))
     if len(parts) == 1:
         return Library(parts[0][1])
     return Library(_joined(parts))

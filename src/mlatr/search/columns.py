@@ -2,9 +2,10 @@
 
 A :class:`ClipColumns` holds one row per clip: its embedding (``embeddings [N, d]``), its ``id`` and one
 value per column of :data:`CLIP_COLUMNS` (the audio's path, the clip's captions, the audio file's state
-when it was encoded). A :class:`CaptionColumns` holds one row per caption: its embedding, the row of its
-clip (``clip [M]``) and one value per column of :data:`CAPTION_COLUMNS` (language, text). Both tables
-have the same four operations, and every format of an index goes through them:
+when it was encoded, the file's facets and where each caption came from). A :class:`CaptionColumns` holds
+one row per caption: its embedding, the row of its clip (``clip [M]``) and one value per column of
+:data:`CAPTION_COLUMNS` (language, text). Both tables have the same four operations, and every format of an
+index goes through them:
 
 - ``take(rows)``: the rows asked for, in memory (an index without its deleted rows);
 - ``concat(parts)``: one table of several, in memory (an ``--add`` rewriting an ``.npz``), and ``stack(parts)``
@@ -66,6 +67,11 @@ class Column:
         return [self.default] * n
 
 
+def _object(value):
+    """``value`` when it is a JSON object, else None (a manifest's extra key of another shape is not a column)."""
+    return value if isinstance(value, dict) else None
+
+
 #: The per-clip columns (beside the embedding and the id).
 CLIP_COLUMNS: tuple[Column, ...] = (
     Column("path", "paths", (str,), "a list of strings",
@@ -75,6 +81,13 @@ CLIP_COLUMNS: tuple[Column, ...] = (
     # the size and mtime of the clip's audio when it was encoded (None: not recorded), default: now
     Column("state", "states", (dict, type(None)), "a list of file states (objects or null)", default=None,
            of_clip=lambda clip, root: file_state(str(clip.audio_path(root).resolve()))),
+    # what the file says about itself (mlatr.data.file_metadata): duration, sample rate, loudness, folder, UCS
+    # category, keywords ...; None: not recorded (a manifest without them, an index written before)
+    Column("facets", "facets", (dict, type(None)), "a list of facet objects (or null)", default=None,
+           of_clip=lambda clip, root: _object(clip.extra.get("facets"))),
+    # where each caption came from, {language: [source]} aligned with the captions; None: not recorded
+    Column("caption_sources", "caption_sources", (dict, type(None)), "a list of caption source objects (or null)",
+           default=None, of_clip=lambda clip, root: _object(clip.extra.get("caption_sources"))),
 )
 #: The per-caption columns (beside the embedding and the clip row).
 CAPTION_COLUMNS: tuple[Column, ...] = (

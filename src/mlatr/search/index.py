@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from mlatr import api_args
+from mlatr.data.file_metadata import measure_clips
 from mlatr.errors import MlatrError
 from mlatr.file_state import file_state
 from mlatr.inference import LoadedModel, load_model
@@ -224,6 +225,7 @@ class Index:
             caption_languages = api_args.language_codes("caption_languages", caption_languages)
         library = open_library(source, split=api_args.text("split", split), skip_bad=skip_bad, progress=progress)
         manifest = library.manifest
+        measure_clips(manifest.clips, manifest.root, progress)  # a folder's loudness, as mlatr index build
         sample_rate, max_seconds, window_seconds = build_settings(model, max_seconds, window_seconds, None)
         langs = list(caption_languages) if caption_languages else manifest.languages()
         meta = index_meta(model, manifest, sample_rate, max_seconds, langs, window_seconds)
