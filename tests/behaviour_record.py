@@ -173,8 +173,6 @@ def _answer(results) -> list:
 
 
 def _queries(index) -> dict:
-    from mlatr.search.search import search_similar
-
     out: dict = {"answers": {}}
     for rank in RANKS:
         found = [index.search_text(q, lang, k=K, rank=rank) for q, lang in QUERIES]
@@ -184,7 +182,7 @@ def _queries(index) -> dict:
     out["sound"] = {"clips": _hits(clips), "captions": [[c.id, c.score, c.lang, c.text] for c in clips.caption_hits],
                     "answer": _answer(clips)}
     row = index.ids.index(index.ids[5])
-    similar = search_similar(index, row, k=4)
+    similar = index.search_similar(row, k=4)
     out["similar"] = {"clips": _hits(similar), "captions": [[c.id, c.score] for c in similar.caption_hits],
                       "answer": _answer(similar)}
     out["n_clips"], out["n_captions"] = len(index), len(index.caption_text)  # not "captions": a ranking's key

@@ -20,7 +20,7 @@ from clitools import assert_user_error, manifest_lines, run_cli, write_tone
 from mlatr.data.importers.folder import MAX_SIDECAR_BYTES
 from mlatr.data.manifest import MAX_CAPTION_CHARS
 from mlatr.search.evidence import Evidence
-from mlatr.search.search import CaptionHit, Hit
+from mlatr.search.results import CaptionHit, Hit
 from mlatr.serve.slow_clients import deadline_protocol
 from mlatr.serve.workers import MAX_BACKOFF, restart_delay
 from servetools import running_server

@@ -102,10 +102,9 @@ def test_embed_text_is_the_query_embedding_and_checks_languages(served_toy):
     model = mlatr.load(served_toy[1], device="cpu")
     index = Index.load(served_toy[2], model=model)
     from mlatr.search.query import TextQuery
-    from mlatr.search.search import encode_query_texts
 
     one = model.embed_text("un son aigu", "fr")
-    query = encode_query_texts(index, [TextQuery("un son aigu", "fra")])[0]
+    query = index.embed_queries([TextQuery("un son aigu", "fra")])[0]
     assert one.shape == (1, 16) and np.array_equal(one[0], query)
     t = model.embed_text(["un son aigu", "ein tiefer Ton"], lang=["fra", "deu"])  # a padded batch
     np.testing.assert_allclose(t[0], one[0], atol=1e-6)

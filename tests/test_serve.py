@@ -404,18 +404,16 @@ def test_cli_serve_workers_share_the_port_and_reload_together(toy, tmp_path, cap
 def test_sound_queries_read_files_outside_the_model_lock(toy, monkeypatch):
     """The model lock covers the encoder only: a sound query's same-audio check reads the hits' files with the
     lock free, and "more like this" (a stored vector, no model call) answers while another request holds it."""
-    from mlatr.search import search as search_module
-
     live = LiveIndex(toy[2])
     live.reload()
     held_while_reading = []
-    real = search_module.query_waveform
+    real = Index.query_waveform
 
     def watched(index, path):
         held_while_reading.append(live.lock.locked())
         return real(index, path)
 
-    monkeypatch.setattr(search_module, "query_waveform", watched)
+    monkeypatch.setattr(Index, "query_waveform", watched)
     wav = (toy[0].parent / "audio" / "clip007.wav").read_bytes()
     with running_server(create_app(live)) as base:
         body = upload(base + "/search/audio?k=3", "query.wav", wav).json()

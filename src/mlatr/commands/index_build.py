@@ -8,8 +8,8 @@ from mlatr.errors import MlatrError
 from mlatr.languages import parse_language_list
 from mlatr.output_paths import check_output_path
 from mlatr.search.ann import EXACT_BELOW, KINDS, AnnBuild
-from mlatr.search.milvus import is_milvus
-from mlatr.search.shards import DTYPES, is_index_folder
+from mlatr.search.shards import DTYPES
+from mlatr.search.storage_choice import open_storage
 
 HELP = """Build (or extend with --add) a search index of a sound library with a model.
 
@@ -102,10 +102,11 @@ def add_arguments(parser):
 def run(args) -> int:
     from mlatr.inference.process_group import environment_world_size, setup, shutdown  # torch: start-up time
 
-    if not is_milvus(args.output):
+    storage = open_storage(args.output)
+    if storage.path is not None:
         check_output_path(args.output, "-o", folder=None)
-        if not is_index_folder(args.output):  # build_index checks a folder
-            refuse_output_over_input([("-o", args.output)], model_inputs(args))
+    if storage.single_file:  # a folder is checked by the build (it refuses a folder of other files)
+        refuse_output_over_input([("-o", args.output)], model_inputs(args))
 
     ctx = None
     if environment_world_size() > 1:  # torchrun: each process encodes its part of the new clips

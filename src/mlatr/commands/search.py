@@ -54,7 +54,6 @@ def run(args) -> int:
     from mlatr.models.protocols import query_languages
     from mlatr.search.index import Index
     from mlatr.search.query import text_query
-    from mlatr.search.search import search_query
 
     if (args.query is None) == (args.audio is None):
         raise MlatrError("give either a text QUERY or --audio FILE (not both)")
@@ -66,7 +65,7 @@ def run(args) -> int:
     else:
         query = text_query(args.query, args.lang, args.k, args.rank,  # the one check of the query
                            query_languages(index.model().model.text_encoder), "--lang", args.min_relevance)
-        clips = search_query(index, query)
+        clips = index.search_query(query)
         out = {"query": args.query, "lang": query.lang, "k": args.k, "rank": args.rank, **clips.to_dict()}
     if args.json:
         print(json.dumps(out, ensure_ascii=False, indent=1, allow_nan=False))  # strict JSON: hits hold no inf

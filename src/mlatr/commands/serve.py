@@ -3,7 +3,6 @@ import logging
 import os
 import socket
 import sys
-from pathlib import Path
 
 from mlatr.commands._arg_types import non_negative_float, positive_float, positive_int, tcp_port
 from mlatr.commands._model_io import add_model_for_index_options, model_for_index
@@ -114,13 +113,16 @@ def bind_socket(host: str, port: int):
 
 
 def run(args) -> int:
+    from mlatr.search.storage_choice import open_storage  # numpy and scipy: not paid by every command's parser
+
     _serve_imports()
-    if not Path(args.index).exists() and not args.index.startswith("milvus:"):
+    storage = open_storage(args.index)
+    if storage.path is not None and not storage.path.exists():
         raise MlatrError(f"index not found: {args.index}")
     exposure(args.host, args.allow_host, args.token, args.no_auth)
     if args.workers > 1 and args.watch <= 0:
         raise MlatrError("--workers needs the index file watch (--watch > 0): each worker reloads by it")
-    if args.workers > 1 and args.index.startswith("milvus:") and not args.index.startswith("milvus://"):
+    if args.workers > 1 and not storage.opens_in_several_processes:
         raise MlatrError(f"--workers {args.workers}: a milvus-lite file ({args.index}) opens in one process only; "
                          "serve it with one worker, or from a Milvus server (milvus://HOST:PORT/COLLECTION)")
     sock = bind_socket(args.host, args.port)

@@ -35,6 +35,9 @@ search), the union's vectors and caption terms fetched and every source of every
 (cosines; BM25 from the terms, the stored document counts and term total: :func:`bm25_of`); the query's
 rare cutoff is read on the library's :class:`~mlatr.search.relevance.RareSample`, whose caption vectors are
 fetched once. Where the windows hold every clip this is the local exact ranking.
+
+:class:`MilvusStorage` is a target as a :class:`~mlatr.search.storage.Storage`: its clips' and captions' columns
+read here, searched there; written as inserts and deletes (a database needs no writer lock or rewrite).
 """
 
 from __future__ import annotations
@@ -68,6 +71,7 @@ from mlatr.search.relevance import (
     rare_sample,
     shipped,
 )
+from mlatr.search.storage import CheckMeta, Storage, Tables
 
 PREFIX = "milvus:"
 DEFAULT_COLLECTION = "mlatr_index"
@@ -651,3 +655,65 @@ def read_milvus(target: str) -> MilvusLibrary:
     ranker.caption_keys[:] = [c["row"] for c in caps]
     ranker.caption_rows.update({key: j for j, key in enumerate(ranker.caption_keys)})
     return MilvusLibrary(meta, table, captions, ranker.audio, ranker.caption_search, ranker)
+
+
+class MilvusStorage(Storage):
+    """A Milvus target (module docstring). :attr:`library`: what :meth:`read` found (its searchers and ranker)."""
+
+    format = FORMAT
+
+    def __init__(self, where: str):
+        super().__init__(str(where))
+        parse_target(self.where)  # a malformed target is refused where it is named
+        self.library: MilvusLibrary | None = None
+
+    @classmethod
+    def claims(cls, where) -> bool:
+        return is_milvus(where)
+
+    def exists(self) -> bool:
+        return read_meta(self.where) is not None
+
+    @property
+    def opens_in_several_processes(self) -> bool:
+        """A Milvus server's target, yes; a milvus-lite file is opened by one process only."""
+        return parse_target(self.where)[0].startswith("http://")
+
+    def signature(self) -> tuple | None:
+        return write_signature(self.where)
+
+    def read(self) -> Tables:
+        self.library = read_milvus(self.where)
+        meta = {k: v for k, v in self.library.meta.items() if k != "format"}
+        return Tables(self.library.clips, self.library.captions, meta)
+
+    def describe(self, tables: Tables) -> str:
+        return "milvus"
+
+    def _part_name(self) -> str:
+        return "milvus"
+
+    def searcher(self, tables: Tables, which: str, backend: str):
+        """Milvus's own vector search (the backend is Milvus's: ``backend`` is not used)."""
+        return self.library.audio if which == "audio" else self.library.caption_search
+
+    def text_ranker(self, tables: Tables, backend: str, window: int | None = None, searchers: tuple | None = None):
+        """:class:`MilvusRanker`: the union of Milvus's own windows (``window`` is Milvus's: not used)."""
+        return self.library.ranker
+
+    def check_output(self) -> None:
+        pass  # rows in a database: nothing to check or clear before the build
+
+    def write(self, part: Tables, *, add: bool, drop: dict[str, int], dtype: str, ann, check: CheckMeta | None
+              ) -> int:
+        """Inserts and deletes (the rows of ``drop`` and of the ids ``part`` writes again), or everything replaced
+        without ``add``; the bytes Milvus takes are its own (0)."""
+        write_milvus(self.where, part.clips, part.captions, part.meta, list(drop), replace=not add)
+        return 0
+
+    def replace(self, tables: Tables, dtype: str = "float32", ann=None) -> None:
+        live = tables.live()
+        write_milvus(self.where, live.clips, live.captions, live.meta, [], replace=True)
+
+    def delete(self, ids) -> int:
+        return delete_milvus(self.where, list(ids))

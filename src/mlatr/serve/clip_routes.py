@@ -26,7 +26,6 @@ from fastapi import FastAPI, Query, Request
 from fastapi.responses import FileResponse
 
 from mlatr.audio.io import load_audio
-from mlatr.search.search import search_similar
 from mlatr.serve.api_errors import ApiError, short
 from mlatr.serve.clip_files import ClipRoots, confined_file
 from mlatr.serve.limits import Limits
@@ -97,7 +96,7 @@ def add_clip_routes(app: FastAPI, live: LiveIndex, limits: Limits, allow_roots: 
         t0 = time.perf_counter()
         snap = live.current()
         row = clip_row(snap, clip_id)
-        clips = search_similar(snap.index, row, k)  # no model call (a stored vector): not under the model lock
+        clips = snap.index.search_similar(row, k)  # no model call (a stored vector): not under the model lock
         root = request.scope.get("root_path", "")
         return {"id": clip_id, "k": k, **clips.answer(), "results": [clip_result(snap, h, None, root) for h in clips],
                 "captions": [caption_result(h, root) for h in clips.caption_hits],

@@ -15,7 +15,6 @@ from fastapi.responses import JSONResponse
 from mlatr.audio.io import audio_duration
 from mlatr.errors import MlatrError
 from mlatr.search.query import text_query
-from mlatr.search.search import encode_query_audio, query_waveform, search_encoded_audio
 from mlatr.serve.api_errors import ApiError, short
 from mlatr.serve.batching import TextBatcher
 from mlatr.serve.limits import Limits
@@ -71,10 +70,10 @@ def add_search_routes(app: FastAPI, live: LiveIndex, limits: Limits, batcher: Te
                 raise ApiError(415, f"{short(name)} is not a sound file this server can read "
                                     "(WAV, FLAC, OGG/Vorbis/Opus, MP3, AIFF)")
             try:
-                wave = query_waveform(snap.index, tmp.name)  # decoded (bounded) outside the model lock
+                wave = snap.index.query_waveform(tmp.name)  # decoded (bounded) outside the model lock
                 with live.lock:  # the encoder alone: ranking and the same-audio check read files, not the model
-                    vec = encode_query_audio(snap.index, wave)
-                clips = search_encoded_audio(snap.index, wave, vec, k, min_relevance)
+                    vec = snap.index.embed_sound(wave)
+                clips = snap.index.search_encoded_audio(wave, vec, k, min_relevance)
             except MlatrError as exc:
                 raise ApiError(400, str(exc).replace(tmp.name, short(name))) from None
         root = request.scope.get("root_path", "")
