@@ -15,11 +15,11 @@ import importlib
 import re
 import sys
 
-from mlatr import __version__
 from mlatr.commands._deprecated import MODEL_OLD_SPELLINGS, new_spellings
 from mlatr.commands._outputs import add_wait_option, hold_outputs
 from mlatr.errors import MlatrError, describe_os_error
 from mlatr.terminal_text import shown_lines, undecodable_argument
+from mlatr.version import __version__
 
 #: (command path, module under mlatr.commands). Order is the order shown in --help.
 COMMANDS: list[tuple[str, str]] = [
