@@ -47,6 +47,7 @@ from mlatr.search.evidence import Evidence
 from mlatr.search.fusion import Candidates, caption_counts, fuse, order_by
 from mlatr.search.lexical import KeywordIndex, Postings
 from mlatr.search.relevance import (
+    Calibration,
     LibraryStats,
     Moments,
     QueryStats,
@@ -56,7 +57,6 @@ from mlatr.search.relevance import (
     answer_relevance,
     rare_cutoff,
     rare_sample,
-    shipped,
 )
 
 
@@ -169,9 +169,10 @@ class TextRanker:
     source ranks them, their captions and audio are left out of the keyword and library statistics, and
     they never take a result slot, so the ranking equals that of the index without them
     (:meth:`~mlatr.search.index.Index.live`). ``model``, ``answer``: the relevance model of a hit and of a
-    whole answer (default: the shipped ones). ``keywords``, ``stats``: the library's keyword index over
-    the live captions (global caption rows) and statistics, where stored (an index folder's shards:
-    :mod:`mlatr.search.shard_stats`), else computed here from the captions and the vectors.
+    whole answer (default: the default ranking's, :meth:`~mlatr.search.relevance.Calibration.default`; the index
+    sets its model's own). ``keywords``, ``stats``: the library's keyword index over the live captions (global
+    caption rows) and statistics, where stored (an index folder's shards: :mod:`mlatr.search.shard_stats`), else
+    computed here from the captions and the vectors.
 
     **Exact** (``window`` None): the candidates are every live clip; a query costs one product with the audio
     embeddings and one with the caption embeddings, a per-clip maximum over the captions (one ``maximum.at``)
@@ -193,8 +194,8 @@ class TextRanker:
         self.caption_clip = np.asarray(caption_clip, np.int64)  # [M]
         self.caption_text = caption_text  # read per row (an index folder's: on demand)
         self.caption_lang = caption_lang
-        self.model = model if model is not None else shipped().text
-        self.answer = answer if answer is not None else shipped().answer
+        self.model = model if model is not None else Calibration.default().text
+        self.answer = answer if answer is not None else Calibration.default().answer
         self.live = np.ones(len(self.audio), bool)  # [N]
         self.live[np.asarray(deleted, np.int64)] = False
         self._live_rows = np.flatnonzero(self.live)  # [N_live]

@@ -46,7 +46,7 @@ from mlatr.search.columns import CaptionColumns, ClipColumns
 from mlatr.search.encode import EncodeSettings, build_settings, encode_clips, index_meta
 from mlatr.search.hybrid import Ranked, Ranking
 from mlatr.search.query import TextQuery, check_k, check_min_relevance, text_query
-from mlatr.search.relevance import shipped
+from mlatr.search.relevance import Calibration
 from mlatr.search.results import Hit, Results
 from mlatr.search.search import (
     SAME_AUDIO_COSINE,
@@ -226,9 +226,53 @@ class Index:
         chosen = window if window is not None else self.fusion_window()
         searchers = (self.searcher("audio"), self.searcher("captions")) if chosen is not None else None
         ranker = self.storage.text_ranker(self.tables, self.backend, chosen, searchers)
+        ranking = self.calibration() or Calibration.default()  # the default ranking orders an uncalibrated model's
+        ranker.model, ranker.answer = ranking.text, ranking.answer  # hits; their relevance is never shown (_hits)
         if window is None:
             self._parts["text"] = ranker
         return ranker
+
+    # ---- relevance: the model's own calibration ------------------------------------------------------
+    def calibration(self) -> Calibration | None:
+        """The calibration of the index's model (:mod:`mlatr.calibration_file`: fitted for its weights), which gives
+        every hit its relevance and every answer its "nothing relevant"; None when the model has none, or when it
+        was fitted for weights other than those that made the index's embeddings (a model given with
+        ``allow_other_model``): :meth:`calibration_info` says why. Loads the model on first use."""
+        if "calibration" not in self._parts:
+            self._parts["calibration"] = self._own_calibration()
+        return self._parts["calibration"][0]
+
+    def use_calibration(self, calibration: Calibration | None) -> None:
+        """Use ``calibration`` (fitted for the weights that made the index's embeddings) instead of the model's own:
+        for an index of vectors alone, whose meta names no model; None: uncalibrated."""
+        if calibration is not None:
+            api_args.instance("calibration", calibration, Calibration, "a mlatr.search.relevance.Calibration")
+        self._parts["calibration"] = (calibration, None if calibration is not None else "no calibration was given")
+        self._parts.pop("text", None)  # ranked again with it
+
+    def _own_calibration(self) -> tuple[Calibration | None, str | None]:
+        if self._model is None and not (self.meta.get("checkpoint") or {}).get("path"):
+            return None, "the index records no model (an index of vectors alone: Index.use_calibration)"
+        try:
+            model = self.model()
+        except MlatrError as exc:  # a text query fails the same way; a query given as a vector is ranked all the same
+            return None, f"the index's model cannot be loaded ({exc})"
+        if model.calibration is None:
+            return None, model.calibration_note
+        recorded = (self.meta.get("checkpoint") or {}).get("weights_sha256")
+        fitted_for = model.calibration.get("weights_sha256")
+        if recorded and fitted_for != recorded:
+            return None, (f"the model's calibration was fitted for weights sha256 {fitted_for[:12]}, the index's "
+                          f"embeddings were made by weights {recorded[:12]}: rebuild the index with this model")
+        return Calibration.from_dict(model.calibration), None
+
+    def calibration_info(self) -> dict[str, Any]:
+        """Which calibration the index's relevance comes from: ``{"calibrated": True, "id", "weights_sha256",
+        "fitted"}``, or ``{"calibrated": False, "why"}`` (what ``mlatr index info`` and ``--json`` say)."""
+        cal = self.calibration()
+        if cal is None:
+            return {"calibrated": False, "why": self._parts["calibration"][1]}
+        return {"calibrated": True, "id": cal.id, "weights_sha256": cal.weights_sha256, "fitted": cal.fitted}
 
     def fusion_window(self) -> int | None:
         """The window of a windowed text ranking (:meth:`text_ranker`): the one the build recorded, or
@@ -289,7 +333,11 @@ class Index:
         as a batching server has them (:func:`~mlatr.search.search.rank_text_queries`)."""
         rankings = rank_text_queries(self.text_ranker(), self.searcher("audio"), self.dim, np.asarray(vecs), queries,
                                      self.has_live_captions())
-        threshold = shipped().answer.threshold
+        cal = self.calibration()
+        if cal is None:
+            why = self._parts["calibration"][1]
+            return [Results(self._hits(ranking), uncalibrated=why) for ranking in rankings]
+        threshold = cal.answer.threshold
         return [Results(self._hits(ranking), threshold if q.min_relevance is None else q.min_relevance,
                         ranking.relevance) for ranking, q in zip(rankings, queries, strict=True)]
 
@@ -325,7 +373,7 @@ class Index:
         checked): a server encodes under its model lock and ranks (and reads the files of hits that may be the
         query's own sound) outside it."""
         scores, rows = nearest_rows(self.searcher("audio"), self.dim, vec[None], [k])[0]
-        hits = self.mark_same_audio(wave, self._hits(sound_ranking(self.text_ranker().stats, vec, scores, rows)))
+        hits = self.mark_same_audio(wave, self._hits(self._sound_ranking(vec, scores, rows)))
         return self._sound_results(vec, hits, min_relevance, k)
 
     def search_similar(self, row: int, k: int = 10) -> Results:
@@ -337,7 +385,7 @@ class Index:
         scores, rows = nearest_rows(self.searcher("audio"), self.dim, vec[None], [k + 1])[0]
         keep = np.asarray([self.ids[r] != self.ids[row] for r in rows.tolist()], bool)
         scores, rows = scores[keep][:k], rows[keep][:k]
-        hits = self._hits(sound_ranking(self.text_ranker().stats, vec, scores, rows))
+        hits = self._hits(self._sound_ranking(vec, scores, rows))
         if any(h.score >= SAME_AUDIO_COSINE for h in hits) and not self.stale(row):
             try:
                 hits = self.mark_same_audio(self.query_waveform(self.paths[row]), hits)
@@ -367,18 +415,29 @@ class Index:
             h.same_audio = clip.shape == wave.shape and bool(np.allclose(clip, wave, rtol=0.0, atol=1e-4))
         return hits
 
+    def _sound_ranking(self, vec: np.ndarray, scores: np.ndarray, rows: np.ndarray) -> Ranking:
+        """The clips a sound query found, with the sound-query relevance of the model's calibration (the default
+        ranking's where it has none: not shown, :meth:`_hits`)."""
+        return sound_ranking(self.text_ranker().stats, vec, scores, rows, (self.calibration() or
+                                                                           Calibration.default()).sound)
+
     def _sound_results(self, vec: np.ndarray, hits: list[Hit], min_relevance: float | None, k: int) -> Results:
         """A sound query's :class:`Results`: its ``hits``, the sound-query model's threshold unless
-        ``min_relevance``, and the ``k`` captions nearest to ``vec``."""
-        threshold = shipped().sound.threshold if min_relevance is None else min_relevance
+        ``min_relevance``, and the ``k`` captions nearest to ``vec``; uncalibrated without the model's calibration."""
         captions = nearest_captions(self.searcher("captions"), self.caption_columns, self.clip_columns, vec, k)
+        cal = self.calibration()
+        if cal is None:
+            return Results(hits, caption_hits=captions, uncalibrated=self._parts["calibration"][1])
+        threshold = cal.sound.threshold if min_relevance is None else min_relevance
         return Results(hits, threshold, caption_hits=captions)
 
     def _hits(self, ranking: Ranking) -> list[Hit]:
-        """:class:`Hit` of each ranked clip: its id, path, English captions, evidence, relevance, staleness."""
+        """:class:`Hit` of each ranked clip: its id, path, English captions, evidence, relevance (None where the
+        model is not calibrated: :meth:`calibration`), staleness."""
+        calibrated = any(one.relevance is not None for one in ranking) and self.calibration() is not None
         return [Hit(rank=r + 1, score=float(one.score), id=self.ids[one.row], path=self.paths[one.row],
                     captions=[c for c in self.captions[one.row].get("eng", []) if c], evidence=one.evidence,
-                    stale=self.stale(one.row), relevance=one.relevance)
+                    stale=self.stale(one.row), relevance=one.relevance if calibrated else None)
                 for r, one in enumerate(ranking) if one.row >= 0]
 
     # ---- what it is ------------------------------------------------------------------------------------
@@ -397,6 +456,7 @@ class Index:
             "shards": stored["shards"]}
         if self.fusion_window() is not None and self.meta.get("fusion"):
             info["fusion"] = self.meta["fusion"]
+        info["calibration"] = self.calibration_info()
         if check:
             gone = set(self.deleted_rows.tolist())
             stale: dict[str, list[str]] = {"deleted": [], "changed": []}
@@ -412,7 +472,9 @@ def load_index_model(meta: dict[str, Any], where: str, device: str = "cpu") -> L
     """The model an index's ``meta`` records (``checkpoint``: ``{"path", "sha256", "weights_sha256"}``); refuses
     a file whose bytes changed. When that file is gone, the default model (``$MLATR_MODEL`` or the nearest
     ``mlatr.toml``: :mod:`mlatr.model_registry`) is used if there is one, checked against the index's weights
-    digest (:func:`~mlatr.inference.model_identity.check_index_model`)."""
+    digest (:func:`~mlatr.inference.model_identity.check_index_model`). A file whose bytes changed but whose
+    weights did not (a calibration stored with it since: :func:`~mlatr.inference.checkpoint.store_calibration`)
+    is the same model."""
     checkpoint = meta["checkpoint"]
     path = checkpoint["path"]
     if not Path(path).exists():
@@ -424,6 +486,14 @@ def load_index_model(meta: dict[str, Any], where: str, device: str = "cpu") -> L
         check_index_model(meta, loaded, where)
         return loaded
     if model_sha256(path) != checkpoint["sha256"]:
-        raise MlatrError(f"checkpoint {path} changed since the index was built (sha256 differs): "
-                         "rebuild the index with mlatr index build")
+        if not checkpoint.get("weights_sha256"):
+            raise MlatrError(f"checkpoint {path} changed since the index was built (sha256 differs): "
+                             "rebuild the index with mlatr index build")
+        loaded = load_model(path, device)  # a calibration stored since, say: the same weights are the same model
+        try:
+            check_index_model(meta, loaded, where)
+        except MlatrError:
+            raise MlatrError(f"checkpoint {path} changed since the index was built (its weights differ): rebuild "
+                             "the index with mlatr index build") from None
+        return loaded
     return load_model(path, device)

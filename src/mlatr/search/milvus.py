@@ -63,13 +63,13 @@ from mlatr.search.fusion import Candidates
 from mlatr.search.hybrid import QueryCandidates, Ranking, best_per_clip, rank_candidates
 from mlatr.search.lexical import K1, B, idf, saturation
 from mlatr.search.relevance import (
+    Calibration,
     LibraryStats,
     Moments,
     QueryStats,
     RareSample,
     RelevanceModel,
     rare_sample,
-    shipped,
 )
 from mlatr.search.storage import CheckMeta, Storage, Tables
 
@@ -493,8 +493,8 @@ class MilvusRanker:
         self.stats = LibraryStats(sums["audio"].moments(), sums["captions"].moments())
         self.caption_count = max(sums["captions"].count, 0)
         self.avgdl = sums["captions"].terms / self.caption_count if self.caption_count else 1.0
-        self.model = model if model is not None else shipped().text
-        self.answer = answer if answer is not None else shipped().answer
+        self.model = model if model is not None else Calibration.default().text
+        self.answer = answer if answer is not None else Calibration.default().answer
         self.audio = MilvusSearcher(mc, target, self.clip_name, "id", self.row_of)
         self.caption_keys: list[str] = []  # caption row -> its primary key, filled by read_milvus
         self.caption_rows: dict[str, int] = {}  # and back

@@ -18,7 +18,7 @@ from mlatr.search.columns import CaptionColumns, ClipColumns
 from mlatr.search.evidence import Evidence
 from mlatr.search.hybrid import Ranked, Ranking
 from mlatr.search.query import TextQuery
-from mlatr.search.relevance import LibraryStats, QueryStats, pair_features, shipped
+from mlatr.search.relevance import LibraryStats, QueryStats, RelevanceModel, pair_features
 from mlatr.search.results import CaptionHit
 
 #: The cosine from which a sound hit is compared sample by sample with the query (:meth:`Index.mark_same_audio
@@ -63,13 +63,13 @@ def rank_text_queries(ranker, sound_searcher, dim: int, vecs: np.ndarray, querie
     return out
 
 
-def sound_ranking(stats: LibraryStats, vec: np.ndarray, scores: np.ndarray, rows: np.ndarray) -> Ranking:
+def sound_ranking(stats: LibraryStats, vec: np.ndarray, scores: np.ndarray, rows: np.ndarray,
+                  model: RelevanceModel) -> Ranking:
     """The clips ``rows`` a sound query's audio embedding ``vec [d]`` found, best first (``scores``: their
-    cosines), with the sound-query model's relevance (:mod:`mlatr.search.relevance`: the cosine and its z-score
-    among the library's clips) and sound evidence."""
+    cosines), with the sound-query relevance ``model``'s relevance (:mod:`mlatr.search.relevance`: the cosine and
+    its z-score among the library's clips) and sound evidence."""
     ranked = Ranking()
     if len(rows):
-        model = shipped().sound
         query = QueryStats.of(stats, vec, 0.0)
         sound = np.asarray(scores, np.float64)
         x = pair_features(sound, np.full(len(rows), -np.inf), np.zeros(len(rows)), query)[:, :2]  # sound, sound_z
