@@ -41,7 +41,7 @@ from mlatr.data.path_captions import CaptionRules
 from mlatr.data.sound_names import name_caption
 from mlatr.errors import MlatrError
 from mlatr.evaluation import evaluate_embeddings, zero_shot, zero_shot_prompts
-from mlatr.evaluation.nonsense import nonsense_queries
+from mlatr.evaluation.nonsense import INDEX_SEED, nonsense_queries
 from mlatr.evaluation.queries import caption_chance, keyword_relevance, multilingual_query_eval
 from mlatr.experiments.head_options import TEXT_ENCODERS, HeadOption
 from mlatr.frozen_features import AudioFeatureCache, audio_features
@@ -58,8 +58,9 @@ QUERIES_PATH = Path(__file__).resolve().parent.parent / "data" / "queries_multil
 METADATA = ("names", "meaningless")
 MEANINGLESS_NAMES = ("ZOOM{:04d}.wav", "track_{}.ogg", "Audio {:03d}.wav", "REC{:04d}.WAV", "take_{}.flac")
 
-#: The two draws of nonsense queries: one that fitting may see, one kept for measuring.
-NONSENSE_SEEDS = {"fit": 1, "measure": 0}
+#: The draws of nonsense queries: one that fitting may see, one kept for measuring, and the one each index fits
+#: its own "nothing relevant" level on (mlatr.search.abstention).
+NONSENSE_SEEDS = {"fit": 1, "measure": 0, "index": INDEX_SEED}
 
 
 def library_of(clip_id: str) -> str:

@@ -35,18 +35,21 @@ from mlatr import api_args
 from mlatr.audio.bounded import load_query_audio
 from mlatr.data.file_metadata import measure_clips
 from mlatr.errors import MlatrError
+from mlatr.evaluation.nonsense import INDEX_SEED, nonsense_queries
 from mlatr.file_state import file_state
 from mlatr.inference import LoadedModel, load_model
 from mlatr.inference.library import LibrarySource, open_library
 from mlatr.inference.model_identity import check_index_model, model_sha256
+from mlatr.languages import DEFAULT_LANGUAGES
 from mlatr.model_registry import default_model, resolve_model
 from mlatr.models.protocols import query_languages
+from mlatr.search.abstention import conformal_level, level_relevance, relevance_logit
 from mlatr.search.ann import AnnBuild
 from mlatr.search.columns import CaptionColumns, ClipColumns
 from mlatr.search.encode import EncodeSettings, build_settings, encode_clips, index_meta
 from mlatr.search.hybrid import Ranked, Ranking
 from mlatr.search.query import TextQuery, check_k, check_min_relevance, text_query
-from mlatr.search.relevance import Calibration
+from mlatr.search.relevance import ANSWER_DEPTH, Calibration
 from mlatr.search.results import Hit, Results
 from mlatr.search.search import (
     SAME_AUDIO_COSINE,
@@ -337,9 +340,71 @@ class Index:
         if cal is None:
             why = self._parts["calibration"][1]
             return [Results(self._hits(ranking), uncalibrated=why) for ranking in rankings]
-        threshold = cal.answer.threshold
+        threshold = self.nothing_relevant_level() if any(q.min_relevance is None for q in queries) else None
         return [Results(self._hits(ranking), threshold if q.min_relevance is None else q.min_relevance,
                         ranking.relevance) for ranking, q in zip(rankings, queries, strict=True)]
+
+    # ---- "nothing relevant": the index's own level -------------------------------------------------------
+    def nothing_relevant_level(self) -> float:
+        """The answer's relevance below which a text query's answer is "nothing relevant" by default
+        (:mod:`mlatr.search.abstention`): the index's conformal level on nonsense queries plus the calibration's
+        margin; a calibration without a "nothing relevant" rule gives its answer model's fixed threshold."""
+        cal = self.calibration()
+        if cal is None:
+            raise MlatrError("the index's model is not calibrated: nothing is called irrelevant")
+        if "margin" not in cal.abstention:
+            return cal.answer.threshold
+        return level_relevance(self.abstention()["level"], float(cal.abstention["margin"]))
+
+    def abstention(self) -> dict[str, Any]:
+        """The index's "nothing relevant" record for its model's calibration and its live library: the one its meta
+        stores (:meth:`record_abstention`) when it was fitted for them, else fitted now, in memory (a library changed
+        by ``mlatr index delete``, a calibration stored with the model since): ``{"level", "queries", "seed",
+        "calibration", "clips", "captions", "stored"}``."""
+        if "abstention" not in self._parts:
+            stored = self.meta.get("abstention")
+            self._parts["abstention"] = ({**stored, "stored": True} if self._abstention_current(stored)
+                                         else {**self.fit_abstention(), "stored": False})
+        return self._parts["abstention"]
+
+    def _abstention_current(self, record: Any) -> bool:
+        cal = self.calibration()
+        return (isinstance(record, dict) and cal is not None and record.get("calibration") == cal.id
+                and record.get("clips") == len(self) and record.get("captions") == self._live_caption_count()
+                and isinstance(record.get("level"), int | float))
+
+    def _live_caption_count(self) -> int:
+        clip = np.asarray(self.caption_clip)
+        return int(len(clip) - np.isin(clip, self.deleted_rows).sum()) if len(self.deleted_rows) else len(clip)
+
+    def fit_abstention(self) -> dict[str, Any]:
+        """Fit the index's "nothing relevant" level (:func:`~mlatr.search.abstention.conformal_level`): the seeded
+        nonsense queries of its model's calibration, in the model's languages in turn, run against the index."""
+        cal = self.calibration()
+        if cal is None:
+            raise MlatrError("the index's model is not calibrated: no 'nothing relevant' level to fit")
+        seed = int(cal.abstention.get("nonsense_seed", INDEX_SEED))
+        accepted = query_languages(self.model().model.text_encoder)
+        langs = [lang for lang in (self.model().data.get("languages") or DEFAULT_LANGUAGES)
+                 if accepted.known is None or lang in accepted.known] or [None]
+        queries = [text_query(q["text"], q["lang"], ANSWER_DEPTH, "hybrid", accepted)
+                   for q in nonsense_queries(langs, seed=seed)]
+        rankings = rank_text_queries(self.text_ranker(), self.searcher("audio"), self.dim, self.embed_queries(queries),
+                                     queries, self.has_live_captions())
+        null = [relevance_logit(r.relevance) for r in rankings]
+        return {"level": conformal_level(null), "queries": len(null), "seed": seed, "calibration": cal.id,
+                "clips": len(self), "captions": self._live_caption_count()}
+
+    def record_abstention(self) -> dict[str, Any] | None:
+        """Fit the "nothing relevant" level (:meth:`fit_abstention`) and store it in the index's meta through its
+        storage (a build, an add or a compact does); None, and nothing stored, when the model is not calibrated."""
+        if self.calibration() is None:
+            return None
+        record = self.fit_abstention()
+        self.storage.record_meta("abstention", record)
+        self.meta["abstention"] = record
+        self._parts["abstention"] = {**record, "stored": True}
+        return record
 
     # ---- sound queries -------------------------------------------------------------------------------
     def search_audio(self, path: str | os.PathLike | np.ndarray, k: int = 10,
@@ -457,6 +522,10 @@ class Index:
         if self.fusion_window() is not None and self.meta.get("fusion"):
             info["fusion"] = self.meta["fusion"]
         info["calibration"] = self.calibration_info()
+        if info["calibration"]["calibrated"]:
+            record = self.abstention()
+            info["nothing_relevant"] = {"min_relevance": self.nothing_relevant_level(),
+                                        **{k: record[k] for k in ("level", "queries", "seed", "stored")}}
         if check:
             gone = set(self.deleted_rows.tolist())
             stale: dict[str, list[str]] = {"deleted": [], "changed": []}

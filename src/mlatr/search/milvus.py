@@ -377,6 +377,17 @@ def _clip_fields(row: dict[str, Any]) -> dict[str, Any]:
     return {"path": info.pop("path"), "info": info}
 
 
+def record_milvus_meta(target: str, key: str, value: Any) -> None:
+    """The target's meta row with ``key`` set to ``value`` (upserted; the rows untouched)."""
+    meta = read_meta(target)
+    if meta is None:
+        raise MlatrError(f"{target}: holds no mlatr index")
+    mc, collection = client(target)
+    with reported(target):
+        mc.upsert(names(collection)[2], [{"key": "meta", "value": {**meta, key: value},
+                                          "vector": [0.0] * int(meta["dim"])}])
+
+
 def delete_milvus(target: str, ids: list[str]) -> int:
     """Delete the clips ``ids`` (and their captions) from ``target``; unknown ids are an error."""
     meta = read_meta(target)
@@ -717,3 +728,6 @@ class MilvusStorage(Storage):
 
     def delete(self, ids) -> int:
         return delete_milvus(self.where, list(ids))
+
+    def record_meta(self, key: str, value) -> None:
+        record_milvus_meta(self.where, key, value)

@@ -386,12 +386,16 @@ def _top_mean(values: np.ndarray, k: int) -> float:
 
 
 def answer_relevance(model: RelevanceModel, features: np.ndarray) -> float:
-    """The probability that the library holds a clip relevant to the query, from the :func:`answer_features`
-    of its answer: the answer model's calibrated probability, and never less than the best hit's relevance
-    (the library holds a relevant clip whenever that hit is one)."""
+    """The probability that one of the query's top :data:`ANSWER_DEPTH` hits answers it, from the
+    :func:`answer_features` of its answer: the answer model's calibrated probability, kept where its hits put it
+    (one story, issue 45): never below the best hit's relevance (that hit alone answers with that probability)
+    and never above ``any``, the chance that one of them does were they independent (relevance events of one
+    query's hits go together, which makes that chance an upper bound: an answer whose best hit is 0.13 cannot
+    be "probably relevant")."""
     features = np.asarray(features, np.float64)
     p = float(model.relevance(model.score(features[None]))[0])
-    return max(p, float(features[ANSWER_FEATURES.index("best")]))
+    best, any_ = float(features[ANSWER_FEATURES.index("best")]), float(features[ANSWER_FEATURES.index("any")])
+    return min(max(p, best), max(any_, best))
 
 
 @dataclass
