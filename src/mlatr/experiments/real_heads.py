@@ -80,6 +80,9 @@ class RealSounds:
     audio_encoder: torch.nn.Module | None = None
     #: Augmented views of the clips the heads also train on (:mod:`mlatr.augmented_views`; none by default).
     views: list[AugmentedView] = field(default_factory=list)
+    #: ``(lang, query text) -> its English translation`` (:meth:`translate_queries`: the library's file names are
+    #: English; empty without a translator).
+    query_translations: dict[tuple[str, str], str] = field(default_factory=dict)
 
     @classmethod
     def load(cls, manifest_path: str | Path, cache_path: str | Path, max_seconds: float = 10.0,
@@ -131,6 +134,18 @@ class RealSounds:
         draw ``seed`` of :data:`NONSENSE_SEEDS`."""
         return nonsense_queries(self.languages, seed=seed)
 
+    def translate_queries(self, translator) -> None:
+        """Translate every non-English hand-written query into English with ``translator`` (a
+        :class:`~mlatr.search.query_translation.QueryTranslator`) where it has the pair, as a search does
+        (:mod:`mlatr.search.query_translation`); before :func:`text_space`, which embeds the translations."""
+        for lang in self.languages:
+            if lang == "eng":
+                continue
+            texts = [q["captions"][lang] for q in self.queries]
+            for text, english in zip(texts, translator.translate(texts, lang, "eng"), strict=True):
+                if english:
+                    self.query_translations[(lang, text)] = english
+
     def english(self, i: int) -> list[str]:
         return [c for c in self.manifest.clips[i].captions.get("eng", []) if c]
 
@@ -143,6 +158,7 @@ class RealSounds:
         pairs = [(lang, t) for c in self.manifest.clips for lang, caps in c.captions.items() for t in caps if t]
         pairs += [(lang, t) for v in self.views for caps in v.captions for lang, ts in caps.items() for t in ts if t]
         pairs += [(lang, q["captions"][lang]) for q in self.queries for lang in self.languages]
+        pairs += [("eng", english) for english in self.query_translations.values()]
         pairs += [(q["lang"], q["text"]) for seed in NONSENSE_SEEDS.values() for q in self.nonsense(seed)]
         pairs += sorted({("eng", t) for kind in METADATA for i in range(len(self.manifest))
                          if (t := self.metadata(i, kind))})

@@ -89,8 +89,8 @@ ECE_BINS = 10
 READ_FROM = 0.1
 #: Groups the held-out units are dealt into for cross-fitting (fewer when there are fewer units).
 CROSS_FIT_GROUPS = 6
-#: Share of the non-relevant (query, clip) pairs kept to fit the hit model (each weighs 1 / this): the
-#: positives and the nonsense pairs are all kept. Seeded per library.
+#: Share of the non-relevant (query, clip) pairs kept to fit the hit model (each weighs 1 / this; the positives
+#: are all kept). Seeded per library.
 NEGATIVE_SHARE = 0.25
 #: The query groups of the "nothing relevant" rates (issue 33, item 3 (a)-(c)).
 GROUPS = ("nonsense", "no_relevant", "relevant")
@@ -172,9 +172,25 @@ def rrf_scores(sound: np.ndarray, caption: np.ndarray, keyword: np.ndarray, gate
     return total
 
 
-def load_libraries(folder: str | Path, data: RealSounds) -> list[Library]:
-    """Every held-out unit of ``folder`` (``*.npz`` fold embeddings) with each kind of metadata. A unit kept before
-    the ``index`` draw of nonsense queries existed uses its ``fit`` draw for its own level."""
+#: The caption-side features a query's English translation can raise (:mod:`mlatr.search.query_translation`).
+TRANSLATED = ("caption", "caption_z", "keyword", "caption_rare")
+
+
+def with_translation(x: np.ndarray, translated: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """The features ``x [Q, n, F]`` where the rows ``rows [Q]`` (queries with a translation) take, for each
+    :data:`TRANSLATED` feature, the better of the query's and its translation's (``translated [Q, n, F]``, whose
+    sound features are the query's own): what a search does with a translated query."""
+    out = x.copy()
+    cols = [FEATURES.index(c) for c in TRANSLATED]
+    out[np.ix_(rows, np.arange(x.shape[1]), cols)] = np.maximum(x[rows][..., cols], translated[rows][..., cols])
+    return out
+
+
+def load_libraries(folder: str | Path, data: RealSounds, translate: bool = True) -> list[Library]:
+    """Every held-out unit of ``folder`` (``*.npz`` fold embeddings) with each kind of metadata; with ``translate``
+    and the queries' translations kept, the caption and keyword features of a translated query are the better of
+    its own and its translation's (:func:`with_translation`). A unit kept before the ``index`` draw of nonsense
+    queries existed uses its ``fit`` draw for its own level."""
     files = sorted(Path(folder).glob("*.npz"))
     if not files:
         raise MlatrError(f"{folder}: no fold embeddings (*.npz); run mlatr demo-real or mlatr experiment "
@@ -192,6 +208,15 @@ def load_libraries(folder: str | Path, data: RealSounds) -> list[Library]:
             c, has = z[f"caption_{kind}"], z[f"has_{kind}"]
             x, old_kw = _scores(z["queries"], z["audio"], c, has, q_text, q_lang, names)
             caption = np.where(has[None], z["queries"] @ c.T, -np.inf)
+            if translate and "queries_translated" in z:
+                english = z["query_translations"].tolist()
+                rows_t = np.array([bool(t) for t in english])
+                qt = z["queries_translated"]
+                xt, _ = _scores(qt, z["audio"], c, has, [t or text for t, text in zip(english, q_text, strict=True)],
+                                ["eng" if t else lang for t, lang in zip(english, q_lang, strict=True)], names)
+                x = with_translation(x, xt, rows_t)
+                caption = np.where(rows_t[:, None], np.maximum(caption, np.where(has[None], qt @ c.T, -np.inf)),
+                                   caption)
             rrf = rrf_scores(z["queries"] @ z["audio"].T, caption, old_kw)
             ns = {use: _scores(z[f"nonsense_{use if f'nonsense_{use}' in z else 'fit'}"], z["audio"], c, has,
                                [x_["text"] for x_ in qs], [x_["lang"] for x_ in qs], names)[0]
@@ -210,19 +235,17 @@ def _fitted_rows(lib: Library, half: int | None) -> np.ndarray:
 
 def _training_rows(libs: list[Library], half: int | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``(x [P, F], y [P], weight [P])`` of the pairs of ``libs``' queries of ``half`` and their ``fit`` nonsense
-    queries (negatives): every positive and nonsense pair, a seeded share :data:`NEGATIVE_SHARE` of the other
-    negatives (weighted up by its inverse); each library and kind weighs the same in all."""
+    queries (negatives): every positive pair and a seeded share :data:`NEGATIVE_SHARE` of the negatives (weighted up
+    by its inverse); each library and kind weighs the same in all."""
     xs, ys, ws = [], [], []
     for lib in libs:
         f = lib.x.shape[-1]
-        x, y = lib.x[_fitted_rows(lib, half)].reshape(-1, f), lib.y[_fitted_rows(lib, half)].reshape(-1)
+        x = np.concatenate([lib.x[_fitted_rows(lib, half)].reshape(-1, f), lib.nonsense["fit"].reshape(-1, f)])
+        y = np.concatenate([lib.y[_fitted_rows(lib, half)].reshape(-1), np.zeros(lib.nonsense["fit"].shape[0]
+                                                                                   * lib.nonsense["fit"].shape[1])])
         rng = np.random.default_rng(int(hash_unit(f"negatives:{lib.name}:{lib.kind}") * 2 ** 32))
         keep = (y > 0) | (rng.random(len(y)) < NEGATIVE_SHARE)
-        w = np.where(y > 0, 1.0, 1.0 / NEGATIVE_SHARE)[keep]
-        ns = lib.nonsense["fit"].reshape(-1, f)
-        x = np.concatenate([x[keep], ns])
-        y = np.concatenate([y[keep], np.zeros(len(ns))])
-        w = np.concatenate([w, np.ones(len(ns))])
+        x, y, w = x[keep], y[keep], np.where(y > 0, 1.0, 1.0 / NEGATIVE_SHARE)[keep]
         xs.append(x)
         ys.append(y)
         ws.append(w / w.sum())
@@ -449,7 +472,7 @@ def cross_fit(libs: list[Library], languages: list[str], progress=print) -> dict
     names = sorted({lib.name for lib in libs})
     group_of = cross_fit_groups(names)
     measured: dict[tuple[str, str], _Measured] = {}
-    margins, sound_prob, sound_label = {}, [], []
+    margins, sound_prob, sound_label, fits = {}, [], [], []
     for g in sorted(set(group_of.values())):
         train = [lib for lib in libs if group_of[lib.name] != g]
         test = [lib for lib in libs if group_of[lib.name] == g]
@@ -467,6 +490,7 @@ def cross_fit(libs: list[Library], languages: list[str], progress=print) -> dict
             answer = fit_answer(train, model, 1 - half)
             margin = fit_margin(train, model, answer, 1 - half)
             margins[f"{g}/{half}"] = margin
+            fits.append({"measured_units": sorted({lib.name for lib in test}), "measured_half": half})
             for lib in test:
                 rows = lib.q_half == half
                 key = (lib.name, lib.kind)
@@ -485,7 +509,7 @@ def cross_fit(libs: list[Library], languages: list[str], progress=print) -> dict
                 if half == 0:
                     m.nonsense_excess = answer_logits(model, answer, lib.nonsense["measure"]) - level
                     m.nonsense_margin = margin
-    out = {"default": "logistic", "margins": margins,
+    out = {"default": "logistic", "margins": margins, "fits": fits,
            "split": {"groups": {n: group_of[n] for n in names},
                      "halves": {"ids": None}}}  # filled by measure()
     out.update(_rankings(libs, measured, languages))

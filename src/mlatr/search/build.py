@@ -140,6 +140,7 @@ def write_build(job: BuildJob) -> BuildReport:
     written = job.storage.write(Tables(clips, captions, job.meta), add=job.add, drop=job.plan.drop, dtype=job.dtype,
                                 ann=job.ann, check=job.check)
     index = Index.load(job.storage.where, model=job.loaded)
+    index.record_abstention()  # its "nothing relevant" level, for the library as it now is
     return BuildReport(index=index, added=len(clips), kept=len(index) - len(clips), skipped=skipped,
                        changed=job.plan.changed, deleted=job.plan.deleted, bytes_written=written)
 

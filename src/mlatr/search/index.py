@@ -396,11 +396,15 @@ class Index:
                 "clips": len(self), "captions": self._live_caption_count()}
 
     def record_abstention(self) -> dict[str, Any] | None:
-        """Fit the "nothing relevant" level (:meth:`fit_abstention`) and store it in the index's meta through its
-        storage (a build, an add or a compact does); None, and nothing stored, when the model is not calibrated."""
+        """Store the index's "nothing relevant" level in its meta through its storage, fitted now
+        (:meth:`fit_abstention`) unless the stored one is current (a build, an add or a compact calls it); None, and
+        nothing stored, when the model is not calibrated."""
         if self.calibration() is None:
             return None
-        record = self.fit_abstention()
+        current = self.abstention()
+        record = {k: v for k, v in current.items() if k != "stored"}
+        if current["stored"]:
+            return record
         self.storage.record_meta("abstention", record)
         self.meta["abstention"] = record
         self._parts["abstention"] = {**record, "stored": True}

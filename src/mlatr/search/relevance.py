@@ -414,6 +414,8 @@ class Calibration:
     fitted: dict
     weights_sha256: str | None = None
     abstention: dict = field(default_factory=dict)
+    #: the short name of the stored dict it was read from (:func:`~mlatr.calibration_file.calibration_id`)
+    source_id: str | None = field(default=None, repr=False, compare=False)
 
     @classmethod
     def load(cls, path: str | Path) -> Calibration:
@@ -429,7 +431,7 @@ class Calibration:
     def from_dict(cls, d: dict) -> Calibration:
         return cls(RelevanceModel.from_dict(d["text"]), RelevanceModel.from_dict(d["answer"]),
                    RelevanceModel.from_dict(d["sound"]), dict(d["classify"]), dict(d.get("fitted", {})),
-                   d.get("weights_sha256"), dict(d.get("abstention", {})))
+                   d.get("weights_sha256"), dict(d.get("abstention", {})), calibration_id(d))
 
     def to_dict(self) -> dict:
         return {"format": CALIBRATION_FORMAT, "weights_sha256": self.weights_sha256, "fitted": self.fitted,
@@ -438,8 +440,10 @@ class Calibration:
 
     @property
     def id(self) -> str:
-        """The short name of these contents (:func:`~mlatr.calibration_file.calibration_id`)."""
-        return calibration_id(self.to_dict())
+        """The short name of the stored calibration (:func:`~mlatr.calibration_file.calibration_id` of the dict it
+        was read from, or of :meth:`to_dict` for one fitted here): what the model card, ``index info`` and an
+        index's "nothing relevant" record name it by."""
+        return self.source_id or calibration_id(self.to_dict())
 
 
 @lru_cache(maxsize=1)

@@ -122,6 +122,17 @@ class CaptionHit:
         return {**asdict(self), "score": finite_or_none(self.score)}
 
 
+def below_words(value: float, level: float) -> str:
+    """``"relevance 0.457, below 0.460"``: ``value`` and ``level`` printed with the fewest decimals (2 to 6) at
+    which the printed value is below the printed level, so that what is read is true (never "0.46, below
+    0.46"); past 6 decimals they are too close to tell apart, and it says so."""
+    for digits in range(2, 7):
+        shown, at = f"{value:.{digits}f}", f"{level:.{digits}f}"
+        if float(shown) < float(at):
+            return f"relevance {shown}, below {at}"
+    return f"relevance {value:.6f}, just below {level:.6f}"
+
+
 def finite_or_none(x: float | None) -> float | None:
     """``x`` as a float, or ``None`` when it is missing, NaN or infinite (strict JSON)."""
     return None if x is None or not math.isfinite(float(x)) else float(x)
