@@ -88,6 +88,9 @@ def test_exact_and_windowed_fusion_equal_a_brute_force_reference(tmp_path, vecto
             got = ranker.rank(q, text, lang, 12, "hybrid")
             assert [h.row for h in got] == [r for r, _ in want], text
             np.testing.assert_allclose([h.score for h in got], [s for _, s in want], atol=1e-4)
+        memory = Index(index.clip_columns, index.caption_columns, dict(index.meta), deleted_rows=index.deleted_rows)
+        got = memory.text_ranker().rank(q, text, lang, 12, "hybrid")  # its statistics computed, not stored
+        assert [h.row for h in got] == [r for r, _ in want]
         small = index.text_ranker(window=20).rank(q, text, lang, 12, "hybrid")
         order = [r for r, _ in brute_force(emb, caps, index.caption_clip, index.caption_text, index.caption_lang,
                                              index.deleted_rows, q, text, lang, model)]
