@@ -32,7 +32,7 @@ def test_a_huge_sidecar_caption_is_a_bad_row_read_from_its_size(tmp_path, capsys
     write_tone(lib / "rain.wav", 0.3)
     write_tone(lib / "dog.wav", 0.3)
     (lib / "rain.txt").write_bytes(b"rain " * (MAX_SIDECAR_BYTES // 5 + 10))
-    r = run_cli(capsys, "data", "import", "--format", "folder", lib, "-o", tmp_path / "m.jsonl")
+    r = run_cli(capsys, "data", "import", "--format", "folder", lib, "-o", tmp_path / "m.jsonl", "--strict")
     assert_user_error(r, "rain.txt", "a caption file of", "at most 1,048,576")
     r = run_cli(capsys, "data", "import", "--format", "folder", lib, "-o", tmp_path / "m.jsonl", "--skip-bad")
     assert r.code == 0 and "skipped 1 bad row" in r.out
@@ -149,7 +149,7 @@ def test_a_file_name_that_is_not_utf8_is_a_bad_row_naming_its_bytes(tmp_path, ca
     write_tone(lib / "ok.wav", 0.3)
     write_tone(lib / "x.wav", 0.3)
     os.rename(lib / "x.wav", os.fsencode(lib) + b"/caf\xe9.wav")
-    r = run_cli(capsys, "data", "import", "--format", "folder", lib, "-o", tmp_path / "m.jsonl")
+    r = run_cli(capsys, "data", "import", "--format", "folder", lib, "-o", tmp_path / "m.jsonl", "--strict")
     assert_user_error(r, "caf\\udce9.wav: path: the file name is not valid UTF-8", "caf\\xe9.wav", "rename")
     r = run_cli(capsys, "data", "import", "--format", "folder", lib, "-o", tmp_path / "m.jsonl", "--skip-bad")
     assert r.code == 0 and "wrote 1 clips" in r.out

@@ -145,5 +145,5 @@ def resolve_model(ref: str | os.PathLike | None, option: str = "--model") -> Mod
             return ModelRef(registered, "registry" if how == "path" else how)
     names = ", ".join(registered_models()) or "none yet (mlatr export --name NAME writes one)"
     source = "" if how == "path" else f" (the default, from {how})"
-    raise MlatrError(f"{option} {text}{source}: no such checkpoint file or model folder, and no model of that name "
-                     f"in the registry {registry_folder()} (registered: {names})")
+    raise MlatrError(f"{option} {text}{source}: file not found (a checkpoint file or model folder), and no model of "
+                     f"that name in the registry {registry_folder()} (registered: {names})")

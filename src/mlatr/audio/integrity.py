@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from mlatr.errors import MlatrError
+from mlatr.errors import MissingFileError, MlatrError
 from mlatr.file_kinds import special_file
 
 if TYPE_CHECKING:
@@ -160,7 +160,7 @@ def _open(path: str) -> sf.SoundFile:
     if special:
         raise MlatrError(f"{path}: not a regular file but {special} (not opened)")
     if not os.path.isfile(path):
-        raise MlatrError(f"{path}: audio file not found")
+        raise MissingFileError(path, "a sound file")
     try:
         return soundfile().SoundFile(path)
     except Exception as exc:  # soundfile raises LibsndfileError / RuntimeError / TypeError
@@ -240,7 +240,7 @@ def audio_file_problem(path: str | os.PathLike, stated_s: float | None = None) -
     kept): field ``audio`` when it is missing or does not decode whole, ``duration`` when it is far from
     ``stated_s``; ``None`` when it is fine."""
     if not os.path.isfile(path) and not special_file(path):  # a FIFO is refused by probe_audio, unopened
-        return "audio", f"audio file not found: {path}"
+        return "audio", f"{path}: file not found (a sound file)"
     try:
         probe = probe_audio(path)
     except MlatrError as exc:

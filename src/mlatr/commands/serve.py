@@ -7,7 +7,7 @@ from pathlib import Path
 
 from mlatr.commands._arg_types import non_negative_float, positive_float, positive_int, tcp_port
 from mlatr.commands._model_io import add_model_for_index_options, model_for_index
-from mlatr.errors import MlatrError
+from mlatr.errors import MissingFileError, MlatrError
 from mlatr.serve.exposure import LOOPBACK_HOSTS, is_loopback
 from mlatr.serve.workers import on_reload_signal, supervise, tell_siblings
 from mlatr.terminal_text import shown_lines
@@ -116,7 +116,7 @@ def bind_socket(host: str, port: int):
 def run(args) -> int:
     _serve_imports()
     if not Path(args.index).exists() and not args.index.startswith("milvus:"):
-        raise MlatrError(f"index not found: {args.index}")
+        raise MissingFileError(args.index, "an index: the folder or .npz file mlatr index build writes")
     exposure(args.host, args.allow_host, args.token, args.no_auth)
     if args.workers > 1 and args.watch <= 0:
         raise MlatrError("--workers needs the index file watch (--watch > 0): each worker reloads by it")

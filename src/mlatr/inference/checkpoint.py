@@ -23,7 +23,7 @@ from typing import Any
 
 import torch
 
-from mlatr.errors import InputError, MlatrError
+from mlatr.errors import InputError, MissingFileError, MlatrError
 from mlatr.file_kinds import unreadable
 from mlatr.inference.device import resolve_device
 from mlatr.inference.loaded_model import LoadedModel
@@ -50,7 +50,7 @@ def read_checkpoint(path: str | os.PathLike, map_location: str | torch.device = 
         raise MlatrError(f"{p} is a folder, not a checkpoint file (a model folder written by mlatr export is "
                          "read by mlatr.load / --model)")
     if not p.is_file():
-        raise MlatrError(f"checkpoint not found: {p}")
+        raise MissingFileError(p, "a checkpoint")
     try:
         state = torch.load(p, map_location=map_location, weights_only=True)
     except Exception as exc:  # torch raises RuntimeError / UnpicklingError / EOFError / BadZipFile ...

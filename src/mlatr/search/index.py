@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 
 from mlatr import api_args
-from mlatr.errors import MlatrError
+from mlatr.errors import MissingFileError, MlatrError
 from mlatr.file_state import file_state
 from mlatr.inference import LoadedModel, load_model
 from mlatr.inference.library import LibrarySource, open_library
@@ -203,7 +203,7 @@ class Index:
                        dict(manifest["meta"], dim=dim, dtype=manifest["dtype"]), path=path, backend=backend,
                        deleted_rows=np.concatenate(deleted), shards=shards, _model=model)
         if not path.is_file():
-            raise MlatrError(f"index not found: {path}")
+            raise MissingFileError(path, "an index: the folder or .npz file mlatr index build writes")
         clips, captions, meta = npz_index.read_npz(path)
         return cls(clips, captions, meta, path=path, backend=backend, _model=model)
 

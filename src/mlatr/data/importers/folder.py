@@ -178,7 +178,7 @@ def _import_entries(entries: list[tuple[Path, Path]], relative_to: str | os.Path
             if probe:
                 duration = round(probe_audio(f).seconds, 6)
             elif special_file(f) or not f.is_file():
-                raise MlatrError(f"{f}: {special_file(f) or 'no such sound file'}")
+                raise MlatrError(f"{f}: {special_file(f) or 'file not found'}")
         except MlatrError as exc:
             bad.report(str(f), None, "audio", str(exc).removeprefix(f"{f}: "))
             continue
