@@ -29,8 +29,8 @@ from mlatr.audio.io import load_audio
 from mlatr.search.search import search_similar
 from mlatr.serve.api_errors import ApiError, short
 from mlatr.serve.clip_files import ClipRoots, confined_file
-from mlatr.serve.limits import Limits
 from mlatr.serve.live_index import LiveIndex
+from mlatr.serve.request_limits import Limits
 from mlatr.serve.results import caption_result, clip_result
 from mlatr.serve.schemas import ERRORS, SimilarResponse, Waveform
 

@@ -18,8 +18,8 @@ from mlatr.search.query import text_query
 from mlatr.search.search import encode_query_audio, query_waveform, search_encoded_audio
 from mlatr.serve.api_errors import ApiError, short
 from mlatr.serve.batching import TextBatcher
-from mlatr.serve.limits import Limits
 from mlatr.serve.live_index import LiveIndex
+from mlatr.serve.request_limits import Limits
 from mlatr.serve.results import caption_result, clip_result
 from mlatr.serve.schemas import ERRORS, AudioSearchResponse, TextSearchResponse
 

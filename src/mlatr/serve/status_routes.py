@@ -7,8 +7,8 @@ from fastapi import FastAPI
 from mlatr.errors import MlatrError
 from mlatr.languages import ALIASES, LANGUAGE_NAMES
 from mlatr.serve.api_errors import ApiError
-from mlatr.serve.limits import Limits
 from mlatr.serve.live_index import LiveIndex
+from mlatr.serve.request_limits import Limits
 from mlatr.serve.schemas import ERRORS, Health, Reloaded
 
 #: ISO 639-3 -> ISO 639-1, for the page (it preselects the browser's language).
