@@ -300,7 +300,7 @@ class Index:
             self._model = load_index_model(self.meta, str(self.path or "the index"))
         return self._model
 
-    def search_text(self, query: str, lang: str | None = "eng", k: int = 10, rank: str = "hybrid",
+    def search_text(self, query: str, lang: str | None = None, k: int = 10, rank: str = "hybrid",
                     min_relevance: float | None = None):
         """Clips for a text query in ``lang`` (ISO 639-3; ``None`` where the model does not read it), best
         first: :class:`~mlatr.search.search.Results`, a list of :class:`~mlatr.search.search.Hit` that says

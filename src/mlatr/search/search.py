@@ -191,7 +191,7 @@ def _nearest_rows(index: SearchIndex, queries: np.ndarray, ks: Sequence[int]) ->
     return [(scores[i, :k][rows[i, :k] >= 0], rows[i, :k][rows[i, :k] >= 0]) for i, k in enumerate(ks)]
 
 
-def search_text(index: SearchIndex, query: str, lang: str | None = "eng", k: int = 10, rank: str = "hybrid",
+def search_text(index: SearchIndex, query: str, lang: str | None = None, k: int = 10, rank: str = "hybrid",
                 min_relevance: float | None = None) -> Results:
     """Text-to-audio: the ``k`` best clips for ``query`` in ``lang`` (``None`` where the model's text encoder
     does not read it: :mod:`mlatr.search.query`) by ``rank``: ``hybrid`` (the fused score of every source,

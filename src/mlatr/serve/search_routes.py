@@ -14,6 +14,7 @@ from fastapi.responses import JSONResponse
 
 from mlatr.audio.io import audio_duration
 from mlatr.errors import MlatrError
+from mlatr.search.fusion import RANKS
 from mlatr.search.query import text_query
 from mlatr.search.search import encode_query_audio, query_waveform, search_encoded_audio
 from mlatr.serve.api_errors import ApiError, short
@@ -34,7 +35,7 @@ def add_search_routes(app: FastAPI, live: LiveIndex, limits: Limits, batcher: Te
                                                  "639-1); may be left out when the model does not read it "
                                                  "(GET /health: language_required)")] = None,
                k: Annotated[int, Query(ge=1, le=limits.max_k, description="number of results")] = 10,
-               rank: Annotated[Literal["audio", "captions", "hybrid"],
+               rank: Annotated[Literal[RANKS],
                                Query(description="hybrid: sound + captions + keywords; audio; captions")] = "hybrid",
                min_relevance: Annotated[float | None, Query(ge=0.0, le=1.0, description="the probability that the "
                                                             "library holds a relevant clip below which the answer "
