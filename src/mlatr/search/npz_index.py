@@ -103,6 +103,7 @@ def _arrays(path: Path) -> dict[str, np.ndarray]:
         with z:
             if "meta" not in z.files:  # another kind of zip / npz (a checkpoint, someone's arrays)
                 raise unreadable(path, _WHAT, "no array 'meta'", ("npz",))
+            _refuse_expanding_members(path, z.zip)
             for name in _ARRAYS:
                 if name not in z.files:
                     raise InputError("missing array (a damaged or foreign index: rebuild it with mlatr index "
@@ -113,6 +114,20 @@ def _arrays(path: Path) -> dict[str, np.ndarray]:
     except Exception as exc:  # a damaged member: BadZipFile, zlib.error, ValueError, EOFError
         raise unreadable(path, _WHAT, exc, ("npz",)) from exc
     return arrays
+
+
+#: How many times its stored size a member of an index may expand: mlatr writes members uncompressed
+#: (``np.savez``), and a compressor gains little on embeddings; far more is a member built to fill memory.
+MAX_EXPANSION = 20
+
+
+def _refuse_expanding_members(path: Path, archive) -> None:
+    """Refuse, from the zip directory and before anything is decompressed, a member declaring more bytes than
+    :data:`MAX_EXPANSION` times what it stores (1 MiB allowed regardless)."""
+    for info in archive.infolist():
+        if info.file_size > MAX_EXPANSION * info.compress_size + 2**20:
+            raise InputError(f"member {info.filename!r} would expand from {info.compress_size:,} to "
+                             f"{info.file_size:,} bytes: not an index mlatr wrote (a zip bomb?)", file=str(path))
 
 
 def _listed(path: Path, meta: dict, column: Column, n: int | None) -> list:
@@ -126,7 +141,7 @@ def _listed(path: Path, meta: dict, column: Column, n: int | None) -> list:
                          field=column.npz)
     if not isinstance(value, list):
         raise InputError(f"expected a list, found {type(value).__name__}", file=str(path), field=column.npz)
-    if not all(isinstance(x, column.kinds) for x in value):
+    if not all(column.holds(x) for x in value):
         raise InputError(f"expected {column.expected}", file=str(path), field=column.npz)
     return value
 

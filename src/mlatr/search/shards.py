@@ -146,10 +146,14 @@ def read_manifest(folder: str | os.PathLike) -> dict:
                  hint=_REBUILD)
     check_meta(file, expect_field(file, manifest, "meta", dict, "an object", hint=_REBUILD), "meta")
     shards = expect_field(file, manifest, "shards", list, "a list of shard entries", hint=_REBUILD)
+    names: set[str] = set()
     for i, entry in enumerate(shards):
         if not isinstance(entry, dict) or not isinstance(entry.get("name"), str) or "/" in entry["name"] \
                 or entry["name"].startswith(".") or not isinstance(entry.get("rows"), int):
             raise _field_error(file, f"shards[{i}]", "expected an object with a name and a row count")
+        if entry["name"] in names:  # its clips would be found, and answered, twice
+            raise _field_error(file, f"shards[{i}]", f"shard {entry['name']!r} is listed twice")
+        names.add(entry["name"])
         deleted = entry.get("deleted", [])
         if not isinstance(deleted, list) or not all(isinstance(r, int) and 0 <= r < entry["rows"] for r in deleted):
             raise _field_error(file, f"shards[{i}].deleted", f"expected a list of rows in 0..{entry['rows'] - 1}")
