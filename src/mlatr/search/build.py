@@ -22,7 +22,7 @@ from mlatr.data.webdataset_shards import ShardIndex
 from mlatr.errors import MlatrError
 from mlatr.inference import LoadedModel
 from mlatr.inference.model_identity import model_sha256
-from mlatr.io_utils import remove_orphan_temps
+from mlatr.io_utils import disk_full_named, remove_orphan_temps
 from mlatr.output_paths import check_output_path
 from mlatr.search import milvus
 from mlatr.search import shards as shard_files
@@ -176,8 +176,9 @@ def write_rows(output: str | os.PathLike, part: Index, *, add: bool = True, drop
     folder = shard_files.is_index_folder(output)
     if folder:
         shard_files.refuse_foreign_folder(output)
-        output.mkdir(parents=True, exist_ok=True)
-    with writer_lock(output, "index", wait=True):
+    # a new folder is made by the lock, and removed with it when the write fails before anything is in it
+    with writer_lock(output, "index", wait=True, folder=folder), \
+            disk_full_named(output, "the index is as it was before this write"):
         before = shard_files.bytes_of(output) if folder else 0
         current = _existing(output, model) if add else None
         if current is not None and check is not None:
