@@ -17,7 +17,7 @@ from mlatr.errors import MlatrError
 from mlatr.search.fusion import RANKS
 from mlatr.search.query import text_query
 from mlatr.search.search import encode_query_audio, query_waveform, search_encoded_audio
-from mlatr.serve.api_errors import ApiError, short
+from mlatr.serve.api_errors import ApiError, hide_paths, short
 from mlatr.serve.batching import TextBatcher
 from mlatr.serve.live_index import LiveIndex
 from mlatr.serve.request_limits import Limits
@@ -77,7 +77,7 @@ def add_search_routes(app: FastAPI, live: LiveIndex, limits: Limits, batcher: Te
                     vec = encode_query_audio(snap.index, wave)
                 clips = search_encoded_audio(snap.index, wave, vec, k, min_relevance)
             except MlatrError as exc:
-                raise ApiError(400, str(exc).replace(tmp.name, short(name))) from None
+                raise ApiError(400, hide_paths(str(exc).replace(tmp.name, short(name)))) from None
         root = request.scope.get("root_path", "")
         return {"filename": name, "k": k, **clips.answer(),
                 "results": [clip_result(snap, h, None, root) for h in clips],
