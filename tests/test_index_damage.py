@@ -58,8 +58,7 @@ FILES = ["index.json", "embeddings.npy", "ids.json", "clips.jsonl", "clips.offse
          "caption_clip.npy", "captions.jsonl", "captions.offsets.npy", "ann.faiss", "caption_ann.faiss",
          "moments.npz", "keywords.json", "keywords.indptr.npy", "keywords.docs.npy", "keywords.tf.npy",
          "keywords.length.npy"]
-DAMAGE = {"truncated": lambda b: b[: len(b) // 2], "garbage": lambda b: os.urandom(len(b)), "empty": lambda b: b"",
-          "missing": None}
+DAMAGE = {"truncated": lambda b: b[: len(b) // 2], "garbage": lambda b: os.urandom(len(b)), "missing": None}
 #: Files a reader can do without (it recomputes what they store): missing, the index still answers.
 OPTIONAL = {"moments.npz", "keywords.json"}
 
