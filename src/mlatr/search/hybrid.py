@@ -103,16 +103,18 @@ def rank_candidates(qc: QueryCandidates, k: int, rank: str, model: RelevanceMode
                     shown: np.ndarray | None = None) -> Ranking:
     """The ``k`` best of ``qc``'s candidates by ``rank`` (ties: lower row first), fused by ``model``, described
     (module docstring), and the answer's relevance by ``answer`` from every candidate. ``shown``: positions of
-    candidates found by a sound ranking, best first: they are described in that order (the sound's rank is
-    their place) and the answer's relevance is read from them alone."""
+    candidates found by a sound ranking, best first: the first ``k`` are described in that order (the sound's
+    rank is their place) and the answer's relevance is read from all of them (given at least
+    :data:`~mlatr.search.relevance.ANSWER_DEPTH`: what the full ranking reads where it orders as the sound)."""
     cands, stats = qc.cands, qc.stats
     if shown is None:
         fused = fuse(cands, stats, model)
         pos = order_by(cands, fused, rank, k)
         at = pos  # each hit's place in ``fused``
     else:
-        pos = np.asarray(shown, np.int64)[:k]
-        fused = fuse(cands.take(pos), stats, model)
+        read = np.asarray(shown, np.int64)
+        pos = read[:k]
+        fused = fuse(cands.take(read), stats, model)
         at = np.arange(len(pos))
     ranks = _ranks(cands, pos, by_sound=shown is None)
     score = {"hybrid": fused.score[at], "audio": cands.sound[pos], "captions": cands.caption[pos]}[rank]
@@ -253,12 +255,13 @@ class TextRanker:
                 for qc, k, rank in zip(qcs, ks, ranks, strict=True)]
 
     def describe(self, vec: np.ndarray, query: str, lang: str | None, rows: np.ndarray,
-                 sound: np.ndarray, rank: str = "audio") -> Ranking:
+                 sound: np.ndarray, rank: str = "audio", k: int | None = None) -> Ranking:
         """Relevance and evidence of live clips a sound ranking found through the index's searcher (``rows``, best
         first, ``sound``: their cosines), in that order (:func:`rank_candidates` with ``shown``): exact, the
         audio product is taken only for them (the other sources rank every live clip); windowed, the candidates
-        are these clips. ``rank``: which score the hits show (``hybrid``: the fused score, on a library where it
-        orders as the sound)."""
+        are these clips. The first ``k`` (default: all) are the hits; the answer's relevance reads every row.
+        ``rank``: which score the hits show (``hybrid``: the fused score, on a library where it orders as the
+        sound)."""
         vec = np.asarray(vec, np.float32)
         rows = np.asarray(rows, np.int64)
         if self.window is not None:
@@ -267,7 +270,7 @@ class TextRanker:
             audio = np.full(len(self.audio), -np.inf, np.float32)
             audio[rows] = sound
             qc = self._exact(vec, audio, self.captions.scores(vec[None])[0], query, lang)
-        return rank_candidates(qc, len(rows), rank, self.model, self.answer,
+        return rank_candidates(qc, len(rows) if k is None else k, rank, self.model, self.answer,
                                shown=np.searchsorted(qc.cands.rows, rows))
 
     def _exact(self, vec: np.ndarray, audio: np.ndarray, caption_scores: np.ndarray, query: str,

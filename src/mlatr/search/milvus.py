@@ -570,13 +570,14 @@ class MilvusRanker:
                                                                                               strict=True)]
 
     def describe(self, vec: np.ndarray, query: str, lang: str | None, rows: np.ndarray, sound: np.ndarray,
-                 rank: str = "audio") -> Ranking:
+                 rank: str = "audio", k: int | None = None) -> Ranking:
         """Relevance and evidence of the clips ``rows`` a sound search found (best first; ``sound``, their cosines,
-        read again from Milvus): the candidates are these clips, as a windowed local index describes them."""
+        read again from Milvus): the candidates are these clips, as a windowed local index describes them; the
+        first ``k`` (default: all) are the hits, the answer's relevance reads every row."""
         qc, = self.candidates(np.asarray(vec)[None], [query], [lang], [len(rows)], given=rows)
         rows = np.asarray(rows, np.int64)
         kept = rows[np.isin(rows, qc.cands.rows)]  # a clip deleted since the index was loaded is not returned
-        return rank_candidates(qc, len(kept), rank, self.model, self.answer,
+        return rank_candidates(qc, len(kept) if k is None else k, rank, self.model, self.answer,
                                shown=np.searchsorted(qc.cands.rows, kept))
 
     def candidates(self, vecs: np.ndarray, queries: Sequence[str], langs: Sequence[str | None], ks: Sequence[int],

@@ -18,7 +18,7 @@ from mlatr.search.columns import CaptionColumns, ClipColumns
 from mlatr.search.evidence import Evidence
 from mlatr.search.hybrid import Ranked, Ranking
 from mlatr.search.query import TextQuery
-from mlatr.search.relevance import LibraryStats, QueryStats, RelevanceModel, pair_features
+from mlatr.search.relevance import ANSWER_DEPTH, LibraryStats, QueryStats, RelevanceModel, pair_features
 from mlatr.search.results import CaptionHit
 
 #: The cosine from which a sound hit is compared sample by sample with the query (:meth:`Index.mark_same_audio
@@ -50,10 +50,10 @@ def rank_text_queries(ranker, sound_searcher, dim: int, vecs: np.ndarray, querie
     out: list[Ranking] = [Ranking() for _ in queries]
     sound_only = {"audio"} if live_captions else {"audio", "hybrid"}
     by_sound = [j for j, rank in enumerate(ranks) if rank in sound_only]
-    if by_sound:
-        found = nearest_rows(sound_searcher, dim, vecs[by_sound], [ks[j] for j in by_sound])
+    if by_sound:  # at least ANSWER_DEPTH found: the answer reads what the full ranking's reads
+        found = nearest_rows(sound_searcher, dim, vecs[by_sound], [max(ks[j], ANSWER_DEPTH) for j in by_sound])
         for j, (scores, rows) in zip(by_sound, found, strict=True):
-            out[j] = ranker.describe(vecs[j], texts[j], langs[j], rows, scores, ranks[j])
+            out[j] = ranker.describe(vecs[j], texts[j], langs[j], rows, scores, ranks[j], k=ks[j])
     fused = [j for j, rank in enumerate(ranks) if rank not in sound_only]
     if fused:
         ranked = ranker.rank_many(vecs[fused], [texts[j] for j in fused], [langs[j] for j in fused],
