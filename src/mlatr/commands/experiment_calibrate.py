@@ -8,7 +8,9 @@ relevant" rates with their trade-off and classification figures, cross-fitted ov
 over two halves of the hand-written queries (no library and no query text is both fitted and measured), and
 writes them to -o (report.md, results.json, reliability.png, nothing-relevant-tradeoff.png). --model MODEL
 also refits on every library and query and stores the calibration in MODEL (a checkpoint or a model folder of
-that recipe; the calibration records its weights' SHA-256 and is used only with them).
+that recipe; the calibration records its weights' SHA-256 and is used only with them). Searches do not translate
+queries, so neither does the calibration; --translated-queries measures what translating Spanish and Catalan
+queries into English would give (the fold embeddings' Apertium translations), without storing anything.
 
 Examples:
   mlatr experiment calibrate --embeddings runs/demo-real/unseen/embeddings --cache-dir runs/demo-real/cache \
@@ -38,6 +40,9 @@ def add_arguments(parser) -> None:
                         help="output folder (default: runs/calibrate)")
     parser.add_argument("--model", default=None, help="refit on every library and store the calibration in this "
                         "model (a checkpoint or model folder whose recipe made the embeddings)")
+    parser.add_argument("--translated-queries", action="store_true",
+                        help="measure as if searches translated Spanish and Catalan queries into English (the "
+                        "fold embeddings' Apertium translations; searches do not yet): not with --model")
 
 
 def run(args) -> int:
@@ -48,7 +53,10 @@ def run(args) -> int:
     if not folder.is_dir():
         raise MlatrError(f"{folder}: not a folder of fold embeddings (run mlatr experiment unseen-library first)")
     cache = Path(args.cache_dir) if args.cache_dir else _run_cache(folder)
-    print(calibrate_command(folder, args.manifest, cache, Path(args.out), args.model))
+    if args.translated_queries and args.model:
+        raise MlatrError("--translated-queries measures a remedy searches do not apply: no calibration to store "
+                         "(leave out --model)")
+    print(calibrate_command(folder, args.manifest, cache, Path(args.out), args.model, args.translated_queries))
     return 0
 
 

@@ -179,18 +179,20 @@ TRANSLATED = ("caption", "caption_z", "keyword", "caption_rare")
 def with_translation(x: np.ndarray, translated: np.ndarray, rows: np.ndarray) -> np.ndarray:
     """The features ``x [Q, n, F]`` where the rows ``rows [Q]`` (queries with a translation) take, for each
     :data:`TRANSLATED` feature, the better of the query's and its translation's (``translated [Q, n, F]``, whose
-    sound features are the query's own): what a search does with a translated query."""
+    sound features are the query's own): what a search that translated the query would see (searches do not
+    translate yet: :func:`load_libraries` applies it only when asked)."""
     out = x.copy()
     cols = [FEATURES.index(c) for c in TRANSLATED]
     out[np.ix_(rows, np.arange(x.shape[1]), cols)] = np.maximum(x[rows][..., cols], translated[rows][..., cols])
     return out
 
 
-def load_libraries(folder: str | Path, data: RealSounds, translate: bool = True) -> list[Library]:
+def load_libraries(folder: str | Path, data: RealSounds, translate: bool = False) -> list[Library]:
     """Every held-out unit of ``folder`` (``*.npz`` fold embeddings) with each kind of metadata; with ``translate``
     and the queries' translations kept, the caption and keyword features of a translated query are the better of
-    its own and its translation's (:func:`with_translation`). A unit kept before the ``index`` draw of nonsense
-    queries existed uses its ``fit`` draw for its own level."""
+    its own and its translation's (:func:`with_translation`: what item 6's remedy would give; off by default, as
+    searches do not translate queries, so a calibration fitted on them is one for the features searches compute).
+    A unit kept before the ``index`` draw of nonsense queries existed uses its ``fit`` draw for its own level."""
     files = sorted(Path(folder).glob("*.npz"))
     if not files:
         raise MlatrError(f"{folder}: no fold embeddings (*.npz); run mlatr demo-real or mlatr experiment "
@@ -929,14 +931,20 @@ def _progress(message: str) -> None:
 
 
 def calibrate_recipe(folder: Path, data: RealSounds, out: Path, weights: str | None = None,
-                     about: dict | None = None, progress=_progress) -> tuple[dict, Calibration | None]:
+                     about: dict | None = None, progress=_progress, translate: bool = False
+                     ) -> tuple[dict, Calibration | None]:
     """Measure the recipe of fold embeddings ``folder`` cross-fitted (:func:`measure`), write ``out/results.json``,
     ``report.md``, ``reliability.png`` and ``nothing-relevant-tradeoff.png``, and with ``weights`` (the SHA-256 of a
-    model of that recipe) fit its calibration on every unit and query (:func:`fit_calibration`). Returns
+    model of that recipe) fit its calibration on every unit and query (:func:`fit_calibration`). ``translate``:
+    measure as if searches translated the queries (:func:`load_libraries`; never with ``weights``). Returns
     ``(results, calibration or None)``."""
-    libs = load_libraries(folder, data)
+    if translate and weights is not None:
+        raise MlatrError("a calibration is fitted on the features searches compute: not with translated queries, "
+                         "which searches do not make")
+    libs = load_libraries(folder, data, translate)
     res = json.loads(json.dumps(measure(libs, folder, data, progress=progress), default=float))
     about = {"command": "mlatr experiment calibrate", "commit": source_commit(), "embeddings": str(folder),
+             "translated_queries": translate,
              "clips": len(data.manifest), "units": sorted({lib.name for lib in libs}), **(about or {})}
     res["about"] = about
     out.mkdir(parents=True, exist_ok=True)
@@ -964,7 +972,7 @@ def calibration_summary(res: dict, cal: Calibration) -> dict:
 
 
 def calibrate_command(folder: Path, manifest: str | Path, cache_dir: Path, out: Path,
-                      model: str | Path | None = None) -> str:
+                      model: str | Path | None = None, translate: bool = False) -> str:
     """``mlatr experiment calibrate``: :func:`calibrate_recipe`, and with ``model`` (a checkpoint or model folder of
     the recipe) its calibration stored in it (:func:`~mlatr.inference.checkpoint.store_calibration`). Returns the
     report."""
@@ -974,7 +982,8 @@ def calibrate_command(folder: Path, manifest: str | Path, cache_dir: Path, out: 
         state = read_model_folder(model) if is_model_folder(model) else read_checkpoint(model)
         weights = weights_sha256(state["model"])
     _, cal = calibrate_recipe(folder, data, out, weights, {"manifest": str(manifest),
-                                                           **({"model": str(model)} if model else {})})
+                                                           **({"model": str(model)} if model else {})},
+                              translate=translate)
     if cal is not None:
         store_calibration(model, cal.to_dict())
         atomic_write_text(out / "report.md", (out / "report.md").read_text(encoding="utf-8")
