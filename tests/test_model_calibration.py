@@ -128,3 +128,22 @@ def test_each_index_fits_stores_and_refits_its_own_level(models, tmp_path, capsy
     assert run_cli(capsys, "index", "compact", out).code == 0
     again = Index.load(out)
     assert again.abstention()["stored"] is True and again.meta["abstention"]["clips"] == len(index) - 1
+
+
+def test_a_calibration_stored_in_a_half_precision_folder_is_the_loaded_models(models, tmp_path):
+    """A model folder whose weights are stored in float16 is loaded into float32 modules: a calibration stored in it
+    (mlatr experiment calibrate --model FOLDER) is stamped with the digest of the weights as loaded, and used."""
+    from safetensors.torch import load_file, save_file
+
+    from mlatr.inference.model_folder import read_model_folder
+    from mlatr.inference.model_identity import weights_sha256
+
+    _, _, bare, _ = models
+    folder = export_model(bare, tmp_path / "half")
+    weights = next(folder.glob("*.safetensors"))
+    save_file({k: v.half() if v.is_floating_point() else v for k, v in load_file(weights).items()}, weights)
+    digest = weights_sha256(read_model_folder(folder)["model"])
+    loaded = load_model(folder)
+    assert digest == loaded.weights_sha256() and digest != load_model(bare).weights_sha256()  # rounded once
+    store_calibration(folder, toy_calibration(digest))
+    assert load_model(folder).calibration["weights_sha256"] == digest
