@@ -149,25 +149,3 @@ def test_the_fitted_rule_catches_nonsense_and_keeps_answerable_queries_on_separa
         for group in ("nonsense", "no_relevant", "relevant"):
             assert np.all(np.diff(res["tradeoff"][kind][group]) >= 0)
 
-
-def test_the_hit_model_is_fitted_on_the_clips_near_the_top_of_either_ranking_and_every_relevant_one(monkeypatch):
-    monkeypatch.setattr(relevance_fit, "NEAR", 2)
-    sound, caption = FEATURES.index("sound"), FEATURES.index("caption_z")
-    x = np.zeros((1, 6, len(FEATURES)))
-    x[0, :, sound] = [0.9, 0.1, 0.8, 0.2, 0.3, 0.0]  # by sound: clips 0 and 2 are the best two
-    captions = np.array([[0.1, 0.7, -np.inf, 0.2, 0.9, 0.0]])  # by caption: clips 4 and 1
-    near = relevance_fit._near(x, captions, k=2)
-    assert near[0].tolist() == [True, True, True, False, True, False]
-    y = np.zeros((1, 6), bool)
-    y[0, 5] = True  # a relevant clip far down both rankings is kept all the same
-    ns = np.zeros((2, 6, len(FEATURES)))
-    ns[:, :, sound] = [[0.5, 0.4, 0.3, 0.2, 0.1, 0.0], [0.0, 0.1, 0.2, 0.3, 0.4, 0.5]]
-    ns[0, 3, caption] = 1.0  # the first nonsense query's only captioned clip is 3
-    lib = Library("u", "names", x, y, ["eng"], np.array([0]), np.array([0]), y, {"fit": ns}, np.zeros((1, 6)), captions,
-                  np.zeros((1, 4)), np.zeros((6, 4)))
-    xs, ys, w = relevance_fit._training_rows([lib], None)
-    # the query: clips 0, 1, 2, 4 (near) and 5 (relevant); nonsense: {0, 1} by sound + {3} by caption, {4, 5} + {}
-    assert ys.tolist() == [0, 0, 0, 0, 1] + [0] * 5
-    assert xs[:5, sound].tolist() == [0.9, 0.1, 0.8, 0.3, 0.0]
-    assert xs[5:, sound].tolist() == [0.5, 0.4, 0.2, 0.4, 0.5]
-    np.testing.assert_allclose(w, 1.0)  # one library: every row weighs the same

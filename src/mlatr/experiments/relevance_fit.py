@@ -21,9 +21,8 @@ What is fitted (:func:`fit_calibration`, the same fits on every unit and every q
 calibration, stored with its weights: :func:`calibrate_command` with ``model``):
 
 - the hit relevance model (:func:`fit_text`): a logistic regression on the monotone expansion of the pair
-  features (:func:`mlatr.search.relevance.expand`) with non-negative weights, fitted on the clips near the top
-  of each query's sound or caption ranking (:func:`_training_rows`), its probability calibrated by isotonic
-  regression on the top :data:`SHOWN` hits of every fitted query;
+  features (:func:`mlatr.search.relevance.expand`) with non-negative weights, its probability calibrated by
+  isotonic regression on the top :data:`SHOWN` hits of every fitted query;
 - the answer model (:func:`fit_answer`): whether one of the top :data:`~mlatr.search.relevance.ANSWER_DEPTH`
   hits is relevant, from what the whole ranking says, its probability calibrated on the hand-written queries
   and kept between the best hit's relevance and the chance that one of the hits is (what the hits say);
@@ -90,8 +89,9 @@ ECE_BINS = 10
 READ_FROM = 0.1
 #: Groups the held-out units are dealt into for cross-fitting (fewer when there are fewer units).
 CROSS_FIT_GROUPS = 6
-#: The clips of each query the hit model is fitted on: its NEAR best by sound or by caption (and every relevant one).
-NEAR = 30
+#: Share of the non-relevant (query, clip) pairs kept to fit the hit model (each weighs 1 / this; the positives
+#: are all kept). Seeded per library.
+NEGATIVE_SHARE = 0.25
 #: The query groups of the "nothing relevant" rates (issue 33, item 3 (a)-(c)).
 GROUPS = ("nonsense", "no_relevant", "relevant")
 
@@ -235,41 +235,24 @@ def _fitted_rows(lib: Library, half: int | None) -> np.ndarray:
     return np.ones(len(lib.q_half), bool) if half is None else lib.q_half == half
 
 
-def _near(x: np.ndarray, captions: np.ndarray, k: int) -> np.ndarray:
-    """``[Q, n]`` bool: the clips among each query's ``k`` best by sound or by caption cosine (``x [Q, n, F]``,
-    ``captions [Q, n]``, -inf where a clip has none: such a clip is never near by caption): those a ranking has to
-    order."""
-    def top(scores):
-        return np.argsort(np.argsort(-scores, axis=1, kind="stable"), axis=1, kind="stable") < k
-    return top(x[..., FEATURES.index("sound")]) | (top(captions) & np.isfinite(captions))
-
-
 def _training_rows(libs: list[Library], half: int | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``(x [P, F], y [P], weight [P])`` the hit model is fitted on: for each query of ``half`` of ``libs`` and each
-    ``fit`` nonsense query, the clips among its :data:`NEAR` best by sound or by caption (:func:`_near`), and every
-    relevant clip; each library and kind weighs the same in all. The clips far down both rankings are left out: they
-    are easy negatives, which a fit on every pair spends its weights on, while what orders a ranking is the clips
-    near its top."""
+    """``(x [P, F], y [P], weight [P])`` of the pairs of ``libs``' queries of ``half`` and their ``fit`` nonsense
+    queries (negatives): every positive pair and a seeded share :data:`NEGATIVE_SHARE` of the negatives (weighted up
+    by its inverse); each library and kind weighs the same in all."""
     xs, ys, ws = [], [], []
     for lib in libs:
-        rows = _fitted_rows(lib, half)
-        ns = lib.nonsense["fit"]
-        ns_caption = np.where(_caption_has(ns), ns[..., FEATURES.index("caption")], -np.inf)
-        keep = _near(lib.x[rows], lib.captions[rows], NEAR) | lib.y[rows]
-        keep_ns = _near(ns, ns_caption, NEAR)
-        x = np.concatenate([lib.x[rows][keep], ns[keep_ns]])
-        y = np.concatenate([lib.y[rows][keep], np.zeros(int(keep_ns.sum()))]).astype(np.float64)
+        f = lib.x.shape[-1]
+        x = np.concatenate([lib.x[_fitted_rows(lib, half)].reshape(-1, f), lib.nonsense["fit"].reshape(-1, f)])
+        y = np.concatenate([lib.y[_fitted_rows(lib, half)].reshape(-1), np.zeros(lib.nonsense["fit"].shape[0]
+                                                                                   * lib.nonsense["fit"].shape[1])])
+        rng = np.random.default_rng(int(hash_unit(f"negatives:{lib.name}:{lib.kind}") * 2 ** 32))
+        keep = (y > 0) | (rng.random(len(y)) < NEGATIVE_SHARE)
+        x, y, w = x[keep], y[keep], np.where(y > 0, 1.0, 1.0 / NEGATIVE_SHARE)[keep]
         xs.append(x)
         ys.append(y)
-        ws.append(np.full(len(y), 1.0 / max(len(y), 1)))
+        ws.append(w / w.sum())
     w = np.concatenate(ws)
     return np.concatenate(xs).astype(np.float64), np.concatenate(ys), w * len(w) / w.sum()
-
-
-def _caption_has(x: np.ndarray) -> np.ndarray:
-    """``[..., n]`` whether each clip has a caption, read off its features (a clip without one has caption_z 0 and
-    the mean caption cosine: :func:`~mlatr.search.relevance.pair_features`)."""
-    return x[..., FEATURES.index("caption_z")] != 0
 
 
 def fit_logistic(x: np.ndarray, y: np.ndarray, w: np.ndarray, features: tuple[str, ...] = FEATURES) -> RelevanceModel:
