@@ -22,6 +22,8 @@ The frozen multilingual text encoders (e5-small, use-multilingual) read any of t
 a small trained text encoder uses --lang only if it was trained with a language embedding.
 --audio FILE ranks the indexed clips by similarity to FILE and also the indexed captions
 (sound-to-caption). --json prints one JSON object instead of a table.
+A long recording indexed as segments (index build) is ranked by its best segment where that beats the whole
+file, counts once, and its hit says where it matched: "at 1:40-1:50" (--json: "start", "end" in seconds).
 
 Examples:
   mlatr search sounds.idx "un chien aboie" --lang fra -k 5
@@ -78,7 +80,8 @@ def run(args) -> int:
     for h in clips:
         cap = shown("; ".join(h.captions))
         rel = "-" if h.relevance is None else f"{h.relevance:.2f}"
-        print(f"{h.rank:>4}  {rel:>6}  {h.score:6.3f}  {shown(h.id)}" + (f"  \"{cap}\"" if cap else "")
+        print(f"{h.rank:>4}  {rel:>6}  {h.score:6.3f}  {shown(h.id)}" + (f"  at {h.at()}" if h.segment else "")
+              + (f"  \"{cap}\"" if cap else "")
               + f"\n{'':22}{shown(h.path)}"
               + (f"\n{'':22}(its audio was {h.stale} since it was indexed: mlatr index build --add updates the index)"
                  if h.stale else "")

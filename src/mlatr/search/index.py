@@ -42,7 +42,7 @@ from mlatr.inference.model_identity import check_index_model, model_sha256
 from mlatr.model_registry import default_model, resolve_model
 from mlatr.models.protocols import query_languages
 from mlatr.search.ann import AnnBuild
-from mlatr.search.columns import CaptionColumns, ClipColumns
+from mlatr.search.columns import CaptionColumns, ClipColumns, SegmentColumns
 from mlatr.search.encode import EncodeSettings, build_settings, encode_clips, index_meta
 from mlatr.search.hybrid import Ranked, Ranking
 from mlatr.search.query import TextQuery, check_k, check_min_relevance, text_query
@@ -55,6 +55,7 @@ from mlatr.search.search import (
     rank_text_queries,
     sound_ranking,
 )
+from mlatr.search.segments import segmenting, sound_searcher
 from mlatr.search.storage import MemoryStorage, Storage, Tables, check_backend
 from mlatr.search.storage_choice import open_storage
 
@@ -89,6 +90,8 @@ class Index:
     deleted_rows: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     #: where the index lives (module docstring)
     storage: Storage = field(default_factory=MemoryStorage, repr=False)
+    #: the segments of its long clips (:mod:`mlatr.search.segments`; None: none)
+    segment_columns: SegmentColumns | None = field(default=None, repr=False)
     _model: Any = field(default=None, repr=False)
     _parts: dict[str, Any] = field(default_factory=dict, repr=False)
 
@@ -113,7 +116,7 @@ class Index:
     @property
     def tables(self) -> Tables:
         """The index's tables, meta and tombstones (:class:`~mlatr.search.storage.Tables`; not copied)."""
-        return Tables(self.clip_columns, self.caption_columns, self.meta, self.deleted_rows)
+        return Tables(self.clip_columns, self.caption_columns, self.meta, self.deleted_rows, self.segment_columns)
 
     def __len__(self) -> int:
         """Clips a search can return (rows not deleted)."""
@@ -128,7 +131,7 @@ class Index:
         """The clips ``rows`` (in that order) and their captions, in memory, without tombstones."""
         taken = self.tables.take(rows)
         return Index(taken.clips, taken.captions, taken.meta, path=self.path, backend=self.backend,
-                     _model=self._model)
+                     _model=self._model, segment_columns=taken.segments)
 
     def live(self) -> Index:
         """This index without its deleted rows (itself when none is deleted); tables copied in memory."""
@@ -178,7 +181,7 @@ class Index:
         storage = open_storage(path)
         tables = storage.read()
         index = cls(tables.clips, tables.captions, tables.meta, path=storage.path, backend=backend,
-                    deleted_rows=tables.deleted, storage=storage, _model=model)
+                    deleted_rows=tables.deleted, storage=storage, _model=model, segment_columns=tables.segments)
         if model is not None:
             check_index_model(index.meta, model, str(path), allow_other_model)
         return index
@@ -186,16 +189,20 @@ class Index:
     @classmethod
     def build(cls, model: LoadedModel, source: LibrarySource, *, split: str = "all",
               caption_languages: Sequence[str] | None = None, batch_size: int = 16, max_seconds: float | None = None,
-              window_seconds: float | None = None, skip_bad: bool = False, progress: bool = True) -> Index:
+              window_seconds: float | None = None, skip_bad: bool = False, progress: bool = True,
+              segments: bool = True, segment_seconds: float | None = None, segment_hop: float | None = None) -> Index:
         """An index of the library ``source`` (a folder of sounds, a manifest file or :class:`Manifest`, sound
         files, webdataset shards, or a list of these: :func:`mlatr.inference.library.open_library`, the forms
         ``mlatr index build`` takes) embedded by ``model``, in memory (:meth:`save` writes it). Options as
-        :func:`mlatr.search.build.build_index`; unreadable clips are an error unless ``skip_bad``."""
+        :func:`mlatr.search.build.build_index` (``segments``: long clips indexed as segments too,
+        :mod:`mlatr.search.segments`); unreadable clips are an error unless ``skip_bad``."""
         api_args.instance("model", model, LoadedModel, "mlatr.load(PATH)")
         batch_size = api_args.integer("batch_size", batch_size)
         max_seconds = api_args.positive_number("max_seconds", max_seconds)
         window_seconds = api_args.positive_number("window_seconds", window_seconds)
         skip_bad, progress = api_args.flag("skip_bad", skip_bad), api_args.flag("progress", progress)
+        segment_seconds = api_args.positive_number("segment_seconds", segment_seconds)
+        segment_hop = api_args.positive_number("segment_hop", segment_hop)
         if caption_languages is not None:
             caption_languages = api_args.language_codes("caption_languages", caption_languages)
         library = open_library(source, split=api_args.text("split", split), skip_bad=skip_bad, progress=progress)
@@ -203,18 +210,30 @@ class Index:
         measure_clips(manifest.clips, manifest.root, progress)  # a folder's loudness, as mlatr index build
         sample_rate, max_seconds, window_seconds = build_settings(model, max_seconds, window_seconds, None)
         langs = list(caption_languages) if caption_languages else manifest.languages()
-        meta = index_meta(model, manifest, sample_rate, max_seconds, langs, window_seconds)
-        how = EncodeSettings(sample_rate, max_seconds, window_seconds, batch_size, skip_bad, progress, library.shards)
-        clips, captions, _ = encode_clips(model, manifest, manifest.clips, langs, how)
-        return cls(clips, captions, meta, _model=model)
+        cut = segmenting(window_seconds, segment_seconds, segment_hop, enabled=api_args.flag("segments", segments))
+        meta = index_meta(model, manifest, sample_rate, max_seconds, langs, window_seconds, segments=cut)
+        how = EncodeSettings(sample_rate, max_seconds, window_seconds, batch_size, skip_bad, progress, library.shards,
+                             cut)
+        tables, _ = encode_clips(model, manifest, manifest.clips, langs, how, meta)
+        return cls(tables.clips, tables.captions, meta, _model=model, segment_columns=tables.segments)
 
     # ---- the parts a query is ranked with (its storage's, built once) --------------------------------
     def searcher(self, which: str = "audio"):
         """Top-k over the clip (``audio``) or caption (``captions``) embeddings, deleted rows skipped: the
-        storage's (an index folder's: one per shard, its approximate structure with backend ``auto``)."""
+        storage's (an index folder's: one per shard, its approximate structure with backend ``auto``). With
+        segments, the clips' searcher scores a clip by the higher of its pooled vector and its best segment
+        (:class:`~mlatr.search.segments.MomentSearcher`)."""
         if which not in self._parts:
-            self._parts[which] = self.storage.searcher(self.tables, which, self.backend)
+            found = self.storage.searcher(self.tables, which, self.backend)
+            self._parts[which] = sound_searcher(found, self.moments()) if which == "audio" else found
         return self._parts[which]
+
+    def moments(self):
+        """The segments of the index's long clips, scored and searched (:mod:`mlatr.search.segments`; the
+        storage's, built once); None without any."""
+        if "moments" not in self._parts:
+            self._parts["moments"] = self.storage.moments(self.tables, self.backend)
+        return self._parts["moments"]
 
     def text_ranker(self, window: int | None = None):
         """Caption and keyword ranking of the index's clips for text queries (:mod:`mlatr.search.hybrid`), built
@@ -225,7 +244,7 @@ class Index:
             return self._parts["text"]
         chosen = window if window is not None else self.fusion_window()
         searchers = (self.searcher("audio"), self.searcher("captions")) if chosen is not None else None
-        ranker = self.storage.text_ranker(self.tables, self.backend, chosen, searchers)
+        ranker = self.storage.text_ranker(self.tables, self.backend, chosen, searchers, self.moments())
         if window is None:
             self._parts["text"] = ranker
         return ranker
@@ -290,8 +309,8 @@ class Index:
         rankings = rank_text_queries(self.text_ranker(), self.searcher("audio"), self.dim, np.asarray(vecs), queries,
                                      self.has_live_captions())
         threshold = shipped().answer.threshold
-        return [Results(self._hits(ranking), threshold if q.min_relevance is None else q.min_relevance,
-                        ranking.relevance) for ranking, q in zip(rankings, queries, strict=True)]
+        return [Results(self._hits(ranking, vec), threshold if q.min_relevance is None else q.min_relevance,
+                        ranking.relevance) for ranking, q, vec in zip(rankings, queries, np.asarray(vecs), strict=True)]
 
     # ---- sound queries -------------------------------------------------------------------------------
     def search_audio(self, path: str | os.PathLike | np.ndarray, k: int = 10,
@@ -325,7 +344,7 @@ class Index:
         checked): a server encodes under its model lock and ranks (and reads the files of hits that may be the
         query's own sound) outside it."""
         scores, rows = nearest_rows(self.searcher("audio"), self.dim, vec[None], [k])[0]
-        hits = self.mark_same_audio(wave, self._hits(sound_ranking(self.text_ranker().stats, vec, scores, rows)))
+        hits = self.mark_same_audio(wave, self._hits(sound_ranking(self.text_ranker().stats, vec, scores, rows), vec))
         return self._sound_results(vec, hits, min_relevance, k)
 
     def search_similar(self, row: int, k: int = 10) -> Results:
@@ -337,7 +356,7 @@ class Index:
         scores, rows = nearest_rows(self.searcher("audio"), self.dim, vec[None], [k + 1])[0]
         keep = np.asarray([self.ids[r] != self.ids[row] for r in rows.tolist()], bool)
         scores, rows = scores[keep][:k], rows[keep][:k]
-        hits = self._hits(sound_ranking(self.text_ranker().stats, vec, scores, rows))
+        hits = self._hits(sound_ranking(self.text_ranker().stats, vec, scores, rows), vec)
         if any(h.score >= SAME_AUDIO_COSINE for h in hits) and not self.stale(row):
             try:
                 hits = self.mark_same_audio(self.query_waveform(self.paths[row]), hits)
@@ -349,7 +368,8 @@ class Index:
         """Clips nearest to an embedding ``query [d]`` (already in the index's space)."""
         scores, rows = nearest_rows(self.searcher("audio"), self.dim, query[None] if query.ndim == 1 else query,
                                     [check_k(k)])[0]
-        return self._hits(Ranking(Ranked(r, s, None, []) for r, s in zip(rows.tolist(), scores.tolist(), strict=True)))
+        return self._hits(Ranking(Ranked(r, s, None, []) for r, s in zip(rows.tolist(), scores.tolist(), strict=True)),
+                          query if query.ndim == 1 else query[0])
 
     def mark_same_audio(self, wave: np.ndarray, hits: list[Hit]) -> list[Hit]:
         """``hits`` with ``same_audio`` set on those whose clip is the sound ``wave [T]`` itself: a hit at cosine
@@ -374,12 +394,19 @@ class Index:
         captions = nearest_captions(self.searcher("captions"), self.caption_columns, self.clip_columns, vec, k)
         return Results(hits, threshold, caption_hits=captions)
 
-    def _hits(self, ranking: Ranking) -> list[Hit]:
-        """:class:`Hit` of each ranked clip: its id, path, English captions, evidence, relevance, staleness."""
+    def _hits(self, ranking: Ranking, vec: np.ndarray) -> list[Hit]:
+        """:class:`Hit` of each ranked clip: its id, path, English captions, evidence, relevance, staleness and,
+        for a clip with segments, the segment nearest to the query ``vec [d]`` (:mod:`mlatr.search.segments`)."""
+        ranked = [one for one in ranking if one.row >= 0]
+        moments = self.moments()
+        spans: list[tuple[float, float] | None] = [None] * len(ranked)
+        if moments is not None and ranked:
+            best = moments.best_segment(np.asarray(vec, np.float32), np.asarray([one.row for one in ranked]))
+            spans = [moments.span(int(b)) if b >= 0 else None for b in best.tolist()]
         return [Hit(rank=r + 1, score=float(one.score), id=self.ids[one.row], path=self.paths[one.row],
                     captions=[c for c in self.captions[one.row].get("eng", []) if c], evidence=one.evidence,
-                    stale=self.stale(one.row), relevance=one.relevance)
-                for r, one in enumerate(ranking) if one.row >= 0]
+                    stale=self.stale(one.row), relevance=one.relevance, segment=span)
+                for r, (one, span) in enumerate(zip(ranked, spans, strict=True))]
 
     # ---- what it is ------------------------------------------------------------------------------------
     def summary(self, check: bool = False) -> dict[str, Any]:

@@ -1,14 +1,16 @@
 """Search hits -> the JSON objects of the HTTP API.
 
 A clip result is ``{"rank", "id", "score", "relevance", "caption", "caption_lang", "duration", "audio_url",
-"same_audio", "evidence"}``
+"same_audio", "evidence", "start", "end"}``
 (``evidence``: what ranked the clip, :class:`mlatr.search.evidence.Evidence` with every field of
 :class:`~mlatr.serve.schemas.Evidence`; ``same_audio``: a sound query's own audio, :attr:`Hit.same_audio`):
 ``caption`` is the clip's first caption in the query's language when the index holds one, else its
 first English caption, else its first caption in any language (``caption_lang`` says which), ``None``
 for a clip without captions. ``audio_url`` is the server path that streams the clip (``/audio/`` + the
 id, percent-encoded whole, so ids with ``/``, ``?`` or ``#`` survive). Numbers that are not finite
-(an index holding a NaN embedding) become ``None``: the API's JSON is strict (no ``NaN``).
+(an index holding a NaN embedding) become ``None``: the API's JSON is strict (no ``NaN``). ``start`` /
+``end``: where a long clip indexed as segments matched (:attr:`~mlatr.search.results.Hit.segment`, seconds;
+``None`` otherwise): the page plays from ``start``.
 """
 
 from __future__ import annotations
@@ -48,7 +50,8 @@ def clip_result(snapshot, hit, lang: str | None, root: str = "") -> dict:
             "relevance": finite_or_none(hit.relevance), "caption": caption,
             "caption_lang": caption_lang, "duration": finite_or_none(snapshot.duration(row)),
             "audio_url": audio_url(hit.id, root), "same_audio": hit.same_audio,
-            "evidence": [{**EVIDENCE_DEFAULTS, **e.to_dict()} for e in hit.evidence]}
+            "evidence": [{**EVIDENCE_DEFAULTS, **e.to_dict()} for e in hit.evidence],
+            "start": hit.segment[0] if hit.segment else None, "end": hit.segment[1] if hit.segment else None}
 
 
 def caption_result(hit, root: str = "") -> dict:

@@ -25,6 +25,8 @@ class ClipResult(BaseModel):
     audio_url: str
     same_audio: bool = False  # a sound query: this clip's audio is the query's own (search.mark_same_audio)
     evidence: list[Evidence] = []
+    start: float | None = None  # a long clip indexed as segments: where it matched, seconds (search.segments)
+    end: float | None = None
 
 
 class CaptionResult(BaseModel):

@@ -26,6 +26,12 @@ function fmtSeconds(s) {
 
 const SVG = "http://www.w3.org/2000/svg";
 
+// A time in a file as a clock: 100 -> "1:40".
+function clock(s) {
+  const t = Math.round(s * 10) / 10, m = Math.floor(t / 60), sec = t - 60 * m;
+  return `${m}:${sec < 10 ? "0" : ""}${Number.isInteger(sec) ? sec : sec.toFixed(1)}`;
+}
+
 // What ranked a result (mlatr.search.hybrid), as short chips: the matched caption and its language, the
 // query's words found in a caption, the sound's rank.
 function evidenceChips(r) {
@@ -37,6 +43,13 @@ function evidenceChips(r) {
     same.textContent = "your sound: the same audio";
     same.title = "This clip's audio is the sound you searched with, sample for sample";
     box.append(same);
+  }
+  if (r.start !== null && r.start !== undefined) {  // a long recording: where in it this matched
+    const at = document.createElement("span");
+    at.className = "chip moment";
+    at.textContent = `at ${clock(r.start)}-${clock(r.end)}`;
+    at.title = "The part of this recording that matched: play starts there";
+    box.append(at);
   }
   (r.evidence || []).forEach((e) => {
     const chip = document.createElement("span");
@@ -69,6 +82,16 @@ function thumbnail(r) {
       svg.append(bar);
     });
     svg.dataset.bins = String(w.peaks.length);
+    if (r.start !== null && r.start !== undefined && r.duration) {  // the matched segment, marked
+      const mark = document.createElementNS(SVG, "rect");
+      const x = (60 * r.start) / r.duration, x2 = Math.min(60, (60 * r.end) / r.duration);
+      mark.setAttribute("class", "moment");
+      mark.setAttribute("x", String(x));
+      mark.setAttribute("width", String(Math.max(0.8, x2 - x)));
+      mark.setAttribute("y", "0");
+      mark.setAttribute("height", "20");
+      svg.prepend(mark);
+    }
   }).catch(() => { svg.dataset.bins = "0"; });
   return svg;
 }
@@ -119,7 +142,8 @@ function card(r, top) {
   body.append(cap, details);
   const audio = document.createElement("audio");
   audio.preload = "none";
-  audio.src = r.audio_url;
+  // a long recording plays from where it matched (a media fragment: the server never sees it)
+  audio.src = r.start ? `${r.audio_url}#t=${r.start}` : r.audio_url;
   const play = button("▶", `Play result ${r.rank}: ${r.caption || r.id}`, () => {
     if (audio.paused) audio.play(); else audio.pause();
   });
