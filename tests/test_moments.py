@@ -2,9 +2,9 @@
 beside its pooled vector, its sound score is the higher of the two, its hit says where it matched, and it
 counts once.
 
-The model-path tests give the toy model an audio tower whose embedding is known in closed form (the share of
-the signal's energy in each of 16 frequency bands, square-rooted: unit norm), so the segment a query should
-find and its cosine are computed here independently of mlatr.
+The model-path tests give the toy model an audio tower whose embedding is known in closed form
+(``band_model``: the share of the signal's energy in each of 16 frequency bands, square-rooted), so the segment a
+query should find and its cosine are computed here independently of mlatr.
 """
 
 from __future__ import annotations
@@ -14,14 +14,13 @@ import json
 import numpy as np
 import pytest
 import soundfile as sf
-import torch
 
+from band_model import SR, band_tower, bands
 from clitools import run_cli
 from mlatr.audio.io import load_audio
 from mlatr.data.manifest import Manifest
 from mlatr.inference.checkpoint import load_model
 from mlatr.models.dual_encoder import DualEncoder
-from mlatr.models.outputs import EncoderOutput
 from mlatr.search import build_index
 from mlatr.search.backends import NumpyBackend, ShardedSearcher
 from mlatr.search.columns import SegmentColumns
@@ -36,24 +35,7 @@ from mlatr.search.segments import (
     stream_segments,
 )
 
-SR = 16000
-BANDS = 16
 EVENT = (13.0, 13.3)  # seconds: the high tone inside the long recording
-
-
-def bands(x: np.ndarray) -> np.ndarray:
-    """``[16]`` the square roots of the shares of ``x``'s energy in 16 equal bands of 0-8 kHz (unit norm)."""
-    power = np.abs(np.fft.rfft(np.asarray(x, np.float64))) ** 2
-    edges = np.linspace(0, len(power), BANDS + 1).astype(int)
-    energy = np.asarray([power[a:b].sum() for a, b in zip(edges[:-1], edges[1:], strict=True)]) + 1e-12
-    return np.sqrt(energy / energy.sum())
-
-
-def band_tower(self, waveform: torch.Tensor, lengths: torch.Tensor | None = None) -> EncoderOutput:
-    """The stand-in audio side: :func:`bands` of each clip's valid samples."""
-    n = lengths.tolist() if lengths is not None else [waveform.shape[1]] * waveform.shape[0]
-    out = np.stack([bands(w[:k].double().numpy()) for w, k in zip(waveform, n, strict=True)])
-    return EncoderOutput(torch.from_numpy(out).to(waveform.dtype), None, None)
 
 
 def tone(seconds: float, freq: float = 1760.0) -> np.ndarray:

@@ -225,6 +225,10 @@ class TextRanker:
             row -= len(part)
         raise IndexError(row)
 
+    def clip_vectors(self, rows: np.ndarray) -> np.ndarray:
+        """``[n, d]`` the audio embeddings of clips ``rows`` (duplicates: each clip's neighbours)."""
+        return self.audio.take(np.asarray(rows, np.int64))
+
     def rank(self, query_vec: np.ndarray, query: str, lang: str | None, k: int,
              rank: str = "hybrid") -> Ranking:
         """The ``k`` best live clips for the embedded query ``query_vec [d]`` (text ``query`` in ``lang``)."""

@@ -33,6 +33,7 @@ import numpy as np
 
 from mlatr import api_args
 from mlatr.audio.bounded import load_query_audio
+from mlatr.data.dedup import same_samples
 from mlatr.data.file_metadata import measure_clips
 from mlatr.errors import MlatrError
 from mlatr.file_state import file_state
@@ -222,9 +223,9 @@ class Index:
         """Top-k over the clip (``audio``) or caption (``captions``) embeddings, deleted rows skipped: the
         storage's (an index folder's: one per shard, its approximate structure with backend ``auto``). With
         segments, the clips' searcher scores a clip by the higher of its pooled vector and its best segment
-        (:class:`~mlatr.search.segments.MomentSearcher`)."""
+        (:class:`~mlatr.search.segments.MomentSearcher`); ``clips``: by its pooled vector alone."""
         if which not in self._parts:
-            found = self.storage.searcher(self.tables, which, self.backend)
+            found = self.storage.searcher(self.tables, "audio" if which == "clips" else which, self.backend)
             self._parts[which] = sound_searcher(found, self.moments()) if which == "audio" else found
         return self._parts[which]
 
@@ -374,9 +375,9 @@ class Index:
     def mark_same_audio(self, wave: np.ndarray, hits: list[Hit]) -> list[Hit]:
         """``hits`` with ``same_audio`` set on those whose clip is the sound ``wave [T]`` itself: a hit at cosine
         >= :data:`~mlatr.search.search.SAME_AUDIO_COSINE` whose file, read as a query is (:meth:`query_waveform`),
-        gives the same samples (within 1e-4). The embedding alone cannot tell the query's own clip from a
-        near-copy; the samples can, and only the few hits at that cosine are decoded. A clip that cannot be read
-        is not marked."""
+        is the same audio (:func:`mlatr.data.dedup.same_samples`: what ``mlatr data dedup`` and ``mlatr index
+        duplicates`` call the same). The embedding alone cannot tell the query's own clip from a near-copy; the
+        samples can, and only the few hits at that cosine are decoded. A clip that cannot be read is not marked."""
         for h in hits:
             if h.score < SAME_AUDIO_COSINE or h.stale:
                 continue
@@ -384,7 +385,7 @@ class Index:
                 clip = self.query_waveform(h.path)
             except (MlatrError, OSError):
                 continue
-            h.same_audio = clip.shape == wave.shape and bool(np.allclose(clip, wave, rtol=0.0, atol=1e-4))
+            h.same_audio = same_samples(clip, wave)
         return hits
 
     def _sound_results(self, vec: np.ndarray, hits: list[Hit], min_relevance: float | None, k: int) -> Results:

@@ -617,15 +617,24 @@ class MilvusRanker:
             raise MlatrError(f"{self.target}: clip {self.ids[row]!r} was deleted since the index was loaded")
         return np.asarray(found[0]["vector"], np.float32)
 
-    def _vectors(self, rows: np.ndarray) -> tuple[dict[int, np.ndarray], dict[int, tuple[np.ndarray, list[str]]]]:
+    def clip_vectors(self, rows: np.ndarray) -> np.ndarray:
+        """``[n, d]`` the audio embeddings of clips ``rows``, fetched from Milvus (a clip deleted since the load:
+        zeros)."""
+        audio, _ = self._vectors(np.asarray(rows, np.int64), captions=False)
+        return np.asarray([audio.get(r, np.zeros(self.dim, np.float32)) for r in np.asarray(rows).tolist()],
+                          np.float32).reshape(-1, self.dim)
+
+    def _vectors(self, rows: np.ndarray, captions: bool = True
+                 ) -> tuple[dict[int, np.ndarray], dict[int, tuple[np.ndarray, list[str]]]]:
         """The audio vectors of the clips ``rows`` (those still in Milvus) and, per caption row of theirs, its
-        vector and terms."""
+        vector and terms (``captions``)."""
         ids = [self.ids[r] for r in rows.tolist()]
         with reported(self.target):
             clips = _fetch(self.mc, self.clip_name, "id", ids, ["id", "vector"])
             caps = _fetch(self.mc, self.caption_name, "row", [self.caption_keys[j] for j in
                                                               np.flatnonzero(np.isin(self.caption_clip, rows))],
-                          ["row", "vector", "terms"])  # by primary key: a filter on clip scans every caption
+                          ["row", "vector", "terms"]) if captions else []  # by primary key: a filter on clip
+            # scans every caption
         audio = {self.row_of[r["id"]]: np.asarray(r["vector"], np.float32) for r in clips}
         return audio, {self.caption_rows[r["row"]]: (np.asarray(r["vector"], np.float32), r["terms"].split())
                        for r in caps if r["row"] in self.caption_rows}

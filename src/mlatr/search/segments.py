@@ -29,8 +29,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from mlatr.audio.integrity import mono_blocks
-from mlatr.audio.io import audio_duration
+from mlatr.audio.io import audio_duration, stream_audio
 from mlatr.errors import MlatrError
 from mlatr.search.backends import ShardedSearcher
 from mlatr.search.columns import SegmentColumns
@@ -99,20 +98,14 @@ def segment_bounds(n_samples: int, length: int, hop: int) -> list[tuple[int, int
 def stream_segments(path: str | os.PathLike, sample_rate: int, seconds: float, hop: float
                     ) -> Iterator[tuple[float, float, np.ndarray]]:
     """``(start s, end s, waveform [n])`` of each segment of the file at ``path`` (:func:`segment_bounds`), mono at
-    ``sample_rate``: decoded block by block and resampled as a stream, keeping at most one segment and a block."""
-    import soxr  # imported where audio is resampled (mlatr.audio.integrity.soundfile says why)
-
+    ``sample_rate`` (:func:`mlatr.audio.io.stream_audio`), keeping at most one segment and a block."""
     length, step = int(round(seconds * sample_rate)), max(1, int(round(hop * sample_rate)))
     buffer = np.zeros(0, np.float32)
     first = 0  # the file sample (at sample_rate) that buffer[0] is
     start = 0  # the next window's start
     last_end = 0
-    stream = None
-    for rate, block in _with_last(mono_blocks(path)):
-        if stream is None and rate[0] != sample_rate:
-            stream = soxr.ResampleStream(rate[0], sample_rate, 1, dtype="float32", quality="HQ")
-        out = block if stream is None else stream.resample_chunk(block, last=rate[1])
-        buffer = np.concatenate([buffer, np.asarray(out, np.float32)])
+    for block in stream_audio(path, sample_rate):
+        buffer = np.concatenate([buffer, np.asarray(block, np.float32)])
         while start + length <= first + len(buffer):
             yield start / sample_rate, (start + length) / sample_rate, buffer[start - first:start - first + length]
             last_end = start + length
@@ -123,17 +116,6 @@ def stream_segments(path: str | os.PathLike, sample_rate: int, seconds: float, h
     if total and last_end < total:  # the window moved back to the end (or the whole of a short file)
         a = max(0, total - length)
         yield a / sample_rate, total / sample_rate, buffer[a - first:]
-
-
-def _with_last(blocks) -> Iterator[tuple[tuple[int, bool], np.ndarray]]:
-    """``((rate, is_last), block)`` of ``blocks``' ``(rate, block)``."""
-    previous = None
-    for rate, block in blocks:
-        if previous is not None:
-            yield (previous[0], False), previous[1]
-        previous = (rate, block)
-    if previous is not None:
-        yield (previous[0], True), previous[1]
 
 
 def encode_segments(embed, paths: Sequence[tuple[int, str]], how: Segmenting, sample_rate: int,
