@@ -35,7 +35,7 @@ import numpy as np
 
 from mlatr.data.manifest import Clip
 from mlatr.errors import InputError, MlatrError
-from mlatr.file_state import file_state
+from mlatr.file_state import file_sha256, file_state
 from mlatr.json_input import parse_json, read_json_file
 
 #: A column's ``default`` when every row must hold it (a row without it is damaged).
@@ -67,6 +67,14 @@ class Column:
         return [self.default] * n
 
 
+def _sha256(path: Path) -> str | None:
+    """The SHA-256 of the file at ``path``'s bytes (None when it cannot be read)."""
+    try:
+        return file_sha256(path)
+    except OSError:
+        return None
+
+
 def _object(value):
     """``value`` when it is a JSON object, else None (a manifest's extra key of another shape is not a column)."""
     return value if isinstance(value, dict) else None
@@ -88,6 +96,10 @@ CLIP_COLUMNS: tuple[Column, ...] = (
     # where each caption came from, {language: [source]} aligned with the captions; None: not recorded
     Column("caption_sources", "caption_sources", (dict, type(None)), "a list of caption source objects (or null)",
            default=None, of_clip=lambda clip, root: _object(clip.extra.get("caption_sources"))),
+    # the SHA-256 of the audio file's bytes when it was encoded (a moved or renamed file is found by it: mlatr
+    # index sync); None: not recorded (a shard member, a row written before)
+    Column("sha256", "sha256s", (str, type(None)), "a list of SHA-256 strings (or null)", default=None,
+           of_clip=lambda clip, root: _sha256(clip.audio_path(root))),
 )
 #: The per-caption columns (beside the embedding and the clip row).
 CAPTION_COLUMNS: tuple[Column, ...] = (

@@ -22,7 +22,7 @@ from mlatr.data.manifest import Clip, Manifest
 from mlatr.data.pipeline.file_source import AudioSource
 from mlatr.data.webdataset_shards import ShardIndex, ShardSource
 from mlatr.errors import MlatrError
-from mlatr.file_state import file_state
+from mlatr.file_state import file_sha256, file_state
 from mlatr.inference import LoadedModel
 from mlatr.inference.audio import embed_clips, encode_source
 from mlatr.inference.encoding import encode_texts
@@ -61,9 +61,10 @@ def encode_clips(loaded: LoadedModel, manifest: Manifest, clips: Sequence[Clip],
     sub = Manifest(clips=list(clips), root=manifest.root, path=manifest.path)
     if how.shards is None:
         states = [file_state(c.audio_path(manifest.root)) for c in clips]  # before reading: a later change shows
+        hashes = [file_sha256(c.audio_path(manifest.root)) if s else None for c, s in zip(clips, states, strict=True)]
         source = AudioSource(sub, how.sample_rate, cache=False, skip_bad=how.skip_bad)
     else:  # a shard member has no file of its own to watch: no state recorded, never stale
-        states = [None] * len(clips)
+        states = hashes = [None] * len(clips)
         source = ShardSource(sub, how.shards, how.sample_rate, skip_bad=how.skip_bad)
     rows, audio = encode_source(model.encode_audio, source, how.batch_size, how.max_seconds, loaded.device,
                                 window_seconds=how.window_seconds, progress=how.progress, desc="index")
@@ -73,14 +74,21 @@ def encode_clips(loaded: LoadedModel, manifest: Manifest, clips: Sequence[Clip],
         raise MlatrError(f"none of the {len(clips)} new clip(s) of {manifest.path or 'the manifest'} "
                          f"could be read; nothing was written (first: {first})")
     kept = [sub[i] for i in rows]
-    arrays = Manifest(clips=kept, root=manifest.root, path=manifest.path).caption_arrays(list(langs))
-    text = encode_texts(model, arrays["texts"], list(arrays["text_lang"]), how.batch_size)
-    text = text.reshape(len(arrays["texts"]), model.embed_dim)  # [m, d]; no caption: [0, d], not encode_texts' [0, 0]
-    table = ClipColumns.of_clips(kept, manifest.root, audio, {"state": [states[i] for i in rows]})
-    captions = CaptionColumns.of_arrays(arrays, text)
+    table = ClipColumns.of_clips(kept, manifest.root, audio, {"state": [states[i] for i in rows],
+                                                              "sha256": [hashes[i] for i in rows]})
+    captions = encode_captions(loaded, kept, langs, how.batch_size)
     segments = clip_segments(loaded, table, how) if how.shards is None else SegmentColumns.empty(model.embed_dim)
     check_vectors(table, captions, "index: ", unit_captions=False, segments=segments)
     return Tables(table, captions, dict(meta or {}), segments=segments), skipped
+
+
+def encode_captions(loaded: LoadedModel, clips: Sequence[Clip], langs: Sequence[str], batch_size: int
+                    ) -> CaptionColumns:
+    """The caption table of ``clips`` (the clip rows in that order) in ``langs``, encoded by ``loaded``'s text side."""
+    arrays = Manifest(clips=list(clips), root=Path(".")).caption_arrays(list(langs))
+    text = encode_texts(loaded.model, arrays["texts"], list(arrays["text_lang"]), batch_size)
+    text = text.reshape(len(arrays["texts"]), loaded.model.embed_dim)  # [m, d]; none: [0, d], not [0, 0]
+    return CaptionColumns.of_arrays(arrays, text)
 
 
 def clip_segments(loaded: LoadedModel, table: ClipColumns, how: EncodeSettings) -> SegmentColumns:
