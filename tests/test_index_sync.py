@@ -136,3 +136,29 @@ def test_sync_waits_for_another_writer_and_says_what_changed(served_toy, folder,
     assert done.is_set()
     index = Index.load(out)
     assert "c2" in index.tables.live_rows() and "c" not in index.tables.live_rows()
+
+
+def test_a_served_index_follows_its_watched_folder(served_toy, folder, tmp_path):
+    pytest.importorskip("fastapi")
+    from mlatr.serve.folder_watch import FolderWatch
+    from mlatr.serve.live_index import LiveIndex
+
+    out = folder / "lib.idx"  # inside the folder it follows: its own files are not the folder's changes
+    sync_folder(load_model(served_toy[1]), folder, out, loudness=False)
+    live = LiveIndex(out)
+    live.reload()
+    watch = FolderWatch(live, folder, every=0.1)
+    assert not watch.poll().wrote()  # the first look: in sync already
+    assert watch.poll() is None  # nothing changed: no sync at all
+    tone(folder / "g.wav", 1200)
+    (folder / "a.wav").rename(folder / "a2.wav")
+    report = watch.poll()
+    assert report.added == ["g"] and report.moved == {"a": "a2"}
+    assert {"g", "a2"} <= set(live.current().rows) and "a" not in live.current().rows  # reloaded
+    watch.start()  # the thread polls on its own
+    (folder / "e.wav").unlink()
+    deadline = time.time() + 60
+    while "e" in live.current().rows and time.time() < deadline:
+        time.sleep(0.2)
+    watch.stop()
+    assert "e" not in live.current().rows and watch.syncs == 3

@@ -195,3 +195,56 @@ def test_a_hit_says_its_time_as_a_clock():
     hit = Hit(1, 0.5, "a", "/a.wav", [], segment=(100.0, 110.0))
     assert hit.at() == "1:40-1:50" and "at=1:40-1:50" in repr(hit)
     assert Hit(1, 0.5, "a", "/a.wav", []).to_dict()["start"] is None
+
+
+def test_the_page_plays_a_long_recording_from_where_it_matched_and_marks_it(band_library, tmp_path):
+    """The served page (Debian's chromium, headless): the card of the long recording says where it matched, its
+    player starts there (a media fragment) and its waveform marks the segment; the API's JSON carries the times."""
+    pytest.importorskip("fastapi")
+    pytest.importorskip("selenium")
+    import shutil
+
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    from mlatr.serve.app import create_app
+    from mlatr.serve.live_index import LiveIndex
+    from servetools import running_server, upload
+
+    chromium, driver_path = shutil.which("chromium") or shutil.which("chromium-browser"), shutil.which("chromedriver")
+    if not (chromium and driver_path):
+        pytest.skip("needs Debian's chromium and chromium-driver packages")
+    manifest, ckpt, _, query = band_library
+    build_index(load_model(ckpt), Manifest.load(manifest), tmp_path / "page.idx", batch_size=8)
+    live = LiveIndex(tmp_path / "page.idx")
+    live.reload()
+    options = webdriver.ChromeOptions()
+    options.binary_location = chromium
+    for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1100,900",
+                 f"--user-data-dir={tmp_path / 'profile'}"):
+        options.add_argument(flag)
+    browser = webdriver.Chrome(service=Service(driver_path), options=options)
+    try:
+        with running_server(create_app(live)) as base:
+            api = upload(base + "/search/audio?k=30", "query.wav", query.read_bytes()).json()
+            found = next(r for r in api["results"] if r["id"] == "REC_0042")
+            assert found["start"] <= EVENT[0] and EVENT[1] <= found["end"]
+            browser.get(base + "/")
+            WebDriverWait(browser, 30).until(
+                lambda d: d.find_element(By.TAG_NAME, "body").get_attribute("data-ready") == "1")
+            browser.execute_script("show(arguments[0], 'a test');", api)
+            card = browser.find_element(By.CSS_SELECTOR, '#results .result[data-id="REC_0042"]')
+            chips = [c.text for c in card.find_elements(By.CSS_SELECTOR, ".evidence .chip")]
+            assert f"at {clock(found['start'])}-{clock(found['end'])}" in chips
+            src = card.find_element(By.TAG_NAME, "audio").get_attribute("src")
+            assert src.endswith(f"#t={found['start']:g}")
+            mark = WebDriverWait(browser, 30).until(
+                lambda d: card.find_elements(By.CSS_SELECTOR, "svg.wave rect.moment"))
+            x = float(mark[0].get_attribute("x"))
+            assert x == pytest.approx(60 * found["start"] / found["duration"], abs=1e-3)
+            others = browser.find_elements(By.CSS_SELECTOR, '#results .result:not([data-id="REC_0042"]) .chip.moment')
+            assert not others
+    finally:
+        browser.quit()

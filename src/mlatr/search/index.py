@@ -423,6 +423,12 @@ class Index:
             "weights_sha256": self.meta["checkpoint"].get("weights_sha256"), "sample_rate": self.meta["sample_rate"],
             "max_seconds": self.meta["max_seconds"], "caption_languages": self.meta.get("caption_languages", []),
             "shards": stored["shards"]}
+        if self.meta.get("segments"):  # long clips cut into segments (mlatr.search.segments): live ones counted
+            seg = self.segment_columns
+            live = int(np.count_nonzero(~np.isin(seg.clip, self.deleted_rows))) if seg is not None else 0
+            info["segments"] = {**self.meta["segments"], "count": live,
+                                "clips": len(np.unique(seg.clip[~np.isin(seg.clip, self.deleted_rows)]))
+                                if seg is not None else 0}
         if self.fusion_window() is not None and self.meta.get("fusion"):
             info["fusion"] = self.meta["fusion"]
         if check:
