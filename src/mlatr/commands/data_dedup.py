@@ -1,6 +1,6 @@
 """Keep identical audio once: remove the clips whose decoded samples another clip of the manifest has.
 
-Finds the clips that are the same audio (decoded, mixed to mono, resampled to 16 kHz: as long, their
+Finds the clips that are the same audio (decoded, mixed to mono, resampled to 12 kHz: as long, their
 difference at least 45 dB below the sound; so a WAV re-save of an OGG, at any rate or bit depth, is found; a
 gain change or a lossy re-encode is not: see mlatr index duplicates for near copies; each file's print is cached
 beside the manifest in .audio-prints.json) and keeps, of each group of identical clips, the one of the library (a clip's

@@ -5,7 +5,7 @@ from mlatr.terminal_text import shown
 
 HELP = """List the duplicates among an index's clips: the same audio under several names, and near copies.
 
-Exact groups: files that are the same audio once decoded, mixed to mono and resampled to 16 kHz (as long, their
+Exact groups: files that are the same audio once decoded, mixed to mono and resampled to 12 kHz (as long, their
 difference at least 45 dB below the sound): a WAV re-save of an OGG, another container, bit depth or sample
 rate. Each file is decoded once (its print is cached beside the index, or in --cache) and candidates of equal
 length are compared sample by sample. Near groups: clips whose audio embeddings have a cosine of

@@ -5,9 +5,11 @@ query's own clip, :meth:`mlatr.search.index.Index.mark_same_audio`): the two sou
 resampled to :data:`SAME_RATE` are as long (within one sample) and their difference is at least
 :data:`SAME_SNR_DB` below the louder one's energy (two sounds both quieter than :data:`SILENT_RMS` are the same
 silence). So a file re-saved in another container (WAV, FLAC), sample format (16-, 24-bit, float) or sample rate
-is the same audio as the original, and a gain change of 0.1 dB (39 dB), a lossy re-encode (MP3, Vorbis: under
-40 dB) or a trimmed copy is not: those are near duplicates (:mod:`mlatr.search.duplicates`). The figures that
-chose the threshold are in docs/sound-libraries.md.
+is the same audio as the original (unless the re-save clipped it), and a gain change of 0.1 dB (39 dB), a lossy
+re-encode (MP3, Vorbis: mostly under 40 dB) or a trimmed copy is not: those are near duplicates
+(:mod:`mlatr.search.duplicates`). 12 kHz and not the models' 16 kHz: a re-save of a 16 kHz file at another rate
+passes through a resampler whose filter cuts the top of the band (above 7.3 kHz); below 6 kHz two re-saves
+agree. The figures that chose the rate and the threshold are in docs/sound-libraries.md.
 
 Finding them: each file's :class:`AudioPrint` (its length at :data:`SAME_RATE`, the SHA-256 of its samples and the
 energy of each second of its first :data:`PROFILE_SECONDS`) is computed once and cached by file state; prints of
@@ -39,13 +41,13 @@ import numpy as np
 import soundfile as sf
 from tqdm import tqdm
 
-from mlatr.audio.io import stream_audio
+from mlatr.audio.io import resample, stream_audio
 from mlatr.data.manifest import Manifest
 from mlatr.errors import MlatrError
 from mlatr.io_utils import atomic_write_json
 
-#: The rate at which two sounds are compared (the models' rate).
-SAME_RATE = 16_000
+#: The rate at which two sounds are compared (module docstring: why not the models' 16 kHz).
+SAME_RATE = 12_000
 #: How far below the louder sound's energy the difference of two sounds of the same audio is, at least (dB).
 SAME_SNR_DB = 45.0
 #: RMS under which a sound is silence (-100 dBFS).
@@ -111,8 +113,10 @@ def _threshold(a: float, b: float) -> float:
     return 10 ** (-SAME_SNR_DB / 10) * max(a, b)
 
 
-def same_samples(a: np.ndarray, b: np.ndarray) -> bool:
-    """Whether two mono waveforms at one rate are the same audio (module docstring; compared over the shorter)."""
+def same_samples(a: np.ndarray, b: np.ndarray, rate: int = SAME_RATE) -> bool:
+    """Whether two mono waveforms at ``rate`` are the same audio (module docstring; compared over the shorter)."""
+    if rate != SAME_RATE:
+        a, b = resample(a, rate, SAME_RATE), resample(b, rate, SAME_RATE)
     if abs(len(a) - len(b)) > 1:
         return False
     n = min(len(a), len(b))

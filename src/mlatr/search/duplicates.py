@@ -2,7 +2,7 @@
 
 ``mlatr index duplicates INDEX`` lists two kinds of groups among the live clips:
 
-- **exact**: files that are the same audio (:mod:`mlatr.data.dedup`: decoded, mono, 16 kHz, as long, their
+- **exact**: files that are the same audio (:mod:`mlatr.data.dedup`: decoded, mono, 12 kHz, as long, their
   difference at least 45 dB below the sound: a WAV re-save of an OGG, another sample rate or bit depth), found by
   each file's cached print and a sample comparison of the candidates;
 - **near**: clips whose pooled audio embeddings are at least :data:`NEAR_COSINE` apart in cosine and whose
@@ -114,7 +114,7 @@ def find_duplicates(index, *, exact: bool = True, near: bool = True, near_cosine
                             progress)
         out_near = _components(pairs, ids, paths, seconds)
     return Duplicates(out_exact, out_near, len(rows), skipped,
-                      {"same_audio": "decoded, mono, 16 kHz, as long, difference >= 45 dB below the sound",
+                      {"same_audio": "decoded, mono, 12 kHz, as long, difference >= 45 dB below the sound",
                        "near_cosine": near_cosine, "duration_seconds": duration_seconds,
                        "duration_share": duration_share, "neighbours": neighbours})
 

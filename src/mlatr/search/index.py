@@ -385,7 +385,7 @@ class Index:
                 clip = self.query_waveform(h.path)
             except (MlatrError, OSError):
                 continue
-            h.same_audio = same_samples(clip, wave)
+            h.same_audio = same_samples(clip, wave, int(self.meta["sample_rate"]))
         return hits
 
     def _sound_results(self, vec: np.ndarray, hits: list[Hit], min_relevance: float | None, k: int) -> Results:
