@@ -29,7 +29,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from mlatr.audio.io import audio_duration, stream_audio
 from mlatr.errors import MlatrError
 from mlatr.search.backends import ShardedSearcher
 from mlatr.search.columns import SegmentColumns
@@ -68,6 +67,9 @@ class Segmenting:
         """Whether the file at ``path`` is long enough to be segmented (its header's duration)."""
         if self.above is None:
             return False
+        from mlatr.audio.io import audio_duration  # loads torch: the storages, which parsers read, import this
+
+
         seconds = audio_duration(path)
         return seconds is not None and seconds > self.above
 
@@ -99,6 +101,8 @@ def stream_segments(path: str | os.PathLike, sample_rate: int, seconds: float, h
                     ) -> Iterator[tuple[float, float, np.ndarray]]:
     """``(start s, end s, waveform [n])`` of each segment of the file at ``path`` (:func:`segment_bounds`), mono at
     ``sample_rate`` (:func:`mlatr.audio.io.stream_audio`), keeping at most one segment and a block."""
+    from mlatr.audio.io import stream_audio  # loads torch, as in Segmenting.wants
+
     length, step = int(round(seconds * sample_rate)), max(1, int(round(hop * sample_rate)))
     buffer = np.zeros(0, np.float32)
     first = 0  # the file sample (at sample_rate) that buffer[0] is
