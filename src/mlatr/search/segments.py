@@ -69,7 +69,6 @@ class Segmenting:
             return False
         from mlatr.audio.io import audio_duration  # loads torch: the storages, which parsers read, import this
 
-
         seconds = audio_duration(path)
         return seconds is not None and seconds > self.above
 
