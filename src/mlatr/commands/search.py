@@ -3,8 +3,10 @@ import json
 from mlatr.commands._arg_types import fraction, positive_int
 from mlatr.commands._model_io import add_model_for_index_options, model_for_index
 from mlatr.errors import MlatrError
+from mlatr.output_paths import check_output_path
 from mlatr.search.backends import BACKENDS
 from mlatr.search.evidence import describe_evidence
+from mlatr.search.export import write_csv
 from mlatr.search.fusion import RANKS
 from mlatr.terminal_text import shown
 
@@ -24,7 +26,9 @@ every language); a text encoder that reads the language (SONAR, a small one trai
 embedding) refuses a query without --lang rather than guess it. The same holds for the Python API (lang=None)
 and the server (no ?lang=): one default everywhere.
 --audio FILE ranks the indexed clips by similarity to FILE and also the indexed captions
-(sound-to-caption). --json prints one JSON object instead of a table.
+(sound-to-caption). --json prints one JSON object instead of a table. --csv FILE also writes the results
+for a spreadsheet, a sampler or a DAW's import: query, rank, id, path, score, relevance, duration, start, end
+(where a long recording matched), caption (FILE -: to stdout, instead of the table).
 A long recording indexed as segments (index build) is ranked by its best segment where that beats the whole
 file, counts once, and its hit says where it matched: "at 1:40-1:50" (--json: "start", "end" in seconds).
 
@@ -32,6 +36,7 @@ Examples:
   mlatr search sounds.idx "un chien aboie" --lang fra -k 5
   mlatr search sounds.idx --audio query.wav --json
   mlatr search sounds.idx "footsteps on snow" --backend faiss
+  mlatr search sounds.idx "door creak" -k 50 --csv door-creaks.csv
   mlatr search sounds.idx "un chien qui aboie" --lang fra --rank audio
 """
 
@@ -52,17 +57,24 @@ def add_arguments(parser):
                         help="the probability that the library holds a relevant clip below which the answer "
                              "says 'nothing relevant' (0-1; default: the fitted threshold)")
     parser.add_argument("--json", action="store_true", help="print JSON")
+    parser.add_argument("--csv", metavar="FILE", default=None,
+                        help="also write the results as CSV to FILE (-: to stdout, instead of the table)")
     add_model_for_index_options(parser)
 
 
 def run(args) -> int:
     # these load torch: not paid by every command's parser
+    from mlatr.audio.io import audio_duration
     from mlatr.models.protocols import query_languages
     from mlatr.search.index import Index
     from mlatr.search.query import text_query
 
     if (args.query is None) == (args.audio is None):
         raise MlatrError("give either a text QUERY or --audio FILE (not both)")
+    if args.csv == "-" and args.json:
+        raise MlatrError("--csv - and --json both print to stdout: give --csv a file")
+    if args.csv not in (None, "-"):
+        check_output_path(args.csv, "--csv")
     index = Index.load(args.index, backend=args.backend, model=model_for_index(args),
                        allow_other_model=args.allow_other_model)
     if args.audio is not None:
@@ -73,6 +85,11 @@ def run(args) -> int:
                            query_languages(index.model().model.text_encoder), "--lang", args.min_relevance)
         clips = index.search_query(query)
         out = {"query": args.query, "lang": query.lang, "k": args.k, "rank": args.rank, **clips.to_dict()}
+    if args.csv is not None:
+        write_csv(args.csv, args.audio if args.query is None else args.query, clips,
+                  [audio_duration(h.path) for h in clips])
+        if args.csv == "-":
+            return 0
     if args.json:
         print(json.dumps(out, ensure_ascii=False, indent=1, allow_nan=False))  # strict JSON: hits hold no inf
         return 0

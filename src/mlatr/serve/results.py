@@ -1,7 +1,8 @@
 """Search hits -> the JSON objects of the HTTP API.
 
-A clip result is ``{"rank", "id", "score", "relevance", "caption", "caption_lang", "duration", "audio_url",
-"same_audio", "evidence", "start", "end"}``
+A clip result is ``{"rank", "id", "path", "score", "relevance", "caption", "caption_lang", "duration",
+"audio_url", "same_audio", "evidence", "start", "end"}`` (``path``: the file's absolute path on the server's
+machine, what the page's "copy path" copies and its exported picks list)
 (``evidence``: what ranked the clip, :class:`mlatr.search.evidence.Evidence` with every field of
 :class:`~mlatr.serve.schemas.Evidence`; ``same_audio``: a sound query's own audio, :attr:`Hit.same_audio`):
 ``caption`` is the clip's first caption in the query's language when the index holds one, else its
@@ -46,7 +47,7 @@ def clip_result(snapshot, hit, lang: str | None, root: str = "") -> dict:
     """The API object of one :class:`~mlatr.search.results.Hit` (``lang``: the query's, for the caption)."""
     row = snapshot.rows[hit.id]
     caption, caption_lang = pick_caption(snapshot.index.captions[row], lang)
-    return {"rank": hit.rank, "id": hit.id, "score": finite_or_none(hit.score),
+    return {"rank": hit.rank, "id": hit.id, "path": hit.path, "score": finite_or_none(hit.score),
             "relevance": finite_or_none(hit.relevance), "caption": caption,
             "caption_lang": caption_lang, "duration": finite_or_none(snapshot.duration(row)),
             "audio_url": audio_url(hit.id, root), "same_audio": hit.same_audio,

@@ -17,6 +17,7 @@ class Evidence(BaseModel):
 class ClipResult(BaseModel):
     rank: int
     id: str
+    path: str  # the file's absolute path on the server's machine (the page's copy path and picks export)
     score: float | None  # cosine similarity (hybrid text search: the fused score); null if not finite
     relevance: float | None = None  # calibrated probability that the clip answers the query (mlatr.search.relevance)
     caption: str | None
