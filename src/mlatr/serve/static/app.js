@@ -306,7 +306,7 @@ function card(r, top) {
       audio.currentTime = r.start;
     }
   });
-  const copy = button("⧉", `Copy the path of result ${r.rank}`, () => copyPath(r));
+  const copy = button("path", `Copy the path of result ${r.rank}`, () => copyPath(r));
   copy.classList.add("copy");
   copy.title = "Copy path";
   const pick = button("☆", `Pick result ${r.rank}`, () => togglePick(r));
