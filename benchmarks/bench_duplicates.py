@@ -46,7 +46,9 @@ def make_copies(src: Path, out: Path, trim: float) -> dict[str, Path]:
     made["mp3"] = out / "mp3.mp3"
     sf.write(made["mp3"], np.clip(y, -1, 1), rate, format="MP3", subtype="MPEG_LAYER_III")
     made["ogg"] = out / "ogg.ogg"
-    sf.write(made["ogg"], np.clip(x, -1, 1), sr, format="OGG", subtype="VORBIS")
+    with sf.SoundFile(made["ogg"], "w", sr, x.shape[1], format="OGG", subtype="VORBIS") as f:
+        for a in range(0, len(x), 1 << 15):  # in blocks: libsndfile's Vorbis encoder crashes on one large write
+            f.write(np.clip(x[a:a + (1 << 15)], -1, 1))
     made["gain-6dB"] = out / "gain.wav"
     sf.write(made["gain-6dB"], np.clip(x * 10 ** (-6 / 20), -1, 1), sr, subtype="PCM_16")
     made["trim"] = out / "trim.wav"

@@ -35,7 +35,7 @@ from mlatr.search.columns import SegmentColumns
 from mlatr.search.hybrid import RowParts
 
 #: Segment length and hop (seconds) when a build does not say (``mlatr index build --segment-seconds``,
-#: ``--segment-hop``): the figures of docs/sound-libraries.md chose them.
+#: ``--segment-hop``); docs/sound-libraries.md has the ranks, times and costs of these and shorter ones.
 SEGMENT_SECONDS = 10.0
 SEGMENT_HOP = 5.0
 
