@@ -14,6 +14,15 @@ approximate. :func:`build_ann` measures recall@10 against exact search on a samp
 vectors, doubles the search-time knob (``efSearch`` / ``nprobe``) until that recall reaches
 ``target_recall_pct`` (or the knob its cap), and records the recall with every parameter in the index
 manifest; search reads the parameters from there.
+
+**Filtered search** (``top_k(..., allowed=mask)``: the rows a filter allows, :mod:`mlatr.search.eligibility`):
+where the filter leaves at most :data:`FILTER_EXACT_BELOW` rows of the shard (the size below which a shard is
+searched exactly anyway) or under :data:`FILTER_ANN_FRACTION` of them, the allowed rows are searched exactly
+(a graph walk finds few allowed neighbours when most nodes are filtered out: ``benchmarks/bench_filtered_ann.py``
+measures it). Otherwise the structure is searched with the filter as a FAISS ID selector (only allowed rows are
+returned), its search knob (``efSearch`` / ``nprobe``) widened by the inverse of the allowed fraction (up to its
+cap), the candidates re-scored exactly; where that finds fewer than ``k`` rows, the allowed rows are searched
+exactly. So a filtered search always fills its ``k`` when ``k`` rows are allowed.
 """
 
 from __future__ import annotations
@@ -28,7 +37,7 @@ import numpy as np
 from tqdm import tqdm
 
 from mlatr.errors import MlatrError
-from mlatr.search.backends import NumpyBackend
+from mlatr.search.backends import NumpyBackend, top_k_allowed
 
 #: Shards with fewer rows are searched exactly.
 EXACT_BELOW = 50_000
@@ -46,6 +55,10 @@ RECALL_QUERIES = 200
 RECALL_NOISE = 0.5
 #: Rows cast to float32 at a time when adding to a FAISS structure.
 CHUNK = 65_536
+#: A filter leaving at most this many rows of a shard, or under this fraction of them, is searched exactly
+#: (module docstring).
+FILTER_EXACT_BELOW = EXACT_BELOW
+FILTER_ANN_FRACTION = 0.2
 
 
 def faiss_module():
@@ -197,14 +210,23 @@ class AnnSearcher:
                              f"{embeddings.shape[0]} of dim {embeddings.shape[1]}")
         return cls(embeddings, index, entry)
 
-    def top_k(self, queries: np.ndarray, k: int, rerank: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    def top_k(self, queries: np.ndarray, k: int, rerank: int | None = None, allowed: np.ndarray | None = None
+              ) -> tuple[np.ndarray, np.ndarray]:
         """``(scores [Q, k], rows [Q, k])``: the structure's ``rerank * k`` candidates (default: the recorded
-        ``rerank``; 1 for a fused ranking's window, whose recall is measured as a whole) re-scored exactly."""
+        ``rerank``; 1 for a fused ranking's window, whose recall is measured as a whole) re-scored exactly;
+        ``allowed`` (``[n]`` bool): among the rows a filter allows (module docstring)."""
         queries = np.ascontiguousarray(np.atleast_2d(queries), np.float32)
         n = self.embeddings.shape[0]
+        params = None
+        if allowed is not None:
+            count = int(np.count_nonzero(allowed))
+            if count <= FILTER_EXACT_BELOW or count < FILTER_ANN_FRACTION * n:
+                return top_k_allowed(self.embeddings, queries, k, allowed)
+            params = self._selector(np.asarray(allowed, bool), count / n)
+            n = count
         k = min(int(k), n)
         wide = min(n, max(k, k * (self.rerank if rerank is None else int(rerank))))
-        _, cand = self.index.search(queries, wide)  # [Q, wide], -1 where fewer were found
+        _, cand = self.index.search(queries, wide, params=params)  # [Q, wide], -1 where fewer were found
         scores_out = np.full((len(queries), k), -np.inf, np.float32)
         rows_out = np.full((len(queries), k), -1, np.int64)
         for q in range(len(queries)):
@@ -212,4 +234,22 @@ class AnnSearcher:
             exact = np.asarray(self.embeddings[rows], np.float32) @ queries[q]  # [c]
             order = np.lexsort((rows, -exact))[:k]
             scores_out[q, :len(order)], rows_out[q, :len(order)] = exact[order], rows[order]
+        if allowed is not None and (rows_out < 0).any():  # the walk found fewer than k allowed rows
+            return top_k_allowed(self.embeddings, queries, k, allowed)
         return scores_out, rows_out
+
+    def _selector(self, allowed: np.ndarray, fraction: float):
+        """FAISS search parameters that return only the ``allowed`` rows, the search knob widened by
+        ``1 / fraction`` up to its cap (module docstring)."""
+        faiss = faiss_module()
+        bits = np.packbits(allowed, bitorder="little")
+        selector = faiss.IDSelectorBitmap(len(allowed), faiss.swig_ptr(bits))
+        kind = self.entry["kind"]
+        knob, cap = SEARCH_KNOB[kind]
+        value = min(cap, max(int(self.entry["params"][knob]), math.ceil(self.entry["params"][knob] / fraction)))
+        if kind == "hnsw":
+            params = faiss.SearchParametersHNSW(sel=selector, efSearch=value)
+        else:
+            params = faiss.SearchParametersIVF(sel=selector, nprobe=min(value, int(self.entry["params"]["nlist"])))
+        params._keep = (bits, selector)  # the bitmap and selector must outlive the search
+        return params
