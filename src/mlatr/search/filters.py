@@ -164,7 +164,7 @@ def _quoted(text: str, start: int) -> tuple[str, int]:
 
 # ---- the checked filter ---------------------------------------------------------------------------------------
 class Filter:
-    """A checked filter: a node of the parsed expression (:class:`Test`, :class:`Not`, :class:`And`,
+    """A checked filter: a node of the parsed expression (:class:`FieldTest`, :class:`Not`, :class:`And`,
     :class:`Or`). ``str()`` writes it back in the language, canonically (a cache's key)."""
 
     def mask(self, table: FacetTable) -> np.ndarray:
@@ -177,7 +177,7 @@ class Filter:
 
 
 @dataclass(frozen=True)
-class Test(Filter):
+class FieldTest(Filter):
     """One test of one field: ``op`` = | != | < | <= | > | >= | in | has | is (a flag is true); ``values``:
     numbers (in the stored unit), booleans or texts (folded to compare without case)."""
 
@@ -282,7 +282,7 @@ def _literal(value) -> str:
 
 
 #: The test a text query adds unless silence is asked for (:func:`without_silence`).
-NOT_SILENT = Not(Test("silent", "is", (True,)))
+NOT_SILENT = Not(FieldTest("silent", "is", (True,)))
 
 
 def both(a: Filter | None, b: Filter | None) -> Filter | None:
@@ -369,7 +369,7 @@ class _Parser:
             return inner
         return self.test()
 
-    def test(self) -> Test:
+    def test(self) -> FieldTest:
         tok = self.take()
         if tok.kind == "end":
             raise FilterError("expected a test (a field and a comparison), found the end", tok.pos)
@@ -390,20 +390,20 @@ class _Parser:
             self.take()
             op = _OPS[nxt.text]
             value = self.value(spec, op, nxt)
-            return Test(name, op, (value,))
+            return FieldTest(name, op, (value,))
         if nxt.word() == "in":
             self.take()
             values = self.value_list(spec, nxt)
-            node = Test(name, "in", tuple(values))
+            node = FieldTest(name, "in", tuple(values))
             return Not(node) if negated else node  # type: ignore[return-value]
         if nxt.word() == "has":
             self.take()
             if spec.kind != "list":
                 raise FilterError(f"{name} is {_kind_words(spec)}: 'has' tests a list (keywords has door); "
                                   f"compare {name} with = or in", nxt.pos, nxt.text)
-            return Test(name, "has", (self.value(spec, "has", nxt),))
+            return FieldTest(name, "has", (self.value(spec, "has", nxt),))
         if spec.kind == "flag":
-            return Test(name, "is", (True,))
+            return FieldTest(name, "is", (True,))
         example = {"number": f"{name}<1", "text": f"{name}=...", "list": f"{name} has ..."}[spec.kind]
         raise FilterError(f"{name} is {_kind_words(spec)}: compare it ({example})", tok.pos, tok.text)
 

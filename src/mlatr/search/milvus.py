@@ -304,7 +304,7 @@ def _fetch(mc, name: str, key: str, values: Sequence[str], fields: list[str], pa
     out: list[dict] = []
     values = list(values)
     for start in range(0, len(values), page):
-        # strings, not json.dumps: its \\u escapes of a non-ASCII id are refused by Milvus
+        # strings, not json.dumps: its \u escapes of a non-ASCII id are refused by Milvus
         where = f"{key} in {strings(values[start:start + page])}"
         rows = mc.query(name, filter=where, output_fields=fields, limit=MAX_WINDOW)
         out += rows if len(rows) < MAX_WINDOW else _all(mc, name, fields, where)  # a page of clips of many captions

@@ -4,7 +4,8 @@ A Milvus target keeps a clip's facets in ``info["facets"]`` (:mod:`mlatr.search.
 the expression as ``filter=``, so the window a search returns is found among the allowed clips. The expression is
 built from the parsed filter, never from the user's text: field names come from
 :data:`~mlatr.search.filters.FIELDS`, numbers are written by Python, and texts are quoted by :func:`string`
-(a backslash before ``\\`` and ``"``; Milvus reads every other character, a newline included, as it is).
+(a backslash before ``\\`` and ``"``, a newline, a carriage return and a tab written ``\\n`` ``\\r`` ``\\t``, which
+Milvus refuses raw inside a literal; every other character as it is).
 
 Two differences from Milvus's own reading are bridged here, so that the expression allows exactly the clips
 :meth:`Filter.mask <mlatr.search.filters.Filter.mask>` allows:
@@ -23,18 +24,19 @@ ranking itself still tests each candidate with the filter.
 
 from __future__ import annotations
 
-from mlatr.search.filters import FIELDS, And, FacetTable, Filter, Not, Or, Test
+from mlatr.search.filters import FIELDS, And, FacetTable, FieldTest, Filter, Not, Or
 
 #: Where a clip row keeps its facets.
 FACETS = 'info["facets"]'
 #: Milvus's complement of each comparison, for a negated test of a present value.
 _COMPLEMENT = {"<": ">=", "<=": ">", ">": "<=", ">=": "<", "=": "!=", "!=": "=="}
+_ESCAPES = str.maketrans({"\\": "\\\\", '"': '\\"', "\n": "\\n", "\r": "\\r", "\t": "\\t"})
 _MILVUS_OP = {"<": "<", "<=": "<=", ">": ">", ">=": ">=", "=": "==", "!=": "!="}
 
 
 def string(value: str) -> str:
-    """``value`` as a Milvus string literal (double quotes; backslash and quote escaped)."""
-    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    """``value`` as a Milvus string literal (double quotes; backslash, quote, newline, return and tab escaped)."""
+    return '"' + value.translate(_ESCAPES) + '"'
 
 
 def strings(values) -> str:
@@ -59,7 +61,7 @@ def _node(node: Filter, table: FacetTable, negate: bool) -> str | bool:
         conjunction = isinstance(node, And) != negate  # De Morgan
         parts = [_node(p, table, negate) for p in node.parts]
         return _join(parts, "and" if conjunction else "or")
-    assert isinstance(node, Test)
+    assert isinstance(node, FieldTest)
     return _test(node, table, negate)
 
 
@@ -73,7 +75,7 @@ def _join(parts: list[str | bool], word: str) -> str | bool:
     return kept[0] if len(kept) == 1 else "(" + f" {word} ".join(kept) + ")"
 
 
-def _test(t: Test, table: FacetTable, negate: bool) -> str | bool:
+def _test(t: FieldTest, table: FacetTable, negate: bool) -> str | bool:
     path = f'{FACETS}["{t.field}"]'  # a name of FIELDS: letters and _
     assert t.field in FIELDS
     kind = FIELDS[t.field].kind
