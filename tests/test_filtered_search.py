@@ -149,8 +149,9 @@ def test_the_answer_relevance_is_read_from_the_allowed_candidates(vectors_meta):
 def test_windowed_and_approximate_paths_filter_before_the_cut(tmp_path, vectors_meta, monkeypatch):
     """An HNSW index: a window covering the library ranks as the exact filtered ranking; the recorded window
     returns only allowed clips, a full page; the sound ranking through the approximate searcher is the exact top k
-    of the allowed clips (few allowed: searched exactly), and through FAISS's ID selector (forced here) finds them
-    with a recall measured against it, falling back to the exact search where the graph finds fewer than k."""
+    of the allowed clips (few allowed: searched exactly), and through the wider unfiltered search (forced here)
+    finds them with a recall measured against it, falling back to the exact search where its candidates hold
+    fewer than k allowed rows (a filter that leaves out the query's whole neighbourhood)."""
     out = tmp_path / "ann.idx"
     clips, captions = make_library(1200, seed=1, clusters=30)
     Index(clips, captions, vectors_meta).save(out, ann=AnnBuild("hnsw", {"efSearch": 16}, exact_below=400))
@@ -175,21 +176,24 @@ def test_windowed_and_approximate_paths_filter_before_the_cut(tmp_path, vectors_
         by_sound = index.rank_texts(vec[None], [TextQuery(text, "eng", 10, "audio", where=_parsed(where),
                                                           include_silent=True)])[0]
         check_same(by_sound, reference(exact, vec, text, 10, "audio", allowed))
-    # FAISS's ID selector, forced (at this size a filter is searched exactly)
+    # the wider unfiltered search, forced (at this size a filter is searched exactly)
     monkeypatch.setattr(ann, "FILTER_EXACT_BELOW", 0)
     monkeypatch.setattr(ann, "FILTER_ANN_FRACTION", 0.0)
     searcher = Index.load(out).searcher("audio")
+    emb = np.asarray(index.embeddings)
     a = index.allowed(_parsed(where))
     rows = np.flatnonzero(a.mask)
-    truth = (vecs @ np.asarray(index.embeddings)[rows].T).argsort(axis=1)[:, ::-1][:, :10]
+    truth = (vecs @ emb[rows].T).argsort(axis=1)[:, ::-1][:, :10]
     scores, found = searcher.top_k(vecs, 10, allowed=a)
     assert np.isin(found, rows).all()
     recall = np.mean([len(set(f) & set(rows[t])) / 10 for f, t in zip(found.tolist(), truth, strict=True)])
     assert recall >= 0.9
-    few = np.zeros(len(index.ids), bool)
-    few[[5, 500, 900]] = True  # a walk from the entry point rarely reaches three scattered rows: the fallback
-    scores, found = searcher.top_k(vecs, 10, allowed=few)
-    assert [sorted(r[r >= 0].tolist()) for r in found] == [[5, 500, 900]] * len(vecs)
+    far = np.zeros(len(emb), bool)
+    far[np.argsort(emb @ vecs[0])[:300]] = True  # the rows farthest from the query: none among its candidates
+    scores, found = searcher.top_k(vecs[:1], 10, allowed=far)
+    want = np.flatnonzero(far)[np.argsort(-(emb[far] @ vecs[0]), kind="stable")[:10]]
+    assert found[0].tolist() == want.tolist()
+    np.testing.assert_allclose(scores[0], emb[want] @ vecs[0], rtol=1e-5)
 
 
 class _Hit:
@@ -260,3 +264,29 @@ def test_milvus_filters_inside_its_searches(tmp_path, vectors_meta, monkeypatch)
     phrase = index.rank_texts(vec, [TextQuery('"door slam"', "eng", 80, include_silent=True)])[0]
     holders = {f"c{captions.clip[j]}" for j, t in enumerate(texts) if "door slam" in t}
     assert {h.id for h in phrase} == holders and f"c{captions.clip[1]}" in holders
+
+
+def test_silence_is_found_in_a_folder_by_a_scan_of_its_rows_files(tmp_path, vectors_meta, monkeypatch):
+    """The default ``not silent`` on an index folder parses only the rows whose line says ``"silent": true`` (a
+    caption saying so in its text is escaped, and a row found is checked), and equals the full reading."""
+    from mlatr.search import columns
+
+    clips, captions = make_library(300, seed=8)
+    captions_of = list(clips["captions"])
+    captions_of[5] = {"eng": ['he wrote "silent": true']}  # in the row's JSON: \"silent\": true
+    clips.set("captions", captions_of)
+    facets = list(clips["facets"])
+    facets[6] = {"silent": False, "note": '"silent": true'}
+    clips.set("facets", facets)
+    out = tmp_path / "lib.idx"
+    Index(clips, captions, vectors_meta).save(out)
+    parsed = []
+    read = columns.JsonlRows._read
+    monkeypatch.setattr(columns.JsonlRows, "_read", lambda self, i: parsed.append(i) or read(self, i))
+    index = Index.load(out)
+    parsed.clear()  # loading checks a sample of rows
+    mask = index.query_allowed(TextQuery("dog", "eng")).mask
+    silent = {i for i, f in enumerate(facets) if f and f.get("silent") is True}
+    assert silent and set(np.flatnonzero(~mask).tolist()) == silent
+    assert set(parsed) <= silent | {6}  # no other row parsed
+    assert (index.facets().true_rows("silent") == (index.facets().flags("silent") == 1)).all()

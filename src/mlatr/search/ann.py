@@ -17,12 +17,16 @@ manifest; search reads the parameters from there.
 
 **Filtered search** (``top_k(..., allowed=mask)``: the rows a filter allows, :mod:`mlatr.search.eligibility`):
 where the filter leaves at most :data:`FILTER_EXACT_BELOW` rows of the shard (the size below which a shard is
-searched exactly anyway) or under :data:`FILTER_ANN_FRACTION` of them, the allowed rows are searched exactly
-(a graph walk finds few allowed neighbours when most nodes are filtered out: ``benchmarks/bench_filtered_ann.py``
-measures it). Otherwise the structure is searched with the filter as a FAISS ID selector (only allowed rows are
-returned), its search knob (``efSearch`` / ``nprobe``) widened by the inverse of the allowed fraction (up to its
-cap), the candidates re-scored exactly; where that finds fewer than ``k`` rows, the allowed rows are searched
-exactly. So a filtered search always fills its ``k`` when ``k`` rows are allowed.
+searched exactly anyway) or under :data:`FILTER_ANN_FRACTION` of them, the allowed rows are searched exactly.
+Otherwise the structure is searched unfiltered for a wider set of candidates (``rerank * k`` divided by the allowed
+fraction, times :data:`FILTER_WIDEN`), re-scored exactly, and the allowed ones kept: where at least ``k`` allowed
+rows lie in the better ``1 / FILTER_WIDEN`` of the candidates, they are the best ``k`` allowed rows (an allowed row
+scoring higher would be among the candidates, up to the structure's recall, which is weakest in the tail of a wide
+search: hence the margin); where fewer do, that query's allowed rows are searched exactly. So a filtered
+search always fills its ``k`` when ``k`` rows are allowed, and a filter that follows the sound (a library, a
+category: the query's neighbourhood all filtered out) costs an exact search, never a wrong answer. FAISS's own ID
+selector was measured and not used: it walks the graph among the filtered-out rows and, for such a filter,
+found under 0.6 of the allowed top 10 (``benchmarks/bench_filtered_ann.py``, docs/hybrid-search.md).
 """
 
 from __future__ import annotations
@@ -59,6 +63,8 @@ CHUNK = 65_536
 #: (module docstring).
 FILTER_EXACT_BELOW = EXACT_BELOW
 FILTER_ANN_FRACTION = 0.2
+#: How many more candidates than the allowed fraction calls for a filtered approximate search reads.
+FILTER_WIDEN = 2
 
 
 def faiss_module():
@@ -217,39 +223,32 @@ class AnnSearcher:
         ``allowed`` (``[n]`` bool): among the rows a filter allows (module docstring)."""
         queries = np.ascontiguousarray(np.atleast_2d(queries), np.float32)
         n = self.embeddings.shape[0]
-        params = None
+        per = max(1, self.rerank if rerank is None else int(rerank))
         if allowed is not None:
             count = int(np.count_nonzero(allowed))
             if count <= FILTER_EXACT_BELOW or count < FILTER_ANN_FRACTION * n:
                 return top_k_allowed(self.embeddings, queries, k, allowed)
-            params = self._selector(np.asarray(allowed, bool), count / n)
-            n = count
-        k = min(int(k), n)
-        wide = min(n, max(k, k * (self.rerank if rerank is None else int(rerank))))
-        _, cand = self.index.search(queries, wide, params=params)  # [Q, wide], -1 where fewer were found
+            k = min(int(k), count)
+            wide = min(n, math.ceil(k * per * FILTER_WIDEN * n / count))
+        else:
+            k = min(int(k), n)
+            wide = min(n, max(k, k * per))
+        _, cand = self.index.search(queries, wide)  # [Q, wide], -1 where fewer were found
         scores_out = np.full((len(queries), k), -np.inf, np.float32)
         rows_out = np.full((len(queries), k), -1, np.int64)
+        short = []  # queries whose candidates hold fewer than k allowed rows
         for q in range(len(queries)):
             rows = np.unique(cand[q][cand[q] >= 0])
             exact = np.asarray(self.embeddings[rows], np.float32) @ queries[q]  # [c]
-            order = np.lexsort((rows, -exact))[:k]
+            order = np.lexsort((rows, -exact))
+            if allowed is not None:  # the k best allowed rows, within the better part of the candidates
+                order = order[:len(order) // FILTER_WIDEN]
+                order = order[allowed[rows[order]]]
+                if len(order) < k:
+                    short.append(q)
+                    continue
+            order = order[:k]
             scores_out[q, :len(order)], rows_out[q, :len(order)] = exact[order], rows[order]
-        if allowed is not None and (rows_out < 0).any():  # the walk found fewer than k allowed rows
-            return top_k_allowed(self.embeddings, queries, k, allowed)
+        if short:
+            scores_out[short], rows_out[short] = top_k_allowed(self.embeddings, queries[short], k, allowed)
         return scores_out, rows_out
-
-    def _selector(self, allowed: np.ndarray, fraction: float):
-        """FAISS search parameters that return only the ``allowed`` rows, the search knob widened by
-        ``1 / fraction`` up to its cap (module docstring)."""
-        faiss = faiss_module()
-        bits = np.packbits(allowed, bitorder="little")
-        selector = faiss.IDSelectorBitmap(len(allowed), faiss.swig_ptr(bits))
-        kind = self.entry["kind"]
-        knob, cap = SEARCH_KNOB[kind]
-        value = min(cap, max(int(self.entry["params"][knob]), math.ceil(self.entry["params"][knob] / fraction)))
-        if kind == "hnsw":
-            params = faiss.SearchParametersHNSW(sel=selector, efSearch=value)
-        else:
-            params = faiss.SearchParametersIVF(sel=selector, nprobe=min(value, int(self.entry["params"]["nlist"])))
-        params._keep = (bits, selector)  # the bitmap and selector must outlive the search
-        return params

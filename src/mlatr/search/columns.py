@@ -26,6 +26,7 @@ from __future__ import annotations
 import bisect
 import json
 import os
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -422,6 +423,33 @@ class JsonlRows(Sequence):
         start, end = int(self.offsets[i]), int(self.offsets[i + 1])
         line = os.pread(self._fh.fileno(), end - start, start)
         return parse_json(line, str(self.path), line=i + 1, field=f"row {i}")
+
+
+    def rows_matching(self, pattern: re.Pattern[bytes]) -> np.ndarray:
+        """The rows (ascending) whose line holds a match of ``pattern``: the file read once, no line parsed."""
+        data = os.pread(self._fh.fileno(), int(self.offsets[-1]), 0)
+        starts = np.fromiter((m.start() for m in pattern.finditer(data)), np.int64)
+        return np.unique(np.searchsorted(self.offsets.astype(np.int64), starts, side="right") - 1)
+
+
+def in_rows_files(values: Sequence) -> bool:
+    """Whether a column is read from shard rows files (:func:`rows_matching` can search it)."""
+    return isinstance(values, RowField) or (isinstance(values, Chain) and all(in_rows_files(p) for p in values.parts))
+
+
+def rows_matching(values: Sequence, pattern: re.Pattern[bytes]) -> np.ndarray | None:
+    """The rows of a column read from shard rows files (:class:`RowField` s, :class:`Chain` s of them) whose JSON
+    line matches ``pattern``: a superset of the rows whose value matches, found without parsing a line (a whole
+    library's search for a rare value); None for a column held in memory (read its values)."""
+    if isinstance(values, RowField):
+        return values.rows.rows_matching(pattern)
+    if isinstance(values, Chain):
+        found = [rows_matching(part, pattern) for part in values.parts]
+        if any(f is None for f in found):
+            return None
+        return np.concatenate([f + start for f, start in zip(found, values._starts, strict=False)]
+                              or [np.zeros(0, np.int64)])
+    return None
 
 
 class RowField(Sequence):

@@ -45,6 +45,7 @@ import numpy as np
 
 from mlatr.data.file_metadata import TAG_FACETS
 from mlatr.errors import MlatrError
+from mlatr.search.columns import in_rows_files, rows_matching
 
 #: Longest filter text, and deepest nesting of parentheses and ``not``.
 MAX_FILTER_CHARS = 2000
@@ -193,9 +194,11 @@ class FieldTest(Filter):
         if kind == "list":
             return table.holders(self.field, self.values[0])
         if kind == "flag":
-            col = table.flags(self.field)  # -1 missing, 0, 1
             want = 1 if self.op == "is" else int(bool(self.values[0]))
-            return col == (want if self.op in ("is", "=") else 1 - want)
+            want = want if self.op in ("is", "=") else 1 - want
+            if want == 1:  # the rows where it is true: found without reading every row where rows files hold them
+                return table.true_rows(self.field)
+            return table.flags(self.field) == 0  # -1 missing, 0, 1
         if kind == "number":
             col = table.numbers(self.field)  # NaN: missing
             present = ~np.isnan(col)
@@ -476,9 +479,28 @@ def _unit_words(spec: Field) -> str:
 
 
 def filter_mask(where: Filter, table: FacetTable) -> np.ndarray:
-    """``[N]`` bool: the clips of ``table`` that ``where`` allows (its fields read in one pass)."""
-    table.prepare(sorted(where.fields()))
+    """``[N]`` bool: the clips of ``table`` that ``where`` allows (its fields read in one pass; a flag tested for
+    true alone, as the default ``not silent``, found by :meth:`FacetTable.true_rows`)."""
+    table.prepare(sorted(f for f in where.fields() if not (table.scans and _flag_true_only(where, f))))
     return where.mask(table)
+
+
+def _flag_true_only(where: Filter, name: str) -> bool:
+    """Whether ``where`` tests flag ``name`` only for being true (its rows found without reading every row)."""
+    if FIELDS[name].kind != "flag":
+        return False
+    stack = [where]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, Not):
+            stack.append(node.inner)
+        elif isinstance(node, (And, Or)):
+            stack.extend(node.parts)
+        elif isinstance(node, FieldTest) and node.field == name:
+            want = 1 if node.op == "is" else int(bool(node.values[0]))
+            if (want if node.op in ("is", "=") else 1 - want) != 1:
+                return False
+    return True
 
 
 def fold(text: str) -> str:
@@ -498,6 +520,8 @@ class FacetTable:
         self.n = len(values)
         self._raw: dict[str, list] = {}
         self._columns: dict[str, object] = {}
+        #: read from rows files: a flag's true rows are found by a scan (:meth:`true_rows`)
+        self.scans = in_rows_files(values)
 
     def prepare(self, names: Iterable[str]) -> None:
         """Read the values of the fields ``names`` not read yet, in one pass over the rows (a folder index reads
@@ -526,6 +550,25 @@ class FacetTable:
             self._columns[name] = np.asarray([int(v) if isinstance(v, bool) else -1 for v in self._field_values(name)],
                                              np.int8).reshape(-1)
         return self._columns[name]
+
+    def true_rows(self, name: str) -> np.ndarray:
+        """``[N]`` bool: the rows whose flag ``name`` is true. Where the facets are read from an index folder's rows
+        files, only the rows whose line holds ``"NAME": true`` are parsed (a JSON text escapes its quotes, so every
+        such row holds it): the default ``not silent`` of a text query costs a scan of the files, not a parse."""
+        key = f"{name}/true"
+        if key not in self._columns:
+            found = None
+            if self.scans and name not in self._raw:
+                found = rows_matching(self.values, re.compile(b'"' + name.encode() + rb'"\s*:\s*true'))
+            if found is None:
+                self._columns[key] = self.flags(name) == 1
+            else:
+                mask = np.zeros(self.n, bool)
+                for row in found.tolist():
+                    v = self.values[row]
+                    mask[row] = isinstance(v, dict) and v.get(name) is True
+                self._columns[key] = mask
+        return self._columns[key]
 
     def texts(self, name: str) -> tuple[np.ndarray, dict[str, int]]:
         """``(codes [N], vocab)``: each row's code in ``vocab`` (folded text -> code), -1 where missing."""
