@@ -290,3 +290,8 @@ def test_silence_is_found_in_a_folder_by_a_scan_of_its_rows_files(tmp_path, vect
     assert silent and set(np.flatnonzero(~mask).tolist()) == silent
     assert set(parsed) <= silent | {6}  # no other row parsed
     assert (index.facets().true_rows("silent") == (index.facets().flags("silent") == 1)).all()
+    more, more_captions = make_library(40, seed=9)
+    more.set("ids", [f"n{i}" for i in range(40)])
+    write_rows(out, Index(more, more_captions, vectors_meta), add=True)  # a second shard
+    column = Index.load(out).clip_columns["facets"]
+    assert list(columns.every_value(column)) == [column[i] for i in range(len(column))] == facets + list(more["facets"])

@@ -27,7 +27,7 @@ import bisect
 import json
 import os
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
@@ -430,6 +430,34 @@ class JsonlRows(Sequence):
         data = os.pread(self._fh.fileno(), int(self.offsets[-1]), 0)
         starts = np.fromiter((m.start() for m in pattern.finditer(data)), np.int64)
         return np.unique(np.searchsorted(self.offsets.astype(np.int64), starts, side="right") - 1)
+
+
+#: Lines parsed by one ``json.loads`` when a whole rows file is read (:func:`every_value`).
+PARSE_LINES = 50_000
+
+
+def every_value(values: Sequence) -> Iterator:
+    """The values of a column in row order, a shard's rows file read whole and parsed :data:`PARSE_LINES` lines at a
+    time (one call, not one per line: about twice as fast) where the column is read from rows files."""
+    if isinstance(values, Chain):
+        for part in values.parts:
+            yield from every_value(part)
+    elif isinstance(values, RowField):
+        rows = values.rows
+        data = os.pread(rows._fh.fileno(), int(rows.offsets[-1]), 0)
+        lines = data.split(b"\n")[:len(rows)]
+        for start in range(0, len(lines), PARSE_LINES):
+            try:
+                parsed = json.loads(b"[" + b",".join(lines[start:start + PARSE_LINES]) + b"]")
+            except ValueError:  # a damaged line: read row by row, which names it
+                parsed = [rows[i] for i in range(start, min(start + PARSE_LINES, len(lines)))]
+            for i, row in enumerate(parsed, start):
+                if isinstance(row, dict) and (values.column.key in row or values.column.default is not REQUIRED):
+                    yield row.get(values.column.key, values.column.default)
+                else:
+                    yield values[i]  # read as one row, whose error names it
+    else:
+        yield from values
 
 
 def in_rows_files(values: Sequence) -> bool:

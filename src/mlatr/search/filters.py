@@ -45,7 +45,7 @@ import numpy as np
 
 from mlatr.data.file_metadata import TAG_FACETS
 from mlatr.errors import MlatrError
-from mlatr.search.columns import in_rows_files, rows_matching
+from mlatr.search.columns import every_value, in_rows_files, rows_matching
 
 #: Longest filter text, and deepest nesting of parentheses and ``not``.
 MAX_FILTER_CHARS = 2000
@@ -529,7 +529,7 @@ class FacetTable:
         todo = [name for name in names if name not in self._raw]
         if todo:
             got: dict[str, list] = {name: [] for name in todo}
-            for v in self.values:
+            for v in every_value(self.values):
                 for name in todo:
                     got[name].append(v.get(name) if isinstance(v, dict) else None)
             self._raw.update(got)
