@@ -15,7 +15,7 @@ What is measured:
   each) by :class:`~mlatr.training.trainer.Trainer`: the weights of ``last.pt`` and ``best.pt`` (per
   tensor, its norm and its inner product with a seeded random vector), the epochs' losses and validation
   averages, the best epoch;
-- ``heads``: :func:`~mlatr.training.heads.train_heads` on seeded features, two settings (ML-CLAP InfoNCE
+- ``heads``: :func:`~mlatr.training.head_training.train_heads` on seeded features, two settings (ML-CLAP InfoNCE
   with validation, checkpoints and the best epoch kept; KCL with a residual text head, the identity term,
   warmup, a cosine schedule and clipping): the final weights and the epoch log;
 - ``evaluation``: :func:`mlatr.evaluate` of the trained toy model on its test split (recall, mAP@10,
@@ -113,7 +113,7 @@ def record_heads(root: Path) -> dict:
 
     from mlatr.models.projection import ProjectionHead, ResidualHead
     from mlatr.training.config import ObjectiveConfig
-    from mlatr.training.heads import HEAD_OPTIM, HeadTraining, TextBank, caption_rows, train_heads
+    from mlatr.training.head_training import HEAD_OPTIM, HeadTraining, TextBank, caption_rows, train_heads
 
     class Heads(nn.Module):
         def __init__(self, da, dt, d, text_head):

@@ -23,7 +23,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-__version__ = "0.1.0"
+from mlatr.version import __version__
 
 #: Public name -> (module, attribute), imported on first access.
 _LAZY = {

@@ -283,7 +283,7 @@ class Index:
         return self.allowed(without_silence(query.where, query.include_silent), parse_query(query.text), query.lang)
 
     # ---- text queries --------------------------------------------------------------------------------
-    def search_text(self, query: str, lang: str | None = "eng", k: int = 10, rank: str = "hybrid",
+    def search_text(self, query: str, lang: str | None = None, k: int = 10, rank: str = "hybrid",
                     min_relevance: float | None = None, where: str | Filter | None = None,
                     include_silent: bool = False) -> Results:
         """Clips for a text query in ``lang`` (ISO 639-3; ``None`` where the model does not read it), best

@@ -44,25 +44,29 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import os
+import re
 import uuid
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import partial
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 import numpy as np
 
-from mlatr.errors import MlatrError
+from mlatr.errors import MissingFileError, MlatrError
+from mlatr.file_kinds import special_file
 from mlatr.search.analysis import terms as analysed_terms
 from mlatr.search.columns import REQUIRED, CaptionColumns, ClipColumns
 from mlatr.search.eligibility import Allowed
 from mlatr.search.fusion import Candidates
 from mlatr.search.hybrid import QueryCandidates, Ranking, best_per_clip, rank_candidates
 from mlatr.search.lexical import K1, B, idf, saturation
-from mlatr.search.milvus_filter import expression, strings
+from mlatr.search.milvus_filter import expression, in_filter
 from mlatr.search.query_syntax import (
     KeywordQuery,
     ParsedQuery,
@@ -102,16 +106,36 @@ def is_milvus(target: object) -> bool:
     return isinstance(target, str) and target.startswith(PREFIX)
 
 
+#: A collection name Milvus takes, leaving room for the suffixes of :func:`names` (Milvus: 255 characters).
+COLLECTION_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,199}")
+
+
 def parse_target(target: str) -> tuple[str, str]:
-    """``(uri, collection)`` of ``milvus:PATH.db`` or ``milvus://HOST:PORT/COLLECTION``."""
+    """``(uri, collection)`` of ``milvus:PATH.db`` or ``milvus://HOST:PORT/COLLECTION``; anything else (a port
+    that is no number in 1..65535, credentials, a query or fragment, a collection name Milvus would refuse) is an
+    error naming the target."""
     rest = target[len(PREFIX):]
     if rest.startswith("//"):
+        usage = f"{target}: expected milvus://HOST:PORT/COLLECTION"
         parts = urlsplit("http:" + rest)
+        try:
+            port = parts.port or 19530
+        except ValueError:  # urllib: "Port could not be cast to integer value", "Port out of range"
+            raise MlatrError(f"{usage} (a port in 1..65535)") from None
+        if parts.port == 0:
+            raise MlatrError(f"{usage} (a port in 1..65535)")
+        if parts.username is not None or parts.password is not None:  # the message does not repeat them
+            shown = f"{PREFIX}//***@{rest[2:].split('@', 1)[1]}"
+            raise MlatrError(f"{shown}: expected milvus://HOST:PORT/COLLECTION without credentials (a target is "
+                             "shown in messages and logs)")
+        if parts.query or parts.fragment or "?" in rest or "#" in rest:
+            raise MlatrError(f"{usage} (no query or fragment)")
         collection = parts.path.strip("/") or DEFAULT_COLLECTION
-        if not parts.hostname or not collection.replace("_", "").isalnum():
-            raise MlatrError(f"{target}: expected milvus://HOST:PORT/COLLECTION (a collection name of letters, "
-                             "digits and _)")
-        return f"http://{parts.hostname}:{parts.port or 19530}", collection
+        if not parts.hostname or not COLLECTION_NAME.fullmatch(collection):
+            raise MlatrError(f"{usage} (a collection name of at most 200 ASCII letters, digits and _, not starting "
+                             "with a digit)")
+        host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
+        return f"http://{host}:{port}", collection
     if not rest.endswith(".db"):
         raise MlatrError(f"{target}: expected milvus:PATH.db (milvus-lite) or milvus://HOST:PORT/COLLECTION")
     return rest, DEFAULT_COLLECTION
@@ -137,6 +161,9 @@ def client(target: str):
         raise MlatrError("a milvus target needs pymilvus (and milvus-lite for milvus:PATH.db): "
                          "pip install 'mlatr[milvus]'") from exc
     uri, collection = parse_target(target)
+    special = None if uri.startswith("http://") else special_file(uri)
+    if special:  # milvus-lite would try to make it its data and print its own traceback
+        raise MlatrError(f"{target}: {uri} is not a regular file but {special} (not opened)")
     logging.getLogger("pymilvus").setLevel(logging.CRITICAL)  # it logs each error it raises: reported() says it
     try:
         return MilvusClient(uri), collection
@@ -211,9 +238,17 @@ def write_signature(target: str) -> tuple[str, ...] | None:
     return None if rows is None else tuple(sorted(r["key"].split("/")[1] for r in rows))
 
 
+def lite_file_missing(target: str) -> bool:
+    """Whether ``target`` is a milvus-lite file that does not exist (opening it would create it)."""
+    uri = parse_target(target)[0]
+    return not uri.startswith("http://") and not os.path.lexists(uri)
+
+
 def _meta_rows(target: str, filter: str, fields: list[str]) -> list[dict] | None:
     """The rows of the target's meta collection that ``filter`` selects (``fields`` of each); None when the
-    target has no meta collection (no index yet)."""
+    target has no meta collection (no index yet; a milvus-lite file that does not exist is not made)."""
+    if lite_file_missing(target):
+        return None
     mc, collection = client(target)
     meta_name = names(collection)[2]
     with reported(target):
@@ -304,8 +339,7 @@ def _fetch(mc, name: str, key: str, values: Sequence[str], fields: list[str], pa
     out: list[dict] = []
     values = list(values)
     for start in range(0, len(values), page):
-        # strings, not json.dumps: its \u escapes of a non-ASCII id are refused by Milvus
-        where = f"{key} in {strings(values[start:start + page])}"
+        where = in_filter(key, values[start:start + page])
         rows = mc.query(name, filter=where, output_fields=fields, limit=MAX_WINDOW)
         out += rows if len(rows) < MAX_WINDOW else _all(mc, name, fields, where)  # a page of clips of many captions
     return out
@@ -324,7 +358,7 @@ def _remove(mc, collection: str, ids: Sequence[str], dim: int) -> tuple[Sums, Su
     for start in range(0, len(gone), PAGE):
         chunk = gone[start:start + PAGE]
         mc.delete(clips, ids=chunk)
-        mc.delete(captions, filter=f"clip in {strings(chunk)}")
+        mc.delete(captions, filter=in_filter("clip", chunk))
     return audio, text, gone
 
 
@@ -470,7 +504,7 @@ class MilvusSearcher:
             found: list[list[tuple[int, float]]] = [[] for _ in data]
             for start in range(0, len(rows), FETCH):
                 keys = [self.key_of[r] for r in rows[start:start + FETCH].tolist() if r in self.key_of]
-                part = self._search(data, min(int(k), len(keys)), field, metric, f"{self.key} in {strings(keys)}") \
+                part = self._search(data, min(int(k), len(keys)), field, metric, in_filter(self.key, keys)) \
                     if keys else [[] for _ in data]
                 found = [a + b for a, b in zip(found, part, strict=True)]
             return [sorted(hits, key=lambda h: (-h[1], h[0]))[:k] for hits in found]
@@ -747,6 +781,8 @@ class MilvusLibrary:
 
 def read_milvus(target: str) -> MilvusLibrary:
     """The metadata, rows, library statistics and searchers of a Milvus target (the vectors stay in Milvus)."""
+    if lite_file_missing(target):
+        raise MissingFileError(parse_target(target)[0], f"the milvus-lite file of {target}")
     meta = read_meta(target)
     if meta is None:
         raise MlatrError(f"{target}: holds no mlatr index (build one with mlatr index build --to {target})")
@@ -789,6 +825,12 @@ class MilvusStorage(Storage):
 
     def exists(self) -> bool:
         return read_meta(self.where) is not None
+
+    @property
+    def local_file(self):
+        """A milvus-lite target's ``PATH.db``; None for a Milvus server's collection."""
+        uri = parse_target(self.where)[0]
+        return None if uri.startswith("http://") else Path(uri)
 
     @property
     def opens_in_several_processes(self) -> bool:

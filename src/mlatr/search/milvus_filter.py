@@ -3,7 +3,7 @@
 A Milvus target keeps a clip's facets in ``info["facets"]`` (:mod:`mlatr.search.milvus`); its vector search takes
 the expression as ``filter=``, so the window a search returns is found among the allowed clips. The expression is
 built from the parsed filter, never from the user's text: field names come from
-:data:`~mlatr.search.filters.FIELDS`, numbers are written by Python, and texts are quoted by :func:`string`
+:data:`~mlatr.search.filters.FIELDS`, numbers are written by Python, and texts are quoted by :func:`string_literal`
 (a backslash before ``\\`` and ``"``, a newline, a carriage return and a tab written ``\\n`` ``\\r`` ``\\t``, which
 Milvus refuses raw inside a literal; every other character as it is).
 
@@ -30,18 +30,30 @@ from mlatr.search.filters import FIELDS, And, FacetTable, FieldTest, Filter, Not
 FACETS = 'info["facets"]'
 #: Milvus's complement of each comparison, for a negated test of a present value.
 _COMPLEMENT = {"<": ">=", "<=": ">", ">": "<=", ">=": "<", "=": "!=", "!=": "=="}
-_ESCAPES = str.maketrans({"\\": "\\\\", '"': '\\"', "\n": "\\n", "\r": "\\r", "\t": "\\t"})
 _MILVUS_OP = {"<": "<", "<=": "<=", ">": ">", ">=": ">=", "=": "==", "!=": "!="}
 
 
-def string(value: str) -> str:
-    """``value`` as a Milvus string literal (double quotes; backslash, quote, newline, return and tab escaped)."""
-    return '"' + value.translate(_ESCAPES) + '"'
+#: The escapes a Milvus filter's string literal takes (tried on milvus-lite): ``\\uXXXX``, ``\\xNN`` and octal are
+#: refused ("unknown escape sequence"), and a newline, return or tab raw inside a literal too.
+_LITERAL_ESCAPES = str.maketrans({"\\": "\\\\", '"': '\\"', "\n": "\\n", "\r": "\\r", "\t": "\\t"})
 
 
-def strings(values) -> str:
+def string_literal(value: str) -> str:
+    """``value`` as a string literal of a Milvus filter expression: quote and backslash escaped (a clip id or a
+    facet value cannot end the string and add a condition), newline, return and tab written ``\\n`` ``\\r``
+    ``\\t``, other characters as they are (``json.dumps`` writes ``café`` as ``caf\\u00e9``, which Milvus
+    refuses)."""
+    return '"' + value.translate(_LITERAL_ESCAPES) + '"'
+
+
+def string_list(values) -> str:
     """A Milvus list literal of texts: ``["a", "b"]``."""
-    return "[" + ", ".join(string(v) for v in values) + "]"
+    return "[" + ", ".join(string_literal(v) for v in values) + "]"
+
+
+def in_filter(key: str, values) -> str:
+    """The filter expression ``key in ["v1", ...]`` of string ``values``."""
+    return f"{key} in {string_list(values)}"
 
 
 def _number(value: float) -> str:
@@ -84,7 +96,7 @@ def _test(t: FieldTest, table: FacetTable, negate: bool) -> str | bool:
         found = table.stored(t.field).get(t.values[0], [])
         if not found:
             return negate
-        test = f"json_contains_any({path}, {strings(found)})"
+        test = f"json_contains_any({path}, {string_list(found)})"
         return f"not ({test})" if negate else test  # false for a missing list: its negation true
     if kind == "flag":
         want = True if t.op == "is" else bool(t.values[0]) == (t.op == "=")
@@ -100,12 +112,12 @@ def _test(t: FieldTest, table: FacetTable, negate: bool) -> str | bool:
     # a text: the stored values that fold to those asked
     stored = table.stored(t.field)
     found = [s for v in t.values for s in stored.get(v, [])]
-    equal = _join([f"{path} == {string(s)}" for s in found], "or") if found else False
+    equal = _join([f"{path} == {string_literal(s)}" for s in found], "or") if found else False
     if t.op == "!=":  # present and none of them
-        differ = _join([f"{path} != {string(s)}" for s in found], "and") if found else f"exists {path}"
+        differ = _join([f"{path} != {string_literal(s)}" for s in found], "and") if found else f"exists {path}"
         if not negate:
             return differ
         return _join([missing, equal], "or")
     if not negate:
         return equal
-    return _join([missing, _join([f"{path} != {string(s)}" for s in found], "and") if found else True], "or")
+    return _join([missing, _join([f"{path} != {string_literal(s)}" for s in found], "and") if found else True], "or")
