@@ -8,6 +8,7 @@ from __future__ import annotations
 import importlib.util
 import math
 import re
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -44,6 +45,8 @@ FACETS = [
      "title": "it's"},
     {"duration": "1.0", "channels": True, "format": 3, "keywords": "door"},  # wrong JSON types: missing
 ]
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def _number(f, name):
@@ -124,7 +127,7 @@ BAD = {
     "not and duration<1": ("'not' needs a test",),
     "duration < fast": ("position 12", "duration is a number", "'fast' is not one"),
     "duration<3 hz": ("position 12", "unexpected", "join tests with and / or"),
-    "duration<3hz": ("position 10", "duration takes", "not 'hz'"),
+    "duration<3hz": ("position 10", "duration: unknown unit 'hz'", "ms, min"),
     "format < wav": ("position 8", "format is a text", "not <"),
     "keywords=door": ("keywords is a list", "has"),
     "duration has 1": ("duration is a number", "'has' tests a list"),
@@ -151,6 +154,18 @@ def test_a_bad_filter_is_a_clear_error_naming_the_position_and_the_field(text):
     assert message.startswith("where: ")
     for fragment in BAD[text]:
         assert fragment in message, (fragment, message)
+
+
+@pytest.mark.parametrize("spaced,joined", [
+    ("duration < 500 ms", "duration<500ms"), ("sample_rate >= 48 k", "sample_rate>=48k"),
+    ("duration in (1 s, 2 min)", "duration in (1s, 2min)"),
+    ("file_size < 2 MiB and channels = 1", "file_size<2mib and channels=1"),
+])
+def test_a_unit_may_stand_a_space_after_its_number(spaced, joined):
+    assert parse_filter(spaced) == parse_filter(joined)
+    assert str(parse_filter(spaced)) == {"duration<500ms": "duration<0.5", "sample_rate>=48k": "sample_rate>=48000",
+                                         "duration in (1s, 2min)": "duration in (1, 120)",
+                                         "file_size<2mib and channels=1": "file_size<2097152 and channels=1"}[joined]
 
 
 def test_blank_and_none_are_no_filter_and_silence_is_added_unless_asked():
@@ -374,3 +389,17 @@ def test_milvus_values_with_quotes_and_backslashes_never_break_out(tmp_path):
         assert negated == {f"r{j}" for j in range(len(titles))} - expected, repr(title)
     with pytest.raises(MlatrError):  # the user's text is parsed, never pasted: a quote cannot close the literal
         parse_filter('title="x" or true or "')
+
+
+def test_the_documented_filters_parse():
+    """Every filter docs/hybrid-search.md gives as an example and every ``--where`` of the README parses (a
+    filter that changed meaning would fail the tests of its meaning above)."""
+    doc = (ROOT / "docs" / "hybrid-search.md").read_text(encoding="utf-8")
+    examples = doc[doc.index("Examples (each parsed by `tests/test_filters.py"):]
+    examples = examples[examples.index("`): ") + 4:examples.index("\n\n")]
+    found = [m.replace("\n", " ") for m in re.findall(r"`([^`]+)`", examples, re.S)]
+    found += re.findall(r'--where "([^"]+)"', (ROOT / "README.md").read_text(encoding="utf-8"))
+    assert len(found) >= 12, found
+    for text in found:
+        assert parse_filter(text) is not None, text
+

@@ -11,7 +11,7 @@ are filtered before the top-k cut, on every path: :mod:`mlatr.search.eligibility
              | FIELD ("="|"=="|"!="|"<"|"<="|">"|">=") VALUE                 duration<1.5s, format=wav
              | FIELD ["not"] "in" "(" VALUE ("," VALUE)* ")"                 format in (wav, flac)
              | FIELD "has" VALUE                      a list holds a value:  keywords has door
-    VALUE   := a number with an optional unit (500ms, 48k, -30lufs, 2mb), a bare word (wav, Castle/Doors),
+    VALUE   := a number with an optional unit (500ms, 500 ms, 48k, -30lufs, 2mb), a bare word (wav, Castle/Doors),
                a quoted text ("door slam" or 'door slam'; a backslash keeps the next character as it is)
 
 Words (``and``, ``or``, ``not``, ``in``, ``has``, ``true``, ``false``) and field names are read in any case;
@@ -86,7 +86,7 @@ FIELDS: dict[str, Field] = {f.name: f for f in (
     Field("loudness_lufs", "number", "integrated loudness (BS.1770)", "LUFS", {"lufs": 1.0, "lu": 1.0}),
     Field("true_peak_dbtp", "number", "true peak", "dBTP", {"dbtp": 1.0, "db": 1.0}),
     Field("peak_dbfs", "number", "sample peak", "dBFS", {"dbfs": 1.0, "db": 1.0}),
-    Field("silent", "flag", "silent or near-silent (no 400 ms block above -70 LUFS)"),
+    Field("silent", "flag", "silent or near-silent (no 400 ms block above -70 LUFS, or a peak below -60 dBFS)"),
     *(Field(name, "text", about) for name, about in _TEXTS.items()),
     *(Field(name, "text", "from the file's tags") for name in TAG_FACETS),
     Field("keywords", "list", "keyword and genre tags, UCS category and subcategory (lower case)"),
@@ -458,10 +458,13 @@ class _Parser:
             raise FilterError(f"{spec.name} is a number{_unit_words(spec)}: {tok.text!r} is not one{words}",
                               tok.pos, tok.text)
         value, unit = float(m.group(1)), (m.group(2) or "").lower()
+        after = self.peek()
+        if not unit and after.kind == "word" and after.text.lower() in spec.units:  # a unit a space apart: 500 ms
+            unit = self.take().text.lower()
         if unit:
             if unit not in spec.units:
-                raise FilterError(f"{spec.name} takes {_unit_words(spec).strip(' ()') or 'no unit'}, not {unit!r}",
-                                  tok.pos, tok.text)
+                known = f"one of {', '.join(spec.units)} (stored in {spec.unit})" if spec.units else "none"
+                raise FilterError(f"{spec.name}: unknown unit {unit!r}; its units: {known}", tok.pos, tok.text)
             value *= spec.units[unit]
         if not math.isfinite(value):
             raise FilterError(f"{spec.name}: {tok.text!r} is not a finite number", tok.pos, tok.text)
