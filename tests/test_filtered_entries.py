@@ -16,8 +16,10 @@ import soundfile as sf
 from clitools import assert_user_error, run_cli
 from mlatr.file_state import file_sha256
 from mlatr.inference import load_model
+from mlatr.models.registry import build_text_encoder
 from mlatr.search import Index
 from mlatr.search.query import TextQuery
+from servetools import request, running_server, untrained_checkpoint, upload
 from test_filtered_search import FILTERS, allowed_ids, make_library
 
 WHERE = "library=castle or keywords has door"
@@ -27,9 +29,6 @@ WHERE = "library=castle or keywords has door"
 def library_with_model(tmp_path_factory):
     """An index folder of 60 clips (vectors of :func:`make_library`, one silent and captioned "a dog barking": the
     id returned) whose model is an untrained tiny one: it encodes the queries, the same in every entry."""
-    from mlatr.models.registry import build_text_encoder
-    from servetools import untrained_checkpoint
-
     root = tmp_path_factory.mktemp("entries")
     clips, captions = make_library(60, seed=9)
     text = build_text_encoder("small-transformer", corpus=list(captions["text"]) + ["a dog barking"], vocab_size=300,
@@ -75,10 +74,9 @@ def same(a: list[tuple], b: list[tuple]) -> bool:
 
 
 def test_cli_python_and_http_give_the_same_filtered_numbers(library_with_model, capsys):
-    pytest.importorskip("fastapi")
+    pytest.importorskip("fastapi")  # the serve extra
     from mlatr.serve.app import create_app
     from mlatr.serve.live_index import LiveIndex
-    from servetools import request, running_server, upload
 
     path, wav, dog = library_with_model
     index = Index.load(path)

@@ -13,10 +13,11 @@ import importlib.util
 import numpy as np
 import pytest
 
-from mlatr.search import Index, ann
+from mlatr.search import Index, ann, columns, milvus
 from mlatr.search.ann import AnnBuild
 from mlatr.search.build import delete_clips, write_rows
 from mlatr.search.columns import CaptionColumns, ClipColumns
+from mlatr.search.filters import parse_filter
 from mlatr.search.hybrid import rank_candidates
 from mlatr.search.query import TextQuery
 
@@ -108,16 +109,10 @@ def test_the_exact_ranking_filters_before_the_cut(where, tmp_path, vectors_meta)
         allowed = allowed_ids(index, where, include_silent=True)
         for rank in ("hybrid", "captions", "audio"):
             for vec, text in zip(vecs, texts, strict=True):
-                query = TextQuery(text, "eng", 12, rank, where=_parsed(where), include_silent=True)
+                query = TextQuery(text, "eng", 12, rank, where=parse_filter(where), include_silent=True)
                 found = index.rank_texts(vec[None], [query])[0]
                 check_same(found, reference(index, vec, text, 12, rank, allowed))
                 assert len(found) == min(12, len(allowed))
-
-
-def _parsed(where: str):
-    from mlatr.search.filters import parse_filter
-
-    return parse_filter(where)
 
 
 def test_the_answer_relevance_is_read_from_the_allowed_candidates(vectors_meta):
@@ -137,7 +132,7 @@ def test_the_answer_relevance_is_read_from_the_allowed_candidates(vectors_meta):
                       "keywords": []}
     clips.set("facets", facets)
     index = Index(clips, captions, vectors_meta)
-    found = index.rank_texts(vec[None], [TextQuery(text, "eng", 5, where=_parsed("duration<50"),
+    found = index.rank_texts(vec[None], [TextQuery(text, "eng", 5, where=parse_filter("duration<50"),
                                                     include_silent=True)])[0]
     keep = np.flatnonzero([bool(f) and f["duration"] < 50 for f in np.asarray(facets, object)[qc.cands.rows]])
     qc.cands = qc.cands.take(keep)
@@ -163,17 +158,17 @@ def test_windowed_and_approximate_paths_filter_before_the_cut(tmp_path, vectors_
     allowed = allowed_ids(index, where)
     covering = index.text_ranker(window=len(index.ids))
     for vec, text in zip(vecs, texts, strict=True):
-        a = index.allowed(_parsed(where))
+        a = index.allowed(parse_filter(where))
         for rank in ("hybrid", "captions"):
             got = covering.rank(vec, text, "eng", 10, rank, allowed=a)
             want = exact.text_ranker().rank(vec, text, "eng", 10, rank, allowed=a)
             assert [h.row for h in got] == [h.row for h in want]
             check_same([_Hit(f"c{h.row}", h.score, h.relevance) for h in got],
                        reference(exact, vec, text, 10, rank, allowed))
-        windowed = index.rank_texts(vec[None], [TextQuery(text, "eng", 10, where=_parsed(where),
+        windowed = index.rank_texts(vec[None], [TextQuery(text, "eng", 10, where=parse_filter(where),
                                                           include_silent=True)])[0]
         assert len(windowed) == 10 and {h.id for h in windowed} <= allowed
-        by_sound = index.rank_texts(vec[None], [TextQuery(text, "eng", 10, "audio", where=_parsed(where),
+        by_sound = index.rank_texts(vec[None], [TextQuery(text, "eng", 10, "audio", where=parse_filter(where),
                                                           include_silent=True)])[0]
         check_same(by_sound, reference(exact, vec, text, 10, "audio", allowed))
     # the wider unfiltered search, forced (at this size a filter is searched exactly)
@@ -181,7 +176,7 @@ def test_windowed_and_approximate_paths_filter_before_the_cut(tmp_path, vectors_
     monkeypatch.setattr(ann, "FILTER_ANN_FRACTION", 0.0)
     searcher = Index.load(out).searcher("audio")
     emb = np.asarray(index.embeddings)
-    a = index.allowed(_parsed(where))
+    a = index.allowed(parse_filter(where))
     rows = np.flatnonzero(a.mask)
     truth = (vecs @ emb[rows].T).argsort(axis=1)[:, ::-1][:, :10]
     scores, found = searcher.top_k(vecs, 10, allowed=a)
@@ -216,9 +211,9 @@ def test_silent_clips_are_left_out_of_a_text_query_unless_asked(vectors_meta):
     for rank in ("hybrid", "audio", "captions"):
         assert "c7" not in [h.id for h in index.rank_texts(vec, [TextQuery("dog", "eng", 10, rank)])[0]]
         assert "c7" not in [h.id for h in index.rank_texts(vec, [TextQuery("dog", "eng", 10, rank,
-                                                                             where=_parsed("channels>=1"))])[0]]
+                                                                             where=parse_filter("channels>=1"))])[0]]
     assert index.rank_texts(vec, [TextQuery("dog", "eng", 10, "audio", include_silent=True)])[0][0].id == "c7"
-    only = index.rank_texts(vec, [TextQuery("dog", "eng", 10, "audio", where=_parsed("silent"))])[0]
+    only = index.rank_texts(vec, [TextQuery("dog", "eng", 10, "audio", where=parse_filter("silent"))])[0]
     assert [h.id for h in only] == ["c7"]
     assert index.search_encoded_audio(np.zeros(16000, np.float32), vec[0], 3, None)[0].id == "c7"
     facets[7]["silent"] = False  # no silent clip: the unfiltered search, number for number
@@ -234,8 +229,6 @@ HAS_MILVUS = bool(importlib.util.find_spec("pymilvus") and importlib.util.find_s
 def test_milvus_filters_inside_its_searches(tmp_path, vectors_meta, monkeypatch):
     """A Milvus target ranks filtered queries as the same rows in memory do (windows covering the library), by its
     search among allowed keys and by its filter expression (forced); NOT and phrases find their clips in Milvus."""
-    from mlatr.search import milvus
-
     clips, captions = make_library(80, seed=6)
     texts = list(captions["text"])
     texts[0] = "a rooster crowing"
@@ -254,7 +247,7 @@ def test_milvus_filters_inside_its_searches(tmp_path, vectors_meta, monkeypatch)
             allowed = allowed_ids(memory, where, include_silent=False)
             for rank in ("hybrid", "audio"):
                 for vec, text in zip(vecs, qtexts, strict=True):
-                    query = TextQuery(text, "eng", 8, rank, where=_parsed(where))
+                    query = TextQuery(text, "eng", 8, rank, where=parse_filter(where))
                     found = index.rank_texts(vec[None], [query])[0]
                     check_same(found, reference(memory, vec, text, 8, rank, allowed))
     vec = np.asarray(captions.embeddings[0])[None]
@@ -269,8 +262,6 @@ def test_milvus_filters_inside_its_searches(tmp_path, vectors_meta, monkeypatch)
 def test_silence_is_found_in_a_folder_by_a_scan_of_its_rows_files(tmp_path, vectors_meta, monkeypatch):
     """The default ``not silent`` on an index folder parses only the rows whose line says ``"silent": true`` (a
     caption saying so in its text is escaped, and a row found is checked), and equals the full reading."""
-    from mlatr.search import columns
-
     clips, captions = make_library(300, seed=8)
     captions_of = list(clips["captions"])
     captions_of[5] = {"eng": ['he wrote "silent": true']}  # in the row's JSON: \"silent\": true

@@ -6,6 +6,7 @@ expression allowing exactly the same clips (milvus-lite), its quoted values neve
 from __future__ import annotations
 
 import importlib.util
+import inspect
 import math
 import re
 from pathlib import Path
@@ -15,6 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from mlatr.data import file_metadata as fm
 from mlatr.data.file_metadata import TAG_FACETS
 from mlatr.errors import MlatrError
 from mlatr.search.filters import (
@@ -30,6 +32,7 @@ from mlatr.search.filters import (
     parse_filter,
     without_silence,
 )
+from mlatr.search.milvus_filter import expression
 
 #: Facet objects of a small library: every kind of field, missing values, null facets, case variants.
 FACETS = [
@@ -182,10 +185,6 @@ def test_blank_and_none_are_no_filter_and_silence_is_added_unless_asked():
 def test_the_fields_are_the_facets_file_metadata_writes():
     """Every facet key the metadata reader writes (read from its source: the technical facets' keywords, the keys of
     the path and UCS facets, the tag facets, the facets assigned by name) is a field, of its kind."""
-    import inspect
-
-    from mlatr.data import file_metadata as fm
-
     technical = inspect.getsource(fm.technical_facets)
     written = set(re.findall(r"\b([a-z_]+)=(?!=)", technical)) | set(re.findall(r'out\["(\w+)"\]', technical))
     for function in (fm.path_facets, fm._ucs_facets):
@@ -329,8 +328,6 @@ WELL_TYPED = [f for f in FACETS[:-1]]  # Milvus's third value for a wrongly type
 @needs_milvus
 @pytest.mark.parametrize("text", list(CASES))
 def test_milvus_expression_allows_the_clips_the_filter_allows(text, facets_collection):
-    from mlatr.search.milvus_filter import expression
-
     _mc, select = facets_collection
     table = FacetTable(FACETS)
     where = parse_filter(text)
@@ -343,8 +340,6 @@ def test_milvus_expression_allows_the_clips_the_filter_allows(text, facets_colle
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(FILTERS)
 def test_milvus_expression_of_any_filter_allows_the_same_clips(facets_collection, node):
-    from mlatr.search.milvus_filter import expression
-
     _mc, select = facets_collection
     table = FacetTable(WELL_TYPED)
     found = select(expression(node, table))[:len(WELL_TYPED)]
@@ -356,8 +351,6 @@ def test_milvus_values_with_quotes_and_backslashes_never_break_out(tmp_path):
     """Each stored title, however hostile (quotes, backslashes, an injected ``or true``, newlines, control and
     non-ASCII characters), is found by its own equality test, and only it."""
     from pymilvus import DataType, MilvusClient
-
-    from mlatr.search.milvus_filter import expression
 
     titles = ['x" or true or "', "a\\", 'q"', "\\\"", "'; drop", "a\nb", "t\tb", "\x01ctl", "\r\x0b\x0c\x1b",
               "é中文", "\\u0061",

@@ -26,7 +26,7 @@ search: hence the margin); where fewer do, that query's allowed rows are searche
 search always fills its ``k`` when ``k`` rows are allowed, and a filter that follows the sound (a library, a
 category: the query's neighbourhood all filtered out) costs an exact search, never a wrong answer. FAISS's own ID
 selector was measured and not used: it walks the graph among the filtered-out rows and, for such a filter,
-found under 0.6 of the allowed top 10 (``benchmarks/bench_filtered_ann.py``, docs/hybrid-search.md).
+misses much of the allowed top 10 (the figures: ``benchmarks/bench_filtered_ann.py``, docs/hybrid-search.md).
 """
 
 from __future__ import annotations
