@@ -140,6 +140,8 @@ def test_a_silent_file_is_not_in_the_top_10_for_dog_in_cli_and_python(library_wi
     assert_user_error(r, "where: position 10", "expected a value for duration")
     r = run_cli(capsys, "search", path, "--audio", path / "index.json", "--where", "silnt")
     assert_user_error(r, "unknown field 'silnt'", "did you mean silent")
+    r = run_cli(capsys, "search", path, "--audio", path / "index.json", "--include-silent")
+    assert_user_error(r, "--include-silent is for a text query")
     with pytest.raises(Exception, match="keywords is a list"):
         index.search_text("dog", where="keywords=door")
 

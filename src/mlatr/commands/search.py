@@ -76,6 +76,8 @@ def run(args) -> int:
 
     if (args.query is None) == (args.audio is None):
         raise MlatrError("give either a text QUERY or --audio FILE (not both)")
+    if args.audio is not None and args.include_silent:
+        raise MlatrError("--include-silent is for a text query: a sound query (--audio) keeps silent clips already")
     index = Index.load(args.index, backend=args.backend, model=model_for_index(args),
                        allow_other_model=args.allow_other_model)
     if args.audio is not None:
