@@ -100,6 +100,12 @@ def test_cli_python_and_http_give_the_same_filtered_numbers(library_with_model, 
     r = run_cli(capsys, "search", path, "--audio", wav, "-k", "5", "--where", "format in (wav, flac)", "--json")
     assert r.code == 0, r.err
     assert same(_rows(json.loads(r.out)["results"]), _python(sound))
+    seed = sorted(sound_allowed)[0]  # "more like this" among the allowed clips, the seed clip left out
+    seed_row = index.ids.index(seed)
+    like = index.search_similar(seed_row, 4, where="format in (wav, flac)")
+    stored = np.asarray(index.embeddings)
+    near = sorted(sound_allowed - {seed}, key=lambda c: -float(stored[int(c[1:])] @ stored[seed_row]))[:4]
+    assert [h.id for h in like] == near and {c.id for c in like.caption_hits} <= sound_allowed
     live = LiveIndex(path)
     live.reload()
     with running_server(create_app(live)) as base:
@@ -111,6 +117,11 @@ def test_cli_python_and_http_give_the_same_filtered_numbers(library_with_model, 
                      "q.wav", wav.read_bytes()).json()
         assert same(_rows(got["results"]), _python(sound))
         assert {c["id"] for c in got["captions"]} <= sound_allowed
+        got = request(base + f"/clips/similar/{seed}?" + urllib.parse.urlencode(
+            {"k": 4, "where": "format in (wav, flac)"})).json()
+        assert same(_rows(got["results"]), _python(like))
+        bad = request(base + f"/clips/similar/{seed}?where=keywords%3Ddoor")
+        assert bad.status == 400 and "keywords is a list" in bad.json()["error"]
         bad = request(base + "/search?" + urllib.parse.urlencode({"q": "dog", "where": "chanels=1"}))
         assert bad.status == 400 and "position 1" in bad.json()["error"] and "channels" in bad.json()["error"]
         bad = upload(base + "/search/audio?where=duration%3C", "q.wav", wav.read_bytes())

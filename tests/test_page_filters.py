@@ -1,7 +1,7 @@
 """The page's filter controls in a real browser (Debian's chromium, headless, as ``test_serve_browser``): duration
 range, channels, format, library and a free filter beside the search box make one ``where`` the server ranks with
-(the same clips as the API's answer to that filter), live in the page's URL (a reload restores them and the
-results), and a bad filter is an error on the page."""
+(the same clips as the API's answer to that filter; "more like this" too), live in the page's URL (a reload restores
+them and the results), and a bad filter is an error on the page."""
 
 import shutil
 import urllib.parse
@@ -55,6 +55,18 @@ def test_filter_controls_make_one_where_kept_in_the_url(browser, library_with_mo
         wait(browser, lambda d: "result" in d.find_element(By.ID, "status").text)
         assert browser.find_element(By.ID, "where").get_attribute("value") == "not keywords has metal"
         assert _ids(browser) == [r["id"] for r in api["results"]]
+        # more like this from the first result: among the clips the controls allow, kept in the URL with them
+        first = api["results"][0]["id"]
+        browser.find_elements(By.CSS_SELECTOR, "#results .result")[0].find_element(By.CSS_SELECTOR,
+                                                                                  "button.more").click()
+        wait(browser, lambda d: "results for sounds like" in d.find_element(By.ID, "status").text)
+        quoted = urllib.parse.quote(first, safe="")
+        like = request(f"{base}/clips/similar/{quoted}?" + urllib.parse.urlencode({"k": 10, "where": where})).json()
+        everyone = request(f"{base}/clips/similar/{quoted}?k=10").json()
+        assert like["results"] and _ids(browser) == [r["id"] for r in like["results"]]
+        assert _ids(browser) != [r["id"] for r in everyone["results"]]
+        url = urllib.parse.parse_qs(urllib.parse.urlsplit(browser.current_url).query)
+        assert url["like"] == [first] and url["fmt"] == ["wav"] and url["ch"] == ["mono"]
         box = browser.find_element(By.ID, "where")
         box.clear()
         box.send_keys("chanels=1", Keys.ENTER)

@@ -369,13 +369,15 @@ class Index:
         hits = self.mark_same_audio(wave, self._hits(sound_ranking(self.text_ranker().stats, vec, scores, rows)))
         return self._sound_results(vec, hits, min_relevance, k, allowed)
 
-    def search_similar(self, row: int, k: int = 10) -> Results:
+    def search_similar(self, row: int, k: int = 10, where: str | Filter | None = None) -> Results:
         """"More like this": the ``k`` clips nearest to indexed clip ``row``'s stored audio embedding (itself
         left out), with their sound-query relevance, the captions nearest to it in ``caption_hits``, and
-        ``same_audio`` on a copy of the clip's sound (:meth:`mark_same_audio`)."""
+        ``same_audio`` on a copy of the clip's sound (:meth:`mark_same_audio`); ``where`` as :meth:`search_audio`'s
+        (silent clips kept, as for any sound query)."""
         k = check_k(k)
+        allowed = self.allowed(parse_filter(where))
         vec = np.asarray(self.text_ranker().clip_vector(row), np.float32)
-        scores, rows = nearest_rows(self.searcher("audio"), self.dim, vec[None], [k + 1])[0]
+        scores, rows = nearest_rows(self.searcher("audio"), self.dim, vec[None], [k + 1], allowed)[0]
         keep = np.asarray([self.ids[r] != self.ids[row] for r in rows.tolist()], bool)
         scores, rows = scores[keep][:k], rows[keep][:k]
         hits = self._hits(sound_ranking(self.text_ranker().stats, vec, scores, rows))
@@ -384,7 +386,7 @@ class Index:
                 hits = self.mark_same_audio(self.query_waveform(self.paths[row]), hits)
             except (MlatrError, OSError):  # the clip's file cannot be read: no copy can be told apart
                 pass
-        return self._sound_results(vec, hits, None, k)
+        return self._sound_results(vec, hits, None, k, allowed)
 
     def search_vector(self, query: np.ndarray, k: int = 10) -> list[Hit]:
         """Clips nearest to an embedding ``query [d]`` (already in the index's space)."""

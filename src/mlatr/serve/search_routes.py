@@ -22,11 +22,7 @@ from mlatr.serve.batching import TextBatcher
 from mlatr.serve.live_index import LiveIndex
 from mlatr.serve.request_limits import Limits
 from mlatr.serve.results import caption_result, clip_result
-from mlatr.serve.schemas import ERRORS, AudioSearchResponse, TextSearchResponse
-
-#: The ``where`` parameter, as /docs shows it.
-WHERE = ("only clips whose facets pass this filter (mlatr.search.filters), e.g. duration<1.5s and channels=1, "
-         "format in (wav, flac), library=wesnoth, keywords has door, not silent")
+from mlatr.serve.schemas import ERRORS, WHERE, AudioSearchResponse, TextSearchResponse
 
 
 def add_search_routes(app: FastAPI, live: LiveIndex, limits: Limits, batcher: TextBatcher) -> None:

@@ -198,11 +198,15 @@ const LIKE = "like:";
 
 async function searchSimilar(r, remember = true) {
   q.value = LIKE + r.id;
-  if (remember) history.replaceState(null, "", "?" + new URLSearchParams({ like: r.id, k: k.value }).toString());
+  const page = new URLSearchParams({ like: r.id, k: k.value });
+  const request = new URLSearchParams({ k: k.value });
+  addFilters(request, page);  // the filter controls narrow "more like this" as they do a sound search
+  request.delete("include_silent");  // a sound query keeps silent clips
+  if (remember) history.replaceState(null, "", "?" + page.toString());
   say(`Looking for sounds like ${r.caption || r.id}…`);
   $("query-sound").hidden = true;
   try {
-    show(await getJSON(await fetch(`clips/similar/${encodeURIComponent(r.id)}?k=${encodeURIComponent(k.value)}`)),
+    show(await getJSON(await fetch(`clips/similar/${encodeURIComponent(r.id)}?` + request.toString())),
          `sounds like “${r.caption || r.id}”`);
   } catch (e) { failed(e); }
 }
