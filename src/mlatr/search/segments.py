@@ -260,10 +260,17 @@ class MomentSearcher:
     def __init__(self, clips, segments: Segments):
         self.clips, self.segments = clips, segments
 
-    def top_k(self, queries: np.ndarray, k: int, rerank: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    def top_k(self, queries: np.ndarray, k: int, rerank: int | None = None, allowed=None
+              ) -> tuple[np.ndarray, np.ndarray]:
+        """``allowed``: the clips a filter lets through (:class:`~mlatr.search.eligibility.Allowed`, or its bool
+        mask over the clip rows): the top ``k`` among them, their segments searched among theirs."""
         queries = np.atleast_2d(np.asarray(queries, np.float32))
         k = int(k)
         extra = {"rerank": rerank} if rerank is not None else {}
+        if allowed is not None:
+            extra["allowed"] = allowed
+        of_segments = None if allowed is None else allowed.of_rows(self.segments.clip) \
+            if hasattr(allowed, "of_rows") else np.asarray(allowed, bool)[self.segments.clip]
         pooled_s, pooled_r = self.clips.top_k(queries, k, **extra)
         found = []
         for q, vec in enumerate(queries):
@@ -271,7 +278,7 @@ class MomentSearcher:
             rows, scores = pooled_r[q][keep], pooled_s[q][keep]
             score = dict(zip(rows.tolist(), np.maximum(scores, self.segments.best_scores(vec, rows)[0]).tolist(),
                              strict=True))
-            for clip, s in self._segment_clips(vec, k):
+            for clip, s in self._segment_clips(vec, k, of_segments):
                 score.setdefault(clip, s)
             r = np.asarray(list(score), np.int64)
             s = np.asarray(list(score.values()), np.float32)
@@ -284,13 +291,15 @@ class MomentSearcher:
             s_out[q, :len(s)], r_out[q, :len(r)] = s[:width], r[:width]
         return s_out, r_out
 
-    def _segment_clips(self, vec: np.ndarray, k: int) -> list[tuple[int, float]]:
+    def _segment_clips(self, vec: np.ndarray, k: int, allowed=None) -> list[tuple[int, float]]:
         """``(clip, its best segment's cosine)`` of the clips the best segments name, best first, until ``k``
-        clips are named or every segment is read."""
+        clips are named or every segment is read (``allowed``: the segments that may be read, as a searcher takes
+        them)."""
         total = len(self.segments)
         depth = min(total, max(4 * k, 64))
+        extra = {} if allowed is None else {"allowed": allowed}
         while True:
-            s, r = self.segments.searcher.top_k(vec[None], depth)
+            s, r = self.segments.searcher.top_k(vec[None], depth, **extra)
             keep = r[0] >= 0
             clips, scores = self.segments.clip[r[0][keep]], s[0][keep]
             first: dict[int, float] = {}
