@@ -4,6 +4,7 @@ without encoding its audio again (the encoder's calls are counted); the write wa
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import threading
@@ -13,7 +14,7 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-from clitools import run_cli
+from clitools import assert_user_error, run_cli, truncate_wav
 from mlatr.inference.checkpoint import load_model
 from mlatr.models.dual_encoder import DualEncoder
 from mlatr.search import Index
@@ -162,3 +163,41 @@ def test_a_served_index_follows_its_watched_folder(served_toy, folder, tmp_path)
         time.sleep(0.2)
     watch.stop()
     assert "e" not in live.current().rows and watch.syncs == 3
+
+
+def test_bad_files_in_the_folder_are_skipped_listed_and_the_rest_followed(served_toy, folder, tmp_path, capsys):
+    """Hostile input (main's skip reports): a truncated WAV, a text file named .wav and a FIFO in the folder are
+    skipped and listed with their reasons beside the index (exit 3; 0 with --skip-bad), the good changes
+    followed; --strict stops at the first and writes nothing; the watcher follows the good changes too."""
+    pytest.importorskip("fastapi")
+    from mlatr.serve.folder_watch import FolderWatch
+    from mlatr.serve.live_index import LiveIndex
+
+    out = tmp_path / "lib.idx"
+    ckpt = served_toy[1]
+    assert run_cli(capsys, "index", "sync", folder, out, "--model", ckpt, "--no-progress", "--no-loudness").code == 0
+    tone(folder / "cut.wav", 500, seconds=1.0)
+    truncate_wav(folder / "cut.wav", 1000)
+    (folder / "notes.wav").write_text("not a sound\n" * 50, encoding="utf-8")
+    os.mkfifo(folder / "pipe.wav")
+    tone(folder / "good.wav", 1500)
+    signature = Index.load(out).storage.signature()
+    r = run_cli(capsys, "index", "sync", folder, out, "--no-progress", "--no-loudness", "--strict")
+    assert_user_error(r)
+    assert Index.load(out).storage.signature() == signature  # nothing written
+    r = run_cli(capsys, "index", "sync", folder, out, "--no-progress", "--no-loudness")
+    assert r.code == 3, r.err
+    assert "skipped 3 bad file(s)" in r.err and "1 added" in r.out
+    listed = [json.loads(line) for line in (tmp_path / "lib.idx.skipped.jsonl").read_text().splitlines()]
+    assert sorted(os.path.basename(x["file"]) for x in listed) == ["cut.wav", "notes.wav", "pipe.wav"]
+    assert all(x["reason"] for x in listed)
+    rows = Index.load(out).tables.live_rows()
+    assert "good" in rows and not {"cut", "notes", "pipe"} & set(rows)
+    assert run_cli(capsys, "index", "sync", folder, out, "--no-progress", "--no-loudness", "--skip-bad").code == 0
+    # serving with --watch-folder: a new good file is followed in spite of the bad ones
+    live = LiveIndex(out)
+    live.reload()
+    watch = FolderWatch(live, folder, every=0.1)
+    tone(folder / "later.wav", 1700)
+    report = watch.poll()
+    assert report.added == ["later"] and len(report.skips) == 3 and "later" in live.current().rows

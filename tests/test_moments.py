@@ -24,6 +24,7 @@ from mlatr.models.dual_encoder import DualEncoder
 from mlatr.search import build_index
 from mlatr.search.backends import NumpyBackend, ShardedSearcher
 from mlatr.search.columns import SegmentColumns
+from mlatr.search.eligibility import Allowed
 from mlatr.search.hybrid import TextRanker
 from mlatr.search.results import Hit, clock
 from mlatr.search.segments import (
@@ -124,6 +125,29 @@ def test_the_moment_searcher_gives_the_exact_top_k_of_the_best_of_vector_and_seg
             s, r = searcher.top_k(q[None], k)
             assert r[0].tolist() == want.tolist(), k
             np.testing.assert_allclose(s[0], sound[want], atol=1e-6)
+
+
+def test_the_moment_searcher_keeps_to_the_clips_a_filter_allows():
+    """A filter (issue 46's where, a query's NOT) reaches the segments too: the exact top k among the allowed
+    clips by the higher of vector and best segment, given as an Allowed or as its mask."""
+    clips, table, deleted = _vectors(seed=3)
+    searcher = MomentSearcher(ShardedSearcher([(0, len(clips), NumpyBackend(clips))], deleted),
+                              _segments(table, len(clips), deleted))
+    mask = np.random.default_rng(7).random(len(clips)) < 0.4
+    mask[[0, 2]] = True, False  # a segmented clip of each kind
+    queries = _unit(np.random.default_rng(8).standard_normal((4, clips.shape[1])))
+    for q in queries:
+        sound = clips @ q
+        np.maximum.at(sound, table.clip, np.asarray(table.embeddings) @ q)
+        sound[deleted] = -np.inf
+        sound[~mask] = -np.inf
+        for k in (1, 4, 30):
+            want = np.lexsort((np.arange(len(sound)), -sound))[:min(k, int(np.isfinite(sound).sum()))]
+            for allowed in (Allowed(mask), mask):
+                s, r = searcher.top_k(q[None], k, allowed=allowed)
+                got = r[0][r[0] >= 0]
+                assert got.tolist() == want.tolist(), k
+                np.testing.assert_allclose(s[0][:len(got)], sound[want], atol=1e-6)
 
 
 def test_text_ranking_scores_a_clip_by_its_best_segment_windowed_as_exact():

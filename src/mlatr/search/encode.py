@@ -50,10 +50,13 @@ class EncodeSettings:
 
 
 def encode_clips(loaded: LoadedModel, manifest: Manifest, clips: Sequence[Clip], langs: Sequence[str],
-                 how: EncodeSettings, meta: dict | None = None) -> tuple[Tables, dict[str, str]]:
+                 how: EncodeSettings, meta: dict | None = None, require_one: bool = True
+                 ) -> tuple[Tables, dict[str, str]]:
     """The tables of ``clips`` (of ``manifest``) encoded by ``loaded`` with their captions in ``langs`` and the
     segments of the long ones (``meta``: the tables'), and the unreadable clips skipped (``how.skip_bad``; else the
-    first one is an error). Each file's state is taken before it is read."""
+    first one is an error). Each file's state is taken before it is read. ``require_one``: none of the clips
+    readable is an error (a build that would write nothing); else empty tables and every clip skipped (a sync,
+    whose other changes are still written)."""
     model = loaded.model
     if not clips:
         dim = model.embed_dim
@@ -69,6 +72,8 @@ def encode_clips(loaded: LoadedModel, manifest: Manifest, clips: Sequence[Clip],
     rows, audio = encode_source(model.encode_audio, source, how.batch_size, how.max_seconds, loaded.device,
                                 window_seconds=how.window_seconds, progress=how.progress, desc="index")
     skipped = dict(source.bad)
+    if not rows and not require_one:
+        return encode_clips(loaded, manifest, [], langs, how, meta)[0], skipped
     if not rows:
         first = next(iter(skipped.values()), "")
         raise MlatrError(f"none of the {len(clips)} new clip(s) of {manifest.path or 'the manifest'} "

@@ -34,7 +34,7 @@ from mlatr.data.manifest import Clip, Manifest
 from mlatr.errors import MlatrError
 from mlatr.file_state import file_sha256, file_state
 from mlatr.inference import LoadedModel
-from mlatr.inference.library import open_library
+from mlatr.inference.library import Skip, open_library
 from mlatr.search.build import plan_index_build, write_build
 from mlatr.search.columns import CaptionColumns, ClipColumns, SegmentColumns
 from mlatr.search.encode import encode_captions, encode_clips
@@ -51,7 +51,9 @@ class SyncReport:
     """What one sync did: ``added`` (encoded, new), ``changed`` (encoded again: other bytes under the same name),
     ``moved`` (old id -> new id: renamed or moved, embedding reused), ``copied`` (new id -> the id whose embedding
     it reuses), ``touched`` (same bytes, new size/mtime record), ``recaptioned`` (captions encoded again), ``deleted``
-    (file gone), ``unchanged`` (count), ``skipped`` (unreadable: id -> why) and the ``index`` as written."""
+    (file gone), ``unchanged`` (count), ``skipped`` (unreadable: id -> why), ``skips`` (every input left out with
+its file: the files the folder's listing refused, then the unreadable ones; what a skip report lists) and the
+``index`` as written."""
 
     index: Index | None = None
     added: list[str] = field(default_factory=list)
@@ -63,6 +65,7 @@ class SyncReport:
     deleted: list[str] = field(default_factory=list)
     unchanged: int = 0
     skipped: dict[str, str] = field(default_factory=dict)
+    skips: list[Skip] = field(default_factory=list)
 
     @property
     def encoded(self) -> int:
@@ -82,7 +85,8 @@ def sync_folder(loaded: LoadedModel, folder: str | os.PathLike, output: str | os
     root = Path(folder).resolve()
     if not root.is_dir():
         raise MlatrError(f"{folder}: not a folder")
-    manifest = open_library(str(root), skip_bad=skip_bad, progress=progress).manifest
+    library = open_library(str(root), skip_bad=skip_bad, progress=progress)
+    manifest = library.manifest
     job = plan_index_build(loaded, manifest, output, add=True, batch_size=batch_size, skip_bad=skip_bad,
                            progress=progress, segments=segments)
     if not job.storage.exists():  # nothing to follow: a build
@@ -90,20 +94,23 @@ def sync_folder(loaded: LoadedModel, folder: str | os.PathLike, output: str | os
             measure_clips(job.plan.new, manifest.root, progress=progress)
         built = write_build(job)
         return SyncReport(built.index, added=[c.id for c in job.plan.new if c.id not in built.skipped],
-                          skipped=built.skipped)
+                          skipped=built.skipped, skips=library.skips(built.skipped))
     existing = Index.load(output, model=loaded, allow_other_model=True)
     report, reuse, encode = _plan(existing, manifest, job.plan, root, progress)
     drop = dict(job.plan.drop)  # a moved row's old id among them: its file is gone
     report.deleted = [cid for cid in job.plan.deleted if cid not in report.moved]
     if not (encode or reuse or drop):
-        report.index = existing
+        report.index, report.skips = existing, library.skips({})
         return report
     if loudness:
         measure_clips(encode, manifest.root, progress=progress)
-    part, skipped = encode_clips(loaded, manifest, encode, job.langs, job.encode, job.meta)
-    report.skipped = skipped
+    part, skipped = encode_clips(loaded, manifest, encode, job.langs, job.encode, job.meta, require_one=False)
+    report.skipped, report.skips = skipped, library.skips(skipped)
     report.added = [c.id for c in encode if c.id not in skipped and c.id not in job.plan.changed]
     report.changed = [c.id for c in encode if c.id not in skipped and c.id in job.plan.changed]
+    if not (len(part.clips) or reuse or drop):  # only unreadable files are new: nothing to write
+        report.index = existing
+        return report
     if reuse:
         part = _joined(part, _reused(loaded, existing, reuse, manifest.root, job.langs, batch_size))
     job.storage.write(part, add=True, drop=drop, dtype=job.dtype, ann=job.ann, check=job.check)

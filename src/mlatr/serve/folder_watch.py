@@ -61,11 +61,15 @@ class FolderWatch:
             return None
         try:
             model = self.live.current().index.model()
-            report = sync_folder(model, self.folder, self.live.storage.where)
+            # skip_bad: one bad file must not stop the folder's other changes from being followed
+            report = sync_folder(model, self.folder, self.live.storage.where, skip_bad=True)
         except MlatrError as exc:
             log.warning("syncing %s with %s failed: %s", self.live.path, self.folder, exc)
             return None
         self.last, self.syncs = now, self.syncs + 1
+        if report.skips:
+            log.warning("syncing %s with %s skipped %d bad file(s): %s", self.live.path, self.folder,
+                        len(report.skips), "; ".join(str(x) for x in report.skips[:5]))
         if report.wrote():
             log.info("synced %s with %s: %s", self.live.path, self.folder, sync_summary(report))
             self.live.reload_if_changed()
