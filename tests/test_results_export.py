@@ -22,6 +22,7 @@ from mlatr.data.manifest import Manifest
 from mlatr.inference.checkpoint import load_model
 from mlatr.search import build_index
 from mlatr.search.export import CSV_FIELDS, safe_cell
+from test_filtered_entries import library_with_model  # noqa: F401 (a fixture)
 from test_moments import EVENT, band_library  # noqa: F401 (a fixture)
 
 
@@ -199,5 +200,55 @@ def test_the_page_copies_drags_scrubs_loops_and_exports_picks(band_library, tmp_
             browser.find_element(By.ID, "clear-picks").click()
             assert not browser.find_element(By.ID, "picks").is_displayed()
             time.sleep(0.1)
+    finally:
+        browser.quit()
+
+
+def test_each_card_says_the_files_format_rate_and_channels(library_with_model):  # noqa: F811
+    """The API's results carry the file's format, sample rate and channels from the index's facets (None where it
+    has none, or a value of another type), and the page's card shows them."""
+    pytest.importorskip("fastapi")
+    pytest.importorskip("selenium")
+    from selenium.webdriver.common.by import By
+
+    from mlatr.search import Index
+    from mlatr.serve.app import create_app
+    from mlatr.serve.live_index import LiveIndex
+    from mlatr.serve.results import card_facet
+    from servetools import request, running_server
+    from test_serve_browser import CHROMEDRIVER, CHROMIUM, wait
+
+    assert card_facet({"format": "wav", "channels": True, "sample_rate": "48000"}, "format") == "wav"
+    assert card_facet({"channels": True}, "channels") is None and card_facet({"sample_rate": "48000"},
+                                                                              "sample_rate") is None
+    path, _, _ = library_with_model
+    index = Index.load(path)
+    facets = {cid: index.clip_columns["facets"][r] or {} for cid, r in index.tables.live_rows().items()}
+    live = LiveIndex(path)
+    live.reload()
+    if not (CHROMIUM and CHROMEDRIVER):
+        pytest.skip("needs Debian's chromium and chromium-driver packages")
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1100,900"):
+        options.add_argument(flag)
+    browser = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+    try:
+        with running_server(create_app(live)) as base:
+            api = request(base + "/search?q=rain&k=20").json()["results"]
+            for r in api:
+                f = facets[r["id"]]
+                assert (r["format"], r["sample_rate"], r["channels"]) == (f.get("format"), f.get("sample_rate"),
+                                                                          f.get("channels"))
+            shown = [r for r in api if r["format"] and r["channels"] in (1, 2)]
+            assert shown and any(r["format"] is None for r in api)  # a clip without facets: nothing said
+            browser.get(base + "/?q=rain&k=20")
+            wait(browser, lambda d: len(d.find_elements(By.CSS_SELECTOR, "#results .result")) == len(api))
+            for r in shown:
+                meta = browser.find_element(By.CSS_SELECTOR, f'#results .result[data-id="{r["id"]}"] .meta').text
+                assert f"{r['format'].upper()} {'mono' if r['channels'] == 1 else 'stereo'}" in meta
     finally:
         browser.quit()

@@ -28,6 +28,9 @@ class ClipResult(BaseModel):
     evidence: list[Evidence] = []
     start: float | None = None  # a long clip indexed as segments: where it matched, seconds (search.segments)
     end: float | None = None
+    format: str | None = None  # the file's container (wav, flac, ogg, mp3, ...), from its facets; null: not recorded
+    sample_rate: int | None = None  # Hz, from its facets
+    channels: int | None = None  # from its facets
 
 
 class CaptionResult(BaseModel):

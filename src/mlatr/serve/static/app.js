@@ -26,6 +26,13 @@ function fmtSeconds(s) {
   return s < 60 ? `${s.toFixed(1)} s` : `${Math.floor(s / 60)} min ${Math.round(s % 60)} s`;
 }
 
+// What the file is, from its facets: "WAV 44.1 kHz mono" ("" where the index recorded none).
+function fmtAudio(r) {
+  const rate = r.sample_rate ? `${Number((r.sample_rate / 1000).toFixed(1))} kHz` : "";
+  const ch = r.channels === 1 ? "mono" : r.channels === 2 ? "stereo" : r.channels ? `${r.channels} ch` : "";
+  return [r.format ? r.format.toUpperCase() : "", rate, ch].filter(Boolean).join(" ");
+}
+
 const SVG = "http://www.w3.org/2000/svg";
 
 // A time in a file as a clock: 100 -> "1:40".
@@ -250,8 +257,8 @@ function card(r, top) {
   meta.className = "meta";
   const score = r.score === null ? "n/a" : r.score.toFixed(3);
   const relText = r.relevance === null || r.relevance === undefined ? "n/a" : r.relevance.toFixed(2);
-  meta.textContent = [r.id, fmtSeconds(r.duration), `relevance ${relText}`, `score ${score}`].filter(Boolean)
-    .join(" · ");
+  meta.textContent = [r.id, fmtSeconds(r.duration), fmtAudio(r), `relevance ${relText}`, `score ${score}`]
+    .filter(Boolean).join(" · ");
   // relevance: the calibrated probability that the clip answers the query, as a bar and its number
   const bar = document.createElement("div");
   bar.className = "score-bar";
