@@ -75,10 +75,14 @@ def test_search_csv_holds_what_the_json_results_hold(band_library, tmp_path, cap
 
 
 def test_search_csv_refuses_what_it_cannot_write(band_library, tmp_path, capsys):  # noqa: F811
-    manifest, ckpt, _, _ = band_library
-    idx = tmp_path / "cli.idx"
+    manifest, ckpt, _, query = band_library
+    idx = tmp_path / "cli.idx.npz"
     assert run_cli(capsys, "index", "build", manifest, "--model", ckpt, "-o", idx, "--no-progress").code == 0
+    assert_user_error(run_cli(capsys, "search", idx, "a tone", "--csv", idx), "--csv", "index")
     assert_user_error(run_cli(capsys, "search", idx, "a tone", "--json", "--csv", "-"), "--csv -", "--json")
+    before = query.read_bytes()
+    assert_user_error(run_cli(capsys, "search", idx, "--audio", query, "--csv", query), "--csv", "query sound")
+    assert query.read_bytes() == before
     (tmp_path / "folder.csv").mkdir()
     assert_user_error(run_cli(capsys, "search", idx, "a tone", "--csv", tmp_path / "folder.csv"), "--csv",
                       "folder.csv")

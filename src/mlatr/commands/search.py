@@ -2,8 +2,8 @@ import json
 
 from mlatr.commands._arg_types import fraction, positive_int
 from mlatr.commands._model_io import add_model_for_index_options, model_for_index
+from mlatr.commands._paths import refuse_output_over_input
 from mlatr.errors import MlatrError
-from mlatr.output_paths import check_output_path
 from mlatr.search.backends import BACKENDS
 from mlatr.search.evidence import describe_evidence
 from mlatr.search.export import write_csv
@@ -90,8 +90,8 @@ def run(args) -> int:
         raise MlatrError("--include-silent is for a text query: a sound query (--audio) keeps silent clips already")
     if args.csv == "-" and args.json:
         raise MlatrError("--csv - and --json both print to stdout: give --csv a file")
-    if args.csv not in (None, "-"):
-        check_output_path(args.csv, "--csv")
+    if args.csv not in (None, "-"):  # never over the index or the sound searched with
+        refuse_output_over_input([("--csv", args.csv)], [("index", args.index), ("query sound", args.audio)])
     index = Index.load(args.index, backend=args.backend, model=model_for_index(args),
                        allow_other_model=args.allow_other_model)
     if args.audio is not None:
