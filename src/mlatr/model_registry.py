@@ -8,7 +8,9 @@ A model is named the same way everywhere (``--model`` of every command, ``mlatr.
   ``REGISTRY/NAME``, ``mlatr models`` lists them. A path that exists wins over a name;
 - nothing: the default, ``$MLATR_MODEL`` (a path or a name), else the ``model`` key of the nearest
   ``mlatr.toml`` found from the current folder upward (a relative path there is relative to that file's
-  folder), the way git finds its repository.
+  folder), the way git finds its repository, else the model that ships with mlatr (:data:`SHIPPED_MODEL`,
+  also named :data:`SHIPPED_NAME`: the real-sound model ``mlatr demo-real`` trains, so that a library can be
+  indexed and searched without training anything first).
 
 This module imports nothing heavy (no torch): the command line resolves names before loading anything.
 """
@@ -33,6 +35,9 @@ PROJECT_FILE = "mlatr.toml"
 PROJECT_KEYS = ("model",)
 #: A registered model's name: letters, digits, ``.``, ``_``, ``-``; not starting with a dot.
 NAME_PATTERN = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,99}")
+#: The model folder that ships inside the package, and its name (docs/real-sounds.md: how it is rebuilt).
+SHIPPED_NAME = "real-sounds"
+SHIPPED_MODEL = Path(__file__).resolve().parent / "data" / "models" / SHIPPED_NAME
 
 
 @dataclass(frozen=True)
@@ -64,12 +69,14 @@ def check_model_name(name: str) -> str:
 
 
 def registered_models() -> dict[str, Path]:
-    """``{name: folder}`` of the registry's model folders (those with a ``config.json``), sorted by name."""
+    """``{name: folder}`` of the registry's model folders (those with a ``config.json``), sorted by name; the
+    shipped model (:data:`SHIPPED_NAME`) too, unless the registry holds one of that name."""
     folder = registry_folder()
-    if not folder.is_dir():
-        return {}
-    return {p.name: p for p in sorted(folder.iterdir())
-            if NAME_PATTERN.fullmatch(p.name) and (p / "config.json").is_file()}
+    found = {SHIPPED_NAME: SHIPPED_MODEL} if (SHIPPED_MODEL / "config.json").is_file() else {}
+    if folder.is_dir():
+        found.update({p.name: p for p in folder.iterdir()
+                      if NAME_PATTERN.fullmatch(p.name) and (p / "config.json").is_file()})
+    return dict(sorted(found.items()))
 
 
 def registered_path(name: str) -> Path:
@@ -109,7 +116,7 @@ def project_model(path: Path) -> str | None:
 
 def default_model() -> tuple[str, str] | None:
     """``(reference, where it was found)`` of the default model: ``$MLATR_MODEL``, else the nearest project
-    file's ``model``; None when neither gives one."""
+    file's ``model``, else the shipped model; None when none gives one."""
     if os.environ.get(MODEL_ENV):
         return os.environ[MODEL_ENV], f"${MODEL_ENV}"
     project = find_project_file()
@@ -117,6 +124,8 @@ def default_model() -> tuple[str, str] | None:
         value = project_model(project)
         if value is not None:
             return value, str(project)
+    if (SHIPPED_MODEL / "config.json").is_file():
+        return str(SHIPPED_MODEL), "the model shipped with mlatr"
     return None
 
 

@@ -2,6 +2,7 @@ from mlatr.commands._deprecated import add_old_positional
 from mlatr.commands._model_io import add_model_option, model_path_from_args
 from mlatr.errors import MlatrError
 from mlatr.model_registry import REGISTRY_ENV, registered_path
+from mlatr.stored_config import WEIGHT_DTYPES
 
 HELP = f"""Write a model as a folder that travels: config.json + model.safetensors + README.md (its model card).
 
@@ -32,6 +33,9 @@ def add_arguments(parser):
                         help="the manifest the model was trained on, for the card's data and licences (default: the "
                              "one the checkpoint records)")
     parser.add_argument("--force", action="store_true", help="with --name: replace a model registered under NAME")
+    parser.add_argument("--weights-dtype", choices=WEIGHT_DTYPES, default="as-is",
+                        help="store the weights as the checkpoint holds them (default) or in float16 (half the bytes; "
+                             "loaded back into float32)")
 
 
 def run(args) -> int:
@@ -43,7 +47,8 @@ def run(args) -> int:
         folder = registered_path(args.name)
         if folder.exists() and not args.force:
             raise MlatrError(f"--name {args.name}: a model is already registered there ({folder}); --force replaces it")
-    folder = export_model(model, folder, name=args.name, metrics=args.metrics, training_data=args.training_data)
+    folder = export_model(model, folder, name=args.name, metrics=args.metrics, training_data=args.training_data,
+                          weights_dtype=args.weights_dtype)
     print(f"wrote {folder}/config.json, {folder}/model.safetensors and {folder}/README.md"
           + (f"; registered as {args.name!r} (--model {args.name})" if args.name else ""))
     return 0
