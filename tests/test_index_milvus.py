@@ -279,6 +279,9 @@ def test_add_and_delete_keep_library_statistics(tmp_path):
 
 
 def test_milvus_errors_are_one_line(tmp_path, capsys):
+    assert main(["search", f"milvus:{tmp_path / 'missing.db'}", "a tone"]) == 2  # a reader makes no file
+    assert "missing.db: file not found" in capsys.readouterr().err and not (tmp_path / "missing.db").exists()
+    (tmp_path / "empty.db").mkdir()
     assert main(["search", f"milvus:{tmp_path / 'empty.db'}", "a tone"]) == 2
     assert "holds no mlatr index" in capsys.readouterr().err
     assert main(["search", "milvus:nowhere", "a tone"]) == 2

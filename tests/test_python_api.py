@@ -260,12 +260,12 @@ def test_embed_and_classify_commands(served_toy, tmp_path, capsys):
         np.testing.assert_array_equal(z["embeddings"], model.embed_text(["un son aigu", "un son grave"], "fra"))
     bad = tmp_path / "bad.wav"
     bad.write_bytes(b"not audio")
-    r = run_cli(capsys, "embed", files[0], bad, "--model", served_toy[1], "-o", tmp_path / "b.npz")
+    r = run_cli(capsys, "embed", files[0], bad, "--model", served_toy[1], "-o", tmp_path / "b.npz", "--strict")
     assert_user_error(r, str(bad))
     assert not (tmp_path / "b.npz").exists()
     r = run_cli(capsys, "embed", files[0], bad, "--model", served_toy[1], "-o", tmp_path / "b.npz", "--skip-bad",
                 "--no-progress")
-    assert r.code == 0 and "skipped 1 unreadable" in r.err
+    assert r.code == 0 and "skipped 1 bad file(s)" in r.err
     r = run_cli(capsys, "classify", *files, "--labels", "low tone,high tone", "--model", served_toy[1], "--json",
                 "--device", "cpu")
     assert r.code == 0, r.err

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from mlatr.audio.riff_chunks import iter_chunks
-from mlatr.errors import MlatrError
+from mlatr.errors import MissingFileError, MlatrError
 from mlatr.file_kinds import special_file
 
 if TYPE_CHECKING:
@@ -153,7 +153,7 @@ def _open(path: str) -> sf.SoundFile:
     if special:
         raise MlatrError(f"{path}: not a regular file but {special} (not opened)")
     if not os.path.isfile(path):
-        raise MlatrError(f"{path}: audio file not found")
+        raise MissingFileError(path, "a sound file")
     try:
         return soundfile().SoundFile(path)
     except Exception as exc:  # soundfile raises LibsndfileError / RuntimeError / TypeError
@@ -224,6 +224,26 @@ def read_audio_blocks(path: str | os.PathLike) -> tuple[np.ndarray, int]:
     return mono, rate
 
 
+def peak_envelope(path: str | os.PathLike, bins: int) -> tuple[float, np.ndarray]:
+    """``(seconds, peaks [bins])`` of ``path``: the largest absolute sample (channels mixed) of each of ``bins``
+    equal stretches, decoded block by block, so memory stays bounded for a file of hours; refused, as
+    :func:`read_audio_blocks`, when it does not decode whole."""
+    path = os.fspath(path)
+    declared = declared_frames(path)
+    with _open(path) as snd:
+        rate, format_name, frames = int(snd.samplerate), snd.format, int(snd.frames)
+    total = declared or frames
+    peaks = np.zeros(bins, np.float32)
+    seen = 0
+    for _snd, block in _blocks(path):
+        mono = np.abs(block[:, 0] if block.shape[1] == 1 else block.mean(axis=1, dtype=np.float32))
+        where = np.minimum((seen + np.arange(len(mono))) * bins // max(total, 1), bins - 1)
+        np.maximum.at(peaks, where, mono)
+        seen += len(mono)
+    _check_whole(path, declared, seen, rate, format_name)
+    return seen / rate, peaks
+
+
 def duration_problem(decoded_s: float, stated_s: float | None) -> str | None:
     """A message when ``decoded_s`` is far from the manifest's ``stated_s`` (see the module docstring)."""
     if stated_s is None:
@@ -239,7 +259,7 @@ def audio_file_problem(path: str | os.PathLike, stated_s: float | None = None) -
     kept): field ``audio`` when it is missing or does not decode whole, ``duration`` when it is far from
     ``stated_s``; ``None`` when it is fine."""
     if not os.path.isfile(path) and not special_file(path):  # a FIFO is refused by probe_audio, unopened
-        return "audio", f"audio file not found: {path}"
+        return "audio", f"{path}: file not found (a sound file)"
     try:
         probe = probe_audio(path)
     except MlatrError as exc:

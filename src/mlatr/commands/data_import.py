@@ -2,11 +2,12 @@ import os
 from pathlib import Path
 
 from mlatr.commands._arg_types import positive_float, positive_int
-from mlatr.commands._notices import report_metadata, report_skipped
+from mlatr.commands._notices import report_metadata
 from mlatr.commands._outputs import Output
 from mlatr.commands._paths import refuse_output_over_input
+from mlatr.commands._skipping import add_skip_options, finish_skips, report_path
 from mlatr.data.importers import FORMATS, IMPORTERS, merge_translations
-from mlatr.data.manifest import Manifest, split_problem
+from mlatr.data.manifest import Manifest, Skip, split_problem
 from mlatr.errors import MlatrError
 from mlatr.io_utils import remove_orphan_temps
 from mlatr.languages import normalize
@@ -41,6 +42,10 @@ Formats:
 
 A relative --audio-dir is taken from the current folder and written relative to the output manifest's
 folder. Every malformed source row stops the import with its file and line; --skip-bad skips and counts.
+--format folder skips by default: an unreadable, truncated or non-audio file (a FIFO, a name that is not
+UTF-8, a bad sidecar) is skipped, counted and listed with its reason in MANIFEST.skipped.jsonl beside the
+manifest (--skip-report FILE elsewhere), exit status 3 ("done, with skips"; 0 with --skip-bad); --strict
+stops at the first.
 
 Examples:
   mlatr data import --format audiocaps-csv test.csv -o data/audiocaps/test.jsonl --split test \\
@@ -63,7 +68,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--audio-pattern", default=None, metavar="PATTERN",
                         help="audio file name pattern over the source's fields, e.g. 'Y{youtube_id}.wav', "
                              "'{youtube_id}_{start_time}.flac' (mlclap-json: {name}, {stem}, {id})")
-    parser.add_argument("--skip-bad", action="store_true", help="skip malformed rows and report their count")
+    add_skip_options(parser, "row or file")
     parser.add_argument("--lang", default=None,
                         help="translations: language of rows without a lang column; mlclap-json: language of "
                              "every caption, overriding source_lang_k")
@@ -130,6 +135,9 @@ def run(args) -> int:
     _check_options(args)
     refuse_output_over_input([("-o", args.output)], [("source", s) for s in args.sources])
     out = Path(args.output)
+    report = report_path(args, out)
+    # a folder's files as found on a disk: bad ones skipped by default (mlatr.commands._skipping)
+    skipping = args.skip_bad or (args.format == "folder" and not args.strict)
     remove_orphan_temps(out.parent, [out.name])  # what a killed import left beside the manifest
     if args.format == "translations":
         base_path = Path(args.base or args.output)
@@ -138,18 +146,18 @@ def run(args) -> int:
                              f"(give it with --base or -o)")
         base = Manifest.load(base_path)
         manifest = merge_translations(base, args.sources, lang=args.lang, overwrite=args.overwrite,
-                                      skip_bad=args.skip_bad)
+                                      skip_bad=skipping)
         manifest.rebase(out.resolve().parent)
     elif args.format == "webdataset":  # the shards' audio becomes files under --audio-dir
         # loads torch: not paid by every command's parser
         from mlatr.data.webdataset_shards import ShardLimits, import_webdataset
 
         manifest = import_webdataset(args.sources, out, audio_dir=args.audio_dir, split=args.split,
-                                     skip_bad=args.skip_bad,
+                                     skip_bad=skipping,
                                      limits=ShardLimits.from_mb(args.max_member_mb, args.max_shard_mb))
     else:
         func, _ = IMPORTERS[args.format]
-        opts: dict = {"skip_bad": args.skip_bad, "split": args.split}
+        opts: dict = {"skip_bad": skipping, "split": args.split}
         if args.format == "folder":
             opts.update(relative_to=out.resolve().parent, labels_from_folder=not args.no_folder_labels,
                         progress=True, loudness=not args.no_loudness, folder_words=not args.no_folder_words,
@@ -172,6 +180,5 @@ def run(args) -> int:
     if args.format == "folder":
         report_metadata(manifest.clips)
     if problems:
-        report_skipped(problems, "bad row(s)")
         print(f"skipped {len(problems)} bad row(s)")
-    return 0
+    return finish_skips(args, [Skip.of_problem(p) for p in problems], report, "bad row(s)")

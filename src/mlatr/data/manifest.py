@@ -92,6 +92,31 @@ class Problem:
         return InputError(self.message, self.file, self.line, self.field)
 
 
+@dataclass(frozen=True)
+class Skip:
+    """One bad input a command or the API left out under ``skip_bad``: the ``file`` (a sound file, a sidecar, the
+    manifest or table of a bad line, a shard member's ``SHARD#MEMBER``), its ``line`` when the problem is one line
+    of it, the clip's ``id`` when it had been listed, and the ``reason`` (a listed clip's names its manifest line)."""
+
+    file: str
+    reason: str
+    id: str | None = None
+    line: int | None = None
+
+    def to_dict(self) -> dict:
+        """The JSON of a report line; a name that is not UTF-8 has its bytes written as ``\\xNN``."""
+        return {"file": utf8.printable(self.file), "id": self.id, "line": self.line, "reason": self.reason}
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}: {self.reason}" if self.line is not None else f"{self.file}: {self.reason}"
+
+    @classmethod
+    def of_problem(cls, problem: Problem) -> Skip:
+        """A file or line refused while it was read (a FIFO, a name that is not UTF-8, a malformed line)."""
+        return cls(problem.file, (f"{problem.field}: " if problem.field else "") + problem.message,
+                   line=problem.line)
+
+
 @dataclass
 class Clip:
     """One sound clip and its captions (see the module docstring for the rules)."""
@@ -215,13 +240,14 @@ class Manifest:
         return out
 
     def split(self, name: str) -> Manifest:
-        """The clips of split ``name`` (same root and path). Raise ``MlatrError`` if no clip has it."""
+        """The clips of split ``name`` (same root and path; the file's :attr:`problems` kept: lines skipped while
+        reading it, whose split cannot be known). Raise ``MlatrError`` if no clip has it."""
         clips = [c for c in self.clips if c.split == name]
         if not clips:
             have = ", ".join(sorted(str(s) for s in self.splits())) or "none"
             where = f" in {self.path}" if self.path else ""
             raise MlatrError(f"no clip has split {name!r}{where} (splits: {have})")
-        return Manifest(clips=clips, root=self.root, path=self.path)
+        return Manifest(clips=clips, root=self.root, path=self.path, problems=list(self.problems))
 
     def languages(self) -> list[str]:
         """Languages with at least one caption, English first, then the default order, then by code."""
@@ -301,7 +327,9 @@ def _parse_file(
     try:
         fh = open(path, encoding="utf-8-sig", errors=utf8.ERRORS)
     except OSError as exc:
-        return [], [Problem(name, None, None, f"cannot read manifest: {exc.strerror or exc}")]
+        reason = "file not found (a manifest)" if isinstance(exc, FileNotFoundError) else \
+            f"cannot read manifest: {exc.strerror or exc}"
+        return [], [Problem(name, None, None, reason)]
     clips: list[Clip] = []
     problems: list[Problem] = []
     first_line: dict[str, int] = {}

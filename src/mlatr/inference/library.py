@@ -27,11 +27,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mlatr.data.importers.folder import import_files, import_folder
-from mlatr.data.manifest import Clip, Manifest
+from mlatr.data.manifest import Clip, Manifest, Skip
 from mlatr.data.pipeline.source import Source
 from mlatr.data.pipeline.source_choice import open_source
 from mlatr.data.webdataset_shards import ShardIndex, index_shards, is_shard_spec
-from mlatr.errors import MlatrError
+from mlatr.errors import MissingFileError, MlatrError
 
 #: A library as the API takes it: one item (a path, a shard spec, a :class:`Manifest`) or a list of items.
 LibrarySource = str | os.PathLike | Manifest | Sequence[str | os.PathLike]
@@ -53,6 +53,17 @@ class Library:
         """Where clip ``row``'s audio is: an absolute file path, or a shard member's address ``SHARD#MEMBER``."""
         clip = self.manifest[row]
         return clip.audio if self.shards is not None else str(clip.audio_path(self.manifest.root).resolve())
+
+    def skips(self, unreadable: dict[str, str]) -> list[Skip]:
+        """Every input left out: the files and lines refused while listing, then the clips whose audio could not be
+        read (``unreadable``: id -> why, a source's ``bad``), each with its file."""
+        rows = {clip.id: row for row, clip in enumerate(self.manifest.clips)}
+        found = [Skip.of_problem(p) for p in self.manifest.problems]
+        for ident, why in unreadable.items():
+            row = rows.get(ident)
+            file = self.path(row) if row is not None else ident
+            found.append(Skip(file, why.removeprefix(f"{file}: "), ident))
+        return found
 
     def source(self, sample_rate: int, skip_bad: bool = False) -> Source:
         """The clips' audio, read at ``sample_rate`` (the shards' members or the files)."""
@@ -76,6 +87,13 @@ def _split(manifest: Manifest, split: str, where: str) -> Manifest:
         raise MlatrError(f"{where} has no splits (no clip has a 'split' field): use --split all (split='all') "
                          "to take every clip, or make splits with mlatr data split")
     return manifest.split(split)
+
+
+def files_on_disk(items: Sequence[str | os.PathLike]) -> bool:
+    """Whether library items are folders of sounds and sound files only (no manifest, no shards): files as found on
+    a disk, some of which do not decode in any large collection (the CLI skips those by default)."""
+    texts = [os.fspath(i) for i in items]
+    return bool(texts) and not any(_is_manifest(t) or is_shard_spec(t) for t in texts)
 
 
 def _is_manifest(item: str) -> bool:
@@ -106,6 +124,10 @@ def open_library(source: LibrarySource, split: str = "all", skip_bad: bool = Fal
         shards = index_shards(shard_items if len(shard_items) > 1 else shard_items[0], progress=progress,
                               skip_bad=skip_bad)
         return Library(_split(shards.manifest, split, " ".join(shard_items)), shards)
+    for item in items:
+        if isinstance(item, str) and not os.path.lexists(item):
+            raise MissingFileError(item, "a library: a folder of sounds, a manifest, a sound file or webdataset "
+                                         "shards")
     parts: list[tuple[str, Manifest]] = []
     files = [i for i in items if isinstance(i, str) and not Path(i).is_dir() and not _is_manifest(i)]
     if split != "all" and (files or any(isinstance(i, str) and Path(i).is_dir() for i in items)):

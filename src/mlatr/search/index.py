@@ -253,7 +253,7 @@ class Index:
         return self._model
 
     # ---- text queries --------------------------------------------------------------------------------
-    def search_text(self, query: str, lang: str | None = "eng", k: int = 10, rank: str = "hybrid",
+    def search_text(self, query: str, lang: str | None = None, k: int = 10, rank: str = "hybrid",
                     min_relevance: float | None = None) -> Results:
         """Clips for a text query in ``lang`` (ISO 639-3; ``None`` where the model does not read it), best
         first: :class:`~mlatr.search.results.Results`, a list of :class:`~mlatr.search.results.Hit`, each with its

@@ -24,10 +24,10 @@ from typing import Any
 
 import numpy as np
 
-from mlatr.errors import InputError, MlatrError
+from mlatr.errors import InputError, MissingFileError, MlatrError
 from mlatr.file_kinds import unreadable
 from mlatr.file_state import file_signature
-from mlatr.io_utils import atomic_write_with, remove_orphan_temps
+from mlatr.io_utils import atomic_write_with, disk_full_named, remove_orphan_temps
 from mlatr.json_input import check_format, parse_json
 from mlatr.output_paths import check_output_path
 from mlatr.search.columns import REQUIRED, CaptionColumns, ClipColumns, Column, check_vectors
@@ -109,6 +109,7 @@ def _arrays(path: Path) -> dict[str, np.ndarray]:
         with z:
             if "meta" not in z.files:  # another kind of zip / npz (a checkpoint, someone's arrays)
                 raise unreadable(path, _WHAT, "no array 'meta'", ("npz",))
+            _refuse_expanding_members(path, z.zip)
             for name in _ARRAYS:
                 if name not in z.files:
                     raise InputError("missing array (a damaged or foreign index: rebuild it with mlatr index "
@@ -119,6 +120,20 @@ def _arrays(path: Path) -> dict[str, np.ndarray]:
     except Exception as exc:  # a damaged member: BadZipFile, zlib.error, ValueError, EOFError
         raise unreadable(path, _WHAT, exc, ("npz",)) from exc
     return arrays
+
+
+#: How many times its stored size a member of an index may expand: mlatr writes members uncompressed
+#: (``np.savez``), and a compressor gains little on embeddings; far more is a member built to fill memory.
+MAX_EXPANSION = 20
+
+
+def _refuse_expanding_members(path: Path, archive) -> None:
+    """Refuse, from the zip directory and before anything is decompressed, a member declaring more bytes than
+    :data:`MAX_EXPANSION` times what it stores (1 MiB allowed regardless)."""
+    for info in archive.infolist():
+        if info.file_size > MAX_EXPANSION * info.compress_size + 2**20:
+            raise InputError(f"member {info.filename!r} would expand from {info.compress_size:,} to "
+                             f"{info.file_size:,} bytes: not an index mlatr wrote (a zip bomb?)", file=str(path))
 
 
 def _listed(path: Path, meta: dict, column: Column, n: int | None) -> list:
@@ -132,7 +147,7 @@ def _listed(path: Path, meta: dict, column: Column, n: int | None) -> list:
                          field=column.npz)
     if not isinstance(value, list):
         raise InputError(f"expected a list, found {type(value).__name__}", file=str(path), field=column.npz)
-    if not all(isinstance(x, column.kinds) for x in value):
+    if not all(column.holds(x) for x in value):
         raise InputError(f"expected {column.expected}", file=str(path), field=column.npz)
     return value
 
@@ -184,7 +199,7 @@ class NpzStorage(Storage):
 
     def read(self) -> Tables:
         if not self.where.is_file():
-            raise MlatrError(f"index not found: {self.where}")
+            raise MissingFileError(self.where, "an index: the folder or .npz file mlatr index build writes")
         clips, captions, meta = read_npz(self.where)
         return Tables(clips, captions, meta)
 
@@ -200,7 +215,8 @@ class NpzStorage(Storage):
 
     def write(self, part: Tables, *, add: bool, drop: dict[str, int], dtype: str, ann, check: CheckMeta | None
               ) -> int:
-        with writer_lock(self.where, "index", wait=True):
+        with writer_lock(self.where, "index", wait=True), \
+                disk_full_named(self.where, "the index is as it was before this write"):
             current = self.read() if add and self.exists() else None
             if current is not None and check is not None:
                 check(current.meta)

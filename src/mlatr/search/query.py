@@ -16,9 +16,13 @@ the text; a small transformer trained with a language embedding adds a vector pe
 multilingual encoders (USE, e5-small), the other Hugging Face encoders and a small transformer without a
 language embedding embed the text alone: for them a language is only checked (USE has no Catalan), and a
 query without one gets the same embedding as with any. So a query may leave its language out exactly when
-the encoder does not read it. Guessing it instead was measured and rejected: offline identifiers get about
-1 short query in 20 wrong among the languages mlatr knows (``benchmarks/bench_langid.py``, README), and for
-the encoders that read the language a wrong guess silently changes the results. Each text encoder says so
+the encoder does not read it, and leaving it out is the default at every entry (``--lang``, ``lang=None``,
+no ``?lang=``): such a query embeds as with any language, and its keyword terms are found with the stop
+words and stemmers of every default language (:func:`mlatr.search.analysis.analyzer` of ``None``), where a
+default of English would stem a French query as English; an encoder that reads the language refuses it.
+Guessing it instead was measured and rejected: offline identifiers get about 1 short query in 20 wrong among
+the languages mlatr knows (``benchmarks/bench_langid.py``, README), and for the encoders that read the language
+a wrong guess silently changes the results. Each text encoder says so
 itself (:meth:`mlatr.models.protocols.TextEncoder.query_languages`, checked by
 :meth:`~mlatr.models.protocols.QueryLanguages.code`).
 """

@@ -41,9 +41,9 @@ from typing import Any
 
 import numpy as np
 
-from mlatr.errors import InputError, MlatrError
+from mlatr.errors import InputError, MissingFileError, MlatrError
 from mlatr.file_state import file_signature
-from mlatr.io_utils import atomic_write_json
+from mlatr.io_utils import atomic_write_json, disk_full_named
 from mlatr.json_input import expect_field, json_type, read_format_json
 from mlatr.output_paths import check_output_path
 from mlatr.search import shard_stats
@@ -153,10 +153,14 @@ def read_manifest(folder: str | os.PathLike) -> dict:
                  hint=_REBUILD)
     check_meta(file, expect_field(file, manifest, "meta", dict, "an object", hint=_REBUILD), "meta")
     shards = expect_field(file, manifest, "shards", list, "a list of shard entries", hint=_REBUILD)
+    names: set[str] = set()
     for i, entry in enumerate(shards):
         if not isinstance(entry, dict) or not isinstance(entry.get("name"), str) or "/" in entry["name"] \
                 or entry["name"].startswith(".") or not isinstance(entry.get("rows"), int):
             raise _field_error(file, f"shards[{i}]", "expected an object with a name and a row count")
+        if entry["name"] in names:  # its clips would be found, and answered, twice
+            raise _field_error(file, f"shards[{i}]", f"shard {entry['name']!r} is listed twice")
+        names.add(entry["name"])
         deleted = entry.get("deleted", [])
         if not isinstance(deleted, list) or not all(isinstance(r, int) and 0 <= r < entry["rows"] for r in deleted):
             raise _field_error(file, f"shards[{i}].deleted", f"expected a list of rows in 0..{entry['rows'] - 1}")
@@ -305,7 +309,7 @@ class FolderStorage(Storage):
     # ---- reading ------------------------------------------------------------------------------------------
     def read(self) -> Tables:
         if not self.where.is_dir():
-            raise MlatrError(f"index not found: {self.where}")
+            raise MissingFileError(self.where, "an index: the folder or .npz file mlatr index build writes")
         manifest, self.shards = read_folder(self.where)
         dim, counts = manifest["dim"], [len(s.clips) for s in self.shards]
         starts = np.cumsum([0, *counts])
@@ -366,8 +370,9 @@ class FolderStorage(Storage):
         """A new folder (replacing the previous one's shards), or one more shard (``add``), under the writer lock;
         the text ranking's window measured for a new folder."""
         refuse_foreign_folder(self.where)
-        self.where.mkdir(parents=True, exist_ok=True)
-        with writer_lock(self.where, "index", wait=True):
+        # a new folder is made by the lock, and removed with it when the write fails before anything is in it
+        with writer_lock(self.where, "index", wait=True, folder=True), \
+                disk_full_named(self.where, "the index is as it was before this write"):
             before = bytes_of(self.where)
             current = self.read() if add and self.exists() else None
             if current is not None and check is not None:

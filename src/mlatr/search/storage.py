@@ -127,6 +127,12 @@ class Storage:
         return None
 
     @property
+    def local_file(self) -> Path | None:
+        """The local file or folder holding the index (a report is written beside it): :attr:`path`, or a
+        database's own file; None where the index is remote or in memory."""
+        return self.path
+
+    @property
     def single_file(self) -> bool:
         """Whether the index is one file (an output that must not be one of the build's inputs)."""
         return False

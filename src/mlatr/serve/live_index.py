@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from mlatr.audio.io import audio_duration
-from mlatr.errors import MlatrError
+from mlatr.errors import MissingFileError, MlatrError
 from mlatr.inference.model_identity import OtherModelError
 from mlatr.models.protocols import QueryLanguages, query_languages
 from mlatr.search.index import Index
@@ -113,7 +113,7 @@ class LiveIndex:
     def _load(self, signature) -> Snapshot:
         old = self.snapshot
         if signature is None and self.storage.path is not None:
-            raise MlatrError(f"index not found: {self.path}")
+            raise MissingFileError(self.path, "an index: the folder or .npz file mlatr index build writes")
         source = self.storage.where
         keep = self.model or (old.index.model() if old is not None else None)
         try:

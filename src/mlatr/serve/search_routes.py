@@ -14,11 +14,12 @@ from fastapi.responses import JSONResponse
 
 from mlatr.audio.io import audio_duration
 from mlatr.errors import MlatrError
+from mlatr.search.fusion import RANKS
 from mlatr.search.query import text_query
-from mlatr.serve.api_errors import ApiError, short
+from mlatr.serve.api_errors import ApiError, hide_paths, short
 from mlatr.serve.batching import TextBatcher
-from mlatr.serve.limits import Limits
 from mlatr.serve.live_index import LiveIndex
+from mlatr.serve.request_limits import Limits
 from mlatr.serve.results import caption_result, clip_result
 from mlatr.serve.schemas import ERRORS, AudioSearchResponse, TextSearchResponse
 
@@ -33,7 +34,7 @@ def add_search_routes(app: FastAPI, live: LiveIndex, limits: Limits, batcher: Te
                                                  "639-1); may be left out when the model does not read it "
                                                  "(GET /health: language_required)")] = None,
                k: Annotated[int, Query(ge=1, le=limits.max_k, description="number of results")] = 10,
-               rank: Annotated[Literal["audio", "captions", "hybrid"],
+               rank: Annotated[Literal[RANKS],
                                Query(description="hybrid: sound + captions + keywords; audio; captions")] = "hybrid",
                min_relevance: Annotated[float | None, Query(ge=0.0, le=1.0, description="the probability that the "
                                                             "library holds a relevant clip below which the answer "
@@ -75,7 +76,7 @@ def add_search_routes(app: FastAPI, live: LiveIndex, limits: Limits, batcher: Te
                     vec = snap.index.embed_sound(wave)
                 clips = snap.index.search_encoded_audio(wave, vec, k, min_relevance)
             except MlatrError as exc:
-                raise ApiError(400, str(exc).replace(tmp.name, short(name))) from None
+                raise ApiError(400, hide_paths(str(exc).replace(tmp.name, short(name)))) from None
         root = request.scope.get("root_path", "")
         return {"filename": name, "k": k, **clips.answer(),
                 "results": [clip_result(snap, h, None, root) for h in clips],

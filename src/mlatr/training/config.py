@@ -31,7 +31,7 @@ from typing import Any, Literal
 
 import yaml
 
-from mlatr.errors import InputError, MlatrError
+from mlatr.errors import InputError, MissingFileError, MlatrError
 from mlatr.json_input import MAX_DEPTH, expanded_size, nesting_depth
 from mlatr.languages import DEFAULT_LANGUAGES
 from mlatr.stored_config import check_bounded
@@ -423,7 +423,7 @@ def load_config(path: str | Path | None, overrides: list[str] = ()) -> Config:
     if path is not None:
         p = Path(path)
         if not p.is_file():
-            raise MlatrError(f"config file not found: {p}")
+            raise MissingFileError(p, "a training config")
         tree = parse_yaml(p.read_bytes(), str(p)) or {}
         if not isinstance(tree, dict):
             raise MlatrError(f"{p}: expected a mapping at the top level")
