@@ -4,6 +4,11 @@ a model, so that a library is indexed and searched on a fresh machine without tr
 import importlib.util
 import json
 import os
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -107,3 +112,26 @@ def test_a_fresh_user_indexes_and_searches_a_folder_with_no_model_given(tmp_path
     found = json.loads(r.out)
     assert [h["id"] for h in found["results"]][0] == "bells/church_bell"
     assert found["results"][0]["evidence"]  # why it matched, from its name and folder
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not importlib.util.find_spec("setuptools"), reason="building a wheel needs setuptools")
+def test_the_wheel_carries_the_shipped_model_folder(tmp_path):
+    """pyproject.toml's package data: a wheel built from this checkout holds every file of the shipped folder,
+    byte for byte (a user who runs pip install gets the default model)."""
+    root = Path(__file__).resolve().parents[1]
+    source = tmp_path / "source"  # a clean copy: a build/ or egg-info left in the checkout would hide a bad list
+    shutil.copytree(root / "src", source / "src", ignore=shutil.ignore_patterns("*.egg-info", "__pycache__"))
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(root / name, source / name)
+    done = subprocess.run([sys.executable, "-m", "pip", "wheel", str(source), "--no-deps", "--no-build-isolation",
+                           "--no-index", "-q", "-w", str(tmp_path / "wheel")], capture_output=True, text=True,
+                          timeout=600)
+    assert done.returncode == 0, done.stderr
+    (wheel,) = (tmp_path / "wheel").glob("mlatr-*.whl")
+    inside = f"mlatr/data/models/{SHIPPED_NAME}/"
+    with zipfile.ZipFile(wheel) as z:
+        shipped = {n[len(inside):]: z.read(n) for n in z.namelist() if n.startswith(inside)}
+    expected = {p.name: p.read_bytes() for p in SHIPPED_MODEL.iterdir() if p.is_file()}
+    assert {"config.json", "model.safetensors", "README.md"} <= set(expected)
+    assert shipped == expected
