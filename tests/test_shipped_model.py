@@ -14,11 +14,13 @@ import numpy as np
 import pytest
 import soundfile as sf
 from safetensors import safe_open
+from safetensors.torch import load_file
 
 import mlatr
 from clitools import run_cli
 from mlatr import model_registry
 from mlatr.inference.checkpoint import read_checkpoint
+from mlatr.inference.model_identity import weights_sha256
 from mlatr.model_registry import MODEL_ENV, REGISTRY_ENV, SHIPPED_MODEL, SHIPPED_NAME, registered_models, resolve_model
 
 #: The shipped model's weights must stay small enough to keep in the repository (issue 46).
@@ -41,8 +43,12 @@ def test_a_float16_folder_halves_the_weights_and_embeds_as_its_checkpoint(served
     assert "torch.float16" in dtypes and "torch.float32" not in dtypes
     stored = sum(v.numel() for v in floating)
     assert half.stat().st_size - stored * 2 < full.stat().st_size - stored * 4 + 4096  # 2 bytes a weight, not 4
-    assert "float16" in (tmp_path / "float16" / "README.md").read_text(encoding="utf-8")
+    card = (tmp_path / "float16" / "README.md").read_text(encoding="utf-8")
     ref, folder = mlatr.load(ckpt, device="cpu"), mlatr.load(tmp_path / "float16", device="cpu")
+    # the card names the digest an index built with the folder records, and the checkpoint's own beside it
+    assert ref.weights_sha256() != folder.weights_sha256()
+    assert f"| weights sha256 | {folder.weights_sha256()} |" in card
+    assert "float16 (half the bytes" in card and f"sha256 {ref.weights_sha256()})" in card
     assert all(p.dtype.is_floating_point and str(p.dtype) == "torch.float32" for p in folder.model.parameters())
     texts, langs = ["a single low tone", "un son aigu double"], ["eng", "fra"]
     assert _cosines(ref.embed_text(texts, langs), folder.embed_text(texts, langs)).min() > 0.999
@@ -90,6 +96,10 @@ def test_the_package_ships_the_real_sound_model_small_and_described():
     for said in ("float16", "0ad-data", "CC-BY-SA-3.0", "## What the training sounds' licences mean for the weights",
                  "mlatr demo-real"):
         assert said in card, said
+    stored = load_file(str(weights))
+    assert {str(v.dtype) for v in stored.values() if v.is_floating_point()} == {"torch.float16"}
+    read_back = {k: v.float() if v.is_floating_point() else v for k, v in stored.items()}
+    assert f"| weights sha256 | {weights_sha256(read_back)} |" in card  # what an index built with it records
     notes = Path(__file__).resolve().parents[1] / "docs" / "shipped-model-notes.md"
     assert card.rstrip().endswith(notes.read_text(encoding="utf-8").strip()), "rebuild it: scripts/ship-model.sh"
 
@@ -137,3 +147,35 @@ def test_the_wheel_carries_the_shipped_model_folder(tmp_path):
     expected = {p.name: p.read_bytes() for p in SHIPPED_MODEL.iterdir() if p.is_file()}
     assert {"config.json", "model.safetensors", "README.md"} <= set(expected)
     assert shipped == expected
+
+
+def test_an_index_built_with_the_shipped_model_follows_it_to_another_install(served_toy, tmp_path, capsys,
+                                                                            monkeypatch):
+    """The index records where its model was; once that path is gone (mlatr reinstalled elsewhere, another
+    venv), the shipped model is used when it has the index's weights, and named in the refusal when not."""
+    manifest = served_toy[0]
+    first, second = tmp_path / "venv-1" / SHIPPED_NAME, tmp_path / "venv-2" / SHIPPED_NAME
+    for folder in (first, second):
+        r = run_cli(capsys, "export", "--model", served_toy[1], "-o", folder, "--weights-dtype", "float16")
+        assert r.code == 0, r.err
+    monkeypatch.setenv(REGISTRY_ENV, str(tmp_path / "registry"))
+    monkeypatch.delenv(MODEL_ENV, raising=False)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(model_registry, "SHIPPED_MODEL", first)
+    r = run_cli(capsys, "index", "build", manifest.parent / "audio", "-o", tmp_path / "lib.idx", "--no-progress")
+    assert r.code == 0, r.err
+    r = run_cli(capsys, "search", tmp_path / "lib.idx", "a single low tone", "--lang", "eng", "--json", "-k", "3")
+    assert r.code == 0, r.err
+    before = [h["id"] for h in json.loads(r.out)["results"]]
+    shutil.rmtree(tmp_path / "venv-1")
+    monkeypatch.setattr(model_registry, "SHIPPED_MODEL", second)
+    r = run_cli(capsys, "search", tmp_path / "lib.idx", "a single low tone", "--lang", "eng", "--json", "-k", "3")
+    assert r.code == 0, r.err
+    assert [h["id"] for h in json.loads(r.out)["results"]] == before
+    other = tmp_path / "venv-3" / SHIPPED_NAME  # as-is weights: another digest than the float16 ones
+    assert run_cli(capsys, "export", "--model", served_toy[1], "-o", other).code == 0
+    monkeypatch.setattr(model_registry, "SHIPPED_MODEL", other)
+    r = run_cli(capsys, "search", tmp_path / "lib.idx", "a single low tone", "--lang", "eng")
+    assert r.code == 2
+    for said in (f"{first} is gone", f"the default model {other} (from the model shipped with mlatr) is not it"):
+        assert said in r.err, r.err

@@ -46,7 +46,7 @@ SHIPPED_MODEL = Path(__file__).resolve().parent / "data" / "models" / SHIPPED_NA
 @dataclass(frozen=True)
 class ModelRef:
     """A resolved model: its ``path`` (a checkpoint file or a model folder) and how it was found (``how``:
-    ``"path"``, ``"registry"``, ``"$MLATR_MODEL"`` or the project file's path)."""
+    ``"path"``, ``"registry"``, ``"$MLATR_MODEL"``, the project file's path or ``"the model shipped with mlatr"``)."""
 
     path: Path
     how: str

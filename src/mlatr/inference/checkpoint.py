@@ -28,7 +28,13 @@ from mlatr.file_kinds import special_file, unreadable
 from mlatr.inference.device import resolve_device
 from mlatr.inference.loaded_model import LoadedModel
 from mlatr.inference.model_card import model_card
-from mlatr.inference.model_folder import is_model_folder, model_folder_files, read_model_folder, write_model_folder
+from mlatr.inference.model_folder import (
+    is_model_folder,
+    model_folder_files,
+    read_model_folder,
+    stored_weights,
+    write_model_folder,
+)
 from mlatr.inference.model_identity import weights_sha256
 from mlatr.inference.stored_model import build_stored_model, check_stored_state
 from mlatr.io_utils import atomic_write_with
@@ -135,9 +141,13 @@ def export_model(checkpoint: str | os.PathLike, folder: str | os.PathLike, *, na
     if Path(folder).resolve() == Path(checkpoint).resolve():
         raise MlatrError(f"-o {folder}: the output is the model being exported")
     head = head_of(state).config()
-    digests = {"weights": weights_sha256(state["model"])}
+    # The digest the card gives is the one of the weights as mlatr loads them back (what an index built with
+    # the folder records); a float16 folder also names the checkpoint's own.
+    stored = stored_weights(state["model"], weights_dtype)
+    digests = {"weights": weights_sha256({k: v.to(state["model"][k].dtype) for k, v in stored.items()})}
     if weights_dtype == "float16":
-        digests["stored_as"] = "float16 (half the bytes; read back into float32, each weight rounded once)"
+        digests["stored_as"] = ("float16 (half the bytes; read back into float32, each weight rounded once; the "
+                                f"checkpoint's float32 weights: sha256 {weights_sha256(state['model'])})")
     card = model_card(state, name or Path(folder).name, head, digests, metrics,
                       None if training_data is None else str(training_data), notes)
     return write_model_folder(state, head, folder, card, weights_dtype)
