@@ -27,6 +27,8 @@ TOY = {
     "bench_embed_audio.py": ["--manifest", "{manifest}", "--clips", "2", "--batch-size", "2", "--max-seconds", "1",
                              "--repeats", "1"],
     "bench_evaluation.py": ["--clips", "20", "--captions", "2", "--dim", "16", "--repeats", "1", "--skip-loop"],
+    "bench_filtered_ann.py": ["--clips", "300", "--dim", "8", "--queries", "3", "--clusters", "5", "--fractions",
+                              "1,0.1", "--work", "{tmp}/filtered"],
     "bench_index_memory.py": ["--clips", "1", "--minutes", "0.03", "--max-seconds", "1", "--batch-size", "2",
                               "--work", "{tmp}/long"],
     "bench_langid.py": ["--synthetic", "10"],
