@@ -39,7 +39,7 @@ from mlatr.errors import MlatrError
 from mlatr.file_state import file_state
 from mlatr.inference import LoadedModel, load_model
 from mlatr.inference.library import LibrarySource, open_library
-from mlatr.inference.model_identity import check_index_model, model_sha256
+from mlatr.inference.model_identity import OtherModelError, check_index_model, model_sha256
 from mlatr.model_registry import default_model, resolve_model
 from mlatr.models.protocols import query_languages
 from mlatr.search.ann import AnnBuild
@@ -489,18 +489,24 @@ class Index:
 
 def load_index_model(meta: dict[str, Any], where: str, device: str = "cpu") -> LoadedModel:
     """The model an index's ``meta`` records (``checkpoint``: ``{"path", "sha256", "weights_sha256"}``); refuses
-    a file whose bytes changed. When that file is gone, the default model (``$MLATR_MODEL`` or the nearest
-    ``mlatr.toml``: :mod:`mlatr.model_registry`) is used if there is one, checked against the index's weights
-    digest (:func:`~mlatr.inference.model_identity.check_index_model`)."""
+    a file whose bytes changed. When that file is gone, the default model (``$MLATR_MODEL``, the nearest
+    ``mlatr.toml`` or the model shipped with mlatr: :mod:`mlatr.model_registry`) is used if there is one and
+    the index was built with its weights (:func:`~mlatr.inference.model_identity.check_index_model`: an index
+    built with the shipped model follows mlatr to another install)."""
     checkpoint = meta["checkpoint"]
     path = checkpoint["path"]
     if not Path(path).exists():
+        gone = (f"the index's model {path} is gone; the index needs its model to encode queries (a moved model: "
+                "give --model PATH, set $MLATR_MODEL, or Index.load(..., model=mlatr.load(PATH)))")
         if default_model() is None:
-            raise MlatrError(f"the index's model {path} is gone; the index needs its model to encode queries "
-                             "(a moved model: give --model PATH, set $MLATR_MODEL, or Index.load(..., "
-                             "model=mlatr.load(PATH)))")
-        loaded = load_model(resolve_model(None).path, device)
-        check_index_model(meta, loaded, where)
+            raise MlatrError(gone)
+        default = resolve_model(None)
+        loaded = load_model(default.path, device)
+        try:
+            check_index_model(meta, loaded, where)
+        except OtherModelError as exc:
+            raise OtherModelError(f"{gone}; the default model {default.path} (from {default.how}) is not it: {exc}") \
+                from None
         return loaded
     if model_sha256(path) != checkpoint["sha256"]:
         raise MlatrError(f"checkpoint {path} changed since the index was built (sha256 differs): "
