@@ -194,7 +194,6 @@ def record_search(root: Path, manifest_path: Path, checkpoint: Path) -> dict:
     from mlatr.data.manifest import Manifest
     from mlatr.search import Index, build_index
     from mlatr.search.build import delete_clips
-
     from toydata import toy_calibration
 
     model = mlatr.load(checkpoint)
