@@ -145,5 +145,9 @@ def test_a_calibration_stored_in_a_half_precision_folder_is_the_loaded_models(mo
     digest = weights_sha256(read_model_folder(folder)["model"])
     loaded = load_model(folder)
     assert digest == loaded.weights_sha256() and digest != load_model(bare).weights_sha256()  # rounded once
+    assert "| relevance calibration | none:" in (folder / "README.md").read_text(encoding="utf-8")
     store_calibration(folder, toy_calibration(digest))
     assert load_model(folder).calibration["weights_sha256"] == digest
+    stored = Calibration.from_dict(toy_calibration(digest)).id
+    assert f"| relevance calibration | {stored}, fitted for these weights" in \
+        (folder / "README.md").read_text(encoding="utf-8")  # the card says which it now carries

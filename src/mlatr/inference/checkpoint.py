@@ -30,8 +30,9 @@ from mlatr.errors import InputError, MissingFileError, MlatrError
 from mlatr.file_kinds import special_file, unreadable
 from mlatr.inference.device import resolve_device
 from mlatr.inference.loaded_model import LoadedModel
-from mlatr.inference.model_card import model_card
+from mlatr.inference.model_card import model_card, with_calibration_row
 from mlatr.inference.model_folder import (
+    CARD_FILE,
     is_model_folder,
     model_folder_files,
     read_model_folder,
@@ -41,7 +42,7 @@ from mlatr.inference.model_folder import (
 )
 from mlatr.inference.model_identity import weights_sha256
 from mlatr.inference.stored_model import build_stored_model, check_stored_state
-from mlatr.io_utils import atomic_write_with
+from mlatr.io_utils import atomic_write_text, atomic_write_with
 from mlatr.matching import MatchingHead, head_from_config
 
 FORMAT = "mlatr-checkpoint-1"
@@ -74,6 +75,9 @@ def store_calibration(path: str | os.PathLike, calibration: dict | None) -> Path
     if is_model_folder(path):
         write_folder_calibration(path, None if calibration is None else
                                  checked_calibration(calibration, read_model_folder(path)["model"], str(path)))
+        card = Path(path) / CARD_FILE
+        if card.is_file():  # the card says which calibration the folder now carries
+            atomic_write_text(card, with_calibration_row(card.read_text(encoding="utf-8"), calibration))
         return Path(path)
     state = read_checkpoint(path)
     state.pop("calibration", None)

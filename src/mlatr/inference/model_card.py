@@ -98,6 +98,14 @@ def _calibration_words(calibration: dict | None) -> str:
             f"{fitted.get('clips', '?')} clips")
 
 
+def with_calibration_row(card: str, calibration: dict | None) -> str:
+    """The model ``card`` with its "relevance calibration" row saying ``calibration`` (a calibration stored in the
+    folder after it was exported: :func:`mlatr.inference.checkpoint.store_calibration`); a card without the row
+    is returned as it is."""
+    row = _table(("", ""), [("relevance calibration", _calibration_words(calibration))])[-1]
+    return "\n".join(row if line.startswith("| relevance calibration |") else line for line in card.split("\n"))
+
+
 def _licences(manifest_path: Path) -> dict[str, dict[str, Any]]:
     """``{library: {"package", "licences"}}`` of the licence table beside the manifest (empty without one)."""
     table_path = manifest_path.parent / LICENCES_FILE
