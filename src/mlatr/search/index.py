@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +34,7 @@ import numpy as np
 from mlatr import api_args
 from mlatr.audio.bounded import load_query_audio
 from mlatr.data.dedup import same_samples
-from mlatr.data.file_metadata import measure_clips
+from mlatr.data.file_metadata import measure_clips, source_of
 from mlatr.errors import MlatrError
 from mlatr.evaluation.nonsense import INDEX_SEED, nonsense_queries
 from mlatr.file_state import file_state
@@ -48,6 +48,7 @@ from mlatr.search.abstention import conformal_level, level_relevance, relevance_
 from mlatr.search.ann import AnnBuild
 from mlatr.search.columns import CaptionColumns, ClipColumns, SegmentColumns
 from mlatr.search.eligibility import Allowed, KeywordDocuments, allowed_clips
+from mlatr.search.evidence import Evidence
 from mlatr.search.encode import EncodeSettings, build_settings, encode_clips, index_meta
 from mlatr.search.filters import FacetTable, Filter, parse_filter, without_silence
 from mlatr.search.hybrid import Ranked, Ranking
@@ -581,9 +582,19 @@ class Index:
             best = moments.best_segment(np.asarray(vec, np.float32), np.asarray([one.row for one in ranked]))
             spans = [moments.span(int(b)) if b >= 0 else None for b in best.tolist()]
         return [Hit(rank=r + 1, score=float(one.score), id=self.ids[one.row], path=self.paths[one.row],
-                    captions=[c for c in self.captions[one.row].get("eng", []) if c], evidence=one.evidence,
+                    captions=[c for c in self.captions[one.row].get("eng", []) if c],
+                    evidence=self._with_origins(one.row, one.evidence),
                     stale=self.stale(one.row), relevance=one.relevance if calibrated else None, segment=span)
                 for r, (one, span) in enumerate(zip(ranked, spans, strict=True))]
+
+    def _with_origins(self, row: int, evidence: list[Evidence]) -> list[Evidence]:
+        """``evidence`` with each caption or keyword match's ``origin``: where clip ``row`` got that caption
+        (its ``caption_sources`` column; a translation shares its English caption's source)."""
+        sources = self.clip_columns["caption_sources"][row]
+        if not sources:
+            return evidence
+        return [replace(e, origin=source_of(sources, self.captions[row], e.lang, e.text)) if e.text else e
+                for e in evidence]
 
     # ---- what it is ------------------------------------------------------------------------------------
     def summary(self, check: bool = False) -> dict[str, Any]:

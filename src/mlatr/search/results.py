@@ -103,9 +103,9 @@ class Results(list):
         return self.relevance < self.min_relevance
 
     def answer(self) -> dict:
-        """What the answer says as a whole: ``{"calibrated", "nothing_relevant", "min_relevance", "relevance"}``
-        (and ``"uncalibrated"``: why, when not calibrated)."""
-        return {"calibrated": self.calibrated, **({} if self.calibrated else {"uncalibrated": self.uncalibrated}),
+        """What the answer says as a whole: ``{"calibrated", "uncalibrated", "nothing_relevant", "min_relevance",
+        "relevance"}`` (``"uncalibrated"``: why not, ``None`` when calibrated; the HTTP schema's fields, always)."""
+        return {"calibrated": self.calibrated, "uncalibrated": self.uncalibrated,
                 "nothing_relevant": self.nothing_relevant, "min_relevance": self.min_relevance,
                 "relevance": self.relevance}
 

@@ -41,6 +41,10 @@ function clock(s) {
   return `${m}:${sec < 10 ? "0" : ""}${Number.isInteger(sec) ? sec : sec.toFixed(1)}`;
 }
 
+// Where a library's caption came from (mlatr.data.file_metadata.CAPTION_SOURCES), in a sound designer's words.
+const ORIGINS = {bext: "BWF description", ixml: "iXML", info: "RIFF INFO", id3: "ID3 tag", vorbis: "Vorbis comment",
+  mp4: "MP4 tag", aiff: "AIFF text", sidecar: "sidecar text", ucs: "UCS name", name: "file name", folder: "folder"};
+
 // What ranked a result (mlatr.search.hybrid), as short chips: the matched caption and its language, the
 // query's words found in a caption, the sound's rank.
 function evidenceChips(r) {
@@ -63,8 +67,9 @@ function evidenceChips(r) {
   (r.evidence || []).forEach((e) => {
     const chip = document.createElement("span");
     chip.className = "chip " + e.source;
-    if (e.source === "caption") chip.textContent = `caption “${e.text}” (${e.lang})`;
-    else if (e.source === "keyword") chip.textContent = `keywords: ${e.terms.join(", ")}`;
+    const from = e.origin ? `, ${ORIGINS[e.origin] || e.origin}` : "";
+    if (e.source === "caption") chip.textContent = `caption “${e.text}” (${e.lang}${from})`;
+    else if (e.source === "keyword") chip.textContent = `keywords: ${e.terms.join(", ")}${from ? ` (${from.slice(2)})` : ""}`;
     else chip.textContent = `sound #${e.rank}`;
     chip.title = e.source === "sound" ? `cosine ${e.score === null ? "n/a" : e.score.toFixed(3)}`
       : `${e.source} match, #${e.rank} for this query (score ${e.score === null ? "n/a" : e.score.toFixed(3)})`;
