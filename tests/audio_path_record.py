@@ -152,7 +152,7 @@ def record_model(name: str, ckpt: Path, clips: list[Path], root: Path) -> dict[s
     from mlatr.data.manifest import Manifest
     from mlatr.data.webdataset_shards import export_webdataset
     from mlatr.inference.checkpoint import load_model
-    from mlatr.inference.encoding import encode_manifest
+    from mlatr.inference.encoded_split import encode_manifest
     from mlatr.search import Index, build_index
     from mlatr.search.search import encode_query_audio, search_audio
 

@@ -1,5 +1,11 @@
 from mlatr.commands._arg_types import positive_float, positive_int
-from mlatr.commands._model_io import add_model_option, load_model_from_args
+from mlatr.commands._model_io import (
+    add_encoding_options,
+    add_model_option,
+    load_model_from_args,
+    runtime_from_args,
+    workers_from_args,
+)
 from mlatr.commands._notices import report_skipped
 from mlatr.commands._paths import refuse_output_over_input
 
@@ -35,6 +41,7 @@ def add_arguments(parser):
                         help="centre-crop each file to this length (default: the whole file)")
     parser.add_argument("--window-seconds", type=positive_float, default=None,
                         help="window length for long files (default: the model's evaluation crop)")
+    add_encoding_options(parser)
     parser.add_argument("--device", default="auto")
     parser.add_argument("--skip-bad", action="store_true", help="skip unreadable files and count them")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -56,9 +63,11 @@ def run(args) -> int:
                          langs=lang)
         print(f"wrote {args.output}: {len(args.items)} texts, dim {emb.shape[1]}")
         return 0
+    runtime_from_args(args, model, args.items)
     found = model.embed_library(args.items, split=args.split, batch_size=args.batch_size,
                                 max_seconds=args.max_seconds, window_seconds=args.window_seconds,
-                                progress=not args.no_progress, skip_bad=args.skip_bad)
+                                progress=not args.no_progress, skip_bad=args.skip_bad,
+                                workers=workers_from_args(args))
     write_embeddings(args.output, found.ids, found.paths, found.embeddings)
     print(f"wrote {args.output}: {len(found)} clips, dim {found.embeddings.shape[1]}"
           + (f"; skipped {len(found.skipped)} unreadable" if found.skipped else ""))

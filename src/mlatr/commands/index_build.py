@@ -1,7 +1,14 @@
 import time
 
 from mlatr.commands._arg_types import positive_float, positive_int
-from mlatr.commands._model_io import add_model_option, clips_from_args, load_model_from_args
+from mlatr.commands._model_io import (
+    add_encoding_options,
+    add_model_option,
+    clips_from_args,
+    load_model_from_args,
+    runtime_from_args,
+    workers_from_args,
+)
 from mlatr.commands._notices import report_skipped, some_ids
 from mlatr.commands._paths import model_inputs, refuse_output_over_input
 from mlatr.errors import MlatrError
@@ -33,6 +40,11 @@ an index built with another checkpoint is refused. Two builds onto one INDEX at 
 (the second waits for the first's write, saying so) and keep the clips of both. A clip longer than
 --window-seconds is encoded as windows (memory stays bounded with a long --max-seconds). An unreadable
 or truncated clip stops the build (nothing is written) unless --skip-bad, which skips and counts it.
+
+The audio is read and encoded by --workers processes (default: one per core this process may use), with a
+progress bar of clips (rate, time left); the results equal one process's. A killed build started again with
+the same command encodes only the clips it had not done (their vectors are kept as they come, in the cache
+folder: $MLATR_CACHE_DIR, else ~/.cache/mlatr; removed once the index is written).
 
 Under torchrun (torchrun --nproc_per_node=N -m mlatr index build ... -o FOLDER) each process encodes
 its contiguous part of the new clips and writes its own shard; the first process then adds the shards
@@ -88,6 +100,7 @@ def add_arguments(parser):
     parser.add_argument("--ann-param", action="append", default=[], metavar="KEY=INT",
                         help="a parameter of the structure (hnsw: M, efConstruction, efSearch, rerank; ivfpq: "
                              "nlist, m, pq_bits, nprobe, rerank); repeatable")
+    add_encoding_options(parser)
     parser.add_argument("--device", default="auto")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
 
@@ -111,6 +124,7 @@ def run(args) -> int:
 
 
 def _build(args, ctx) -> int:
+    from mlatr.inference.library import Library  # as above
     from mlatr.search.build import plan_index_build, write_build  # loads torch: not paid by every command's parser
     from mlatr.search.rank_build import build_by_rank  # loads torch.distributed, as above
 
@@ -118,18 +132,20 @@ def _build(args, ctx) -> int:
     manifest, shards = library_from_args(args)
     langs = parse_language_list(args.caption_langs, "--caption-langs") if args.caption_langs else None
     params = parse_ann_params(args.ann_param)
+    runtime = runtime_from_args(args, model, Library(manifest, shards))
     t0 = time.perf_counter()
     job = plan_index_build(model, manifest, args.output, add=args.add, caption_languages=langs,
                            batch_size=args.batch_size, max_seconds=args.max_seconds,
                            window_seconds=args.window_seconds, skip_bad=args.skip_bad,
                            progress=not args.no_progress, dtype=args.dtype, shards=shards,
-                           ann=AnnBuild(args.ann, params, args.ann_exact_below, not args.no_progress))
+                           ann=AnnBuild(args.ann, params, args.ann_exact_below, not args.no_progress),
+                           workers=workers_from_args(args))
     # under torchrun each process encodes its part of the new clips into a shard of its own
     report = build_by_rank(ctx, job) if ctx is not None and ctx.enabled else write_build(job)
     dt = time.perf_counter() - t0
     if report is None:  # not the first process: it printed nothing
         return 0
-    rate = f" ({report.added / dt:.1f} clips/s)" if report.added else ""
+    rate = f" ({report.added / dt:.1f} clips/s, {runtime})" if report.added else ""
     print(f"wrote {args.output}: {len(report.index)} clips ({report.added} encoded{rate}, {report.kept} kept), "
           f"{len(report.index.caption_text)} captions, dim {report.index.dim}, "
           f"{report.bytes_written / 2**20:.1f} MiB written"

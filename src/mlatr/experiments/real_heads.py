@@ -45,7 +45,7 @@ from mlatr.evaluation.nonsense import nonsense_queries
 from mlatr.evaluation.queries import caption_chance, keyword_relevance, multilingual_query_eval
 from mlatr.experiments.head_options import TEXT_ENCODERS, HeadOption
 from mlatr.frozen_features import AudioFeatureCache, audio_features
-from mlatr.inference.encoding import project
+from mlatr.inference.encoded_split import project
 from mlatr.models.dual_encoder import DualEncoder
 from mlatr.models.registry import build_audio_encoder, build_text_encoder
 from mlatr.training.config import ObjectiveConfig

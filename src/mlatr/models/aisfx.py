@@ -287,6 +287,8 @@ class AisfxEncoder(nn.Module):
         self.block_hop = int(block_hop)
         self.train_last_blocks = None if train_last_blocks is None else int(train_last_blocks)
         self.output_dim = EMBED_DIM
+        #: what runs :meth:`runtime_part` in inference (None: torch); set by :mod:`mlatr.inference.runtime`
+        self.block_runner = None
         self.frontend = AisfxFrontEnd()
         self.cnn = AisfxCNN()
         if self.sample_rate != AISFX_SAMPLE_RATE:
@@ -349,8 +351,17 @@ class AisfxEncoder(nn.Module):
         x = blocks[mask].transpose(1, 2)[:, None]  # [sum n, 1, 100, 96]
         return self.cnn.run_blocks(x, 0, stage), counts
 
+    def runtime_part(self) -> tuple[nn.Module, torch.Tensor]:
+        """The part an optimised inference runtime may run instead of torch (:mod:`mlatr.inference.runtime`):
+        the CNN from spectrogram blocks ``[N, 1, 100, 96]`` to block embeddings ``[N, 512]``, and an example
+        input. :attr:`block_runner`, when set, runs it in :meth:`forward` without gradients."""
+        return BlockEmbedder(self.cnn), torch.zeros(2, 1, BLOCK_FRAMES, N_MELS)
+
     def forward(self, waveform: torch.Tensor, lengths: torch.Tensor | None = None) -> EncoderOutput:
         start = self.first_trained_stage
+        if self.block_runner is not None and not torch.is_grad_enabled():  # inference by an optimised runtime
+            x, counts = self.stage_blocks(waveform, lengths, 0)
+            return pool_blocks(self.block_runner(x), counts)
         with torch.set_grad_enabled(torch.is_grad_enabled() and start < STAGES):
             with torch.no_grad() if start > 0 else nullcontext():  # the frozen lower blocks keep no graph
                 x, counts = self.stage_blocks(waveform, lengths, start)
@@ -361,14 +372,31 @@ def upper_blocks(cnn: AisfxCNN, x: torch.Tensor, counts: torch.Tensor, start: in
     """Blocks ``start ..`` of ``cnn`` on the stage-``start`` blocks ``x [sum n, C, T, F]`` of clips with
     ``counts [B]`` blocks each -> ``frames [B, L, 512]`` (block embeddings), ``mask [B, L]``, ``pooled [B, 512]``
     (the mean of a clip's block embeddings)."""
-    counts = counts.to(x.device)
-    emb = cnn.embed(cnn.run_blocks(x, start, STAGES))  # [sum n, 512]
+    return pool_blocks(cnn.embed(cnn.run_blocks(x, start, STAGES)), counts)  # [sum n, 512] block embeddings
+
+
+def pool_blocks(emb: torch.Tensor, counts: torch.Tensor) -> EncoderOutput:
+    """Block embeddings ``[sum n, 512]`` of clips with ``counts [B]`` blocks each -> ``frames [B, L, 512]``,
+    ``mask [B, L]``, ``pooled [B, 512]`` (the mean of a clip's block embeddings)."""
+    counts = counts.to(emb.device)
     batch, n_max = counts.shape[0], int(counts.max())
-    mask = torch.arange(n_max, device=x.device)[None, :] < counts[:, None]  # [B, L]
+    mask = torch.arange(n_max, device=emb.device)[None, :] < counts[:, None]  # [B, L]
     out = emb.new_zeros(batch, n_max, EMBED_DIM)
     out[mask] = emb
     pooled = out.sum(dim=1) / counts[:, None].to(out.dtype)
     return EncoderOutput(pooled=pooled, frames=out, mask=mask)
+
+
+class BlockEmbedder(nn.Module):
+    """The whole CNN as one module: spectrogram blocks ``[N, 1, 100, 96]`` -> block embeddings ``[N, 512]`` (what
+    an optimised runtime exports: :meth:`AisfxEncoder.runtime_part`)."""
+
+    def __init__(self, cnn: AisfxCNN):
+        super().__init__()
+        self.cnn = cnn
+
+    def forward(self, blocks: torch.Tensor) -> torch.Tensor:
+        return self.cnn.embed(self.cnn.run_blocks(blocks, 0, STAGES))
 
 
 class AisfxTail(nn.Module):

@@ -29,9 +29,15 @@ from mlatr.search import shards as shard_files
 from mlatr.search.ann import EXACT_BELOW, AnnBuild
 from mlatr.search.build_plan import BuildPlan, live_rows, plan_build, renewed_rows
 from mlatr.search.columns import CaptionColumns, ClipColumns
-from mlatr.search.encode import EncodeSettings, build_settings, encode_clips, index_meta
 from mlatr.search.fused_recall import measure_fused_recall
 from mlatr.search.index import Index
+from mlatr.search.library_encoding import (
+    EncodeSettings,
+    build_settings,
+    encode_clips,
+    finished_encoding,
+    index_meta,
+)
 from mlatr.writer_lock import writer_lock
 
 
@@ -75,7 +81,7 @@ def build_index(loaded: LoadedModel, manifest: Manifest, output: str | os.PathLi
                 window_seconds: float | None = None, sample_rate: int | None = None, skip_bad: bool = False,
                 progress: bool = False, dtype: str = "float32", ann: str = "auto",
                 ann_params: dict | None = None, ann_exact_below: int = EXACT_BELOW,
-                shards: ShardIndex | None = None) -> BuildReport:
+                shards: ShardIndex | None = None, workers: int = 1) -> BuildReport:
     """Encode ``manifest``'s clips (and captions) with ``loaded`` and write the index to ``output`` (a folder,
     or one file when it ends in ``.npz``, or a Milvus target; ``dtype`` / ``ann`` / ``ann_params``: a
     folder's, see :meth:`Index.save`).
@@ -95,12 +101,14 @@ def build_index(loaded: LoadedModel, manifest: Manifest, output: str | os.PathLi
     listed in the report; a manifest none of whose clips can be read is an error either way. ``shards``: the
     webdataset shards ``manifest`` was read from (:func:`~mlatr.data.webdataset_shards.index_shards`); each
     clip's audio is then its shard member, whose address (``SHARD#MEMBER``) the index records as the clip's
-    path, with no file state (never stale).
+    path, with no file state (never stale). ``workers`` processes read and encode the audio (1: this process); the
+    vectors are kept as they come, so the same build started again after a kill encodes only what was left
+    (:func:`~mlatr.search.library_encoding.encoding_journal`).
     """
     job = plan_index_build(loaded, manifest, output, add=add, caption_languages=caption_languages,
                            batch_size=batch_size, max_seconds=max_seconds, window_seconds=window_seconds,
                            sample_rate=sample_rate, skip_bad=skip_bad, progress=progress, dtype=dtype,
-                           ann=AnnBuild(ann, ann_params, ann_exact_below, progress), shards=shards)
+                           ann=AnnBuild(ann, ann_params, ann_exact_below, progress), shards=shards, workers=workers)
     return write_build(job)
 
 
@@ -109,7 +117,7 @@ def plan_index_build(loaded: LoadedModel, manifest: Manifest, output: str | os.P
                      max_seconds: float | None = None, window_seconds: float | None = None,
                      sample_rate: int | None = None, skip_bad: bool = False, progress: bool = False,
                      dtype: str = "float32", ann: AnnBuild | None = None,
-                     shards: ShardIndex | None = None) -> BuildJob:
+                     shards: ShardIndex | None = None, workers: int = 1) -> BuildJob:
     """The :class:`BuildJob` of :func:`build_index`'s arguments: settings resolved, the output prepared (its
     path checked, a killed build's temporary files removed; a folder is made when the first rows are written),
     the existing index read and checked, the clips to encode and delete planned
@@ -142,7 +150,8 @@ def plan_index_build(loaded: LoadedModel, manifest: Manifest, output: str | os.P
         check(existing)
         langs = list(existing.meta["caption_languages"])
     meta = index_meta(loaded, manifest, sample_rate, max_seconds, langs, window_seconds, sha)
-    encode = EncodeSettings(sample_rate, max_seconds, window_seconds, batch_size, skip_bad, progress, shards)
+    encode = EncodeSettings(sample_rate, max_seconds, window_seconds, batch_size, skip_bad, progress, shards,
+                            workers=workers, resume=True)
     return BuildJob(loaded, manifest, output, target, add, langs, meta, plan_build(existing, manifest.clips,
                                                                                    manifest.root),
                     encode, dtype, ann or AnnBuild(progress=progress), check)
@@ -160,6 +169,7 @@ def write_build(job: BuildJob) -> BuildReport:
         written = write_rows(job.output, part, add=job.add, drop=job.plan.drop, dtype=job.dtype, build=job.ann,
                              model=job.loaded, check=job.check)
         index = Index.load(job.output, model=job.loaded)
+    finished_encoding(job.loaded, job.manifest, job.plan.new, job.encode)
     return BuildReport(index=index, added=len(clips), kept=len(index) - len(clips), skipped=skipped,
                        changed=job.plan.changed, deleted=job.plan.deleted, bytes_written=written)
 

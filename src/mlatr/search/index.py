@@ -4,7 +4,7 @@ An :class:`Index` is two tables of columns (:mod:`mlatr.search.columns`): its cl
 path, captions, the audio file's state when encoded) and their captions (embedding, clip row, language,
 text), the meta of how it was made (the model's checkpoint, the SHA-256 of its file and of its weights:
 :mod:`mlatr.inference.model_identity`; audio settings, caption languages:
-:func:`mlatr.search.encode.index_meta`) and the rows deleted since (tombstones: kept in the tables, never
+:func:`mlatr.search.library_encoding.index_meta`) and the rows deleted since (tombstones: kept in the tables, never
 returned by a search). Every embedding is finite and of unit norm: building, saving or
 loading an index with a NaN, infinite or non-unit row is an error naming the file and the clips (a search
 would rank such rows arbitrarily, FAISS drops them, and a non-unit row's score is no cosine).
@@ -44,9 +44,9 @@ from mlatr.search import shards as shard_files
 from mlatr.search.ann import AnnBuild, AnnSearcher
 from mlatr.search.backends import BACKENDS, ShardedSearcher, make_backend
 from mlatr.search.columns import CaptionColumns, ClipColumns, check_vectors
-from mlatr.search.encode import EncodeSettings, build_settings, encode_clips, index_meta
 from mlatr.search.fused_recall import DEFAULT_WINDOW, measure_fused_recall
 from mlatr.search.hybrid import TextRanker
+from mlatr.search.library_encoding import EncodeSettings, build_settings, encode_clips, index_meta
 from mlatr.search.search import search_audio, search_text
 
 
@@ -210,16 +210,19 @@ class Index:
     @classmethod
     def build(cls, model: LoadedModel, source: LibrarySource, *, split: str = "all",
               caption_languages: Sequence[str] | None = None, batch_size: int = 16, max_seconds: float | None = None,
-              window_seconds: float | None = None, skip_bad: bool = False, progress: bool = True) -> Index:
+              window_seconds: float | None = None, skip_bad: bool = False, progress: bool = True,
+              workers: int = 1) -> Index:
         """An index of the library ``source`` (a folder of sounds, a manifest file or :class:`Manifest`, sound
         files, webdataset shards, or a list of these: :func:`mlatr.inference.library.open_library`, the forms
         ``mlatr index build`` takes) embedded by ``model``, in memory (:meth:`save` writes it). Options as
-        :func:`mlatr.search.build.build_index`; unreadable clips are an error unless ``skip_bad``."""
+        :func:`mlatr.search.build.build_index` (``workers``: processes reading and encoding the audio); unreadable
+        clips are an error unless ``skip_bad``."""
         api_args.instance("model", model, LoadedModel, "mlatr.load(PATH)")
         batch_size = api_args.integer("batch_size", batch_size)
         max_seconds = api_args.positive_number("max_seconds", max_seconds)
         window_seconds = api_args.positive_number("window_seconds", window_seconds)
         skip_bad, progress = api_args.flag("skip_bad", skip_bad), api_args.flag("progress", progress)
+        workers = max(1, api_args.integer("workers", workers, low=0))
         if caption_languages is not None:
             caption_languages = api_args.language_codes("caption_languages", caption_languages)
         library = open_library(source, split=api_args.text("split", split), skip_bad=skip_bad, progress=progress)
@@ -227,7 +230,8 @@ class Index:
         sample_rate, max_seconds, window_seconds = build_settings(model, max_seconds, window_seconds, None)
         langs = list(caption_languages) if caption_languages else manifest.languages()
         meta = index_meta(model, manifest, sample_rate, max_seconds, langs, window_seconds)
-        how = EncodeSettings(sample_rate, max_seconds, window_seconds, batch_size, skip_bad, progress, library.shards)
+        how = EncodeSettings(sample_rate, max_seconds, window_seconds, batch_size, skip_bad, progress, library.shards,
+                             workers=workers)
         clips, captions, _ = encode_clips(model, manifest, manifest.clips, langs, how)
         return cls(clips, captions, meta, _model=model)
 

@@ -24,9 +24,9 @@ from mlatr.inference.process_group import DistContext
 from mlatr.search import shards as shard_files
 from mlatr.search.build import BuildJob, BuildReport
 from mlatr.search.build_plan import renewed_rows
-from mlatr.search.encode import encode_clips
 from mlatr.search.fused_recall import measure_fused_recall
 from mlatr.search.index import Index
+from mlatr.search.library_encoding import encode_clips, finished_encoding
 from mlatr.writer_lock import writer_lock
 
 #: What a rank shard records beside its arrays: its manifest entry and the clips it skipped.
@@ -65,6 +65,7 @@ def build_by_rank(ctx: DistContext, job: BuildJob) -> BuildReport | None:
         table, captions, skipped = encode_clips(job.loaded, job.manifest, part_clips, job.langs, job.encode)
         entry = shard_files.write_shard(output, 0, job.dtype, table, captions, job.ann, name=names[ctx.rank])
         (mine / ENTRY).write_text(json.dumps({"entry": entry, "skipped": skipped}), encoding="utf-8")
+        finished_encoding(job.loaded, job.manifest, part_clips, job.encode)
     ctx.barrier()
     added, skipped, written = 0, {}, 0
     done = [json.loads((output / n / ENTRY).read_text(encoding="utf-8")) for n in names
