@@ -3,12 +3,15 @@
 :func:`ordered_map` runs ``work(item)`` for each item, in this process (``workers <= 1``) or in ``workers``
 processes that each run torch on ``threads`` threads (``workers x threads`` = the cores given to the job:
 :func:`threads_per_worker`), and yields the results in the items' order. ``work`` is given once to each
-process (by fork: shared, not copied; where fork is not safe, pickled), the items and results are pickled.
+process (pickled), the items and results are pickled.
 
-Fork is used only with one torch thread per process: GNU OpenMP, torch's CPU thread pool, hangs in a child
-forked from a process that has already run a parallel region; with more threads per process the workers are
-spawned (a fresh interpreter each, ``work`` pickled). Objects that hold threads of their own (an optimised
-runtime's session, :mod:`mlatr.inference.runtime`) make them again in the process that calls them.
+The processes come from a fork server (a clean interpreter that has imported torch and mlatr once, then forks
+a worker per request: fast to start, the imported pages shared), never forked from the caller: a child forked
+from a process that has run a parallel region of GNU OpenMP (torch's CPU threads), or an ONNX Runtime / OpenVINO
+session, hangs in its first parallel call. ``work`` is therefore pickled to each worker (a model's audio side:
+:meth:`~mlatr.models.dual_encoder.DualEncoder.audio_tower`); objects holding threads of their own (an optimised
+runtime's session, :mod:`mlatr.inference.runtime`) open them again in the process that calls them. Where there
+is no fork server (macOS, Windows) the workers are spawned.
 
 An error in a worker reaches the caller as the same exception (an :class:`~mlatr.errors.MlatrError` with its
 message, an :class:`~mlatr.errors.InputError` with its file, line and field); any other as a
@@ -17,10 +20,10 @@ message, an :class:`~mlatr.errors.InputError` with its file, line and field); an
 
 from __future__ import annotations
 
+import logging
 import multiprocessing as mp
 import os
 import pickle
-import sys
 import traceback
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -29,6 +32,8 @@ from typing import Any
 import torch
 
 from mlatr.errors import MlatrError
+
+log = logging.getLogger("mlatr.inference")
 
 #: The function this worker process runs, set when it starts (:func:`_start`).
 _WORK: dict[str, Callable[[Any], Any]] = {}
@@ -77,21 +82,35 @@ def _checked(result: Any) -> Any:
     return result
 
 
-def context(threads: int) -> mp.context.BaseContext:
-    """Fork with one thread per process on Linux (shared memory, fast start), else spawn (see the docstring)."""
-    if threads == 1 and sys.platform.startswith("linux"):
-        return mp.get_context("fork")
+def context() -> mp.context.BaseContext:
+    """Where the worker processes come from: a fork server on Linux (see the module docstring), else spawn."""
+    if "forkserver" in mp.get_all_start_methods():
+        ctx = mp.get_context("forkserver")
+        ctx.set_forkserver_preload(["mlatr.inference.audio"])  # torch and mlatr imported once, in the server
+        return ctx
     return mp.get_context("spawn")
+
+
+def _pickles(work: Callable[[Any], Any]) -> bool:
+    try:
+        pickle.dumps(work)
+    except Exception:  # any object of a model may refuse pickling, each in its own way
+        return False
+    return True
 
 
 def ordered_map(work: Callable[[Any], Any], items: Iterable[Any], workers: int, threads: int = 1) -> Iterator[Any]:
     """``work(item)`` of each item, in order: in this process when ``workers <= 1`` (with the caller's torch
     threads), else by ``workers`` processes of ``threads`` torch threads each."""
     items = list(items)
+    if workers > 1 and len(items) > 1 and not _pickles(work):
+        log.warning("mlatr: this model cannot be sent to worker processes (it does not pickle); encoding in one "
+                    "process")
+        workers = 1
     if workers <= 1 or len(items) <= 1:
         yield from (work(item) for item in items)
         return
-    ctx = context(threads)
+    ctx = context()
     with ctx.Pool(min(workers, len(items)), initializer=_start, initargs=(work, threads)) as pool:
         for result in pool.imap(_run, items):
             yield _checked(result)

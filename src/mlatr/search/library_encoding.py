@@ -145,8 +145,8 @@ def index_meta(loaded: LoadedModel, manifest: Manifest, sample_rate: int, max_se
                sha: str | None = None) -> dict[str, Any]:
     """What an index records of how it was made: the checkpoint (absolute path, the SHA-256 of its file:
     ``sha`` when already computed, and of its weights: :mod:`mlatr.inference.model_identity`, which says
-    whether a model given for the index is the one that made it), the model's config, the audio settings, the
-    caption languages and the manifest."""
+    whether a model given for the index is the one that made it), the model's config, the audio settings (and the
+    optimised runtime that ran the audio encoder, if one did), the caption languages and the manifest."""
     checkpoint = Path(loaded.path).resolve()
     meta: dict[str, Any] = {"checkpoint": {"path": str(checkpoint), "sha256": sha or model_sha256(checkpoint),
                                            "weights_sha256": loaded.weights_sha256()},
@@ -154,6 +154,8 @@ def index_meta(loaded: LoadedModel, manifest: Manifest, sample_rate: int, max_se
                             "max_seconds": max_seconds}
     if window_seconds is not None:
         meta["window_seconds"] = window_seconds
+    if loaded.audio_runtime() != "torch":  # an optimised runtime's vectors (mlatr.inference.runtime)
+        meta["audio_runtime"] = loaded.audio_runtime()
     meta["caption_languages"] = list(caption_languages)
     meta["manifest"] = str(Path(manifest.path).resolve()) if manifest.path else None
     return meta
