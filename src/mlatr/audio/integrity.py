@@ -155,7 +155,9 @@ def declared_frames(path: str | os.PathLike) -> int | None:
     return int(frames) if 0 < frames < (1 << 62) else None
 
 
-def _open(path: str) -> sf.SoundFile:
+def open_audio(path: str) -> sf.SoundFile:
+    """The sound file at ``path`` opened by libsndfile; :class:`MlatrError` naming it when it is not a regular
+    file, missing or unreadable."""
     special = special_file(path)
     if special:
         raise MlatrError(f"{path}: not a regular file but {special} (not opened)")
@@ -187,7 +189,7 @@ def _check_whole(path: str, declared: int | None, read: int, rate: int, format_n
 
 def _blocks(path: str):
     """Yield ``(sound file, block [n, C] float32)``; decoding errors become :class:`MlatrError`."""
-    with _open(path) as snd:
+    with open_audio(path) as snd:
         while True:
             try:
                 block = snd.read(BLOCK_FRAMES, dtype="float32", always_2d=True)
@@ -204,7 +206,7 @@ def probe_audio(path: str | os.PathLike) -> AudioProbe:
     """Decode ``path`` block by block (nothing kept) and check it is whole; see the module docstring."""
     path = os.fspath(path)
     declared = declared_frames(path)
-    with _open(path) as snd:
+    with open_audio(path) as snd:
         rate, channels, format_name = int(snd.samplerate), int(snd.channels), snd.format
     read = sum(block.shape[0] for _snd, block in _blocks(path))
     _check_whole(path, declared, read, rate, format_name)
@@ -216,7 +218,7 @@ def read_audio_blocks(path: str | os.PathLike) -> tuple[np.ndarray, int]:
     so a long multi-channel file never sits in memory whole) and check it is whole: ``(mono [T], rate)``."""
     path = os.fspath(path)
     declared = declared_frames(path)
-    with _open(path) as snd:
+    with open_audio(path) as snd:
         rate, format_name = int(snd.samplerate), snd.format
     parts = [block[:, 0].copy() if block.shape[1] == 1 else block.mean(axis=1, dtype=np.float32)
              for _snd, block in _blocks(path)]

@@ -19,17 +19,22 @@ front end can mask the padding (:class:`mlatr.audio.frontend.LogMel`).
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Sequence
 
 import numpy as np
 import torch
 
-from mlatr.audio.integrity import read_audio_blocks, soundfile
+from mlatr.audio.integrity import count_slack, declared_frames, open_audio, read_audio_blocks, soundfile
 from mlatr.errors import MlatrError
 
 #: The sample rate every mlatr model consumes.
 SAMPLE_RATE = 16_000
+#: Source seconds decoded on each side of a part of a file, so the resampler's edges fall outside it.
+MARGIN_SECONDS = 0.05
+#: :func:`load_audio_centre` reads a part of a file only when the file is this many times longer than the part.
+PART_READ_RATIO = 2.0
 
 CROP_MODES = ("random", "center", "start")
 
@@ -77,6 +82,61 @@ def load_audio(path: str | os.PathLike, sample_rate: int = SAMPLE_RATE) -> np.nd
     if mono.shape[0] == 0:
         raise MlatrError(f"{path}: audio is too short to resample to {sample_rate} Hz")
     return mono
+
+
+def load_audio_centre(path: str | os.PathLike, sample_rate: int, count: int) -> tuple[np.ndarray, int]:
+    """``(the centred count samples of load_audio(path, sample_rate), the length load_audio would give)``; all of
+    it when no longer. Of a file :data:`PART_READ_RATIO` times longer than the part, in a format libsndfile seeks
+    to the sample (WAV, AIFF, FLAC, Ogg; not MP3, whose header length is an estimate), only that part and
+    :data:`MARGIN_SECONDS` on each side are decoded, from an input sample where the resampler's phase is the whole
+    file's, so the samples equal the whole decode's (to float rounding). Such a file is checked as far as it is
+    read: the part must decode whole and a WAV / AIFF header must not declare more frames than the file holds;
+    damage past the part goes unseen. Errors as :func:`load_audio`'s, naming the file."""
+    path = os.fspath(path)
+    part = _centre_part(path, int(sample_rate), int(count))
+    if part is not None:
+        return part
+    wave = load_audio(path, sample_rate)
+    n = wave.shape[0]
+    if n <= count:
+        return wave, n
+    start = (n - count) // 2
+    return wave[start:start + count].copy(), n
+
+
+def _centre_part(path: str, rate: int, count: int) -> tuple[np.ndarray, int] | None:
+    """:func:`load_audio_centre`'s part read, or None where the whole file is decoded instead."""
+    declared = declared_frames(path)
+    with open_audio(path) as snd:
+        sr, frames, kind = int(snd.samplerate), int(snd.frames), snd.format
+        if count_slack(kind) or not snd.seekable() or not 0 < frames < (1 << 62) or sr <= 0:
+            return None
+        length = resampled_length(frames, sr, rate)
+        if length < PART_READ_RATIO * count:
+            return None
+        if declared is not None and declared > frames:
+            raise MlatrError(f"{path}: truncated audio: the header declares {declared:,} frames but only "
+                             f"{frames:,} are in the file")
+        period_in = sr // math.gcd(sr, rate)  # input samples per resampling phase cycle
+        period_out = rate // math.gcd(sr, rate)
+        start_out = (length - count) // 2
+        margin = int(math.ceil(MARGIN_SECONDS * sr))
+        first = max(0, (start_out * sr // rate - margin) // period_in) * period_in
+        stop = min(frames, -(-(start_out + count) * sr // rate) + margin + 1)
+        try:
+            snd.seek(first)
+            block = snd.read(stop - first, dtype="float32", always_2d=True)
+        except Exception as exc:  # a corrupt stream fails part-way
+            raise MlatrError(f"{path}: cannot decode audio ({exc})") from exc
+    if block.shape[0] < stop - first:
+        raise MlatrError(f"{path}: truncated audio: the header declares {frames:,} frames but the part at "
+                         f"{first:,} decodes only {block.shape[0]:,} of {stop - first:,}")
+    if not np.isfinite(block).all():
+        raise MlatrError(f"{path}: audio holds NaN or infinite samples")
+    mono = block[:, 0].copy() if block.shape[1] == 1 else block.mean(axis=1, dtype=np.float32)
+    offset = start_out - first // period_in * period_out
+    out = resample(mono, sr, rate)[offset:offset + count]
+    return (out.copy(), length) if out.shape[0] == count else None
 
 
 def resampled_length(frames: int, sr_in: int, sr_out: int = SAMPLE_RATE) -> int:

@@ -44,7 +44,7 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from mlatr.audio.io import collate_waveforms, load_audio, resample
+from mlatr.audio.io import collate_waveforms, load_audio_centre, resample
 from mlatr.data.pipeline.source import Source, crop_window
 from mlatr.errors import MlatrError
 from mlatr.inference.worker_pool import ordered_map, threads_per_worker, usable_cores
@@ -78,9 +78,9 @@ def max_samples(max_seconds: float, sample_rate: int) -> int:
 
 @dataclass
 class SoundFiles:
-    """Sound files given by path (no manifest line, no stated duration), read by
-    :func:`~mlatr.audio.io.load_audio` and centre-cropped; errors name the file, ``bad`` is keyed by the path as
-    given."""
+    """Sound files given by path (no manifest line, no stated duration), centre-cropped
+    (:func:`~mlatr.audio.io.load_audio_centre`: only the crop of a long file is decoded); errors name the file,
+    ``bad`` is keyed by the path as given."""
 
     paths: list[str]
     sample_rate: int
@@ -93,13 +93,14 @@ class SoundFiles:
 
     def read(self, row: int) -> np.ndarray | None:
         try:
-            wave = load_audio(self.paths[row], self.sample_rate)
+            wave, _ = load_audio_centre(self.paths[row], self.sample_rate,
+                                        max_samples(self.max_seconds, self.sample_rate))
         except MlatrError as exc:
             if not self.skip_bad:
                 raise
             self.bad[self.paths[row]] = str(exc)
             return None
-        return crop_window(wave, max_samples(self.max_seconds, self.sample_rate), None)
+        return wave
 
 
 @dataclass

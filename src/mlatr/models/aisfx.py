@@ -340,6 +340,17 @@ class AisfxEncoder(nn.Module):
         if lengths is None:
             lengths = torch.full((waveform.shape[0],), waveform.shape[1], dtype=torch.long, device=waveform.device)
         lengths = lengths.to(waveform.device).long().clamp(min=1, max=waveform.shape[1])
+        if waveform.shape[0] > 1 and bool((lengths < waveform.shape[1]).any()):
+            # a padded batch: each clip's front end over its own samples, not the longest clip's (the same values)
+            parts = [self.spectrogram_blocks(waveform[b:b + 1, : int(lengths[b])], lengths[b:b + 1])
+                     for b in range(waveform.shape[0])]
+            x, counts = torch.cat([p[0] for p in parts]), torch.cat([p[1] for p in parts])
+        else:
+            x, counts = self.spectrogram_blocks(waveform, lengths)
+        return self.cnn.run_blocks(x, 0, stage), counts
+
+    def spectrogram_blocks(self, waveform: torch.Tensor, lengths: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The stage-0 blocks ``[sum n, 1, 100, 96]`` of clips ``[B, T]`` with ``lengths [B]`` and their counts."""
         spec, frames = self.spectrogram(waveform.float(), lengths)
         counts = block_counts(frames, BLOCK_FRAMES, self.block_hop)
         n_max = int(counts.max())
@@ -348,8 +359,7 @@ class AisfxEncoder(nn.Module):
             spec = F.pad(spec, (0, 0, 0, need - spec.shape[1]))
         blocks = spec.unfold(1, BLOCK_FRAMES, self.block_hop)[:, :n_max]  # [B, n, 96, 100]
         mask = torch.arange(n_max, device=spec.device)[None, :] < counts[:, None]
-        x = blocks[mask].transpose(1, 2)[:, None]  # [sum n, 1, 100, 96]
-        return self.cnn.run_blocks(x, 0, stage), counts
+        return blocks[mask].transpose(1, 2)[:, None], counts  # [sum n, 1, 100, 96]
 
     def runtime_part(self) -> tuple[nn.Module, torch.Tensor]:
         """The part an optimised inference runtime may run instead of torch (:mod:`mlatr.inference.runtime`):
