@@ -26,6 +26,8 @@ TOY = {
                                  "--warmup", "0", "--batch", "2"],
     "bench_embed_audio.py": ["--manifest", "{manifest}", "--clips", "2", "--batch-size", "2", "--max-seconds", "1",
                              "--repeats", "1"],
+    "bench_index_build.py": ["--manifest", "{manifest}", "--model", "{checkpoint}", "--limit", "6", "--cases",
+                             "baseline,torch-1,torch-all", "--batch-size", "2", "--work", "{tmp}/bench"],
     "bench_evaluation.py": ["--clips", "20", "--captions", "2", "--dim", "16", "--repeats", "1", "--skip-loop"],
     "bench_index_memory.py": ["--clips", "1", "--minutes", "0.03", "--max-seconds", "1", "--batch-size", "2",
                               "--work", "{tmp}/long"],

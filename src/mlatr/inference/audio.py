@@ -327,7 +327,7 @@ def embed(encode: EncodeFn, clips: Clips, how: Windowing, device: torch.device |
                smoothing=0.05)
     done: list[Embedded] = []
     try:
-        for part in ordered_map(work, todo, workers, threads):
+        for part in ordered_map(work, todo, workers, threads, caller_works=on_cpu):
             if isinstance(part, Decoded):  # read by a worker, encoded here (the model is on a GPU)
                 part = chunk_vectors(encode, part, how, device, frames, windows, list(part.waves))
             clips.bad.update(part.bad)

@@ -84,7 +84,8 @@ def _require(runtime: str) -> None:
 
 class Runner:
     """``blocks [N, 1, 100, 96] -> embeddings [N, 512]`` by ``runtime`` from the ONNX file ``path``; the session
-    is opened in the process that calls it (never shared across a fork), on that process's torch threads."""
+    is opened in the process that calls it (never shared across a fork), on that process's torch threads (opened
+    again when they change)."""
 
     def __init__(self, runtime: str, path: str, precision: str):
         self.runtime, self.path, self.precision = runtime, path, precision
@@ -114,8 +115,9 @@ class Runner:
         return lambda x: request.infer({0: x})[output]
 
     def __call__(self, blocks: torch.Tensor) -> torch.Tensor:
-        if self._pid != os.getpid():
-            self._session, self._pid = self._open(), os.getpid()
+        opened_for = (os.getpid(), torch.get_num_threads())
+        if self._pid != opened_for:  # another process, or another share of the cores
+            self._session, self._pid = self._open(), opened_for
         out = self._session(np.ascontiguousarray(blocks.detach().cpu().numpy(), dtype=np.float32))
         return torch.from_numpy(np.array(out, dtype=np.float32, copy=True)).to(blocks.device)
 

@@ -2,8 +2,9 @@
 
 :func:`ordered_map` runs ``work(item)`` for each item, in this process (``workers <= 1``) or in ``workers``
 processes that each run torch on ``threads`` threads (``workers x threads`` = the cores given to the job:
-:func:`threads_per_worker`), and yields the results in the items' order. ``work`` is given once to each
-process (pickled), the items and results are pickled.
+:func:`threads_per_worker`), this process one of them (its share of the items, so one process fewer is
+started and held in memory), and yields the results in the items' order, a few items in flight per process.
+``work`` is given once to each process (pickled), the items and results are pickled.
 
 The processes come from a fork server (a clean interpreter that has imported torch and mlatr once, then forks
 a worker per request: fast to start, the imported pages shared), never forked from the caller: a child forked
@@ -25,6 +26,7 @@ import multiprocessing as mp
 import os
 import pickle
 import traceback
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -99,9 +101,13 @@ def _pickles(work: Callable[[Any], Any]) -> bool:
     return True
 
 
-def ordered_map(work: Callable[[Any], Any], items: Iterable[Any], workers: int, threads: int = 1) -> Iterator[Any]:
+def ordered_map(work: Callable[[Any], Any], items: Iterable[Any], workers: int, threads: int = 1, *,
+                caller_works: bool = True, prefetch: int = 2) -> Iterator[Any]:
     """``work(item)`` of each item, in order: in this process when ``workers <= 1`` (with the caller's torch
-    threads), else by ``workers`` processes of ``threads`` torch threads each."""
+    threads), else by ``workers`` processes of ``threads`` torch threads each, this one among them
+    (``caller_works``: every ``workers``-th item, so only ``workers - 1`` are started; else ``workers`` are started
+    and this process only receives). At most ``prefetch`` items per process are in flight ahead of the one
+    yielded, so results a slow caller has not taken yet never pile up."""
     items = list(items)
     if workers > 1 and len(items) > 1 and not _pickles(work):
         log.warning("mlatr: this model cannot be sent to worker processes (it does not pickle); encoding in one "
@@ -110,7 +116,28 @@ def ordered_map(work: Callable[[Any], Any], items: Iterable[Any], workers: int, 
     if workers <= 1 or len(items) <= 1:
         yield from (work(item) for item in items)
         return
-    ctx = context()
-    with ctx.Pool(min(workers, len(items)), initializer=_start, initargs=(work, threads)) as pool:
-        for result in pool.imap(_run, items):
-            yield _checked(result)
+    workers = min(workers, len(items))
+    helpers = workers - 1 if caller_works else workers
+    mine = (lambda i: i % workers == workers - 1) if caller_works else (lambda i: False)
+    caller_threads = torch.get_num_threads()
+    with context().Pool(helpers, initializer=_start, initargs=(work, threads)) as pool:
+        pending: deque = deque()
+        upcoming = iter(enumerate(items))
+
+        def top_up() -> None:
+            while len(pending) < prefetch * workers:
+                nxt = next(upcoming, None)
+                if nxt is None:
+                    return
+                i, item = nxt
+                pending.append((item, None if mine(i) else pool.apply_async(_run, (item,))))
+
+        top_up()
+        torch.set_num_threads(threads)  # this process's share of the cores while it works too
+        try:
+            while pending:
+                item, result = pending.popleft()
+                top_up()
+                yield work(item) if result is None else _checked(result.get())
+        finally:
+            torch.set_num_threads(caller_threads)
