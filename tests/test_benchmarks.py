@@ -22,6 +22,8 @@ ELSEWHERE = {"gpu_suite.py": "tests/test_gpu_suite.py"}
 #: index; {tmp}: a folder of the run)
 TOY = {
     "batch_collisions.py": ["{manifest}", "--batches", "3", "--batch-size", "4"],
+    "bench_audio_stages.py": ["--seconds", "1", "--crop", "0.5", "--formats", "WAV,OGG", "--rates", "16000",
+                              "--repeats", "1", "--no-cnn"],
     "bench_data_throughput.py": ["--clips", "6", "--dir", "{tmp}/data", "--modes", "store", "--steps", "1",
                                  "--warmup", "0", "--batch", "2"],
     "bench_embed_audio.py": ["--manifest", "{manifest}", "--clips", "2", "--batch-size", "2", "--max-seconds", "1",

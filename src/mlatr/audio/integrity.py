@@ -131,10 +131,10 @@ def _aiff_frames(fh) -> int | None:
     return None
 
 
-def declared_frames(path: str | os.PathLike) -> int | None:
+def declared_frames(path: str | os.PathLike, snd: sf.SoundFile | None = None) -> int | None:
     """Frames the header of a WAV or AIFF file declares; for other formats libsndfile's count (FLAC
-    STREAMINFO, Ogg granule position); ``None`` where nothing is declared or the header is unreadable (or
-    the path is no regular file: a FIFO is never opened)."""
+    STREAMINFO, Ogg granule position; that of ``snd``, the file already open, when given); ``None`` where nothing
+    is declared or the header is unreadable (or the path is no regular file: a FIFO is never opened)."""
     if not os.path.isfile(path):  # a FIFO, socket or device is no regular file
         return None
     try:
@@ -149,7 +149,7 @@ def declared_frames(path: str | os.PathLike) -> int | None:
     except (OSError, struct.error):
         return None
     try:
-        frames = soundfile().info(os.fspath(path)).frames
+        frames = snd.frames if snd is not None else soundfile().info(os.fspath(path)).frames
     except Exception:  # soundfile raises LibsndfileError / RuntimeError / TypeError
         return None
     return int(frames) if 0 < frames < (1 << 62) else None
@@ -187,28 +187,27 @@ def _check_whole(path: str, declared: int | None, read: int, rate: int, format_n
                          f"({_seconds(declared, rate)}) but only {read:,} decode ({_seconds(read, rate)})")
 
 
-def _blocks(path: str):
-    """Yield ``(sound file, block [n, C] float32)``; decoding errors become :class:`MlatrError`."""
-    with open_audio(path) as snd:
-        while True:
-            try:
-                block = snd.read(BLOCK_FRAMES, dtype="float32", always_2d=True)
-            except Exception as exc:  # a corrupt stream fails part-way
-                raise MlatrError(f"{path}: cannot decode audio ({exc})") from exc
-            if block.shape[0] == 0:
-                return
-            if not np.isfinite(block).all():
-                raise MlatrError(f"{path}: audio holds NaN or infinite samples")
-            yield snd, block
+def _blocks(snd: sf.SoundFile, path: str):
+    """Yield the blocks ``[n, C]`` float32 of the open file ``snd``; decoding errors become :class:`MlatrError`."""
+    while True:
+        try:
+            block = snd.read(BLOCK_FRAMES, dtype="float32", always_2d=True)
+        except Exception as exc:  # a corrupt stream fails part-way
+            raise MlatrError(f"{path}: cannot decode audio ({exc})") from exc
+        if block.shape[0] == 0:
+            return
+        if not np.isfinite(block).all():
+            raise MlatrError(f"{path}: audio holds NaN or infinite samples")
+        yield block
 
 
 def probe_audio(path: str | os.PathLike) -> AudioProbe:
     """Decode ``path`` block by block (nothing kept) and check it is whole; see the module docstring."""
     path = os.fspath(path)
-    declared = declared_frames(path)
     with open_audio(path) as snd:
+        declared = declared_frames(path, snd)
         rate, channels, format_name = int(snd.samplerate), int(snd.channels), snd.format
-    read = sum(block.shape[0] for _snd, block in _blocks(path))
+        read = sum(block.shape[0] for block in _blocks(snd, path))
     _check_whole(path, declared, read, rate, format_name)
     return AudioProbe(path, rate, channels, declared, read)
 
@@ -217,14 +216,17 @@ def read_audio_blocks(path: str | os.PathLike) -> tuple[np.ndarray, int]:
     """Decode ``path`` to mono float32 at its own rate (each block mixed to the channel mean as it is read,
     so a long multi-channel file never sits in memory whole) and check it is whole: ``(mono [T], rate)``."""
     path = os.fspath(path)
-    declared = declared_frames(path)
     with open_audio(path) as snd:
-        rate, format_name = int(snd.samplerate), snd.format
+        return decode_mono(snd, path, declared_frames(path, snd)), int(snd.samplerate)
+
+
+def decode_mono(snd: sf.SoundFile, path: str, declared: int | None) -> np.ndarray:
+    """The open file ``snd`` from where it stands to its end, mono float32, checked whole against ``declared``."""
     parts = [block[:, 0].copy() if block.shape[1] == 1 else block.mean(axis=1, dtype=np.float32)
-             for _snd, block in _blocks(path)]
+             for block in _blocks(snd, path)]
     mono = np.concatenate(parts) if parts else np.zeros(0, np.float32)
-    _check_whole(path, declared, mono.shape[0], rate, format_name)
-    return mono, rate
+    _check_whole(path, declared, mono.shape[0], int(snd.samplerate), snd.format)
+    return mono
 
 
 def duration_problem(decoded_s: float, stated_s: float | None) -> str | None:

@@ -26,7 +26,14 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
-from mlatr.audio.integrity import count_slack, declared_frames, open_audio, read_audio_blocks, soundfile
+from mlatr.audio.integrity import (
+    count_slack,
+    declared_frames,
+    decode_mono,
+    open_audio,
+    read_audio_blocks,
+    soundfile,
+)
 from mlatr.errors import MlatrError
 
 #: The sample rate every mlatr model consumes.
@@ -91,29 +98,20 @@ def load_audio_centre(path: str | os.PathLike, sample_rate: int, count: int) -> 
     :data:`MARGIN_SECONDS` on each side are decoded, from an input sample where the resampler's phase is the whole
     file's, so the samples equal the whole decode's (to float rounding). Such a file is checked as far as it is
     read: the part must decode whole and a WAV / AIFF header must not declare more frames than the file holds;
-    damage past the part goes unseen. Errors as :func:`load_audio`'s, naming the file."""
+    damage past the part goes unseen. The file is opened once. Errors as :func:`load_audio`'s, naming the file."""
     path = os.fspath(path)
-    part = _centre_part(path, int(sample_rate), int(count))
-    if part is not None:
-        return part
-    wave = load_audio(path, sample_rate)
-    n = wave.shape[0]
-    if n <= count:
-        return wave, n
-    start = (n - count) // 2
-    return wave[start:start + count].copy(), n
-
-
-def _centre_part(path: str, rate: int, count: int) -> tuple[np.ndarray, int] | None:
-    """:func:`load_audio_centre`'s part read, or None where the whole file is decoded instead."""
-    declared = declared_frames(path)
+    rate, count = int(sample_rate), int(count)
     with open_audio(path) as snd:
-        sr, frames, kind = int(snd.samplerate), int(snd.frames), snd.format
-        if count_slack(kind) or not snd.seekable() or not 0 < frames < (1 << 62) or sr <= 0:
-            return None
-        length = resampled_length(frames, sr, rate)
-        if length < PART_READ_RATIO * count:
-            return None
+        declared = declared_frames(path, snd)
+        sr, frames = int(snd.samplerate), int(snd.frames)
+        length = resampled_length(frames, sr, rate) if 0 < frames < (1 << 62) and sr > 0 else 0
+        if count_slack(snd.format) or not snd.seekable() or length < PART_READ_RATIO * count:
+            wave = resample(decode_mono(snd, path, declared), sr, rate)  # decoded whole
+            if wave.shape[0] == 0:
+                raise MlatrError(f"{path}: audio is too short to resample to {rate} Hz")
+            n = wave.shape[0]
+            start = max(0, (n - count) // 2)
+            return (wave if n <= count else wave[start:start + count].copy()), n
         if declared is not None and declared > frames:
             raise MlatrError(f"{path}: truncated audio: the header declares {declared:,} frames but only "
                              f"{frames:,} are in the file")
@@ -135,8 +133,7 @@ def _centre_part(path: str, rate: int, count: int) -> tuple[np.ndarray, int] | N
         raise MlatrError(f"{path}: audio holds NaN or infinite samples")
     mono = block[:, 0].copy() if block.shape[1] == 1 else block.mean(axis=1, dtype=np.float32)
     offset = start_out - first // period_in * period_out
-    out = resample(mono, sr, rate)[offset:offset + count]
-    return (out.copy(), length) if out.shape[0] == count else None
+    return resample(mono, sr, rate)[offset:offset + count].copy(), length
 
 
 def resampled_length(frames: int, sr_in: int, sr_out: int = SAMPLE_RATE) -> int:
