@@ -33,7 +33,7 @@ def add_encoding_options(parser) -> None:
                              "onnxruntime, else torch (default auto)")
     parser.add_argument("--precision", default="fp32", metavar="{fp32,bf16,int8}",
                         help="fp32 (equal to torch, default); bf16 (openvino, on CPUs with AMX or AVX-512 BF16) and "
-                             "int8 (calibrated on the library's first clips) are faster and lose a little: see "
+                             "int8 (calibrated on 32 clips spread over the library) are faster and lose a little: see "
                              "docs/measured-figures.md")
 
 
