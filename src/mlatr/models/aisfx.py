@@ -343,14 +343,30 @@ class AisfxEncoder(nn.Module):
         if lengths is None:
             lengths = torch.full((waveform.shape[0],), waveform.shape[1], dtype=torch.long, device=waveform.device)
         lengths = lengths.to(waveform.device).long().clamp(min=1, max=waveform.shape[1])
-        if waveform.shape[0] > 1 and bool((lengths < waveform.shape[1]).any()):
-            # a padded batch: each clip's front end over its own samples, not the longest clip's (the same values)
-            parts = [self.spectrogram_blocks(waveform[b:b + 1, : int(lengths[b])], lengths[b:b + 1])
-                     for b in range(waveform.shape[0])]
-            x, counts = torch.cat([p[0] for p in parts]), torch.cat([p[1] for p in parts])
-        else:
-            x, counts = self.spectrogram_blocks(waveform, lengths)
+        x, counts = self.length_grouped_blocks(waveform, lengths)
         return self.cnn.run_blocks(x, 0, stage), counts
+
+    def length_grouped_blocks(self, waveform: torch.Tensor, lengths: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """:meth:`spectrogram_blocks` of a padded batch run over groups of clips of similar lengths (each group
+        cut to its longest clip, no clip shorter than half of it), so the front end does not compute the longest
+        clip's length for every clip; the same values, a clip's blocks consecutive, in clip order."""
+        order = torch.argsort(lengths, descending=True, stable=True).tolist()
+        groups = [[order[0]]]
+        for b in order[1:]:
+            if 2 * int(lengths[b]) < int(lengths[groups[-1][0]]):
+                groups.append([b])
+            else:
+                groups[-1].append(b)
+        if len(groups) == 1 and int(lengths[order[0]]) == waveform.shape[1]:
+            return self.spectrogram_blocks(waveform, lengths)
+        per_clip: dict[int, torch.Tensor] = {}
+        counts = torch.zeros_like(lengths)
+        for group in groups:
+            rows = torch.tensor(group, device=waveform.device)
+            x, n = self.spectrogram_blocks(waveform[rows, : int(lengths[group[0]])], lengths[rows])
+            counts[rows] = n
+            per_clip.update(zip(group, torch.split(x, n.tolist()), strict=True))
+        return torch.cat([per_clip[b] for b in range(waveform.shape[0])]), counts
 
     def spectrogram_blocks(self, waveform: torch.Tensor, lengths: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """The stage-0 blocks ``[sum n, 1, 100, 96]`` of clips ``[B, T]`` with ``lengths [B]`` and their counts."""
