@@ -12,7 +12,8 @@ whole-file decode and the padded batches) run with the same model; the other cas
 ``--workers`` (1, or every usable core) and ``--runtime`` / ``--precision``. Reported per case: clips/s and
 seconds of audio (after the crop) per second as the command prints them (from planning to the written index:
 decode, encode, captions, write; the model's loading and a runtime's one-time export, calibration and check
-excluded), the wall time of the process (all of it: the first case of a runtime exports it), its peak memory
+excluded), the wall time of the process (all of it: the first case of a runtime exports it) and the CPU seconds
+of it and its children (what the work costs, whatever share of a loaded machine it got), its peak memory
 (the summed proportional set size of the process and its children, sampled every 0.1 s: shared pages counted
 once) and the least cosine of its clip vectors against the baseline's; with ``--repeats`` the cases run in turn
 again and again, each keeping its best rate and its highest memory. The model, unless ``--model``:
@@ -50,8 +51,8 @@ CASES = {"torch-1": ("1", "torch", "fp32"), "torch-all": ("all", "torch", "fp32"
          "int8-onnxruntime-all": ("all", "onnxruntime", "int8")}
 
 
-def process_tree_pss(pid: int) -> int:
-    """Summed proportional set size (bytes) of ``pid`` and its descendants (shared pages counted once)."""
+def process_tree(pid: int) -> list[int]:
+    """``pid`` and its descendants."""
     children: dict[int, list[int]] = {}
     for entry in os.listdir("/proc"):
         if entry.isdigit():
@@ -61,27 +62,40 @@ def process_tree_pss(pid: int) -> int:
             except (OSError, ValueError, IndexError):
                 continue
             children.setdefault(ppid, []).append(int(entry))
-    total, todo = 0, [pid]
+    found, todo = [], [pid]
     while todo:
         p = todo.pop()
+        found.append(p)
         todo += children.get(p, [])
+    return found
+
+
+def pss_and_cpu(pids: list[int]) -> tuple[int, dict[int, float]]:
+    """Summed proportional set size (bytes; shared pages counted once) of ``pids``, and each one's CPU seconds."""
+    total, cpu = 0, {}
+    for p in pids:
         try:
             with open(f"/proc/{p}/smaps_rollup") as fh:
                 total += sum(int(line.split()[1]) * 1024 for line in fh if line.startswith("Pss:"))
-        except OSError:
+            with open(f"/proc/{p}/stat") as fh:
+                fields = fh.read().rsplit(")", 1)[1].split()
+            cpu[p] = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        except (OSError, ValueError, IndexError):
             continue
-    return total
+    return total, cpu
 
 
 def run_case(argv: list[str], env: dict) -> dict:
     """Run one build; its printed rate, wall time and peak memory."""
     t0 = time.perf_counter()
     proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
-    peak = [0]
+    peak, cpu = [0], {}
 
     def sample() -> None:
         while proc.poll() is None:
-            peak[0] = max(peak[0], process_tree_pss(proc.pid))
+            pss, seconds = pss_and_cpu(process_tree(proc.pid))
+            peak[0] = max(peak[0], pss)
+            cpu.update(seconds)  # a process's last reading before it ends (0.1 s at most unseen)
             time.sleep(0.1)
 
     sampler = threading.Thread(target=sample, daemon=True)
@@ -91,10 +105,12 @@ def run_case(argv: list[str], env: dict) -> dict:
     wall = time.perf_counter() - t0
     if proc.returncode != 0:  # reported in the table, the other cases go on
         print(f"failed: {' '.join(argv)}\n{err[-1500:]}", flush=True)
-        return {"clips_per_s": float("nan"), "wall_s": wall, "peak_mib": peak[0] / 2**20, "failed": err[-300:]}
+        return {"clips_per_s": float("nan"), "wall_s": wall, "peak_mib": peak[0] / 2**20, "cpu_s": sum(cpu.values()),
+                "failed": err[-300:]}
     rate = re.search(r"\((\d+(?:\.\d+)?) clips/s", out)
     return {"clips_per_s": float(rate.group(1)) if rate else float("nan"), "wall_s": wall,
-            "peak_mib": peak[0] / 2**20, "out": out.strip().splitlines()[-1] if out.strip() else ""}
+            "peak_mib": peak[0] / 2**20, "cpu_s": sum(cpu.values()),
+            "out": out.strip().splitlines()[-1] if out.strip() else ""}
 
 
 def baseline_sources(commit: str, work: Path) -> Path | None:
@@ -214,9 +230,9 @@ def main() -> None:
     base = results.get("baseline")
     print(f"\n{len(clips)} clips ({audio_s:.0f} s of audio after the {max_seconds:g} s crop), {cores} usable cores, "
           f"load average {load:.2f} at the start, {os.getloadavg()[0]:.2f} at the end")
-    print("| case | processes | runtime | clips/s | audio s/s | x baseline | wall s | peak MiB | x baseline | "
-          "least cosine vs baseline |")
-    print("|---|---:|---|---:|---:|---:|---:|---:|---:|---:|")
+    print("| case | processes | runtime | clips/s | audio s/s | x baseline | wall s | CPU s | clips per CPU s (whole "
+          "process) | x baseline | peak MiB | x baseline | least cosine vs baseline |")
+    print("|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for name, r in results.items():
         rate = r["clips_per_s"]
         per_audio = rate * audio_s / len(clips) if clips else float("nan")
@@ -225,9 +241,13 @@ def main() -> None:
         done = "failed" not in r and (work / f"{name}.idx").exists()
         cos = cosines(work / f"{name}.idx", work / "baseline.idx") if base and name != "baseline" and done else (
             1.0 if done else float("nan"))
-        r.update(ratio=ratio, memory_ratio=mem, cosine=cos, audio_s_per_s=per_audio)
+        per_cpu = len(clips) / r["cpu_s"] if r.get("cpu_s") else float("nan")
+        cpu_ratio = per_cpu / (len(clips) / base["cpu_s"]) if base and base.get("cpu_s") else float("nan")
+        r.update(ratio=ratio, memory_ratio=mem, cosine=cos, audio_s_per_s=per_audio, clips_per_cpu_s=per_cpu,
+                 cpu_ratio=cpu_ratio)
         print(f"| {name} | {r['workers']} | {r['runtime']}/{r['precision']} | {rate:.1f} | {per_audio:.1f} | "
-              f"{ratio:.2f} | {r['wall_s']:.1f} | {r['peak_mib']:.0f} | {mem:.2f} | {cos:.6f} |")
+              f"{ratio:.2f} | {r['wall_s']:.1f} | {r.get('cpu_s', float('nan')):.0f} | {per_cpu:.2f} | "
+              f"{cpu_ratio:.2f} | {r['peak_mib']:.0f} | {mem:.2f} | {cos:.6f} |")
     if args.json:
         Path(args.json).write_text(json.dumps({"clips": len(clips), "audio_s": audio_s, "cores": cores,
                                                "load_start": load, "cases": results}, indent=1))
