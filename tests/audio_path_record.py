@@ -154,7 +154,6 @@ def record_model(name: str, ckpt: Path, clips: list[Path], root: Path) -> dict[s
     from mlatr.inference.checkpoint import load_model
     from mlatr.inference.encoded_split import encode_manifest
     from mlatr.search import Index, build_index
-    from mlatr.search.search import encode_query_audio, search_audio
 
     out: dict[str, np.ndarray] = {}
     loaded = load_model(ckpt)
@@ -200,9 +199,9 @@ def record_model(name: str, ckpt: Path, clips: list[Path], root: Path) -> dict[s
     built = Index.build(loaded, folder, progress=False)
     order = np.argsort(built.ids)
     out["index_build_folder"] = built.embeddings[order]
-    out["sound_query_long"] = encode_query_audio(report.index, clips[1])
-    out["sound_query_short"] = encode_query_audio(report.index, clips[0])
-    hits = search_audio(report.index, clips[2], k=8)
+    out["sound_query_long"] = report.index.embed_sound(report.index.query_waveform(clips[1]))
+    out["sound_query_short"] = report.index.embed_sound(report.index.query_waveform(clips[0]))
+    hits = report.index.search_audio(clips[2], k=8)
     out["sound_query_scores"] = np.asarray([h.score for h in hits], np.float32)
     # webdataset shards: the same clips read from a tar's members
     export_webdataset(Manifest.load(manifest), str(root / f"{name}-shard-%06d.tar"))

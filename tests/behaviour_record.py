@@ -4,8 +4,8 @@
 it at the commit named in that file's ``recorded_at`` (first before issue 38's reshaping; recorded again with
 issue 33's ranking and relevance, which changed the captions and hybrid rankings and added relevance, the
 sound rankings, weights and evaluation numbers unchanged; and with issue 35's ``step`` in each epoch record of
-a head run, nothing else changed), and ``tests/test_behaviour_recorded.py`` asserts
-that today's code gives the same. Nothing here reaches inside
+a head run, nothing else changed; and in float64 with unique toy captions for issue 50), and
+``tests/test_behaviour_recorded.py`` asserts that today's code gives the same. Nothing here reaches inside
 a module: only the public entry points a user (or a command) calls, so the record survives a change of
 the code's shape and fails on a change of its behaviour.
 
@@ -15,7 +15,7 @@ What is measured:
   each) by :class:`~mlatr.training.trainer.Trainer`: the weights of ``last.pt`` and ``best.pt`` (per
   tensor, its norm and its inner product with a seeded random vector), the epochs' losses and validation
   averages, the best epoch;
-- ``heads``: :func:`~mlatr.training.heads.train_heads` on seeded features, two settings (ML-CLAP InfoNCE
+- ``heads``: :func:`~mlatr.training.head_training.train_heads` on seeded features, two settings (ML-CLAP InfoNCE
   with validation, checkpoints and the best epoch kept; KCL with a residual text head, the identity term,
   warmup, a cosine schedule and clipping): the final weights and the epoch log;
 - ``evaluation``: :func:`mlatr.evaluate` of the trained toy model on its test split (recall, mAP@10,
@@ -26,7 +26,20 @@ What is measured:
   queries ranked by audio, captions and hybrid, a sound query (clips and captions) and "more like this", and
   each answer's relevance and ``nothing_relevant``.
 
-Run as a script to write the reference: ``python tests/behaviour_record.py OUT.json``.
+Why float64. Recorded in float32, the record held on one CPU only: another instruction set or BLAS kernel
+sums in another order, and two epochs of Adam carry a 1e-7 difference into the weights' fourth digit (a
+parameter whose true gradient is zero, such as an attention key bias, gets rounding noise as its gradient, and
+Adam's normalised step turns any noise into a step of the learning rate's size), enough to flip the
+evaluation's ranks. In float64 the noise sits about 1e-16 below the values, far under Adam's epsilon, so every
+model and loss of the record is made in float64 (``torch.set_default_dtype``: the encoders, heads and
+objective follow the default dtype; cached float32 features and waveforms are cast where a model takes them).
+Two toy clips of one class would share caption texts whose scores tie exactly, and rounding orders a tie:
+:func:`unique_captions` numbers them. Search ranks the index's float32 vectors, whose values agree to the
+last bit once the model's do.
+
+Run as a script to write the reference: ``python tests/behaviour_record.py OUT.json``; ``python
+tests/behaviour_record.py --compare REFERENCE.json`` counts this machine's differences from a reference at
+a relative 1e-5 and 1e-9 (docs/measured-figures.md has them under other CPU settings).
 """
 
 from __future__ import annotations
@@ -67,7 +80,7 @@ def record_trainer(root: Path) -> tuple[dict, Path, Path]:
     from mlatr.training.trainer import Trainer
     from toydata import make_toy_manifest, tiny_config
 
-    manifest = make_toy_manifest(root / "toy", n_train=12, n_val=4, n_test=8)
+    manifest = unique_captions(make_toy_manifest(root / "toy", n_train=12, n_val=4, n_test=8))
     out = root / "run"
     summary = Trainer(tiny_config(manifest, out, "train.batch_size=6", "data.eval_max_seconds=2.0",
                                   epochs=2)).fit()
@@ -83,13 +96,24 @@ def record_trainer(root: Path) -> tuple[dict, Path, Path]:
     return rec, manifest, out / "last.pt"
 
 
+def unique_captions(manifest: Path) -> Path:
+    """The toy manifest with each caption made unique (its clip's number appended): the toy clips of one class
+    share their caption texts, whose scores then tie exactly, and a tie's order is decided by rounding, which
+    differs between CPUs (module docstring)."""
+    rows = [json.loads(line) for line in manifest.read_text(encoding="utf-8").splitlines()]
+    for i, row in enumerate(rows):
+        row["captions"] = {lang: [f"{text} {i}" for text in texts] for lang, texts in row["captions"].items()}
+    manifest.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
+    return manifest
+
+
 def record_heads(root: Path) -> dict:
     """Two head-training runs on seeded features."""
     from torch import nn
 
     from mlatr.models.projection import ProjectionHead, ResidualHead
     from mlatr.training.config import ObjectiveConfig
-    from mlatr.training.heads import HEAD_OPTIM, HeadTraining, TextBank, caption_rows, train_heads
+    from mlatr.training.head_training import HEAD_OPTIM, HeadTraining, TextBank, caption_rows, train_heads
 
     class Heads(nn.Module):
         def __init__(self, da, dt, d, text_head):
@@ -149,8 +173,6 @@ def _answer(results) -> list:
 
 
 def _queries(index) -> dict:
-    from mlatr.search.search import search_similar
-
     out: dict = {"answers": {}}
     for rank in RANKS:
         found = [index.search_text(q, lang, k=K, rank=rank) for q, lang in QUERIES]
@@ -160,7 +182,7 @@ def _queries(index) -> dict:
     out["sound"] = {"clips": _hits(clips), "captions": [[c.id, c.score, c.lang, c.text] for c in clips.caption_hits],
                     "answer": _answer(clips)}
     row = index.ids.index(index.ids[5])
-    similar = search_similar(index, row, k=4)
+    similar = index.search_similar(row, k=4)
     out["similar"] = {"clips": _hits(similar), "captions": [[c.id, c.score] for c in similar.caption_hits],
                       "answer": _answer(similar)}
     out["n_clips"], out["n_captions"] = len(index), len(index.caption_text)  # not "captions": a ranking's key
@@ -190,15 +212,18 @@ def record_search(root: Path, manifest_path: Path, checkpoint: Path) -> dict:
 
 
 def record(root: Path) -> dict:
-    """Everything the module docstring lists, computed in the folder ``root``."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # BLAS sums in one order: the same bits on every machine and core count
+    """Everything the module docstring lists, computed in the folder ``root``, in float64 (module docstring:
+    why a record made so holds on every CPU)."""
+    threads, dtype = torch.get_num_threads(), torch.get_default_dtype()
+    torch.set_num_threads(1)
+    torch.set_default_dtype(torch.float64)  # every model and loss of the record made in float64
     try:
         trainer, manifest, checkpoint = record_trainer(root)
         return {"trainer": trainer, "heads": record_heads(root), "evaluation": record_evaluation(manifest, checkpoint),
                 "search": record_search(root, manifest, checkpoint)}
     finally:
         torch.set_num_threads(threads)
+        torch.set_default_dtype(dtype)
 
 
 def compare(found, expected, where: str = "", rel: float = 1e-5, abs_: float = 1e-6) -> list[str]:
@@ -230,6 +255,12 @@ if __name__ == "__main__":
 
     with tempfile.TemporaryDirectory() as tmp:
         tree = jsonable(record(Path(tmp)))
+    if sys.argv[1] == "--compare":  # how far this machine's record is from a reference, at a tight tolerance
+        reference = json.loads(Path(sys.argv[2]).read_text(encoding="utf-8"))["record"]
+        for rel in (1e-5, 1e-9):
+            differences = compare(tree, reference, rel=rel, abs_=rel * 1e-3)
+            print(f"{len(differences)} differences at rel {rel:g}", *differences[:5], sep="\n  ")
+        sys.exit(0)
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
                             cwd=TESTS).stdout.strip()
     Path(sys.argv[1]).write_text(json.dumps({"recorded_at": commit, "record": tree}, indent=1) + "\n",

@@ -47,7 +47,7 @@ def mel_filterbank(n_mels: int = 64, n_fft: int = 512, sample_rate: int = 16_000
     rising = (bin_freqs[:, None] - lower[None, :]) / (centre - lower)[None, :]
     falling = (upper[None, :] - bin_freqs[:, None]) / (upper - centre)[None, :]
     fb = np.maximum(0.0, np.minimum(rising, falling))
-    return torch.from_numpy(fb.astype(np.float32))
+    return torch.from_numpy(fb).to(torch.get_default_dtype())  # float32 unless a model is made in float64
 
 
 def frame_counts(lengths: torch.Tensor, hop_length: int) -> torch.Tensor:
@@ -120,8 +120,9 @@ class LogMel(nn.Module):
             waveform = waveform[None, :]
         if waveform.dim() != 2:
             raise MlatrError(f"waveform must be [B, T], got {tuple(waveform.shape)}")
-        waveform = waveform.to(device=self.window.device, dtype=torch.float32)
-        # always float32: under AMP a float16 power spectrum overflows (|X|^2 reaches 512^2)
+        # the front end's own dtype (float32, or float64 for a model made in float64), never AMP's float16:
+        # a float16 power spectrum overflows (|X|^2 reaches 512^2)
+        waveform = waveform.to(device=self.window.device, dtype=self.filterbank.dtype)
         with torch.autocast(device_type=waveform.device.type, enabled=False):
             spec = torch.stft(waveform, n_fft=self.n_fft, hop_length=self.hop_length,
                               win_length=self.win_length, window=self.window, center=True,

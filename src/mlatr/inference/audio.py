@@ -49,7 +49,7 @@ from mlatr.data.pipeline.source import Source, crop_window
 from mlatr.errors import MlatrError
 from mlatr.inference.worker_pool import ordered_map, threads_per_worker, usable_cores
 from mlatr.models.dual_encoder import DualEncoder
-from mlatr.models.outputs import EncoderOutput
+from mlatr.models.outputs import EncoderOutput, at_least_float32
 
 #: ``max_seconds`` that crops nothing (an audio file of more than 30 years is not expected).
 WHOLE_CLIP = 1e9
@@ -234,7 +234,7 @@ def embed_rows(encode: EncodeFn, clips: Clips, rows: Sequence[int], how: Windowi
     def flush() -> None:
         wave, lens = collate_waveforms([w for *_, w in pending])  # [B, T_max], [B]
         encoded = encode(wave.to(device), lens.to(device))
-        emb = encoded.pooled.float().cpu().numpy()  # [B, d]
+        emb = at_least_float32(encoded.pooled).cpu().numpy()  # [B, d]
         if frames:
             if encoded.frames is None:
                 raise MlatrError("this encoder gives no frame/token features, which the model's matching head needs")

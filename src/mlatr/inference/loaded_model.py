@@ -19,7 +19,7 @@ import torch
 
 from mlatr import api_args
 from mlatr.calibration_file import shipped_calibration
-from mlatr.data.manifest import Manifest
+from mlatr.data.manifest import Manifest, Skip
 from mlatr.data.webdataset_shards import is_shard_spec
 from mlatr.errors import MlatrError
 from mlatr.evaluation.zero_shot import label_text, zero_shot_prompts
@@ -64,13 +64,15 @@ class Classification:
     libraries never trained on (negative log-likelihood of their folder labels, cross-fitted:
     :mod:`mlatr.experiments.relevance_fit`; shipped in ``mlatr/data/calibration.json``), so a clip's best
     probability says how often such a label is right; :attr:`none_of_these` marks the clips whose best
-    label is below ``min_probability`` (more likely wrong than right)."""
+    label is below ``min_probability`` (more likely wrong than right). ``skipped``: the inputs left out under
+    ``skip_bad`` (files that could not be read), each with its reason."""
 
     classes: list[str]
     scores: np.ndarray  # [N, C] float32
     temperature: float = 1.0
     min_probability: float = 0.5
     ids: list[str] = field(default_factory=list)
+    skipped: list[Skip] = field(default_factory=list)
 
     def __repr__(self) -> str:
         return f"Classification({len(self.scores)} clips x {len(self.classes)} classes: {self.classes[:5]}" + (
@@ -120,13 +122,15 @@ def prompts_for(labels: Sequence[str], lang: str, template: str | None = None) -
 @dataclass
 class LibraryEmbeddings:
     """A library's clips embedded (:meth:`LoadedModel.embed_library`): ``ids`` (relative to the library's root),
-    ``paths`` (absolute, or ``SHARD#MEMBER``), ``embeddings [n, d]`` (unit norm) and the clips ``skipped``
-    (``{id: why}``, with ``skip_bad``)."""
+    ``paths`` (absolute, or ``SHARD#MEMBER``), ``embeddings [n, d]`` (unit norm) and, with ``skip_bad``, the clips
+    ``skipped`` (``{id: why}``) and every input left out with its file (``skips``: those clips, and the files
+    refused while the library was listed, e.g. a FIFO or a name that is not UTF-8)."""
 
     ids: list[str]
     paths: list[str]
     embeddings: np.ndarray
     skipped: dict[str, str] = field(default_factory=dict)
+    skips: list[Skip] = field(default_factory=list)
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -387,7 +391,8 @@ class LoadedModel:
         check_readable(found, len(library.manifest), "clip(s)")
         ids = [library.manifest[i].id for i in found.rows]
         check_finite_embeddings(found.vectors, list(range(len(found.rows))), ids)
-        return LibraryEmbeddings(ids, [library.path(i) for i in found.rows], found.vectors, found.bad)
+        return LibraryEmbeddings(ids, [library.path(i) for i in found.rows], found.vectors, found.bad,
+                                 library.skips(found.bad))
 
     # ---- scores ------------------------------------------------------------------------------------
     def similarity(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -406,13 +411,16 @@ class LoadedModel:
     @torch.no_grad()
     def classify(self, audio: AudioInput | Sequence[AudioInput], labels: str | Sequence[str], lang: str = "eng", *,
                  template: str | None = None, sample_rate: int | None = None, batch_size: int = 16,
-                 max_seconds: float | None = None, split: str = "all", workers: int = 1) -> Classification:
+                 max_seconds: float | None = None, split: str = "all", skip_bad: bool = False,
+                 workers: int = 1) -> Classification:
         """Zero-shot classification (SupCLAP sec. 4.2.2): each clip against one prompt per label (labels in
         ``lang``; ``template`` with ``{label}`` replaces the paper's prompt), scored by the model's head with
         the audio as the query. ``labels`` may be one comma-separated string. ``audio``: sound files, waveforms
         (with ``sample_rate``) or a library (a folder, a manifest with its ``split``, webdataset shards:
-        :mod:`mlatr.inference.library`); the result's ``ids`` name the clips as the library does; ``workers``
-        processes read and encode the audio (1: this process)."""
+        :mod:`mlatr.inference.library`); the result's ``ids`` name the clips as the library does. ``skip_bad``: a
+        library's or a file list's unreadable files are left out (the result's ``skipped``), not an error;
+        ``workers`` processes read and encode the audio (1: this process)."""
+        skip_bad = api_args.flag("skip_bad", skip_bad)
         if isinstance(labels, str):
             labels = [s.strip() for s in labels.split(",")]
         classes = [c.strip() for c in api_args.texts("labels", labels)]
@@ -428,29 +436,33 @@ class LoadedModel:
         fitted = shipped_calibration()["classify"]
         cal = {"temperature": float(fitted["temperature"]), "min_probability": float(fitted["min_probability"])}
         if self.head.needs_frames:
-            scores, ids = self._frame_scores(audio, prompts, lang, batch_size, max_seconds, split, workers)
-            return Classification(classes, scores, ids=ids, **cal)
+            scores, ids, skipped = self._frame_scores(audio, prompts, lang, batch_size, max_seconds, split, skip_bad,
+                                                      workers)
+            return Classification(classes, scores, ids=ids, skipped=skipped, **cal)
+        skipped: list[Skip] = []
         if names_library(audio) or not has_waveforms(audio):  # files: a library's, with its ids, as mlatr classify
             found = self.embed_library(audio, split=split, batch_size=batch_size, max_seconds=max_seconds,
-                                       workers=workers)
-            a, ids = found.embeddings, found.ids
+                                       skip_bad=skip_bad, workers=workers)
+            a, ids, skipped = found.embeddings, found.ids, found.skips
         else:
             a = self.embed_audio(audio, sample_rate=sample_rate, batch_size=batch_size, max_seconds=max_seconds,
                                  workers=workers)
             ids = item_ids(audio_items(audio))
         return Classification(classes, self.similarity(a, self.embed_checked(prompts, langs, batch_size)), ids=ids,
-                              **cal)
+                              skipped=skipped, **cal)
 
     def _frame_scores(self, audio, prompts: list[str], lang: str, batch_size: int, max_seconds: float | None,
-                      split: str = "all", workers: int = 1) -> tuple[np.ndarray, list[str]]:
-        """Head scores ``[clips, prompts]`` of a frame-scoring head and the clips' ids: each file (or a library's
-        clip) centre-cropped to ``max_seconds`` (default the model's evaluation crop) and encoded whole, its
-        frames kept."""
+                      split: str = "all", skip_bad: bool = False,
+                      workers: int = 1) -> tuple[np.ndarray, list[str], list[Skip]]:
+        """Head scores ``[clips, prompts]`` of a frame-scoring head, the clips' ids and the inputs skipped: each
+        file (or a library's clip) centre-cropped to ``max_seconds`` (default the model's evaluation crop) and
+        encoded whole, its frames kept."""
         crop = float(max_seconds or self.data["eval_max_seconds"])
+        library = None
         if names_library(audio) or not has_waveforms(audio):
             library = open_library(api_args.paths("audio", audio) if not isinstance(audio, Manifest) else audio,
-                                   api_args.text("split", split))
-            clips: Clips = SourceClips(library.source(self.sample_rate), crop)
+                                   api_args.text("split", split), skip_bad=skip_bad)
+            clips: Clips = SourceClips(library.source(self.sample_rate, skip_bad=skip_bad), crop)
             ids = library.ids
         else:
             items = audio_items(audio)
@@ -464,7 +476,8 @@ class LoadedModel:
         text = encode_texts(self.model, prompts, [lang] * len(prompts), batch_size, frames_sink=text_sink)
         clips = EncoderOutput(torch.from_numpy(found.vectors), *pad_frames(found.frames))
         classes = EncoderOutput(torch.from_numpy(text), *pad_frames(text_sink))
-        return chunked_scores(self.head, clips, classes, HEAD_MEMORY_MB).float().numpy(), [ids[i] for i in found.rows]
+        scores = chunked_scores(self.head, clips, classes, HEAD_MEMORY_MB).float().numpy()
+        return scores, [ids[i] for i in found.rows], library.skips(found.bad) if library is not None else []
 
 
 def item_ids(items: Sequence[str | np.ndarray]) -> list[str]:

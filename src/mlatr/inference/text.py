@@ -14,6 +14,7 @@ import torch
 from tqdm import tqdm
 
 from mlatr.errors import MlatrError
+from mlatr.models.outputs import at_least_float32
 
 
 @torch.no_grad()
@@ -28,7 +29,7 @@ def encode_texts(model, texts: Sequence[str], langs: Sequence[str] | None, batch
                       leave=False):
         batch_langs = None if langs is None else list(langs[start:start + batch_size])
         out = model.encode_text(list(texts[start:start + batch_size]), batch_langs)
-        chunks.append(out.pooled.float().cpu().numpy())  # [b, d]
+        chunks.append(at_least_float32(out.pooled).cpu().numpy())  # [b, d]
         if frames_sink is not None:
             if out.frames is None:
                 raise MlatrError("this encoder gives no token features, which the model's matching head needs")

@@ -90,7 +90,7 @@ class DualEncoder(nn.Module):
         self.initial_temperature = float(temperature)
         self.learnable_temperature = bool(learnable_temperature)
         self.min_temperature, self.max_temperature = float(min_temperature), float(max_temperature)
-        log_t = torch.tensor(math.log(temperature), dtype=torch.float32)
+        log_t = torch.tensor(math.log(temperature), dtype=torch.get_default_dtype())
         if self.learnable_temperature:
             self.log_temperature = nn.Parameter(log_t)
         else:

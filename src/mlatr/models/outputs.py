@@ -37,6 +37,12 @@ class EncoderOutput:
         return self.map(lambda t: t[:, k])
 
     def float(self) -> EncoderOutput:
-        """Float32 pooled vectors and frames (masks unchanged)."""
-        return EncoderOutput(*(None if t is None else t.float() for t in (self.pooled, self.frames)), self.mask)
+        """Pooled vectors and frames in at least float32 (:func:`at_least_float32`; masks unchanged)."""
+        return EncoderOutput(*(None if t is None else at_least_float32(t) for t in (self.pooled, self.frames)),
+                             self.mask)
 
+
+def at_least_float32(t: torch.Tensor) -> torch.Tensor:
+    """``t`` in float32 when it is narrower (AMP's float16 / bfloat16), else as it is: a model made in float64
+    (the CPU-portable behaviour record, ``tests/behaviour_record.py``) keeps its precision."""
+    return t if t.dtype == torch.float64 else t.float()

@@ -56,7 +56,7 @@ from mlatr.losses.schemes import Scheme, Selection, build_scheme
 from mlatr.losses.simple_reweight import SimpleReweight
 from mlatr.losses.svr_regularizer import SVRRegularizer, build_svr_regularizer
 from mlatr.matching import MatchingHead, build_matching_head, chunked_scores, head_from_config
-from mlatr.models.outputs import EncoderOutput
+from mlatr.models.outputs import EncoderOutput, at_least_float32
 
 #: Bound on one block of the training-time head scoring. Under autograd blocks do not lower the memory,
 #: so this only has to exceed any batch's working set; blocks are chosen for speed (cache-sized on CPU).
@@ -128,8 +128,8 @@ class Objective(nn.Module):
     def forward(self, audio: EncoderOutput, text: EncoderOutput, selection: Selection,
                 temperature: Tensor | float, rows: Tensor | None = None) -> LossOutput:
         frames = self.head is not None and self.head.needs_frames
-        audio = audio.float() if frames else EncoderOutput(audio.pooled.float())
-        text = text.float() if frames else EncoderOutput(text.pooled.float())
+        audio = audio.float() if frames else EncoderOutput(at_least_float32(audio.pooled))
+        text = text.float() if frames else EncoderOutput(at_least_float32(text.pooled))
         mask = selection.mask.to(audio.pooled.device)  # [N, S]
         pairs = self.scheme.pairs(audio, selection.gather(text), mask)  # text: [N, S, ...]
         pooled = [p.pooled() for p in pairs]

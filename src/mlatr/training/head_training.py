@@ -7,7 +7,7 @@ so every epoch can start from the backbones' cached outputs instead of audio and
 The loop is the full-model trainer's (:class:`~mlatr.training.epoch_loop.EpochLoop`: seeds, steps,
 validation, best epoch, checkpoints and bit-exact resume); only the model and the batches differ
 (:class:`HeadRun`): the encoder is :class:`FeatureHeads`, the heads over the cached features, and an
-epoch's batches come from the same plan (:func:`~mlatr.data.pipeline.plan.plan_epoch`: clip order and one
+epoch's batches come from the same plan (:func:`~mlatr.data.pipeline.epoch_plan.plan_epoch`: clip order and one
 source caption per clip from the ``(seed, epoch, "order")`` and ``(seed, epoch, "crop")`` generators,
 nothing to crop, the last smaller batch dropped). The objective (:func:`~mlatr.training.objective.build_objective`:
 ML-CLAP, KCL, CACL; InfoNCE, SigLIP; SupCLAP's SVR), the optimizer and schedule
@@ -42,7 +42,7 @@ import torch
 from torch import nn
 
 from mlatr.data.pipeline.batches import TrainBatch
-from mlatr.data.pipeline.plan import plan_epoch
+from mlatr.data.pipeline.epoch_plan import plan_epoch
 from mlatr.errors import MlatrError
 from mlatr.frozen_prefix import ClipFeatures, PooledFeatures
 from mlatr.models.outputs import EncoderOutput
@@ -97,8 +97,9 @@ class FeatureHeads:
     def __call__(self, features: torch.Tensor, lengths: torch.Tensor, texts: Sequence[str],
                  langs: Sequence[str]) -> tuple[EncoderOutput, EncoderOutput]:
         pooled = features if self.tail is None else self.tail(features, lengths).pooled  # [n, Da]
-        audio = self.model.audio_projection(pooled)  # [n, D]
-        text = self.model.text_projection(self.bank.lookup(texts, langs).to(pooled.device))  # [M, D]
+        dtype = next(self.model.audio_projection.parameters()).dtype  # the cached features are float32
+        audio = self.model.audio_projection(pooled.to(dtype))  # [n, D]
+        text = self.model.text_projection(self.bank.lookup(texts, langs).to(pooled.device, dtype))  # [M, D]
         return EncoderOutput(pooled=audio), EncoderOutput(pooled=text)
 
 
