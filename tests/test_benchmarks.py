@@ -38,6 +38,8 @@ TOY = {
                           "--repeats", "1", "--loop-pairs", "4", "--clips", "6", "--captions", "12",
                           "--budget-mb", "1"],
     "bench_milvus.py": ["--clips", "300", "--dim", "8", "--clusters", "5", "--queries", "2", "--work", "{tmp}/m"],
+    "bench_runtime_retrieval.py": ["--model", "{checkpoint}", "--manifest", "{manifest}", "--split", "all", "--limit",
+                                   "6", "--cases", "torch/fp32", "--batch-size", "2"],
     "bench_search.py": ["--dim", "8", "--sizes", "50", "--queries", "2", "--build-clips", "0"],
     "bench_search_scale.py": ["--clips", "300", "--dim", "8", "--queries", "2", "--add", "20", "--no-serve",
                               "--captions-per-clip", "2", "--clusters", "5", "--ann-exact-below", "200",
