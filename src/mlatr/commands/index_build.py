@@ -1,4 +1,5 @@
 import time
+from functools import partial
 
 from mlatr.commands._arg_types import positive_float, positive_int
 from mlatr.commands._model_io import (
@@ -141,6 +142,7 @@ def run(args) -> int:
 def _build(args, ctx, skipping: bool, skip_report) -> int:
     """Build the index; ``skipping``: skip bad inputs, listed in ``skip_report`` (see _skipping)."""
     from mlatr.data.file_metadata import measure_clips  # scipy.signal, as above
+    from mlatr.inference.worker_pool import ordered_map  # loads torch, as above
     from mlatr.search.build import plan_index_build, write_build  # loads torch: not paid by every command's parser
     from mlatr.search.rank_build import build_by_rank  # loads torch.distributed, as above
 
@@ -157,7 +159,8 @@ def _build(args, ctx, skipping: bool, skip_report) -> int:
                            ann=AnnBuild(args.ann, params, args.ann_exact_below, not args.no_progress),
                            workers=workers_from_args(args))
     if not args.no_loudness:  # the folder's listing read headers only: the clips to encode are measured now
-        measure_clips(job.plan.new, job.manifest.root, progress=not args.no_progress)
+        measure_clips(job.plan.new, job.manifest.root, progress=not args.no_progress,
+                      map_files=partial(ordered_map, workers=workers_from_args(args)))
     # under torchrun each process encodes its part of the new clips into a shard of its own
     report = build_by_rank(ctx, job) if ctx is not None and ctx.enabled else write_build(job)
     dt = time.perf_counter() - t0

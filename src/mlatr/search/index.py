@@ -26,6 +26,7 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +40,7 @@ from mlatr.file_state import file_state
 from mlatr.inference import LoadedModel, load_model
 from mlatr.inference.library import LibrarySource, open_library
 from mlatr.inference.model_identity import check_index_model, model_sha256
+from mlatr.inference.worker_pool import ordered_map
 from mlatr.model_registry import default_model, resolve_model
 from mlatr.models.protocols import query_languages
 from mlatr.search.ann import AnnBuild
@@ -203,7 +205,8 @@ class Index:
             caption_languages = api_args.language_codes("caption_languages", caption_languages)
         library = open_library(source, split=api_args.text("split", split), skip_bad=skip_bad, progress=progress)
         manifest = library.manifest
-        measure_clips(manifest.clips, manifest.root, progress)  # a folder's loudness, as mlatr index build
+        measure_clips(manifest.clips, manifest.root, progress,  # a folder's loudness, as mlatr index build
+                      map_files=partial(ordered_map, workers=workers))
         sample_rate, max_seconds, window_seconds = build_settings(model, max_seconds, window_seconds, None)
         langs = list(caption_languages) if caption_languages else manifest.languages()
         meta = index_meta(model, manifest, sample_rate, max_seconds, langs, window_seconds)
