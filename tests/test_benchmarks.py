@@ -31,6 +31,8 @@ TOY = {
     "bench_index_build.py": ["--manifest", "{manifest}", "--model", "{checkpoint}", "--limit", "6", "--cases",
                              "baseline,torch-1,torch-all", "--batch-size", "2", "--work", "{tmp}/bench"],
     "bench_evaluation.py": ["--clips", "20", "--captions", "2", "--dim", "16", "--repeats", "1", "--skip-loop"],
+    "bench_filtered_ann.py": ["--clips", "300", "--dim", "8", "--queries", "3", "--clusters", "5", "--fractions",
+                              "1,0.1", "--work", "{tmp}/filtered"],
     "bench_index_memory.py": ["--clips", "1", "--minutes", "0.03", "--max-seconds", "1", "--batch-size", "2",
                               "--work", "{tmp}/long"],
     "bench_langid.py": ["--synthetic", "10"],

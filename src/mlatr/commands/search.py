@@ -26,11 +26,20 @@ and the server (no ?lang=): one default everywhere.
 --audio FILE ranks the indexed clips by similarity to FILE and also the indexed captions
 (sound-to-caption). --json prints one JSON object instead of a table.
 
+A text query may exclude words (-rooster, NOT rooster), require a phrase ("door slam") and offer
+alternatives (glass OR ceramic), in any language (docs/hybrid-search.md). --where limits the results to
+clips whose facets pass a filter, inside the ranking: duration<1.5s and channels=1, format in (wav, flac),
+library=wesnoth, ucs_category=DOORS, loudness_lufs>-30, keywords has door, not silent. Silent clips are
+left out of a text query's results unless --include-silent (or a --where that tests silent).
+
 Examples:
   mlatr search sounds.idx "un chien aboie" --lang fra -k 5
   mlatr search sounds.idx --audio query.wav --json
   mlatr search sounds.idx "footsteps on snow" --backend faiss
   mlatr search sounds.idx "un chien qui aboie" --lang fra --rank audio
+  mlatr search sounds.idx "bird -rooster"
+  mlatr search sounds.idx '"door slam" -metal' --where "duration<2s and format in (wav, flac)"
+  mlatr search sounds.idx --audio query.wav --where "channels=mono and library=foley"
 """
 
 
@@ -49,6 +58,12 @@ def add_arguments(parser):
     parser.add_argument("--min-relevance", type=fraction, default=None,
                         help="the probability that the library holds a relevant clip below which the answer "
                              "says 'nothing relevant' (0-1; default: the fitted threshold)")
+    parser.add_argument("--where", metavar="FILTER", default=None,
+                        help="only clips whose facets pass FILTER, e.g. \"duration<1 and channels=1\" (fields: "
+                             "duration, sample_rate, bit_depth, channels, format, codec, file_size, loudness_lufs, "
+                             "true_peak_dbtp, peak_dbfs, silent, folder, library, ucs_*, keywords, ...)")
+    parser.add_argument("--include-silent", action="store_true",
+                        help="a text query may return silent clips (left out by default)")
     parser.add_argument("--json", action="store_true", help="print JSON")
     add_model_for_index_options(parser)
 
@@ -61,16 +76,20 @@ def run(args) -> int:
 
     if (args.query is None) == (args.audio is None):
         raise MlatrError("give either a text QUERY or --audio FILE (not both)")
+    if args.audio is not None and args.include_silent:
+        raise MlatrError("--include-silent is for a text query: a sound query (--audio) keeps silent clips already")
     index = Index.load(args.index, backend=args.backend, model=model_for_index(args),
                        allow_other_model=args.allow_other_model)
     if args.audio is not None:
-        clips = index.search_audio(args.audio, args.k, args.min_relevance)
-        out = {"audio": args.audio, "k": args.k, **clips.to_dict()}
+        clips = index.search_audio(args.audio, args.k, args.min_relevance, where=args.where)
+        out = {"audio": args.audio, "k": args.k, **({"where": args.where} if args.where else {}), **clips.to_dict()}
     else:
         query = text_query(args.query, args.lang, args.k, args.rank,  # the one check of the query
-                           query_languages(index.model().model.text_encoder), "--lang", args.min_relevance)
+                           query_languages(index.model().model.text_encoder), "--lang", args.min_relevance,
+                           args.where, args.include_silent)
         clips = index.search_query(query)
-        out = {"query": args.query, "lang": query.lang, "k": args.k, "rank": args.rank, **clips.to_dict()}
+        out = {"query": args.query, "lang": query.lang, "k": args.k, "rank": args.rank,
+               **({"where": args.where} if args.where else {}), **clips.to_dict()}
     if args.json:
         print(json.dumps(out, ensure_ascii=False, indent=1, allow_nan=False))  # strict JSON: hits hold no inf
         return 0

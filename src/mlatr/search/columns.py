@@ -26,7 +26,8 @@ from __future__ import annotations
 import bisect
 import json
 import os
-from collections.abc import Callable, Mapping, Sequence
+import re
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
@@ -447,6 +448,61 @@ class JsonlRows(Sequence):
                              file=str(self.path.with_suffix(".offsets.npy")))
         line = os.pread(self._fh.fileno(), end - start, start)
         return parse_json(line, str(self.path), line=i + 1, field=f"row {i}")
+
+
+    def rows_matching(self, pattern: re.Pattern[bytes]) -> np.ndarray:
+        """The rows (ascending) whose line holds a match of ``pattern``: the file read once, no line parsed."""
+        data = os.pread(self._fh.fileno(), int(self.offsets[-1]), 0)
+        starts = np.fromiter((m.start() for m in pattern.finditer(data)), np.int64)
+        return np.unique(np.searchsorted(self.offsets.astype(np.int64), starts, side="right") - 1)
+
+
+#: Lines parsed by one ``json.loads`` when a whole rows file is read (:func:`every_value`).
+PARSE_LINES = 50_000
+
+
+def every_value(values: Sequence) -> Iterator:
+    """The values of a column in row order, a shard's rows file read whole and parsed :data:`PARSE_LINES` lines at a
+    time (one ``json.loads`` per block, not one per line) where the column is read from rows files."""
+    if isinstance(values, Chain):
+        for part in values.parts:
+            yield from every_value(part)
+    elif isinstance(values, RowField):
+        rows = values.rows
+        data = os.pread(rows._fh.fileno(), int(rows.offsets[-1]), 0)
+        lines = data.split(b"\n")[:len(rows)]
+        for start in range(0, len(lines), PARSE_LINES):
+            try:
+                parsed = json.loads(b"[" + b",".join(lines[start:start + PARSE_LINES]) + b"]")
+            except ValueError:  # a damaged line: read row by row, which names it
+                parsed = [rows[i] for i in range(start, min(start + PARSE_LINES, len(lines)))]
+            for i, row in enumerate(parsed, start):
+                if isinstance(row, dict) and (values.column.key in row or values.column.default is not REQUIRED):
+                    yield row.get(values.column.key, values.column.default)
+                else:
+                    yield values[i]  # read as one row, whose error names it
+    else:
+        yield from values
+
+
+def in_rows_files(values: Sequence) -> bool:
+    """Whether a column is read from shard rows files (:func:`rows_matching` can search it)."""
+    return isinstance(values, RowField) or (isinstance(values, Chain) and all(in_rows_files(p) for p in values.parts))
+
+
+def rows_matching(values: Sequence, pattern: re.Pattern[bytes]) -> np.ndarray | None:
+    """The rows of a column read from shard rows files (:class:`RowField` s, :class:`Chain` s of them) whose JSON
+    line matches ``pattern``: a superset of the rows whose value matches, found without parsing a line (a whole
+    library's search for a rare value); None for a column held in memory (read its values)."""
+    if isinstance(values, RowField):
+        return values.rows.rows_matching(pattern)
+    if isinstance(values, Chain):
+        found = [rows_matching(part, pattern) for part in values.parts]
+        if any(f is None for f in found):
+            return None
+        return np.concatenate([f + start for f, start in zip(found, values._starts, strict=False)]
+                              or [np.zeros(0, np.int64)])
+    return None
 
 
 class RowField(Sequence):

@@ -45,9 +45,12 @@ from mlatr.model_registry import default_model, resolve_model
 from mlatr.models.protocols import query_languages
 from mlatr.search.ann import AnnBuild
 from mlatr.search.columns import CaptionColumns, ClipColumns
+from mlatr.search.eligibility import Allowed, KeywordDocuments, allowed_clips
+from mlatr.search.filters import FacetTable, Filter, parse_filter, without_silence
 from mlatr.search.hybrid import Ranked, Ranking
 from mlatr.search.library_encoding import EncodeSettings, build_settings, encode_clips, index_meta
 from mlatr.search.query import TextQuery, check_k, check_min_relevance, text_query
+from mlatr.search.query_syntax import ParsedQuery, parse_query
 from mlatr.search.relevance import shipped
 from mlatr.search.results import Hit, Results
 from mlatr.search.search import (
@@ -259,17 +262,49 @@ class Index:
             self._model = load_index_model(self.meta, str(self.path or "the index"))
         return self._model
 
+    # ---- which clips a query may return --------------------------------------------------------------
+    def facets(self) -> FacetTable:
+        """The clips' facets as columns (:class:`~mlatr.search.filters.FacetTable`; each read on first use)."""
+        if "facets" not in self._parts:
+            self._parts["facets"] = FacetTable(self.clip_columns["facets"])
+        return self._parts["facets"]
+
+    def allowed(self, where: Filter | None, parsed: ParsedQuery | None = None, lang: str | None = None
+                ) -> Allowed | None:
+        """The clips a query may return (:func:`~mlatr.search.eligibility.allowed_clips`): the checked filter
+        ``where`` (a text query's already with ``not silent``: :func:`~mlatr.search.filters.without_silence`) and
+        ``parsed``'s excluded and required words and phrases in ``lang``; None: every live clip."""
+        documents = []
+        if parsed is not None and (parsed.excluded or parsed.required):
+            if "keyword_documents" not in self._parts:
+                self._parts["keyword_documents"] = KeywordDocuments(self.facets())
+            documents = [self.text_ranker(), self._parts["keyword_documents"]]
+        live = None
+        if len(self.deleted_rows):
+            live = np.ones(len(self.ids), bool)
+            live[self.deleted_rows] = False
+        return allowed_clips(len(self.ids), self.facets(), where, parsed, lang, documents, live)
+
+    def query_allowed(self, query: TextQuery) -> Allowed | None:
+        """:meth:`allowed` of a checked text query: its filter, silence unless asked for, its syntax."""
+        return self.allowed(without_silence(query.where, query.include_silent), parse_query(query.text), query.lang)
+
     # ---- text queries --------------------------------------------------------------------------------
     def search_text(self, query: str, lang: str | None = None, k: int = 10, rank: str = "hybrid",
-                    min_relevance: float | None = None) -> Results:
+                    min_relevance: float | None = None, where: str | Filter | None = None,
+                    include_silent: bool = False) -> Results:
         """Clips for a text query in ``lang`` (ISO 639-3; ``None`` where the model does not read it), best
         first: :class:`~mlatr.search.results.Results`, a list of :class:`~mlatr.search.results.Hit`, each with its
         relevance and evidence, that says ``nothing_relevant`` when the answer's relevance is below
         ``min_relevance`` (default: the answer model's threshold); ``rank`` = hybrid (the fused score of every
         source, :mod:`mlatr.search.fusion`) | audio (the clips' audio embeddings nearest to the query's) |
-        captions. The query is checked here (:func:`~mlatr.search.query.text_query`)."""
+        captions. ``query`` may hold ``-word``, ``"a phrase"`` and ``OR`` (:mod:`mlatr.search.query_syntax`);
+        ``where`` limits the clips to those whose facets it allows (``"duration<1 and channels=1"``:
+        :mod:`mlatr.search.filters`); silent clips are left out unless ``include_silent`` or ``where`` tests
+        ``silent``. The query is checked here (:func:`~mlatr.search.query.text_query`)."""
         languages = query_languages(self.model().model.text_encoder)
-        return self.search_query(text_query(query, lang, k, rank, languages, min_relevance=min_relevance))
+        return self.search_query(text_query(query, lang, k, rank, languages, min_relevance=min_relevance,
+                                            where=where, include_silent=include_silent))
 
     def search_query(self, query: TextQuery) -> Results:
         """:meth:`search_text` of a query already checked where it entered; ranking by captions an index whose
@@ -281,37 +316,42 @@ class Index:
 
     def embed_queries(self, queries: Sequence[TextQuery]) -> np.ndarray:
         """``[Q, d]`` unit-norm embeddings of checked queries by the index's model, one encoder call per kind of
-        language argument (all given, or none)."""
+        language argument (all given, or none). What is embedded is each query without its syntax
+        (:attr:`~mlatr.search.query_syntax.ParsedQuery.embedded`: a plain query as typed)."""
         loaded = self.model()
         out = np.zeros((len(queries), self.dim), np.float32)
         for has_lang in (True, False):
             rows = [i for i, q in enumerate(queries) if (q.lang is not None) == has_lang]
             if rows:
-                out[rows] = loaded.embed_checked([queries[i].text for i in rows],
+                out[rows] = loaded.embed_checked([parse_query(queries[i].text).embedded for i in rows],
                                                  [queries[i].lang for i in rows] if has_lang else None)  # [n, d]
         return out
 
     def rank_texts(self, vecs: np.ndarray, queries: Sequence[TextQuery]) -> list[Results]:
         """The answers of checked text queries already embedded together (``vecs [B, d]``: :meth:`embed_queries`),
-        as a batching server has them (:func:`~mlatr.search.search.rank_text_queries`)."""
+        as a batching server has them (:func:`~mlatr.search.search.rank_text_queries`), each among the clips it may
+        return (:meth:`query_allowed`)."""
+        allowed = [self.query_allowed(q) for q in queries]
         rankings = rank_text_queries(self.text_ranker(), self.searcher("audio"), self.dim, np.asarray(vecs), queries,
-                                     self.has_live_captions())
+                                     self.has_live_captions(), allowed)
         threshold = shipped().answer.threshold
         return [Results(self._hits(ranking), threshold if q.min_relevance is None else q.min_relevance,
                         ranking.relevance) for ranking, q in zip(rankings, queries, strict=True)]
 
     # ---- sound queries -------------------------------------------------------------------------------
     def search_audio(self, path: str | os.PathLike | np.ndarray, k: int = 10,
-                     min_relevance: float | None = None) -> Results:
+                     min_relevance: float | None = None, where: str | Filter | None = None) -> Results:
         """Clips for a sound query (a file's path, or :meth:`query_waveform`'s ``[T]``), best first:
         :class:`~mlatr.search.results.Results` as :meth:`search_text` answers, each hit carrying its relevance
         (the sound-query model of :mod:`mlatr.search.relevance`) and saying ``same_audio`` where the clip is the
         query's own sound (:meth:`mark_same_audio`); the indexed captions nearest to it (sound-to-caption) in the
-        list's ``caption_hits``. ``k`` and ``min_relevance`` are checked here (default: the sound-query model's
-        threshold)."""
+        list's ``caption_hits``. ``k``, ``min_relevance`` (default: the sound-query model's threshold) and
+        ``where`` (the clips' facets it is limited to, as :meth:`search_text`'s; a sound query keeps silent clips)
+        are checked here."""
         k, min_relevance = check_k(k), check_min_relevance(min_relevance)
+        allowed = self.allowed(parse_filter(where))
         wave = path if isinstance(path, np.ndarray) else self.query_waveform(api_args.path("query", path))
-        return self.search_encoded_audio(wave, self.embed_sound(wave), k, min_relevance)
+        return self.search_encoded_audio(wave, self.embed_sound(wave), k, min_relevance, allowed)
 
     def query_waveform(self, path: str | os.PathLike) -> np.ndarray:
         """``[T]`` the part of the sound file at ``path`` a query uses: its centre ``max_seconds`` at the index's
@@ -327,21 +367,24 @@ class Index:
         return self.model().embed_audio([wave], sample_rate=sr, batch_size=QUERY_WINDOW_BATCH,
                                         max_seconds=max_seconds, window_seconds=window)[0]
 
-    def search_encoded_audio(self, wave: np.ndarray, vec: np.ndarray, k: int, min_relevance: float | None) -> Results:
+    def search_encoded_audio(self, wave: np.ndarray, vec: np.ndarray, k: int, min_relevance: float | None,
+                             allowed: Allowed | None = None) -> Results:
         """:meth:`search_audio` once the sound ``wave [T]`` is encoded as ``vec [d]`` (``k`` and ``min_relevance``
-        checked): a server encodes under its model lock and ranks (and reads the files of hits that may be the
-        query's own sound) outside it."""
-        scores, rows = nearest_rows(self.searcher("audio"), self.dim, vec[None], [k])[0]
+        checked; ``allowed``: the clips its filter allows, :meth:`allowed`): a server encodes under its model lock
+        and ranks (and reads the files of hits that may be the query's own sound) outside it."""
+        scores, rows = nearest_rows(self.searcher("audio"), self.dim, vec[None], [k], allowed)[0]
         hits = self.mark_same_audio(wave, self._hits(sound_ranking(self.text_ranker().stats, vec, scores, rows)))
-        return self._sound_results(vec, hits, min_relevance, k)
+        return self._sound_results(vec, hits, min_relevance, k, allowed)
 
-    def search_similar(self, row: int, k: int = 10) -> Results:
+    def search_similar(self, row: int, k: int = 10, where: str | Filter | None = None) -> Results:
         """"More like this": the ``k`` clips nearest to indexed clip ``row``'s stored audio embedding (itself
         left out), with their sound-query relevance, the captions nearest to it in ``caption_hits``, and
-        ``same_audio`` on a copy of the clip's sound (:meth:`mark_same_audio`)."""
+        ``same_audio`` on a copy of the clip's sound (:meth:`mark_same_audio`); ``where`` as :meth:`search_audio`'s
+        (silent clips kept, as for any sound query)."""
         k = check_k(k)
+        allowed = self.allowed(parse_filter(where))
         vec = np.asarray(self.text_ranker().clip_vector(row), np.float32)
-        scores, rows = nearest_rows(self.searcher("audio"), self.dim, vec[None], [k + 1])[0]
+        scores, rows = nearest_rows(self.searcher("audio"), self.dim, vec[None], [k + 1], allowed)[0]
         keep = np.asarray([self.ids[r] != self.ids[row] for r in rows.tolist()], bool)
         scores, rows = scores[keep][:k], rows[keep][:k]
         hits = self._hits(sound_ranking(self.text_ranker().stats, vec, scores, rows))
@@ -350,7 +393,7 @@ class Index:
                 hits = self.mark_same_audio(self.query_waveform(self.paths[row]), hits)
             except (MlatrError, OSError):  # the clip's file cannot be read: no copy can be told apart
                 pass
-        return self._sound_results(vec, hits, None, k)
+        return self._sound_results(vec, hits, None, k, allowed)
 
     def search_vector(self, query: np.ndarray, k: int = 10) -> list[Hit]:
         """Clips nearest to an embedding ``query [d]`` (already in the index's space)."""
@@ -374,11 +417,13 @@ class Index:
             h.same_audio = clip.shape == wave.shape and bool(np.allclose(clip, wave, rtol=0.0, atol=1e-4))
         return hits
 
-    def _sound_results(self, vec: np.ndarray, hits: list[Hit], min_relevance: float | None, k: int) -> Results:
+    def _sound_results(self, vec: np.ndarray, hits: list[Hit], min_relevance: float | None, k: int,
+                       allowed: Allowed | None = None) -> Results:
         """A sound query's :class:`Results`: its ``hits``, the sound-query model's threshold unless
-        ``min_relevance``, and the ``k`` captions nearest to ``vec``."""
+        ``min_relevance``, and the ``k`` captions nearest to ``vec`` (of the ``allowed`` clips)."""
         threshold = shipped().sound.threshold if min_relevance is None else min_relevance
-        captions = nearest_captions(self.searcher("captions"), self.caption_columns, self.clip_columns, vec, k)
+        captions = nearest_captions(self.searcher("captions"), self.caption_columns, self.clip_columns, vec, k,
+                                    allowed)
         return Results(hits, threshold, caption_hits=captions)
 
     def _hits(self, ranking: Ranking) -> list[Hit]:

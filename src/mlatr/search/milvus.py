@@ -62,9 +62,19 @@ from mlatr.errors import MissingFileError, MlatrError
 from mlatr.file_kinds import special_file
 from mlatr.search.analysis import terms as analysed_terms
 from mlatr.search.columns import REQUIRED, CaptionColumns, ClipColumns
+from mlatr.search.eligibility import Allowed
 from mlatr.search.fusion import Candidates
 from mlatr.search.hybrid import QueryCandidates, Ranking, best_per_clip, rank_candidates
 from mlatr.search.lexical import K1, B, idf, saturation
+from mlatr.search.milvus_filter import expression, in_filter
+from mlatr.search.query_syntax import (
+    KeywordQuery,
+    ParsedQuery,
+    as_parsed,
+    clause_mass,
+    clause_scores,
+    keyword_query,
+)
 from mlatr.search.relevance import (
     LibraryStats,
     Moments,
@@ -88,6 +98,8 @@ MAX_TERMS = 3800
 #: Each source's window of a text query (the query's ``k`` when larger); Milvus returns at most 16,384.
 WINDOW = 256
 MAX_WINDOW = 16384
+#: A filter allowing at most this many rows is searched among their keys (:meth:`MilvusSearcher.hits`).
+FILTER_IN = 16384
 
 
 def is_milvus(target: object) -> bool:
@@ -321,23 +333,6 @@ def _read_stats(mc, meta_name: str, dim: int) -> dict[str, Sums]:
     return out
 
 
-#: The escapes a Milvus filter's string literal takes (tried on milvus-lite): ``\uXXXX``, ``\xNN`` and octal are
-#: refused ("unknown escape sequence"), so every other character is written as it is.
-_LITERAL_ESCAPES = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\r": "\\r", "\t": "\\t"}
-
-
-def string_literal(value: str) -> str:
-    """``value`` as a string literal of a Milvus filter expression: quote and backslash escaped (a clip id cannot
-    end the string and add a condition), other characters as they are (``json.dumps`` writes ``café`` as
-    ``caf\\u00e9``, which Milvus refuses)."""
-    return '"' + "".join(_LITERAL_ESCAPES.get(ch, ch) for ch in value) + '"'
-
-
-def in_filter(key: str, values: Sequence[str]) -> str:
-    """The filter expression ``key in ["v1", ...]`` of string ``values``."""
-    return f"{key} in [{', '.join(string_literal(v) for v in values)}]"
-
-
 def _fetch(mc, name: str, key: str, values: Sequence[str], fields: list[str], page: int = FETCH) -> list[dict]:
     """The rows of collection ``name`` whose ``key`` is one of ``values``, ``fields`` of them, ``page`` values per
     query (a query answers at most :data:`MAX_WINDOW` rows: where one does, its rows are read by the iterator)."""
@@ -476,25 +471,60 @@ class MilvusSearcher:
 
     def __init__(self, mc, target: str, collection: str, key: str, row_of: dict[str, int]):
         self.mc, self.target, self.collection, self.key, self.row_of = mc, target, collection, key, row_of
+        self.key_of: dict[int, str] = {}  # row -> key, made on first use
 
-    def hits(self, data: list, k: int, field: str = "vector", metric: str = "IP") -> list[list[tuple[int, float]]]:
+    def hits(self, data: list, k: int, field: str = "vector", metric: str = "IP", allowed: Allowed | None = None
+             ) -> list[list[tuple[int, float]]]:
         """Per query of ``data`` (vectors, or BM25 texts with ``field`` sparse, ``metric`` BM25): the ``(row,
-        score)`` of its ``k`` best rows, as Milvus returns them (a row loaded since: left out)."""
+        score)`` of its ``k`` best rows, as Milvus returns them (a row loaded since: left out); ``allowed``: among
+        the rows a filter allows (:meth:`_filtered`)."""
+        if allowed is not None:
+            return self._filtered(data, k, field, metric, allowed)
+        return self._search(data, k, field, metric)
+
+    def _search(self, data: list, k: int, field: str, metric: str, where: str = "") -> list[list[tuple[int, float]]]:
         with reported(self.target):
             found = self.mc.search(self.collection, data=data, limit=min(int(k), MAX_WINDOW), anns_field=field,
-                                   output_fields=[self.key], search_params={"metric_type": metric})
+                                   output_fields=[self.key], search_params={"metric_type": metric}, filter=where)
         # milvus-lite answers a BM25 score negated (its distance): the score is its magnitude
         return [[(self.row_of[h["entity"][self.key]], abs(float(h["distance"])) if metric == "BM25"
                   else float(h["distance"])) for h in hits if h["entity"][self.key] in self.row_of] for hits in found]
 
-    def top_k(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    def _filtered(self, data: list, k: int, field: str, metric: str, allowed: Allowed) -> list[list[tuple[int, float]]]:
+        """The ``k`` best allowed rows: where at most :data:`FILTER_IN` rows are allowed, searched among them by
+        key (``key in [...]``, :data:`FETCH` keys a search); else with the filter's own expression over ``info``
+        (:mod:`mlatr.search.milvus_filter`), the window widened by the rows it lets through that the query's
+        words exclude, each answer tested against the filter. So the ``k`` are the best allowed ones unless
+        more than :data:`MAX_WINDOW` - ``k`` rows pass the expression but not the words."""
+        mask = allowed.mask
+        rows = np.flatnonzero(mask)
+        if len(rows) <= FILTER_IN:
+            if len(self.key_of) != len(self.row_of):
+                self.key_of = {row: key for key, row in self.row_of.items()}
+            found: list[list[tuple[int, float]]] = [[] for _ in data]
+            for start in range(0, len(rows), FETCH):
+                keys = [self.key_of[r] for r in rows[start:start + FETCH].tolist() if r in self.key_of]
+                part = self._search(data, min(int(k), len(keys)), field, metric, in_filter(self.key, keys)) \
+                    if keys else [[] for _ in data]
+                found = [a + b for a, b in zip(found, part, strict=True)]
+            return [sorted(hits, key=lambda h: (-h[1], h[0]))[:k] for hits in found]
+        if "milvus" not in allowed.memo:
+            allowed.memo["milvus"] = True if allowed.where is None else expression(allowed.where, allowed.facets)
+        where = allowed.memo["milvus"]
+        if where is False:
+            return [[] for _ in data]
+        extra = int(np.count_nonzero(allowed.facet_mask & ~mask))
+        found = self._search(data, min(int(k) + extra, MAX_WINDOW), field, metric, "" if where is True else where)
+        return [[h for h in hits if mask[h[0]]][:k] for hits in found]
+
+    def top_k(self, queries: np.ndarray, k: int, allowed: Allowed | None = None) -> tuple[np.ndarray, np.ndarray]:
         queries = np.atleast_2d(np.asarray(queries, np.float32))
         k = min(int(k), len(self.row_of))
         if k <= 0:
             return np.zeros((len(queries), 0), np.float32), np.zeros((len(queries), 0), np.int64)
         scores = np.full((len(queries), k), -np.inf, np.float32)
         rows = np.full((len(queries), k), -1, np.int64)
-        for q, hits in enumerate(self.hits(queries.tolist(), k)):
+        for q, hits in enumerate(self.hits(queries.tolist(), k, allowed=allowed)):
             r = np.asarray([h[0] for h in hits], np.int64)
             s = np.asarray([h[1] for h in hits], np.float32)
             order = np.lexsort((r, -s))[:k]
@@ -552,14 +582,15 @@ class MilvusRanker:
         self.caption_search = MilvusSearcher(mc, target, self.caption_name, "row", self.caption_rows)
         self._rare: RareSample | None = None
 
-    def rank_many(self, query_vecs: np.ndarray, queries: Sequence[str], langs: Sequence[str | None],
-                  ks: Sequence[int], ranks: Sequence[str]) -> list[Ranking]:
-        found = self.candidates(query_vecs, queries, langs, ks)
+    def rank_many(self, query_vecs: np.ndarray, queries: Sequence[str | ParsedQuery], langs: Sequence[str | None],
+                  ks: Sequence[int], ranks: Sequence[str], allowed: Sequence[Allowed | None] | None = None
+                  ) -> list[Ranking]:
+        found = self.candidates(query_vecs, queries, langs, ks, allowed=allowed)
         return [rank_candidates(qc, k, rank, self.model, self.answer) for qc, k, rank in zip(found, ks, ranks,
                                                                                               strict=True)]
 
-    def describe(self, vec: np.ndarray, query: str, lang: str | None, rows: np.ndarray, sound: np.ndarray,
-                 rank: str = "audio") -> Ranking:
+    def describe(self, vec: np.ndarray, query: str | ParsedQuery, lang: str | None, rows: np.ndarray,
+                 sound: np.ndarray, rank: str = "audio", allowed: Allowed | None = None) -> Ranking:
         """Relevance and evidence of the clips ``rows`` a sound search found (best first; ``sound``, their cosines,
         read again from Milvus): the candidates are these clips, as a windowed local index describes them."""
         qc, = self.candidates(np.asarray(vec)[None], [query], [lang], [len(rows)], given=rows)
@@ -568,23 +599,39 @@ class MilvusRanker:
         return rank_candidates(qc, len(kept), rank, self.model, self.answer,
                                shown=np.searchsorted(qc.cands.rows, kept))
 
-    def candidates(self, vecs: np.ndarray, queries: Sequence[str], langs: Sequence[str | None], ks: Sequence[int],
-                   given: np.ndarray | None = None) -> list[QueryCandidates]:
+    def candidates(self, vecs: np.ndarray, queries: Sequence[str | ParsedQuery], langs: Sequence[str | None],
+                   ks: Sequence[int], given: np.ndarray | None = None,
+                   allowed: Sequence[Allowed | None] | None = None) -> list[QueryCandidates]:
         """Per query of ``vecs [B, d]``: its candidates, the union of Milvus's windows (each source's top
-        ``max(window, k)``: the audio and caption vector searches, the BM25 search), or the ``given`` clip rows
-        alone; each scored from the vectors and terms fetched (a clip deleted since the load left out)."""
+        ``max(window, k)``: the audio and caption vector searches, the BM25 search; among the clips ``allowed``
+        lets through, :meth:`MilvusSearcher.hits`), or the ``given`` clip rows alone; each scored from the vectors
+        and terms fetched (a clip deleted since the load left out)."""
         vecs = np.asarray(vecs, np.float32)
-        terms = [list(dict.fromkeys(analysed_terms(q, lang))) for q, lang in zip(queries, langs, strict=True)]
+        parsed = [as_parsed(q) for q in queries]
+        kqs = [keyword_query(p, lang, distinct_terms) for p, lang in zip(parsed, langs, strict=True)]
+        terms = [kq.terms for kq in kqs]
+        allowed = list(allowed) if allowed is not None else [None] * len(vecs)
         if given is None:
             width = min(max(self.window, *ks), MAX_WINDOW)
-            sound = self.audio.hits(vecs.tolist(), width)
-            meaning = self.caption_search.hits(vecs.tolist(), width)
-            worded = [i for i, t in enumerate(terms) if t]
-            keyword = dict(zip(worded, self.caption_search.hits([" ".join(map(term_token, terms[i])) for i in worded],
-                                                                width, "sparse", "BM25"), strict=True))
+            sound, meaning, keyword = [[] for _ in vecs], [[] for _ in vecs], [[] for _ in vecs]
+            for group in _groups(allowed):
+                a = allowed[group[0]]
+                of_captions = None if a is None else a.of_rows(self.caption_clip)
+                for b, hits in zip(group, self.audio.hits(vecs[group].tolist(), width, allowed=a), strict=True):
+                    sound[b] = hits
+                for b, hits in zip(group, self.caption_search.hits(vecs[group].tolist(), width, allowed=of_captions),
+                                   strict=True):
+                    meaning[b] = hits
+                worded = [b for b in group if terms[b]]
+                if worded:
+                    texts = [" ".join(map(term_token, terms[b])) for b in worded]
+                    for b, hits in zip(worded, self.caption_search.hits(texts, width, "sparse", "BM25",
+                                                                        allowed=of_captions), strict=True):
+                        keyword[b] = hits
             unions = [np.unique(np.asarray([r for r, _ in sound[b]] + [int(self.caption_clip[r]) for r, _ in meaning[b]]
-                                           + [int(self.caption_clip[r]) for r, _ in keyword.get(b, [])], np.int64))
+                                           + [int(self.caption_clip[r]) for r, _ in keyword[b]], np.int64))
                       for b in range(len(queries))]
+            unions = [u if a is None else u[a.mask[u]] for u, a in zip(unions, allowed, strict=True)]
         else:
             unions = [np.unique(np.asarray(given, np.int64))]
         every = np.unique(np.concatenate(unions)) if unions else np.zeros(0, np.int64)
@@ -599,18 +646,57 @@ class MilvusRanker:
             vec = vecs[b]
             cap_vecs = np.asarray([caps[j][0] for j in cap_rows], np.float32).reshape(-1, self.dim)
             caption, caption_row = best_per_clip(owner, cap_vecs @ vec, cap_rows, len(rows))
-            kw = bm25_of([caps[j][1] for j in cap_rows], terms[b], doc_freq, self.caption_count, self.avgdl)
+            tokens = [caps[j][1] for j in cap_rows]
+            kw = self._bm25(kqs[b], tokens, doc_freq)
             keyword, keyword_row = best_per_clip(owner, kw, cap_rows, len(rows))
             keyword = np.where(keyword > 0, keyword, 0.0).astype(np.float32)
             sound_b = np.asarray([audio[r] for r in rows.tolist()], np.float32).reshape(-1, self.dim) @ vec
-            mass = float(idf(np.array([doc_freq.get(t, 0) for t in terms[b]]), self.caption_count).sum()) \
-                if terms[b] else 0.0
-            stats = QueryStats.of(self.stats, vec, mass, rare.cutoff(vec))
+            stats = QueryStats.of(self.stats, vec, self._mass(kqs[b], doc_freq), rare.cutoff(vec))
             held = {j: set(caps[j][1]) for j in cap_rows.tolist()}
             out.append(QueryCandidates(Candidates(rows, sound_b, caption, keyword, caption_row, keyword_row), stats,
-                                       queries[b], langs[b], terms[b],
+                                       parsed[b].embedded, langs[b], terms[b],
                                        partial(_matched_terms, terms[b], held), self.caption_text, self.caption_lang))
         return out
+
+    def _bm25(self, kq: KeywordQuery, tokens: list[list[str]], doc_freq: dict[str, int]) -> np.ndarray:
+        """``[c]`` BM25 of captions given as their tokens for ``kq`` (its clauses' where it has ``OR``)."""
+        if kq.clauses is None:
+            return bm25_of(tokens, kq.terms, doc_freq, self.caption_count, self.avgdl)
+
+        def one(term: str) -> tuple[np.ndarray, np.ndarray]:
+            scores = bm25_of(tokens, [term], doc_freq, self.caption_count, self.avgdl)
+            return np.flatnonzero(scores > 0), scores[scores > 0]
+
+        out = np.zeros(len(tokens), np.float32)
+        rows, scores = clause_scores(kq, one)
+        out[rows] = scores
+        return out
+
+    def _mass(self, kq: KeywordQuery, doc_freq: dict[str, int]) -> float:
+        """The idf mass of ``kq`` in the library (:mod:`mlatr.search.relevance`)."""
+        def mass(terms: list[str]) -> float:
+            return float(idf(np.array([doc_freq.get(t, 0) for t in terms]), self.caption_count).sum()) if terms else 0.0
+        return mass(kq.terms) if kq.clauses is None else clause_mass(kq, mass)
+
+    # ---- documents of the query syntax (mlatr.search.query_syntax.Documents): the loaded captions -------------
+    def rows_with(self, terms: list[str]) -> np.ndarray:
+        """The caption rows whose terms hold one of ``terms`` (a scan of the captions' terms in Milvus per term)."""
+        found: set[int] = set()
+        with reported(self.target):
+            for term in dict.fromkeys(terms):
+                for r in _all(self.mc, self.caption_name, ["row"], f'terms like "%{term_token(term)}%"'):
+                    if r["row"] in self.caption_rows:
+                        found.add(self.caption_rows[r["row"]])
+        return np.asarray(sorted(found), np.int64)
+
+    def text(self, row: int) -> str:
+        return self.caption_text[row]
+
+    def lang(self, row: int) -> str | None:
+        return self.caption_lang[row]
+
+    def clips(self, rows: np.ndarray) -> np.ndarray:
+        return self.caption_clip[np.asarray(rows, np.int64)]
 
     def rare_sample(self) -> RareSample:
         """The :class:`~mlatr.search.relevance.RareSample` of the loaded index's captioned clips, their caption
@@ -659,6 +745,19 @@ class MilvusRanker:
         for r in rows:
             df[r["token"]] += int(r["df"])
         return {t: df.get(token[t], 0) for t in terms}
+
+
+def distinct_terms(text: str, lang: str | None) -> list[str]:
+    """A text's distinct keyword terms in ``lang``, in order."""
+    return list(dict.fromkeys(analysed_terms(text, lang)))
+
+
+def _groups(allowed: Sequence) -> list[list[int]]:
+    """The positions of ``allowed`` grouped by the object at each (the queries of one filter searched together)."""
+    groups: dict[int, list[int]] = {}
+    for b, a in enumerate(allowed):
+        groups.setdefault(id(a), []).append(b)
+    return list(groups.values())
 
 
 def _matched_terms(terms: list[str], held: dict[int, set[str]], row: int) -> list[str]:

@@ -116,5 +116,9 @@ class ErrorBody(BaseModel):
     status: int
 
 
+#: The ``where`` parameter of the searches, as /docs shows it.
+WHERE = ("only clips whose facets pass this filter (mlatr.search.filters), e.g. duration<1.5s and channels=1, "
+         "format in (wav, flac), library=wesnoth, keywords has door, not silent")
+
 #: The ``responses=`` of a route: every error status answers an :class:`ErrorBody`.
 ERRORS = {code: {"model": ErrorBody} for code in (400, 404, 413, 415, 422, 500, 503)}

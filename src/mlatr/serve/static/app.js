@@ -198,13 +198,63 @@ const LIKE = "like:";
 
 async function searchSimilar(r, remember = true) {
   q.value = LIKE + r.id;
-  if (remember) history.replaceState(null, "", "?" + new URLSearchParams({ like: r.id, k: k.value }).toString());
+  const page = new URLSearchParams({ like: r.id, k: k.value });
+  const request = new URLSearchParams({ k: k.value });
+  addFilters(request, page);  // the filter controls narrow "more like this" as they do a sound search
+  request.delete("include_silent");  // a sound query keeps silent clips
+  if (remember) history.replaceState(null, "", "?" + page.toString());
   say(`Looking for sounds like ${r.caption || r.id}…`);
   $("query-sound").hidden = true;
   try {
-    show(await getJSON(await fetch(`clips/similar/${encodeURIComponent(r.id)}?k=${encodeURIComponent(k.value)}`)),
+    show(await getJSON(await fetch(`clips/similar/${encodeURIComponent(r.id)}?` + request.toString())),
          `sounds like “${r.caption || r.id}”`);
   } catch (e) { failed(e); }
+}
+
+// The filter controls beside the search box, as one filter (mlatr.search.filters) and as the page's URL
+// parameters (each control its own, so a shared link restores them).
+const FILTER_PARAMS = { dmin: "dmin", dmax: "dmax", channels: "ch", format: "fmt", "library-filter": "lib", where: "where" };
+
+function quoted(text) {
+  return '"' + text.replace(/\\/g, "\\\\").replace(/"/g, '\\"') + '"';
+}
+
+function filterText() {
+  const parts = [];
+  const dmin = $("dmin").value.trim(), dmax = $("dmax").value.trim();
+  if (dmin && Number.isFinite(Number(dmin))) parts.push(`duration>=${Number(dmin)}`);
+  if (dmax && Number.isFinite(Number(dmax))) parts.push(`duration<=${Number(dmax)}`);
+  if ($("channels").value) parts.push(`channels=${$("channels").value}`);
+  if ($("format").value) parts.push(`format=${$("format").value}`);
+  const library = $("library-filter").value.trim();
+  if (library) parts.push(`library=${quoted(library)}`);
+  const more = $("where").value.trim();
+  if (more) parts.push(parts.length ? `(${more})` : more);
+  $("filter-count").textContent = parts.length || $("include-silent").checked ?
+    `(${parts.length + ($("include-silent").checked ? 1 : 0)} set)` : "";
+  return parts.join(" and ");
+}
+
+// The request's filter parameters (where, include_silent) added to ``request``, and the controls' own to ``page``.
+function addFilters(request, page) {
+  const where = filterText();
+  if (where) request.set("where", where);
+  if ($("include-silent").checked) request.set("include_silent", "true");
+  if (!page) return;
+  Object.entries(FILTER_PARAMS).forEach(([id, key]) => { if ($(id).value.trim()) page.set(key, $(id).value.trim()); });
+  if ($("include-silent").checked) page.set("silent", "1");
+}
+
+function restoreFilters(params) {
+  Object.entries(FILTER_PARAMS).forEach(([id, key]) => {
+    const value = params.get(key);
+    if (value === null) return;
+    const control = $(id);
+    if (control.tagName === "SELECT" && ![...control.options].some((o) => o.value === value)) return;
+    control.value = value;
+  });
+  $("include-silent").checked = params.get("silent") === "1";
+  if (filterText()) $("filters").open = true;
 }
 
 async function searchText(remember = true) {
@@ -217,11 +267,13 @@ async function searchText(remember = true) {
   const params = new URLSearchParams({ q: text, k: k.value });
   if (lang.value) params.set("lang", lang.value);
   if ($("rank").value !== "hybrid") params.set("rank", $("rank").value);
+  const request = new URLSearchParams(params);
+  addFilters(request, params);
   $("query-sound").hidden = true;
   if (remember) history.replaceState(null, "", "?" + params.toString());
   say("Searching…");
   try {
-    show(await getJSON(await fetch("search?" + params.toString())), `“${text}”`);
+    show(await getJSON(await fetch("search?" + request.toString())), `“${text}”`);
   } catch (e) { failed(e); }
 }
 
@@ -244,7 +296,10 @@ async function searchSound(f) {
   $("query-sound").hidden = false;
   say(`Listening to ${f.name}…`);
   try {
-    const data = await getJSON(await fetch("search/audio?k=" + encodeURIComponent(k.value), { method: "POST", body }));
+    const request = new URLSearchParams({ k: k.value });
+    const where = filterText();
+    if (where) request.set("where", where);
+    const data = await getJSON(await fetch("search/audio?" + request.toString(), { method: "POST", body }));
     show(data, `the sound ${f.name}`);
   } catch (e) {
     failed(e);
@@ -304,6 +359,7 @@ async function start() {
   }
   if (params.get("k") && [...k.options].some((o) => o.value === params.get("k"))) k.value = params.get("k");
   if (["audio", "captions"].includes(params.get("rank"))) $("rank").value = params.get("rank");
+  restoreFilters(params);
   if (params.get("like")) searchSimilar({ id: params.get("like") }, false);
   else if (params.get("q")) { q.value = params.get("q"); searchText(false); }
   document.body.dataset.ready = "1";
@@ -313,6 +369,10 @@ form.addEventListener("submit", (ev) => { ev.preventDefault(); searchText(); });
 file.addEventListener("change", () => { searchSound(file.files[0]); });
 q.addEventListener("input", clearError);
 [lang, k, $("rank")].forEach((s) => s.addEventListener("change", clearError));
+Object.keys(FILTER_PARAMS).concat(["include-silent"]).forEach((id) => $(id).addEventListener("change", () => {
+  clearError();
+  filterText();
+}));
 ["dragenter", "dragover"].forEach((t) => document.addEventListener(t, (ev) => {
   ev.preventDefault();
   drop.classList.add("over");
