@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 import torch
@@ -30,6 +30,7 @@ from mlatr.audio.integrity import (
     count_slack,
     declared_frames,
     decode_mono,
+    mono_blocks,
     open_audio,
     read_audio_blocks,
     soundfile,
@@ -134,6 +135,24 @@ def load_audio_centre(path: str | os.PathLike, sample_rate: int, count: int) -> 
     mono = block[:, 0].copy() if block.shape[1] == 1 else block.mean(axis=1, dtype=np.float32)
     offset = start_out - first // period_in * period_out
     return resample(mono, sr, rate)[offset:offset + count].copy(), length
+
+
+def stream_audio(path: str | os.PathLike, sample_rate: int = SAMPLE_RATE) -> Iterator[np.ndarray]:
+    """The file at ``path`` as consecutive mono float32 blocks at ``sample_rate``: decoded block by block and
+    resampled as a stream (soxr), so memory stays a block whatever the file's length (a long recording's
+    segments, a comparison of two files' samples). Equal to :func:`load_audio` within the resampler's stream
+    edges (about 1e-3 at most); errors as :func:`mlatr.audio.integrity.mono_blocks`."""
+    import soxr  # imported where audio is resampled (mlatr.audio.integrity.soundfile says why)
+
+    stream, previous = None, None
+    for rate, block in mono_blocks(path):
+        if previous is not None:
+            yield previous if stream is None else stream.resample_chunk(previous)
+        if stream is None and rate != sample_rate:
+            stream = soxr.ResampleStream(rate, sample_rate, 1, dtype="float32", quality="HQ")
+        previous = block
+    if previous is not None:
+        yield previous if stream is None else stream.resample_chunk(previous, last=True)
 
 
 def resampled_length(frames: int, sr_in: int, sr_out: int = SAMPLE_RATE) -> int:

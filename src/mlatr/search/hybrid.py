@@ -190,13 +190,17 @@ class TextRanker:
     over the captions, approximate at scale: :mod:`mlatr.search.ann`): the candidates are the union of each
     source's top window (module docstring), each scored exactly. With windows that cover the library the
     answer is the exact one (``tests/test_windowed_fusion.py``); at scale its top 10's recall against the exact
-    fusion is measured at build (:func:`~mlatr.search.fused_recall.measure_fused_recall`) and recorded."""
+    fusion is measured at build (:func:`~mlatr.search.fused_recall.measure_fused_recall`) and recorded.
+
+    ``segments`` (:class:`~mlatr.search.segments.Segments`, the index's long clips cut into segments): a clip's
+    sound score is the higher of its pooled cosine and its best segment's, in both rankings (the windowed one
+    finds its sound window through the index's :class:`~mlatr.search.segments.MomentSearcher`)."""
 
     def __init__(self, audio: np.ndarray, caption_embeddings: np.ndarray, caption_clip: np.ndarray,
                  caption_text: Sequence[str], caption_lang: Sequence[str], deleted: Sequence[int] | np.ndarray = (),
                  model: RelevanceModel | None = None, answer: RelevanceModel | None = None,
                  keywords: KeywordIndex | None = None, stats: LibraryStats | None = None,
-                 window: int | None = None, searchers: tuple | None = None):
+                 window: int | None = None, searchers: tuple | None = None, segments=None):
         self.audio = RowParts(audio)  # [N, d]
         self.captions = RowParts(caption_embeddings)  # [M, d]
         self.caption_clip = np.asarray(caption_clip, np.int64)  # [M]
@@ -213,7 +217,7 @@ class TextRanker:
             [Postings.of_texts(list(caption_text), list(caption_lang))], [self.caption_live])
         self.stats = stats if stats is not None else LibraryStats(Moments.of(self.audio.parts, self.live),
                                                                   Moments.of(self.captions.parts, self.caption_live))
-        self.window, self.searchers = window, searchers
+        self.window, self.searchers, self.segments = window, searchers, segments
         # captions grouped by clip, once: the rows of a clip's captions (a folder's are already in clip order)
         ordered = len(self.caption_clip) < 2 or bool(np.all(np.diff(self.caption_clip) >= 0))
         self._by_clip = np.arange(len(self.caption_clip)) if ordered else np.argsort(self.caption_clip, kind="stable")
@@ -229,6 +233,10 @@ class TextRanker:
                 return part[row]
             row -= len(part)
         raise IndexError(row)
+
+    def clip_vectors(self, rows: np.ndarray) -> np.ndarray:
+        """``[n, d]`` the audio embeddings of clips ``rows`` (duplicates: each clip's neighbours)."""
+        return self.audio.take(np.asarray(rows, np.int64))
 
     def rank(self, query_vec: np.ndarray, query: str | ParsedQuery, lang: str | None, k: int,
              rank: str = "hybrid", allowed: Allowed | None = None) -> Ranking:
@@ -266,6 +274,8 @@ class TextRanker:
                    for b, (query, lang, a) in enumerate(texts)]
         else:
             audio = self.audio.scores(vecs)  # [B, N]
+            if self.segments is not None:  # a long clip's sound: its best segment where higher
+                audio = self.segments.raise_scores(vecs, audio)
             captions = self.captions.scores(vecs)  # [B, M]
             qcs = [self._exact(vecs[b], audio[b], captions[b], query, lang, a)
                    for b, (query, lang, a) in enumerate(texts)]
@@ -331,7 +341,10 @@ class TextRanker:
         owner = np.repeat(np.arange(len(rows)), counts)  # [c]
         caption, caption_row = best_per_clip(owner, self.captions.take(caption_rows) @ vec, caption_rows, len(rows))
         keyword, keyword_row = _keywords_of(rows, kw_clips, kw_best, kw_row)
-        cands = Candidates(rows, self.audio.take(rows) @ vec, caption, keyword, caption_row, keyword_row)
+        sound = self.audio.take(rows) @ vec
+        if self.segments is not None:  # a long clip's sound: its best segment where higher
+            sound = np.maximum(sound, self.segments.best_scores(vec, rows)[0])
+        cands = Candidates(rows, sound, caption, keyword, caption_row, keyword_row)
         return self._query(cands, vec, parsed, lang, kq, self._rare_sample().cutoff(vec))
 
     def _query(self, cands: Candidates, vec: np.ndarray, parsed: ParsedQuery, lang: str | None, kq: KeywordQuery,

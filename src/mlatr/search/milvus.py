@@ -16,7 +16,10 @@ holds four collections:
   adds the sums (rows, outer products, count, terms) of what it inserted minus what it deleted
   (:class:`Sums`), so two concurrent ``--add`` of different clips keep both clips and both batches;
 - ``NAME_terms``: the keyword terms' document counts, a row per term token and write (negative for deleted
-  captions), summed per query term (``TEXT_MATCH`` counts take a scan of every caption per term).
+  captions), summed per query term (``TEXT_MATCH`` counts take a scan of every caption per term);
+- ``NAME_segments``: the segments of the long clips (:mod:`mlatr.search.segments`): ``key`` (clip id and
+  number), ``clip`` id, ``start`` and ``end`` seconds, unit ``vector`` (made with the first write that has any; a
+  target without it holds no segment).
 
 Vectors are indexed ``FLAT`` with the inner-product metric (exact search, ATRI eq. 1: the sound ranking
 equals the local exact index's); a cluster's operator may re-index a collection approximately.
@@ -61,7 +64,7 @@ import numpy as np
 from mlatr.errors import MissingFileError, MlatrError
 from mlatr.file_kinds import special_file
 from mlatr.search.analysis import terms as analysed_terms
-from mlatr.search.columns import REQUIRED, CaptionColumns, ClipColumns
+from mlatr.search.columns import REQUIRED, CaptionColumns, ClipColumns, SegmentColumns
 from mlatr.search.eligibility import Allowed
 from mlatr.search.fusion import Candidates
 from mlatr.search.hybrid import QueryCandidates, Ranking, best_per_clip, rank_candidates
@@ -84,6 +87,7 @@ from mlatr.search.relevance import (
     rare_sample,
     shipped,
 )
+from mlatr.search.segments import Segments
 from mlatr.search.storage import CheckMeta, Storage, Tables
 
 PREFIX = "milvus:"
@@ -176,6 +180,11 @@ def names(collection: str) -> tuple[str, str, str, str]:
     return collection, f"{collection}_captions", f"{collection}_meta", f"{collection}_terms"
 
 
+def segments_name(collection: str) -> str:
+    """The segments' collection of a target's ``collection``."""
+    return f"{collection}_segments"
+
+
 def _create(mc, collection: str, dim: int) -> None:
     from pymilvus import DataType, Function, FunctionType, MilvusClient  # optional extra (mlatr[milvus])
 
@@ -190,7 +199,9 @@ def _create(mc, collection: str, dim: int) -> None:
                          ("n_terms", DataType.INT64, {}), ("sparse", DataType.SPARSE_FLOAT_VECTOR, {})],
               meta: [("key", DataType.VARCHAR, key), ("value", DataType.JSON, {})],
               f"{collection}_terms": [("key", DataType.VARCHAR, key), ("token", DataType.VARCHAR, {"max_length": 16}),
-                                      ("df", DataType.INT64, {})]}
+                                      ("df", DataType.INT64, {})],
+              segments_name(collection): [("key", DataType.VARCHAR, key), ("clip", DataType.VARCHAR, text),
+                                          ("start", DataType.DOUBLE, {}), ("end", DataType.DOUBLE, {})]}
     for name, fields in layout.items():
         if mc.has_collection(name):
             continue
@@ -348,6 +359,7 @@ def _fetch(mc, name: str, key: str, values: Sequence[str], fields: list[str], pa
 def _remove(mc, collection: str, ids: Sequence[str], dim: int) -> tuple[Sums, Sums, list[str]]:
     """Delete the clips ``ids`` present (and their captions); their statistics, negative, and the ids found."""
     clips, captions, _, _ = names(collection)
+    segments = segments_name(collection)
     found = _fetch(mc, clips, "id", ids, ["id", "vector"])
     caps = _fetch(mc, captions, "clip", [r["id"] for r in found], ["row", "vector", "n_terms", "terms"],
                   CAPTION_FETCH)
@@ -359,6 +371,8 @@ def _remove(mc, collection: str, ids: Sequence[str], dim: int) -> tuple[Sums, Su
         chunk = gone[start:start + PAGE]
         mc.delete(clips, ids=chunk)
         mc.delete(captions, filter=in_filter("clip", chunk))
+        if mc.has_collection(segments):
+            mc.delete(segments, filter=in_filter("clip", chunk))
     return audio, text, gone
 
 
@@ -376,8 +390,9 @@ def _add_stats(mc, collection: str, audio: Sums, text: Sums) -> None:
 
 
 def write_milvus(target: str, clips: ClipColumns, captions: CaptionColumns, meta: dict, drop_ids: list[str],
-                 replace: bool) -> int:
-    """Insert the rows of ``clips`` and ``captions`` (in memory) into ``target`` with the index's ``meta``, after
+                 replace: bool, segments: SegmentColumns | None = None) -> int:
+    """Insert the rows of ``clips``, ``captions`` and ``segments`` (in memory) into ``target`` with the index's
+    ``meta``, after
     deleting the clips ``drop_ids`` (and, with ``replace``, everything), and the library statistics' batch of
     the change. Returns the rows written."""
     mc, collection = client(target)
@@ -385,11 +400,11 @@ def write_milvus(target: str, clips: ClipColumns, captions: CaptionColumns, meta
     dim = clips.dim
     with reported(target):
         if replace:
-            for name in names(collection):
+            for name in (*names(collection), segments_name(collection)):
                 if mc.has_collection(name):
                     mc.drop_collection(name)
         _create(mc, collection, dim)
-        _load(mc, *names(collection))
+        _load(mc, *names(collection), segments_name(collection))
         gone_audio = gone_text = Sums(np.zeros(dim), np.zeros((dim, dim)), 0)
         if not replace:
             gone_audio, gone_text, _ = _remove(mc, collection, sorted(set(drop_ids) | set(clips.ids)), dim)
@@ -410,6 +425,14 @@ def write_milvus(target: str, clips: ClipColumns, captions: CaptionColumns, meta
                              "terms": " ".join(docs[-1]), "n_terms": len(docs[-1]), "vector": v})
             mc.insert(caption_name, page)
             text = text + Sums.of(vecs, [len(d) for d in docs], docs=docs)
+        if segments is not None and len(segments):
+            seg_clip, seg_times = segments.clip.tolist(), segments.times.tolist()
+            for start in range(0, len(seg_clip), PAGE):
+                vecs = np.asarray(segments.embeddings[start:start + PAGE], np.float32)
+                mc.insert(segments_name(collection), [
+                    {"key": f"{clips.ids[seg_clip[j]]}\t{j}", "clip": clips.ids[seg_clip[j]], "start": seg_times[j][0],
+                     "end": seg_times[j][1], "vector": v}
+                    for j, v in zip(range(start, start + len(vecs)), vecs.tolist(), strict=True)])
         _add_stats(mc, collection, audio, text)
         meta = {k: v for k, v in meta.items() if k not in ("format", "dim", "dtype")}
         mc.upsert(meta_name, [{"key": "meta", "value": {**meta, "format": FORMAT, "dim": dim},
@@ -430,7 +453,7 @@ def delete_milvus(target: str, ids: list[str]) -> int:
         raise MlatrError(f"{target}: holds no mlatr index")
     mc, collection = client(target)
     with reported(target):
-        _load(mc, *names(collection))
+        _load(mc, *names(collection), *[n for n in [segments_name(collection)] if mc.has_collection(n)])
         found = {r["id"] for r in _fetch(mc, collection, "id", ids, ["id"])}
         unknown = [i for i in ids if i not in found]
         if unknown:
@@ -581,6 +604,8 @@ class MilvusRanker:
         self.caption_rows: dict[str, int] = {}  # and back
         self.caption_search = MilvusSearcher(mc, target, self.caption_name, "row", self.caption_rows)
         self._rare: RareSample | None = None
+        #: the segments of the long clips (:class:`MilvusSegments`, set by read_milvus; None: none)
+        self.segments: Segments | None = None
 
     def rank_many(self, query_vecs: np.ndarray, queries: Sequence[str | ParsedQuery], langs: Sequence[str | None],
                   ks: Sequence[int], ranks: Sequence[str], allowed: Sequence[Allowed | None] | None = None
@@ -619,6 +644,11 @@ class MilvusRanker:
                 of_captions = None if a is None else a.of_rows(self.caption_clip)
                 for b, hits in zip(group, self.audio.hits(vecs[group].tolist(), width, allowed=a), strict=True):
                     sound[b] = hits
+                if self.segments is not None:  # the clips of the best segments join the sound window (the
+                    # allowed ones: the unions are filtered below)
+                    more = self.segments.searcher.hits(vecs[group].tolist(), width)
+                    for b, found in zip(group, more, strict=True):
+                        sound[b] = sound[b] + [(int(self.segments.clip[r]), s) for r, s in found]
                 for b, hits in zip(group, self.caption_search.hits(vecs[group].tolist(), width, allowed=of_captions),
                                    strict=True):
                     meaning[b] = hits
@@ -651,6 +681,8 @@ class MilvusRanker:
             keyword, keyword_row = best_per_clip(owner, kw, cap_rows, len(rows))
             keyword = np.where(keyword > 0, keyword, 0.0).astype(np.float32)
             sound_b = np.asarray([audio[r] for r in rows.tolist()], np.float32).reshape(-1, self.dim) @ vec
+            if self.segments is not None:  # a long clip's sound: its best segment where higher
+                sound_b = np.maximum(sound_b, self.segments.best_scores(vec, rows)[0])
             stats = QueryStats.of(self.stats, vec, self._mass(kqs[b], doc_freq), rare.cutoff(vec))
             held = {j: set(caps[j][1]) for j in cap_rows.tolist()}
             out.append(QueryCandidates(Candidates(rows, sound_b, caption, keyword, caption_row, keyword_row), stats,
@@ -723,15 +755,24 @@ class MilvusRanker:
             raise MlatrError(f"{self.target}: clip {self.ids[row]!r} was deleted since the index was loaded")
         return np.asarray(found[0]["vector"], np.float32)
 
-    def _vectors(self, rows: np.ndarray) -> tuple[dict[int, np.ndarray], dict[int, tuple[np.ndarray, list[str]]]]:
+    def clip_vectors(self, rows: np.ndarray) -> np.ndarray:
+        """``[n, d]`` the audio embeddings of clips ``rows``, fetched from Milvus (a clip deleted since the load:
+        zeros)."""
+        audio, _ = self._vectors(np.asarray(rows, np.int64), captions=False)
+        return np.asarray([audio.get(r, np.zeros(self.dim, np.float32)) for r in np.asarray(rows).tolist()],
+                          np.float32).reshape(-1, self.dim)
+
+    def _vectors(self, rows: np.ndarray, captions: bool = True
+                 ) -> tuple[dict[int, np.ndarray], dict[int, tuple[np.ndarray, list[str]]]]:
         """The audio vectors of the clips ``rows`` (those still in Milvus) and, per caption row of theirs, its
-        vector and terms."""
+        vector and terms (``captions``)."""
         ids = [self.ids[r] for r in rows.tolist()]
         with reported(self.target):
             clips = _fetch(self.mc, self.clip_name, "id", ids, ["id", "vector"])
             caps = _fetch(self.mc, self.caption_name, "row", [self.caption_keys[j] for j in
                                                               np.flatnonzero(np.isin(self.caption_clip, rows))],
-                          ["row", "vector", "terms"])  # by primary key: a filter on clip scans every caption
+                          ["row", "vector", "terms"]) if captions else []  # by primary key: a filter on clip
+            # scans every caption
         audio = {self.row_of[r["id"]]: np.asarray(r["vector"], np.float32) for r in clips}
         return audio, {self.caption_rows[r["row"]]: (np.asarray(r["vector"], np.float32), r["terms"].split())
                        for r in caps if r["row"] in self.caption_rows}
@@ -765,6 +806,43 @@ def _matched_terms(terms: list[str], held: dict[int, set[str]], row: int) -> lis
     return [t for t in terms if term_token(t) in held[row]]
 
 
+class MilvusVectors:
+    """The vectors of a collection's rows fetched on demand by primary key (``keys[row]``): a Milvus target's
+    segments as :class:`~mlatr.search.segments.Segments` reads them."""
+
+    def __init__(self, mc, target: str, collection: str, keys: list[str], dim: int):
+        self.mc, self.target, self.collection, self.keys, self.dim = mc, target, collection, keys, dim
+
+    def take(self, rows: np.ndarray) -> np.ndarray:
+        """``[len(rows), d]`` the rows' vectors (a row deleted since the load: zeros, which never win)."""
+        rows = np.asarray(rows, np.int64)
+        with reported(self.target):
+            found = _fetch(self.mc, self.collection, "key", [self.keys[r] for r in rows.tolist()], ["key", "vector"])
+        vec = {r["key"]: r["vector"] for r in found}
+        out = np.zeros((len(rows), self.dim), np.float32)
+        for i, r in enumerate(rows.tolist()):
+            if self.keys[r] in vec:
+                out[i] = vec[self.keys[r]]
+        return out
+
+
+def read_segments(mc, target: str, collection: str, row_of: dict[str, int], dim: int) -> Segments | None:
+    """The segments a target holds, their vectors left in Milvus (:class:`MilvusVectors`); None: none."""
+    name = segments_name(collection)
+    if not mc.has_collection(name):
+        return None
+    _load(mc, name)
+    rows = [r for r in _all(mc, name, ["key", "clip", "start", "end"]) if r["clip"] in row_of]
+    if not rows:
+        return None
+    rows.sort(key=lambda r: (row_of[r["clip"]], r["start"], r["key"]))
+    table = SegmentColumns(np.zeros((0, dim), np.float32), [row_of[r["clip"]] for r in rows],
+                           [(r["start"], r["end"]) for r in rows])
+    keys = [r["key"] for r in rows]
+    searcher = MilvusSearcher(mc, target, name, "key", {key: j for j, key in enumerate(keys)})
+    return Segments(table, len(row_of), searcher, vectors=MilvusVectors(mc, target, name, keys, dim))
+
+
 @dataclass
 class MilvusLibrary:
     """What a Milvus target holds for an :class:`~mlatr.search.index.Index` (built by ``Index.load``): the
@@ -777,6 +855,7 @@ class MilvusLibrary:
     audio: MilvusSearcher
     caption_search: MilvusSearcher
     ranker: MilvusRanker
+    segments: Segments | None = None
 
 
 def read_milvus(target: str) -> MilvusLibrary:
@@ -806,7 +885,9 @@ def read_milvus(target: str) -> MilvusLibrary:
     ranker = MilvusRanker(mc, target, collection, table, captions, sums)
     ranker.caption_keys[:] = [c["row"] for c in caps]
     ranker.caption_rows.update({key: j for j, key in enumerate(ranker.caption_keys)})
-    return MilvusLibrary(meta, table, captions, ranker.audio, ranker.caption_search, ranker)
+    with reported(target):
+        ranker.segments = read_segments(mc, target, collection, row_of, dim)
+    return MilvusLibrary(meta, table, captions, ranker.audio, ranker.caption_search, ranker, ranker.segments)
 
 
 class MilvusStorage(Storage):
@@ -843,7 +924,9 @@ class MilvusStorage(Storage):
     def read(self) -> Tables:
         self.library = read_milvus(self.where)
         meta = {k: v for k, v in self.library.meta.items() if k != "format"}
-        return Tables(self.library.clips, self.library.captions, meta)
+        segments = self.library.segments
+        return Tables(self.library.clips, self.library.captions, meta, segments=None if segments is None else
+                      SegmentColumns(np.zeros((0, meta["dim"]), np.float32), segments.clip, segments.times))
 
     def describe(self, tables: Tables) -> str:
         return "milvus"
@@ -855,7 +938,12 @@ class MilvusStorage(Storage):
         """Milvus's own vector search (the backend is Milvus's: ``backend`` is not used)."""
         return self.library.audio if which == "audio" else self.library.caption_search
 
-    def text_ranker(self, tables: Tables, backend: str, window: int | None = None, searchers: tuple | None = None):
+    def moments(self, tables: Tables, backend: str) -> Segments | None:
+        """The segments collection: searched there, vectors fetched for the clips scored."""
+        return self.library.segments
+
+    def text_ranker(self, tables: Tables, backend: str, window: int | None = None, searchers: tuple | None = None,
+                    segments: Segments | None = None):
         """:class:`MilvusRanker`: the union of Milvus's own windows (``window`` is Milvus's: not used)."""
         return self.library.ranker
 
@@ -866,12 +954,13 @@ class MilvusStorage(Storage):
               ) -> int:
         """Inserts and deletes (the rows of ``drop`` and of the ids ``part`` writes again), or everything replaced
         without ``add``; the bytes Milvus takes are its own (0)."""
-        write_milvus(self.where, part.clips, part.captions, part.meta, list(drop), replace=not add)
+        write_milvus(self.where, part.clips, part.captions, part.meta, list(drop), replace=not add,
+                     segments=part.segments)
         return 0
 
     def replace(self, tables: Tables, dtype: str = "float32", ann=None) -> None:
         live = tables.live()
-        write_milvus(self.where, live.clips, live.captions, live.meta, [], replace=True)
+        write_milvus(self.where, live.clips, live.captions, live.meta, [], replace=True, segments=live.segments)
 
     def delete(self, ids) -> int:
         return delete_milvus(self.where, list(ids))
