@@ -154,6 +154,7 @@ def record_model(name: str, ckpt: Path, clips: list[Path], root: Path) -> dict[s
     from mlatr.inference.checkpoint import load_model
     from mlatr.inference.encoded_split import encode_manifest
     from mlatr.search import Index, build_index
+    from mlatr.search.segments import Segmenting
 
     out: dict[str, np.ndarray] = {}
     loaded = load_model(ckpt)
@@ -190,7 +191,10 @@ def record_model(name: str, ckpt: Path, clips: list[Path], root: Path) -> dict[s
     assert index.ids == [p.stem for p in clips], index.ids
     out["cli_index_build"] = np.asarray(index.embeddings)
     out["cli_index_captions"] = np.asarray(index.caption_embeddings)
-    report = build_index(loaded, Manifest.load(manifest), root / f"{name}.idx.npz", batch_size=3)
+    # no segments (they came later, and a long clip's best segment may outscore its pooled vector): the sound
+    # query's scores are the pooled vectors' cosines, as recorded
+    report = build_index(loaded, Manifest.load(manifest), root / f"{name}.idx.npz", batch_size=3,
+                         segments=Segmenting())
     out["build_index_npz"] = report.index.embeddings
     folder = root / f"{name}_folder"
     folder.mkdir()

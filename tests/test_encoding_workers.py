@@ -28,6 +28,7 @@ from mlatr.inference import vector_journal as journal_module
 from mlatr.inference.audio import Waveforms, Windowing, embed, pool_windows, window_bounds
 from mlatr.inference.worker_pool import ordered_map, threads_per_worker
 from mlatr.search import Index, build_index
+from mlatr.search.segments import Segmenting
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -121,6 +122,7 @@ def test_a_killed_build_resumes_with_what_it_had_encoded(clips, toy, tmp_path, m
     manifest = Manifest.load(manifest_of(clips, tmp_path / "m.jsonl"))
     model = load_model(toy)
     encode, calls, kill_at = model.model.encode_audio, [], [3]
+    whole = Segmenting()  # clips only: a long clip's segments are encoded after the clips, on every run
 
     def crashing(wave, lengths):
         calls.append(wave.shape[0])
@@ -130,16 +132,16 @@ def test_a_killed_build_resumes_with_what_it_had_encoded(clips, toy, tmp_path, m
 
     monkeypatch.setattr(model.model, "encode_audio", crashing)
     with pytest.raises(Killed):
-        build_index(model, manifest, tmp_path / "lib.idx", batch_size=2)
+        build_index(model, manifest, tmp_path / "lib.idx", batch_size=2, segments=whole)
     assert not (tmp_path / "lib.idx").exists()
     assert len(list((tmp_path / "cache" / "partial-vectors").glob("*/part-*.npz"))) == 2
     calls.clear()
     kill_at[0] = 0  # no kill this time
-    resumed = build_index(model, manifest, tmp_path / "lib.idx", batch_size=2).index
+    resumed = build_index(model, manifest, tmp_path / "lib.idx", batch_size=2, segments=whole).index
     assert sum(calls) == len(clips) - 4  # only the clips not encoded before the kill
     assert not list((tmp_path / "cache" / "partial-vectors").iterdir())  # the journal goes once the index is written
     monkeypatch.setattr(model.model, "encode_audio", encode)
-    fresh = build_index(model, manifest, tmp_path / "fresh.idx", batch_size=2).index
+    fresh = build_index(model, manifest, tmp_path / "fresh.idx", batch_size=2, segments=whole).index
     assert resumed.ids == fresh.ids
     assert _cosines(np.asarray(resumed.embeddings), np.asarray(fresh.embeddings)).min() > 0.99999
 
