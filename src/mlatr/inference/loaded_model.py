@@ -18,7 +18,7 @@ import numpy as np
 import torch
 
 from mlatr import api_args
-from mlatr.calibration_file import shipped_calibration
+from mlatr.calibration_file import calibration_problem
 from mlatr.data.manifest import Manifest, Skip
 from mlatr.data.webdataset_shards import is_shard_spec
 from mlatr.errors import MlatrError
@@ -60,35 +60,45 @@ class Classification:
     ``classes`` in the order given, the best class of each clip (:attr:`labels`) and the clips' ``ids`` (a
     library's ids, relative to its root; a file's path as given; ``audio[i]`` for a waveform).
 
-    :attr:`probabilities` are ``softmax(scores / temperature)`` over the classes, the temperature fitted on
-    libraries never trained on (negative log-likelihood of their folder labels, cross-fitted:
-    :mod:`mlatr.experiments.relevance_fit`; shipped in ``mlatr/data/calibration.json``), so a clip's best
-    probability says how often such a label is right; :attr:`none_of_these` marks the clips whose best
-    label is below ``min_probability`` (more likely wrong than right). ``skipped``: the inputs left out under
-    ``skip_bad`` (files that could not be read), each with its reason."""
+    :attr:`probabilities` are ``softmax(scores / temperature)`` over the classes, the temperature fitted for the
+    model on libraries it never trained on (negative log-likelihood of their folder labels, cross-fitted:
+    :mod:`mlatr.experiments.relevance_fit`; part of the model's calibration, :mod:`mlatr.calibration_file`), so a
+    clip's best probability says how often such a label is right; :attr:`none_of_these` marks the clips whose
+    best label is below ``min_probability`` (more likely wrong than right). A model without a calibration gives
+    ``temperature`` None: no probabilities (None), nothing marked, :attr:`calibrated` False. ``skipped``: the
+    inputs left out under ``skip_bad`` (files that could not be read), each with its reason."""
 
     classes: list[str]
     scores: np.ndarray  # [N, C] float32
-    temperature: float = 1.0
+    temperature: float | None = 1.0
     min_probability: float = 0.5
     ids: list[str] = field(default_factory=list)
     skipped: list[Skip] = field(default_factory=list)
+
+    @property
+    def calibrated(self) -> bool:
+        """Whether the scores have a fitted temperature (the model's calibration), hence probabilities."""
+        return self.temperature is not None
 
     def __repr__(self) -> str:
         return f"Classification({len(self.scores)} clips x {len(self.classes)} classes: {self.classes[:5]}" + (
             " ...)" if len(self.classes) > 5 else ")")
 
     @property
-    def probabilities(self) -> np.ndarray:
-        """``[N, C]`` the probability of each class for each clip (rows sum to 1)."""
+    def probabilities(self) -> np.ndarray | None:
+        """``[N, C]`` the probability of each class for each clip (rows sum to 1); None when not calibrated."""
+        if self.temperature is None:
+            return None
         logits = np.asarray(self.scores, np.float64) / self.temperature
         e = np.exp(logits - logits.max(axis=1, keepdims=True, initial=-np.inf))
         return e / e.sum(axis=1, keepdims=True)
 
     @property
-    def none_of_these(self) -> np.ndarray:
-        """``[N]`` bool: the clip's best label has a probability below ``min_probability``."""
-        return self.probabilities.max(axis=1, initial=0.0) < self.min_probability
+    def none_of_these(self) -> np.ndarray | None:
+        """``[N]`` bool: the clip's best label has a probability below ``min_probability``; None when not
+        calibrated."""
+        probabilities = self.probabilities
+        return None if probabilities is None else probabilities.max(axis=1, initial=0.0) < self.min_probability
 
     @property
     def labels(self) -> list[str]:
@@ -203,14 +213,27 @@ class LoadedModel:
             was trained with a fine-grained head; evaluation, zero-shot and search use it).
         train_config: the training config tree the model carries (``{}`` when none).
         path: the checkpoint file or model folder.
+        calibration: the model's own calibration (:mod:`mlatr.calibration_file`: relevance models, "nothing
+            relevant" rule, classification temperature), fitted for these weights; None: uncalibrated
+            (:attr:`calibration_note` says why), so no search or classification carries a probability.
     """
 
     model: DualEncoder
     head: MatchingHead
     train_config: dict[str, Any] = field(default_factory=dict)
     path: Path | None = None
+    calibration: dict | None = field(default=None, repr=False)
+    calibration_note: str | None = field(default="the model carries no calibration", repr=False)
     _digests: dict[str, str] = field(default_factory=dict, repr=False, compare=False)
     _runtime: RuntimeChoice | None = field(default=None, repr=False, compare=False)
+
+    def use_calibration(self, calibration: dict | None) -> None:
+        """Take ``calibration`` (a checked :mod:`mlatr.calibration_file` dict, or None) as the model's own when it
+        was fitted for these weights; otherwise the model is uncalibrated and :attr:`calibration_note` says why
+        (another model's calibration is never used)."""
+        problem = calibration_problem(calibration, self.weights_sha256()) if calibration is not None else \
+            calibration_problem(None, "")
+        self.calibration, self.calibration_note = (None, problem) if problem else (calibration, None)
 
     def __repr__(self) -> str:
         """One line: ``LoadedModel(encoder=aisfx+use-multilingual, dim=256, languages=[eng, fra], head=cosine,
@@ -433,8 +456,9 @@ class LoadedModel:
         if template is not None:
             template = api_args.text("template", template)
         prompts = prompts_for(classes, lang, template)
-        fitted = shipped_calibration()["classify"]
-        cal = {"temperature": float(fitted["temperature"]), "min_probability": float(fitted["min_probability"])}
+        fitted = (self.calibration or {}).get("classify")
+        cal = {"temperature": float(fitted["temperature"]) if fitted else None,
+               "min_probability": float(fitted["min_probability"]) if fitted else 0.5}
         if self.head.needs_frames:
             scores, ids, skipped = self._frame_scores(audio, prompts, lang, batch_size, max_seconds, split, skip_bad,
                                                       workers)

@@ -157,6 +157,7 @@ def write_build(job: BuildJob) -> BuildReport:
     written = job.storage.write(part, add=job.add, drop=job.plan.drop, dtype=job.dtype, ann=job.ann, check=job.check)
     index = Index.load(job.storage.where, model=job.loaded)
     finished_encoding(job.loaded, job.manifest, job.plan.new, job.encode)
+    index.record_abstention()  # its "nothing relevant" level, for the library as it now is
     return BuildReport(index=index, added=len(part.clips), kept=len(index) - len(part.clips), skipped=skipped,
                        changed=job.plan.changed, deleted=job.plan.deleted, bytes_written=written)
 

@@ -256,9 +256,10 @@ function card(r, top) {
   const meta = document.createElement("div");
   meta.className = "meta";
   const score = r.score === null ? "n/a" : r.score.toFixed(3);
-  const relText = r.relevance === null || r.relevance === undefined ? "n/a" : r.relevance.toFixed(2);
-  meta.textContent = [r.id, fmtSeconds(r.duration), fmtAudio(r), `relevance ${relText}`, `score ${score}`]
-    .filter(Boolean).join(" · ");
+  const relText = r.relevance === null || r.relevance === undefined ? "not calibrated" : r.relevance.toFixed(2);
+  // the relevance is what a person reads; the ranking's own score (a fused score can be negative) only on hover
+  meta.textContent = [r.id, fmtSeconds(r.duration), fmtAudio(r), `relevance ${relText}`].filter(Boolean).join(" · ");
+  meta.title = `ranking score ${score}`;
   // relevance: the calibrated probability that the clip answers the query, as a bar and its number
   const bar = document.createElement("div");
   bar.className = "score-bar";
@@ -328,18 +329,36 @@ function card(r, top) {
   return li;
 }
 
+// "relevance 0.457, below 0.460": the fewest decimals (2 to 6) at which the shown value is below the shown level
+// (mlatr.search.results.below_words), so that what is read is true
+function belowWords(value, level) {
+  for (let digits = 2; digits <= 6; digits++) {
+    const shown = value.toFixed(digits), at = level.toFixed(digits);
+    if (Number(shown) < Number(at)) return `relevance ${shown}, below ${at}`;
+  }
+  return `relevance ${value.toFixed(6)}, just below ${level.toFixed(6)}`;
+}
+
 function show(data, what) {
   results.replaceChildren();
   const top = data.results.length && data.results[0].score !== null ? data.results[0].score : 0;
   // cut-off: in a fused ranking, after the last result a caption or keyword matched, only sound speaks
   const text = (r) => (r.evidence || []).some((e) => e.source !== "sound");
   const cut = data.rank === "hybrid" ? data.results.map(text).lastIndexOf(true) + 1 : -1;
+  if (data.calibrated === false && data.results.length) {
+    const li = document.createElement("li");
+    li.className = "nothing-relevant";
+    li.id = "uncalibrated";
+    li.textContent = `Relevance is not calibrated for this model (${data.uncalibrated}): the sounds are ranked, ` +
+      "without a probability.";
+    results.append(li);
+  }
   if (data.nothing_relevant && data.results.length) {
     const li = document.createElement("li");
     li.className = "nothing-relevant";
     li.id = "nothing-relevant";
-    const level = data.relevance === null || data.relevance === undefined ? "" :
-      ` (relevance ${data.relevance.toFixed(2)}, below ${data.min_relevance.toFixed(2)})`;
+    const level = data.relevance === null || data.relevance === undefined || data.min_relevance === null ? "" :
+      ` (${belowWords(data.relevance, data.min_relevance)})`;
     li.textContent = `Nothing in this library seems to match${level}. The closest sounds:`;
     results.append(li);
   }
