@@ -27,7 +27,7 @@ import numpy as np
 
 import mlatr
 from mlatr.experiments.real_heads import RealSounds, evaluate_clips, text_space
-from mlatr.inference.encoding import project
+from mlatr.inference.encoded_split import project
 
 CACHED = ("aisfx.npz", "use-multilingual.npz")
 

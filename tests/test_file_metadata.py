@@ -24,12 +24,13 @@ from mlatr.audio import file_tags
 from mlatr.audio.file_tags import read_file_tags
 from mlatr.audio.loudness import LoudnessMeter
 from mlatr.cli import main
-from mlatr.data.file_metadata import CAPTION_SOURCES, metadata_report, source_of
+from mlatr.data.file_metadata import CAPTION_SOURCES, measure_clips, metadata_report, source_of
 from mlatr.data.importers.folder import import_folder
 from mlatr.data.manifest import Clip, Manifest
 from mlatr.data.sound_names import split_joined, split_word
 from mlatr.data.ucs import UCS_TABLE, parse_ucs_name, ucs_categories
 from mlatr.errors import InputError
+from mlatr.inference.worker_pool import ordered_map
 from mlatr.search import milvus
 from mlatr.search.columns import CaptionColumns, ClipColumns
 from mlatr.search.index import Index
@@ -352,6 +353,29 @@ def test_loudness_true_peak_and_silence_facets_against_independent_values(tmp_pa
     assert facets["click"]["loudness_lufs"] is None and facets["click"]["silent"] is False
     no_loudness = import_folder([lib], loudness=False)[0].extra["facets"]
     assert "loudness_lufs" not in no_loudness and no_loudness["sample_rate"] == 48000
+
+
+def test_an_index_builds_workers_measure_loudness_as_one_process_does(tmp_path):
+    """The clips a folder's build encodes are measured in its worker processes (issue 48: every core), in order:
+    the BS.1770 values, and a file that does not decode left unmeasured."""
+    lib = tmp_path / "lib"
+    for k in range(5):
+        sine(lib / f"s{k}.wav", amplitude=0.5 / (k + 1), seconds=1.0)
+    (lib / "broken.wav").write_bytes((lib / "s0.wav").read_bytes())
+    listed = import_folder([lib], loudness=False)
+    assert {c.id for c in listed} == {"s0", "s1", "s2", "s3", "s4", "broken"}
+    (lib / "broken.wav").write_bytes((lib / "s0.wav").read_bytes()[:2000])  # truncated since it was listed
+    asked = []
+
+    def two_workers(work, paths):
+        asked.append(len(paths))
+        return ordered_map(work, paths, workers=2)
+
+    measured = measure_clips(listed.clips, listed.root, map_files=two_workers)
+    facets = {c.id: c.extra["facets"] for c in listed}
+    assert asked == [6] and measured == 5 and "loudness_lufs" not in facets["broken"]
+    for k in range(5):
+        assert facets[f"s{k}"]["loudness_lufs"] == pytest.approx(_bs1770_sine_lufs(0.5 / (k + 1), 997, 1), abs=0.01)
 
 
 def test_blockwise_loudness_equals_pyloudnorm_on_the_whole_signal():

@@ -1,7 +1,13 @@
 import json
 
 from mlatr.commands._arg_types import positive_float, positive_int
-from mlatr.commands._model_io import add_model_option, load_model_from_args
+from mlatr.commands._model_io import (
+    add_encoding_options,
+    add_model_option,
+    load_model_from_args,
+    runtime_from_args,
+    workers_from_args,
+)
 from mlatr.commands._skipping import add_skip_options, finish_skips, report_path, skip_bad
 from mlatr.terminal_text import shown
 
@@ -39,6 +45,7 @@ def add_arguments(parser):
     parser.add_argument("--batch-size", type=positive_int, default=16)
     parser.add_argument("--max-seconds", type=positive_float, default=None,
                         help="centre-crop each file to this length (default: the whole file)")
+    add_encoding_options(parser)
     parser.add_argument("--device", default="auto")
     parser.add_argument("--json", action="store_true", help="print JSON")
     add_skip_options(parser)
@@ -47,8 +54,10 @@ def add_arguments(parser):
 def run(args) -> int:
     skipping, report = skip_bad(args, args.items), report_path(args, None)
     model = load_model_from_args(args)
+    runtime_from_args(args, model, args.items)
     result = model.classify(args.items, args.labels, args.lang, template=args.template, batch_size=args.batch_size,
-                            max_seconds=args.max_seconds, split=args.split, skip_bad=skipping)
+                            max_seconds=args.max_seconds, split=args.split, skip_bad=skipping,
+                            workers=workers_from_args(args))
     top = result.top(args.k)
     prob = result.probabilities
     none = result.none_of_these

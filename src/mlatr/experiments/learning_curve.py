@@ -104,14 +104,17 @@ class FrozenInputs:
     @classmethod
     def from_manifest(cls, manifest_path: str | Path, cache_dir: str | Path, text: str = "use-multilingual",
                       stages: Sequence[int] = (), max_seconds: float = 10.0, progress: bool = True,
-                      dtype: str = "float32", augment: Sequence[str] = (), augment_views: int = 1) -> FrozenInputs:
+                      dtype: str = "float32", augment: Sequence[str] = (), augment_views: int = 1,
+                      audio_runtime: str = "torch") -> FrozenInputs:
         """The inputs of a manifest's clips, cached in ``cache_dir`` (pooled aiSFX features, the text encoder's
         embeddings, ``prefix-<stage>/`` for each stage of ``stages``; ``augment``: ``augment_views`` augmented
-        views of these kinds, :meth:`RealSounds.augment`)."""
+        views of these kinds, :meth:`RealSounds.augment`; ``audio_runtime``: what computes the pooled features,
+        :meth:`RealSounds.load`)."""
         from mlatr.experiments.real_heads import text_space  # builds the text encoder: only when there is one
 
         cache_dir = Path(cache_dir)
-        data = RealSounds.load(manifest_path, cache_dir / "aisfx.npz", max_seconds, progress)
+        features = "aisfx.npz" if audio_runtime == "torch" else f"aisfx-{audio_runtime.replace('/', '-')}.npz"
+        data = RealSounds.load(manifest_path, cache_dir / features, max_seconds, progress, audio_runtime)
         if augment:
             data.augment(augment, augment_views, cache_dir, max_seconds, progress)
         _, bank = text_space(text, data, cache_dir)

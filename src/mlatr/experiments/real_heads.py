@@ -35,6 +35,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from mlatr.audio.io import SAMPLE_RATE
 from mlatr.augmented_views import AugmentedView, augmented_views
 from mlatr.data.manifest import Manifest
 from mlatr.data.path_captions import CaptionRules
@@ -45,7 +46,9 @@ from mlatr.evaluation.nonsense import INDEX_SEED, nonsense_queries
 from mlatr.evaluation.queries import caption_chance, keyword_relevance, multilingual_query_eval
 from mlatr.experiments.head_options import TEXT_ENCODERS, HeadOption
 from mlatr.frozen_features import AudioFeatureCache, audio_features
-from mlatr.inference.encoding import project
+from mlatr.inference.audio import SoundFiles
+from mlatr.inference.encoded_split import project
+from mlatr.inference.runtime import attach_runtime, calibration_waves
 from mlatr.models.dual_encoder import DualEncoder
 from mlatr.models.registry import build_audio_encoder, build_text_encoder
 from mlatr.training.config import ObjectiveConfig
@@ -86,13 +89,21 @@ class RealSounds:
 
     @classmethod
     def load(cls, manifest_path: str | Path, cache_path: str | Path, max_seconds: float = 10.0,
-             progress: bool = True) -> RealSounds:
+             progress: bool = True, audio_runtime: str = "torch") -> RealSounds:
+        """The clips of a manifest with aiSFX's pooled features (cached at ``cache_path``), computed by torch or
+        by an optimised runtime (``audio_runtime``: ``RUNTIME/PRECISION``, :mod:`mlatr.inference.runtime`; int8
+        calibrated on 32 clips spread over the manifest), whose name then keys the cache."""
         manifest = Manifest.load(manifest_path)
         if not manifest.clips:
             raise MlatrError(f"{manifest_path}: no clips")
         audio_enc = build_audio_encoder("aisfx", frozen=True)
-        cache = AudioFeatureCache(cache_path, json.dumps({**audio_enc.config(), "max_seconds": max_seconds},
-                                                         sort_keys=True))
+        key = {**audio_enc.config(), "max_seconds": max_seconds}
+        if audio_runtime != "torch":
+            runtime, _, precision = audio_runtime.partition("/")
+            files = SoundFiles([str(c.audio_path(manifest.root)) for c in manifest.clips], SAMPLE_RATE, max_seconds,
+                               skip_bad=True)
+            key["runtime"] = attach_runtime(audio_enc, runtime, precision or "fp32", calibration_waves(files)).name
+        cache = AudioFeatureCache(cache_path, json.dumps(key, sort_keys=True))
         feats = audio_features(audio_enc, manifest, cache, max_seconds, progress=progress)
         qdata = json.loads(QUERIES_PATH.read_text(encoding="utf-8"))
         return cls(manifest, feats, qdata["queries"], list(qdata["languages"]),

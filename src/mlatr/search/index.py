@@ -4,7 +4,7 @@ An :class:`Index` is two tables of columns (:mod:`mlatr.search.columns`): its cl
 path, captions, the audio file's state when encoded) and their captions (embedding, clip row, language,
 text), the meta of how it was made (the model's checkpoint, the SHA-256 of its file and of its weights:
 :mod:`mlatr.inference.model_identity`; audio settings, caption languages:
-:func:`mlatr.search.encode.index_meta`) and the rows deleted since (tombstones: kept in the tables, never
+:func:`mlatr.search.library_encoding.index_meta`) and the rows deleted since (tombstones: kept in the tables, never
 returned by a search). Every embedding is finite and of unit norm: building, saving or
 loading an index with a NaN, infinite or non-unit row is an error naming the file and the clips (a search
 would rank such rows arbitrarily, FAISS drops them, and a non-unit row's score is no cosine).
@@ -26,6 +26,7 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +42,7 @@ from mlatr.file_state import file_state
 from mlatr.inference import LoadedModel, load_model
 from mlatr.inference.library import LibrarySource, open_library
 from mlatr.inference.model_identity import OtherModelError, check_index_model, model_sha256
+from mlatr.inference.worker_pool import ordered_map
 from mlatr.languages import DEFAULT_LANGUAGES
 from mlatr.model_registry import default_model, resolve_model
 from mlatr.models.protocols import query_languages
@@ -49,9 +51,9 @@ from mlatr.search.ann import AnnBuild
 from mlatr.search.columns import CaptionColumns, ClipColumns, SegmentColumns
 from mlatr.search.eligibility import Allowed, KeywordDocuments, allowed_clips
 from mlatr.search.evidence import Evidence
-from mlatr.search.encode import EncodeSettings, build_settings, encode_clips, index_meta
 from mlatr.search.filters import FacetTable, Filter, parse_filter, without_silence
 from mlatr.search.hybrid import Ranked, Ranking
+from mlatr.search.library_encoding import EncodeSettings, build_settings, encode_clips, index_meta
 from mlatr.search.query import TextQuery, check_k, check_min_relevance, text_query
 from mlatr.search.query_syntax import ParsedQuery, parse_query
 from mlatr.search.relevance import ANSWER_DEPTH, Calibration
@@ -198,30 +200,34 @@ class Index:
     def build(cls, model: LoadedModel, source: LibrarySource, *, split: str = "all",
               caption_languages: Sequence[str] | None = None, batch_size: int = 16, max_seconds: float | None = None,
               window_seconds: float | None = None, skip_bad: bool = False, progress: bool = True,
-              segments: bool = True, segment_seconds: float | None = None, segment_hop: float | None = None) -> Index:
+              segments: bool = True, segment_seconds: float | None = None, segment_hop: float | None = None,
+              workers: int = 1) -> Index:
         """An index of the library ``source`` (a folder of sounds, a manifest file or :class:`Manifest`, sound
         files, webdataset shards, or a list of these: :func:`mlatr.inference.library.open_library`, the forms
         ``mlatr index build`` takes) embedded by ``model``, in memory (:meth:`save` writes it). Options as
         :func:`mlatr.search.build.build_index` (``segments``: long clips indexed as segments too,
-        :mod:`mlatr.search.segments`); unreadable clips are an error unless ``skip_bad``."""
+        :mod:`mlatr.search.segments`; ``workers``: processes reading and encoding the audio); unreadable clips are an
+        error unless ``skip_bad``."""
         api_args.instance("model", model, LoadedModel, "mlatr.load(PATH)")
         batch_size = api_args.integer("batch_size", batch_size)
         max_seconds = api_args.positive_number("max_seconds", max_seconds)
         window_seconds = api_args.positive_number("window_seconds", window_seconds)
         skip_bad, progress = api_args.flag("skip_bad", skip_bad), api_args.flag("progress", progress)
+        workers = max(1, api_args.integer("workers", workers, low=0))
         segment_seconds = api_args.positive_number("segment_seconds", segment_seconds)
         segment_hop = api_args.positive_number("segment_hop", segment_hop)
         if caption_languages is not None:
             caption_languages = api_args.language_codes("caption_languages", caption_languages)
         library = open_library(source, split=api_args.text("split", split), skip_bad=skip_bad, progress=progress)
         manifest = library.manifest
-        measure_clips(manifest.clips, manifest.root, progress)  # a folder's loudness, as mlatr index build
+        measure_clips(manifest.clips, manifest.root, progress,  # a folder's loudness, as mlatr index build
+                      map_files=partial(ordered_map, workers=workers))
         sample_rate, max_seconds, window_seconds = build_settings(model, max_seconds, window_seconds, None)
         langs = list(caption_languages) if caption_languages else manifest.languages()
         cut = segmenting(window_seconds, segment_seconds, segment_hop, enabled=api_args.flag("segments", segments))
         meta = index_meta(model, manifest, sample_rate, max_seconds, langs, window_seconds, segments=cut)
         how = EncodeSettings(sample_rate, max_seconds, window_seconds, batch_size, skip_bad, progress, library.shards,
-                             cut)
+                             cut, workers=workers)
         tables, _ = encode_clips(model, manifest, manifest.clips, langs, how, meta)
         return cls(tables.clips, tables.captions, meta, _model=model, segment_columns=tables.segments)
 
