@@ -8,7 +8,7 @@ embeddings. The backbones are frozen and not stored in the folder, so only the p
 
 Usage::
 
-    python benchmarks/bench_weights_dtype.py --checkpoint runs/demo-real/model.pt \\
+    python scripts/measure-weights-dtype.py --checkpoint runs/demo-real/model.pt \\
         --folder src/mlatr/data/models/real-sounds --manifest data/real-sounds/manifest.jsonl \\
         --cache runs/demo-real/cache [--json out.json]
 
