@@ -380,3 +380,21 @@ def test_docs_link_stale_upload_error_and_the_query_sound_found_in_the_library(b
     items = browser.find_elements(By.CSS_SELECTOR, "#results .result")
     marked = [i.get_attribute("data-id") for i in items if i.find_elements(By.CSS_SELECTOR, ".chip.same")]
     assert marked == same and "your sound" in items[0].find_element(By.CSS_SELECTOR, ".chip.same").text
+
+
+def test_evidence_chips_are_read_whole_at_desktop_width(browser, toy_server):
+    """Issue 46: evidence chips readable, not cut to a few letters. At 1100 px every chip shows its whole text
+    (they wrap onto another line rather than shrink), in the chips' own small type, inside the card."""
+    browser.execute_cdp_cmd("Emulation.setDeviceMetricsOverride",
+                            {"width": 1100, "height": 1000, "deviceScaleFactor": 1, "mobile": False})
+    _ready(browser, toy_server + "/?lang=fra")
+    items = _search(browser, "un son aigu double")
+    chips = [c for i in items for c in i.find_elements(By.CSS_SELECTOR, ".evidence .chip")]
+    assert any("caption" in c.get_attribute("class") for c in chips)
+    for chip in chips:
+        cut, size, outside = browser.execute_script(
+            "const c = arguments[0], card = c.closest('.result').getBoundingClientRect(), r = c.getBoundingClientRect();"
+            "return [c.scrollWidth > c.clientWidth + 1, parseFloat(getComputedStyle(c).fontSize),"
+            " r.right > card.right + 1];", chip)
+        assert not cut and not outside, chip.text
+        assert size < 13, (chip.text, size)  # the chips' 0.72rem, not a caption line's 1rem
