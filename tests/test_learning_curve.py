@@ -129,7 +129,7 @@ def test_augmented_views_add_training_items_and_mark_the_settings(tmp_path, monk
 def test_fold_records_hold_the_single_target_task_and_the_in_library_split_apart(inputs, tmp_path):
     res = run_learning_curve(inputs, tmp_path / "c", train_blocks=(0,), fractions=(1.0,), seeds=(0,), epochs=2,
                              batch_size=4, progress=False, in_library=True)
-    assert res["settings"]["in_library"] is True
+    assert "in_library" not in res["settings"]  # which folds run, as --libraries: a rerun adds them
     point = res["points"]["blocks0/fraction1/seed0"]
     assert list(point["folds"]) == ["lib0", "lib1", "lib2", "in-library"]
     clips = inputs.data.manifest.clips
@@ -260,3 +260,45 @@ def test_paired_differences_pair_folds_and_seeds(tmp_path):
     assert written["overall"]["R10"]["mean"] == pytest.approx(3.5)
     assert (tmp_path / "cmp" / "paired-added.md").is_file() and not (tmp_path / "cmp" / "paired-in-library.md").exists()
     assert main(["experiment", "learning-curve", "--paired", str(tmp_path / "a.json"), "b#nothing"]) == 2
+
+
+@pytest.mark.parametrize("compact", [False, True])
+def test_a_bundle_gives_back_the_blocks_texts_and_features_it_was_made_from(tmp_path, compact):
+    data = make_data(n_libraries=2)
+    torch.manual_seed(0)
+    enc = AisfxEncoder(pretrained=False, frozen=True)
+    rng = np.random.default_rng(1)
+    counts = [1 + k % 3 for k in range(len(data.manifest))]  # 1, 2 or 3 overlapping blocks (hop 50 of 100 frames)
+    parts = []
+    for n in counts:
+        frames = rng.random(((n - 1) * 50 + 100, 96)).astype(np.float32) * 1.05
+        parts.append(np.stack([frames[k * 50:k * 50 + 100] for k in range(n)])[:, None])
+    starts = np.cumsum([0, *counts[:-1]])
+    stage0 = BlockFeatures([np.concatenate(parts)], [(0, int(a), n) for a, n in zip(starts, counts, strict=True)], 0)
+    data = replace(data, features=learning_curve.stage_features(enc, stage0, "cpu"), audio_encoder=enc)
+    _, bank = fake_text_space("e5-small", data, tmp_path / "cache")
+    inputs = FrozenInputs(data, bank, "e5-small", {0: stage0}, {k: v.clone() for k, v in enc.cnn.state_dict().items()})
+    folder = learning_curve.export_bundle(inputs, tmp_path / "bundle", compact=compact)
+    back = FrozenInputs.from_bundle(folder)
+    assert [c.id for c in back.data.manifest.clips] == [c.id for c in data.manifest.clips]
+    assert back.text_name == "e5-small"
+    blocks_tol = 1.05 / 510 + 1e-6 if compact else 1.05 * 2 ** -11
+    for i, n in enumerate(counts):
+        got = back.blocks[0].blocks(i)
+        assert got.shape == (n, 1, 100, 96) and np.abs(got - parts[i]).max() <= blocks_tol
+    texts = [(lang, q["captions"][lang]) for q in data.queries for lang in data.languages] + [
+        ("eng", c.captions["eng"][0]) for c in data.manifest.clips]
+    want = bank.lookup([t for _, t in texts], [lang for lang, _ in texts]).numpy()
+    got = back.bank.lookup([t for _, t in texts], [lang for lang, _ in texts]).numpy()
+    tol = np.abs(want).max(axis=1, keepdims=True) / 254 + 1e-7 if compact else np.abs(want) * 2 ** -11 + 1e-7
+    assert np.all(np.abs(got - want) <= tol)
+    # the pooled features through the frozen CNN: within a thousandth (8 bits) or a ten-thousandth of their size
+    difference = np.abs(back.data.features - data.features).max() / np.abs(data.features).max()
+    assert difference <= (1e-3 if compact else 1e-4)
+    files = {p.name for p in folder.iterdir()}
+    assert files == ({"frames-0.npz", "texts-q8.npz"} if compact else {"blocks-0.npz", "texts.npz"}) | {
+        "manifest.jsonl", "cnn.pt", "bundle.json"}
+    if compact:  # written over a full bundle's folder: only the compact files are left
+        assert learning_curve.export_bundle(inputs, tmp_path / "full") and learning_curve.export_bundle(
+            inputs, tmp_path / "full", compact=True)
+        assert not (tmp_path / "full" / "blocks-0.npz").exists()

@@ -51,7 +51,7 @@ from mlatr.experiments.real_heads import (
 from mlatr.experiments.unseen_library import IN_LIBRARY, ORIGINAL_LIBRARIES, folds, single_target, sound_only
 from mlatr.frozen_prefix import BlockFeatures, PrefixCache, prefix_features
 from mlatr.io_utils import atomic_write_json, atomic_write_with
-from mlatr.models.aisfx import STAGES, AisfxEncoder, AisfxTail
+from mlatr.models.aisfx import BLOCK_FRAMES, STAGES, AisfxEncoder, AisfxTail
 from mlatr.models.dual_encoder import DualEncoder
 from mlatr.plotting import pyplot
 from mlatr.training.config import ObjectiveConfig
@@ -124,19 +124,29 @@ class FrozenInputs:
 
     @classmethod
     def from_bundle(cls, folder: str | Path, device: str | torch.device = "cpu") -> FrozenInputs:
-        """Read :func:`export_bundle`'s folder; the pooled features and the other stages' maps are computed
-        from its stage-0 blocks with the frozen CNN on ``device``."""
+        """Read :func:`export_bundle`'s folder (either format); the pooled features and the other stages' maps are
+        computed from its stage-0 blocks with the frozen CNN on ``device``."""
         folder = Path(folder)
         meta = json.loads((folder / "bundle.json").read_text(encoding="utf-8"))
         manifest = Manifest.load(folder / "manifest.jsonl")
-        with np.load(folder / "texts.npz", allow_pickle=False) as z:
-            bank = TextBank([tuple(k) for k in json.loads(str(z["keys"]))], z["vectors"].astype(np.float32))
+        if (folder / "texts.npz").is_file():
+            with np.load(folder / "texts.npz", allow_pickle=False) as z:
+                bank = TextBank([tuple(k) for k in json.loads(str(z["keys"]))], z["vectors"].astype(np.float32))
+        elif (folder / COMPACT_TEXTS).is_file():
+            with np.load(folder / COMPACT_TEXTS, allow_pickle=False) as z:
+                vectors = z["q"].astype(np.float32) * z["scale"][:, None]
+                bank = TextBank([tuple(k) for k in json.loads(str(z["keys"]))], vectors)
+        else:
+            raise MlatrError(f"{folder}: no text features (texts.npz or {COMPACT_TEXTS}): not a learning-curve bundle")
         enc = AisfxEncoder(pretrained=False, frozen=True)
         state = torch.load(folder / "cnn.pt", map_location="cpu", weights_only=True)
         enc.cnn.load_state_dict(state)
-        with np.load(folder / "blocks-0.npz", allow_pickle=False) as z:
-            counts = z["counts"].tolist()
-            stage0 = BlockFeatures([z["blocks"]], _locations(counts), 0)
+        if (folder / COMPACT_FRAMES).is_file():
+            stage0 = _blocks_from_frames(folder / COMPACT_FRAMES, enc.block_hop)
+        else:
+            with np.load(folder / "blocks-0.npz", allow_pickle=False) as z:
+                counts = z["counts"].tolist()
+                stage0 = BlockFeatures([z["blocks"]], _locations(counts), 0)
         qdata = json.loads(QUERIES_PATH.read_text(encoding="utf-8"))
         pooled = stage_features(enc, stage0, device)
         enc.cpu()
@@ -188,29 +198,74 @@ def stage_features(enc: AisfxEncoder, blocks: BlockFeatures, device, rows: Seque
     return np.concatenate(out) if out else np.zeros((0, 512), np.float32)
 
 
-def export_bundle(inputs: FrozenInputs, out: str | Path) -> Path:
+#: The files of a compact bundle (:func:`export_bundle` with ``compact=True``).
+COMPACT_FRAMES, COMPACT_TEXTS = "frames-0.npz", "texts-q8.npz"
+
+
+def export_bundle(inputs: FrozenInputs, out: str | Path, compact: bool = False) -> Path:
     """Write the folder :meth:`FrozenInputs.from_bundle` reads: ``manifest.jsonl``, ``texts.npz`` (the text
     features of the captions and queries, float16), ``blocks-0.npz`` (the stage-0 blocks of every clip,
-    float16, compressed), ``cnn.pt`` (aiSFX's weights), ``bundle.json``."""
+    float16, compressed), ``cnn.pt`` (aiSFX's weights), ``bundle.json``.
+
+    ``compact``: a bundle about a fifth of that size (what a device machine's 64 MiB working tree holds for the
+    8,267-clip corpus): ``frames-0.npz``, each clip's spectrogram frames once (its overlapping stage-0 blocks
+    unrolled, :func:`_clip_frames`) in 8 bits (the corpus's peak over 255 levels: at most half a level off),
+    and ``texts-q8.npz``, each text vector in 8 bits with its own scale (its largest magnitude over 127)."""
     out = Path(out)
     if 0 not in inputs.blocks:
         raise MlatrError("a bundle holds the stage-0 blocks: compute them first (stages=(0,))")
     out.mkdir(parents=True, exist_ok=True)
+    for name in ("texts.npz", "blocks-0.npz", COMPACT_FRAMES, COMPACT_TEXTS):  # another format's files of this folder
+        (out / name).unlink(missing_ok=True)
     data = inputs.data
     data.manifest.save(out / "manifest.jsonl")
     texts = sorted({(lang, t) for c in data.manifest.clips for lang, caps in c.captions.items() for t in caps if t}
                    | {(lang, q["captions"][lang]) for q in data.queries for lang in data.languages})
-    keys = json.dumps([list(k) for k in texts])
-    atomic_write_with(out / "texts.npz", lambda fh: np.savez_compressed(
-        fh, keys=np.asarray(keys), vectors=inputs.bank.lookup([t for _, t in texts], [lang for lang, _ in texts])
-        .numpy().astype(np.float16)))
+    keys = np.asarray(json.dumps([list(k) for k in texts]))
+    vectors = inputs.bank.lookup([t for _, t in texts], [lang for lang, _ in texts]).numpy()
     src = inputs.blocks[0]
     parts = [src.blocks(i) for i in range(len(src))]
-    atomic_write_with(out / "blocks-0.npz", lambda fh: np.savez_compressed(
-        fh, blocks=np.concatenate(parts).astype(np.float16), counts=np.asarray([p.shape[0] for p in parts])))
+    counts = np.asarray([p.shape[0] for p in parts])
+    if compact:
+        scale = np.maximum(np.abs(vectors).max(axis=1), 1e-12) / 127
+        q = np.round(vectors / scale[:, None]).astype(np.int8)
+        atomic_write_with(out / COMPACT_TEXTS, lambda fh: np.savez_compressed(
+            fh, keys=keys, q=q, scale=scale.astype(np.float32)))
+        hop = data.audio_encoder.block_hop
+        frames = np.concatenate([_clip_frames(p, hop) for p in parts])
+        peak = max(float(frames.max()), 1e-12)
+        atomic_write_with(out / COMPACT_FRAMES, lambda fh: np.savez_compressed(
+            fh, frames=np.round(frames / peak * 255).astype(np.uint8), counts=counts, peak=np.float32(peak)))
+    else:
+        atomic_write_with(out / "texts.npz", lambda fh: np.savez_compressed(
+            fh, keys=keys, vectors=vectors.astype(np.float16)))
+        atomic_write_with(out / "blocks-0.npz", lambda fh: np.savez_compressed(
+            fh, blocks=np.concatenate(parts).astype(np.float16), counts=counts))
     atomic_write_with(out / "cnn.pt", lambda fh: torch.save(inputs.cnn_state, fh))
-    atomic_write_json(out / "bundle.json", {"encoder": _encoder_key(data.audio_encoder), "text": inputs.text_name})
+    atomic_write_json(out / "bundle.json", {"encoder": _encoder_key(data.audio_encoder), "text": inputs.text_name,
+                                            **({"compact": True} if compact else {})})
     return out
+
+
+def _clip_frames(blocks: np.ndarray, hop: int) -> np.ndarray:
+    """A clip's spectrogram frames ``[(n - 1) * hop + T, F]`` from its ``n`` stage-0 blocks ``[n, 1, T, F]`` (block
+    ``k`` = frames ``k * hop .. k * hop + T - 1``, the zero padding past the clip's end included)."""
+    x = blocks[:, 0]
+    return np.concatenate([x[0], *(b[x.shape[1] - hop:] for b in x[1:])])
+
+
+def _blocks_from_frames(path: Path, hop: int) -> BlockFeatures:
+    """The stage-0 blocks (float32) of a compact bundle's ``frames-0.npz`` (the inverse of :func:`_clip_frames`)."""
+    with np.load(path, allow_pickle=False) as z:
+        frames, counts, peak = z["frames"], z["counts"].tolist(), float(z["peak"])
+    size = BLOCK_FRAMES
+    out, first = [], 0
+    for n in counts:
+        clip = frames[first:first + (n - 1) * hop + size]
+        out.append(np.stack([clip[k * hop:k * hop + size] for k in range(n)])[:, None])
+        first += (n - 1) * hop + size
+    blocks = np.concatenate(out).astype(np.float32) * np.float32(peak / 255)
+    return BlockFeatures([blocks], _locations(counts), 0)
 
 
 def _locations(counts: Sequence[int]) -> list[tuple[int, int, int]]:
@@ -256,7 +311,6 @@ def run_learning_curve(inputs: FrozenInputs, out: str | Path, train_blocks: Sequ
                 "clips": len(data.manifest), "text": inputs.text_name, "ensemble": ensemble,
                 "added_groups": added_groups, "batch_size": batch_size, "hard_negatives": hard_negatives,
                 **({"val_libraries": val_libraries} if val_libraries else {}),  # absent: older results resume
-                **({"in_library": True} if in_library else {}),
                 **({"tail_patience": tail_patience} if tail_patience else {}),
                 **({"library_batches": True} if library_batches else {}),
                 **({"augment": [v.augmentation.name for v in data.views]} if data.views else {})}
