@@ -184,9 +184,9 @@ def test_a_trained_block_feeds_the_ensemble_and_its_own_pair_is_kept_as_joint(bl
     logs, train = [], learning_curve.train_heads
 
     def watched(*a, **k):
-        feats, best = train_point(*a, **k)
+        feats, log = train_point(*a, **k)
         calls.append({"blocks": a[4], "features": k.get("features"), "returned": feats})
-        return feats, best
+        return feats, log
 
     monkeypatch.setattr(learning_curve, "_train_point", watched)
     monkeypatch.setattr(learning_curve, "train_heads", lambda *a, **k: logs.append(train(*a, **k)) or logs[-1])
@@ -205,8 +205,9 @@ def test_a_trained_block_feeds_the_ensemble_and_its_own_pair_is_kept_as_joint(bl
     best = max(tail_log, key=lambda e: e["val"])["epoch"]
     assert len(tail_log) == min(6, best + 1)
     fold = res["points"]["blocks1/fraction1/seed0"]["folds"]["lib1"]
-    assert set(fold) == {"queries", "captions", "train_clips", "best_epoch", "joint"}
+    assert set(fold) == {"queries", "captions", "train_clips", "best_epoch", "joint", "tail_val"}
     assert fold["joint"]["best_epoch"] == best and len(fold["best_epoch"]) == 2
+    assert fold["tail_val"] == [e["val"] for e in tail_log]
     assert fold["joint"]["captions"]["n_clips"] == fold["captions"]["n_clips"] == 6
     # one pair (no ensemble): the pair that trained with the block is the fold's record
     one = run_learning_curve(block_inputs, tmp_path / "one", train_blocks=(1,), fractions=(1.0,), seeds=(0,),

@@ -375,21 +375,23 @@ class _FoldJob:
         feats = data.features
         if b:  # the blocks train with one head pair
             model = build_model(data, _text_side(self.inputs), self.option, 256, s)
-            feats, best = _train_point(self.inputs, model, train, rows["val"], b, s, self.tail_epochs or self.epochs,
-                                       self.tail_lr, self.device, checkpoints / "joint", self.option,
-                                       self.batch_size, self.hard_negatives, self.tail_patience,
-                                       self.library_batches)
+            feats, log = _train_point(self.inputs, model, train, rows["val"], b, s, self.tail_epochs or self.epochs,
+                                      self.tail_lr, self.device, checkpoints / "joint", self.option,
+                                      self.batch_size, self.hard_negatives, self.tail_patience,
+                                      self.library_batches)
+            best = _best(log)
+            record["tail_val"] = [e.get("val") for e in log]  # the validation score of each epoch the blocks trained
             if self.ensemble > 1:
                 record["joint"] = {**self._evaluate(model, feats, rows["test"]), "best_epoch": best}
         if not b or self.ensemble > 1:  # the heads alone (on the trained blocks' features): one pair or an ensemble
             members, best = [], []
             for k, member_seed in enumerate(member_seeds(s, self.ensemble)):
                 member = build_model(data, _text_side(self.inputs), self.option, 256, member_seed)
-                _, e = _train_point(self.inputs, member, train, rows["val"], 0, member_seed, self.epochs,
-                                    self.tail_lr, self.device, checkpoints / str(k), self.option, self.batch_size,
-                                    self.hard_negatives, library_batches=self.library_batches, features=feats)
+                _, log = _train_point(self.inputs, member, train, rows["val"], 0, member_seed, self.epochs,
+                                      self.tail_lr, self.device, checkpoints / str(k), self.option, self.batch_size,
+                                      self.hard_negatives, library_batches=self.library_batches, features=feats)
                 members.append(member)
-                best.append(e)
+                best.append(_best(log))
             model, best = DualEncoder.ensemble_of(members), best if len(best) > 1 else best[0]
         record = {**self._evaluate(model, feats, rows["test"]), "train_clips": len(train), "best_epoch": best,
                   **record}
@@ -440,11 +442,12 @@ def _text_side(inputs: FrozenInputs) -> nn.Module:
 def _train_point(inputs: FrozenInputs, model, train: list[int], val: list[int], blocks: int, seed: int, epochs: int,
                  tail_lr: float, device, checkpoints: Path, option, batch_size: int = 64,
                  hard_negatives: int | None = None, patience: int | None = None, library_batches: bool = False,
-                 features: np.ndarray | None = None) -> tuple[np.ndarray, int | None]:
+                 features: np.ndarray | None = None) -> tuple[np.ndarray, list[dict]]:
     """Train one fold's model (heads as ``option`` says, and the last ``blocks`` conv blocks, stopped after
     ``patience`` epochs without a better validation score); returns every clip's pooled features as the trained
-    model gives them (the frozen ones when no block trained). ``features``: the clips' pooled features the heads
-    alone train on (default: the frozen backbone's, ``inputs.data.features``)."""
+    model gives them (the frozen ones when no block trained) and the run's log (an entry per epoch).
+    ``features``: the clips' pooled features the heads alone train on (default: the frozen backbone's,
+    ``inputs.data.features``)."""
     data, bank = inputs.data, inputs.bank
     if features is not None:
         data = replace(data, features=features)
@@ -469,7 +472,7 @@ def _train_point(inputs: FrozenInputs, model, train: list[int], val: list[int], 
 
         log = train_heads(model, feats, rows, languages, bank, settings, validate, progress=False,
                           out_dir=checkpoints, resume=True, batch_groups=groups)
-        return data.features, _best(log)
+        return data.features, log
     start = STAGES - blocks
     enc = AisfxEncoder(pretrained=False, frozen=False, train_last_blocks=blocks)
     enc.cnn.load_state_dict(inputs.cnn_state)
@@ -485,7 +488,7 @@ def _train_point(inputs: FrozenInputs, model, train: list[int], val: list[int], 
     log = train_heads(model, stage.subset(train), rows, languages, bank, settings, validate, progress=False,
                       out_dir=checkpoints, resume=True, audio_tail=AisfxTail(enc, start), device=device,
                       batch_groups=groups)
-    return stage_features(enc, stage, device), _best(log)
+    return stage_features(enc, stage, device), log
 
 
 def library_groups(clip_ids: Sequence[str]) -> list[int]:
