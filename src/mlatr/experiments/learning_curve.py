@@ -522,7 +522,7 @@ def summarize_point(fold_results: dict[str, dict]) -> dict:
     clips = float(np.mean([r["train_clips"] for r in unseen.values()])) if unseen else float("nan")
 
     def summary(part: dict[str, dict]) -> dict:
-        return {**sound_only(part), "captions": single_target(part)}
+        return {**sound_only(part), "captions": single_target(part)} if part else {"libraries": 0}
 
     groups = {name: summary({f: r for f, r in unseen.items() if (f in ORIGINAL_LIBRARIES) == original})
               for name, original in (("original", True), ("added", False))}
