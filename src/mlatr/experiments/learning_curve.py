@@ -470,8 +470,9 @@ def _train_point(inputs: FrozenInputs, model, train: list[int], val: list[int], 
         def validate(m):
             return caption_retrieval(m, data, bank, val)["t2a"]["R10"]
 
+        model.to(device)  # the heads (a GPU run trains an ensemble's pairs there too)
         log = train_heads(model, feats, rows, languages, bank, settings, validate, progress=False,
-                          out_dir=checkpoints, resume=True, batch_groups=groups)
+                          out_dir=checkpoints, resume=True, batch_groups=groups, device=device)
         return data.features, log
     start = STAGES - blocks
     enc = AisfxEncoder(pretrained=False, frozen=False, train_last_blocks=blocks)
