@@ -5,7 +5,11 @@ No aiSFX and no real text model: the stand-in data and hashed text vectors of te
 """
 
 import json
+import os
+import subprocess
+import sys
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -303,3 +307,36 @@ def test_a_bundle_gives_back_the_blocks_texts_and_features_it_was_made_from(tmp_
         assert learning_curve.export_bundle(inputs, tmp_path / "full") and learning_curve.export_bundle(
             inputs, tmp_path / "full", compact=True)
         assert not (tmp_path / "full" / "blocks-0.npz").exists()
+
+
+def test_the_gpu_script_runs_its_plan_from_a_bundle_within_its_budget(tmp_path):
+    """scripts/gpu-backbone.sh run, on the CPU with a toy bundle: the points of its plan, results.json in OUT; a call
+    whose budget is spent starts no point and gives back what the curve holds."""
+    queries = json.loads(learning_curve.QUERIES_PATH.read_text(encoding="utf-8"))
+    data = replace(make_data(n_libraries=3), queries=queries["queries"], languages=list(queries["languages"]))
+    torch.manual_seed(0)
+    enc = AisfxEncoder(pretrained=False, frozen=True)
+    blocks = np.random.default_rng(0).random((len(data.manifest), 1, 100, 96)).astype(np.float32)
+    stage0 = BlockFeatures([blocks], [(0, i, 1) for i in range(len(blocks))], 0)
+    data = replace(data, features=learning_curve.stage_features(enc, stage0, "cpu"), audio_encoder=enc)
+    _, bank = fake_text_space("e5-small", data, tmp_path / "cache")
+    inputs = FrozenInputs(data, bank, "e5-small", {0: stage0}, {k: v.clone() for k, v in enc.cnn.state_dict().items()})
+    learning_curve.export_bundle(inputs, tmp_path / "bundle", compact=True)
+    (tmp_path / "out").mkdir()
+    env = {**os.environ, "PYTHON": sys.executable, "DEVICE": "cpu", "BUNDLE": str(tmp_path / "bundle"),
+           "CURVE": str(tmp_path / "curve"), "OUT": str(tmp_path / "out"), "PLAN": "1:0:added 0:1:added",
+           "RECIPE": "--heads near-identity --epochs 1 --tail-epochs 2 --tail-patience 1 --batch-size 4 "
+                     "--fractions 1 --libraries lib0"}
+    script = Path(learning_curve.__file__).parents[3] / "scripts" / "gpu-backbone.sh"
+    run = subprocess.run(["bash", str(script), "run"], env={**env, "PLAN": "1:0:added"}, capture_output=True,
+                         text=True, timeout=600)
+    assert run.returncode == 0, run.stdout + run.stderr
+    res = json.loads((tmp_path / "out" / "results.json").read_text(encoding="utf-8"))
+    assert list(res["points"]) == ["blocks1/fraction1/seed0"]
+    assert list(res["points"]["blocks1/fraction1/seed0"]["folds"]) == ["lib0"]
+    assert res["settings"]["tail_patience"] == 1 and "blocks1/fraction1/seed0 added (1 folds)" in run.stdout
+    (tmp_path / "out" / "results.json").unlink()
+    spent = subprocess.run(["bash", str(script), "run"], env={**env, "BUDGET_S": "0"}, capture_output=True,
+                           text=True, timeout=600)
+    assert spent.returncode == 0 and "budget spent: 1:0:added and after not started" in spent.stdout
+    assert json.loads((tmp_path / "out" / "results.json").read_text(encoding="utf-8")) == res
