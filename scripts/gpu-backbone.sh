@@ -5,7 +5,7 @@
 #
 # Here, once (needs the translated manifest of the 8,267 clips and PyPI):
 #   scripts/gpu-backbone.sh prepare [MANIFEST]
-#     -> runs/gpu-bundle (the compact bundle, about 45 MB) and .whl/ (the 4 wheels the device image lacks)
+#     -> runs/gpu-bundle (the compact bundle) and .whl/ (the 7 wheels, 2.6 MB, the device image lacks)
 # There, with the device tool (one call; carry the three paths, runs/gpu-curve only once it exists):
 #   run(command="bash scripts/gpu-backbone.sh run", carry=["runs/gpu-bundle", ".whl", "runs/gpu-curve"],
 #       timeout_s=600)
@@ -32,10 +32,12 @@ prepare)
     --cache-dir "${CACHE:-runs/gpu-cache}" --export-bundle "$BUNDLE" --compact
   exclude=$(git rev-parse --git-path info/exclude)
   grep -qx '/.whl/' "$exclude" 2>/dev/null || echo /.whl/ >> "$exclude"
-  # what mlatr imports and the device image lacks (docs/real-sounds.md); Python 3.12 there
+  # what mlatr's CLI imports and the device image lacks (docs/real-sounds.md: checked with every other package
+  # blocked); Python 3.12 there
   "$PY" -m pip download --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
     --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
-    -d .whl bm25s==0.3.16 PyStemmer==3.1.0 orjson==3.13.0 stopwordsiso==0.7.1
+    -d .whl bm25s==0.3.16 PyStemmer==3.1.0 orjson==3.13.0 stopwordsiso==0.7.1 soundfile==0.14.0 cffi==2.1.1 \
+    pycparser==3.12
   du -sh "$BUNDLE" .whl
   ;;
 run)
