@@ -147,7 +147,7 @@ status = dict(line.split(":", 1) for line in open("/proc/self/status")
 kib = {{k: int(v.split()[0]) for k, v in status.items()}}
 print(json.dumps({{"load_s": load_s, "times_ms": times, "rows": rows, "rss_bytes": kib["VmRSS"] * 1024,
                   "peak_rss_bytes": kib["VmHWM"] * 1024, "kind": [e.get("ann", {{}}).get("kind", "exact")
-                  for e in index.shard_entries]}}))
+                  for e in index.summary()["shards"]]}}))
 """
 
 FLAT_CHILD = """
@@ -395,7 +395,7 @@ def main() -> None:
         from mlatr.search import Index
         from mlatr.search.fused_recall import fusion_queries
 
-        near_vecs, near_texts, _ = fusion_queries(Index.load(out), args.queries, seed=5)
+        near_vecs, near_texts, _ = fusion_queries(Index.load(out).tables, args.queries, seed=5)
         fresh_labels = np.random.default_rng(13).integers(0, args.clusters or 1000, args.queries)
         fresh_vecs = random_unit(args.queries, d, 14, clusters=args.clusters,
                                  given=fresh_labels if args.clusters else None)

@@ -1,6 +1,6 @@
 """What training aiSFX's upper blocks costs on this CPU, against the heads alone (issue 35).
 
-Times one epoch of :func:`mlatr.training.heads.train_heads` over ``--clips`` clips of ``--blocks`` aiSFX blocks
+Times one epoch of :func:`mlatr.training.head_training.train_heads` over ``--clips`` clips of ``--blocks`` aiSFX blocks
 each (random stage maps, the shapes the prefix cache holds; the near-identity heads, batch 64, one thread as
 the head trainer uses), for each number of trained last blocks in ``--train-blocks`` (0 = heads only over
 pooled vectors), and extrapolates to ``--corpus`` clips: the epoch time of the real-sound corpus and how many
@@ -22,7 +22,7 @@ from torch import nn
 from mlatr.frozen_prefix import BlockFeatures
 from mlatr.models.aisfx import STAGES, AisfxEncoder, AisfxTail
 from mlatr.models.projection import ProjectionHead, ResidualHead
-from mlatr.training.heads import HeadTraining, TextBank, train_heads
+from mlatr.training.head_training import HeadTraining, TextBank, train_heads
 
 SHAPES = {0: (1, 100, 96), 1: (64, 50, 48), 2: (128, 25, 24), 3: (256, 12, 12)}
 

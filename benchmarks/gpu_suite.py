@@ -41,8 +41,8 @@ import torch
 from mlatr.inference.process_group import DistContext
 from mlatr.planning.architectures import ArchitectureOnlyText, build_planned_model
 from mlatr.planning.cuda_kernels import ON_CPU, cuda_choices
+from mlatr.planning.gpu_plan import MIB, predicted_bytes
 from mlatr.planning.gpus import GPUS
-from mlatr.planning.plan import MIB, predicted_bytes
 from mlatr.planning.step_trace import StepTracer, step_batch
 from mlatr.planning.tracker import LiveTensorTracker
 from mlatr.training.config import Config, load_config

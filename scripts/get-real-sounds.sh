@@ -49,7 +49,9 @@ fi
 
 manifest="$dest/manifest.jsonl"
 echo "[real-sounds] importing into $manifest" >&2
-"$py" -m mlatr data import --format folder --skip-bad "$dest" -o "$manifest"
+# the captions of the training corpus come from the paths and the reviewed table (data recaption), as they
+# always did: not from the tags (mostly "Processed by SoX") nor with a package's name as folder words
+"$py" -m mlatr data import --format folder --skip-bad --no-tag-captions --no-folder-words "$dest" -o "$manifest"
 "$py" -m mlatr data dedup "$manifest" --no-progress --order "$(IFS=,; echo "${order[*]}")"
 "$py" -m mlatr data recaption "$manifest" --in-place
 "$py" -m mlatr data split "$manifest"

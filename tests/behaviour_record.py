@@ -15,7 +15,7 @@ What is measured:
   each) by :class:`~mlatr.training.trainer.Trainer`: the weights of ``last.pt`` and ``best.pt`` (per
   tensor, its norm and its inner product with a seeded random vector), the epochs' losses and validation
   averages, the best epoch;
-- ``heads``: :func:`~mlatr.training.heads.train_heads` on seeded features, two settings (ML-CLAP InfoNCE
+- ``heads``: :func:`~mlatr.training.head_training.train_heads` on seeded features, two settings (ML-CLAP InfoNCE
   with validation, checkpoints and the best epoch kept; KCL with a residual text head, the identity term,
   warmup, a cosine schedule and clipping): the final weights and the epoch log;
 - ``evaluation``: :func:`mlatr.evaluate` of the trained toy model on its test split (recall, mAP@10,
@@ -113,7 +113,7 @@ def record_heads(root: Path) -> dict:
 
     from mlatr.models.projection import ProjectionHead, ResidualHead
     from mlatr.training.config import ObjectiveConfig
-    from mlatr.training.heads import HEAD_OPTIM, HeadTraining, TextBank, caption_rows, train_heads
+    from mlatr.training.head_training import HEAD_OPTIM, HeadTraining, TextBank, caption_rows, train_heads
 
     class Heads(nn.Module):
         def __init__(self, da, dt, d, text_head):
@@ -173,8 +173,6 @@ def _answer(results) -> list:
 
 
 def _queries(index) -> dict:
-    from mlatr.search.search import search_similar
-
     out: dict = {"answers": {}}
     for rank in RANKS:
         found = [index.search_text(q, lang, k=K, rank=rank) for q, lang in QUERIES]
@@ -184,7 +182,7 @@ def _queries(index) -> dict:
     out["sound"] = {"clips": _hits(clips), "captions": [[c.id, c.score, c.lang, c.text] for c in clips.caption_hits],
                     "answer": _answer(clips)}
     row = index.ids.index(index.ids[5])
-    similar = search_similar(index, row, k=4)
+    similar = index.search_similar(row, k=4)
     out["similar"] = {"clips": _hits(similar), "captions": [[c.id, c.score] for c in similar.caption_hits],
                       "answer": _answer(similar)}
     out["n_clips"], out["n_captions"] = len(index), len(index.caption_text)  # not "captions": a ranking's key

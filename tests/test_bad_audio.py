@@ -133,7 +133,7 @@ def test_validate_check_audio_decodes_every_file(tmp_path, sounds, capsys):
     assert f"{m}:2: audio: " in lines[0] and "truncated audio" in lines[0]
     assert f"{m}:3: audio: " in lines[1] and "truncated audio" in lines[1]
     assert f"{m}:4: duration: " in lines[2] and "decodes to 0.900 s but the manifest says 2.2557" in lines[2]
-    assert f"{m}:5: audio: audio file not found" in lines[3]
+    assert f"{m}:5: audio: " in lines[3] and "nowhere.wav: file not found" in lines[3]
     assert f"{m}:6: audio: " in lines[4]
     assert "5 problem(s) on 5 line(s)" in lines[5]
     ok = _manifest(tmp_path, sounds, ["whole"])
@@ -186,12 +186,12 @@ def test_folder_import_counts_an_undecodable_ogg(tmp_path, capsys):
     cut = next(whole[:n] for n in range(len(whole) - 1, 0, -16) if _opens_with_no_frames(tmp_path, whole[:n]))
     (lib / "cut.ogg").write_bytes(cut)
     out = tmp_path / "lib.jsonl"
-    r = run_cli(capsys, "data", "import", "--format", "folder", lib, "-o", out)
+    r = run_cli(capsys, "data", "import", "--format", "folder", lib, "-o", out, "--strict")
     assert_user_error(r, "broken.ogg: audio: ")
     assert not out.exists()
     r = run_cli(capsys, "data", "import", "--format", "folder", lib, "-o", out, "--skip-bad")
     assert r.code == 0 and "skipped 2 bad row(s)" in r.out
-    assert "mlatr: skipped 2 bad row(s) (--skip-bad):" in r.err and "broken.ogg: audio:" in r.err
+    assert "mlatr: skipped 2 bad row(s), each listed" in r.err and "broken.ogg: audio:" in r.err
     assert "cut.ogg: audio: audio file is empty (0 samples decode)" in r.err
     clips = Manifest.load(out).clips
     assert [c.id for c in clips] == ["dog bark"] and clips[0].duration == pytest.approx(0.5, abs=0.01)

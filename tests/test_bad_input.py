@@ -298,7 +298,7 @@ def test_overrides_anywhere_on_the_train_command_line(tmp_path, capsys, served_t
     cfg.write_text("train: {epochs: 1}\n")
     r = run_cli(capsys, "train", f"out_dir={tmp_path / 'x'}", "--config", cfg, "--no-progress",
                 f"data.manifest={tmp_path / 'missing.jsonl'}")
-    assert_user_error(r, "missing.jsonl: cannot read manifest")  # parsed: the config was read
+    assert_user_error(r, "missing.jsonl: file not found (a manifest)")  # parsed: the config was read
     r = run_cli(capsys, "train", "--config", cfg, "--bogus", "train.epochs=2")
     assert_user_error(r, "unrecognized arguments: --bogus", "config overrides are KEY=VALUE")
     run_dir = tmp_path / "run"
@@ -362,5 +362,5 @@ def test_every_clip_unreadable_in_index_build(served_toy, tmp_path, capsys):
     assert not out.exists()
     write_tone(tmp_path / "broken1.wav", 1.0)
     r = run_cli(capsys, *base, "--skip-bad")
-    assert r.code == 0 and "mlatr: skipped 2 unreadable clip(s) (--skip-bad):" in r.err
+    assert r.code == 0 and "mlatr: skipped 2 bad file(s), each listed with its reason in" in r.err
     assert Index.load(out).ids == ["c1"]

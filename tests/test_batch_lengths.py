@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from mlatr.data.manifest import Manifest
-from mlatr.data.pipeline.plan import caption_row, plan_epoch, usable_caption_indices
+from mlatr.data.pipeline.epoch_plan import caption_row, plan_epoch, usable_caption_indices
 from mlatr.losses.schemes import build_scheme
 from mlatr.planning.batch_lengths import at_most, batch_lengths, mean_subset_product
 from mlatr.planning.caption_lengths import length_encoder, length_plan

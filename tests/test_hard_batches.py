@@ -3,7 +3,7 @@ caption in a batch while another clip can take its place."""
 
 import numpy as np
 
-from mlatr.data.pipeline.plan import plan_epoch
+from mlatr.data.pipeline.epoch_plan import plan_epoch
 from mlatr.training.hard_batches import caption_clusters, group_batches
 
 

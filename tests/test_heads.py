@@ -1,4 +1,4 @@
-"""The head trainer on cached features (mlatr.training.heads) against hand-written references."""
+"""The head trainer on cached features (mlatr.training.head_training) against hand-written references."""
 
 import math
 from dataclasses import replace
@@ -16,7 +16,7 @@ from mlatr.models.dual_encoder import DualEncoder
 from mlatr.models.projection import IdentityHead, ProjectionHead, ResidualHead
 from mlatr.seeds import derive_seed
 from mlatr.training.config import ObjectiveConfig, OptimConfig
-from mlatr.training.heads import HEAD_OPTIM, HeadTraining, TextBank, caption_rows, train_heads
+from mlatr.training.head_training import HEAD_OPTIM, HeadTraining, TextBank, caption_rows, train_heads
 
 
 class Heads(nn.Module):

@@ -22,7 +22,6 @@ from mlatr.search.evidence import describe_evidence
 from mlatr.search.hybrid import TextRanker
 from mlatr.search.lexical import KeywordIndex
 from mlatr.search.query import TextQuery, text_query
-from mlatr.search.search import has_live_captions, rank_text, rank_texts
 
 
 def test_bm25_equals_the_lucene_formula():
@@ -333,7 +332,7 @@ def test_without_captions_the_hybrid_ranking_is_the_sound_ranking_found_by_the_s
 
 def test_hybrid_without_a_live_caption_through_the_index_equals_the_full_ranking():
     """An index with no caption of a live clip (none at all, or only captions of deleted clips) answers a hybrid
-    query through its searcher (rank_text / rank_texts, as the API and the batching server call them) with the
+    query through its searcher (Index.rank_texts, as the API and the batching server call it) with the
     hits, fused scores, evidence and relevance the full ranking over every live clip gives; with a live caption
     the full fusion ranks."""
     rng = np.random.default_rng(3)
@@ -351,11 +350,11 @@ def test_hybrid_without_a_live_caption_through_the_index_equals_the_full_ranking
     q = _unit(rng.standard_normal(d))
     for cap_rows, deleted in (([], []), ([], [4, 9]), ([4, 9], [4, 9]), ([4], [9])):  # the last: the full fusion
         index = make(cap_rows, deleted)
-        assert has_live_captions(index) == (cap_rows == [4])
+        assert index.has_live_captions() == (cap_rows == [4])
         want = TextRanker(audio, index.caption_embeddings, index.caption_clip, index.caption_text,
                           index.caption_lang, index.deleted_rows).rank(q, "a dog", "eng", 7, "hybrid")
         query = TextQuery("a dog", "eng", 7, "hybrid")
-        for hits in (rank_text(index, q, query), rank_texts(index, q[None], [query])[0]):
+        for hits in (index.rank_texts(q[None], [query])[0],):
             assert [(index.ids.index(h.id), h.evidence) for h in hits] == [(r.row, r.evidence) for r in want]
             assert np.allclose([h.score for h in hits], [r.score for r in want])
             assert np.allclose([h.relevance for h in hits], [r.relevance for r in want])

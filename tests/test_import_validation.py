@@ -163,7 +163,7 @@ def test_a_fifo_in_an_imported_folder_is_never_opened(tmp_path, capsys, no_hang)
     m = import_folder([lib], skip_bad=True)
     assert [c.id for c in m] == ["dog"] and len(m.problems) == 1
     out = tmp_path / "m.jsonl"
-    assert_user_error(run_cli(capsys, "data", "import", "--format", "folder", lib, "-o", out), "a FIFO")
+    assert_user_error(run_cli(capsys, "data", "import", "--format", "folder", lib, "-o", out, "--strict"), "a FIFO")
     assert not out.exists()
     result = run_cli(capsys, "data", "import", "--format", "folder", lib, "-o", out, "--skip-bad")
     assert result.code == 0 and "skipped 1 bad row(s)" in result.out

@@ -343,19 +343,24 @@ def test_folder_import_captions_from_sidecars_and_names(tmp_path):
     (lib / "notes.md").write_text("not a sound")
     m = import_folder([lib], relative_to=tmp_path)
     got = [c.to_json() for c in m]
+    facets = [c.pop("facets") for c in got]
     assert got == [
         {"id": "Animals/dog", "audio": "lib/Animals/dog.flac",
-         "captions": {"eng": ["A dog barks twice", "A dog barking"],
-                      "fra": ["Un chien aboie deux fois", None]},
+         "captions": {"eng": ["A dog barks twice", "A dog barking", "dog", "dog, animals"],
+                      "fra": ["Un chien aboie deux fois", None, None, None]},
+         "caption_sources": {"eng": ["sidecar", "sidecar", "name", "folder"]},
          "labels": ["animals"], "duration": 1.0},
         {"id": "Birds/01", "audio": "lib/Birds/01.wav", "captions": {"eng": ["birds"]}, "labels": ["birds"],
-         "duration": 0.125},
+         "caption_sources": {"eng": ["name"]}, "duration": 0.125},
         {"id": "Effects/CarPassing", "audio": "lib/Effects/CarPassing.wav",
-         "captions": {"eng": ["car passing"]},
-         "labels": ["effects"], "duration": 0.5},
-        {"id": "wolf-die-4", "audio": "lib/wolf-die-4.ogg", "captions": {"eng": ["wolf die"]},
-         "duration": 0.25},
+         "captions": {"eng": ["car passing", "car passing, effects"]},
+         "caption_sources": {"eng": ["name", "folder"]}, "labels": ["effects"], "duration": 0.5},
+        {"id": "wolf-die-4", "audio": "lib/wolf-die-4.ogg", "captions": {"eng": ["wolf dying"]},  # as recaption
+         "caption_sources": {"eng": ["name"]}, "duration": 0.25},
     ]
+    assert [(f["format"], f["codec"], f["sample_rate"], f["channels"], f["bit_depth"], f["folder"]) for f in facets] \
+        == [("flac", "pcm_16", 8000, 1, 16, "Animals"), ("wav", "pcm_16", 8000, 1, 16, "Birds"),
+            ("wav", "pcm_16", 8000, 1, 16, "Effects"), ("ogg", "vorbis", 8000, 1, None, "")]
     out = tmp_path / "m.jsonl"
     m.save(out)
     assert validate_manifest(out, check_audio=True) == []
@@ -417,7 +422,9 @@ def test_cli_import_folder_writes_paths_relative_to_the_manifest(tmp_path, capsy
     assert main(["data", "import", "-f", "folder", str(tmp_path / "sounds"), "-o", str(out),
                  "--split", "test", "--no-folder-labels"]) == 0
     assert "wrote 1 clips, 1 captions (eng)" in capsys.readouterr().out
-    assert json.loads(out.read_text()) == {
+    got = json.loads(out.read_text())
+    assert got.pop("facets")["duration"] == 0.2
+    assert got == {
         "id": "Effects/CarPassing", "audio": "../sounds/Effects/CarPassing.wav", "split": "test",
-        "captions": {"eng": ["car passing"]}, "duration": 0.2}
+        "captions": {"eng": ["car passing"]}, "caption_sources": {"eng": ["name"]}, "duration": 0.2}
     assert main(["data", "validate", str(out), "--check-audio"]) == 0

@@ -104,8 +104,8 @@ def test_a_column_added_in_one_place_travels_through_every_format(tmp_path, monk
         live = index.live()
         assert {cid: live.clip_columns["duration"][i] for i, cid in enumerate(live.ids)} == \
             {k: v for k, v in want.items() if k != "c1"}
-        if index.shards:  # stored in each shard's clips.jsonl, read lazily
-            line = (index.shards[1].folder / "clips.jsonl").read_text().splitlines()[0]
+        if hasattr(index.storage, "shards"):  # stored in each shard's clips.jsonl, read lazily
+            line = (index.storage.shards[1].folder / "clips.jsonl").read_text().splitlines()[0]
             assert json.loads(line)["duration"] == 5.0
             live.save(tmp_path / "compact.idx")  # compaction rewrites the live rows into one shard
             assert _rows(Index.load(tmp_path / "compact.idx")) == _rows(live)

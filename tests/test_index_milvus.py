@@ -17,7 +17,6 @@ from mlatr.search import Index
 from mlatr.search import milvus as mv
 from mlatr.search.columns import CaptionColumns, ClipColumns
 from mlatr.search.hybrid import TextRanker, rank_candidates
-from mlatr.search.search import search_similar
 from toydata import train_toy_model
 
 pytest.importorskip("pymilvus")
@@ -142,8 +141,8 @@ def test_loaded_in_this_process_equals_local_exact_index(library):
     assert [h.id for h in clips] == [h.id for h in clips_x]
     assert np.allclose([h.relevance for h in clips], [h.relevance for h in clips_x], atol=1e-4)
     assert [(round(c.score, 5), c.text, c.lang) for c in caps] == [(round(c.score, 5), c.text, c.lang) for c in caps_x]
-    similar = search_similar(remote, 2, k=5)  # "more like this": the clip's vector read from Milvus
-    assert [h.id for h in similar] == [h.id for h in search_similar(exact, 2, k=5)]
+    similar = remote.search_similar(2, k=5)  # "more like this": the clip's vector read from Milvus
+    assert [h.id for h in similar] == [h.id for h in exact.search_similar(2, k=5)]
 
 
 def synthetic(n=300, d=16, clusters=12, seed=0):
@@ -280,6 +279,9 @@ def test_add_and_delete_keep_library_statistics(tmp_path):
 
 
 def test_milvus_errors_are_one_line(tmp_path, capsys):
+    assert main(["search", f"milvus:{tmp_path / 'missing.db'}", "a tone"]) == 2  # a reader makes no file
+    assert "missing.db: file not found" in capsys.readouterr().err and not (tmp_path / "missing.db").exists()
+    (tmp_path / "empty.db").mkdir()
     assert main(["search", f"milvus:{tmp_path / 'empty.db'}", "a tone"]) == 2
     assert "holds no mlatr index" in capsys.readouterr().err
     assert main(["search", "milvus:nowhere", "a tone"]) == 2

@@ -54,13 +54,13 @@ def test_torchrun_build_equals_one_process_and_resumes(trained, tmp_path):
     done = _torchrun(ckpt, manifest_path, out)
     assert done.stdout.count("wrote ") == 1  # the summary is printed once
     two = Index.load(out)
-    assert len(two.shards) == 2 and [len(s.clips) for s in two.shards] == [10, 10]
+    assert len(two.storage.shards) == 2 and [len(s.clips) for s in two.storage.shards] == [10, 10]
     _equal(two, one)
     # a run killed after rank 0 wrote its shard, before rank 1's and before the merge: started again, it
     # keeps rank 0's shard (not encoded again) and writes the rest
     again = tmp_path / "again.idx"
     _torchrun(ckpt, manifest_path, again)
-    rank0, rank1 = (again / s.folder.name for s in Index.load(again).shards)
+    rank0, rank1 = (again / s.folder.name for s in Index.load(again).storage.shards)
     shutil.rmtree(rank1)
     (again / "index.json").unlink()
     before = {p.name: p.stat().st_mtime_ns for p in rank0.iterdir()}

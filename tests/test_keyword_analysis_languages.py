@@ -184,7 +184,7 @@ def test_an_index_stored_with_the_previous_analysis_is_analysed_again(tmp_path, 
     # the analysis names each analyser and dictionary version: a new dictionary's index is analysed again
     assert old != ANALYSIS and all(f"{name}-{version(name)}" in ANALYSIS for name in
                                    ("bm25s", "PyStemmer", "stopwordsiso", "SudachiPy", "sudachidict-small", "rjieba"))
-    for shard in Index.load(out).shards:
+    for shard in Index.load(out).storage.shards:
         texts = list(shard.captions.get("text"))
         Postings.of_terms([tokens(t) for t in texts], analysis=old).save(shard.folder)
         assert json.loads((shard.folder / FILES[0]).read_text(encoding="utf-8"))["analysis"] == old

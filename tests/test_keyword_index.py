@@ -79,7 +79,7 @@ def test_keyword_scores_equal_a_fresh_build_after_any_sequence_of_writes(tmp_pat
             assert main(["index", "compact", str(out)]) == 0
         _check_equals_fresh(out)
         assert all((s.folder / "keywords.json").is_file() and (s.folder / "moments.npz").is_file()
-                   for s in Index.load(out).shards), step
+                   for s in Index.load(out).storage.shards), step
 
 
 def test_bm25_equals_bm25s_and_a_part_loads_mapped(tmp_path):

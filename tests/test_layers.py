@@ -1,8 +1,10 @@
 """The packages of mlatr import downwards only: the layers docs/architecture.md orders ("Layers"), and no
 import circle between modules.
 
-Every import of the sources is read (those inside functions too: a lazy import is still a dependency),
-except those under ``if TYPE_CHECKING:``, which only annotate.
+Every import of the sources is read (those inside functions too: a lazy import is still a dependency;
+relative ones resolved against their package), except those under ``if TYPE_CHECKING:``, which only annotate,
+and so is every lazy-import map (a module-level ``_LAZY`` dict whose values name the modules imported on first
+access: ``mlatr``'s and ``mlatr.search``'s).
 """
 
 import ast
@@ -34,19 +36,43 @@ def _imports(tree: ast.AST) -> list[ast.stmt]:
     return found
 
 
+def _resolved(mod: str, path: Path, node: ast.ImportFrom) -> str:
+    """The absolute module name of ``node`` in module ``mod`` (a relative import resolved against its package)."""
+    if not node.level:
+        return node.module or ""
+    package = mod.split(".") if path.name == "__init__.py" else mod.split(".")[:-1]
+    base = package[:len(package) - (node.level - 1)]
+    return ".".join(base + ([node.module] if node.module else []))
+
+
+def _lazy_targets(tree: ast.AST) -> list[str]:
+    """The modules a module-level ``_LAZY`` map names (its values: a module, or a (module, attribute) pair)."""
+    found = []
+    for node in ast.iter_child_nodes(tree):
+        if isinstance(node, (ast.Assign, ast.AnnAssign)) and "_LAZY" in ast.unparse(node).split("=")[0]:
+            for value in getattr(node.value, "values", []):
+                first = value.elts[0] if isinstance(value, ast.Tuple) else value
+                if isinstance(first, ast.Constant) and isinstance(first.value, str):
+                    found.append(first.value)
+    return found
+
+
 def _edges(modules: dict[str, Path]) -> dict[str, set[str]]:
     """module -> the mlatr modules it imports (``from P import name``: the module ``P.name`` when there is
-    one, else ``P``)."""
+    one, else ``P``; relative imports resolved; the modules of its lazy-import map)."""
     edges: dict[str, set[str]] = {m: set() for m in modules}
     for mod, path in modules.items():
-        for node in _imports(ast.parse(path.read_text(encoding="utf-8"))):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in _imports(tree):
             if isinstance(node, ast.ImportFrom):
-                if node.level or not (node.module or "").startswith("mlatr"):
+                module = _resolved(mod, path, node)
+                if not module.startswith("mlatr"):
                     continue
-                names = [f"{node.module}.{a.name}" for a in node.names]
-                edges[mod].update(n if n in modules else node.module for n in names)
+                names = [f"{module}.{a.name}" for a in node.names]
+                edges[mod].update(n if n in modules else module for n in names)
             else:
                 edges[mod].update(a.name for a in node.names if a.name.startswith("mlatr"))
+        edges[mod].update(t for t in _lazy_targets(tree) if t.startswith("mlatr"))
         edges[mod].discard(mod)
     return edges
 
@@ -122,3 +148,13 @@ def test_no_import_circle_between_modules():
 def test_the_walk_sees_lazy_imports_and_skips_type_checking_ones():
     tree = ast.parse("import mlatr.a\nif TYPE_CHECKING:\n    import mlatr.b\ndef f():\n    from mlatr.c import d\n")
     assert [ast.unparse(n) for n in _imports(tree)] == ["import mlatr.a", "from mlatr.c import d"]
+
+
+def test_the_walk_resolves_relative_imports_and_reads_lazy_maps(tmp_path):
+    init = tmp_path / "__init__.py"
+    tree = ast.parse("from . import errors\nfrom .search import index\n")
+    assert [_resolved("mlatr", init, n) for n in _imports(tree)] == ["mlatr", "mlatr.search"]
+    assert _resolved("mlatr.search.index", tmp_path / "index.py", _imports(ast.parse("from ..data import x"))[0]) \
+        == "mlatr.data"
+    lazy = ast.parse('_LAZY = {"a": ("mlatr.search.index", "Index"), "b": "mlatr.search.build"}\n')
+    assert _lazy_targets(lazy) == ["mlatr.search.index", "mlatr.search.build"]

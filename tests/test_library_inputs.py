@@ -131,7 +131,8 @@ def test_text_and_sound_searches_answer_the_same_list_with_typed_evidence(librar
     assert type(text) is type(sound) is mlatr.Results and all(isinstance(h, mlatr.Hit) for h in [*text, *sound])
     assert text.caption_hits is None and "captions" not in text.to_dict()
     scores = [c.score for c in sound.caption_hits]
-    assert sorted(c.text for c in sound.caption_hits) == sorted(index.caption_text) and scores == sorted(scores)[::-1]
+    assert len(scores) == 6 and {c.text for c in sound.caption_hits} <= set(index.caption_text)
+    assert scores == sorted(scores)[::-1]
     assert sound.to_dict()["captions"] == [c.to_dict() for c in sound.caption_hits]
     same = {"low/hum-1", "high/beep-0", "high/beep-1", "high/beep-2"}
     assert {h.id for h in sound if h.same_audio} == same and len(sound) == 6
@@ -151,6 +152,6 @@ def test_text_and_sound_searches_answer_the_same_list_with_typed_evidence(librar
     assert r.code == 0, r.err
     out = json.loads(r.out)
     assert {x["id"] for x in out["results"] if x["same_audio"]} == same
-    assert [c["text"] for c in out["captions"]] == [c.text for c in sound.caption_hits]
+    assert [c["text"] for c in out["captions"]][:6] == [c.text for c in sound.caption_hits]  # the CLI's k is 10
     r = run_cli(capsys, "search", tmp_path / "lib.idx", "--audio", folder / "low" / "hum-0.wav", "--model", model_path)
     assert r.code == 0 and "the same audio as the query" in r.out and "captions of indexed clips:" in r.out

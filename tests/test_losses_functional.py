@@ -372,7 +372,7 @@ def test_gradcheck_float64():
 
 
 def test_docstring_examples():
-    for name in ("clip", "siglip", "pair_losses", "schemes", "radius", "svr"):
+    for name in ("clip", "siglip", "pair_losses", "schemes", "radius", "support_vectors"):
         module = importlib.import_module(f"mlatr.losses.{name}")
         result = doctest.testmod(module)
         assert result.failed == 0 and result.attempted > 0, name

@@ -13,7 +13,7 @@ from mlatr.losses.clip import clip_loss
 from mlatr.losses.radius import DynamicRadius, StaticRadius
 from mlatr.losses.siglip import siglip_loss
 from mlatr.losses.simple_reweight import SimpleReweight, reweighted_infonce_loss
-from mlatr.losses.svr import constraint_loss, support_vectors, svr_loss
+from mlatr.losses.support_vectors import constraint_loss, support_vectors, svr_loss
 from mlatr.losses.svr_regularizer import build_svr_regularizer
 
 # ----------------------------------------------------------------------------- hand-written reference

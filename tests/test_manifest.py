@@ -126,7 +126,7 @@ def test_duplicate_id_names_the_first_line_and_audio_check(tmp_path):
     with_audio = validate_manifest(p, check_audio=True)
     # a.wav exists (lines 1 and 4), z.wav does not (line 3)
     assert [(x.line, x.field) for x in with_audio] == [(3, "audio"), (4, "id")]
-    assert "audio file not found" in with_audio[0].message
+    assert "file not found (a sound file)" in with_audio[0].message
 
 
 def test_validate_allowed_languages(tmp_path):
@@ -162,7 +162,7 @@ def test_cli_validate_prints_problems_and_exit_codes(tmp_path, capsys):
     assert out[1] == f"{bad}:3: json: expected a JSON object, got list"
     assert out[2] == f"2 problem(s) on 2 line(s) of {bad}"
     assert main(["data", "validate", str(good), "--check-audio"]) == 1
-    assert capsys.readouterr().out.count("audio file not found") == 3
+    assert capsys.readouterr().out.count("file not found (a sound file)") == 3
 
 
 def test_byte_order_mark_is_accepted(tmp_path):
@@ -173,6 +173,6 @@ def test_byte_order_mark_is_accepted(tmp_path):
 
 def test_missing_file_is_one_problem(tmp_path):
     problems = validate_manifest(tmp_path / "nope.jsonl")
-    assert len(problems) == 1 and problems[0].line is None and "cannot read" in problems[0].message
-    with pytest.raises(InputError, match="cannot read"):
+    assert len(problems) == 1 and problems[0].line is None and problems[0].message == "file not found (a manifest)"
+    with pytest.raises(InputError, match="nope.jsonl: file not found"):
         Manifest.load(tmp_path / "nope.jsonl")

@@ -21,7 +21,7 @@ from mlatr.frozen_prefix import PrefixCache, Waveforms, prefix_features
 from mlatr.inference.checkpoint import read_checkpoint
 from mlatr.models.aisfx import AisfxEncoder, AisfxTail, upper_blocks
 from mlatr.models.projection import ProjectionHead
-from mlatr.training.heads import HeadTraining, TextBank, caption_rows, train_heads
+from mlatr.training.head_training import HeadTraining, TextBank, caption_rows, train_heads
 
 SECONDS = (0.6, 3.6, 1.0, 4.8, 0.8, 2.0)  # 1, 2 or 3 blocks of ~2.3 s each (hop ~1.16 s)
 

@@ -109,10 +109,12 @@ def test_recaption_keeps_a_sidecar_caption_and_writes_a_new_manifest(tmp_path, c
     new = tmp_path / "my-sounds.recaptioned.jsonl"
     assert f"wrote {new}" in capsys.readouterr().out
     clips = {c.id: c for c in Manifest.load(new)}
-    assert clips["fx/track_01"].captions == {"eng": ["heavy rain falling on a tin roof"]}
-    assert clips["fx/Dog_bark2"].captions == {"eng": ["dog bark"]}  # made from the name; no table entry
+    # what the person wrote comes first; the import added the name's words and the folder's after it
+    assert clips["fx/track_01"].captions == {"eng": ["heavy rain falling on a tin roof", "track", "track, fx"]}
+    assert clips["fx/track_01"].extra["caption_sources"] == {"eng": ["sidecar", "name", "folder"]}
+    assert clips["fx/Dog_bark2"].captions == {"eng": ["dog bark", "dog bark, fx"]}  # from the path; no table entry
     assert main(["data", "recaption", str(m), "--in-place"]) == 0
-    assert Manifest.load(m).clips[1].captions == {"eng": ["heavy rain falling on a tin roof"]}
+    assert Manifest.load(m).clips[1].captions["eng"][0] == "heavy rain falling on a tin roof"
 
 
 def test_recaption_keeps_a_manifest_caption_a_person_edited(tmp_path):
@@ -132,7 +134,7 @@ def test_recaption_dry_run_prints_the_changes_and_writes_nothing(tmp_path, capsy
     capsys.readouterr()
     assert main(["data", "recaption", str(m), "--table", str(table), "--dry-run"]) == 0
     out = capsys.readouterr().out
-    assert 'fx/Dog_bark2: ["dog bark"] -> ["a dog barking twice"]' in out
+    assert 'fx/Dog_bark2: ["dog bark", "dog bark, fx"] -> ["a dog barking twice"]' in out
     assert 'fx/track_01: labels ["fx"] -> []' in out  # the table knows fx/: its label; the caption is kept
     assert "kept_own 1" in out and "nothing written" in out
     assert m.read_bytes() == before and sorted(p.name for p in tmp_path.glob("*.jsonl")) == ["my-sounds.jsonl"]

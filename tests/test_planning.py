@@ -16,8 +16,8 @@ import torch.nn.functional as F
 from clitools import assert_user_error, run_cli
 from mlatr.planning.architectures import ArchitectureOnlyText
 from mlatr.planning.cuda_kernels import ON_CPU, cuda_choices
+from mlatr.planning.gpu_plan import format_sweep, largest_batch, make_plan, sweep
 from mlatr.planning.gpus import GPU
-from mlatr.planning.plan import format_sweep, largest_batch, make_plan, sweep
 from mlatr.planning.step_trace import StepTracer, trace_step
 from mlatr.planning.tracker import LiveTensorTracker, cuda_rounded
 from mlatr.training.config import load_config

@@ -102,10 +102,9 @@ def test_embed_text_is_the_query_embedding_and_checks_languages(served_toy):
     model = mlatr.load(served_toy[1], device="cpu")
     index = Index.load(served_toy[2], model=model)
     from mlatr.search.query import TextQuery
-    from mlatr.search.search import encode_query_texts
 
     one = model.embed_text("un son aigu", "fr")
-    query = encode_query_texts(index, [TextQuery("un son aigu", "fra")])[0]
+    query = index.embed_queries([TextQuery("un son aigu", "fra")])[0]
     assert one.shape == (1, 16) and np.array_equal(one[0], query)
     t = model.embed_text(["un son aigu", "ein tiefer Ton"], lang=["fra", "deu"])  # a padded batch
     np.testing.assert_allclose(t[0], one[0], atol=1e-6)
@@ -261,12 +260,12 @@ def test_embed_and_classify_commands(served_toy, tmp_path, capsys):
         np.testing.assert_array_equal(z["embeddings"], model.embed_text(["un son aigu", "un son grave"], "fra"))
     bad = tmp_path / "bad.wav"
     bad.write_bytes(b"not audio")
-    r = run_cli(capsys, "embed", files[0], bad, "--model", served_toy[1], "-o", tmp_path / "b.npz")
+    r = run_cli(capsys, "embed", files[0], bad, "--model", served_toy[1], "-o", tmp_path / "b.npz", "--strict")
     assert_user_error(r, str(bad))
     assert not (tmp_path / "b.npz").exists()
     r = run_cli(capsys, "embed", files[0], bad, "--model", served_toy[1], "-o", tmp_path / "b.npz", "--skip-bad",
                 "--no-progress")
-    assert r.code == 0 and "skipped 1 unreadable" in r.err
+    assert r.code == 0 and "skipped 1 bad file(s)" in r.err
     r = run_cli(capsys, "classify", *files, "--labels", "low tone,high tone", "--model", served_toy[1], "--json",
                 "--device", "cpu")
     assert r.code == 0, r.err

@@ -75,7 +75,6 @@ def test_nan_samples_are_refused(tmp_path):
 
 def test_server_takes_a_sixty_minute_flac_upload_by_its_window(served_toy, tmp_path):
     pytest.importorskip("fastapi", reason="mlatr serve needs the serve extra: pip install 'mlatr[serve]'")
-    from mlatr.search.search import search_audio
     from mlatr.serve.app import create_app
     from mlatr.serve.live_index import LiveIndex
     from servetools import running_server, upload
@@ -86,5 +85,5 @@ def test_server_takes_a_sixty_minute_flac_upload_by_its_window(served_toy, tmp_p
     with running_server(create_app(live)) as base:
         r = upload(base + "/search/audio?k=3", "hour.flac", path.read_bytes())
         assert r.status == 200, r.body
-        clips = search_audio(index, path, 3)
+        clips = index.search_audio(path, 3)
         assert [x["id"] for x in r.json()["results"]] == [h.id for h in clips]

@@ -21,7 +21,7 @@ from mlatr.search.relevance import (
     rare_cutoff,
     shipped,
 )
-from mlatr.search.search import Hit, Results
+from mlatr.search.results import Hit, Results
 
 
 def test_moments_give_each_querys_mean_and_spread_over_the_library():

@@ -11,7 +11,7 @@ from mlatr.errors import MlatrError
 from mlatr.training.epoch_line import duration, epoch_line, eta_seconds
 from mlatr.training.run_curves import draw_runs, read_curves
 from mlatr.training.run_log import read_run_log
-from mlatr.training.run_loggers import epoch_scalars, logger_names
+from mlatr.training.trackers import epoch_scalars, logger_names
 from mlatr.training.trainer import Trainer
 from toydata import make_toy_manifest, tiny_config
 

@@ -7,6 +7,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 import urllib.parse
 from concurrent.futures import ThreadPoolExecutor
@@ -356,13 +357,49 @@ def test_cli_serve_runs_and_stops(toy, tmp_path):
     assert proc.returncode == 0
 
 
-def _health_by_worker(url: str, tries: int = 400) -> dict:
-    """worker -> its /health, from fresh connections (the kernel hands each to one worker) until every worker
-    answered twice or ``tries`` ran out."""
+class ServerOutput:
+    """What a server process prints, read by a thread of its own from the moment it is made (the pipe never
+    fills), so a test can wait for a line with a deadline instead of sleeping."""
+
+    def __init__(self, proc: subprocess.Popen, lines: list[str]):
+        self.lines = list(lines)
+        self._changed = threading.Condition()
+        self._thread = threading.Thread(target=self._read, args=(proc.stdout,), daemon=True)
+        self._thread.start()
+
+    def _read(self, stream) -> None:
+        for line in stream:
+            with self._changed:
+                self.lines.append(line)
+                self._changed.notify_all()
+
+    def wait_for(self, wanted, timeout: float = 120) -> str:
+        """The first line (from the start) for which ``wanted(line)`` holds, waiting up to ``timeout`` seconds."""
+        deadline = time.monotonic() + timeout
+        with self._changed:
+            while True:
+                found = next((line for line in self.lines if wanted(line)), None)
+                left = deadline - time.monotonic()
+                if found is not None or left <= 0:
+                    break
+                self._changed.wait(left)
+        assert found is not None, "no such line in:\n" + "".join(self.lines)
+        return found
+
+    def text(self, timeout: float = 30) -> str:
+        """Everything printed, once the process has closed its output."""
+        self._thread.join(timeout)
+        return "".join(self.lines)
+
+
+def _health_by_worker(url: str, timeout: float = 120) -> dict:
+    """worker -> its /health, asked on fresh connections (the kernel hands each to one worker, whichever accepts
+    first: one may take many in a row on a busy machine) until every worker answered twice, or the deadline."""
     seen: dict[int, list] = {}
+    deadline = time.monotonic() + timeout
     with ThreadPoolExecutor(max_workers=4) as pool:
-        for _ in range(tries // 4):
-            for h in pool.map(lambda _: request(url + "/health", timeout=10).json(), range(4)):
+        while time.monotonic() < deadline:
+            for h in pool.map(lambda _: request(url + "/health", timeout=30).json(), range(4)):
                 seen.setdefault(h["worker"], []).append(h)
             if len(seen) == 2 and all(len(v) >= 2 for v in seen.values()):
                 break
@@ -372,7 +409,8 @@ def _health_by_worker(url: str, tries: int = 400) -> dict:
 def test_cli_serve_workers_share_the_port_and_reload_together(toy, tmp_path, capsys):
     """--workers 2: two processes answer on one port; POST /reload reaches one of them, which has the
     supervisor signal the other (the file watch is set far beyond the test), so both serve the new index;
-    SIGINT stops all with exit code 0."""
+    SIGINT stops all with exit code 0. Each step waits for what the server says (a line it prints, an answer),
+    with a deadline: never for a fixed time."""
     manifest_path, ckpt, _ = toy
     path = build_toy_index(manifest_path, ckpt, tmp_path / "lib.idx.npz", first=12)
     assert main(["serve", str(path), "--workers", "2", "--watch", "0"]) == 2  # reloads need the watch
@@ -380,6 +418,7 @@ def test_cli_serve_workers_share_the_port_and_reload_together(toy, tmp_path, cap
     assert main(["serve", "milvus:" + str(tmp_path / "lib.db"), "--workers", "2"]) == 2  # one process per file
     assert "a milvus-lite file" in capsys.readouterr().err
     proc, url, lines = start_cli_server([str(path), "--watch", "600", "--workers", "2"], wait=180)
+    out = ServerOutput(proc, lines)
     try:
         assert url and "2 worker processes" in lines[-1], "".join(lines)
         assert sum("loaded" in line and "12 clips" in line for line in lines) == 2  # each worker loaded it
@@ -388,34 +427,30 @@ def test_cli_serve_workers_share_the_port_and_reload_together(toy, tmp_path, cap
         build_toy_index(manifest_path, ckpt, path, first=16, add=True)
         r = request(url + "/reload", "POST")
         assert r.status == 200 and r.json()["clips"] == 16
-        for _ in range(50):  # the other worker reloads on the supervisor's signal
-            health = _health_by_worker(url, 40)
-            if sorted(health) == [0, 1] and all(h["clips"] == 16 for h in health.values()):
-                break
-            time.sleep(0.2)
+        # the other worker reloads on the supervisor's signal, and logs it
+        out.wait_for(lambda line: "reloaded" in line and "16 clips" in line)
+        health = _health_by_worker(url)
         assert sorted(health) == [0, 1] and all(h["clips"] == 16 for h in health.values()), health
         hits = json.loads(request(url + "/search?q=a+tone&k=100").body)["results"]
         assert len(hits) == 16
     finally:
         stop_cli_server(proc)
-    assert proc.returncode == 0, proc.stdout.read()
+    assert proc.returncode == 0, out.text()
 
 
 def test_sound_queries_read_files_outside_the_model_lock(toy, monkeypatch):
     """The model lock covers the encoder only: a sound query's same-audio check reads the hits' files with the
     lock free, and "more like this" (a stored vector, no model call) answers while another request holds it."""
-    from mlatr.search import search as search_module
-
     live = LiveIndex(toy[2])
     live.reload()
     held_while_reading = []
-    real = search_module.query_waveform
+    real = Index.query_waveform
 
     def watched(index, path):
         held_while_reading.append(live.lock.locked())
         return real(index, path)
 
-    monkeypatch.setattr(search_module, "query_waveform", watched)
+    monkeypatch.setattr(Index, "query_waveform", watched)
     wav = (toy[0].parent / "audio" / "clip007.wav").read_bytes()
     with running_server(create_app(live)) as base:
         body = upload(base + "/search/audio?k=3", "query.wav", wav).json()

@@ -9,7 +9,7 @@ import pytest
 from mlatr.data.manifest import Manifest
 from mlatr.errors import MlatrError
 from mlatr.inference.checkpoint import load_model
-from mlatr.search import build_index
+from mlatr.search import Index, build_index
 from mlatr.search.query import TextQuery, text_query
 from mlatr.serve.batching import TextBatcher
 from mlatr.serve.live_index import LiveIndex
@@ -59,12 +59,10 @@ def test_a_query_is_checked_where_it_enters_and_a_failing_batch_fails_alone(live
             text_query("x", "eng", 3, "hybrid", snap.languages, min_relevance=level)
     query = text_query("a tone", "eng", 3, "hybrid", snap.languages, min_relevance=1)
     assert query.min_relevance == 1.0 and batcher.search(snap, query).min_relevance == 1.0
-    from mlatr.serve import batching
-
     def broken(index, queries):
         raise MlatrError("the model gave a non-finite query embedding")
 
-    monkeypatch.setattr(batching, "encode_query_texts", broken)
+    monkeypatch.setattr(Index, "embed_queries", broken)
     with pytest.raises(MlatrError, match="non-finite"):
         batcher.search(snap, TextQuery("a tone", "eng", 4))
     monkeypatch.undo()

@@ -11,8 +11,8 @@ from mlatr.audio.io import crop_or_pad, load_audio, probe_length
 from mlatr.cli import main
 from mlatr.data.manifest import Manifest
 from mlatr.data.pipeline.batches import TrainBatches, iter_eval_audio
+from mlatr.data.pipeline.epoch_plan import shard_range, usable_caption_indices
 from mlatr.data.pipeline.file_source import AudioSource
-from mlatr.data.pipeline.plan import shard_range, usable_caption_indices
 from mlatr.data.pipeline.source_choice import choose_cache
 from mlatr.data.pipeline.store import StoreSource, prepare_store, read_index
 from mlatr.data.pipeline.workers import default_workers

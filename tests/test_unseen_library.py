@@ -21,7 +21,7 @@ from mlatr.experiments.head_options import HEAD_OPTIONS
 from mlatr.experiments.real_heads import RealSounds, build_model, evaluate_clips, text_space, train_option
 from mlatr.experiments.relevance_fit import RANKINGS
 from mlatr.search.index import Index
-from mlatr.training.heads import HeadTraining
+from mlatr.training.head_training import HeadTraining
 from mlatr.training.run_curves import read_curves, run_folders
 from mlatr.training.run_log import read_run_log
 from mlatr.translation import ApertiumBackend

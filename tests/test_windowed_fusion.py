@@ -45,7 +45,7 @@ def test_windows_covering_the_library_equal_the_exact_fusion(tmp_path, vectors_m
     exact = index.text_ranker()
     assert exact.window is None  # no approximate structure: the exact fusion
     windowed = index.text_ranker(window=len(index.ids))
-    vecs, texts, langs = fusion_queries(index, 12, seed=3)
+    vecs, texts, langs = fusion_queries(index.tables, 12, seed=3)
     texts[0], texts[1] = "nothing matches", "dog dog bark rain"
     for rank in ("hybrid", "audio", "captions"):
         a = exact.rank_many(vecs, texts, langs, [15] * len(texts), [rank] * len(texts))
@@ -71,7 +71,7 @@ def test_fused_recall_is_measured_at_build_recorded_and_used_by_searches(tmp_pat
     index = Index(*_library(3000, 16, seed=1, clusters=60), vectors_meta)
     index.save(out, ann=AnnBuild("hnsw", {"efSearch": 16}, exact_below=1000))
     loaded = Index.load(out)
-    entry = loaded.shard_entries[0]
+    entry = loaded.storage.shards[0].entry
     assert entry["ann"]["kind"] == "hnsw" and entry["caption_ann"]["kind"] == "hnsw"
     assert 0 < entry["caption_ann"]["recall_at_10"] <= 1
     fusion = loaded.meta["fusion"]
@@ -79,7 +79,7 @@ def test_fused_recall_is_measured_at_build_recorded_and_used_by_searches(tmp_pat
     ranker = loaded.text_ranker()
     assert ranker.window == fusion["window"]
     # the recorded recall, recomputed: the windowed top 10 against the exact fusion of a numpy-backed load
-    vecs, texts, langs = fusion_queries(loaded)
+    vecs, texts, langs = fusion_queries(loaded.tables)
     exact = Index.load(out, backend="numpy").text_ranker()
     assert exact.window is None
     recall = recall_of(top_rows_of(ranker, vecs, texts, langs), top_rows_of(exact, vecs, texts, langs))

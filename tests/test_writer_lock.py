@@ -4,6 +4,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
@@ -43,14 +44,42 @@ def test_second_writer_is_refused_and_names_the_holder(tmp_path):
         proc.wait()
 
 
+HOLD_UNTIL_TOLD = """
+import sys
+from mlatr.writer_lock import writer_lock
+with writer_lock(sys.argv[1], what="thing"):
+    print("held", flush=True)
+    sys.stdin.readline()  # until the test says so
+print("released", flush=True)
+"""
+
+
 def test_waiting_writer_gets_the_lock_when_the_first_ends(tmp_path, capsys):
-    proc = _holder(tmp_path / "run", 1.0)
-    start = time.monotonic()
-    with writer_lock(tmp_path / "run", wait=True):
-        pass
-    assert time.monotonic() - start > 0.3
-    assert "waiting for process" in capsys.readouterr().err
-    proc.wait()
+    """The second writer waits (saying so) while the first holds the lock, and gets it once the first lets go:
+    each step waits on what the other process says, never on a duration."""
+    proc = subprocess.Popen([sys.executable, "-c", HOLD_UNTIL_TOLD, str(tmp_path / "run")], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().strip() == "held"
+    got = threading.Event()
+
+    def second_writer():
+        with writer_lock(tmp_path / "run", wait=True):
+            got.set()
+
+    waiter = threading.Thread(target=second_writer, daemon=True)
+    waiter.start()
+    err = ""
+    deadline = time.monotonic() + 60
+    while "waiting for process" not in err and time.monotonic() < deadline:
+        err += capsys.readouterr().err
+        time.sleep(0.01)
+    assert f"waiting for process {proc.pid} " in err and not got.is_set()
+    proc.stdin.write("go\n")
+    proc.stdin.flush()
+    assert proc.stdout.readline().strip() == "released"
+    waiter.join(timeout=60)
+    assert got.is_set()
+    proc.wait(timeout=60)
 
 
 def test_wait_with_a_bound_refuses_after_it(tmp_path):
@@ -82,10 +111,13 @@ HOLD_WITH_CHILD = """
 import os, sys, time
 from mlatr.writer_lock import writer_lock
 with writer_lock(sys.argv[1], what="thing"):
+    ready_r, ready_w = os.pipe()
     child = os.fork()  # as a data loader's worker is forked while the run holds its lock
-    if child == 0:
+    if child == 0:  # the fork hooks have run (the lock dropped) before fork() returns here
+        os.write(ready_w, b"1")
         time.sleep(30)
         os._exit(0)
+    os.read(ready_r, 1)  # the child is running: killing the parent now leaves the lock to no one
     print(child, flush=True)
     time.sleep(30)
 """

@@ -23,7 +23,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-__version__ = "0.1.0"
+from mlatr.version import __version__
 
 #: Public name -> (module, attribute), imported on first access.
 _LAZY = {
@@ -33,8 +33,8 @@ _LAZY = {
     "Index": ("mlatr.search.index", "Index"),
     "evaluate": ("mlatr.inference.model_evaluation", "evaluate"),
     "export": ("mlatr.inference", "export_model"),
-    "Hit": ("mlatr.search.search", "Hit"),
-    "Results": ("mlatr.search.search", "Results"),
+    "Hit": ("mlatr.search.results", "Hit"),
+    "Results": ("mlatr.search.results", "Results"),
     "Evidence": ("mlatr.search.evidence", "Evidence"),
     "LibraryEmbeddings": ("mlatr.inference.loaded_model", "LibraryEmbeddings"),
 }

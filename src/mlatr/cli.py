@@ -12,14 +12,17 @@ from __future__ import annotations
 import argparse
 import difflib
 import importlib
+import os
 import re
+import select
+import signal
 import sys
 
-from mlatr import __version__
 from mlatr.commands._deprecated import MODEL_OLD_SPELLINGS, new_spellings
 from mlatr.commands._outputs import add_wait_option, hold_outputs
 from mlatr.errors import MlatrError, describe_os_error
 from mlatr.terminal_text import shown_lines, undecodable_argument
+from mlatr.version import __version__
 
 #: (command path, module under mlatr.commands). Order is the order shown in --help.
 COMMANDS: list[tuple[str, str]] = [
@@ -202,6 +205,35 @@ def _take_extra(args: argparse.Namespace, extra: list[str], parser: argparse.Arg
     getattr(args, spec[0]).extend(extra)
 
 
+#: Exit status after the reader of stdout left (``mlatr search ... | head -1``): a shell's for a command ended by
+#: SIGPIPE (128 + 13), as ``cat`` or ``grep`` give there; nothing is printed.
+CLOSED_PIPE_STATUS = 128 + signal.SIGPIPE if hasattr(signal, "SIGPIPE") else 1
+
+
+def stdout_closed() -> bool:
+    """Whether stdout is a pipe (or socket) whose reader has gone: a write there raises BrokenPipeError. True when
+    it cannot be told (no ``poll`` on this system)."""
+    try:
+        fd = sys.stdout.fileno()
+        poller = select.poll()
+    except (AttributeError, OSError, ValueError):  # not a real file (a test's capture), or no poll()
+        return True
+    poller.register(fd, select.POLLOUT)
+    return any(events & (select.POLLERR | select.POLLHUP) for _, events in poller.poll(0))
+
+
+def quiet_after_closed_stdout() -> int:
+    """End quietly once stdout's reader has gone: stdout pointed at /dev/null, so the interpreter's last flush of
+    what is still buffered cannot fail again ("Exception ignored ... BrokenPipeError"; Python's documented way)."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (AttributeError, OSError, ValueError):  # not a real file: nothing will be flushed there
+        pass
+    return CLOSED_PIPE_STATUS
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else [str(a) for a in argv]
     problem = undecodable_argument(argv)
@@ -219,7 +251,14 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         with hold_outputs(args, args._outputs):  # one writer per output (mlatr.commands._outputs)
-            return int(run(args) or 0)
+            code = int(run(args) or 0)
+        sys.stdout.flush()  # a reader that left (| head) is found here, not by the interpreter's last flush
+        return code
+    except BrokenPipeError:
+        if not stdout_closed():  # another pipe (a child process's): an error like any other
+            print(f"mlatr: error: {shown_lines(describe_os_error(sys.exc_info()[1]))}", file=sys.stderr)
+            return 2
+        return quiet_after_closed_stdout()
     except MlatrError as exc:
         print(f"mlatr: error: {shown_lines(exc)}", file=sys.stderr)
         return 2

@@ -7,6 +7,7 @@ raises :class:`MlatrError` or a subclass; the CLI prints its message and exits n
 from __future__ import annotations
 
 import errno
+import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -32,6 +33,20 @@ class InputError(MlatrError):
         super().__init__(where + message)
 
 
+class MissingFileError(MlatrError, FileNotFoundError):
+    """A file or folder the user named does not exist: ``PATH: file not found (what it was to be)``.
+
+    Also a :class:`FileNotFoundError`, so Python callers may catch it as the standard library's error.
+    """
+
+    def __init__(self, path: str | os.PathLike, what: str = ""):
+        super().__init__(f"{os.fspath(path)}: file not found" + (f" ({what})" if what else ""))
+        self.filename = os.fspath(path)
+
+    def __str__(self) -> str:  # the message, not OSError's "[Errno ...]" form
+        return str(self.args[0])
+
+
 #: errno values that mean there is no room to write: the disk, the user's quota, the file size limit.
 DISK_FULL = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
 
@@ -44,7 +59,9 @@ def describe_os_error(exc: OSError) -> str:
     """``file: reason`` for an :class:`OSError`, saying plainly when there is no room to write."""
     where = f"{exc.filename}: " if exc.filename else ""
     reason = exc.strerror or str(exc)
-    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+    if exc.errno == errno.ENOENT:
+        reason = "file not found"
+    elif exc.errno in (errno.ENOSPC, errno.EDQUOT):
         reason += " (the disk or your quota is full: free some space and run the command again)"
     elif exc.errno == errno.EFBIG:
         reason += " (larger than the system lets one file grow: see ulimit -f)"

@@ -24,6 +24,16 @@ def file_state(path: str | os.PathLike) -> dict | None:
     return {"size": st.st_size, "mtime_ns": st.st_mtime_ns}
 
 
+def file_signature(path: str | os.PathLike) -> tuple[int, int, int] | None:
+    """``(inode, size, mtime_ns)`` of the file at ``path``: what an atomic replacement (``os.replace``) changes,
+    for a reader that polls it (a server reloading its index); None when it cannot be stat-ed."""
+    try:
+        st = os.stat(path)
+    except (OSError, ValueError):
+        return None
+    return (st.st_ino, st.st_size, st.st_mtime_ns)
+
+
 def file_sha256(*paths: str | os.PathLike) -> str:
     """Hex SHA-256 of the bytes of ``paths``, one file after the other (read in 1 MiB chunks)."""
     h = hashlib.sha256()

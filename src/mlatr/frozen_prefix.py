@@ -8,7 +8,7 @@ block of the clip's centre crop) of the clips it does not hold yet, and returns 
 view of them in manifest order; :func:`mlatr.models.aisfx.upper_blocks` takes it from there. Heads-only
 training reads pooled vectors instead (:class:`PooledFeatures`, :mod:`mlatr.frozen_features`), and a run
 with nothing cached the waveforms (:class:`Waveforms`): all are ``ClipFeatures``, what
-:func:`mlatr.training.heads.train_heads` reads a batch of clips from.
+:func:`mlatr.training.head_training.train_heads` reads a batch of clips from.
 
 Layout of a cache folder: ``index.json`` (format ``mlatr-prefix-cache-1``: the encoder's config, the stage,
 the stored dtype, the map shape ``[C, T, F]``, the chunk files and, per clip key ``[id, size, mtime_ns]``,

@@ -18,6 +18,7 @@ import json
 import os
 import re
 import shutil
+import stat
 import tempfile
 from collections.abc import Callable, Iterable
 from contextlib import contextmanager
@@ -92,6 +93,30 @@ def _disk_full(exc: BaseException, folder: Path) -> OSError | None:
     return None
 
 
+def _umask() -> int:
+    """The process's file creation mask (read from /proc where it can be: setting it to read it is not
+    thread-safe)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def _new_file_mode(path: Path) -> int:
+    """The permissions a file written atomically at ``path`` gets: those of the file it replaces, else what
+    ``open()`` would give a new file (0666 less the umask)."""
+    try:
+        return stat.S_IMODE(os.stat(path).st_mode)
+    except OSError:
+        return 0o666 & ~_umask()
+
+
 @contextmanager
 def atomic_open(path: str | os.PathLike, mode: str = "w", encoding: str | None = "utf-8", sweep: bool = True):
     """Open a temporary file beside ``path``; on success it replaces ``path``, on error it is removed.
@@ -105,6 +130,7 @@ def atomic_open(path: str | os.PathLike, mode: str = "w", encoding: str | None =
         remove_orphan_temps(path.parent, [path.name])
     binary = "b" in mode
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.fchmod(fd, _new_file_mode(path))  # mkstemp's 0600 would hide the file from everyone but its writer
     if fcntl is not None:
         fcntl.flock(fd, fcntl.LOCK_EX)
     try:
@@ -122,6 +148,20 @@ def atomic_open(path: str | os.PathLike, mode: str = "w", encoding: str | None =
             raise DiskFullError(f"{describe_os_error(full)}; {path.name} was not written "
                                 "(its previous version, if any, is intact)") from exc
         raise
+
+
+@contextmanager
+def disk_full_named(path: str | os.PathLike, unchanged: str):
+    """Inside the block, a failure for lack of room (ENOSPC, EDQUOT, EFBIG: the cause chain too) becomes a
+    :class:`DiskFullError` naming ``path`` and saying what is ``unchanged`` (a write error of ``numpy.save`` or
+    FAISS names no file)."""
+    try:
+        yield
+    except Exception as exc:
+        full = _disk_full(exc, Path(path).parent)
+        if full is None:
+            raise
+        raise DiskFullError(f"{path}: {describe_os_error(full)}; {unchanged}") from exc
 
 
 def atomic_write_text(path: str | os.PathLike, text: str) -> None:

@@ -18,10 +18,10 @@ import json
 import math
 import os
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from mlatr.errors import InputError
+from mlatr.file_kinds import special_file
 
 #: The deepest nesting of arrays and objects accepted (a manifest line needs 3).
 MAX_DEPTH = 64
@@ -90,13 +90,24 @@ def parse_json(text: str | bytes, file: str | None = None, line: int | None = No
 
 
 # ---- format-tagged JSON files: an index's meta, a store's index, a model folder's config ----------------------
+#: The largest JSON file read whole (an index's ``ids.json`` of ten million clips is about 150 MB).
+MAX_JSON_BYTES = 2**30
+
+
 def read_json_file(path: str | os.PathLike, field: str = "json") -> Any:
-    """:func:`parse_json` of file ``path``'s UTF-8 text; an unreadable or undecodable file is an
+    """:func:`parse_json` of file ``path``'s UTF-8 text; an unreadable or undecodable file, a FIFO or device (never
+    opened: a FIFO blocks, ``/dev/zero`` never ends) or a file over :data:`MAX_JSON_BYTES` is an
     :class:`InputError` naming it."""
+    special = special_file(path)
+    if special:
+        raise InputError(f"not a regular file but {special} (not opened)", str(path))
     try:
-        data = Path(path).read_bytes()
+        with open(path, "rb") as fh:
+            data = fh.read(MAX_JSON_BYTES + 1)
     except OSError as exc:
         raise InputError(f"unreadable ({exc.strerror or exc})", str(path)) from None
+    if len(data) > MAX_JSON_BYTES:
+        raise InputError(f"larger than {MAX_JSON_BYTES:,} bytes: not a JSON file mlatr reads", str(path))
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mlatr.errors import InputError, MlatrError
+from mlatr.file_kinds import special_file
 
 #: The environment variable holding the default model (a path or a registered name).
 MODEL_ENV = "MLATR_MODEL"
@@ -31,6 +32,8 @@ REGISTRY_ENV = "MLATR_MODELS"
 PROJECT_FILE = "mlatr.toml"
 #: The keys a project file may hold.
 PROJECT_KEYS = ("model",)
+#: The largest project file read (it holds one line).
+MAX_PROJECT_BYTES = 2**20
 #: A registered model's name: letters, digits, ``.``, ``_``, ``-``; not starting with a dot.
 NAME_PATTERN = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,99}")
 
@@ -78,22 +81,33 @@ def registered_path(name: str) -> Path:
 
 
 def find_project_file(start: str | os.PathLike | None = None) -> Path | None:
-    """The nearest ``mlatr.toml`` in ``start`` (default: the current folder) or a folder above it."""
+    """The nearest ``mlatr.toml`` in ``start`` (default: the current folder) or a folder above it; one that is
+    there but is no regular file (a FIFO, a device, a folder, a link to nowhere or to itself) is an error, never
+    opened and never passed over for one further up."""
     here = Path(start or Path.cwd()).resolve()
     for folder in (here, *here.parents):
         candidate = folder / PROJECT_FILE
         if candidate.is_file():
             return candidate
+        if os.path.lexists(candidate):
+            what = special_file(candidate) or ("a folder" if candidate.is_dir() else "a link to nothing readable")
+            raise InputError(f"not a regular file but {what} (a project file holds model = \"PATH\")",
+                             str(candidate))
     return None
 
 
 def project_model(path: Path) -> str | None:
     """The ``model`` of project file ``path``, a relative path made relative to the file's folder (a name is
     kept as it is when no such path exists); an unknown key or a value that is not a string is an error."""
+    if path.stat().st_size > MAX_PROJECT_BYTES:
+        raise InputError(f"{path.stat().st_size:,} bytes: a project file holds one line (at most "
+                         f"{MAX_PROJECT_BYTES:,} bytes read)", str(path))
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise InputError(f"not a TOML file ({exc})", str(path)) from None
+    except RecursionError:  # tomllib parses nested arrays and tables recursively
+        raise InputError("not a TOML file mlatr reads (nested too deeply)", str(path)) from None
     unknown = sorted(set(data) - set(PROJECT_KEYS))
     if unknown:
         raise InputError(f"unknown key (known: {', '.join(PROJECT_KEYS)})", str(path), field=unknown[0])
@@ -145,5 +159,5 @@ def resolve_model(ref: str | os.PathLike | None, option: str = "--model") -> Mod
             return ModelRef(registered, "registry" if how == "path" else how)
     names = ", ".join(registered_models()) or "none yet (mlatr export --name NAME writes one)"
     source = "" if how == "path" else f" (the default, from {how})"
-    raise MlatrError(f"{option} {text}{source}: no such checkpoint file or model folder, and no model of that name "
-                     f"in the registry {registry_folder()} (registered: {names})")
+    raise MlatrError(f"{option} {text}{source}: file not found (a checkpoint file or model folder), and no model of "
+                     f"that name in the registry {registry_folder()} (registered: {names})")

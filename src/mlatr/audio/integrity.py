@@ -26,12 +26,14 @@ from __future__ import annotations
 
 import os
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
 
-from mlatr.errors import MlatrError
+from mlatr.audio.riff_chunks import iter_chunks
+from mlatr.errors import MissingFileError, MlatrError
 from mlatr.file_kinds import special_file
 
 if TYPE_CHECKING:
@@ -65,13 +67,17 @@ _FRAME_FORMATS = (0x0001, 0x0003, 0x0006, 0x0007, 0xFFFE)
 
 @dataclass(frozen=True)
 class AudioProbe:
-    """What decoding a file found: its rate and channels, the frames declared and the frames read."""
+    """What decoding a file found: its rate and channels, the frames declared and the frames read, and
+    libsndfile's names of its container and encoding (``format``: ``WAV``, ``FLAC``, ``OGG``, ``MP3`` ...;
+    ``subtype``: ``PCM_16``, ``FLOAT``, ``VORBIS`` ...)."""
 
     path: str
     samplerate: int
     channels: int
     frames_declared: int | None
     frames_read: int
+    format: str = ""
+    subtype: str = ""
 
     @property
     def seconds(self) -> float:
@@ -79,23 +85,10 @@ class AudioProbe:
         return self.frames_read / self.samplerate if self.samplerate > 0 else 0.0
 
 
-def _chunks(fh, byte_order: str):
-    """``(id, size)`` of each RIFF / IFF chunk from the current position; the file is left at the chunk's
-    data while the caller looks at it, and moved to the next chunk after."""
-    while True:
-        head = fh.read(8)
-        if len(head) < 8:
-            return
-        kind, size = head[:4], struct.unpack(byte_order + "I", head[4:])[0]
-        start = fh.tell()
-        yield kind, size
-        fh.seek(start + size + (size & 1))
-
-
 def _wav_frames(fh) -> int | None:
     """Frames of a RIFF/WAVE file's data chunk (``fh`` positioned after the 12-byte RIFF header)."""
     block_align = None
-    for kind, size in _chunks(fh, "<"):
+    for kind, size in iter_chunks(fh, "<"):
         if kind == b"fmt ":
             fmt = fh.read(16)
             if len(fmt) < 16:
@@ -124,7 +117,7 @@ def _mp3_counts_frames(magic: bytes, fh) -> bool:
 
 def _aiff_frames(fh) -> int | None:
     """``numSampleFrames`` of an AIFF/AIFC file's COMM chunk (``fh`` after the 12-byte FORM header)."""
-    for kind, _size in _chunks(fh, ">"):
+    for kind, _size in iter_chunks(fh, ">"):
         if kind == b"COMM":
             comm = fh.read(6)
             return struct.unpack(">I", comm[2:6])[0] if len(comm) == 6 else None
@@ -160,7 +153,7 @@ def _open(path: str) -> sf.SoundFile:
     if special:
         raise MlatrError(f"{path}: not a regular file but {special} (not opened)")
     if not os.path.isfile(path):
-        raise MlatrError(f"{path}: audio file not found")
+        raise MissingFileError(path, "a sound file")
     try:
         return soundfile().SoundFile(path)
     except Exception as exc:  # soundfile raises LibsndfileError / RuntimeError / TypeError
@@ -200,15 +193,21 @@ def _blocks(path: str):
             yield snd, block
 
 
-def probe_audio(path: str | os.PathLike) -> AudioProbe:
-    """Decode ``path`` block by block (nothing kept) and check it is whole; see the module docstring."""
+def probe_audio(path: str | os.PathLike, on_block: Callable[[np.ndarray, int], None] | None = None) -> AudioProbe:
+    """Decode ``path`` block by block (nothing kept) and check it is whole; see the module docstring.
+    ``on_block(block, sample_rate)`` sees each decoded block (``[n, channels]`` float32, in order): what a
+    measurement of the whole file (:mod:`mlatr.audio.loudness`) needs from the same decode."""
     path = os.fspath(path)
     declared = declared_frames(path)
     with _open(path) as snd:
-        rate, channels, format_name = int(snd.samplerate), int(snd.channels), snd.format
-    read = sum(block.shape[0] for _snd, block in _blocks(path))
+        rate, channels, format_name, subtype = int(snd.samplerate), int(snd.channels), snd.format, snd.subtype
+    read = 0
+    for _snd, block in _blocks(path):
+        read += block.shape[0]
+        if on_block is not None:
+            on_block(block, rate)
     _check_whole(path, declared, read, rate, format_name)
-    return AudioProbe(path, rate, channels, declared, read)
+    return AudioProbe(path, rate, channels, declared, read, format_name, subtype)
 
 
 def read_audio_blocks(path: str | os.PathLike) -> tuple[np.ndarray, int]:
@@ -223,6 +222,26 @@ def read_audio_blocks(path: str | os.PathLike) -> tuple[np.ndarray, int]:
     mono = np.concatenate(parts) if parts else np.zeros(0, np.float32)
     _check_whole(path, declared, mono.shape[0], rate, format_name)
     return mono, rate
+
+
+def peak_envelope(path: str | os.PathLike, bins: int) -> tuple[float, np.ndarray]:
+    """``(seconds, peaks [bins])`` of ``path``: the largest absolute sample (channels mixed) of each of ``bins``
+    equal stretches, decoded block by block, so memory stays bounded for a file of hours; refused, as
+    :func:`read_audio_blocks`, when it does not decode whole."""
+    path = os.fspath(path)
+    declared = declared_frames(path)
+    with _open(path) as snd:
+        rate, format_name, frames = int(snd.samplerate), snd.format, int(snd.frames)
+    total = declared or frames
+    peaks = np.zeros(bins, np.float32)
+    seen = 0
+    for _snd, block in _blocks(path):
+        mono = np.abs(block[:, 0] if block.shape[1] == 1 else block.mean(axis=1, dtype=np.float32))
+        where = np.minimum((seen + np.arange(len(mono))) * bins // max(total, 1), bins - 1)
+        np.maximum.at(peaks, where, mono)
+        seen += len(mono)
+    _check_whole(path, declared, seen, rate, format_name)
+    return seen / rate, peaks
 
 
 def duration_problem(decoded_s: float, stated_s: float | None) -> str | None:
@@ -240,7 +259,7 @@ def audio_file_problem(path: str | os.PathLike, stated_s: float | None = None) -
     kept): field ``audio`` when it is missing or does not decode whole, ``duration`` when it is far from
     ``stated_s``; ``None`` when it is fine."""
     if not os.path.isfile(path) and not special_file(path):  # a FIFO is refused by probe_audio, unopened
-        return "audio", f"audio file not found: {path}"
+        return "audio", f"{path}: file not found (a sound file)"
     try:
         probe = probe_audio(path)
     except MlatrError as exc:

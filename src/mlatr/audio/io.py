@@ -26,7 +26,7 @@ import numpy as np
 import torch
 
 from mlatr.audio.integrity import read_audio_blocks, soundfile
-from mlatr.errors import MlatrError
+from mlatr.errors import MissingFileError, MlatrError
 
 #: The sample rate every mlatr model consumes.
 SAMPLE_RATE = 16_000
@@ -96,7 +96,7 @@ def probe_length(path: str | os.PathLike, sample_rate: int = SAMPLE_RATE) -> int
     """
     path = os.fspath(path)
     if not os.path.isfile(path):
-        raise MlatrError(f"{path}: audio file not found")
+        raise MissingFileError(path, "a sound file")
     try:
         info = soundfile().info(path)
     except Exception as exc:  # soundfile raises LibsndfileError / RuntimeError / TypeError

@@ -48,19 +48,25 @@ def model_for_index(args):
     return load_model(resolve_model(args.model).path) if args.model else None
 
 
-def clips_from_args(args):
+def clips_from_args(args, skip_bad: bool | None = None, report: bool = True):
     """``(manifest, shards)``: ``args.split`` (``all`` = every clip) of ``args.manifest``, or of the webdataset
     shards ``args.webdataset`` (then ``shards`` is their :class:`~mlatr.data.webdataset_shards.ShardIndex`,
-    else None)."""
+    else None); ``skip_bad``: skip bad lines and samples (default ``args.skip_bad``); ``report``: print what was
+    skipped (else the caller reports it)."""
     from mlatr.inference.library import manifest_split  # loads torch: not paid by every command's parser
+
+    skip_bad = args.skip_bad if skip_bad is None else skip_bad
 
     if getattr(args, "webdataset", None):
         from mlatr.data.webdataset_shards import index_shards  # loads torch: not paid by every command's parser
 
-        shards = index_shards(args.webdataset, progress=True)
+        shards = index_shards(args.webdataset, progress=True, skip_bad=skip_bad)
+        if report:
+            report_skipped(shards.manifest.problems, "bad shard sample(s)")
         return (shards.manifest if args.split == "all" else shards.manifest.split(args.split)), shards
-    manifest = manifest_split(args.manifest, args.split, args.skip_bad)
-    report_skipped(manifest.problems, "malformed manifest line(s)")
+    manifest = manifest_split(args.manifest, args.split, skip_bad)
+    if report:
+        report_skipped(manifest.problems, "malformed manifest line(s)")
     return manifest, None
 
 

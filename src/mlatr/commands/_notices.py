@@ -1,11 +1,14 @@
 """What a command tells the user besides its result, on stderr: what ``--skip-bad`` skipped (the count,
-then the first items) and warnings about numbers that mean less than they seem."""
+then the first items) and warnings about numbers that mean less than they seem; and, on stdout, which
+metadata a folder's clips got."""
 
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 
+from mlatr.data.file_metadata import metadata_report
+from mlatr.data.manifest import Clip
 from mlatr.terminal_text import shown, shown_lines
 
 #: Skipped items listed one per line; the rest are counted.
@@ -24,6 +27,19 @@ def report_skipped(items: Mapping[str, str] | Iterable[object], what: str) -> in
     if len(lines) > SHOWN:
         print(f"  ... and {len(lines) - SHOWN} more", file=sys.stderr)
     return len(lines)
+
+
+def report_metadata(clips: Sequence[Clip]) -> None:
+    """Print which metadata ``clips`` got (:func:`~mlatr.data.file_metadata.metadata_report`: ``metadata: 3
+    sidecar, 12 bext, ...``) and, on stderr, the first :data:`SHOWN` tags skipped, each with its clip."""
+    line = metadata_report(clips)
+    if line:
+        print(line)
+    problems = [f"{c.id}: {p}" for c in clips for p in c.extra.get("tag_problems", [])]
+    for text in problems[:SHOWN]:
+        print(f"  {shown(text, 2000)}", file=sys.stderr)
+    if len(problems) > SHOWN:
+        print(f"  ... and {len(problems) - SHOWN} more", file=sys.stderr)
 
 
 def some_ids(ids: list[str], n: int = 5) -> str:

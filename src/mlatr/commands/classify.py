@@ -2,6 +2,7 @@ import json
 
 from mlatr.commands._arg_types import positive_float, positive_int
 from mlatr.commands._model_io import add_model_option, load_model_from_args
+from mlatr.commands._skipping import add_skip_options, finish_skips, report_path, skip_bad
 from mlatr.terminal_text import shown
 
 HELP = """Zero-shot classification of a library's sounds: which of --labels each one sounds like.
@@ -13,6 +14,11 @@ with a temperature fitted on libraries never trained on) and "none of these" whe
 0.5 (--json: one object, with the raw scores too). INPUT is a sound library, as embed and index build take
 it: sound files, folders, a manifest (--split) or webdataset shards; each clip is named by its id (its path
 under the library's root without extension).
+
+Bad files: from folders and sound files, an unreadable, truncated or non-audio file is skipped and counted on
+stderr (--json: "skipped", each with its reason; --skip-report FILE lists them in a file), exit status 3
+("done, with skips"; 0 with --skip-bad); --strict stops at the first. A manifest's or shards' bad clip stops
+the command unless --skip-bad.
 
 Examples:
   mlatr classify dog.wav rain.ogg --labels "dog,rain,bell" --model runs/demo-real/model.pt
@@ -34,12 +40,14 @@ def add_arguments(parser):
                         help="centre-crop each file to this length (default: the whole file)")
     parser.add_argument("--device", default="auto")
     parser.add_argument("--json", action="store_true", help="print JSON")
+    add_skip_options(parser)
 
 
 def run(args) -> int:
+    skipping, report = skip_bad(args, args.items), report_path(args, None)
     model = load_model_from_args(args)
     result = model.classify(args.items, args.labels, args.lang, template=args.template, batch_size=args.batch_size,
-                            max_seconds=args.max_seconds, split=args.split)
+                            max_seconds=args.max_seconds, split=args.split, skip_bad=skipping)
     top = result.top(args.k)
     prob = result.probabilities
     none = result.none_of_these
@@ -51,10 +59,11 @@ def run(args) -> int:
                             "probability": float(prob[n, index[best[0][0]]]), "none_of_these": bool(none[n]),
                             "top": [{"label": lb, "score": s, "probability": float(prob[n, index[lb]])}
                                     for lb, s in best]}
-                           for n, (i, best) in enumerate(zip(result.ids, top, strict=True))]}
+                           for n, (i, best) in enumerate(zip(result.ids, top, strict=True))],
+               "skipped": [s.to_dict() for s in result.skipped]}
         print(json.dumps(out, ensure_ascii=False, indent=1))
-        return 0
+        return finish_skips(args, result.skipped, report)
     for n, (i, best) in enumerate(zip(result.ids, top, strict=True)):
         flag = f"  (none of these: best below {result.min_probability:.2f})" if none[n] else ""
         print(f"{shown(i)}\t" + "  ".join(f"{shown(lb)} {prob[n, index[lb]]:.2f}" for lb, _ in best) + flag)
-    return 0
+    return finish_skips(args, result.skipped, report)

@@ -1,6 +1,6 @@
 import shlex
 
-from mlatr import __version__
+from mlatr.version import __version__
 
 HELP = """Print a bash completion script for mlatr: commands, options, option values and registered model names.
 

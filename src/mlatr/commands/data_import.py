@@ -2,11 +2,12 @@ import os
 from pathlib import Path
 
 from mlatr.commands._arg_types import positive_float, positive_int
-from mlatr.commands._notices import report_skipped
+from mlatr.commands._notices import report_metadata
 from mlatr.commands._outputs import Output
 from mlatr.commands._paths import refuse_output_over_input
+from mlatr.commands._skipping import add_skip_options, finish_skips, report_path
 from mlatr.data.importers import FORMATS, IMPORTERS, merge_translations
-from mlatr.data.manifest import Manifest, split_problem
+from mlatr.data.manifest import Manifest, Skip, split_problem
 from mlatr.errors import MlatrError
 from mlatr.io_utils import remove_orphan_temps
 from mlatr.languages import normalize
@@ -25,9 +26,13 @@ Formats:
   esc50-csv         ESC-50 meta CSV (filename,fold,target,category,...) -> labels; split from the fold
   urbansound8k-csv  UrbanSound8K CSV (slice_file_name,fsID,start,end,salience,fold,classID,class) -> labels;
                     audio fold{fold}/{slice_file_name}
-  folder            a folder of sound files (wav/flac/ogg/mp3/aiff); captions from NAME.txt sidecars (one
-                    per line; NAME.fra.txt for French...) or from the file name (CarPassing.wav -> "car
-                    passing"), labels from the parent folder, durations read from the files
+  folder            a folder of sound files (wav/flac/ogg/mp3/aiff); captions, in this order, from NAME.txt
+                    sidecars (one per line; NAME.fra.txt for French...), the files' tags (BWF bext / iXML,
+                    RIFF INFO, ID3, Vorbis comments), UCS names (DOORWood_Creaky door_ACME_LIB.wav) and the
+                    path's words (CarPassing.wav -> "car passing", blackcat.wav -> "black cat", with the
+                    folders' words), each caption's source recorded; labels from the parent folder;
+                    durations, sample rate, bit depth, channels, loudness, true peak, silence ("facets")
+                    read from the files; prints how many clips got which metadata
   webdataset        tar shards (DIR/shard-{000000..000009}.tar, .tar.gz, any fsspec URL) in mlatr's or
                     ML-CLAP's layout (KEY.flac + KEY.json {"captions": {"eng_Latn": [...], ...}}) or
                     LAION-CLAP's ({"text": [...]}); the audio members are written as files under --audio-dir
@@ -37,6 +42,10 @@ Formats:
 
 A relative --audio-dir is taken from the current folder and written relative to the output manifest's
 folder. Every malformed source row stops the import with its file and line; --skip-bad skips and counts.
+--format folder skips by default: an unreadable, truncated or non-audio file (a FIFO, a name that is not
+UTF-8, a bad sidecar) is skipped, counted and listed with its reason in MANIFEST.skipped.jsonl beside the
+manifest (--skip-report FILE elsewhere), exit status 3 ("done, with skips"; 0 with --skip-bad); --strict
+stops at the first.
 
 Examples:
   mlatr data import --format audiocaps-csv test.csv -o data/audiocaps/test.jsonl --split test \\
@@ -59,7 +68,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--audio-pattern", default=None, metavar="PATTERN",
                         help="audio file name pattern over the source's fields, e.g. 'Y{youtube_id}.wav', "
                              "'{youtube_id}_{start_time}.flac' (mlclap-json: {name}, {stem}, {id})")
-    parser.add_argument("--skip-bad", action="store_true", help="skip malformed rows and report their count")
+    add_skip_options(parser, "row or file")
     parser.add_argument("--lang", default=None,
                         help="translations: language of rows without a lang column; mlclap-json: language of "
                              "every caption, overriding source_lang_k")
@@ -74,6 +83,13 @@ def add_arguments(parser) -> None:
                         help="esc50/urbansound8k: fold N is 'val'")
     parser.add_argument("--no-folder-labels", action="store_true",
                         help="folder: do not put the parent folder's name into labels")
+    parser.add_argument("--no-folder-words", action="store_true",
+                        help="folder: the path's caption without the folders' words and with joined words left "
+                             "as they are (what data recaption makes of a library it knows; labels are kept)")
+    parser.add_argument("--no-tag-captions", action="store_true",
+                        help="folder: no captions from the files' tags (their keywords and facets are read)")
+    parser.add_argument("--no-loudness", action="store_true",
+                        help="folder: skip measuring loudness, true peak and silence (in the decode every file gets)")
     parser.add_argument("--max-member-mb", type=positive_float, default=None, metavar="MB",
                         help="webdataset: refuse an audio member larger than this (default 512)")
     parser.add_argument("--max-shard-mb", type=positive_float, default=None, metavar="MB",
@@ -87,7 +103,8 @@ def _check_options(args) -> None:
         "base": ("translations",), "overwrite": ("translations",),
         "lang": ("translations", "mlclap-json"),
         "test_fold": ("esc50-csv", "urbansound8k-csv"), "val_fold": ("esc50-csv", "urbansound8k-csv"),
-        "no_folder_labels": ("folder",),
+        "no_folder_labels": ("folder",), "no_loudness": ("folder",), "no_folder_words": ("folder",),
+        "no_tag_captions": ("folder",),
         "max_member_mb": ("webdataset",), "max_shard_mb": ("webdataset",),
         "audio_dir": ("audiocaps-csv", "clotho-csv", "mlclap-json", "esc50-csv", "urbansound8k-csv", "webdataset"),
         "audio_pattern": ("audiocaps-csv", "clotho-csv", "mlclap-json", "esc50-csv", "urbansound8k-csv"),
@@ -118,6 +135,9 @@ def run(args) -> int:
     _check_options(args)
     refuse_output_over_input([("-o", args.output)], [("source", s) for s in args.sources])
     out = Path(args.output)
+    report = report_path(args, out)
+    # a folder's files as found on a disk: bad ones skipped by default (mlatr.commands._skipping)
+    skipping = args.skip_bad or (args.format == "folder" and not args.strict)
     remove_orphan_temps(out.parent, [out.name])  # what a killed import left beside the manifest
     if args.format == "translations":
         base_path = Path(args.base or args.output)
@@ -126,21 +146,22 @@ def run(args) -> int:
                              f"(give it with --base or -o)")
         base = Manifest.load(base_path)
         manifest = merge_translations(base, args.sources, lang=args.lang, overwrite=args.overwrite,
-                                      skip_bad=args.skip_bad)
+                                      skip_bad=skipping)
         manifest.rebase(out.resolve().parent)
     elif args.format == "webdataset":  # the shards' audio becomes files under --audio-dir
         # loads torch: not paid by every command's parser
         from mlatr.data.webdataset_shards import ShardLimits, import_webdataset
 
         manifest = import_webdataset(args.sources, out, audio_dir=args.audio_dir, split=args.split,
-                                     skip_bad=args.skip_bad,
+                                     skip_bad=skipping,
                                      limits=ShardLimits.from_mb(args.max_member_mb, args.max_shard_mb))
     else:
         func, _ = IMPORTERS[args.format]
-        opts: dict = {"skip_bad": args.skip_bad, "split": args.split}
+        opts: dict = {"skip_bad": skipping, "split": args.split}
         if args.format == "folder":
             opts.update(relative_to=out.resolve().parent, labels_from_folder=not args.no_folder_labels,
-                        progress=True)
+                        progress=True, loudness=not args.no_loudness, folder_words=not args.no_folder_words,
+                        tag_captions=not args.no_tag_captions)
         else:
             opts.update(audio_dir=_audio_dir_for(args.audio_dir, out), audio_pattern=args.audio_pattern)
         if args.format == "mlclap-json" and args.lang:
@@ -156,7 +177,8 @@ def run(args) -> int:
     n_captions = sum(c.caption_count(lang) for c in manifest.clips for lang in c.captions)
     langs = ", ".join(manifest.languages()) or "no captions"
     print(f"wrote {len(manifest)} clips, {n_captions} captions ({langs}) to {out}")
+    if args.format == "folder":
+        report_metadata(manifest.clips)
     if problems:
-        report_skipped(problems, "bad row(s)")
         print(f"skipped {len(problems)} bad row(s)")
-    return 0
+    return finish_skips(args, [Skip.of_problem(p) for p in problems], report, "bad row(s)")

@@ -1,7 +1,7 @@
 from mlatr.commands._arg_types import positive_float, positive_int
 from mlatr.commands._model_io import add_model_option, load_model_from_args
-from mlatr.commands._notices import report_skipped
 from mlatr.commands._paths import refuse_output_over_input
+from mlatr.commands._skipping import add_skip_options, finish_skips, report_path, skip_bad
 
 HELP = """Embed a library's sounds (or texts, with --text) with a model into an NPZ or a Parquet table.
 
@@ -13,6 +13,11 @@ sound files' common folder), or its manifest / shard id: the ids the index gives
 a clip longer than the model's evaluation crop is encoded as windows whose embeddings are averaged
 (--window-seconds). -o FILE.parquet needs pyarrow (pip install 'mlatr[parquet]'); any other name writes an
 NPZ (ids, paths, texts, langs, embeddings).
+
+Bad files: from folders and sound files, an unreadable, truncated or non-audio file is skipped, counted and
+listed with its reason in OUTPUT.skipped.jsonl (--skip-report FILE elsewhere), exit status 3 ("done, with
+skips"; 0 with --skip-bad); --strict stops at the first. A manifest's or shards' bad clip stops the command
+unless --skip-bad.
 
 Examples:
   mlatr embed dog.wav rain.ogg sounds/ --model runs/demo-real/model.pt -o sounds.parquet
@@ -36,7 +41,7 @@ def add_arguments(parser):
     parser.add_argument("--window-seconds", type=positive_float, default=None,
                         help="window length for long files (default: the model's evaluation crop)")
     parser.add_argument("--device", default="auto")
-    parser.add_argument("--skip-bad", action="store_true", help="skip unreadable files and count them")
+    add_skip_options(parser)
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
@@ -48,6 +53,8 @@ def run(args) -> int:
         require_parquet()
     inputs = [] if args.text else [("INPUT", f) for f in args.items]
     refuse_output_over_input([("-o", args.output)], [("--model", args.model)] + inputs)
+    skipping = not args.text and skip_bad(args, args.items)
+    report = None if args.text else report_path(args, args.output)
     model = load_model_from_args(args)
     if args.text:
         emb = model.embed_text(args.items, args.lang, batch_size=args.batch_size, progress=not args.no_progress)
@@ -58,9 +65,8 @@ def run(args) -> int:
         return 0
     found = model.embed_library(args.items, split=args.split, batch_size=args.batch_size,
                                 max_seconds=args.max_seconds, window_seconds=args.window_seconds,
-                                progress=not args.no_progress, skip_bad=args.skip_bad)
+                                progress=not args.no_progress, skip_bad=skipping)
     write_embeddings(args.output, found.ids, found.paths, found.embeddings)
     print(f"wrote {args.output}: {len(found)} clips, dim {found.embeddings.shape[1]}"
-          + (f"; skipped {len(found.skipped)} unreadable" if found.skipped else ""))
-    report_skipped(found.skipped, "unreadable clip(s)")
-    return 0
+          + (f"; skipped {len(found.skips)} bad file(s)" if found.skips else ""))
+    return finish_skips(args, found.skips, report)

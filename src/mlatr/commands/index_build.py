@@ -2,14 +2,15 @@ import time
 
 from mlatr.commands._arg_types import positive_float, positive_int
 from mlatr.commands._model_io import add_model_option, clips_from_args, load_model_from_args
-from mlatr.commands._notices import report_skipped, some_ids
+from mlatr.commands._notices import report_metadata, some_ids
 from mlatr.commands._paths import model_inputs, refuse_output_over_input
+from mlatr.commands._skipping import add_skip_options, finish_skips, report_path, skip_bad
 from mlatr.errors import MlatrError
 from mlatr.languages import parse_language_list
 from mlatr.output_paths import check_output_path
 from mlatr.search.ann import EXACT_BELOW, KINDS, AnnBuild
-from mlatr.search.milvus import is_milvus
-from mlatr.search.shards import DTYPES, is_index_folder
+from mlatr.search.shards import DTYPES
+from mlatr.search.storage_choice import open_storage
 
 HELP = """Build (or extend with --add) a search index of a sound library with a model.
 
@@ -19,8 +20,12 @@ of shards), or several of these; --manifest M and --webdataset S say the same ex
 path under the library's root without extension, or its manifest / shard id.
 
 Encodes every clip's audio (and every caption, for sound-to-caption search) with the model and writes the
-index: unit-norm embeddings, clip ids, absolute audio paths, captions, each
-audio file's size and mtime, and the checkpoint's path and SHA-256. INDEX is a folder of append-only
+index: unit-norm embeddings, clip ids, absolute audio paths, captions and where each came from, each
+audio file's size and mtime and its facets, and the checkpoint's path and SHA-256. A folder's captions come
+from sidecar files, the files' tags (BWF bext / iXML, ID3, Vorbis, MP4), UCS names and the paths' words
+(folders included), as `mlatr data import --format folder` makes them; its facets (duration, sample rate,
+bit depth, channels, format, loudness, true peak, silence, folder, UCS category, keywords) from the header
+and, for each clip encoded, one decode (--no-loudness: the header only). INDEX is a folder of append-only
 shards (memory-mapped when searched; --add writes one new shard and a small manifest), or one .npz
 file (rewritten whole) when its name ends in .npz. A folder shard of --ann-exact-below clips or more
 gets an approximate-search structure (HNSW, IVF-PQ above 5M clips) whose recall@10 against exact
@@ -31,8 +36,14 @@ changed since it was indexed is encoded again, an indexed clip whose file is gon
 source or not) is deleted, and both are listed;
 an index built with another checkpoint is refused. Two builds onto one INDEX at once are serialised
 (the second waits for the first's write, saying so) and keep the clips of both. A clip longer than
---window-seconds is encoded as windows (memory stays bounded with a long --max-seconds). An unreadable
-or truncated clip stops the build (nothing is written) unless --skip-bad, which skips and counts it.
+--window-seconds is encoded as windows (memory stays bounded with a long --max-seconds).
+
+Bad files: from folders and sound files, a file that is unreadable, truncated, empty or not audio at all (a
+FIFO, a name that is not UTF-8) is skipped, counted on stderr and listed with its reason in INDEX.skipped.jsonl
+beside the index (--skip-report FILE elsewhere; a milvus:PATH.db target: beside PATH.db); the exit status is
+then 3 ("done, with skips"; 0 with --skip-bad, which says skips are expected). --strict stops at the first bad
+file instead, writing nothing (exit 2). A manifest's bad line or clip and a bad shard sample stop the build
+unless --skip-bad: a person or a program wrote them, and they are a mistake to fix.
 
 Under torchrun (torchrun --nproc_per_node=N -m mlatr index build ... -o FOLDER) each process encodes
 its contiguous part of the new clips and writes its own shard; the first process then adds the shards
@@ -75,9 +86,10 @@ def add_arguments(parser):
     parser.add_argument("--window-seconds", type=positive_float, default=None,
                         help="a clip longer than this is encoded as windows whose embeddings are averaged, "
                              "--batch-size windows at a time (default: the checkpoint's data.eval_max_seconds)")
-    parser.add_argument("--skip-bad", action="store_true",
-                        help="skip clips whose audio is unreadable or truncated, and count them (default: stop "
-                             "at the first one)")
+    add_skip_options(parser, "file or clip")
+    parser.add_argument("--no-loudness", action="store_true",
+                        help="a folder's clips: skip measuring loudness, true peak and silence (one decode of each "
+                             "new clip before it is encoded)")
     parser.add_argument("--dtype", choices=DTYPES, default="float32",
                         help="stored vectors of a folder index (float16: half the bytes; default float32)")
     parser.add_argument("--ann", choices=KINDS, default="auto",
@@ -95,68 +107,76 @@ def add_arguments(parser):
 def run(args) -> int:
     from mlatr.inference.process_group import environment_world_size, setup, shutdown  # torch: start-up time
 
-    if not is_milvus(args.output):
+    storage = open_storage(args.output)
+    if storage.path is not None:
         check_output_path(args.output, "-o", folder=None)
-        if not is_index_folder(args.output):  # build_index checks a folder
-            refuse_output_over_input([("-o", args.output)], model_inputs(args))
+    if storage.single_file:  # a folder is checked by the build (it refuses a folder of other files)
+        refuse_output_over_input([("-o", args.output)], model_inputs(args))
+    beside = storage.local_file
+    skipping, report = skip_bad(args, args.items), report_path(args, None if beside is None else str(beside))
 
     ctx = None
     if environment_world_size() > 1:  # torchrun: each process encodes its part of the new clips
         ctx, device = setup(args.device)
         args.device = str(device)
     try:
-        return _build(args, ctx)
+        return _build(args, ctx, skipping, report)
     finally:
         shutdown()
 
 
-def _build(args, ctx) -> int:
+def _build(args, ctx, skipping: bool, skip_report) -> int:
+    """Build the index; ``skipping``: skip bad inputs, listed in ``skip_report`` (see _skipping)."""
+    from mlatr.data.file_metadata import measure_clips  # scipy.signal, as above
     from mlatr.search.build import plan_index_build, write_build  # loads torch: not paid by every command's parser
     from mlatr.search.rank_build import build_by_rank  # loads torch.distributed, as above
 
     model = load_model_from_args(args)
-    manifest, shards = library_from_args(args)
+    library = library_from_args(args, skipping)
     langs = parse_language_list(args.caption_langs, "--caption-langs") if args.caption_langs else None
     params = parse_ann_params(args.ann_param)
     t0 = time.perf_counter()
-    job = plan_index_build(model, manifest, args.output, add=args.add, caption_languages=langs,
+    job = plan_index_build(model, library.manifest, args.output, add=args.add, caption_languages=langs,
                            batch_size=args.batch_size, max_seconds=args.max_seconds,
-                           window_seconds=args.window_seconds, skip_bad=args.skip_bad,
-                           progress=not args.no_progress, dtype=args.dtype, shards=shards,
+                           window_seconds=args.window_seconds, skip_bad=skipping,
+                           progress=not args.no_progress, dtype=args.dtype, shards=library.shards,
                            ann=AnnBuild(args.ann, params, args.ann_exact_below, not args.no_progress))
+    if not args.no_loudness:  # the folder's listing read headers only: the clips to encode are measured now
+        measure_clips(job.plan.new, job.manifest.root, progress=not args.no_progress)
     # under torchrun each process encodes its part of the new clips into a shard of its own
     report = build_by_rank(ctx, job) if ctx is not None and ctx.enabled else write_build(job)
     dt = time.perf_counter() - t0
     if report is None:  # not the first process: it printed nothing
         return 0
+    skips = library.skips(report.skipped)
     rate = f" ({report.added / dt:.1f} clips/s)" if report.added else ""
     print(f"wrote {args.output}: {len(report.index)} clips ({report.added} encoded{rate}, {report.kept} kept), "
           f"{len(report.index.caption_text)} captions, dim {report.index.dim}, "
           f"{report.bytes_written / 2**20:.1f} MiB written"
-          + (f"; skipped {len(report.skipped)} unreadable clips" if report.skipped else ""))
+          + (f"; skipped {len(skips)} bad file(s)" if skips else ""))
     if report.changed:
         print(f"{len(report.changed)} clip(s) changed since they were indexed (size or mtime) and were encoded "
               f"again: {some_ids(report.changed)}")
     if report.deleted:
         print(f"{len(report.deleted)} indexed clip(s) whose audio file is gone were deleted from the index: "
               f"{some_ids(report.deleted)}")
-    report_skipped(report.skipped, "unreadable clip(s)")
-    return 0
+    return finish_skips(args, skips, skip_report)
 
 
-def library_from_args(args):
-    """``(manifest, shards)`` of the library INPUT names (:func:`mlatr.inference.library.open_library`), or of
-    ``--manifest`` / ``--webdataset``."""
-    from mlatr.inference.library import open_library  # loads torch: not paid by every command's parser
+def library_from_args(args, skipping: bool):
+    """The :class:`~mlatr.inference.library.Library` INPUT names (:func:`mlatr.inference.library.open_library`), or
+    ``--manifest`` / ``--webdataset`` name; ``skipping``: skip bad files and lines instead of stopping."""
+    from mlatr.inference.library import Library, open_library  # loads torch: not paid by every command's parser
 
     if bool(args.items) == bool(args.manifest or args.webdataset):
         raise MlatrError("give the library to index once: INPUT (a folder of sounds, a manifest, sound files or "
                          "webdataset shards), or --manifest / --webdataset")
     if not args.items:
-        return clips_from_args(args)  # a split the manifest lacks: the error says what to do
-    library = open_library(args.items, args.split, args.skip_bad, progress=not args.no_progress)
-    report_skipped(library.manifest.problems, "bad file(s)")
-    return library.manifest, library.shards
+        # a split the manifest lacks: the error says what to do
+        return Library(*clips_from_args(args, skip_bad=skipping, report=False))
+    library = open_library(args.items, args.split, skipping, progress=not args.no_progress)
+    report_metadata(library.manifest.clips)
+    return library
 
 
 def parse_ann_params(items: list[str]) -> dict[str, int]:

@@ -3,7 +3,9 @@ from pathlib import Path
 from mlatr.commands._arg_types import positive_int
 from mlatr.commands.index_build import parse_ann_params
 from mlatr.search.ann import EXACT_BELOW, KINDS, AnnBuild
-from mlatr.search.shards import DTYPES, bytes_of
+from mlatr.search.shards import DTYPES
+from mlatr.output_paths import check_output_path
+from mlatr.search.storage_choice import open_storage
 from mlatr.writer_lock import writer_lock
 
 HELP = """Rewrite an index's live clips into one shard: deleted rows (tombstones) are dropped, the shards
@@ -31,6 +33,8 @@ def add_arguments(parser):
 def run(args) -> int:
     from mlatr.search.index import Index  # loads torch: not paid by every command's parser
 
+    if args.output:
+        check_output_path(args.output, "-o", folder=None)
     out = Path(args.output or args.index)
     build = AnnBuild(args.ann, parse_ann_params(args.ann_param), args.ann_exact_below, not args.no_progress)
     with writer_lock(args.index, "index", wait=True):
@@ -42,6 +46,6 @@ def run(args) -> int:
         else:
             with writer_lock(out, "index", wait=True):
                 index.live().save(out, dtype, build)
-    size = bytes_of(out) if out.is_dir() else out.stat().st_size
+    size = open_storage(out).size()
     print(f"wrote {out}: {len(index)} clips ({deleted} deleted rows dropped), {size / 2**20:.1f} MiB")
     return 0

@@ -62,7 +62,7 @@ def add_arguments(parser) -> None:
 
 def _precisions(value: str) -> list[str]:
     # loads torch: not paid by every command's parser
-    from mlatr.planning.plan import PRECISIONS
+    from mlatr.planning.gpu_plan import PRECISIONS
 
     names = [v.strip() for v in value.split(",") if v.strip()]
     bad = [n for n in names if n != "config" and n not in PRECISIONS]
@@ -75,7 +75,7 @@ def run(args) -> int:
     # loads torch: not paid by every command's parser
     from mlatr.data.manifest import Manifest
     from mlatr.planning.caption_lengths import length_plan
-    from mlatr.planning.plan import (
+    from mlatr.planning.gpu_plan import (
         PRECISIONS,
         Tracers,
         format_plan,

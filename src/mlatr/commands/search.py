@@ -10,7 +10,7 @@ from mlatr.terminal_text import shown
 
 HELP = """Search an index: clips for a text query in any language, or for a sound (--audio).
 
-Text queries are encoded by the index's model with the language --lang (ISO 639-3, default eng) and
+Text queries are encoded by the index's model with the language --lang (ISO 639-3 or 639-1) and
 ranked by --rank: hybrid (default: the clips' sound, their captions' meaning in every language the index
 holds, and caption keywords, fused by a model fitted on libraries never trained on), audio (sound only)
 or captions (captions only). Each result carries its relevance, the calibrated probability that it
@@ -18,8 +18,11 @@ answers the query, and says why it matched (caption, keyword, sound). The answer
 probability that the library holds a clip relevant to the query (for --audio: the best result's
 relevance); below --min-relevance (default: the fitted threshold) a line says "nothing relevant" before
 the closest results (--json: "nothing_relevant": true, and "relevance").
-The frozen multilingual text encoders (e5-small, use-multilingual) read any of their languages;
-a small trained text encoder uses --lang only if it was trained with a language embedding.
+The frozen multilingual text encoders (e5-small, use-multilingual) read any of their languages and need no
+--lang (without it a query embeds as with any, and its keywords are matched with the stop words and stems of
+every language); a text encoder that reads the language (SONAR, a small one trained with a language
+embedding) refuses a query without --lang rather than guess it. The same holds for the Python API (lang=None)
+and the server (no ?lang=): one default everywhere.
 --audio FILE ranks the indexed clips by similarity to FILE and also the indexed captions
 (sound-to-caption). --json prints one JSON object instead of a table.
 
@@ -35,7 +38,8 @@ def add_arguments(parser):
     parser.add_argument("index", metavar="INDEX", help="index written by mlatr index build")
     parser.add_argument("query", nargs="?", default=None, help="text query (omit with --audio)")
     parser.add_argument("-k", type=positive_int, default=10, help="number of results (default 10)")
-    parser.add_argument("--lang", default="eng", help="language of the text query, ISO 639-3 or 639-1 (default eng)")
+    parser.add_argument("--lang", default=None, help="language of the text query, ISO 639-3 or 639-1 (default: none "
+                        "given, which a model whose text encoder reads the language refuses)")
     parser.add_argument("--audio", metavar="FILE", help="sound file to search with (sound-to-sound/caption)")
     parser.add_argument("--rank", choices=RANKS, default="hybrid",
                         help="text ranking: hybrid (sound + captions + keywords, default), audio or captions")
@@ -54,7 +58,6 @@ def run(args) -> int:
     from mlatr.models.protocols import query_languages
     from mlatr.search.index import Index
     from mlatr.search.query import text_query
-    from mlatr.search.search import search_query
 
     if (args.query is None) == (args.audio is None):
         raise MlatrError("give either a text QUERY or --audio FILE (not both)")
@@ -66,7 +69,7 @@ def run(args) -> int:
     else:
         query = text_query(args.query, args.lang, args.k, args.rank,  # the one check of the query
                            query_languages(index.model().model.text_encoder), "--lang", args.min_relevance)
-        clips = search_query(index, query)
+        clips = index.search_query(query)
         out = {"query": args.query, "lang": query.lang, "k": args.k, "rank": args.rank, **clips.to_dict()}
     if args.json:
         print(json.dumps(out, ensure_ascii=False, indent=1, allow_nan=False))  # strict JSON: hits hold no inf

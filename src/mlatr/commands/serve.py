@@ -1,13 +1,13 @@
 import argparse
 import logging
 import os
+import re
 import socket
 import sys
-from pathlib import Path
 
 from mlatr.commands._arg_types import non_negative_float, positive_float, positive_int, tcp_port
 from mlatr.commands._model_io import add_model_for_index_options, model_for_index
-from mlatr.errors import MlatrError
+from mlatr.errors import MissingFileError, MlatrError
 from mlatr.serve.exposure import LOOPBACK_HOSTS, is_loopback
 from mlatr.serve.workers import on_reload_signal, supervise, tell_siblings
 from mlatr.terminal_text import shown_lines
@@ -77,9 +77,23 @@ def add_arguments(parser):
                              "index's vectors are shared through the page cache: one per free core for throughput")
 
 
+#: What a bearer token may hold (RFC 6750's token characters): it travels in a header, a cookie and a URL, so a
+#: space, a quote, ``;`` or a line break would end it early or add to the header (a cookie attribute, a header).
+TOKEN_PATTERN = re.compile(r"[A-Za-z0-9._~+/=-]{1,4096}")
+
+
+def check_token(token: str | None) -> None:
+    """Refuse a token a client could never send as it is (see :data:`TOKEN_PATTERN`); its value is not shown."""
+    if token and not TOKEN_PATTERN.fullmatch(token):
+        raise MlatrError(f"--token / ${TOKEN_ENV}: use at most 4,096 ASCII letters, digits and . _ ~ + / = - (the "
+                         "token is sent in a header, a cookie and a URL; e.g. python -c 'import secrets; "
+                         "print(secrets.token_urlsafe())')")
+
+
 def exposure(host: str, allow_host: list[str], token: str | None, no_auth: bool) -> list[str]:
-    """The Host names the server answers to; refuses a non-loopback bind without a token (or ``--no-auth``)
-    or without ``--allow-host``."""
+    """The Host names the server answers to; refuses a token a client cannot send, a non-loopback bind without a
+    token (or ``--no-auth``) or without ``--allow-host``."""
+    check_token(token)
     if is_loopback(host):
         return [*LOOPBACK_HOSTS, *allow_host]
     if not token and not no_auth:
@@ -114,13 +128,16 @@ def bind_socket(host: str, port: int):
 
 
 def run(args) -> int:
+    from mlatr.search.storage_choice import open_storage  # numpy and scipy: not paid by every command's parser
+
     _serve_imports()
-    if not Path(args.index).exists() and not args.index.startswith("milvus:"):
-        raise MlatrError(f"index not found: {args.index}")
+    storage = open_storage(args.index)
+    if storage.path is not None and not storage.path.exists():
+        raise MissingFileError(args.index, "an index: the folder or .npz file mlatr index build writes")
     exposure(args.host, args.allow_host, args.token, args.no_auth)
     if args.workers > 1 and args.watch <= 0:
         raise MlatrError("--workers needs the index file watch (--watch > 0): each worker reloads by it")
-    if args.workers > 1 and args.index.startswith("milvus:") and not args.index.startswith("milvus://"):
+    if args.workers > 1 and not storage.opens_in_several_processes:
         raise MlatrError(f"--workers {args.workers}: a milvus-lite file ({args.index}) opens in one process only; "
                          "serve it with one worker, or from a Milvus server (milvus://HOST:PORT/COLLECTION)")
     sock = bind_socket(args.host, args.port)

@@ -26,14 +26,18 @@ def load_clip_audio(clip: Clip, root: str | os.PathLike, sample_rate: int,
                     manifest_file: str | os.PathLike | None = None) -> np.ndarray:
     """Mono float32 audio of ``clip`` (audio relative to ``root``) at ``sample_rate``;
     :class:`~mlatr.errors.InputError` naming ``manifest_file`` and the clip's line when the file is missing,
-    does not decode whole, or is far from the stated duration."""
-    where = str(manifest_file) if manifest_file is not None else "manifest"
+    does not decode whole, or is far from the stated duration (without a manifest file, a clip listed from a
+    folder or given as a file: the error names the sound file alone)."""
     path = clip.audio_path(root)
     try:
         wave = load_audio(path, sample_rate)
     except MlatrError as exc:
-        raise InputError(f"clip {clip.id!r}: {exc}", where, clip.line, "audio") from exc
+        if manifest_file is None:
+            raise  # it names the file, the one place there is
+        raise InputError(f"clip {clip.id!r}: {exc}", str(manifest_file), clip.line, "audio") from exc
     problem = duration_problem(wave.shape[0] / sample_rate, clip.duration)
     if problem:
-        raise InputError(f"clip {clip.id!r}: {path}: {problem}", where, clip.line, "duration")
+        if manifest_file is None:
+            raise InputError(problem, str(path))
+        raise InputError(f"clip {clip.id!r}: {path}: {problem}", str(manifest_file), clip.line, "duration")
     return wave

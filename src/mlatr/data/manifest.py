@@ -24,6 +24,11 @@ Rules checked here (each broken rule is one :class:`Problem` naming line and fie
   has no ``..`` part.
 - The source times :data:`TIME_KEYS` (AudioCaps' ``start_time``, UrbanSound8K's ``start`` / ``end``), where
   present, are numbers of seconds in ``[0, MAX_SOURCE_SECONDS]`` (a day), an end after its start.
+- What a file says about itself (:data:`METADATA_KEYS`, optional, kept in :attr:`Clip.extra`; written by the
+  folder importer, :mod:`mlatr.data.file_metadata`): ``caption_sources`` maps a caption language to one source
+  per caption of that language (``{"eng": ["sidecar", "bext", "name"]}``: aligned with ``captions[L]``, as
+  long); ``facets`` is an object (duration, sample rate, loudness, folder, UCS category, keywords ...);
+  ``tag_problems`` a list of strings (the tags skipped, and why).
 - Any other key is kept in :attr:`Clip.extra` and written back by :meth:`Manifest.save`.
 
 Every importer checks its clips against these rules before writing (``importers._finish``), so the rules
@@ -58,6 +63,8 @@ _FOLD = re.compile(r"fold[0-9]+")
 #: Names people give splits, and the one mlatr uses.
 SPLIT_ALIASES = {"training": "train", "validation": "val", "valid": "val", "dev": "val", "testing": "test",
                  "eval": "test", "evaluation": "test"}
+#: Keys of what a file says about itself, kept in :attr:`Clip.extra` and checked (see the module docstring).
+METADATA_KEYS = ("caption_sources", "facets", "tag_problems")
 #: Times into the source recording (seconds) kept in ``extra``, and their largest allowed value: a day.
 TIME_KEYS = (("start_time", "end_time"), ("start", "end"))
 MAX_SOURCE_SECONDS = 86400.0
@@ -83,6 +90,31 @@ class Problem:
 
     def to_error(self) -> InputError:
         return InputError(self.message, self.file, self.line, self.field)
+
+
+@dataclass(frozen=True)
+class Skip:
+    """One bad input a command or the API left out under ``skip_bad``: the ``file`` (a sound file, a sidecar, the
+    manifest or table of a bad line, a shard member's ``SHARD#MEMBER``), its ``line`` when the problem is one line
+    of it, the clip's ``id`` when it had been listed, and the ``reason`` (a listed clip's names its manifest line)."""
+
+    file: str
+    reason: str
+    id: str | None = None
+    line: int | None = None
+
+    def to_dict(self) -> dict:
+        """The JSON of a report line; a name that is not UTF-8 has its bytes written as ``\\xNN``."""
+        return {"file": utf8.printable(self.file), "id": self.id, "line": self.line, "reason": self.reason}
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}: {self.reason}" if self.line is not None else f"{self.file}: {self.reason}"
+
+    @classmethod
+    def of_problem(cls, problem: Problem) -> Skip:
+        """A file or line refused while it was read (a FIFO, a name that is not UTF-8, a malformed line)."""
+        return cls(problem.file, (f"{problem.field}: " if problem.field else "") + problem.message,
+                   line=problem.line)
 
 
 @dataclass
@@ -208,13 +240,14 @@ class Manifest:
         return out
 
     def split(self, name: str) -> Manifest:
-        """The clips of split ``name`` (same root and path). Raise ``MlatrError`` if no clip has it."""
+        """The clips of split ``name`` (same root and path; the file's :attr:`problems` kept: lines skipped while
+        reading it, whose split cannot be known). Raise ``MlatrError`` if no clip has it."""
         clips = [c for c in self.clips if c.split == name]
         if not clips:
             have = ", ".join(sorted(str(s) for s in self.splits())) or "none"
             where = f" in {self.path}" if self.path else ""
             raise MlatrError(f"no clip has split {name!r}{where} (splits: {have})")
-        return Manifest(clips=clips, root=self.root, path=self.path)
+        return Manifest(clips=clips, root=self.root, path=self.path, problems=list(self.problems))
 
     def languages(self) -> list[str]:
         """Languages with at least one caption, English first, then the default order, then by code."""
@@ -294,7 +327,9 @@ def _parse_file(
     try:
         fh = open(path, encoding="utf-8-sig", errors=utf8.ERRORS)
     except OSError as exc:
-        return [], [Problem(name, None, None, f"cannot read manifest: {exc.strerror or exc}")]
+        reason = "file not found (a manifest)" if isinstance(exc, FileNotFoundError) else \
+            f"cannot read manifest: {exc.strerror or exc}"
+        return [], [Problem(name, None, None, reason)]
     clips: list[Clip] = []
     problems: list[Problem] = []
     first_line: dict[str, int] = {}
@@ -386,6 +421,7 @@ def clip_from_json(
             duration = float(duration)
 
     captions = _check_captions(obj.get("captions"), bad, allowed_languages)
+    _check_metadata(obj, captions, bad)
 
     if ident is None or audio is None:
         return None, problems
@@ -393,6 +429,26 @@ def clip_from_json(
     clip = Clip(id=ident, audio=audio, captions=captions, split=split, labels=list(labels),
                 duration=duration, extra=extra, line=line)
     return clip, problems
+
+
+def _check_metadata(obj: dict[str, Any], captions: dict[str, list], bad) -> None:
+    """The rules of :data:`METADATA_KEYS` (see the module docstring)."""
+    sources = obj.get("caption_sources")
+    if sources is not None:
+        if not isinstance(sources, dict):
+            bad("caption_sources", f"must be an object {{language: [source, ...]}}, got {type(sources).__name__}")
+        for lang, values in sources.items() if isinstance(sources, dict) else ():
+            fld = f"caption_sources.{lang}"
+            if not isinstance(values, list) or not all(isinstance(v, str) and v for v in values):
+                bad(fld, "must be a list of non-empty strings (one source per caption)")
+            elif len(values) != len(captions.get(lang) or []):
+                bad(fld, f"{len(values)} source(s) for {len(captions.get(lang) or [])} caption(s): they are aligned "
+                         "(edit both, or remove caption_sources)")
+    if "facets" in obj and not isinstance(obj["facets"], dict):
+        bad("facets", f"must be an object {{name: value}}, got {type(obj['facets']).__name__}")
+    problems = obj.get("tag_problems")
+    if problems is not None and (not isinstance(problems, list) or not all(isinstance(p, str) for p in problems)):
+        bad("tag_problems", "must be a list of strings")
 
 
 def split_problem(name: str) -> str | None:

@@ -32,14 +32,19 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from mlatr.data.importers._common import AUDIO_EXTENSIONS
-from mlatr.data.importers.folder import caption_from_name, name_caption
 from mlatr.data.manifest import Clip, Manifest
+from mlatr.data.sound_names import AUDIO_EXTENSIONS, caption_from_name, name_caption, split_joined
 from mlatr.errors import InputError
 from mlatr.json_input import parse_json
 
 #: The table shipped with mlatr (reviewed captions of the Debian sound libraries).
 DEFAULT_TABLE = Path(__file__).resolve().parent / "real_sound_captions.json"
+
+#: Folders (nearest first) whose words :func:`folder_words` gives.
+CONTEXT_FOLDERS = 3
+#: The caption sources (``extra["caption_sources"]``) of captions made from a path: what :func:`recaption` may
+#: rewrite (``name``: the path's words; ``folder``: them with the folders' or the label's words).
+PATH_SOURCES = ("name", "folder")
 
 _NUMBERING = re.compile(r"(?:[-_. ]?\d+)+$")
 #: Phrase patterns on the cleaned words: (pattern, replacement), first match wins.
@@ -129,13 +134,27 @@ def clean_name(name: str, words: dict[str, str]) -> str:
     return text
 
 
-def path_captions(clip_id: str, table: CaptionRules) -> tuple[list[str] | None, str | None]:
-    """``(captions, label)`` of a clip from its id; captions None when the table leaves the clip out."""
+def folder_words(clip_id: str) -> str:
+    """The words of the folders a clip lies in (the nearest :data:`CONTEXT_FOLDERS`, from the top down), joined
+    words split, each word once: ``"Animals/BirdSong/rec_0042"`` -> ``"animals bird song"``."""
+    words: list[str] = []
+    for folder in clip_id.split("/")[:-1][-CONTEXT_FOLDERS:]:
+        for word in split_joined(caption_from_name(folder)).split():
+            if word not in words:
+                words.append(word)
+    return " ".join(words)
+
+
+def path_captions(clip_id: str, table: CaptionRules, folders: bool = False) -> tuple[list[str] | None, str | None]:
+    """``(captions, label)`` of a clip from its id; captions None when the table leaves the clip out.
+    ``folders``: a clip of a library the table does not know (:meth:`CaptionRules.knows`: a user's own
+    library) has its joined words split (``blackcat`` -> "black cat") and its folders' words as the context
+    a label gives (:func:`folder_words`: "rec, birds"); the label stays None."""
     label = table.label_of(clip_id)
     for key in (clip_id, drop_numbering(clip_id)):
         if key in table.captions:
             reviewed = table.captions[key]
-            return (None if reviewed is None else _with_context(list(reviewed), label)), label
+            return (None if reviewed is None else with_context(list(reviewed), label)), label
     parts = clip_id.split("/")
     name = parts[-1]
     if Path(name).suffix.lower() in AUDIO_EXTENSIONS:  # two files differing only by extension keep it in the id
@@ -148,14 +167,26 @@ def path_captions(clip_id: str, table: CaptionRules) -> tuple[list[str] | None, 
     template = max((p for p in table.templates if clip_id.startswith(p)), key=len, default=None)
     if text and template is not None:
         text = table.templates[template].format(text)
-    return (_with_context([text], label) if text else []), label
+    context = label
+    if folders and label is None and not table.knows(clip_id):
+        text, context = split_joined(text), folder_words(clip_id) or None
+    return (with_context([text], context) if text else []), label
 
 
-def _with_context(captions: list[str], label: str | None) -> list[str]:
+def with_context(captions: list[str], label: str | None) -> list[str]:
     """Add "first caption, label" when the label says something the first caption does not."""
     if label and len(captions) == 1 and not set(label.split()) <= set(captions[0].split()):
         captions.append(f"{captions[0]}, {label}")
     return captions
+
+
+def path_sources(captions: list[str]) -> list[str]:
+    """The sources of captions :func:`path_captions` made: ``name``, and ``folder`` for the second when it is the
+    first with context (``"rec"``, ``"rec, birds"``)."""
+    sources = ["name"] * len(captions)
+    if len(captions) == 2 and captions[1].startswith(f"{captions[0]}, "):
+        sources[1] = "folder"
+    return sources
 
 
 @dataclass
@@ -194,6 +225,13 @@ def captions_digest(captions: list[str | None]) -> str:
     return hashlib.sha256(json.dumps(captions, ensure_ascii=False).encode("utf-8")).hexdigest()[:16]
 
 
+def _sources(clip: Clip) -> list | None:
+    """The recorded sources of ``clip``'s English captions (``caption_sources``), or None."""
+    sources = clip.extra.get("caption_sources")
+    sources = sources.get("eng") if isinstance(sources, dict) else None
+    return sources if isinstance(sources, list) else None
+
+
 def made_from_path(clip: Clip, table: CaptionRules) -> bool:
     """Whether ``clip``'s English captions are what its path gives: none, the folder importer's caption from
     the file name (:func:`~mlatr.data.importers.folder.name_caption`), the ones an earlier :func:`recaption`
@@ -202,17 +240,23 @@ def made_from_path(clip: Clip, table: CaptionRules) -> bool:
     captions = clip.captions.get("eng") or []
     if not captions or clip.extra.get(MARK) == captions_digest(captions):
         return True
+    sources = _sources(clip)
+    if sources is not None and len(sources) == len(captions):
+        return all(s in PATH_SOURCES for s in sources)
     ident = clip.id
     rel = Path(ident) if Path(ident).suffix.lower() in AUDIO_EXTENSIONS else Path(ident + Path(clip.audio).suffix)
-    return captions == [name_caption(rel)] or captions == path_captions(ident, table)[0]
+    return captions in ([name_caption(rel)], path_captions(ident, table)[0], path_captions(ident, table, True)[0])
 
 
 def recaption(manifest: Manifest, table: CaptionRules) -> Recaptioned:
     """Rewrite, in place, the English captions and the labels of ``manifest``'s English-only clips from their
-    ids; clips the table leaves out are removed. Captions a person wrote are never replaced: a clip with a
-    sidecar caption beside its audio, or whose captions were not made from its path (:func:`made_from_path`),
-    keeps them and is never removed (counted ``kept_own``). A clip of a library the table does not know keeps
-    the labels it has (the folder importer's) unless a label prefix matches."""
+    ids (with the folders' words and joined words split, :func:`path_captions`' ``folders``, where the folder
+    importer made the clip's captions so: a ``folder`` among its ``caption_sources``, or recorded sources of a
+    clip in no folder); clips the table leaves out are removed. Captions a person wrote are never replaced: a clip
+    with a sidecar caption beside its audio, or whose captions were not made from its path (:func:`made_from_path`),
+    keeps them and is never removed (counted ``kept_own``). A clip of a library the table does not know keeps the
+    labels it has (the folder importer's) unless a label prefix matches.
+    """
     counts = {"recaptioned": 0, "reviewed": 0, "removed": 0, "kept_as_is": 0, "kept_own": 0, "labelled": 0}
     changes: list[CaptionChange] = []
     kept = []
@@ -223,7 +267,9 @@ def recaption(manifest: Manifest, table: CaptionRules) -> Recaptioned:
             continue
         before, labels_before = list(clip.captions.get("eng", [])), list(clip.labels)
         own = has_sidecar(clip.audio_path(manifest.root)) or not made_from_path(clip, table)
-        captions, label = path_captions(clip.id, table)
+        sources = _sources(clip)  # the folder importer's way, where it made the captions with the folders' words
+        folders = sources is not None and ("folder" in sources or "/" not in clip.id)
+        captions, label = path_captions(clip.id, table, folders=folders)
         if own:
             counts["kept_own"] += 1
         elif captions is None:
@@ -235,6 +281,8 @@ def recaption(manifest: Manifest, table: CaptionRules) -> Recaptioned:
             if captions:
                 clip.captions = {"eng": list(captions)}
                 clip.extra[MARK] = captions_digest(list(captions))
+                if "caption_sources" in clip.extra:  # a manifest that records them (the folder importer's)
+                    clip.extra["caption_sources"] = {"eng": path_sources(captions)}
                 counts["recaptioned"] += 1
         if label or table.knows(clip.id):  # a library the table does not know keeps its folder labels
             clip.labels = [label] if label else []

@@ -50,3 +50,8 @@ def first_bad_field(obj: Any, prefix: str = "") -> tuple[str, int] | None:
             if found:
                 return found
     return None
+
+
+def printable(text: str) -> str:
+    """``text`` with each byte that was not UTF-8 written as ``\\xNN`` (a file name to put in UTF-8 output)."""
+    return text.encode("utf-8", ERRORS).decode("utf-8", "backslashreplace")

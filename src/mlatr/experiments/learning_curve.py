@@ -56,7 +56,7 @@ from mlatr.models.dual_encoder import DualEncoder
 from mlatr.plotting import pyplot
 from mlatr.training.config import ObjectiveConfig
 from mlatr.training.hard_batches import caption_clusters
-from mlatr.training.heads import HeadTraining, TextBank, train_heads
+from mlatr.training.head_training import HeadTraining, TextBank, train_heads
 
 #: How much of aiSFX trains: 0 = the heads alone, 1 = its last conv block, 4 = the whole CNN.
 TRAIN_BLOCKS = (0, 1, 4)
@@ -420,7 +420,7 @@ def _worker_fold(task):
 
 def _run_folds(job: _FoldJob, todo: list, workers: int) -> Iterator[tuple[tuple[int, float, int, str], dict]]:
     """Each task's fold record as it is done: in this process, or, with ``workers`` > 1, in that many spawned
-    processes at once (the heads train on one thread each, :func:`~mlatr.training.heads.train_heads`, so two
+    processes at once (the heads train on one thread each, :func:`~mlatr.training.head_training.train_heads`, so two
     processes use two cores; a fold's result does not depend on the process that trains it)."""
     if workers <= 1 or len(todo) <= 1:
         yield from map(job, todo)

@@ -3,7 +3,7 @@ options, one training call and one evaluation of a set of clips.
 
 Frozen backbones (aisfx audio; USE or e5-small text) give each clip and each text a fixed vector, so a
 run computes them once (:mod:`mlatr.frozen_features`, the text encoders' own caches) and trains only the
-projection heads (:func:`mlatr.training.heads.train_heads`). The head options
+projection heads (:func:`mlatr.training.head_training.train_heads`). The head options
 (:data:`mlatr.experiments.head_options.HEAD_OPTIONS`) are
 the ways of keeping the text encoder's multilingual space that issue 17 compares:
 
@@ -12,7 +12,7 @@ the ways of keeping the text encoder's multilingual space that issue 17 compares
 - ``audio-only``: the text side is the frozen encoder itself (``text_head="identity"``), only the audio
   head learns, into the text space, so every language keeps its place relative to English;
 - ``near-identity``: a residual text head ``x + MLP(x)`` starting at the identity, with the
-  ``text_identity`` penalty ``lambda ||g(t) - t||^2`` (:mod:`mlatr.training.heads`);
+  ``text_identity`` penalty ``lambda ||g(t) - t||^2`` (:mod:`mlatr.training.head_training`);
 - ``kcl-translations``: ML-CLAP heads trained with KCL (ATRI §4.1 eq. 9) over English and the machine
   translations the manifest holds, so every language's captions are pulled to the same clip;
 - ``random``: untrained heads, the floor.
@@ -36,9 +36,9 @@ import numpy as np
 import torch
 
 from mlatr.augmented_views import AugmentedView, augmented_views
-from mlatr.data.importers.folder import name_caption
 from mlatr.data.manifest import Manifest
 from mlatr.data.path_captions import CaptionRules
+from mlatr.data.sound_names import name_caption
 from mlatr.errors import MlatrError
 from mlatr.evaluation import evaluate_embeddings, zero_shot, zero_shot_prompts
 from mlatr.evaluation.nonsense import nonsense_queries
@@ -49,7 +49,7 @@ from mlatr.inference.encoding import project
 from mlatr.models.dual_encoder import DualEncoder
 from mlatr.models.registry import build_audio_encoder, build_text_encoder
 from mlatr.training.config import ObjectiveConfig
-from mlatr.training.heads import HeadTraining, TextBank, caption_rows, train_heads
+from mlatr.training.head_training import HeadTraining, TextBank, caption_rows, train_heads
 
 QUERIES_PATH = Path(__file__).resolve().parent.parent / "data" / "queries_multilingual.json"
 
@@ -199,7 +199,7 @@ def train_option(model, data: RealSounds, bank: TextBank, option: HeadOption, tr
 def training_items(data: RealSounds, train_rows: Sequence[int], languages: Sequence[str]
                    ) -> tuple[np.ndarray, list[list[list[str | None]]], list[int]]:
     """What the heads train on from the clips ``train_rows``: each clip with its caption rows
-    (:func:`~mlatr.training.heads.caption_rows` in ``languages``; a clip with none left out), then the same
+    (:func:`~mlatr.training.head_training.caption_rows` in ``languages``; a clip with none left out), then the same
     clips in each augmented view (``data.views``) with the view's captions. ``(features [M, D], caption rows,
     the clip row each item comes from)``."""
     sources = [(data.features, [c.captions for c in data.manifest.clips])]

@@ -48,7 +48,7 @@ from mlatr.io_utils import atomic_write_json, atomic_write_jsonl, atomic_write_t
 from mlatr.matching import build_matching_head
 from mlatr.models.dual_encoder import DualEncoder
 from mlatr.search.from_features import index_from_features
-from mlatr.training.heads import HeadTraining
+from mlatr.training.head_training import HeadTraining
 from mlatr.training.run_log import head_log_records
 from mlatr.translation import ApertiumBackend, TranslationCache, Translator, translate_manifest
 

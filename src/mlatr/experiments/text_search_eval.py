@@ -18,7 +18,7 @@ import numpy as np
 from mlatr.evaluation import zero_shot_prompts
 from mlatr.experiments.real_heads import METADATA, NONSENSE_SEEDS, RealSounds, _embed
 from mlatr.io_utils import atomic_write_with
-from mlatr.training.heads import TextBank
+from mlatr.training.head_training import TextBank
 
 
 def query_texts(data: RealSounds) -> tuple[list[str], list[str], np.ndarray]:

@@ -38,7 +38,7 @@ from mlatr.experiments.relevance_fit import measure_folder, text_search_report
 from mlatr.experiments.text_search_eval import fold_embeddings, save_fold_embeddings
 from mlatr.io_utils import atomic_write_json, atomic_write_text
 from mlatr.plotting import pyplot
-from mlatr.training.heads import HeadTraining
+from mlatr.training.head_training import HeadTraining
 
 IN_LIBRARY = "in-library"
 #: The 12 libraries of the first real-sound corpus (issue 17): reported apart from the ones added since

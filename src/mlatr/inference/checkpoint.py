@@ -23,8 +23,8 @@ from typing import Any
 
 import torch
 
-from mlatr.errors import InputError, MlatrError
-from mlatr.file_kinds import unreadable
+from mlatr.errors import InputError, MissingFileError, MlatrError
+from mlatr.file_kinds import special_file, unreadable
 from mlatr.inference.device import resolve_device
 from mlatr.inference.loaded_model import LoadedModel
 from mlatr.inference.model_card import model_card
@@ -49,8 +49,11 @@ def read_checkpoint(path: str | os.PathLike, map_location: str | torch.device = 
     if p.is_dir():
         raise MlatrError(f"{p} is a folder, not a checkpoint file (a model folder written by mlatr export is "
                          "read by mlatr.load / --model)")
+    special = special_file(p)
+    if special:  # torch.load of a FIFO blocks, of /dev/zero never ends
+        raise MlatrError(f"{p}: not a regular file but {special} (not opened; a checkpoint is a file)")
     if not p.is_file():
-        raise MlatrError(f"checkpoint not found: {p}")
+        raise MissingFileError(p, "a checkpoint")
     try:
         state = torch.load(p, map_location=map_location, weights_only=True)
     except Exception as exc:  # torch raises RuntimeError / UnpicklingError / EOFError / BadZipFile ...

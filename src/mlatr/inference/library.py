@@ -2,8 +2,10 @@
 
 A library is any of, or a list mixing (shards apart):
 
-- a folder of sounds: every sound file under it, captions from sidecars or names
-  (:func:`~mlatr.data.importers.folder.import_folder`); ids are the paths under the folder without extension;
+- a folder of sounds: every sound file under it, captions from sidecars, tags or names and facets from the
+  headers (:func:`~mlatr.data.importers.folder.import_folder`, without its loudness: an index build measures
+  the clips it encodes, :func:`~mlatr.data.file_metadata.measure_clips`); ids are the paths under the folder
+  without extension;
 - a manifest (``.jsonl``; ``split`` picks its clips, ``all`` every clip): its ids;
 - sound files: ids are their paths under their deepest common folder, without extension, as if that folder
   were given (:func:`~mlatr.data.importers.folder.import_files`);
@@ -25,11 +27,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mlatr.data.importers.folder import import_files, import_folder
-from mlatr.data.manifest import Clip, Manifest
+from mlatr.data.manifest import Clip, Manifest, Skip
 from mlatr.data.pipeline.source import Source
 from mlatr.data.pipeline.source_choice import open_source
 from mlatr.data.webdataset_shards import ShardIndex, index_shards, is_shard_spec
-from mlatr.errors import MlatrError
+from mlatr.errors import MissingFileError, MlatrError
 
 #: A library as the API takes it: one item (a path, a shard spec, a :class:`Manifest`) or a list of items.
 LibrarySource = str | os.PathLike | Manifest | Sequence[str | os.PathLike]
@@ -51,6 +53,17 @@ class Library:
         """Where clip ``row``'s audio is: an absolute file path, or a shard member's address ``SHARD#MEMBER``."""
         clip = self.manifest[row]
         return clip.audio if self.shards is not None else str(clip.audio_path(self.manifest.root).resolve())
+
+    def skips(self, unreadable: dict[str, str]) -> list[Skip]:
+        """Every input left out: the files and lines refused while listing, then the clips whose audio could not be
+        read (``unreadable``: id -> why, a source's ``bad``), each with its file."""
+        rows = {clip.id: row for row, clip in enumerate(self.manifest.clips)}
+        found = [Skip.of_problem(p) for p in self.manifest.problems]
+        for ident, why in unreadable.items():
+            row = rows.get(ident)
+            file = self.path(row) if row is not None else ident
+            found.append(Skip(file, why.removeprefix(f"{file}: "), ident))
+        return found
 
     def source(self, sample_rate: int, skip_bad: bool = False) -> Source:
         """The clips' audio, read at ``sample_rate`` (the shards' members or the files)."""
@@ -74,6 +87,13 @@ def _split(manifest: Manifest, split: str, where: str) -> Manifest:
         raise MlatrError(f"{where} has no splits (no clip has a 'split' field): use --split all (split='all') "
                          "to take every clip, or make splits with mlatr data split")
     return manifest.split(split)
+
+
+def files_on_disk(items: Sequence[str | os.PathLike]) -> bool:
+    """Whether library items are folders of sounds and sound files only (no manifest, no shards): files as found on
+    a disk, some of which do not decode in any large collection (the CLI skips those by default)."""
+    texts = [os.fspath(i) for i in items]
+    return bool(texts) and not any(_is_manifest(t) or is_shard_spec(t) for t in texts)
 
 
 def _is_manifest(item: str) -> bool:
@@ -104,6 +124,10 @@ def open_library(source: LibrarySource, split: str = "all", skip_bad: bool = Fal
         shards = index_shards(shard_items if len(shard_items) > 1 else shard_items[0], progress=progress,
                               skip_bad=skip_bad)
         return Library(_split(shards.manifest, split, " ".join(shard_items)), shards)
+    for item in items:
+        if isinstance(item, str) and not os.path.lexists(item):
+            raise MissingFileError(item, "a library: a folder of sounds, a manifest, a sound file or webdataset "
+                                         "shards")
     parts: list[tuple[str, Manifest]] = []
     files = [i for i in items if isinstance(i, str) and not Path(i).is_dir() and not _is_manifest(i)]
     if split != "all" and (files or any(isinstance(i, str) and Path(i).is_dir() for i in items)):
@@ -113,12 +137,13 @@ def open_library(source: LibrarySource, split: str = "all", skip_bad: bool = Fal
         if isinstance(item, Manifest):
             parts.append(("the manifest given", _split(item, split, "the manifest")))
         elif Path(item).is_dir():
-            parts.append((item, import_folder([item], skip_bad=skip_bad, progress=progress, probe=probe)))
+            parts.append((item, import_folder([item], skip_bad=skip_bad, progress=progress, probe=probe,
+                                              loudness=False)))
         elif _is_manifest(item):
             parts.append((item, manifest_split(item, split, skip_bad)))
     if files:
         parts.append((" ".join(files[:3]) + (" ..." if len(files) > 3 else ""),
-                      import_files(files, skip_bad=skip_bad, progress=progress, probe=probe)))
+                      import_files(files, skip_bad=skip_bad, progress=progress, probe=probe, loudness=False)))
     if len(parts) == 1:
         return Library(parts[0][1])
     return Library(_joined(parts))

@@ -21,7 +21,7 @@ from tqdm import tqdm
 from mlatr import api_args
 from mlatr.audio.io import crop_or_pad
 from mlatr.calibration_file import shipped_calibration
-from mlatr.data.manifest import Manifest
+from mlatr.data.manifest import Manifest, Skip
 from mlatr.data.webdataset_shards import is_shard_spec
 from mlatr.errors import MlatrError
 from mlatr.evaluation.zero_shot import label_text, zero_shot_prompts
@@ -54,13 +54,15 @@ class Classification:
     libraries never trained on (negative log-likelihood of their folder labels, cross-fitted:
     :mod:`mlatr.experiments.relevance_fit`; shipped in ``mlatr/data/calibration.json``), so a clip's best
     probability says how often such a label is right; :attr:`none_of_these` marks the clips whose best
-    label is below ``min_probability`` (more likely wrong than right)."""
+    label is below ``min_probability`` (more likely wrong than right). ``skipped``: the inputs left out under
+    ``skip_bad`` (files that could not be read), each with its reason."""
 
     classes: list[str]
     scores: np.ndarray  # [N, C] float32
     temperature: float = 1.0
     min_probability: float = 0.5
     ids: list[str] = field(default_factory=list)
+    skipped: list[Skip] = field(default_factory=list)
 
     def __repr__(self) -> str:
         return f"Classification({len(self.scores)} clips x {len(self.classes)} classes: {self.classes[:5]}" + (
@@ -110,13 +112,15 @@ def prompts_for(labels: Sequence[str], lang: str, template: str | None = None) -
 @dataclass
 class LibraryEmbeddings:
     """A library's clips embedded (:meth:`LoadedModel.embed_library`): ``ids`` (relative to the library's root),
-    ``paths`` (absolute, or ``SHARD#MEMBER``), ``embeddings [n, d]`` (unit norm) and the clips ``skipped``
-    (``{id: why}``, with ``skip_bad``)."""
+    ``paths`` (absolute, or ``SHARD#MEMBER``), ``embeddings [n, d]`` (unit norm) and, with ``skip_bad``, the clips
+    ``skipped`` (``{id: why}``) and every input left out with its file (``skips``: those clips, and the files
+    refused while the library was listed, e.g. a FIFO or a name that is not UTF-8)."""
 
     ids: list[str]
     paths: list[str]
     embeddings: np.ndarray
     skipped: dict[str, str] = field(default_factory=dict)
+    skips: list[Skip] = field(default_factory=list)
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -367,7 +371,8 @@ class LoadedModel:
                              f"{next(iter(audio.bad.values()), '')})")
         ids = [library.manifest[i].id for i in rows]
         check_finite_embeddings(emb, list(range(len(rows))), ids)
-        return LibraryEmbeddings(ids, [library.path(i) for i in rows], emb, dict(audio.bad))
+        return LibraryEmbeddings(ids, [library.path(i) for i in rows], emb, dict(audio.bad),
+                                 library.skips(audio.bad))
 
     # ---- scores ------------------------------------------------------------------------------------
     def similarity(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -386,12 +391,14 @@ class LoadedModel:
     @torch.no_grad()
     def classify(self, audio: AudioInput | Sequence[AudioInput], labels: str | Sequence[str], lang: str = "eng", *,
                  template: str | None = None, sample_rate: int | None = None, batch_size: int = 16,
-                 max_seconds: float | None = None, split: str = "all") -> Classification:
+                 max_seconds: float | None = None, split: str = "all", skip_bad: bool = False) -> Classification:
         """Zero-shot classification (SupCLAP sec. 4.2.2): each clip against one prompt per label (labels in
         ``lang``; ``template`` with ``{label}`` replaces the paper's prompt), scored by the model's head with
         the audio as the query. ``labels`` may be one comma-separated string. ``audio``: sound files, waveforms
         (with ``sample_rate``) or a library (a folder, a manifest with its ``split``, webdataset shards:
-        :mod:`mlatr.inference.library`); the result's ``ids`` name the clips as the library does."""
+        :mod:`mlatr.inference.library`); the result's ``ids`` name the clips as the library does. ``skip_bad``: a
+        library's or a file list's unreadable files are left out (the result's ``skipped``), not an error."""
+        skip_bad = api_args.flag("skip_bad", skip_bad)
         if isinstance(labels, str):
             labels = [s.strip() for s in labels.split(",")]
         classes = [c.strip() for c in api_args.texts("labels", labels)]
@@ -407,26 +414,29 @@ class LoadedModel:
         fitted = shipped_calibration()["classify"]
         cal = {"temperature": float(fitted["temperature"]), "min_probability": float(fitted["min_probability"])}
         if self.head.needs_frames:
-            scores, ids = self._frame_scores(audio, prompts, lang, batch_size, max_seconds, split)
-            return Classification(classes, scores, ids=ids, **cal)
+            scores, ids, skipped = self._frame_scores(audio, prompts, lang, batch_size, max_seconds, split, skip_bad)
+            return Classification(classes, scores, ids=ids, skipped=skipped, **cal)
+        skipped: list[Skip] = []
         if names_library(audio) or not has_waveforms(audio):  # files: a library's, with its ids, as mlatr classify
-            found = self.embed_library(audio, split=split, batch_size=batch_size, max_seconds=max_seconds)
-            a, ids = found.embeddings, found.ids
+            found = self.embed_library(audio, split=split, batch_size=batch_size, max_seconds=max_seconds,
+                                       skip_bad=skip_bad)
+            a, ids, skipped = found.embeddings, found.ids, found.skips
         else:
             a = self.embed_audio(audio, sample_rate=sample_rate, batch_size=batch_size, max_seconds=max_seconds)
             ids = item_ids(audio_items(audio))
         return Classification(classes, self.similarity(a, self.embed_checked(prompts, langs, batch_size)), ids=ids,
-                              **cal)
+                              skipped=skipped, **cal)
 
     def _frame_scores(self, audio, prompts: list[str], lang: str, batch_size: int, max_seconds: float | None,
-                      split: str = "all") -> tuple[np.ndarray, list[str]]:
-        """Head scores ``[clips, prompts]`` of a frame-scoring head and the clips' ids: each file (or a library's
-        clip) centre-cropped to ``max_seconds`` (default the model's evaluation crop) and encoded whole, its
-        frames kept."""
+                      split: str = "all", skip_bad: bool = False) -> tuple[np.ndarray, list[str], list[Skip]]:
+        """Head scores ``[clips, prompts]`` of a frame-scoring head, the clips' ids and the inputs skipped: each
+        file (or a library's clip) centre-cropped to ``max_seconds`` (default the model's evaluation crop) and
+        encoded whole, its frames kept."""
+        library = None
         if names_library(audio) or not has_waveforms(audio):
             library = open_library(api_args.paths("audio", audio) if not isinstance(audio, Manifest) else audio,
-                                   api_args.text("split", split))
-            source, ids = library.source(self.sample_rate), library.ids
+                                   api_args.text("split", split), skip_bad=skip_bad)
+            source, ids = library.source(self.sample_rate, skip_bad=skip_bad), library.ids
         else:
             items = audio_items(audio)
             if not all(isinstance(a, str) for a in items):
@@ -440,7 +450,8 @@ class LoadedModel:
         text = encode_texts(self.model, prompts, [lang] * len(prompts), batch_size, frames_sink=text_sink)
         clips = EncoderOutput(torch.from_numpy(pooled), *pad_frames(sink))
         classes = EncoderOutput(torch.from_numpy(text), *pad_frames(text_sink))
-        return chunked_scores(self.head, clips, classes, HEAD_MEMORY_MB).float().numpy(), [ids[i] for i in rows]
+        scores = chunked_scores(self.head, clips, classes, HEAD_MEMORY_MB).float().numpy()
+        return scores, [ids[i] for i in rows], library.skips(source.bad) if library is not None else []
 
 
 def item_ids(items: Sequence[str | np.ndarray]) -> list[str]:

@@ -18,11 +18,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from mlatr import __version__
 from mlatr.data.manifest import Manifest
 from mlatr.errors import MlatrError
 from mlatr.json_input import parse_json
 from mlatr.languages import LANGUAGE_NAMES
+from mlatr.version import __version__
 
 #: The card's sections, in order.
 SECTIONS = ("How to load", "Model", "Training data", "Metrics", "Intended use", "Limits")

@@ -23,7 +23,7 @@ from mlatr.losses.schemes import (
 )
 from mlatr.losses.siglip import siglip_loss, siglip_pair
 from mlatr.losses.simple_reweight import SimpleReweight, reweighted_infonce_loss
-from mlatr.losses.svr import constraint_loss, positive_distances, support_vectors, svr_loss
+from mlatr.losses.support_vectors import constraint_loss, positive_distances, support_vectors, svr_loss
 from mlatr.losses.svr_regularizer import SVRRegularizer, build_svr_regularizer
 
 __all__ = [

@@ -20,7 +20,7 @@ from torch import Tensor, nn
 from mlatr.errors import MlatrError
 from mlatr.losses._common import Pair, Scalar, check_pair, l2_normalize
 from mlatr.losses.radius import DEFAULT_INIT_RADIUS, DynamicRadius, StaticRadius
-from mlatr.losses.svr import constraint_loss, positive_distances, svr_loss
+from mlatr.losses.support_vectors import constraint_loss, positive_distances, svr_loss
 
 #: Radius models by name (SupCLAP §3.2) and SVR directions (§4.1.2).
 RADIUS_KINDS = ("static", "dynamic")

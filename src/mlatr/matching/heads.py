@@ -81,14 +81,6 @@ class MatchingHead:
     def __call__(self, query: HasFeatures, context: HasFeatures) -> torch.Tensor:
         return self.scores(query, context)
 
-    def score_tensors(self, query_frames: torch.Tensor | None = None, query_mask: torch.Tensor | None = None,
-                      context_frames: torch.Tensor | None = None,
-                      context_mask: torch.Tensor | None = None, query_pooled: torch.Tensor | None = None,
-                      context_pooled: torch.Tensor | None = None) -> torch.Tensor:
-        """Same as :meth:`scores`, with the tensors passed one by one."""
-        return self.scores(EncoderOutput(query_pooled, query_frames, query_mask),
-                           EncoderOutput(context_pooled, context_frames, context_mask))
-
     def local_scores(self, query: HasFeatures, context: HasFeatures) -> torch.Tensor:
         """``[Nq, Nc, Lq]`` per-query-position similarities before the last pooling (Figure 2's
         word-to-clip similarities when the query is a caption). Only for frame-based heads."""

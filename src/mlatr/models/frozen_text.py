@@ -37,6 +37,7 @@ from torch import nn
 
 from mlatr.errors import MlatrError
 from mlatr.io_utils import atomic_write_with
+from mlatr.json_input import parse_json
 from mlatr.languages import LANGUAGE_NAMES
 from mlatr.models.outputs import EncoderOutput
 from mlatr.models.protocols import ANY_LANGUAGE, QueryLanguages, ordered_languages
@@ -117,10 +118,14 @@ class EmbeddingCache:
         """Merge the entries of a saved cache file into this cache."""
         try:
             with np.load(path, allow_pickle=False) as data:
-                keys = json.loads(str(data["keys"]))
+                keys = parse_json(str(data["keys"]), str(path), field="keys")  # not nested 100,000 deep
                 vectors = np.asarray(data["vectors"], dtype=np.float32)
-        except (OSError, KeyError, ValueError) as exc:
+        except MlatrError:
+            raise
+        except Exception as exc:  # OSError, KeyError, ValueError, EOFError, zipfile.BadZipFile: damaged or foreign
             raise MlatrError(f"{path}: not a readable mlatr embedding cache ({exc})") from exc
+        if not isinstance(keys, list) or not all(isinstance(k, list) and len(k) == 3 for k in keys):
+            raise MlatrError(f"{path}: not a readable mlatr embedding cache (keys: expected a list of keys)")
         if len(keys) != len(vectors):
             raise MlatrError(f"{path}: embedding cache has {len(keys)} keys but {len(vectors)} vectors")
         for key, vec in zip(keys, vectors, strict=True):

@@ -30,7 +30,6 @@ tensors, kept for backward: more memory; ``null`` = ``transformers``' default).
 from __future__ import annotations
 
 import inspect
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -125,10 +124,11 @@ def check_model_folder(name: str, path: str | Path | None) -> Path:
     config = folder / "config.json"
     if not config.is_file():
         raise _expected(name, folder, "config.json is missing")
-    try:
-        model_type = json.loads(config.read_text(encoding="utf-8")).get("model_type")
-    except (OSError, ValueError) as exc:
+    try:  # a user's file: a list, a value nested 100,000 deep or a FIFO is refused (mlatr.json_input)
+        found = read_json_file(config, "config.json")
+    except MlatrError as exc:
         raise _expected(name, folder, f"config.json is unreadable ({exc})") from exc
+    model_type = found.get("model_type") if isinstance(found, dict) else None
     if model_type not in SPECS[name].model_types:
         raise _expected(name, folder, f"config.json has model_type {model_type!r}, not a {name} model")
     if not any((folder / f).is_file() for f in WEIGHT_FILES):

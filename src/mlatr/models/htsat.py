@@ -27,7 +27,6 @@ that start inside the clip's real audio (all of them under ``repeatpad`` for cli
 
 from __future__ import annotations
 
-import json
 import math
 import warnings
 from functools import partial
@@ -221,12 +220,14 @@ def load_clap_audio_model(folder: Path):
     """
     transformers = _import_transformers()
     try:
-        config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+        config = read_json_file(folder / "config.json", "config.json")  # a list, 100,000 levels deep, a FIFO: refused
         state = read_hf_weights(folder)
     except MlatrError:  # the weights' own check, already saying what is wrong
         raise
     except (OSError, ValueError, KeyError, RuntimeError) as exc:
         raise _htsat_folder_error(folder, f"loading failed ({type(exc).__name__}: {exc})") from exc
+    if not isinstance(config, dict):
+        raise _htsat_folder_error(folder, "config.json is not a JSON object")
     kind = config.get("model_type")
     if kind == "clap":
         audio_config, prefix = config.get("audio_config") or {}, "audio_model."

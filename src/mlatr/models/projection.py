@@ -45,7 +45,7 @@ class IdentityHead(nn.Module):
 
 class ResidualHead(nn.Module):
     """``x + Linear(ReLU(Linear(x)))`` with the last layer initialised to zero: the identity at the start,
-    a near-identity while a penalty on ``||head(x) - x||`` keeps it there (:mod:`mlatr.training.heads`)."""
+    a near-identity while a penalty on ``||head(x) - x||`` keeps it there (:mod:`mlatr.training.head_training`)."""
 
     def __init__(self, in_dim: int, out_dim: int, hidden_dim: int | None = None):
         super().__init__()

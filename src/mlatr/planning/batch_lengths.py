@@ -10,7 +10,7 @@ into the distribution of a step's padded length, exactly under the sampler's rul
   encodes of the clip (:mod:`mlatr.planning.caption_lengths`), for audio the cropped clip length (0 or 1);
   the draws of different clips are independent given which clips are in the batch.
 - A step is a uniformly random ``B``-subset of the ``N`` training clips (the epoch plan is a random
-  permutation cut into batches, :func:`~mlatr.data.pipeline.plan.plan_epoch`), so
+  permutation cut into batches, :func:`~mlatr.data.pipeline.epoch_plan.plan_epoch`), so
   ``P(step max <= x) = mean over B-subsets S of prod_{c in S} p[c, x]`` (:func:`mean_subset_product`).
 - An epoch's steps hold ``floor(N / B) * B`` distinct clips (the last smaller batch is dropped), so its worst
   step's padded length is the maximum over those clips: the same mean over ``floor(N / B) * B``-subsets.

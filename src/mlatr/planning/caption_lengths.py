@@ -12,7 +12,7 @@ has no such split, e.g. a test set standing in for a training set) and:
    ATRI languages (``mlatr/data/queries_multilingual.json``, 32 sound descriptions per language); a language
    with captions is never estimated;
 3. gives each clip the distribution of the longest caption it puts into a step: ``j`` uniform among its
-   usable captions (:func:`~mlatr.data.pipeline.plan.plan_epoch`), the languages by
+   usable captions (:func:`~mlatr.data.pipeline.epoch_plan.plan_epoch`), the languages by
    :meth:`~mlatr.losses.schemes.Scheme.encoded_columns` (ML-CLAP one drawn language, CACL English and one,
    KCL all);
 4. gives each clip its audio length after the crop (``min(duration, data.max_seconds)``; a clip without a
@@ -32,7 +32,7 @@ import numpy as np
 import torch
 
 from mlatr.data.manifest import Manifest
-from mlatr.data.pipeline.plan import caption_row, usable_caption_indices
+from mlatr.data.pipeline.epoch_plan import caption_row, usable_caption_indices
 from mlatr.errors import MlatrError
 from mlatr.losses.schemes import build_scheme
 from mlatr.models.hf_text import SPECS

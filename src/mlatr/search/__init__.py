@@ -19,9 +19,8 @@ from typing import Any
 #: Public name -> module, imported on first access: ``mlatr.search.ann``, ``.fusion`` and the other
 #: light submodules (read by the ``mlatr`` command's parsers) load without torch.
 _LAZY = {"BuildReport": "mlatr.search.build", "Index": "mlatr.search.index", "build_index": "mlatr.search.build",
-         "CaptionHit": "mlatr.search.search", "Evidence": "mlatr.search.evidence", "Hit": "mlatr.search.search",
-         "Results": "mlatr.search.search", "search_audio": "mlatr.search.search",
-         "search_text": "mlatr.search.search", "search_vector": "mlatr.search.search"}
+         "CaptionHit": "mlatr.search.results", "Evidence": "mlatr.search.evidence", "Hit": "mlatr.search.results",
+         "Results": "mlatr.search.results"}
 
 __all__ = sorted(_LAZY)
 

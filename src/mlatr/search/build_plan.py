@@ -28,27 +28,12 @@ class BuildPlan:
     deleted: list[str] = field(default_factory=list)
 
 
-def live_rows(index: Index) -> dict[str, int]:
-    """id -> row of every clip not deleted (the latest row of an id encoded again)."""
-    ids = index.ids
-    rows = dict(zip(ids, range(len(ids)), strict=True))  # the last row of each id
-    stale = {ids[g] for g in index.deleted_rows.tolist() if rows[ids[g]] == g}  # ids whose last row is deleted
-    if stale:  # their latest live row, if any (one more pass, only then)
-        gone = set(index.deleted_rows.tolist())
-        for cid in stale:
-            del rows[cid]
-        for i, cid in enumerate(ids):
-            if cid in stale and i not in gone:
-                rows[cid] = i
-    return rows
-
-
 def plan_build(existing: Index | None, clips: Sequence[Clip], root: str | Path) -> BuildPlan:
     """The plan of a build of ``clips`` (audio relative to ``root``) over ``existing`` (None: a new index,
     every clip encoded)."""
     if existing is None:
         return BuildPlan(list(clips))
-    rows = live_rows(existing)
+    rows = existing.tables.live_rows()
     plan = BuildPlan([])
     for clip in clips:
         row = rows.get(clip.id)
@@ -69,10 +54,3 @@ def plan_build(existing: Index | None, clips: Sequence[Clip], root: str | Path) 
             plan.drop[cid] = row
             plan.deleted.append(cid)
     return plan
-
-
-def renewed_rows(current: Index, plan_drop: dict[str, int], new_ids: Sequence[str]) -> list[int]:
-    """The live rows of ``current`` to delete when the clips ``new_ids`` are written: those of the ids in
-    ``plan_drop`` (encoded again or gone) and of every id written again."""
-    renewed = set(plan_drop) | set(new_ids)
-    return [row for cid, row in live_rows(current).items() if cid in renewed]

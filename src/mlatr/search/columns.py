@@ -2,9 +2,10 @@
 
 A :class:`ClipColumns` holds one row per clip: its embedding (``embeddings [N, d]``), its ``id`` and one
 value per column of :data:`CLIP_COLUMNS` (the audio's path, the clip's captions, the audio file's state
-when it was encoded). A :class:`CaptionColumns` holds one row per caption: its embedding, the row of its
-clip (``clip [M]``) and one value per column of :data:`CAPTION_COLUMNS` (language, text). Both tables
-have the same four operations, and every format of an index goes through them:
+when it was encoded, the file's facets and where each caption came from). A :class:`CaptionColumns` holds
+one row per caption: its embedding, the row of its clip (``clip [M]``) and one value per column of
+:data:`CAPTION_COLUMNS` (language, text). Both tables have the same four operations, and every format of an
+index goes through them:
 
 - ``take(rows)``: the rows asked for, in memory (an index without its deleted rows);
 - ``concat(parts)``: one table of several, in memory (an ``--add`` rewriting an ``.npz``), and ``stack(parts)``
@@ -48,10 +49,10 @@ class Column:
     """One per-row value of a table, stored as JSON.
 
     ``key``: its name in the table (``table[key]``), in a shard's rows file and in a Milvus row; ``npz``:
-    its list in a single-file index's meta; ``kinds`` the JSON types a value may have (``expected`` says
-    them in an error); ``default``: what a row written before the column existed holds (:data:`REQUIRED`:
-    such a row is damaged); ``of_clip(clip, root)``: its value for a manifest clip (audio relative to
-    ``root``) when a table is made from clips.
+    its list in a single-file index's meta; ``kinds`` the JSON types a value may have and ``fits`` what else it
+    must be (``expected`` says both in an error); ``default``: what a row written before the column existed
+    holds (:data:`REQUIRED`: such a row is damaged); ``of_clip(clip, root)``: its value for a manifest clip
+    (audio relative to ``root``) when a table is made from clips.
     """
 
     key: str
@@ -60,10 +61,31 @@ class Column:
     expected: str
     default: Any = REQUIRED
     of_clip: Callable[[Clip, Path], Any] | None = None
+    fits: Callable[[Any], bool] = lambda value: True
 
     def missing(self, n: int) -> list:
         """``n`` rows of the column's default."""
         return [self.default] * n
+
+    def holds(self, value: Any) -> bool:
+        """Whether ``value`` is one the column holds (a hand-edited or damaged row is not)."""
+        return isinstance(value, self.kinds) and self.fits(value)
+
+
+def _captions_fit(value: dict) -> bool:
+    """``{language: [caption or null, ...]}``."""
+    return all(isinstance(k, str) and isinstance(v, list) and all(isinstance(t, str | None) for t in v)
+               for k, v in value.items())
+
+
+def _state_fits(value: dict | None) -> bool:
+    """None, or ``{"size": int, "mtime_ns": int}`` (:func:`mlatr.file_state.file_state`)."""
+    return value is None or all(type(value.get(k)) is int for k in ("size", "mtime_ns"))
+
+
+def _object(value):
+    """``value`` when it is a JSON object, else None (a manifest's extra key of another shape is not a column)."""
+    return value if isinstance(value, dict) else None
 
 
 #: The per-clip columns (beside the embedding and the id).
@@ -71,10 +93,17 @@ CLIP_COLUMNS: tuple[Column, ...] = (
     Column("path", "paths", (str,), "a list of strings",
            of_clip=lambda clip, root: str(clip.audio_path(root).resolve())),
     Column("captions", "captions", (dict,), "a list of {language: [captions]} objects",
-           of_clip=lambda clip, root: clip.captions),
+           of_clip=lambda clip, root: clip.captions, fits=_captions_fit),
     # the size and mtime of the clip's audio when it was encoded (None: not recorded), default: now
     Column("state", "states", (dict, type(None)), "a list of file states (objects or null)", default=None,
-           of_clip=lambda clip, root: file_state(str(clip.audio_path(root).resolve()))),
+           of_clip=lambda clip, root: file_state(str(clip.audio_path(root).resolve())), fits=_state_fits),
+    # what the file says about itself (mlatr.data.file_metadata): duration, sample rate, loudness, folder, UCS
+    # category, keywords ...; None: not recorded (a manifest without them, an index written before)
+    Column("facets", "facets", (dict, type(None)), "a list of facet objects (or null)", default=None,
+           of_clip=lambda clip, root: _object(clip.extra.get("facets"))),
+    # where each caption came from, {language: [source]} aligned with the captions; None: not recorded
+    Column("caption_sources", "caption_sources", (dict, type(None)), "a list of caption source objects (or null)",
+           default=None, of_clip=lambda clip, root: _object(clip.extra.get("caption_sources"))),
 )
 #: The per-caption columns (beside the embedding and the clip row).
 CAPTION_COLUMNS: tuple[Column, ...] = (
@@ -366,6 +395,10 @@ def write_jsonl_with_offsets(path: Path, rows: Sequence[Any]) -> None:
     np.save(path.with_suffix(".offsets.npy"), offsets)
 
 
+#: Largest row a :class:`JsonlRows` reads (a clip's captions in every language stay far below it): offsets
+#: further apart than this belong to a damaged or edited offsets file, not to a row.
+MAX_ROW_BYTES = 64 * 2**20
+
 #: Parsed rows a :class:`JsonlRows` keeps: showing one search hit reads its clip's row for the path, the
 #: captions and the recorded state, and a server shows the same clips again and again. Cleared when full.
 ROW_MEMO = 4096
@@ -383,6 +416,7 @@ class JsonlRows(Sequence):
             self._fh = open(path, "rb")  # noqa: SIM115 (kept open for the reader's life)
         except OSError as exc:
             raise InputError(f"unreadable ({exc.strerror})", file=str(path)) from exc
+        self._size = os.fstat(self._fh.fileno()).st_size  # a shard's files are written once
 
     def __len__(self) -> int:
         return len(self.offsets) - 1
@@ -407,6 +441,10 @@ class JsonlRows(Sequence):
         if not 0 <= i < len(self):
             raise IndexError(i)
         start, end = int(self.offsets[i]), int(self.offsets[i + 1])
+        if not 0 <= start <= end <= self._size or end - start > MAX_ROW_BYTES:
+            raise InputError(f"row {i}: bytes {start}..{end} do not fit {self.path.name} ({self._size:,} bytes): the "
+                             "offsets were edited or damaged (rebuild the index)",
+                             file=str(self.path.with_suffix(".offsets.npy")))
         line = os.pread(self._fh.fileno(), end - start, start)
         return parse_json(line, str(self.path), line=i + 1, field=f"row {i}")
 
@@ -426,7 +464,12 @@ class RowField(Sequence):
             return [self[j] for j in range(*i.indices(len(self)))]
         row = self.rows[i]
         if isinstance(row, dict) and self.column.key in row:
-            return row[self.column.key]
+            value = row[self.column.key]
+            if not self.column.holds(value):
+                raise InputError(f"row {i}: {self.column.key}: a {type(value).__name__} this column does not hold "
+                                 f"({self.column.expected}): the file was edited or damaged (rebuild the index)",
+                                 file=str(self.rows.path))
+            return value
         if isinstance(row, dict) and self.column.default is not REQUIRED:
             return self.column.default
         raise InputError(f"row {i} has no {self.column.key!r}", file=str(self.rows.path))

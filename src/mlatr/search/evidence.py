@@ -10,7 +10,7 @@ in it) and its ``sound``. ``to_dict()`` gives the JSON object of the CLI's ``--j
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Literal
 
 #: The sources of evidence, in the order a hit lists them.
@@ -49,10 +49,6 @@ class Evidence:
         if self.source == "keyword":
             return f"keyword {', '.join(self.terms or ())} in \"{self.text}\" [{self.lang}] (#{self.rank})"
         return f"sound {self.score:.2f} (#{self.rank})"
-
-    def reranked(self, rank: int) -> Evidence:
-        """The same evidence at another rank in its source."""
-        return replace(self, rank=rank)
 
 
 def describe_evidence(evidence: list[Evidence]) -> str:

@@ -9,18 +9,21 @@ sample, and the caption's first :data:`QUERY_WORDS` words as the query's text, i
 of the exact fusion's top 10 that the windowed ranking's top 10 holds. The window starts at
 :data:`DEFAULT_WINDOW` and doubles until that recall reaches :data:`TARGET_RECALL` (or the window
 :data:`MAX_WINDOW`); the window, the recall and the sample are recorded in the manifest's meta
-(``fusion``), and searches read the window from there. ``mlatr index build`` and ``compact`` measure it;
-``--add`` keeps the recorded figure (it says at how many clips it was measured).
+(``fusion``), and searches read the window from there. ``mlatr index build`` and ``compact`` measure it
+(:class:`~mlatr.search.shards.FolderStorage`, the one storage with approximate structures of its own); ``--add``
+keeps the recorded figure (it says at how many clips it was measured).
 """
 
 from __future__ import annotations
 
 import copy
 import math
+from collections.abc import Callable
 
 import numpy as np
 
-from mlatr.search import shards as shard_files
+from mlatr.search.hybrid import TextRanker
+from mlatr.search.storage import Tables
 
 DEFAULT_WINDOW = 100
 MAX_WINDOW = 1600
@@ -33,18 +36,19 @@ NOISE = 0.5
 BATCH = 16
 
 
-def fusion_queries(index, n: int = QUERIES, seed: int = 0) -> tuple[np.ndarray, list[str], list[str]]:
-    """``(vecs [q, d], texts, langs)``: queries drawn from ``index``'s live captions (module docstring)."""
-    gone = np.isin(np.asarray(index.caption_clip), index.deleted_rows)
+def fusion_queries(tables: Tables, n: int = QUERIES, seed: int = 0) -> tuple[np.ndarray, list[str], list[str]]:
+    """``(vecs [q, d], texts, langs)``: queries drawn from the live captions of ``tables`` (module docstring)."""
+    captions = tables.captions
+    gone = np.isin(np.asarray(captions.clip), tables.deleted)
     live = np.flatnonzero(~gone)
     rng = np.random.default_rng(seed)
     rows = np.sort(rng.choice(live, size=min(n, len(live)), replace=False))
-    vecs = np.stack([np.asarray(index.caption_embeddings[int(r)], np.float32) for r in rows]) if len(rows) else \
-        np.zeros((0, index.dim), np.float32)
-    vecs = vecs + NOISE * rng.standard_normal(vecs.shape).astype(np.float32) / math.sqrt(max(index.dim, 1))
+    vecs = np.stack([np.asarray(captions.embeddings[int(r)], np.float32) for r in rows]) if len(rows) else \
+        np.zeros((0, captions.dim), np.float32)
+    vecs = vecs + NOISE * rng.standard_normal(vecs.shape).astype(np.float32) / math.sqrt(max(captions.dim, 1))
     vecs /= np.maximum(np.linalg.norm(vecs, axis=1, keepdims=True), 1e-12)
-    texts = [" ".join(str(index.caption_text[int(r)]).split()[:QUERY_WORDS]) for r in rows]
-    return vecs, texts, [index.caption_lang[int(r)] for r in rows]
+    texts = [" ".join(str(captions["text"][int(r)]).split()[:QUERY_WORDS]) for r in rows]
+    return vecs, texts, [captions["lang"][int(r)] for r in rows]
 
 
 def top_rows_of(ranker, vecs: np.ndarray, texts: list[str], langs: list[str], k: int = 10) -> list[list[int]]:
@@ -64,16 +68,16 @@ def recall_of(found: list[list[int]], truth: list[list[int]]) -> float:
         if truth else 1.0
 
 
-def measure_fused_recall(index) -> dict | None:
-    """Choose and record the window of ``index``, an :class:`~mlatr.search.index.Index` just loaded from its
-    folder (module docstring; the caller holds the folder's writer lock); what was recorded, or None where
-    its ranking is exact (no approximate structure) or it holds no caption."""
-    if index.fusion_window() is None or not len(index.caption_clip) or not len(index):
+def measure_fused_recall(tables: Tables, windowed_ranker: Callable[[int], TextRanker]) -> dict | None:
+    """Choose the window of the text ranking of ``tables`` (module docstring); ``windowed_ranker(window)`` gives
+    its windowed ranker. What to record (``fusion`` in the index's meta), or None where it holds no caption."""
+    live = len(tables.clips) - len(tables.deleted)
+    if not len(tables.captions) or not live:
         return None
-    vecs, texts, langs = fusion_queries(index)
+    vecs, texts, langs = fusion_queries(tables)
     if not len(vecs):
         return None
-    windowed = index.text_ranker(DEFAULT_WINDOW)
+    windowed = windowed_ranker(DEFAULT_WINDOW)
     exact = copy.copy(windowed)
     exact.window = None
     truth = top_rows_of(exact, vecs, texts, langs)
@@ -84,9 +88,5 @@ def measure_fused_recall(index) -> dict | None:
         if found >= TARGET_RECALL or window >= MAX_WINDOW:
             break
         window = min(MAX_WINDOW, 2 * window)
-    record = {"window": window, "recall_at_10": round(found, 4), "queries": len(vecs), "clips": len(index),
-              "target_recall": TARGET_RECALL}
-    manifest = shard_files.read_manifest(index.path)
-    manifest["meta"]["fusion"] = record
-    shard_files.write_manifest(index.path, manifest)
-    return record
+    return {"window": window, "recall_at_10": round(found, 4), "queries": len(vecs), "clips": live,
+            "target_recall": TARGET_RECALL}

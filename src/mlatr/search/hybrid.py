@@ -213,12 +213,6 @@ class TextRanker:
         self._block_end = np.searchsorted(grouped, np.arange(len(self.audio)), side="right")  # [N]
         self._rare: RareSample | None = None
 
-    @classmethod
-    def of(cls, index, model: RelevanceModel | None = None) -> TextRanker:
-        """The ranker of an :class:`~mlatr.search.index.Index` (its tombstones included; exact)."""
-        return cls(index.embeddings, index.caption_embeddings, index.caption_clip, index.caption_text,
-                   index.caption_lang, index.deleted_rows, model)
-
     def clip_vector(self, row: int) -> np.ndarray:
         """``[d]`` clip ``row``'s audio embedding ("more like this")."""
         for part in self.audio.parts:

@@ -1,4 +1,4 @@
-"""A search index: a model's audio embeddings of a sound library, with ids, paths and captions.
+"""A search index: a model's audio embeddings of a sound library, with ids, paths and captions, and its queries.
 
 An :class:`Index` is two tables of columns (:mod:`mlatr.search.columns`): its clips (embedding, id, audio
 path, captions, the audio file's state when encoded) and their captions (embedding, clip row, language,
@@ -9,17 +9,16 @@ returned by a search). Every embedding is finite and of unit norm: building, sav
 loading an index with a NaN, infinite or non-unit row is an error naming the file and the clips (a search
 would rank such rows arbitrarily, FAISS drops them, and a non-unit row's score is no cosine).
 
-Where an index lives:
+Where an index lives is its :class:`~mlatr.search.storage.Storage`, chosen once when it is loaded or saved
+(:func:`~mlatr.search.storage_choice.open_storage`: an index folder, a legacy ``.npz``, Milvus; in memory after
+:meth:`Index.build`): the index asks it for its searchers and text ranker and never looks at the kind itself.
 
-- a folder (``mlatr-index-2``, any output not ending in ``.npz``): append-only shards, memory-mapped on
-  load, deletions kept as tombstones (:mod:`mlatr.search.shards`; approximate search: :mod:`mlatr.search.ann`);
-- one ``.npz`` (``mlatr-index-1``), rewritten whole on every change (:mod:`mlatr.search.npz_index`);
-- Milvus (``milvus:PATH.db``, ``milvus://HOST:PORT/COLLECTION``: :mod:`mlatr.search.milvus`): the tables'
-  columns read here, the vectors searched there.
-
-Writing one: :mod:`mlatr.search.build` (``build_index``, ``write_rows``, ``delete_clips``, under the writer
-lock); what a build encodes: :mod:`mlatr.search.build_plan`; searching one: :mod:`mlatr.search.search`.
-A hit whose file has been deleted or changed since it was encoded is reported (:meth:`Index.stale`).
+Searching is the index's own: :meth:`Index.search_text`, :meth:`Index.search_audio`, :meth:`Index.search_similar`,
+:meth:`Index.search_vector` encode the query with the index's model and rank it with the index's parts
+(:mod:`mlatr.search.search`, :mod:`mlatr.search.hybrid`), answering :class:`~mlatr.search.results.Results`.
+Writing one: :mod:`mlatr.search.build` (``build_index``, ``write_rows``, ``delete_clips``); what a build encodes:
+:mod:`mlatr.search.build_plan`. A hit whose file has been deleted or changed since it was encoded is reported
+(:meth:`Index.stale`).
 """
 
 from __future__ import annotations
@@ -33,21 +32,34 @@ from typing import Any
 import numpy as np
 
 from mlatr import api_args
+from mlatr.audio.bounded import load_query_audio
+from mlatr.data.file_metadata import measure_clips
 from mlatr.errors import MlatrError
 from mlatr.file_state import file_state
 from mlatr.inference import LoadedModel, load_model
 from mlatr.inference.library import LibrarySource, open_library
 from mlatr.inference.model_identity import check_index_model, model_sha256
 from mlatr.model_registry import default_model, resolve_model
-from mlatr.search import milvus, npz_index, shard_stats
-from mlatr.search import shards as shard_files
-from mlatr.search.ann import AnnBuild, AnnSearcher
-from mlatr.search.backends import BACKENDS, ShardedSearcher, make_backend
-from mlatr.search.columns import CaptionColumns, ClipColumns, check_vectors
+from mlatr.models.protocols import query_languages
+from mlatr.search.ann import AnnBuild
+from mlatr.search.columns import CaptionColumns, ClipColumns
 from mlatr.search.encode import EncodeSettings, build_settings, encode_clips, index_meta
-from mlatr.search.fused_recall import DEFAULT_WINDOW, measure_fused_recall
-from mlatr.search.hybrid import TextRanker
-from mlatr.search.search import search_audio, search_text
+from mlatr.search.hybrid import Ranked, Ranking
+from mlatr.search.query import TextQuery, check_k, check_min_relevance, text_query
+from mlatr.search.relevance import shipped
+from mlatr.search.results import Hit, Results
+from mlatr.search.search import (
+    SAME_AUDIO_COSINE,
+    nearest_captions,
+    nearest_rows,
+    rank_text_queries,
+    sound_ranking,
+)
+from mlatr.search.storage import MemoryStorage, Storage, Tables, check_backend
+from mlatr.search.storage_choice import open_storage
+
+#: Windows of one sound query encoded per call.
+QUERY_WINDOW_BATCH = 16
 
 
 class _Column:
@@ -75,10 +87,10 @@ class Index:
     backend: str = "auto"
     #: rows deleted (tombstones): kept in the tables, never returned by a search
     deleted_rows: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
-    #: the folder's shards (their manifest entries and tables), for an index loaded from a folder
-    shards: list[shard_files.Shard] = field(default_factory=list, repr=False)
+    #: where the index lives (module docstring)
+    storage: Storage = field(default_factory=MemoryStorage, repr=False)
     _model: Any = field(default=None, repr=False)
-    _searchers: dict[str, Any] = field(default_factory=dict, repr=False)
+    _parts: dict[str, Any] = field(default_factory=dict, repr=False)
 
     # ---- the columns (read and written through the tables) ------------------------------------------
     embeddings = _Column("clip_columns", "embeddings")  # [N, d] unit norm (a folder's: memory-mapped)
@@ -93,20 +105,15 @@ class Index:
 
     def __repr__(self) -> str:
         """One line: ``Index(1,481 clips, 2 shards, hnsw, model=runs/demo-real/model.pt)``, not its columns."""
-        if self.backend == "milvus":
-            where = "milvus"
-        elif self.shards:
-            kinds = sorted({(s.entry.get("ann") or {}).get("kind", "exact") for s in self.shards})
-            where = f"{len(self.shards)} shard{'s' * (len(self.shards) != 1)}, {'/'.join(kinds)}"
-        else:
-            where = "one file" if self.path else "in memory"
         deleted = f" ({len(self.deleted_rows):,} deleted)" if len(self.deleted_rows) else ""
         model = (self.meta.get("checkpoint") or {}).get("path", "?")
-        return f"Index({len(self):,} clips{deleted}, {where}, dim {self.dim}, model={model})"
+        return (f"Index({len(self):,} clips{deleted}, {self.storage.describe(self.tables)}, dim {self.dim}, "
+                f"model={model})")
 
     @property
-    def shard_entries(self) -> list[dict]:
-        return [s.entry for s in self.shards]
+    def tables(self) -> Tables:
+        """The index's tables, meta and tombstones (:class:`~mlatr.search.storage.Tables`; not copied)."""
+        return Tables(self.clip_columns, self.caption_columns, self.meta, self.deleted_rows)
 
     def __len__(self) -> int:
         """Clips a search can return (rows not deleted)."""
@@ -119,12 +126,9 @@ class Index:
     # ---- rows ---------------------------------------------------------------------------------------
     def take(self, rows: Sequence[int] | np.ndarray) -> Index:
         """The clips ``rows`` (in that order) and their captions, in memory, without tombstones."""
-        rows = np.asarray(rows, np.int64)
-        new_row = np.full(len(self.ids), -1, np.int64)
-        new_row[rows] = np.arange(len(rows))
-        cap_rows = np.flatnonzero(new_row[self.caption_clip] >= 0)
-        return Index(self.clip_columns.take(rows), self.caption_columns.take(cap_rows, new_row), dict(self.meta),
-                     path=self.path, backend=self.backend, _model=self._model)
+        taken = self.tables.take(rows)
+        return Index(taken.clips, taken.captions, taken.meta, path=self.path, backend=self.backend,
+                     _model=self._model)
 
     def live(self) -> Index:
         """This index without its deleted rows (itself when none is deleted); tables copied in memory."""
@@ -144,22 +148,16 @@ class Index:
         return "changed" if now != recorded else None
 
     # ---- persistence -------------------------------------------------------------------------------
-    def save(self, path: str | os.PathLike, dtype: str = "float32", ann: AnnBuild | None = None) -> Path:
-        """Write the index's live rows: one ``.npz`` atomically when ``path`` ends in ``.npz``, else a new
-        index folder of one shard (``dtype`` float32 | float16; ``ann``: how its approximate structure is
-        built, default by size) whose manifest replaces the folder's previous one. Returns the path.
-        The caller holds the writer lock of ``path`` where another process could write it."""
-        path = Path(path)
-        live = self.live()
-        check_vectors(live.clip_columns, live.caption_columns, f"{path}: ", unit_captions=False)
-        if shard_files.is_index_folder(path):
-            meta = {k: v for k, v in live.meta.items() if k != "fusion"}  # measured again for the new folder
-            shard_files.write_folder(path, live.clip_columns, live.caption_columns, meta, dtype, ann or AnnBuild())
-            measure_fused_recall(Index.load(path))
-        else:
-            npz_index.write_npz(path, live.clip_columns, live.caption_columns, live.meta)
-        self.path = path
-        return path
+    def save(self, path: str | os.PathLike, dtype: str = "float32", ann: AnnBuild | None = None) -> Path | str:
+        """Write the index's live rows where ``path`` names (:func:`~mlatr.search.storage_choice.open_storage`: one
+        ``.npz`` atomically, a Milvus target, else a new index folder of one shard whose manifest replaces the
+        folder's previous one; ``dtype`` float32 | float16 and ``ann`` (how its approximate structure is built,
+        default by size): a folder's). Returns the path. The caller holds the writer lock of ``path`` where another
+        process could write it."""
+        storage = open_storage(path if isinstance(path, str) else Path(path))
+        storage.replace(self.tables, dtype, ann)
+        self.path = storage.path
+        return storage.path if storage.path is not None else str(path)
 
     @classmethod
     def load(cls, path: str | os.PathLike, backend: str = "auto", model: LoadedModel | None = None,
@@ -175,37 +173,15 @@ class Index:
         """
         if model is not None:
             api_args.instance("model", model, LoadedModel, "mlatr.load(PATH), or None")
-        index = cls._read(api_args.path("path", path), backend, model)
+        path = api_args.path("path", path)
+        check_backend(backend)
+        storage = open_storage(path)
+        tables = storage.read()
+        index = cls(tables.clips, tables.captions, tables.meta, path=storage.path, backend=backend,
+                    deleted_rows=tables.deleted, storage=storage, _model=model)
         if model is not None:
             check_index_model(index.meta, model, str(path), allow_other_model)
         return index
-
-    @classmethod
-    def _read(cls, path: str, backend: str, model: LoadedModel | None) -> Index:
-        """:meth:`load`'s reading of the index at ``path``, ``model`` taken as it is."""
-        if milvus.is_milvus(path):
-            lib = milvus.read_milvus(str(path))
-            index = cls(lib.clips, lib.captions, {k: v for k, v in lib.meta.items() if k != "format"},
-                        backend="milvus", _model=model)
-            index._searchers.update(audio=lib.audio, captions=lib.caption_search, text=lib.ranker)
-            return index
-        if backend not in BACKENDS:
-            raise MlatrError(f"unknown search backend {backend!r} (choose from {', '.join(BACKENDS)})")
-        path = Path(path)
-        if path.is_dir():
-            manifest, shards = shard_files.read_folder(path)
-            dim, counts = manifest["dim"], [len(s.clips) for s in shards]
-            starts = np.cumsum([0, *counts])
-            deleted = [np.zeros(0, np.int64)] + [starts[i] + np.asarray(s.entry.get("deleted", []), np.int64)
-                                                 for i, s in enumerate(shards)]
-            return cls(ClipColumns.stack([s.clips for s in shards], dim),
-                       CaptionColumns.stack([s.captions for s in shards], counts, dim),
-                       dict(manifest["meta"], dim=dim, dtype=manifest["dtype"]), path=path, backend=backend,
-                       deleted_rows=np.concatenate(deleted), shards=shards, _model=model)
-        if not path.is_file():
-            raise MlatrError(f"index not found: {path}")
-        clips, captions, meta = npz_index.read_npz(path)
-        return cls(clips, captions, meta, path=path, backend=backend, _model=model)
 
     @classmethod
     def build(cls, model: LoadedModel, source: LibrarySource, *, split: str = "all",
@@ -224,6 +200,7 @@ class Index:
             caption_languages = api_args.language_codes("caption_languages", caption_languages)
         library = open_library(source, split=api_args.text("split", split), skip_bad=skip_bad, progress=progress)
         manifest = library.manifest
+        measure_clips(manifest.clips, manifest.root, progress)  # a folder's loudness, as mlatr index build
         sample_rate, max_seconds, window_seconds = build_settings(model, max_seconds, window_seconds, None)
         langs = list(caption_languages) if caption_languages else manifest.languages()
         meta = index_meta(model, manifest, sample_rate, max_seconds, langs, window_seconds)
@@ -231,68 +208,43 @@ class Index:
         clips, captions, _ = encode_clips(model, manifest, manifest.clips, langs, how)
         return cls(clips, captions, meta, _model=model)
 
-    # ---- queries (implemented in mlatr.search.search) ----------------------------------------------
+    # ---- the parts a query is ranked with (its storage's, built once) --------------------------------
     def searcher(self, which: str = "audio"):
-        """The backend over the clip (``audio``) or caption (``captions``) embeddings, built once: one per
-        shard for a folder (a shard's approximate structure with backend ``auto``), deleted rows skipped."""
-        if which not in self._searchers:
-            self._searchers[which] = self._make_searcher(which)
-        return self._searchers[which]
+        """Top-k over the clip (``audio``) or caption (``captions``) embeddings, deleted rows skipped: the
+        storage's (an index folder's: one per shard, its approximate structure with backend ``auto``)."""
+        if which not in self._parts:
+            self._parts[which] = self.storage.searcher(self.tables, which, self.backend)
+        return self._parts[which]
 
-    def _make_searcher(self, which: str):
-        if which == "audio":
-            deleted = self.deleted_rows
-        else:  # the captions of deleted clips
-            deleted = np.flatnonzero(np.isin(self.caption_clip, self.deleted_rows))
-        if not self.shards:
-            emb = self.embeddings if which == "audio" else self.caption_embeddings
-            return ShardedSearcher([(0, emb.shape[0], make_backend(self.backend, emb))], deleted)
-        parts, first = [], 0
-        key = "ann" if which == "audio" else "caption_ann"
-        for shard in self.shards:
-            emb = shard.clips.embeddings if which == "audio" else shard.captions.embeddings
-            if self.backend == "auto" and shard.entry.get(key):
-                searcher = AnnSearcher.open(shard.folder, emb, shard.entry[key])
-            else:
-                searcher = make_backend(self.backend, emb)
-            parts.append((first, emb.shape[0], searcher))
-            first += emb.shape[0]
-        return ShardedSearcher(parts, deleted)
-
-    def text_ranker(self, window: int | None = None) -> TextRanker:
-        """Caption and keyword ranking of the index's clips for text queries (:mod:`mlatr.search.hybrid`),
-        built once. A folder's keyword index and library statistics are read from its shards
-        (:mod:`mlatr.search.shard_stats`). The ranking is windowed (each source's top ``window`` found by its
-        searcher, approximate at scale: :class:`~mlatr.search.hybrid.TextRanker`) where a shard has an
-        approximate structure (``--ann``) and the backend is ``auto``, with the window the build chose
-        (:func:`~mlatr.search.fused_recall.measure_fused_recall`); else exact. ``window``: force a windowed
+    def text_ranker(self, window: int | None = None):
+        """Caption and keyword ranking of the index's clips for text queries (:mod:`mlatr.search.hybrid`), built
+        once by the storage. Windowed (each source's top ``window`` found by its searcher, approximate at scale)
+        where the storage records a window (:meth:`fusion_window`), else exact. ``window``: force a windowed
         ranking with this window (a new ranker, not kept)."""
-        if window is None and "text" in self._searchers:
-            return self._searchers["text"]
-        keywords = stats = None
-        if self.shards:
-            gone = np.zeros(len(self.ids), bool)
-            gone[self.deleted_rows] = True
-            caption_gone = gone[np.asarray(self.caption_clip)]
-            keywords = shard_stats.keyword_index(self.shards, ~caption_gone)
-            stats = shard_stats.library_stats(self.shards, gone, caption_gone)
+        if window is None and "text" in self._parts:
+            return self._parts["text"]
         chosen = window if window is not None else self.fusion_window()
         searchers = (self.searcher("audio"), self.searcher("captions")) if chosen is not None else None
-        ranker = TextRanker(self.embeddings, self.caption_embeddings, self.caption_clip, self.caption_text,
-                            self.caption_lang, self.deleted_rows, keywords=keywords, stats=stats, window=chosen,
-                            searchers=searchers)
+        ranker = self.storage.text_ranker(self.tables, self.backend, chosen, searchers)
         if window is None:
-            self._searchers["text"] = ranker
+            self._parts["text"] = ranker
         return ranker
 
     def fusion_window(self) -> int | None:
         """The window of a windowed text ranking (:meth:`text_ranker`): the one the build recorded, or
         :data:`~mlatr.search.fused_recall.DEFAULT_WINDOW`; None (exact) where no shard has an approximate
         structure or the backend is forced."""
-        windowed = self.backend == "auto" and any(e.get("ann") or e.get("caption_ann") for e in self.shard_entries)
-        if not windowed:
-            return None
-        return int(self.meta.get("fusion", {}).get("window", DEFAULT_WINDOW))
+        return self.storage.fusion_window(self.tables, self.backend)
+
+    def has_live_captions(self) -> bool:
+        """Whether any clip not deleted has a caption (computed once). Without one, the fused score orders the clips
+        as their sound does (no caption or keyword evidence: :mod:`mlatr.search.relevance`), so a hybrid query is
+        found by the index's searcher (approximate at scale) and described, as a sound-ranked one."""
+        if "live_captions" not in self._parts:
+            clip = np.asarray(self.caption_clip)
+            self._parts["live_captions"] = bool(len(clip)) and (
+                not len(self.deleted_rows) or not np.isin(clip, self.deleted_rows).all())
+        return self._parts["live_captions"]
 
     def model(self) -> LoadedModel:
         """The model that made the embeddings (loaded from the index's checkpoint on first use)."""
@@ -300,39 +252,149 @@ class Index:
             self._model = load_index_model(self.meta, str(self.path or "the index"))
         return self._model
 
-    def search_text(self, query: str, lang: str | None = "eng", k: int = 10, rank: str = "hybrid",
-                    min_relevance: float | None = None):
+    # ---- text queries --------------------------------------------------------------------------------
+    def search_text(self, query: str, lang: str | None = None, k: int = 10, rank: str = "hybrid",
+                    min_relevance: float | None = None) -> Results:
         """Clips for a text query in ``lang`` (ISO 639-3; ``None`` where the model does not read it), best
-        first: :class:`~mlatr.search.search.Results`, a list of :class:`~mlatr.search.search.Hit` that says
-        ``nothing_relevant`` when no hit reaches ``min_relevance`` (default: the relevance model's threshold);
-        ``rank`` = hybrid | audio | captions (:mod:`mlatr.search.hybrid`)."""
-        return search_text(self, query, lang, k, rank, min_relevance)
+        first: :class:`~mlatr.search.results.Results`, a list of :class:`~mlatr.search.results.Hit`, each with its
+        relevance and evidence, that says ``nothing_relevant`` when the answer's relevance is below
+        ``min_relevance`` (default: the answer model's threshold); ``rank`` = hybrid (the fused score of every
+        source, :mod:`mlatr.search.fusion`) | audio (the clips' audio embeddings nearest to the query's) |
+        captions. The query is checked here (:func:`~mlatr.search.query.text_query`)."""
+        languages = query_languages(self.model().model.text_encoder)
+        return self.search_query(text_query(query, lang, k, rank, languages, min_relevance=min_relevance))
 
-    def search_audio(self, path: str | os.PathLike, k: int = 10, min_relevance: float | None = None):
-        """Clips for a sound query (a file), best first: :class:`~mlatr.search.search.Results` as
-        :meth:`search_text` answers, each hit saying ``same_audio`` where the clip is the query's own sound;
-        the indexed captions nearest to it (sound-to-caption) in the list's ``caption_hits``.
-        ``min_relevance`` as for :meth:`search_text` (default: the sound-query model's threshold)."""
-        return search_audio(self, path, k, min_relevance)
+    def search_query(self, query: TextQuery) -> Results:
+        """:meth:`search_text` of a query already checked where it entered; ranking by captions an index whose
+        live clips have none is refused (every score would be -inf)."""
+        if query.rank == "captions" and not self.has_live_captions():
+            raise api_args.ArgumentError("rank: captions ranks clips by their captions, and this index holds none (of "
+                                         "a clip not deleted): rank by audio or hybrid")
+        return self.rank_texts(self.embed_queries([query]), [query])[0]
 
+    def embed_queries(self, queries: Sequence[TextQuery]) -> np.ndarray:
+        """``[Q, d]`` unit-norm embeddings of checked queries by the index's model, one encoder call per kind of
+        language argument (all given, or none)."""
+        loaded = self.model()
+        out = np.zeros((len(queries), self.dim), np.float32)
+        for has_lang in (True, False):
+            rows = [i for i, q in enumerate(queries) if (q.lang is not None) == has_lang]
+            if rows:
+                out[rows] = loaded.embed_checked([queries[i].text for i in rows],
+                                                 [queries[i].lang for i in rows] if has_lang else None)  # [n, d]
+        return out
+
+    def rank_texts(self, vecs: np.ndarray, queries: Sequence[TextQuery]) -> list[Results]:
+        """The answers of checked text queries already embedded together (``vecs [B, d]``: :meth:`embed_queries`),
+        as a batching server has them (:func:`~mlatr.search.search.rank_text_queries`)."""
+        rankings = rank_text_queries(self.text_ranker(), self.searcher("audio"), self.dim, np.asarray(vecs), queries,
+                                     self.has_live_captions())
+        threshold = shipped().answer.threshold
+        return [Results(self._hits(ranking), threshold if q.min_relevance is None else q.min_relevance,
+                        ranking.relevance) for ranking, q in zip(rankings, queries, strict=True)]
+
+    # ---- sound queries -------------------------------------------------------------------------------
+    def search_audio(self, path: str | os.PathLike | np.ndarray, k: int = 10,
+                     min_relevance: float | None = None) -> Results:
+        """Clips for a sound query (a file's path, or :meth:`query_waveform`'s ``[T]``), best first:
+        :class:`~mlatr.search.results.Results` as :meth:`search_text` answers, each hit carrying its relevance
+        (the sound-query model of :mod:`mlatr.search.relevance`) and saying ``same_audio`` where the clip is the
+        query's own sound (:meth:`mark_same_audio`); the indexed captions nearest to it (sound-to-caption) in the
+        list's ``caption_hits``. ``k`` and ``min_relevance`` are checked here (default: the sound-query model's
+        threshold)."""
+        k, min_relevance = check_k(k), check_min_relevance(min_relevance)
+        wave = path if isinstance(path, np.ndarray) else self.query_waveform(api_args.path("query", path))
+        return self.search_encoded_audio(wave, self.embed_sound(wave), k, min_relevance)
+
+    def query_waveform(self, path: str | os.PathLike) -> np.ndarray:
+        """``[T]`` the part of the sound file at ``path`` a query uses: its centre ``max_seconds`` at the index's
+        rate, decoded alone (:func:`mlatr.audio.bounded.load_query_audio`: the file's length is bounded from its
+        header before any decoding). No model is called: a server decodes outside its model lock."""
+        return load_query_audio(path, float(self.meta["max_seconds"]), int(self.meta["sample_rate"]))
+
+    def embed_sound(self, wave: np.ndarray) -> np.ndarray:
+        """``[d]`` unit-norm embedding of a sound query's :meth:`query_waveform`, encoded as the index's clips were
+        (windows of ``window_seconds``: :mod:`mlatr.inference.audio`)."""
+        sr, max_seconds = int(self.meta["sample_rate"]), float(self.meta["max_seconds"])
+        window = float(self.meta.get("window_seconds") or max_seconds)
+        return self.model().embed_audio([wave], sample_rate=sr, batch_size=QUERY_WINDOW_BATCH,
+                                        max_seconds=max_seconds, window_seconds=window)[0]
+
+    def search_encoded_audio(self, wave: np.ndarray, vec: np.ndarray, k: int, min_relevance: float | None) -> Results:
+        """:meth:`search_audio` once the sound ``wave [T]`` is encoded as ``vec [d]`` (``k`` and ``min_relevance``
+        checked): a server encodes under its model lock and ranks (and reads the files of hits that may be the
+        query's own sound) outside it."""
+        scores, rows = nearest_rows(self.searcher("audio"), self.dim, vec[None], [k])[0]
+        hits = self.mark_same_audio(wave, self._hits(sound_ranking(self.text_ranker().stats, vec, scores, rows)))
+        return self._sound_results(vec, hits, min_relevance, k)
+
+    def search_similar(self, row: int, k: int = 10) -> Results:
+        """"More like this": the ``k`` clips nearest to indexed clip ``row``'s stored audio embedding (itself
+        left out), with their sound-query relevance, the captions nearest to it in ``caption_hits``, and
+        ``same_audio`` on a copy of the clip's sound (:meth:`mark_same_audio`)."""
+        k = check_k(k)
+        vec = np.asarray(self.text_ranker().clip_vector(row), np.float32)
+        scores, rows = nearest_rows(self.searcher("audio"), self.dim, vec[None], [k + 1])[0]
+        keep = np.asarray([self.ids[r] != self.ids[row] for r in rows.tolist()], bool)
+        scores, rows = scores[keep][:k], rows[keep][:k]
+        hits = self._hits(sound_ranking(self.text_ranker().stats, vec, scores, rows))
+        if any(h.score >= SAME_AUDIO_COSINE for h in hits) and not self.stale(row):
+            try:
+                hits = self.mark_same_audio(self.query_waveform(self.paths[row]), hits)
+            except (MlatrError, OSError):  # the clip's file cannot be read: no copy can be told apart
+                pass
+        return self._sound_results(vec, hits, None, k)
+
+    def search_vector(self, query: np.ndarray, k: int = 10) -> list[Hit]:
+        """Clips nearest to an embedding ``query [d]`` (already in the index's space)."""
+        scores, rows = nearest_rows(self.searcher("audio"), self.dim, query[None] if query.ndim == 1 else query,
+                                    [check_k(k)])[0]
+        return self._hits(Ranking(Ranked(r, s, None, []) for r, s in zip(rows.tolist(), scores.tolist(), strict=True)))
+
+    def mark_same_audio(self, wave: np.ndarray, hits: list[Hit]) -> list[Hit]:
+        """``hits`` with ``same_audio`` set on those whose clip is the sound ``wave [T]`` itself: a hit at cosine
+        >= :data:`~mlatr.search.search.SAME_AUDIO_COSINE` whose file, read as a query is (:meth:`query_waveform`),
+        gives the same samples (within 1e-4). The embedding alone cannot tell the query's own clip from a
+        near-copy; the samples can, and only the few hits at that cosine are decoded. A clip that cannot be read
+        is not marked."""
+        for h in hits:
+            if h.score < SAME_AUDIO_COSINE or h.stale:
+                continue
+            try:
+                clip = self.query_waveform(h.path)
+            except (MlatrError, OSError):
+                continue
+            h.same_audio = clip.shape == wave.shape and bool(np.allclose(clip, wave, rtol=0.0, atol=1e-4))
+        return hits
+
+    def _sound_results(self, vec: np.ndarray, hits: list[Hit], min_relevance: float | None, k: int) -> Results:
+        """A sound query's :class:`Results`: its ``hits``, the sound-query model's threshold unless
+        ``min_relevance``, and the ``k`` captions nearest to ``vec``."""
+        threshold = shipped().sound.threshold if min_relevance is None else min_relevance
+        captions = nearest_captions(self.searcher("captions"), self.caption_columns, self.clip_columns, vec, k)
+        return Results(hits, threshold, caption_hits=captions)
+
+    def _hits(self, ranking: Ranking) -> list[Hit]:
+        """:class:`Hit` of each ranked clip: its id, path, English captions, evidence, relevance, staleness."""
+        return [Hit(rank=r + 1, score=float(one.score), id=self.ids[one.row], path=self.paths[one.row],
+                    captions=[c for c in self.captions[one.row].get("eng", []) if c], evidence=one.evidence,
+                    stale=self.stale(one.row), relevance=one.relevance)
+                for r, one in enumerate(ranking) if one.row >= 0]
+
+    # ---- what it is ------------------------------------------------------------------------------------
     def summary(self, check: bool = False) -> dict[str, Any]:
         """What ``mlatr index info`` prints: counts, format, shards with their approximate structure and
         measured recall, the model (its file's path and SHA-256, its weights' SHA-256 where recorded: what a search
         checks its model against) and audio settings; ``check``: clips whose audio is deleted or changed."""
-        path = self.path
-        folder = bool(self.shards)
+        stored = self.storage.summary(self.tables)
         info: dict[str, Any] = {
-            "format": shard_files.FORMAT if folder else milvus.FORMAT if self.backend == "milvus" else npz_index.FORMAT,
-            "clips": len(self), "deleted": len(self.deleted_rows),
+            "format": stored["format"], "clips": len(self), "deleted": len(self.deleted_rows),
             "captions": len(self.caption_text), "dim": self.dim, "dtype": self.meta.get("dtype", "float32"),
-            "bytes": (shard_files.bytes_of(path) if folder else path.stat().st_size) if path else 0,  # milvus: 0
+            "bytes": stored["bytes"],
             "checkpoint": self.meta["checkpoint"]["path"], "checkpoint_sha256": self.meta["checkpoint"].get("sha256"),
             "weights_sha256": self.meta["checkpoint"].get("weights_sha256"), "sample_rate": self.meta["sample_rate"],
             "max_seconds": self.meta["max_seconds"], "caption_languages": self.meta.get("caption_languages", []),
-            "shards": [{"name": e["name"], "rows": e["rows"], "deleted": len(e.get("deleted", [])),
-                        **{key: e[key] for key in ("ann", "caption_ann") if e.get(key)}} for e in self.shard_entries]
-            or [{"name": path.name if path else self.backend if self.backend == "milvus" else "memory",
-                 "rows": len(self.ids), "deleted": 0}]}
+            "shards": stored["shards"]}
         if self.fusion_window() is not None and self.meta.get("fusion"):
             info["fusion"] = self.meta["fusion"]
         if check:

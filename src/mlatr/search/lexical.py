@@ -141,11 +141,13 @@ class Postings:
         for name in FILES[1:]:
             try:
                 arrays.append(np.load(folder / name, mmap_mode="r", allow_pickle=False))
-            except (OSError, ValueError, EOFError) as exc:
+            except Exception as exc:  # OSError, ValueError, EOFError: truncated, foreign or missing
                 raise InputError(f"not a readable .npy array ({exc})", file=str(folder / name)) from exc
         indptr, docs, tf, length = (np.asarray(a) for a in arrays)  # plain views of the maps: no per-slice wrapper
         if (len(indptr) != len(meta["terms"]) + 1 or len(docs) != len(tf) or int(indptr[-1]) != len(docs)
-                or len(length) != n_docs or (len(docs) and (int(docs.max()) >= n_docs or int(docs.min()) < 0))):
+                or len(length) != n_docs or (len(docs) and (int(docs.max()) >= n_docs or int(docs.min()) < 0))
+                or int(indptr[0]) != 0 or (np.diff(indptr) < 0).any() or (len(tf) and int(tf.min()) < 1)
+                or (len(length) and int(length.min()) < 0) or not all(isinstance(t, str) for t in meta["terms"])):
             raise InputError(f"keyword postings do not fit the shard's {n_docs} captions (rebuild the index with "
                              "mlatr index compact)", file=str(folder / FILES[1]))
         return cls({t: i for i, t in enumerate(meta["terms"])}, indptr, docs, tf, length, ANALYSIS)

@@ -35,25 +35,31 @@ search), the union's vectors and caption terms fetched and every source of every
 (cosines; BM25 from the terms, the stored document counts and term total: :func:`bm25_of`); the query's
 rare cutoff is read on the library's :class:`~mlatr.search.relevance.RareSample`, whose caption vectors are
 fetched once. Where the windows hold every clip this is the local exact ranking.
+
+:class:`MilvusStorage` is a target as a :class:`~mlatr.search.storage.Storage`: its clips' and captions' columns
+read here, searched there; written as inserts and deletes (a database needs no writer lock or rewrite).
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
+import os
+import re
 import uuid
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import partial
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 import numpy as np
 
-from mlatr.errors import MlatrError
+from mlatr.errors import MissingFileError, MlatrError
+from mlatr.file_kinds import special_file
 from mlatr.search.analysis import terms as analysed_terms
 from mlatr.search.columns import REQUIRED, CaptionColumns, ClipColumns
 from mlatr.search.fusion import Candidates
@@ -68,6 +74,7 @@ from mlatr.search.relevance import (
     rare_sample,
     shipped,
 )
+from mlatr.search.storage import CheckMeta, Storage, Tables
 
 PREFIX = "milvus:"
 DEFAULT_COLLECTION = "mlatr_index"
@@ -87,16 +94,36 @@ def is_milvus(target: object) -> bool:
     return isinstance(target, str) and target.startswith(PREFIX)
 
 
+#: A collection name Milvus takes, leaving room for the suffixes of :func:`names` (Milvus: 255 characters).
+COLLECTION_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,199}")
+
+
 def parse_target(target: str) -> tuple[str, str]:
-    """``(uri, collection)`` of ``milvus:PATH.db`` or ``milvus://HOST:PORT/COLLECTION``."""
+    """``(uri, collection)`` of ``milvus:PATH.db`` or ``milvus://HOST:PORT/COLLECTION``; anything else (a port
+    that is no number in 1..65535, credentials, a query or fragment, a collection name Milvus would refuse) is an
+    error naming the target."""
     rest = target[len(PREFIX):]
     if rest.startswith("//"):
+        usage = f"{target}: expected milvus://HOST:PORT/COLLECTION"
         parts = urlsplit("http:" + rest)
+        try:
+            port = parts.port or 19530
+        except ValueError:  # urllib: "Port could not be cast to integer value", "Port out of range"
+            raise MlatrError(f"{usage} (a port in 1..65535)") from None
+        if parts.port == 0:
+            raise MlatrError(f"{usage} (a port in 1..65535)")
+        if parts.username is not None or parts.password is not None:  # the message does not repeat them
+            shown = f"{PREFIX}//***@{rest[2:].split('@', 1)[1]}"
+            raise MlatrError(f"{shown}: expected milvus://HOST:PORT/COLLECTION without credentials (a target is "
+                             "shown in messages and logs)")
+        if parts.query or parts.fragment or "?" in rest or "#" in rest:
+            raise MlatrError(f"{usage} (no query or fragment)")
         collection = parts.path.strip("/") or DEFAULT_COLLECTION
-        if not parts.hostname or not collection.replace("_", "").isalnum():
-            raise MlatrError(f"{target}: expected milvus://HOST:PORT/COLLECTION (a collection name of letters, "
-                             "digits and _)")
-        return f"http://{parts.hostname}:{parts.port or 19530}", collection
+        if not parts.hostname or not COLLECTION_NAME.fullmatch(collection):
+            raise MlatrError(f"{usage} (a collection name of at most 200 ASCII letters, digits and _, not starting "
+                             "with a digit)")
+        host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
+        return f"http://{host}:{port}", collection
     if not rest.endswith(".db"):
         raise MlatrError(f"{target}: expected milvus:PATH.db (milvus-lite) or milvus://HOST:PORT/COLLECTION")
     return rest, DEFAULT_COLLECTION
@@ -122,6 +149,9 @@ def client(target: str):
         raise MlatrError("a milvus target needs pymilvus (and milvus-lite for milvus:PATH.db): "
                          "pip install 'mlatr[milvus]'") from exc
     uri, collection = parse_target(target)
+    special = None if uri.startswith("http://") else special_file(uri)
+    if special:  # milvus-lite would try to make it its data and print its own traceback
+        raise MlatrError(f"{target}: {uri} is not a regular file but {special} (not opened)")
     logging.getLogger("pymilvus").setLevel(logging.CRITICAL)  # it logs each error it raises: reported() says it
     try:
         return MilvusClient(uri), collection
@@ -196,9 +226,17 @@ def write_signature(target: str) -> tuple[str, ...] | None:
     return None if rows is None else tuple(sorted(r["key"].split("/")[1] for r in rows))
 
 
+def lite_file_missing(target: str) -> bool:
+    """Whether ``target`` is a milvus-lite file that does not exist (opening it would create it)."""
+    uri = parse_target(target)[0]
+    return not uri.startswith("http://") and not os.path.lexists(uri)
+
+
 def _meta_rows(target: str, filter: str, fields: list[str]) -> list[dict] | None:
     """The rows of the target's meta collection that ``filter`` selects (``fields`` of each); None when the
-    target has no meta collection (no index yet)."""
+    target has no meta collection (no index yet; a milvus-lite file that does not exist is not made)."""
+    if lite_file_missing(target):
+        return None
     mc, collection = client(target)
     meta_name = names(collection)[2]
     with reported(target):
@@ -283,13 +321,30 @@ def _read_stats(mc, meta_name: str, dim: int) -> dict[str, Sums]:
     return out
 
 
+#: The escapes a Milvus filter's string literal takes (tried on milvus-lite): ``\uXXXX``, ``\xNN`` and octal are
+#: refused ("unknown escape sequence"), so every other character is written as it is.
+_LITERAL_ESCAPES = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def string_literal(value: str) -> str:
+    """``value`` as a string literal of a Milvus filter expression: quote and backslash escaped (a clip id cannot
+    end the string and add a condition), other characters as they are (``json.dumps`` writes ``café`` as
+    ``caf\\u00e9``, which Milvus refuses)."""
+    return '"' + "".join(_LITERAL_ESCAPES.get(ch, ch) for ch in value) + '"'
+
+
+def in_filter(key: str, values: Sequence[str]) -> str:
+    """The filter expression ``key in ["v1", ...]`` of string ``values``."""
+    return f"{key} in [{', '.join(string_literal(v) for v in values)}]"
+
+
 def _fetch(mc, name: str, key: str, values: Sequence[str], fields: list[str], page: int = FETCH) -> list[dict]:
     """The rows of collection ``name`` whose ``key`` is one of ``values``, ``fields`` of them, ``page`` values per
     query (a query answers at most :data:`MAX_WINDOW` rows: where one does, its rows are read by the iterator)."""
     out: list[dict] = []
     values = list(values)
     for start in range(0, len(values), page):
-        where = f"{key} in {json.dumps(values[start:start + page])}"
+        where = in_filter(key, values[start:start + page])
         rows = mc.query(name, filter=where, output_fields=fields, limit=MAX_WINDOW)
         out += rows if len(rows) < MAX_WINDOW else _all(mc, name, fields, where)  # a page of clips of many captions
     return out
@@ -308,7 +363,7 @@ def _remove(mc, collection: str, ids: Sequence[str], dim: int) -> tuple[Sums, Su
     for start in range(0, len(gone), PAGE):
         chunk = gone[start:start + PAGE]
         mc.delete(clips, ids=chunk)
-        mc.delete(captions, filter=f"clip in {json.dumps(chunk)}")
+        mc.delete(captions, filter=in_filter("clip", chunk))
     return audio, text, gone
 
 
@@ -627,6 +682,8 @@ class MilvusLibrary:
 
 def read_milvus(target: str) -> MilvusLibrary:
     """The metadata, rows, library statistics and searchers of a Milvus target (the vectors stay in Milvus)."""
+    if lite_file_missing(target):
+        raise MissingFileError(parse_target(target)[0], f"the milvus-lite file of {target}")
     meta = read_meta(target)
     if meta is None:
         raise MlatrError(f"{target}: holds no mlatr index (build one with mlatr index build --to {target})")
@@ -651,3 +708,71 @@ def read_milvus(target: str) -> MilvusLibrary:
     ranker.caption_keys[:] = [c["row"] for c in caps]
     ranker.caption_rows.update({key: j for j, key in enumerate(ranker.caption_keys)})
     return MilvusLibrary(meta, table, captions, ranker.audio, ranker.caption_search, ranker)
+
+
+class MilvusStorage(Storage):
+    """A Milvus target (module docstring). :attr:`library`: what :meth:`read` found (its searchers and ranker)."""
+
+    format = FORMAT
+
+    def __init__(self, where: str):
+        super().__init__(str(where))
+        parse_target(self.where)  # a malformed target is refused where it is named
+        self.library: MilvusLibrary | None = None
+
+    @classmethod
+    def claims(cls, where) -> bool:
+        return is_milvus(where)
+
+    def exists(self) -> bool:
+        return read_meta(self.where) is not None
+
+    @property
+    def local_file(self):
+        """A milvus-lite target's ``PATH.db``; None for a Milvus server's collection."""
+        uri = parse_target(self.where)[0]
+        return None if uri.startswith("http://") else Path(uri)
+
+    @property
+    def opens_in_several_processes(self) -> bool:
+        """A Milvus server's target, yes; a milvus-lite file is opened by one process only."""
+        return parse_target(self.where)[0].startswith("http://")
+
+    def signature(self) -> tuple | None:
+        return write_signature(self.where)
+
+    def read(self) -> Tables:
+        self.library = read_milvus(self.where)
+        meta = {k: v for k, v in self.library.meta.items() if k != "format"}
+        return Tables(self.library.clips, self.library.captions, meta)
+
+    def describe(self, tables: Tables) -> str:
+        return "milvus"
+
+    def _part_name(self) -> str:
+        return "milvus"
+
+    def searcher(self, tables: Tables, which: str, backend: str):
+        """Milvus's own vector search (the backend is Milvus's: ``backend`` is not used)."""
+        return self.library.audio if which == "audio" else self.library.caption_search
+
+    def text_ranker(self, tables: Tables, backend: str, window: int | None = None, searchers: tuple | None = None):
+        """:class:`MilvusRanker`: the union of Milvus's own windows (``window`` is Milvus's: not used)."""
+        return self.library.ranker
+
+    def check_output(self) -> None:
+        pass  # rows in a database: nothing to check or clear before the build
+
+    def write(self, part: Tables, *, add: bool, drop: dict[str, int], dtype: str, ann, check: CheckMeta | None
+              ) -> int:
+        """Inserts and deletes (the rows of ``drop`` and of the ids ``part`` writes again), or everything replaced
+        without ``add``; the bytes Milvus takes are its own (0)."""
+        write_milvus(self.where, part.clips, part.captions, part.meta, list(drop), replace=not add)
+        return 0
+
+    def replace(self, tables: Tables, dtype: str = "float32", ann=None) -> None:
+        live = tables.live()
+        write_milvus(self.where, live.clips, live.captions, live.meta, [], replace=True)
+
+    def delete(self, ids) -> int:
+        return delete_milvus(self.where, list(ids))

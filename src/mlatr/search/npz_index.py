@@ -11,6 +11,8 @@ together). Written atomically (``mlatr.io_utils.atomic_write_with``): a failed w
 file, or nothing, never a partial one.
 
 :func:`read_npz` checks every array and meta field and names the file and the field of the first problem.
+:class:`NpzStorage` is this format as a :class:`~mlatr.search.storage.Storage`: searched exactly in memory,
+rewritten whole (under the file's writer lock) by every add and delete.
 """
 
 from __future__ import annotations
@@ -22,12 +24,16 @@ from typing import Any
 
 import numpy as np
 
-from mlatr.errors import InputError, MlatrError
+from mlatr.errors import InputError, MissingFileError, MlatrError
 from mlatr.file_kinds import unreadable
-from mlatr.io_utils import atomic_write_with
+from mlatr.file_state import file_signature
+from mlatr.io_utils import atomic_write_with, disk_full_named, remove_orphan_temps
 from mlatr.json_input import check_format, parse_json
+from mlatr.output_paths import check_output_path
 from mlatr.search.columns import REQUIRED, CaptionColumns, ClipColumns, Column, check_vectors
 from mlatr.search.shards import check_meta
+from mlatr.search.storage import CheckMeta, Storage, Tables, unknown_ids
+from mlatr.writer_lock import writer_lock
 
 FORMAT = "mlatr-index-1"
 _WHAT = "an mlatr index (written by mlatr index build)"
@@ -103,6 +109,7 @@ def _arrays(path: Path) -> dict[str, np.ndarray]:
         with z:
             if "meta" not in z.files:  # another kind of zip / npz (a checkpoint, someone's arrays)
                 raise unreadable(path, _WHAT, "no array 'meta'", ("npz",))
+            _refuse_expanding_members(path, z.zip)
             for name in _ARRAYS:
                 if name not in z.files:
                     raise InputError("missing array (a damaged or foreign index: rebuild it with mlatr index "
@@ -113,6 +120,20 @@ def _arrays(path: Path) -> dict[str, np.ndarray]:
     except Exception as exc:  # a damaged member: BadZipFile, zlib.error, ValueError, EOFError
         raise unreadable(path, _WHAT, exc, ("npz",)) from exc
     return arrays
+
+
+#: How many times its stored size a member of an index may expand: mlatr writes members uncompressed
+#: (``np.savez``), and a compressor gains little on embeddings; far more is a member built to fill memory.
+MAX_EXPANSION = 20
+
+
+def _refuse_expanding_members(path: Path, archive) -> None:
+    """Refuse, from the zip directory and before anything is decompressed, a member declaring more bytes than
+    :data:`MAX_EXPANSION` times what it stores (1 MiB allowed regardless)."""
+    for info in archive.infolist():
+        if info.file_size > MAX_EXPANSION * info.compress_size + 2**20:
+            raise InputError(f"member {info.filename!r} would expand from {info.compress_size:,} to "
+                             f"{info.file_size:,} bytes: not an index mlatr wrote (a zip bomb?)", file=str(path))
 
 
 def _listed(path: Path, meta: dict, column: Column, n: int | None) -> list:
@@ -126,7 +147,7 @@ def _listed(path: Path, meta: dict, column: Column, n: int | None) -> list:
                          field=column.npz)
     if not isinstance(value, list):
         raise InputError(f"expected a list, found {type(value).__name__}", file=str(path), field=column.npz)
-    if not all(isinstance(x, column.kinds) for x in value):
+    if not all(column.holds(x) for x in value):
         raise InputError(f"expected {column.expected}", file=str(path), field=column.npz)
     return value
 
@@ -143,3 +164,74 @@ def portable_path(audio: str, folder: Path) -> str:
         return Path(audio).relative_to(folder.resolve()).as_posix()
     except ValueError:
         return audio
+
+
+class NpzStorage(Storage):
+    """An index in one ``.npz`` file (module docstring)."""
+
+    format = FORMAT
+
+    def __init__(self, where: str | os.PathLike):
+        super().__init__(Path(where))
+
+    @classmethod
+    def claims(cls, where: str | os.PathLike) -> bool:
+        """A file, or a name ending in ``.npz`` that is not a folder."""
+        path = Path(where)
+        return path.is_file() or (path.suffix.lower() == ".npz" and not path.is_dir())
+
+    @property
+    def path(self) -> Path:
+        return self.where
+
+    @property
+    def single_file(self) -> bool:
+        return True
+
+    def exists(self) -> bool:
+        return self.where.is_file()
+
+    def signature(self) -> tuple | None:
+        return file_signature(self.where)
+
+    def size(self) -> int:
+        return self.where.stat().st_size if self.where.is_file() else 0
+
+    def read(self) -> Tables:
+        if not self.where.is_file():
+            raise MissingFileError(self.where, "an index: the folder or .npz file mlatr index build writes")
+        clips, captions, meta = read_npz(self.where)
+        return Tables(clips, captions, meta)
+
+    def describe(self, tables: Tables) -> str:
+        return "one file"
+
+    def _part_name(self) -> str:
+        return self.where.name
+
+    def check_output(self) -> None:
+        check_output_path(self.where, "output", folder=None)
+        remove_orphan_temps(self.where.parent, [self.where.name])  # what a killed build left beside the index
+
+    def write(self, part: Tables, *, add: bool, drop: dict[str, int], dtype: str, ann, check: CheckMeta | None
+              ) -> int:
+        with writer_lock(self.where, "index", wait=True), \
+                disk_full_named(self.where, "the index is as it was before this write"):
+            current = self.read() if add and self.exists() else None
+            if current is not None and check is not None:
+                check(current.meta)
+            self.replace(part if current is None else current.merged(part, drop))
+        return self.size()
+
+    def replace(self, tables: Tables, dtype: str = "float32", ann=None) -> None:
+        live = tables.live()
+        check_vectors(live.clips, live.captions, f"{self.where}: ", unit_captions=False)
+        write_npz(self.where, live.clips, live.captions, live.meta)
+
+    def delete(self, ids) -> int:
+        with writer_lock(self.where, "index", wait=True):
+            tables = self.read()
+            gone = sorted(set(unknown_ids(tables, ids, str(self.where)).values()))
+            tables.deleted = np.asarray(gone, np.int64)
+            self.replace(tables)
+        return len(gone)

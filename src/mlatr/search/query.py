@@ -1,12 +1,13 @@
-"""A text query, checked once where it enters, and what the search functions need of an index.
+"""A text query, checked once where it enters.
 
 A query enters through the command line (``mlatr search``), the Python API (:meth:`Index.search_text
-<mlatr.search.index.Index.search_text>`, :func:`mlatr.search.search.search_text`) or the server
+<mlatr.search.index.Index.search_text>`) or the server
 (``GET /search``). Each entry makes it a :class:`TextQuery` with :func:`text_query`, the one check: the text
 is not empty, the language is normalised (ISO 639-1 aliases to 639-3) and one the index's text encoder
 takes, ``k`` is at least 1, the ranking is one of :data:`~mlatr.search.fusion.RANKS`, ``min_relevance`` (when
 given) a probability. What comes after (the server's batcher, the query embedding, the rankings) takes the
-checked query and checks nothing again. A sound query enters through :func:`mlatr.search.search.search_audio`,
+checked query and checks nothing again. A sound query enters through :meth:`Index.search_audio
+<mlatr.search.index.Index.search_audio>`,
 which checks its ``k`` and ``min_relevance`` with the same :func:`check_k` and :func:`check_min_relevance`.
 
 Which languages a query may be in, and whether the model needs to be told which one: a query's language
@@ -15,27 +16,25 @@ the text; a small transformer trained with a language embedding adds a vector pe
 multilingual encoders (USE, e5-small), the other Hugging Face encoders and a small transformer without a
 language embedding embed the text alone: for them a language is only checked (USE has no Catalan), and a
 query without one gets the same embedding as with any. So a query may leave its language out exactly when
-the encoder does not read it. Guessing it instead was measured and rejected: offline identifiers get about
-1 short query in 20 wrong among the languages mlatr knows (``benchmarks/bench_langid.py``, README), and for
-the encoders that read the language a wrong guess silently changes the results. Each text encoder says so
+the encoder does not read it, and leaving it out is the default at every entry (``--lang``, ``lang=None``,
+no ``?lang=``): such a query embeds as with any language, and its keyword terms are found with the stop
+words and stemmers of every default language (:func:`mlatr.search.analysis.analyzer` of ``None``), where a
+default of English would stem a French query as English; an encoder that reads the language refuses it.
+Guessing it instead was measured and rejected: offline identifiers get about 1 short query in 20 wrong among
+the languages mlatr knows (``benchmarks/bench_langid.py``, README), and for the encoders that read the language
+a wrong guess silently changes the results. Each text encoder says so
 itself (:meth:`mlatr.models.protocols.TextEncoder.query_languages`, checked by
 :meth:`~mlatr.models.protocols.QueryLanguages.code`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
-
-import numpy as np
 
 from mlatr import api_args
 from mlatr.errors import MlatrError
-from mlatr.inference import LoadedModel
 from mlatr.models.protocols import QueryLanguages
 from mlatr.search.fusion import RANKS
-from mlatr.search.hybrid import TextRanker
 
 
 @dataclass(frozen=True)
@@ -83,50 +82,3 @@ def check_min_relevance(value: float | None) -> float | None:
     """``value`` as a float if it is a probability (None stays None: the relevance model's threshold), else an
     :class:`~mlatr.api_args.ArgumentError` (:class:`~mlatr.api_args.ArgumentTypeError`: not a number)."""
     return api_args.probability("min_relevance", value)
-
-
-class Searcher(Protocol):
-    """Top-k over a set of vectors (:class:`~mlatr.search.backends.ShardedSearcher`, Milvus)."""
-
-    def top_k(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]: ...
-
-
-class SearchIndex(Protocol):
-    """What the search functions (:mod:`mlatr.search.search`) read of an index;
-    :class:`~mlatr.search.index.Index` is one."""
-
-    meta: dict[str, Any]
-    backend: str
-    deleted_rows: np.ndarray
-
-    @property
-    def dim(self) -> int: ...
-
-    @property
-    def embeddings(self) -> Any: ...  # [N, d]
-
-    @property
-    def ids(self) -> Sequence[str]: ...
-
-    @property
-    def paths(self) -> Sequence[str]: ...
-
-    @property
-    def captions(self) -> Sequence[dict[str, list[str | None]]]: ...
-
-    @property
-    def caption_clip(self) -> np.ndarray: ...
-
-    @property
-    def caption_text(self) -> Sequence[str]: ...
-
-    @property
-    def caption_lang(self) -> Sequence[str]: ...
-
-    def searcher(self, which: str = "audio") -> Searcher: ...
-
-    def text_ranker(self) -> TextRanker: ...
-
-    def model(self) -> LoadedModel: ...
-
-    def stale(self, row: int) -> str | None: ...

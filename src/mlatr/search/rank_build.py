@@ -21,13 +21,9 @@ from collections.abc import Sequence
 from mlatr.data.manifest import Clip
 from mlatr.errors import MlatrError
 from mlatr.inference.process_group import DistContext
-from mlatr.search import shards as shard_files
 from mlatr.search.build import BuildJob, BuildReport
-from mlatr.search.build_plan import renewed_rows
 from mlatr.search.encode import encode_clips
-from mlatr.search.fused_recall import measure_fused_recall
 from mlatr.search.index import Index
-from mlatr.writer_lock import writer_lock
 
 #: What a rank shard records beside its arrays: its manifest entry and the clips it skipped.
 ENTRY = "entry.json"
@@ -49,13 +45,13 @@ def rank_slice(n: int, rank: int, world: int) -> slice:
 
 def build_by_rank(ctx: DistContext, job: BuildJob) -> BuildReport | None:
     """Encode this process's part of the job's new clips into its shard, then (first process) merge the shards
-    into the index folder ``job.output``; the first process returns the report once the merge is done, the
-    others None."""
-    if job.target is not None or not shard_files.is_index_folder(job.output):
+    into the job's index (its storage's :meth:`~mlatr.search.shards.FolderStorage.merge_parts`); the first
+    process returns the report once the merge is done, the others None."""
+    storage = job.storage
+    if not storage.splits_over_processes:
         raise MlatrError("a build split over processes (torchrun) writes an index folder: give -o a name "
                          "not ending in .npz (each process writes its own shard)")
-    output, clips = job.output, job.plan.new
-    output.mkdir(parents=True, exist_ok=True)
+    output, clips = storage.path, job.plan.new
     key = plan_key(job.meta, clips, ctx.world_size, job.dtype)
     names = [f"shard-P{key}-r{r}of{ctx.world_size}" for r in range(ctx.world_size)]
     mine = output / names[ctx.rank]
@@ -63,48 +59,17 @@ def build_by_rank(ctx: DistContext, job: BuildJob) -> BuildReport | None:
     if part_clips and not (mine / ENTRY).is_file():  # not written by an earlier, interrupted run
         shutil.rmtree(mine, ignore_errors=True)  # a shard killed between its rename and its entry
         table, captions, skipped = encode_clips(job.loaded, job.manifest, part_clips, job.langs, job.encode)
-        entry = shard_files.write_shard(output, 0, job.dtype, table, captions, job.ann, name=names[ctx.rank])
+        entry = storage.write_part(names[ctx.rank], table, captions, job.dtype, job.ann)
         (mine / ENTRY).write_text(json.dumps({"entry": entry, "skipped": skipped}), encoding="utf-8")
     ctx.barrier()
-    added, skipped, written = 0, {}, 0
     done = [json.loads((output / n / ENTRY).read_text(encoding="utf-8")) for n in names
             if (output / n / ENTRY).is_file()]
-    for d in done:
-        added += d["entry"]["rows"]
-        skipped.update(d["skipped"])
-        written += shard_files.bytes_of(output / d["entry"]["name"])
-    if ctx.is_main:
-        with writer_lock(output, "index", wait=True):
-            there = (output / shard_files.MANIFEST).is_file()
-            manifest_now = shard_files.read_manifest(output) if there else {
-                "format": shard_files.FORMAT, "dim": job.loaded.model.embed_dim, "dtype": job.dtype,
-                "meta": {k: v for k, v in job.meta.items() if k not in ("format", "dim")}, "shards": []}
-            listed = {e["name"] for e in manifest_now["shards"]}
-            if there:
-                current = Index.load(output, "numpy", job.loaded)
-                new_ids = [i for d in done for i in json.loads(
-                    (output / d["entry"]["name"] / "ids.json").read_text(encoding="utf-8"))]
-                gone = [row for row in renewed_rows(current, job.plan.drop, new_ids)
-                        if current_shard(current, row) not in names]
-                shard_files.mark_deleted(manifest_now, gone)
-            manifest_now["shards"] += [d["entry"] for d in done if d["entry"]["name"] not in listed]
-            manifest_now["meta"] = dict(manifest_now["meta"], manifest=job.meta.get("manifest"))
-            shard_files.write_manifest(output, manifest_now)
-            if not there:  # a new index: its text ranking's window measured as a one-process build's is
-                measure_fused_recall(Index.load(output))
+    added, skipped = sum(d["entry"]["rows"] for d in done), {k: v for d in done for k, v in d["skipped"].items()}
+    written = storage.merge_parts([d["entry"] for d in done], job.plan.drop, job.meta, job.loaded.model.embed_dim,
+                                  job.dtype) if ctx.is_main else 0
     ctx.barrier()
     if not ctx.is_main:
         return None
     index = Index.load(output, model=job.loaded)
     return BuildReport(index=index, added=added, kept=len(index) - added, skipped=skipped,
                        changed=job.plan.changed, deleted=job.plan.deleted, bytes_written=written)
-
-
-def current_shard(index: Index, row: int) -> str:
-    """The folder name of the shard holding global ``row`` of a loaded folder index."""
-    first = 0
-    for shard in index.shards:
-        if row < first + len(shard.clips):
-            return shard.folder.name
-        first += len(shard.clips)
-    raise IndexError(row)

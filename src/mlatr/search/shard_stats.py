@@ -44,16 +44,22 @@ def write_shard_stats(folder: Path, audio: np.ndarray, captions: np.ndarray, tex
     Postings.of_texts(list(texts), list(langs)).save(folder)
 
 
-def _read_moments(folder: Path, n: int, m: int) -> dict | None:
+def _read_moments(folder: Path, n: int, m: int, d: int) -> dict | None:
+    """A shard's stored sums (``n`` clips, ``m`` captions, ``d`` dimensions), checked; None when it stores none."""
     path = folder / MOMENTS
     if not path.is_file():
         return None
     try:
         with np.load(path, allow_pickle=False) as z:
             out = {k: z[k] for k in _KEYS}
-    except (OSError, ValueError, KeyError, EOFError) as exc:
+    except Exception as exc:  # OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile: truncated or foreign
         raise InputError(f"not readable shard moments ({exc}); rebuild with mlatr index compact", file=str(path)) \
             from exc
+    shapes = {"total": (d,), "outer": (d, d), "count": ()}
+    for k, v in out.items():
+        if v.shape != shapes[k.split("_")[1]] or not np.issubdtype(v.dtype, np.number) or not np.isfinite(v).all():
+            raise InputError(f"{k}: {v.dtype} of shape {list(v.shape)}, expected finite numbers of shape "
+                             f"{list(shapes[k.split('_')[1]])}; rebuild with mlatr index compact", file=str(path))
     if int(out["audio_count"]) != n or int(out["caption_count"]) != m:
         raise InputError(f"moments of {int(out['audio_count'])} clips / {int(out['caption_count'])} captions, the "
                          f"shard holds {n} / {m}; rebuild with mlatr index compact", file=str(path))
@@ -70,7 +76,7 @@ def library_stats(shards, audio_deleted: np.ndarray, caption_deleted: np.ndarray
     first_clip = first_cap = 0
     for shard in shards:
         n, m = len(shard.clips), len(shard.captions)
-        stored = _read_moments(shard.folder, n, m)
+        stored = _read_moments(shard.folder, n, m, d)
         if stored is None:
             return None
         for k in _KEYS:

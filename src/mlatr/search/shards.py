@@ -22,6 +22,11 @@ the new one, never a shard half written, and adding clips writes only the new sh
 A shard folder that no manifest names (a killed writer's) is removed by the next writer. Deleting a clip
 records its row in its shard entry's ``deleted`` list (a tombstone): searches skip it; ``mlatr index
 compact`` rewrites the live rows into one shard and drops the tombstones.
+
+:class:`FolderStorage` is this format as a :class:`~mlatr.search.storage.Storage`: its shards memory-mapped and
+searched one by one (exactly, or through a shard's approximate structure), the text ranking's library statistics
+read from what each shard stores, the windowed text ranking's window measured when the folder is written
+(:mod:`mlatr.search.fused_recall`), and a build split over processes written as one shard per process.
 """
 
 from __future__ import annotations
@@ -36,24 +41,26 @@ from typing import Any
 
 import numpy as np
 
-from mlatr.errors import InputError, MlatrError
-from mlatr.io_utils import atomic_write_json
+from mlatr.errors import InputError, MissingFileError, MlatrError
+from mlatr.file_state import file_signature
+from mlatr.io_utils import atomic_write_json, disk_full_named
 from mlatr.json_input import expect_field, json_type, read_format_json
-from mlatr.search.columns import CaptionColumns, ClipColumns, check_finite_rows, check_unit_rows
+from mlatr.output_paths import check_output_path
+from mlatr.search import shard_stats
+from mlatr.search.ann import AnnBuild, AnnSearcher
+from mlatr.search.backends import ShardedSearcher, make_backend
+from mlatr.search.columns import CaptionColumns, ClipColumns, check_finite_rows, check_unit_rows, check_vectors
+from mlatr.search.fused_recall import DEFAULT_WINDOW, measure_fused_recall
 from mlatr.search.shard_stats import write_shard_stats
+from mlatr.search.storage import CheckMeta, Storage, Tables, check_backend, deleted_of, unknown_ids
 from mlatr.stored_config import check_model_config
+from mlatr.writer_lock import writer_lock
 
 FORMAT = "mlatr-index-2"
 MANIFEST = "index.json"
 DTYPES = ("float32", "float16")
 #: Rows of each shard whose norm and finiteness are checked when a folder is loaded.
 LOAD_CHECK_ROWS = 1024
-
-
-def is_index_folder(path: str | os.PathLike) -> bool:
-    """True when ``path`` is (or, not existing yet, will be) a sharded index folder: anything but ``.npz``."""
-    path = Path(path)
-    return path.is_dir() or (not path.exists() and path.suffix.lower() != ".npz")
 
 
 def refuse_foreign_folder(path: Path) -> None:
@@ -146,10 +153,14 @@ def read_manifest(folder: str | os.PathLike) -> dict:
                  hint=_REBUILD)
     check_meta(file, expect_field(file, manifest, "meta", dict, "an object", hint=_REBUILD), "meta")
     shards = expect_field(file, manifest, "shards", list, "a list of shard entries", hint=_REBUILD)
+    names: set[str] = set()
     for i, entry in enumerate(shards):
         if not isinstance(entry, dict) or not isinstance(entry.get("name"), str) or "/" in entry["name"] \
                 or entry["name"].startswith(".") or not isinstance(entry.get("rows"), int):
             raise _field_error(file, f"shards[{i}]", "expected an object with a name and a row count")
+        if entry["name"] in names:  # its clips would be found, and answered, twice
+            raise _field_error(file, f"shards[{i}]", f"shard {entry['name']!r} is listed twice")
+        names.add(entry["name"])
         deleted = entry.get("deleted", [])
         if not isinstance(deleted, list) or not all(isinstance(r, int) and 0 <= r < entry["rows"] for r in deleted):
             raise _field_error(file, f"shards[{i}].deleted", f"expected a list of rows in 0..{entry['rows'] - 1}")
@@ -265,3 +276,173 @@ def remove_unlisted(folder: Path, manifest: dict | None) -> list[str]:
 def bytes_of(folder: Path) -> int:
     """Total size of the files under ``folder``."""
     return sum(f.stat().st_size for f in folder.rglob("*") if f.is_file())
+
+
+class FolderStorage(Storage):
+    """An index folder (module docstring). :attr:`shards`: the shards as last read."""
+
+    format = FORMAT
+    splits_over_processes = True
+
+    def __init__(self, where: str | os.PathLike):
+        super().__init__(Path(where))
+        self.shards: list[Shard] = []
+
+    @classmethod
+    def claims(cls, where: str | os.PathLike) -> bool:
+        """Any local name the other storages do not claim (a folder, or a new name not ending in ``.npz``)."""
+        return True
+
+    @property
+    def path(self) -> Path:
+        return self.where
+
+    def exists(self) -> bool:
+        return (self.where / MANIFEST).is_file()
+
+    def signature(self) -> tuple | None:
+        return file_signature(self.where / MANIFEST)  # replaced last by every write
+
+    def size(self) -> int:
+        return bytes_of(self.where) if self.where.is_dir() else 0
+
+    # ---- reading ------------------------------------------------------------------------------------------
+    def read(self) -> Tables:
+        if not self.where.is_dir():
+            raise MissingFileError(self.where, "an index: the folder or .npz file mlatr index build writes")
+        manifest, self.shards = read_folder(self.where)
+        dim, counts = manifest["dim"], [len(s.clips) for s in self.shards]
+        starts = np.cumsum([0, *counts])
+        deleted = [np.zeros(0, np.int64)] + [starts[i] + np.asarray(s.entry.get("deleted", []), np.int64)
+                                             for i, s in enumerate(self.shards)]
+        return Tables(ClipColumns.stack([s.clips for s in self.shards], dim),
+                      CaptionColumns.stack([s.captions for s in self.shards], counts, dim),
+                      dict(manifest["meta"], dim=dim, dtype=manifest["dtype"]), np.concatenate(deleted))
+
+    def describe(self, tables: Tables) -> str:
+        kinds = sorted({(s.entry.get("ann") or {}).get("kind", "exact") for s in self.shards})
+        return f"{len(self.shards)} shard{'s' * (len(self.shards) != 1)}, {'/'.join(kinds)}"
+
+    def summary(self, tables: Tables) -> dict:
+        shards = [{"name": s.entry["name"], "rows": s.entry["rows"], "deleted": len(s.entry.get("deleted", [])),
+                   **{key: s.entry[key] for key in ("ann", "caption_ann") if s.entry.get(key)}} for s in self.shards]
+        return {"format": self.format, "bytes": self.size(), "shards": shards}
+
+    # ---- searching ----------------------------------------------------------------------------------------
+    def searcher(self, tables: Tables, which: str, backend: str):
+        """One searcher per shard: its approximate structure with backend ``auto`` where it has one, else exact."""
+        check_backend(backend)
+        parts, first = [], 0
+        key = "ann" if which == "audio" else "caption_ann"
+        for shard in self.shards:
+            emb = shard.clips.embeddings if which == "audio" else shard.captions.embeddings
+            if backend == "auto" and shard.entry.get(key):
+                searcher = AnnSearcher.open(shard.folder, emb, shard.entry[key])
+            else:
+                searcher = make_backend(backend, emb)
+            parts.append((first, emb.shape[0], searcher))
+            first += emb.shape[0]
+        return ShardedSearcher(parts, deleted_of(tables, which))
+
+    def fusion_window(self, tables: Tables, backend: str) -> int | None:
+        """The window the folder's build recorded (or :data:`~mlatr.search.fused_recall.DEFAULT_WINDOW`) where a
+        shard has an approximate structure and the backend is ``auto``; else None (exact)."""
+        if backend != "auto" or not any(s.entry.get("ann") or s.entry.get("caption_ann") for s in self.shards):
+            return None
+        return int(tables.meta.get("fusion", {}).get("window", DEFAULT_WINDOW))
+
+    def library(self, tables: Tables) -> tuple:
+        """The keyword index and library statistics of the live rows, combined from what each shard stores
+        (:mod:`mlatr.search.shard_stats`)."""
+        gone = np.zeros(len(tables.clips), bool)
+        gone[tables.deleted] = True
+        caption_gone = gone[np.asarray(tables.captions.clip)]
+        return (shard_stats.keyword_index(self.shards, ~caption_gone),
+                shard_stats.library_stats(self.shards, gone, caption_gone))
+
+    # ---- writing ------------------------------------------------------------------------------------------
+    def check_output(self) -> None:
+        check_output_path(self.where, "output", folder=None)
+        refuse_foreign_folder(self.where)  # the folder is made when the first rows are written
+
+    def write(self, part: Tables, *, add: bool, drop: dict[str, int], dtype: str, ann, check: CheckMeta | None
+              ) -> int:
+        """A new folder (replacing the previous one's shards), or one more shard (``add``), under the writer lock;
+        the text ranking's window measured for a new folder."""
+        refuse_foreign_folder(self.where)
+        # a new folder is made by the lock, and removed with it when the write fails before anything is in it
+        with writer_lock(self.where, "index", wait=True, folder=True), \
+                disk_full_named(self.where, "the index is as it was before this write"):
+            before = bytes_of(self.where)
+            current = self.read() if add and self.exists() else None
+            if current is not None and check is not None:
+                check(current.meta)
+            if current is None:
+                remove_unlisted(self.where, None)
+                self.replace(part, dtype, ann)
+            else:
+                add_shard(self.where, read_manifest(self.where), part.clips, part.captions,
+                          current.renewed_rows(drop, part.clips.ids), part.meta.get("manifest"), ann or AnnBuild())
+            return max(0, bytes_of(self.where) - before)
+
+    def replace(self, tables: Tables, dtype: str = "float32", ann=None) -> None:
+        """A folder of one shard of the live rows, its text ranking's window measured (the caller holds the writer
+        lock where another process could write it)."""
+        live = tables.live()
+        check_vectors(live.clips, live.captions, f"{self.where}: ", unit_captions=False)
+        meta = {k: v for k, v in live.meta.items() if k != "fusion"}  # measured again for the new folder
+        write_folder(self.where, live.clips, live.captions, meta, dtype, ann or AnnBuild())
+        self.measure_fusion()
+
+    def measure_fusion(self) -> None:
+        """Choose and record the windowed text ranking's window of the folder as written
+        (:func:`~mlatr.search.fused_recall.measure_fused_recall`), where its ranking is windowed."""
+        tables = self.read()
+        if self.fusion_window(tables, "auto") is None:
+            return
+        searchers = (self.searcher(tables, "audio", "auto"), self.searcher(tables, "captions", "auto"))
+        record = measure_fused_recall(tables, lambda w: self.text_ranker(tables, "auto", w, searchers))
+        if record is not None:
+            manifest = read_manifest(self.where)
+            manifest["meta"]["fusion"] = record
+            write_manifest(self.where, manifest)
+
+    def delete(self, ids) -> int:
+        """Tombstones in the manifest, under the writer lock."""
+        with writer_lock(self.where, "index", wait=True):
+            tables = self.read()
+            gone = sorted(set(unknown_ids(tables, ids, str(self.where)).values()))
+            manifest = read_manifest(self.where)
+            mark_deleted(manifest, gone)
+            write_manifest(self.where, manifest)
+        return len(gone)
+
+    # ---- a build split over processes (mlatr.search.rank_build) --------------------------------------------
+    def write_part(self, name: str, clips: ClipColumns, captions: CaptionColumns, dtype: str, ann) -> dict:
+        """One process's part of a split build as the shard folder ``name`` (complete or absent); its entry."""
+        self.where.mkdir(parents=True, exist_ok=True)
+        return write_shard(self.where, 0, dtype, clips, captions, ann, name=name)
+
+    def merge_parts(self, entries: Sequence[dict], drop: dict[str, int], meta: dict, dim: int, dtype: str) -> int:
+        """Append the parts ``entries`` (written by :meth:`write_part`, in rank order) to the folder under its
+        writer lock: the rows of ``drop``'s ids and of the ids the parts write again are marked deleted (but rows
+        of the parts themselves, when a resumed merge finds them listed already), the manifest written last;
+        a new folder's text ranking window measured as a one-process build's is. Returns the parts' bytes."""
+        names = {e["name"] for e in entries}
+        with writer_lock(self.where, "index", wait=True):
+            there = self.exists()
+            manifest = read_manifest(self.where) if there else {
+                "format": FORMAT, "dim": dim, "dtype": dtype,
+                "meta": {k: v for k, v in meta.items() if k not in ("format", "dim")}, "shards": []}
+            listed = {e["name"] for e in manifest["shards"]}
+            if there:
+                current = self.read()
+                new_ids = [i for e in entries for i in ClipColumns.load(self.where / e["name"], dim).ids]
+                owner = np.repeat([s.folder.name for s in self.shards], [len(s.clips) for s in self.shards])
+                mark_deleted(manifest, [row for row in current.renewed_rows(drop, new_ids) if owner[row] not in names])
+            manifest["shards"] += [e for e in entries if e["name"] not in listed]
+            manifest["meta"] = dict(manifest["meta"], manifest=meta.get("manifest"))
+            write_manifest(self.where, manifest)
+            if not there:
+                self.measure_fusion()
+        return sum(bytes_of(self.where / e["name"]) for e in entries)

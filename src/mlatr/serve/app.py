@@ -26,17 +26,16 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 from fastapi.staticfiles import StaticFiles
 
-from mlatr import __version__
 from mlatr.serve.api_docs import register_api_docs
 from mlatr.serve.api_errors import add_error_handlers
 from mlatr.serve.batching import TextBatcher
 from mlatr.serve.clip_routes import STATIC, add_clip_routes
 from mlatr.serve.exposure import LOOPBACK_HOSTS, ExposureGuard
-from mlatr.serve.limits import Limits
 from mlatr.serve.live_index import LiveIndex
+from mlatr.serve.request_limits import Limits, UploadLimit
 from mlatr.serve.search_routes import add_search_routes
 from mlatr.serve.status_routes import add_status_routes
-from mlatr.serve.upload_limit import UploadLimit
+from mlatr.version import __version__
 
 __all__ = ["Limits", "create_app"]
 

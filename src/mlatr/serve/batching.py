@@ -5,10 +5,10 @@ mostly fixed overhead at query lengths), and the model lock lets one call run at
 request alone therefore caps a server at one encoder call per request. :class:`TextBatcher` puts each
 request's query (checked where it entered: :func:`mlatr.search.query.text_query`) in a queue; one worker
 thread takes whatever has arrived, waits at most ``max_wait_ms`` more for a fuller batch (never past
-``max_batch``), embeds the batch with :func:`~mlatr.search.search.encode_query_texts` under
-:attr:`LiveIndex.lock`, ranks the batch with one :func:`~mlatr.search.search.rank_texts` call (the
+``max_batch``), embeds the batch with :meth:`~mlatr.search.index.Index.embed_queries` under
+:attr:`LiveIndex.lock`, ranks the batch with one :meth:`~mlatr.search.index.Index.rank_texts` call (the
 sound-ranked queries through one searcher call, the others through one product with each embedding matrix),
-and hands each request its own :class:`~mlatr.search.search.Results`. A lone request
+and hands each request its own :class:`~mlatr.search.results.Results`. A lone request
 waits at most ``max_wait_ms``; under load the batches fill and the per-query cost falls toward the
 encoder's batched rate.
 
@@ -29,7 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from mlatr.search.query import TextQuery
-from mlatr.search.search import Results, encode_query_texts, rank_texts
+from mlatr.search.results import Results
 
 #: Most queries embedded in one call.
 MAX_BATCH = 64
@@ -64,7 +64,7 @@ class TextBatcher:
 
     def search(self, snap, query: TextQuery) -> Results:
         """The best clips of ``snap``'s index for a checked ``query``
-        (:func:`~mlatr.search.search.search_query`, embedded and ranked with the queries around it)."""
+        (:meth:`~mlatr.search.index.Index.search_query`, embedded and ranked with the queries around it)."""
         done = threading.Event()
         item = self._pending(snap, query, done.set)
         done.wait()
@@ -124,9 +124,9 @@ class TextBatcher:
         snap = items[0].snap
         try:
             with self.live.lock:
-                vectors = encode_query_texts(snap.index, [i.query for i in items])
+                vectors = snap.index.embed_queries([i.query for i in items])
                 self.live.bound_text_cache(snap)
-            found = rank_texts(snap.index, vectors, [i.query for i in items])  # one pass of the batch
+            found = snap.index.rank_texts(vectors, [i.query for i in items])  # one pass of the batch
             for item, hits in zip(items, found, strict=True):
                 item.hits = hits
         except BaseException as exc:  # handed to the waiting requests, which answer it as an error

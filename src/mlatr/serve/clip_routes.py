@@ -21,16 +21,14 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Annotated
 
-import numpy as np
 from fastapi import FastAPI, Query, Request
 from fastapi.responses import FileResponse
 
-from mlatr.audio.io import load_audio
-from mlatr.search.search import search_similar
+from mlatr.audio.integrity import peak_envelope
 from mlatr.serve.api_errors import ApiError, short
 from mlatr.serve.clip_files import ClipRoots, confined_file
-from mlatr.serve.limits import Limits
 from mlatr.serve.live_index import LiveIndex
+from mlatr.serve.request_limits import Limits
 from mlatr.serve.results import caption_result, clip_result
 from mlatr.serve.schemas import ERRORS, SimilarResponse, Waveform
 
@@ -43,13 +41,12 @@ AUDIO_TYPES = {".wav": "audio/wav", ".flac": "audio/flac", ".ogg": "audio/ogg", 
 
 
 @lru_cache(maxsize=512)
-def waveform_peaks(path: str, mtime_ns: int, sample_rate: int, bins: int) -> tuple[float, tuple[float, ...]]:
-    """``(duration in seconds, peaks)`` of the file at ``path`` (``mtime_ns``: part of the cache key)."""
-    wave = np.abs(load_audio(path, sample_rate))  # [T]
-    edges = np.linspace(0, len(wave), bins + 1).astype(np.int64)
-    peaks = np.array([wave[a:b].max() if b > a else 0.0 for a, b in zip(edges[:-1], edges[1:], strict=True)])
+def waveform_peaks(path: str, mtime_ns: int, bins: int) -> tuple[float, tuple[float, ...]]:
+    """``(duration in seconds, peaks)`` of the file at ``path`` (``mtime_ns``: part of the cache key), read block
+    by block at the file's own rate: a library file of hours costs a pass, never its decoded length in memory."""
+    seconds, peaks = peak_envelope(path, bins)
     top = peaks.max() if peaks.size and peaks.max() > 0 else 1.0
-    return len(wave) / sample_rate, tuple(float(x) for x in peaks / top)
+    return seconds, tuple(float(x) for x in peaks / top)
 
 
 def add_clip_routes(app: FastAPI, live: LiveIndex, limits: Limits, allow_roots: Sequence[str] = ()) -> None:
@@ -87,8 +84,7 @@ def add_clip_routes(app: FastAPI, live: LiveIndex, limits: Limits, allow_roots: 
     def waveform(clip_id: str, bins: Annotated[int, Query(ge=8, le=1000, description="number of peaks")] = 120):
         snap = live.current()
         path = clip_file(snap, clip_id)
-        rate = int(snap.index.meta["sample_rate"])
-        duration, peaks = waveform_peaks(str(path), os.stat(path).st_mtime_ns, rate, bins)
+        duration, peaks = waveform_peaks(str(path), os.stat(path).st_mtime_ns, bins)
         return {"id": clip_id, "duration": duration, "peaks": list(peaks)}
 
     @app.get("/clips/similar/{clip_id:path}", response_model=SimilarResponse, responses=ERRORS)
@@ -97,7 +93,7 @@ def add_clip_routes(app: FastAPI, live: LiveIndex, limits: Limits, allow_roots: 
         t0 = time.perf_counter()
         snap = live.current()
         row = clip_row(snap, clip_id)
-        clips = search_similar(snap.index, row, k)  # no model call (a stored vector): not under the model lock
+        clips = snap.index.search_similar(row, k)  # no model call (a stored vector): not under the model lock
         root = request.scope.get("root_path", "")
         return {"id": clip_id, "k": k, **clips.answer(), "results": [clip_result(snap, h, None, root) for h in clips],
                 "captions": [caption_result(h, root) for h in clips.caption_hits],

@@ -30,15 +30,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from mlatr.audio.io import audio_duration
-from mlatr.errors import MlatrError
+from mlatr.errors import MissingFileError, MlatrError
 from mlatr.inference.model_identity import OtherModelError
 from mlatr.models.protocols import QueryLanguages, query_languages
-from mlatr.search.build_plan import live_rows
 from mlatr.search.index import Index
-from mlatr.search.milvus import is_milvus, write_signature
 from mlatr.search.query import TextQuery
-from mlatr.search.search import encode_query_texts, rank_text
-from mlatr.search.shards import MANIFEST
+from mlatr.search.storage_choice import open_storage
 
 log = logging.getLogger("mlatr.serve")
 
@@ -50,18 +47,6 @@ TEXT_CACHE_LIMIT = 20_000
 
 class IndexUnavailable(MlatrError):
     """No index is loaded (it could not be read at start-up, nor since)."""
-
-
-def file_signature(path: Path) -> tuple[int, int, int] | None:
-    """``(inode, size, mtime_ns)`` of ``path`` (of an index folder: of its manifest, replaced last by every
-    write), or ``None`` when it cannot be stat-ed."""
-    if path.is_dir():
-        path = path / MANIFEST
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    return (st.st_ino, st.st_size, st.st_mtime_ns)
 
 
 @dataclass
@@ -87,7 +72,7 @@ class LiveIndex:
 
     def __init__(self, path: str | os.PathLike, backend: str = "auto", model=None, allow_other_model: bool = False):
         self.path = Path(path)
-        self.target = str(path) if is_milvus(path) else None  # a Milvus collection (no file to watch)
+        self.storage = open_storage(path)  # what it is polled through (a file's identity, a Milvus target's writes)
         self.backend = backend
         self.model = model  # a LoadedModel given with --model: used instead of the index's recorded checkpoint
         self.allow_other_model = allow_other_model  # --allow-other-model: the given model even if not the index's
@@ -127,9 +112,9 @@ class LiveIndex:
 
     def _load(self, signature) -> Snapshot:
         old = self.snapshot
-        if signature is None and self.target is None:
-            raise MlatrError(f"index not found: {self.path}")
-        source = self.target or self.path
+        if signature is None and self.storage.path is not None:
+            raise MissingFileError(self.path, "an index: the folder or .npz file mlatr index build writes")
+        source = self.storage.where
         keep = self.model or (old.index.model() if old is not None else None)
         try:
             index = Index.load(source, backend=self.backend, model=keep, allow_other_model=self.allow_other_model)
@@ -144,11 +129,11 @@ class LiveIndex:
             warm = TextQuery("warm-up", languages.known[0] if languages.required else None, 1)
             if model is not keep:  # a first query warms the encoder up (a frozen encoder's first call is slow)
                 with self.lock:
-                    warm_vec = encode_query_texts(index, [warm])[0]
+                    warm_vec = index.embed_queries([warm])
             opened.result()
         if model is not keep:  # and the ranking, once the searchers are open (no model call: outside the lock)
-            rank_text(index, warm_vec, warm)
-        return Snapshot(index=index, rows=live_rows(index), languages=languages,
+            index.rank_texts(warm_vec, [warm])
+        return Snapshot(index=index, rows=index.tables.live_rows(), languages=languages,
                         signature=signature, loaded_at=time.time())
 
     def bound_text_cache(self, snap: Snapshot) -> None:
@@ -158,9 +143,9 @@ class LiveIndex:
             cache.clear()
 
     def signature(self):
-        """What identifies the index's present state: its file's (:func:`file_signature`), or a Milvus target's
-        writes (:func:`mlatr.search.milvus.write_signature`: another process's ``--add`` or delete changes it)."""
-        return write_signature(self.target) if self.target else file_signature(self.path)
+        """What identifies the index's present state (its storage's: an index folder's manifest or a file's
+        identity, a Milvus target's writes: another process's ``--add`` or delete changes it)."""
+        return self.storage.signature()
 
     def changed(self) -> bool:
         """True when the index is not the one last loaded or tried (a Milvus target that cannot be asked now:

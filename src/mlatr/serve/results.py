@@ -16,7 +16,7 @@ from __future__ import annotations
 from urllib.parse import quote
 
 from mlatr.languages import PIVOT
-from mlatr.search.search import finite_or_none
+from mlatr.search.results import finite_or_none
 from mlatr.serve.schemas import Evidence
 
 #: The optional fields of an evidence object, as the schema fills them in: ``GET /search`` answers JSON built
@@ -41,7 +41,7 @@ def audio_url(clip_id: str, root: str = "") -> str:
 
 
 def clip_result(snapshot, hit, lang: str | None, root: str = "") -> dict:
-    """The API object of one :class:`~mlatr.search.search.Hit` (``lang``: the query's, for the caption)."""
+    """The API object of one :class:`~mlatr.search.results.Hit` (``lang``: the query's, for the caption)."""
     row = snapshot.rows[hit.id]
     caption, caption_lang = pick_caption(snapshot.index.captions[row], lang)
     return {"rank": hit.rank, "id": hit.id, "score": finite_or_none(hit.score),
@@ -52,6 +52,6 @@ def clip_result(snapshot, hit, lang: str | None, root: str = "") -> dict:
 
 
 def caption_result(hit, root: str = "") -> dict:
-    """The API object of one :class:`~mlatr.search.search.CaptionHit` (sound-to-caption search)."""
+    """The API object of one :class:`~mlatr.search.results.CaptionHit` (sound-to-caption search)."""
     return {"rank": hit.rank, "score": finite_or_none(hit.score), "text": hit.text, "lang": hit.lang, "id": hit.id,
             "audio_url": audio_url(hit.id, root)}

@@ -14,12 +14,12 @@ from fastapi.responses import JSONResponse
 
 from mlatr.audio.io import audio_duration
 from mlatr.errors import MlatrError
+from mlatr.search.fusion import RANKS
 from mlatr.search.query import text_query
-from mlatr.search.search import encode_query_audio, query_waveform, search_encoded_audio
-from mlatr.serve.api_errors import ApiError, short
+from mlatr.serve.api_errors import ApiError, hide_paths, short
 from mlatr.serve.batching import TextBatcher
-from mlatr.serve.limits import Limits
 from mlatr.serve.live_index import LiveIndex
+from mlatr.serve.request_limits import Limits
 from mlatr.serve.results import caption_result, clip_result
 from mlatr.serve.schemas import ERRORS, AudioSearchResponse, TextSearchResponse
 
@@ -34,7 +34,7 @@ def add_search_routes(app: FastAPI, live: LiveIndex, limits: Limits, batcher: Te
                                                  "639-1); may be left out when the model does not read it "
                                                  "(GET /health: language_required)")] = None,
                k: Annotated[int, Query(ge=1, le=limits.max_k, description="number of results")] = 10,
-               rank: Annotated[Literal["audio", "captions", "hybrid"],
+               rank: Annotated[Literal[RANKS],
                                Query(description="hybrid: sound + captions + keywords; audio; captions")] = "hybrid",
                min_relevance: Annotated[float | None, Query(ge=0.0, le=1.0, description="the probability that the "
                                                             "library holds a relevant clip below which the answer "
@@ -71,12 +71,12 @@ def add_search_routes(app: FastAPI, live: LiveIndex, limits: Limits, batcher: Te
                 raise ApiError(415, f"{short(name)} is not a sound file this server can read "
                                     "(WAV, FLAC, OGG/Vorbis/Opus, MP3, AIFF)")
             try:
-                wave = query_waveform(snap.index, tmp.name)  # decoded (bounded) outside the model lock
+                wave = snap.index.query_waveform(tmp.name)  # decoded (bounded) outside the model lock
                 with live.lock:  # the encoder alone: ranking and the same-audio check read files, not the model
-                    vec = encode_query_audio(snap.index, wave)
-                clips = search_encoded_audio(snap.index, wave, vec, k, min_relevance)
+                    vec = snap.index.embed_sound(wave)
+                clips = snap.index.search_encoded_audio(wave, vec, k, min_relevance)
             except MlatrError as exc:
-                raise ApiError(400, str(exc).replace(tmp.name, short(name))) from None
+                raise ApiError(400, hide_paths(str(exc).replace(tmp.name, short(name)))) from None
         root = request.scope.get("root_path", "")
         return {"filename": name, "k": k, **clips.answer(),
                 "results": [clip_result(snap, h, None, root) for h in clips],

@@ -6,9 +6,9 @@ from fastapi import FastAPI
 
 from mlatr.errors import MlatrError
 from mlatr.languages import ALIASES, LANGUAGE_NAMES
-from mlatr.serve.api_errors import ApiError
-from mlatr.serve.limits import Limits
+from mlatr.serve.api_errors import ApiError, hide_paths
 from mlatr.serve.live_index import LiveIndex
+from mlatr.serve.request_limits import Limits
 from mlatr.serve.schemas import ERRORS, Health, Reloaded
 
 #: ISO 639-3 -> ISO 639-1, for the page (it preselects the browser's language).
@@ -32,7 +32,8 @@ def add_status_routes(app: FastAPI, live: LiveIndex, limits: Limits, worker: int
                               for c in snap.languages.choices()],
                 "language_required": snap.languages.required, "max_k": limits.max_k,
                 "max_query_chars": limits.max_query_chars, "max_upload_bytes": limits.max_upload_bytes,
-                "loaded_at": snap.loaded_at, "reloads": live.reloads, "reload_error": live.error, "worker": worker}
+                "loaded_at": snap.loaded_at, "reloads": live.reloads,
+                "reload_error": None if live.error is None else hide_paths(live.error), "worker": worker}
 
     @app.post("/reload", response_model=Reloaded, responses=ERRORS)
     def reload():
@@ -42,8 +43,8 @@ def add_status_routes(app: FastAPI, live: LiveIndex, limits: Limits, worker: int
             snap = live.reload()
         except MlatrError as exc:
             if live.snapshot is None:
-                raise ApiError(503, f"reload failed: {exc}") from None
-            raise ApiError(500, f"reload failed: {exc}; still serving the previous index "
+                raise ApiError(503, f"reload failed: {hide_paths(str(exc))}") from None
+            raise ApiError(500, f"reload failed: {hide_paths(str(exc))}; still serving the previous index "
                                 f"({len(live.snapshot.index)} clips)") from None
         if after_reload is not None:
             after_reload()

@@ -31,7 +31,7 @@ from typing import Any, Literal
 
 import yaml
 
-from mlatr.errors import InputError, MlatrError
+from mlatr.errors import InputError, MissingFileError, MlatrError
 from mlatr.json_input import MAX_DEPTH, expanded_size, nesting_depth
 from mlatr.languages import DEFAULT_LANGUAGES
 from mlatr.stored_config import check_bounded
@@ -103,7 +103,7 @@ class ModelConfig:
 
 @dataclass
 class SVRConfig:
-    """SupCLAP support vector regularization (see :mod:`mlatr.losses.svr`)."""
+    """SupCLAP support vector regularization (see :mod:`mlatr.losses.support_vectors`)."""
 
     radius: Literal["static", "dynamic"] = "dynamic"
     bidirectional: bool = True
@@ -201,7 +201,7 @@ class TrainConfig:
     #: average R@1); 0 = never (best.pt is then the last epoch).
     eval_every: int = checked(1, _non_negative, ">= 0 (0: never)")
     progress: bool = True
-    #: Loggers besides log.jsonl: [tensorboard, wandb] (:mod:`mlatr.training.run_loggers`).
+    #: Loggers besides log.jsonl: [tensorboard, wandb] (:mod:`mlatr.training.trackers`).
     log: list[str] = field(default_factory=list)
     tensorboard: bool = False  # the older spelling of log: [tensorboard]
     #: Step diagnostics to log (:mod:`mlatr.training.diagnostics`): e.g. [drift] (SupCLAP Figure 1).
@@ -243,7 +243,7 @@ HEAD_OPTIM = OptimConfig(lr=1e-3, weight_decay=1e-4, warmup_steps=0, schedule="c
 
 @dataclass
 class HeadTraining:
-    """Settings of head training on cached features (:func:`mlatr.training.heads.train_heads`): ``objective``
+    """Settings of head training on cached features (:func:`mlatr.training.head_training.train_heads`): ``objective``
     and ``optim`` as in a training config's sections, checked by the same :func:`validate_config`
     (``optim.grad_cache_chunk`` and ``objective.matching`` / ``cmsc`` are refused: no encoder runs, and cached
     features are pooled; ``optim.amp`` has no effect on the CPU)."""
@@ -425,7 +425,7 @@ def load_config(path: str | Path | None, overrides: list[str] = ()) -> Config:
     if path is not None:
         p = Path(path)
         if not p.is_file():
-            raise MlatrError(f"config file not found: {p}")
+            raise MissingFileError(p, "a training config")
         tree = parse_yaml(p.read_bytes(), str(p)) or {}
         if not isinstance(tree, dict):
             raise MlatrError(f"{p}: expected a mapping at the top level")

@@ -28,7 +28,7 @@ import json
 from collections.abc import Sequence
 
 from mlatr.data.manifest import Clip, Manifest
-from mlatr.data.pipeline.plan import usable_caption_indices
+from mlatr.data.pipeline.epoch_plan import usable_caption_indices
 from mlatr.errors import InputError, MlatrError
 from mlatr.inference.model_evaluation import check_languages_present
 

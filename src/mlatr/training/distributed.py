@@ -2,7 +2,7 @@
 
 ``torchrun --nproc_per_node=N -m mlatr train --config C`` starts N processes that share one global batch of
 ``train.batch_size`` clips: every process plans the same epoch and reads its contiguous shard of each batch
-(:mod:`mlatr.data.pipeline.plan`), encodes it, and the embeddings of all processes are gathered in rank order
+(:mod:`mlatr.data.pipeline.epoch_plan`), encodes it, and the embeddings of all processes are gathered in rank order
 (:func:`gather_output`), so the objective (any scheme x base loss, SVR, matching heads) sees exactly the
 single-process batch. This module only moves tensors; the objective's maths does not know about it.
 

@@ -1,7 +1,7 @@
 """The one epoch loop: fit, resume, best-epoch tracking and checkpoints, for every kind of training run.
 
 A run (:class:`~mlatr.training.trainer.Trainer`: the dual encoder on audio and captions;
-:class:`~mlatr.training.heads.HeadRun`: the projection heads on cached backbone features) is an
+:class:`~mlatr.training.head_training.HeadRun`: the projection heads on cached backbone features) is an
 :class:`EpochLoop` that supplies what differs: its model, objective and optimizer, its epoch's batches
 (:meth:`EpochLoop.epoch_batches`), its epoch record, its validation and what a resumed run must match.
 The loop does the rest, the same way for both:

@@ -4,7 +4,7 @@ With random batches, the negatives of a clip are mostly easy: another library's 
 model that must tell a door from a gate on a library it never saw learns that from batches where the door's
 negatives are gates, hatches and lids, recorded elsewhere. :func:`caption_clusters` groups the training
 clips by their caption's frozen text features (k-means, cosine); :func:`group_batches` regroups an epoch's
-planned clips (the same clips and captions, :func:`mlatr.data.pipeline.plan.plan_epoch`) so that each batch
+planned clips (the same clips and captions, :func:`mlatr.data.pipeline.epoch_plan.plan_epoch`) so that each batch
 holds whole clusters: clusters in an order drawn from the ``(seed, epoch, "hard")`` generator, a cluster's
 clips together, batches of the plan's size. Every clip still comes once per epoch; resume stays bit-exact.
 Clips with the very same caption text in one batch would be false negatives: a batch takes at most one clip
@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import torch
 
-from mlatr.data.pipeline.plan import PlannedClip
+from mlatr.data.pipeline.epoch_plan import PlannedClip
 from mlatr.seeds import derive_seed
 
 

@@ -1,7 +1,7 @@
 """The optimizer, its learning-rate schedule and the optimizer step: one of each for every training loop.
 
 The full-model trainer (:mod:`mlatr.training.trainer`) and the head trainer on cached features
-(:mod:`mlatr.training.heads`) both build their Adam / AdamW with :func:`make_optimizer`, their
+(:mod:`mlatr.training.head_training`) both build their Adam / AdamW with :func:`make_optimizer`, their
 schedule with :func:`make_scheduler` (:func:`~mlatr.training.schedule.lr_factor`: warmup, then cosine or
 constant) and step with :func:`optimizer_step` (gradient-norm clipping at ``optim.grad_clip``, the
 optimizer, the scheduler, gradients cleared), so ``optim`` means the same in both.

@@ -94,7 +94,7 @@ def open_run_log(out_dir: str | Path, epoch: int, step: int) -> IO[str]:
 
 
 def head_log_records(history: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """A head run's epoch history (:func:`mlatr.training.heads.train_heads`) as the epoch records of a
+    """A head run's epoch history (:func:`mlatr.training.head_training.train_heads`) as the epoch records of a
     ``log.jsonl`` that ``mlatr plot`` reads: ``train_loss`` and ``train_terms`` at the epoch's last ``step``,
     and the validation score (t2a R@10 of the validation clips' captions, percent) as ``val.t2a.R10``."""
     records = []

@@ -90,7 +90,7 @@ class StepRunner:
     """``runner(inputs, accumulate, sync, where) -> StepResult``: forward and backward of one (micro-)batch.
 
     ``net`` is the dual encoder or its DistributedDataParallel wrapper (``model`` the encoder itself; the
-    head trainer passes its heads over cached features, :class:`mlatr.training.heads.FeatureHeads`);
+    head trainer passes its heads over cached features, :class:`mlatr.training.head_training.FeatureHeads`);
     ``sync=False`` keeps DDP from synchronising gradients (accumulation); ``where`` names the step in a
     non-finite-loss error. ``extra_terms(audio, text, inputs)`` adds named loss terms beside the
     objective's (the head trainer's ``text_identity``)."""

@@ -57,8 +57,8 @@ from mlatr.training.objective import build_objective, check_scheme
 from mlatr.training.optimization import make_optimizer, make_scheduler
 from mlatr.training.resources import memory_kind, peak_memory_mb, reset_peak_memory
 from mlatr.training.run_log import open_run_log
-from mlatr.training.run_loggers import RunLoggers, logger_names
 from mlatr.training.step import StepInputs, StepResult, StepRunner
+from mlatr.training.trackers import RunLoggers, logger_names
 from mlatr.writer_lock import writer_lock
 
 #: ``callback(trainer, info)`` after each optimizer step. ``info`` holds step, epoch, loss, lr, the

@@ -19,13 +19,13 @@ model is the folder's resolved path. ``transformers`` / ``torch`` are imported w
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from mlatr.errors import MlatrError
+from mlatr.json_input import read_json_file
 from mlatr.languages import NLLB_CODES, iso639_1, normalize
 from mlatr.translation.backend import TranslationBackend, clean_output, single_line
 from mlatr.translation.hf_local import load_local
@@ -45,10 +45,13 @@ def read_model_type(folder: Path) -> str:
     if not folder.is_dir():
         raise MlatrError(f"hf backend: model folder {folder} does not exist. {_fetch_hint(folder)}")
     config = folder / "config.json"
-    try:
-        model_type = json.loads(config.read_text(encoding="utf-8")).get("model_type")
-    except (OSError, ValueError) as exc:
-        raise MlatrError(f"hf backend: {config} is missing or unreadable ({exc}). {_fetch_hint(folder)}") from exc
+    if not config.is_file():
+        raise MlatrError(f"hf backend: {config} is missing. {_fetch_hint(folder)}")
+    try:  # a user's file: a list, a value nested 100,000 deep or a FIFO is refused (mlatr.json_input)
+        found = read_json_file(config, "config.json")
+    except MlatrError as exc:
+        raise MlatrError(f"hf backend: {config} is unreadable ({exc}). {_fetch_hint(folder)}") from exc
+    model_type = found.get("model_type") if isinstance(found, dict) else None
     if model_type not in ("m2m_100", "marian"):
         raise MlatrError(f"hf backend: {config} has model_type {model_type!r}; expected an NLLB / M2M100 "
                          f"(m2m_100) or Marian (marian) translation model")
@@ -121,9 +124,12 @@ class HFBackend(TranslationBackend):
 
     @staticmethod
     def _marian_pair(folder: Path) -> tuple[str | None, str | None]:
+        path = folder / "tokenizer_config.json"
         try:
-            cfg = json.loads((folder / "tokenizer_config.json").read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+            cfg = read_json_file(path, "tokenizer_config.json") if path.is_file() else None
+        except MlatrError:
+            return None, None
+        if not isinstance(cfg, dict):
             return None, None
         return iso3(cfg.get("source_lang")), iso3(cfg.get("target_lang"))
 

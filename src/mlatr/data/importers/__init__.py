@@ -21,9 +21,10 @@ from __future__ import annotations
 from mlatr.data.importers.audiocaps import import_audiocaps_csv
 from mlatr.data.importers.classification import import_esc50_csv, import_urbansound8k_csv
 from mlatr.data.importers.clotho import import_clotho_csv
-from mlatr.data.importers.folder import caption_from_name, import_folder
+from mlatr.data.importers.folder import import_folder
 from mlatr.data.importers.mlclap import import_mlclap_json
 from mlatr.data.importers.translations import merge_translations
+from mlatr.data.sound_names import caption_from_name
 
 #: format name -> (function, one-line description) for the formats that make a new manifest.
 IMPORTERS = {

@@ -10,9 +10,8 @@ from typing import Any
 
 from mlatr.data import utf8
 from mlatr.data.manifest import Problem
+from mlatr.data.sound_names import AUDIO_EXTENSIONS
 from mlatr.errors import InputError, MlatrError
-
-AUDIO_EXTENSIONS = (".wav", ".flac", ".ogg", ".oga", ".opus", ".mp3", ".aiff", ".aif")
 
 
 class BadRows:

@@ -1,6 +1,6 @@
 """Clips of a manifest split as training and evaluation batches.
 
-Training (:class:`TrainBatches`): each epoch's plan (:func:`~mlatr.data.pipeline.plan.plan_epoch`: clip
+Training (:class:`TrainBatches`): each epoch's plan (:func:`~mlatr.data.pipeline.epoch_plan.plan_epoch`: clip
 order, one source caption index ``j`` per clip, the same ``j`` in every language, and a crop) is read by
 the workers (:mod:`mlatr.data.pipeline.workers`) into :class:`TrainBatch` es carrying the caption rows;
 the pairing scheme (:mod:`mlatr.losses.schemes`) then decides which languages of a row are encoded.
@@ -16,8 +16,7 @@ from dataclasses import dataclass, field
 import torch
 
 from mlatr.data.manifest import Manifest
-from mlatr.data.pipeline.file_source import AudioSource
-from mlatr.data.pipeline.plan import (
+from mlatr.data.pipeline.epoch_plan import (
     PlannedClip,
     caption_row,
     eval_items,
@@ -25,6 +24,7 @@ from mlatr.data.pipeline.plan import (
     training_items,
     usable_caption_indices,
 )
+from mlatr.data.pipeline.file_source import AudioSource
 from mlatr.data.pipeline.source import Source
 from mlatr.data.pipeline.workers import ClipWindows, stream
 from mlatr.errors import MlatrError
@@ -46,7 +46,7 @@ class TrainBatches:
 
     ``workers`` processes read and collate the batches, ``prefetch`` batches ahead each (0 = inline);
     ``shard=(rank, world_size)`` yields only this process's contiguous part of every global batch (see
-    :func:`~mlatr.data.pipeline.plan.shard_range`); a sharded iterator yields every planned batch, also one whose
+    :func:`~mlatr.data.pipeline.epoch_plan.shard_range`); a sharded iterator yields every planned batch, also one whose
     shard kept no clip, so all processes step together. ``source`` replaces the manifest's files (e.g. a
     :class:`~mlatr.data.pipeline.store.StoreSource`); ``cache_audio`` and ``skip_bad`` then belong to it.
     """
@@ -84,7 +84,7 @@ class TrainBatches:
         return self._lengths
 
     def plan(self, epoch: int) -> list[list[PlannedClip]]:
-        """The planned global batches of ``epoch`` (:func:`~mlatr.data.pipeline.plan.plan_epoch`)."""
+        """The planned global batches of ``epoch`` (:func:`~mlatr.data.pipeline.epoch_plan.plan_epoch`)."""
         return plan_epoch(self.clips, self.options, self.lengths, self.batch_size, self.num_samples, self.seed,
                           epoch)
 

@@ -3,7 +3,7 @@
 Two sources implement it: the manifest's files (:class:`~mlatr.data.pipeline.file_source.AudioSource`,
 decoded and resampled when read, optionally kept in memory) and a decoded-audio store
 (:class:`~mlatr.data.pipeline.store.StoreSource`). The plan, the worker processes and the batches
-(:mod:`mlatr.data.pipeline.plan`, :mod:`~mlatr.data.pipeline.workers`, :mod:`~mlatr.data.pipeline.batches`)
+(:mod:`mlatr.data.pipeline.epoch_plan`, :mod:`~mlatr.data.pipeline.workers`, :mod:`~mlatr.data.pipeline.batches`)
 see only this protocol.
 """
 

@@ -7,7 +7,7 @@ so every epoch can start from the backbones' cached outputs instead of audio and
 The loop is the full-model trainer's (:class:`~mlatr.training.epoch_loop.EpochLoop`: seeds, steps,
 validation, best epoch, checkpoints and bit-exact resume); only the model and the batches differ
 (:class:`HeadRun`): the encoder is :class:`FeatureHeads`, the heads over the cached features, and an
-epoch's batches come from the same plan (:func:`~mlatr.data.pipeline.plan.plan_epoch`: clip order and one
+epoch's batches come from the same plan (:func:`~mlatr.data.pipeline.epoch_plan.plan_epoch`: clip order and one
 source caption per clip from the ``(seed, epoch, "order")`` and ``(seed, epoch, "crop")`` generators,
 nothing to crop, the last smaller batch dropped). The objective (:func:`~mlatr.training.objective.build_objective`:
 ML-CLAP, KCL, CACL; InfoNCE, SigLIP; SupCLAP's SVR), the optimizer and schedule
@@ -43,7 +43,7 @@ import torch
 from torch import nn
 
 from mlatr.data.pipeline.batches import TrainBatch
-from mlatr.data.pipeline.plan import plan_epoch
+from mlatr.data.pipeline.epoch_plan import plan_epoch
 from mlatr.errors import MlatrError
 from mlatr.frozen_prefix import ClipFeatures, PooledFeatures
 from mlatr.models.outputs import EncoderOutput

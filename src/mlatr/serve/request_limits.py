@@ -1,4 +1,6 @@
-"""An ASGI middleware that refuses request bodies over a size on given paths, before they are parsed.
+"""What one request to ``mlatr serve`` may ask for and send: :class:`Limits` (the most results, the longest query,
+the largest upload), and :class:`UploadLimit`, the ASGI middleware that holds a request body to its size before
+it is parsed.
 
 A body whose ``Content-Length`` exceeds the limit gets ``413`` at once (nothing read); a body sent
 without one (chunked) is counted as it arrives and stopped with ``413`` at the first byte over the
@@ -8,8 +10,19 @@ limit, so an upload never fills memory or the disk's spool files beyond the limi
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 
 from starlette.exceptions import HTTPException
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What one request may ask for: ``max_k`` results, a query of ``max_query_chars``, an upload of
+    ``max_upload_bytes``."""
+
+    max_k: int = 100
+    max_query_chars: int = 1000
+    max_upload_bytes: int = 20 * 2**20
 
 
 def too_large_message(limit: int) -> str:

@@ -1,0 +1,114 @@
+"""What a search answers: its hits, best first, and whether the library seems to hold anything relevant.
+
+A text query (:meth:`Index.search_text <mlatr.search.index.Index.search_text>`) and a sound query
+(:meth:`Index.search_audio <mlatr.search.index.Index.search_audio>`) answer the same :class:`Results`, a list of
+:class:`Hit`; a sound query's also carries the indexed captions nearest to it (:class:`CaptionHit`).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+
+from mlatr.search.evidence import Evidence
+
+
+@dataclass(repr=False)
+class Hit:
+    """One ranked clip: 1-based ``rank``, ``score`` (a cosine; for a hybrid text search the fused score of
+    :mod:`mlatr.search.fusion`), ``id``, absolute ``path``, English captions, the ``evidence`` that ranked it
+    (:class:`~mlatr.search.evidence.Evidence`, :mod:`mlatr.search.hybrid`); ``relevance``: the calibrated
+    probability that the clip answers the query (:mod:`mlatr.search.relevance`); ``stale``: ``"deleted"`` /
+    ``"changed"`` when the clip's audio is gone or differs from when it was indexed (its embedding describes a
+    file that is not there any more); ``same_audio``: for a sound query, True when the clip's audio is the
+    query's own (the same samples over the part a query reads: :func:`mark_same_audio`), so its score of 1.000
+    says nothing about similarity. ``print(hit)``: ``Hit(rank=1, id='dogs/bark', score=0.812, relevance=0.93)``."""
+
+    rank: int
+    score: float
+    id: str
+    path: str
+    captions: list[str]
+    evidence: list[Evidence] = field(default_factory=list)
+    stale: str | None = None
+    relevance: float | None = None
+    same_audio: bool = False
+
+    def __repr__(self) -> str:
+        relevance = "None" if self.relevance is None else f"{self.relevance:.2f}"
+        extra = (", same_audio=True" if self.same_audio else "") + (f", stale={self.stale!r}" if self.stale else "")
+        return f"Hit(rank={self.rank}, id={self.id!r}, score={self.score:.3f}, relevance={relevance}{extra})"
+
+    def to_dict(self) -> dict:
+        """The hit as JSON can hold it: a score that is not finite is ``None`` (JSON has no ``-Infinity``)."""
+        out = {name: getattr(self, name) for name in self.__dataclass_fields__}
+        out.update(captions=list(self.captions), score=finite_or_none(self.score),
+                   evidence=[e.to_dict() for e in self.evidence])
+        return out
+
+
+class Results(list):
+    """The hits of a search, best first (a ``list`` of :class:`Hit`), and whether the library seems to hold
+    anything relevant. ``relevance``: the probability that it does (for a text query the answer model's,
+    :func:`~mlatr.search.relevance.answer_relevance`; given none, the best hit's relevance; ``None`` where
+    hit has a relevance). ``nothing_relevant`` is True when it is below
+    ``min_relevance`` (the relevance model's threshold unless the caller gave one), or when there is no hit;
+    the hits are there all the same, for whoever wants the closest ones. ``caption_hits``: for a sound query
+    (:func:`search_audio`, :func:`search_similar`), the indexed captions nearest to it
+    (:class:`CaptionHit`, sound-to-caption); ``None`` for a text query."""
+
+    def __init__(self, hits=(), min_relevance: float | None = None, relevance: float | None = None,
+                 caption_hits: list[CaptionHit] | None = None):
+        super().__init__(hits)
+        self.min_relevance = min_relevance
+        if relevance is None:
+            known = [h.relevance for h in self if h.relevance is not None]
+            relevance = max(known) if known else None
+        self.relevance = relevance
+        self.caption_hits = caption_hits
+
+    def __repr__(self) -> str:
+        relevance = "None" if self.relevance is None else f"{self.relevance:.2f}"
+        captions = "" if self.caption_hits is None else f", {len(self.caption_hits)} caption hits"
+        return (f"Results({list.__repr__(self)}, relevance={relevance}, "
+                f"nothing_relevant={self.nothing_relevant}{captions})")
+
+    @property
+    def nothing_relevant(self) -> bool:
+        if not self:
+            return True
+        if self.min_relevance is None or self.relevance is None:
+            return False
+        return self.relevance < self.min_relevance
+
+    def answer(self) -> dict:
+        """What the answer says as a whole: ``{"nothing_relevant", "min_relevance", "relevance"}``."""
+        return {"nothing_relevant": self.nothing_relevant, "min_relevance": self.min_relevance,
+                "relevance": self.relevance}
+
+    def to_dict(self) -> dict:
+        """:meth:`answer`, ``"results": [hit, ...]`` and, for a sound query, ``"captions": [caption hit, ...]``."""
+        out = {**self.answer(), "results": [h.to_dict() for h in self]}
+        if self.caption_hits is not None:
+            out["captions"] = [c.to_dict() for c in self.caption_hits]
+        return out
+
+
+@dataclass
+class CaptionHit:
+    """One ranked caption of an indexed clip (sound-to-caption search)."""
+
+    rank: int
+    score: float
+    text: str
+    lang: str
+    id: str
+    path: str
+
+    def to_dict(self) -> dict:
+        return {**asdict(self), "score": finite_or_none(self.score)}
+
+
+def finite_or_none(x: float | None) -> float | None:
+    """``x`` as a float, or ``None`` when it is missing, NaN or infinite (strict JSON)."""
+    return None if x is None or not math.isfinite(float(x)) else float(x)
