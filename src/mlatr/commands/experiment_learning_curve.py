@@ -43,6 +43,7 @@ Examples:
       --group original --goals 65,28
 """
 
+import json
 from pathlib import Path
 
 from mlatr.commands._arg_types import fraction, number_in, positive_float, positive_int, random_seed
@@ -50,6 +51,7 @@ from mlatr.commands._augment_args import add_augment_arguments, augment_kinds
 from mlatr.commands._outputs import Output
 from mlatr.errors import MlatrError
 from mlatr.experiments.head_options import TEXT_ENCODERS, default_fold_workers
+from mlatr.io_utils import atomic_write_json, atomic_write_text
 
 HELP = __doc__
 
@@ -162,10 +164,8 @@ def _paired_spec(spec: str) -> tuple[str, int | None, str | None]:
 
 
 def _paired(args) -> int:
-    import json
-
+    # loads torch: not paid by every command's parser
     from mlatr.experiments.learning_curve import paired_differences, paired_report
-    from mlatr.io_utils import atomic_write_json, atomic_write_text
 
     (base, base_blocks, base_record), (option, option_blocks, record) = map(_paired_spec, args.paired)
     if base_record:
