@@ -10,6 +10,7 @@ import pytest
 import soundfile as sf
 
 import mlatr
+from mlatr import model_registry
 from mlatr.api_args import ArgumentError, ArgumentTypeError
 from mlatr.errors import MlatrError
 
@@ -107,6 +108,7 @@ def test_a_bogus_device_is_refused_naming_it(served_toy, tmp_path, monkeypatch):
     _raises(ArgumentTypeError, "device", mlatr.load, served_toy[1], device=3)
     _raises(ArgumentTypeError, "path", mlatr.load, 3)
     monkeypatch.delenv("MLATR_MODEL", raising=False)
+    monkeypatch.setattr(model_registry, "SHIPPED_MODEL", tmp_path / "no-shipped-model")
     monkeypatch.chdir(tmp_path)  # no mlatr.toml here or above
     with pytest.raises(MlatrError, match=r"no model given.*\$MLATR_MODEL"):
         mlatr.load(None)

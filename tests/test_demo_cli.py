@@ -65,3 +65,17 @@ def test_eval_and_encode_match_eval_embeddings(demo_dir, tmp_path):
     assert main(["eval-embeddings", str(tmp_path / "e.npz"), "--json", str(tmp_path / "m2.json")]) == 0
     again = json.loads((tmp_path / "m2.json").read_text())
     assert again["a2t"]["avg"]["mAP10"] == pytest.approx(direct["a2t"]["avg"]["mAP10"], abs=1e-4)
+
+
+def test_eval_no_progress_silences_its_bars(demo_dir, capsys):
+    """eval's bars (the encoding of clips and captions) go to stderr; --no-progress turns them off, the
+    metrics still print."""
+    ckpt = demo_dir / "runs" / "kcl-seed0" / "best.pt"
+    manifest = demo_dir / "data" / "manifest.jsonl"
+    argv = ["eval", "--model", str(ckpt), "--manifest", str(manifest), "--split", "test", "--device", "cpu"]
+    assert main(argv) == 0
+    shown = capsys.readouterr()
+    assert "|" in shown.err and "R@1" in shown.out
+    assert main(argv + ["--no-progress"]) == 0
+    quiet = capsys.readouterr()
+    assert "|" not in quiet.err and quiet.out == shown.out

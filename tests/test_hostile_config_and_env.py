@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from clitools import assert_user_error, run_cli
+from mlatr.model_registry import SHIPPED_MODEL, SHIPPED_NAME
 
 
 @pytest.fixture
@@ -81,7 +82,8 @@ ENVIRONMENT = {  # the variables, a fragment of the error
     "MLATR_MODEL a FIFO": ({"MLATR_MODEL": "fifo.pt"}, "fifo.pt: not a regular file but a FIFO"),
     "MLATR_MODEL escapes": ({"MLATR_MODEL": "\x1b[2J\x1b]0;pwned\x07"}, "--model \\x1b[2J\\x1b]0;pwned\\x07"),
     "MLATR_MODEL a folder of nothing": ({"MLATR_MODEL": "."}, ".: not a model folder (no config.json"),
-    "MLATR_MODELS a file, a name asked": ({"MLATR_MODELS": "fifo.pt", "MLATR_MODEL": "mine"}, "registered: none"),
+    "MLATR_MODELS a file, a name asked": ({"MLATR_MODELS": "fifo.pt", "MLATR_MODEL": "mine"},
+                                          f"registered: {SHIPPED_NAME}"),  # the shipped model only
 }
 
 
@@ -103,7 +105,8 @@ def test_a_registry_that_is_no_folder(served_toy, tmp_path, monkeypatch, capsys,
         os.mkfifo(where)
     monkeypatch.setenv("MLATR_MODELS", str(where))
     r = run_cli(capsys, "models")
-    assert r.code == 0 and "no model yet" in r.out
+    listed = [line.split("\t") for line in r.out.splitlines() if line.startswith("  ")]
+    assert r.code == 0 and listed == [[f"  {SHIPPED_NAME}", "aisfx + use-multilingual, dim 512", str(SHIPPED_MODEL)]]
     r = run_cli(capsys, "export", "--model", served_toy[1], "--name", "toy")
     assert_user_error(r, f"{where}", "not a folder to write into")
     assert registry != "a file" or where.read_text() == "x"

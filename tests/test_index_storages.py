@@ -1,7 +1,9 @@
 """One set of index behaviour tests run over every storage an index may live in (:data:`STORAGES`: an index
 folder, the single ``.npz``, Milvus through milvus-lite): written, added to with rows encoded again and rows
 whose file is gone, deleted from, read back, searched by sound and by text, replaced; each against an
-independent reference (the rows written, a brute-force top-k, the in-memory ranking of the live rows). A new
+independent reference (the rows written, a brute-force top-k, the in-memory ranking of the live rows). Every
+third clip is a long one with segments (the third table, :mod:`mlatr.search.segments`): they are written, read
+back, deleted with their clip, and a clip's sound score is the higher of its vector's and its best segment's. A new
 storage is one module plus its line in :data:`~mlatr.search.storage_choice.STORAGES`: these tests then run on it.
 
 And the one choice: no module outside the storage modules looks at what kind of storage an index is.
@@ -19,7 +21,7 @@ import pytest
 from mlatr.errors import MlatrError
 from mlatr.search import Index
 from mlatr.search.build import delete_clips, write_rows
-from mlatr.search.columns import CaptionColumns, ClipColumns
+from mlatr.search.columns import CaptionColumns, ClipColumns, SegmentColumns
 from mlatr.search.query import TextQuery
 from mlatr.search.storage import MemoryStorage, Tables
 from mlatr.search.storage_choice import STORAGES, open_storage
@@ -37,7 +39,8 @@ def _unit(x: np.ndarray) -> np.ndarray:
 
 
 def rows(ids: list[str], seed: int, meta: dict) -> Tables:
-    """Clips ``ids`` with seeded unit vectors, one or two captions each (English words by id)."""
+    """Clips ``ids`` with seeded unit vectors, one or two captions each (English words by id); every third clip
+    has two to four segments (10 s every 5 s)."""
     rng = np.random.default_rng(seed)
     words = ["dog bark", "rain on a roof", "door slam", "bird song", "engine idle", "glass break"]
     clip_rows, texts = [], []
@@ -51,7 +54,10 @@ def rows(ids: list[str], seed: int, meta: dict) -> Tables:
                                       for i in range(len(ids))]})
     captions = CaptionColumns(_unit(rng.standard_normal((len(texts), D))), np.asarray(clip_rows, np.int64),
                               {"lang": ["eng"] * len(texts), "text": texts})
-    return Tables(clips, captions, dict(meta))
+    owners = [i for i in range(len(ids)) if i % 3 == 0 for _ in range(2 + i % 3 + (i // 3) % 3)]
+    times = [(5.0 * j, 5.0 * j + 10) for i in sorted(set(owners)) for j in range(owners.count(i))]
+    segments = SegmentColumns(_unit(rng.standard_normal((len(owners), D))), np.asarray(owners, np.int64), times)
+    return Tables(clips, captions, dict(meta), segments=segments)
 
 
 def where_of(kind: type, tmp_path: Path) -> str:
@@ -73,7 +79,9 @@ def live_reference(written: list[Tables], deleted_ids: set[str]) -> dict[str, tu
     for part in written:
         for i, cid in enumerate(part.clips.ids):
             texts = [part.captions["text"][j] for j in np.flatnonzero(part.captions.clip == i)]
-            out[cid] = (np.asarray(part.clips.embeddings[i]), texts)
+            mine = np.flatnonzero(part.segments.clip == i)
+            out[cid] = (np.asarray(part.clips.embeddings[i]), texts,
+                        [(tuple(part.segments.times[j]), np.asarray(part.segments.embeddings[j])) for j in mine])
     return {cid: v for cid, v in out.items() if cid not in deleted_ids}
 
 
@@ -87,19 +95,26 @@ def check_holds(index: Index, reference: dict) -> None:
         assert np.allclose(ranker.clip_vector(row), reference[cid][0], atol=1e-6), cid
         texts = sorted(index.caption_text[j] for j in np.flatnonzero(np.asarray(index.caption_clip) == row))
         assert texts == sorted(reference[cid][1]), cid
+        mine = np.flatnonzero(index.segment_columns.clip == row)  # its segments, their times and vectors
+        assert sorted(map(tuple, index.segment_columns.times[mine])) == sorted(t for t, _ in reference[cid][2]), cid
+        if len(mine):
+            stored = dict(zip(map(tuple, index.segment_columns.times[mine]),
+                              index.moments().vectors.take(mine), strict=True))
+            assert all(np.allclose(stored[t], v, atol=1e-6) for t, v in reference[cid][2]), cid
 
 
 def test_every_storage_writes_adds_deletes_and_reads_back_the_rows(where, vectors_meta):
     storage = open_storage(where)
     assert not storage.exists()
     first = rows([f"c{i}" for i in range(10)], 1, vectors_meta)
-    write_rows(where, Index(first.clips, first.captions, first.meta), add=False)
+    write_rows(where, Index(first.clips, first.captions, first.meta, segment_columns=first.segments), add=False)
     assert storage.exists()
     before = storage.signature()
     # an add: c3 and c4 encoded again (new vectors), c7 dropped (its file gone), three new clips
     second = rows(["c3", "c4", "n0", "n1", "n2"], 2, vectors_meta)
     drop = {"c7": Index.load(where).tables.live_rows()["c7"]}
-    write_rows(where, Index(second.clips, second.captions, second.meta), add=True, drop=drop)
+    write_rows(where, Index(second.clips, second.captions, second.meta, segment_columns=second.segments), add=True,
+               drop=drop)
     assert storage.signature() != before  # a server polling it sees the write
     check_holds(Index.load(where), live_reference([first, second], {"c7"}))
     assert delete_clips(where, ["c0", "n1"]) == 2
@@ -112,19 +127,26 @@ def test_every_storage_writes_adds_deletes_and_reads_back_the_rows(where, vector
 
 def test_every_storage_searches_as_brute_force_and_ranks_text_as_its_rows_in_memory(where, vectors_meta):
     first = rows([f"c{i}" for i in range(14)], 3, vectors_meta)
-    write_rows(where, Index(first.clips, first.captions, first.meta), add=False)
+    write_rows(where, Index(first.clips, first.captions, first.meta, segment_columns=first.segments), add=False)
     delete_clips(where, ["c2", "c9"])
     index = Index.load(where, backend="numpy")
     live = first.take([i for i in range(14) if i not in (2, 9)])  # the rows written, those deleted left out
     vectors = np.asarray(live.clips.embeddings)
     queries = _unit(np.random.default_rng(4).standard_normal((3, D)))
     for q in queries:
-        want = np.argsort(-(vectors @ q), kind="stable")[:5]
+        sound = vectors @ q  # each clip's sound: its vector's cosine, or its best segment's where higher
+        for s, c in zip(np.asarray(live.segments.embeddings) @ q, live.segments.clip, strict=True):
+            sound[c] = max(sound[c], s)
+        want = np.argsort(-sound, kind="stable")[:5]
         hits = index.search_vector(q, k=5)
         assert [h.id for h in hits] == [live.clips.ids[i] for i in want]
-        assert np.allclose([h.score for h in hits], (vectors @ q)[want], atol=1e-5)
+        assert np.allclose([h.score for h in hits], sound[want], atol=1e-5)
+        for h, i in zip(hits, want, strict=True):  # a long clip's hit says where: its best segment
+            mine = np.flatnonzero(live.segments.clip == i)
+            best = mine[np.argmax(np.asarray(live.segments.embeddings)[mine] @ q)] if len(mine) else None
+            assert h.segment == (None if best is None else tuple(live.segments.times[best]))
     # a text query ranked by this storage's ranker as an index of the live rows in memory ranks it
-    memory = Index(live.clips, live.captions, live.meta, backend="numpy")
+    memory = Index(live.clips, live.captions, live.meta, backend="numpy", segment_columns=live.segments)
     assert isinstance(memory.storage, MemoryStorage)
     for rank in ("hybrid", "captions", "audio"):
         query = TextQuery("dog bark", "eng", 6, rank)
@@ -137,9 +159,9 @@ def test_every_storage_searches_as_brute_force_and_ranks_text_as_its_rows_in_mem
 
 def test_every_storage_is_replaced_whole_by_a_save(where, vectors_meta):
     first = rows([f"c{i}" for i in range(6)], 5, vectors_meta)
-    write_rows(where, Index(first.clips, first.captions, first.meta), add=False)
+    write_rows(where, Index(first.clips, first.captions, first.meta, segment_columns=first.segments), add=False)
     other = rows(["x0", "x1", "x2"], 6, vectors_meta)
-    Index(other.clips, other.captions, other.meta).save(where)
+    Index(other.clips, other.captions, other.meta, segment_columns=other.segments).save(where)
     check_holds(Index.load(where), live_reference([other], set()))
 
 

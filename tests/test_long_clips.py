@@ -18,6 +18,7 @@ from mlatr.data.pipeline.file_source import AudioSource
 from mlatr.inference.audio import encode_source, pool_windows, window_bounds
 from mlatr.inference.checkpoint import load_model
 from mlatr.search import Index, build_index
+from mlatr.search.segments import Segmenting
 
 
 def test_windows_cover_the_clip_in_equal_parts():
@@ -60,7 +61,8 @@ def test_long_clips_stream_in_bounded_batches(served_toy, tmp_path, monkeypatch,
         return encode(wave, lengths)
 
     monkeypatch.setattr(loaded.model, "encode_audio", recording)
-    report = build_index(loaded, Manifest.load(m), tmp_path / "long.idx.npz", max_seconds=300.0, batch_size=3)
+    report = build_index(loaded, Manifest.load(m), tmp_path / "long.idx.npz", max_seconds=300.0, batch_size=3,
+                         segments=Segmenting(above=None))  # the pooled path alone (segments: test_moments.py)
     # 5, 6 and 7 s in windows of at most 2 s (the model's eval crop): 3 + 3 + 4 windows, 3 per call
     assert len(seen) == 4 and all(b <= 3 and t <= 32_000 for b, t in seen)
     assert report.index.meta["window_seconds"] == 2.0 and report.index.meta["max_seconds"] == 300.0

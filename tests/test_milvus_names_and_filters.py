@@ -10,6 +10,7 @@ import pytest
 from clitools import assert_user_error, run_cli
 from mlatr.errors import MlatrError
 from mlatr.search import milvus as mv
+from mlatr.search.milvus_filter import in_filter, string_literal
 
 TARGETS = [  # (target, a fragment of the error; None: accepted as (uri, collection))
     ("milvus://h:abc/c", "a port in 1..65535"),
@@ -57,8 +58,8 @@ def test_a_bad_target_on_the_command_line_is_one_error(capsys):
     ("esc\x1b[0m\x7f", '"esc\x1b[0m\x7f"'),
 ])
 def test_a_string_literal_cannot_end_early(value, literal):
-    assert mv.string_literal(value) == literal
-    assert mv.in_filter("id", [value, "b"]) == f'id in [{literal}, "b"]'
+    assert string_literal(value) == literal
+    assert in_filter("id", [value, "b"]) == f'id in [{literal}, "b"]'
 
 
 ODD_IDS = ['x" || id != "', "back\\slash", "caf\u00e9", "new\nline", "rtl\u202eevil", "emoji\U0001f600",

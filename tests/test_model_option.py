@@ -11,15 +11,18 @@ import pytest
 
 import mlatr
 from clitools import assert_user_error, run_cli
+from mlatr import model_registry
 from mlatr.inference.model_card import SECTIONS, card_sections
 from mlatr.model_registry import MODEL_ENV, REGISTRY_ENV, resolve_model
 
 
 @pytest.fixture
 def registry(tmp_path, monkeypatch):
+    """An empty registry, no default model in the environment, and no model shipped with the package."""
     folder = tmp_path / "registry"
     monkeypatch.setenv(REGISTRY_ENV, str(folder))
     monkeypatch.delenv(MODEL_ENV, raising=False)
+    monkeypatch.setattr(model_registry, "SHIPPED_MODEL", tmp_path / "no-shipped-model")
     return folder
 
 

@@ -54,8 +54,8 @@ def test_readme_api_block_runs_as_written(served_toy, tmp_path, monkeypatch):
     shutil.copy(ckpt, tmp_path / "runs" / "demo-real" / "model.pt")
     _tone(tmp_path / "dog.wav", 220.0)
     _tone(tmp_path / "rain.ogg", 1760.0)
-    for i, f0 in enumerate((220.0, 1760.0, 440.0)):
-        _tone(tmp_path / "my-sounds" / f"tone-{i}.wav", f0)
+    for i, (f0, seconds) in enumerate(((220.0, 1.2), (1760.0, 1.2), (440.0, 0.5))):
+        _tone(tmp_path / "my-sounds" / f"tone-{i}.wav", f0, seconds)
     toy = Manifest.load(manifest_path)
     manifest_lines(tmp_path / "manifest.jsonl", [
         {"id": c.id, "audio": str(c.audio_path(toy.root)), "captions": c.captions, "split": c.split} for c in toy])
@@ -70,6 +70,7 @@ def test_readme_api_block_runs_as_written(served_toy, tmp_path, monkeypatch):
     assert len(index) == 3 and Index.load(tmp_path / "lib.idx").ids == index.ids
     hits = scope["hits"]
     assert len(hits) == 3 and all(0.0 <= h.relevance <= 1.0 for h in hits) and isinstance(hits.nothing_relevant, bool)
+    assert [h.id for h in scope["short"]] == ["tone-2"]  # the one clip under 1 s: filtered inside the ranking
     like = scope["like"]  # a sound query: the same list, its nearest captions beside it
     assert type(like) is type(hits) and len(like) == 3 and like.caption_hits is not None and hits.caption_hits is None
     assert like[0].rank == 1 and like[0].evidence[0].source == "sound"

@@ -30,6 +30,8 @@ COMMANDS: list[tuple[str, str]] = [
     ("index build", "index_build"),
     ("index info", "index_info"),
     ("index delete", "index_delete"),
+    ("index sync", "index_sync"),
+    ("index duplicates", "index_duplicates"),
     ("index compact", "index_compact"),
     ("search", "search"),
     ("serve", "serve"),

@@ -8,7 +8,9 @@ A model is named the same way everywhere (``--model`` of every command, ``mlatr.
   ``REGISTRY/NAME``, ``mlatr models`` lists them. A path that exists wins over a name;
 - nothing: the default, ``$MLATR_MODEL`` (a path or a name), else the ``model`` key of the nearest
   ``mlatr.toml`` found from the current folder upward (a relative path there is relative to that file's
-  folder), the way git finds its repository.
+  folder), the way git finds its repository, else the model that ships with mlatr (:data:`SHIPPED_MODEL`,
+  also named :data:`SHIPPED_NAME`: the real-sound model ``mlatr demo-real`` trains, so that a library can be
+  indexed and searched without training anything first).
 
 This module imports nothing heavy (no torch): the command line resolves names before loading anything.
 """
@@ -36,12 +38,15 @@ PROJECT_KEYS = ("model",)
 MAX_PROJECT_BYTES = 2**20
 #: A registered model's name: letters, digits, ``.``, ``_``, ``-``; not starting with a dot.
 NAME_PATTERN = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,99}")
+#: The model folder that ships inside the package, and its name (docs/real-sounds.md: how it is rebuilt).
+SHIPPED_NAME = "real-sounds"
+SHIPPED_MODEL = Path(__file__).resolve().parent / "data" / "models" / SHIPPED_NAME
 
 
 @dataclass(frozen=True)
 class ModelRef:
     """A resolved model: its ``path`` (a checkpoint file or a model folder) and how it was found (``how``:
-    ``"path"``, ``"registry"``, ``"$MLATR_MODEL"`` or the project file's path)."""
+    ``"path"``, ``"registry"``, ``"$MLATR_MODEL"``, the project file's path or ``"the model shipped with mlatr"``)."""
 
     path: Path
     how: str
@@ -67,12 +72,14 @@ def check_model_name(name: str) -> str:
 
 
 def registered_models() -> dict[str, Path]:
-    """``{name: folder}`` of the registry's model folders (those with a ``config.json``), sorted by name."""
+    """``{name: folder}`` of the registry's model folders (those with a ``config.json``), sorted by name; the
+    shipped model (:data:`SHIPPED_NAME`) too, unless the registry holds one of that name."""
     folder = registry_folder()
-    if not folder.is_dir():
-        return {}
-    return {p.name: p for p in sorted(folder.iterdir())
-            if NAME_PATTERN.fullmatch(p.name) and (p / "config.json").is_file()}
+    found = {SHIPPED_NAME: SHIPPED_MODEL} if (SHIPPED_MODEL / "config.json").is_file() else {}
+    if folder.is_dir():
+        found.update({p.name: p for p in folder.iterdir()
+                      if NAME_PATTERN.fullmatch(p.name) and (p / "config.json").is_file()})
+    return dict(sorted(found.items()))
 
 
 def registered_path(name: str) -> Path:
@@ -123,7 +130,7 @@ def project_model(path: Path) -> str | None:
 
 def default_model() -> tuple[str, str] | None:
     """``(reference, where it was found)`` of the default model: ``$MLATR_MODEL``, else the nearest project
-    file's ``model``; None when neither gives one."""
+    file's ``model``, else the shipped model; None when none gives one."""
     if os.environ.get(MODEL_ENV):
         return os.environ[MODEL_ENV], f"${MODEL_ENV}"
     project = find_project_file()
@@ -131,6 +138,8 @@ def default_model() -> tuple[str, str] | None:
         value = project_model(project)
         if value is not None:
             return value, str(project)
+    if (SHIPPED_MODEL / "config.json").is_file():
+        return str(SHIPPED_MODEL), "the model shipped with mlatr"
     return None
 
 

@@ -63,6 +63,11 @@ RANGES: dict[str, tuple[float, float]] = {
 
 _POSITIVE = {"test": lambda v: v > 0, "must": "> 0"}
 
+#: How a model folder may store its floating-point weights (``mlatr export --weights-dtype``): as the checkpoint
+#: holds them, or in half precision (half the bytes; loaded back into the model's own float32, each weight
+#: rounded once).
+WEIGHT_DTYPES = ("as-is", "float16")
+
 
 def check_bounded(file: str, value: Any, where: str) -> None:
     """Refuse a number of ``value`` (an encoder's options, a config tree) outside its :data:`RANGES` (by its key;

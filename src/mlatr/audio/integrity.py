@@ -193,6 +193,14 @@ def _blocks(path: str):
             yield snd, block
 
 
+def mono_blocks(path: str | os.PathLike):
+    """Yield ``(sample rate, block [n] float32)``: the file decoded block by block and mixed to mono as it is
+    read, nothing kept (a long recording's segments, :mod:`mlatr.search.segments`); a decoding error, NaN or
+    infinite samples raise :class:`MlatrError` naming the file. Wholeness is not checked (see :func:`probe_audio`)."""
+    for snd, block in _blocks(os.fspath(path)):
+        yield int(snd.samplerate), (block[:, 0].copy() if block.shape[1] == 1 else block.mean(axis=1, dtype=np.float32))
+
+
 def probe_audio(path: str | os.PathLike, on_block: Callable[[np.ndarray, int], None] | None = None) -> AudioProbe:
     """Decode ``path`` block by block (nothing kept) and check it is whole; see the module docstring.
     ``on_block(block, sample_rate)`` sees each decoded block (``[n, channels]`` float32, in order): what a

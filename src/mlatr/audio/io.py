@@ -20,12 +20,12 @@ front end can mask the padding (:class:`mlatr.audio.frontend.LogMel`).
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 import torch
 
-from mlatr.audio.integrity import read_audio_blocks, soundfile
+from mlatr.audio.integrity import mono_blocks, read_audio_blocks, soundfile
 from mlatr.errors import MissingFileError, MlatrError
 
 #: The sample rate every mlatr model consumes.
@@ -77,6 +77,24 @@ def load_audio(path: str | os.PathLike, sample_rate: int = SAMPLE_RATE) -> np.nd
     if mono.shape[0] == 0:
         raise MlatrError(f"{path}: audio is too short to resample to {sample_rate} Hz")
     return mono
+
+
+def stream_audio(path: str | os.PathLike, sample_rate: int = SAMPLE_RATE) -> Iterator[np.ndarray]:
+    """The file at ``path`` as consecutive mono float32 blocks at ``sample_rate``: decoded block by block and
+    resampled as a stream (soxr), so memory stays a block whatever the file's length (a long recording's
+    segments, a comparison of two files' samples). Equal to :func:`load_audio` within the resampler's stream
+    edges (about 1e-3 at most); errors as :func:`mlatr.audio.integrity.mono_blocks`."""
+    import soxr  # imported where audio is resampled (mlatr.audio.integrity.soundfile says why)
+
+    stream, previous = None, None
+    for rate, block in mono_blocks(path):
+        if previous is not None:
+            yield previous if stream is None else stream.resample_chunk(previous)
+        if stream is None and rate != sample_rate:
+            stream = soxr.ResampleStream(rate, sample_rate, 1, dtype="float32", quality="HQ")
+        previous = block
+    if previous is not None:
+        yield previous if stream is None else stream.resample_chunk(previous, last=True)
 
 
 def resampled_length(frames: int, sr_in: int, sr_out: int = SAMPLE_RATE) -> int:

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 from mlatr.commands._notices import report_skipped
 from mlatr.languages import parse_language_list
-from mlatr.model_registry import MODEL_ENV, PROJECT_FILE, resolve_model
+from mlatr.model_registry import MODEL_ENV, PROJECT_FILE, SHIPPED_NAME, resolve_model
 
 
 def add_model_option(parser, what: str = "the model", default_note: str | None = None) -> None:
     """``--model MODEL`` (a checkpoint file, a model folder or a registered name; :mod:`mlatr.model_registry`);
     its old spelling ``--checkpoint`` is still read (:data:`mlatr.commands._deprecated.MODEL_OLD_SPELLINGS`)."""
-    note = default_note or (f"default: ${MODEL_ENV}, else model = ... in the nearest {PROJECT_FILE}")
+    note = default_note or (f"default: ${MODEL_ENV}, else model = ... in the nearest {PROJECT_FILE}, else the "
+                            f"model shipped with mlatr, {SHIPPED_NAME}")
     parser.add_argument("--model", metavar="MODEL", default=None,
                         help=f"{what}: a checkpoint file (mlatr train), a model folder (mlatr export) or a name "
                              f"registered by mlatr export --name ({note})")
@@ -33,7 +34,8 @@ def add_model_for_index_options(parser) -> None:
     """``--model`` (the index's model, moved or exported) and ``--allow-other-model`` (search, serve)."""
     add_model_option(parser, "the index's model, instead of the one the index recorded (it must have the weights "
                              "the index was built with)",
-                     f"default: the index's own; when that is gone, ${MODEL_ENV} or the nearest {PROJECT_FILE}")
+                     f"default: the index's own; when that is gone, ${MODEL_ENV}, the nearest {PROJECT_FILE} or "
+                     f"the shipped {SHIPPED_NAME}")
     parser.add_argument("--allow-other-model", action="store_true",
                         help="use --model even when its weights are not the ones the index was built with "
                              "(another seed or epoch: its queries land in another embedding space)")

@@ -1,7 +1,9 @@
 """Keep identical audio once: remove the clips whose decoded samples another clip of the manifest has.
 
-Hashes each clip's decoded audio (SHA-256 of the sample rate, channels and int16 samples; cached beside the
-manifest in .audio-hashes.json) and keeps, of each group of identical clips, the one of the library (a clip's
+Finds the clips that are the same audio (decoded, mixed to mono, resampled to 12 kHz: as long, their
+difference at least 45 dB below the sound; so a WAV re-save of an OGG, at any rate or bit depth, is found; a
+gain change or a lossy re-encode is not: see mlatr index duplicates for near copies; each file's print is cached
+beside the manifest in .audio-prints.json) and keeps, of each group of identical clips, the one of the library (a clip's
 first folder) that comes first in --order (then the others alphabetically; then the smaller id); the kept
 clip lists the removed ones in its "duplicates" field. So the same recording shipped by two packages never
 sits in two libraries, nor in the training and the held-out side of mlatr experiment unseen-library.

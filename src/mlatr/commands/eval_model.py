@@ -65,6 +65,7 @@ def add_arguments(parser):
     parser.add_argument("--skip-bad", action="store_true", help="skip unreadable audio and count it")
     parser.add_argument("--head-memory-mb", type=positive_float, default=1024.0,
                         help="working-memory budget of a fine-grained matching head's scoring (default 1024)")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bars")
     parser.add_argument("--compare", metavar="MODEL2",
                         help="with --plot: a second model (as --model) drawn beside this one in the t-SNE view")
     add_tsne_arguments(parser)
@@ -85,12 +86,12 @@ def run(args) -> int:
     if args.webdataset:
         from mlatr.data.webdataset_shards import index_shards  # loads torch: not paid by every command's parser
 
-        shards = index_shards(args.webdataset, progress=True)
+        shards = index_shards(args.webdataset, progress=not args.no_progress)
         clips = shards.manifest
     result = evaluate_model(loaded, clips, args.split, languages=languages, pivot=pivot,
                             zero_shot_languages=zero_shot_languages, batch_size=args.batch_size,
                             max_seconds=args.max_seconds, skip_bad=args.skip_bad, head_memory_mb=args.head_memory_mb,
-                            shards=shards)
+                            shards=shards, progress=not args.no_progress)
     report_skipped(result.skipped_lines, "malformed manifest line(s)")
     report_skipped(result.encoded.skipped, "clip(s) with unreadable audio")
     metrics = result.metrics

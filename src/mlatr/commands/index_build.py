@@ -31,6 +31,11 @@ file (rewritten whole) when its name ends in .npz. A folder shard of --ann-exact
 gets an approximate-search structure (HNSW, IVF-PQ above 5M clips) whose recall@10 against exact
 search is measured now and recorded (mlatr index info shows it).
 
+A clip longer than --segments-above seconds (default: the model's window) is also indexed as overlapping
+segments of --segment-seconds every --segment-hop seconds over the whole file, each with its start and end:
+a search scores such a clip by its best segment where that beats its whole-file vector, and says where it
+matched (--no-segments: none).
+
 With --add and an existing INDEX only clips whose id is not in it yet are encoded; a clip whose audio
 changed since it was indexed is encoded again, an indexed clip whose file is gone (listed in the
 source or not) is deleted, and both are listed;
@@ -86,6 +91,14 @@ def add_arguments(parser):
     parser.add_argument("--window-seconds", type=positive_float, default=None,
                         help="a clip longer than this is encoded as windows whose embeddings are averaged, "
                              "--batch-size windows at a time (default: the checkpoint's data.eval_max_seconds)")
+    parser.add_argument("--segment-seconds", type=positive_float, default=None, metavar="SECONDS",
+                        help="length of the segments of a long clip (default: the model's window, at most "
+                             "10 s; never longer than --window-seconds)")
+    parser.add_argument("--segment-hop", type=positive_float, default=None, metavar="SECONDS",
+                        help="a segment starts every this many seconds (default: half the segment length)")
+    parser.add_argument("--segments-above", type=positive_float, default=None, metavar="SECONDS",
+                        help="clips longer than this are indexed as segments too (default: --window-seconds)")
+    parser.add_argument("--no-segments", action="store_true", help="index no clip as segments")
     add_skip_options(parser, "file or clip")
     parser.add_argument("--no-loudness", action="store_true",
                         help="a folder's clips: skip measuring loudness, true peak and silence (one decode of each "
@@ -129,14 +142,18 @@ def _build(args, ctx, skipping: bool, skip_report) -> int:
     """Build the index; ``skipping``: skip bad inputs, listed in ``skip_report`` (see _skipping)."""
     from mlatr.data.file_metadata import measure_clips  # scipy.signal, as above
     from mlatr.search.build import plan_index_build, write_build  # loads torch: not paid by every command's parser
+    from mlatr.search.encode import build_settings  # as above
     from mlatr.search.rank_build import build_by_rank  # loads torch.distributed, as above
+    from mlatr.search.segments import segmenting  # as above
 
     model = load_model_from_args(args)
     library = library_from_args(args, skipping)
     langs = parse_language_list(args.caption_langs, "--caption-langs") if args.caption_langs else None
     params = parse_ann_params(args.ann_param)
     t0 = time.perf_counter()
-    job = plan_index_build(model, library.manifest, args.output, add=args.add, caption_languages=langs,
+    window = build_settings(model, args.max_seconds, args.window_seconds, None)[2]
+    cut = segmenting(window, args.segment_seconds, args.segment_hop, args.segments_above, not args.no_segments)
+    job = plan_index_build(model, library.manifest, args.output, add=args.add, caption_languages=langs, segments=cut,
                            batch_size=args.batch_size, max_seconds=args.max_seconds,
                            window_seconds=args.window_seconds, skip_bad=skipping,
                            progress=not args.no_progress, dtype=args.dtype, shards=library.shards,

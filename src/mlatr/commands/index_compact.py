@@ -2,9 +2,9 @@ from pathlib import Path
 
 from mlatr.commands._arg_types import positive_int
 from mlatr.commands.index_build import parse_ann_params
+from mlatr.output_paths import check_output_path
 from mlatr.search.ann import EXACT_BELOW, KINDS, AnnBuild
 from mlatr.search.shards import DTYPES
-from mlatr.output_paths import check_output_path
 from mlatr.search.storage_choice import open_storage
 from mlatr.writer_lock import writer_lock
 

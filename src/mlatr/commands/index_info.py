@@ -4,9 +4,10 @@ from mlatr.terminal_text import shown
 
 HELP = """Print what an index holds: format, clips (live and deleted), captions, dimension, dtype, shards with
 their size and approximate-search structures over the clips and the captions (kind, parameters, recall@10
-measured at build), the window of the text ranking and its fused recall@10 measured at build, the model
-and the audio settings it was built with. --check also stats every clip's audio file and lists those
-deleted or changed since they were indexed. --json prints one JSON object.
+measured at build), the window of the text ranking and its fused recall@10 measured at build, the segments of
+its long clips (how they were cut and how many), the model and the audio settings it was built with. --check
+also stats every clip's audio file and lists those deleted or changed since they were indexed. --json prints
+one JSON object.
 
 Examples:
   mlatr index info sounds.idx
@@ -39,6 +40,10 @@ def run(args) -> int:
     for shard in info["shards"]:
         print(f"  {shard['name']}: {shard['rows']} rows ({shard['deleted']} deleted), {_how(shard.get('ann'))}"
               + (f"; captions {_how(shard['caption_ann'])}" if shard.get("caption_ann") else ""))
+    segments = info.get("segments")
+    if segments:
+        print(f"  segments: {segments['count']} of {segments['clips']} long clip(s) ({segments['seconds']:g} s every "
+              f"{segments['hop']:g} s, clips longer than {segments['above']:g} s)")
     fusion = info.get("fusion")
     if fusion:
         print(f"  text ranking: windowed (each source's top {fusion['window']}), fused recall@10 "

@@ -5,6 +5,7 @@ from mlatr.model_registry import (
     MODEL_ENV,
     PROJECT_FILE,
     REGISTRY_ENV,
+    SHIPPED_NAME,
     default_model,
     registered_models,
     registry_folder,
@@ -17,7 +18,7 @@ The registry is a folder of model folders (${REGISTRY_ENV}, else ~/.local/share/
 `mlatr export --model MODEL --name NAME` adds one, after which --model NAME (every command) and
 mlatr.load("NAME") find it. The default model, used when a command is given no --model, is
 ${MODEL_ENV} (a path or a name), else model = "..." in the nearest {PROJECT_FILE} (this folder or one
-above; a relative path there is relative to the file).
+above; a relative path there is relative to the file), else the model that ships with mlatr ({SHIPPED_NAME}).
 
 Example:
   mlatr models

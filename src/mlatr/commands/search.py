@@ -2,9 +2,11 @@ import json
 
 from mlatr.commands._arg_types import fraction, positive_int
 from mlatr.commands._model_io import add_model_for_index_options, model_for_index
+from mlatr.commands._paths import refuse_output_over_input
 from mlatr.errors import MlatrError
 from mlatr.search.backends import BACKENDS
 from mlatr.search.evidence import describe_evidence
+from mlatr.search.export import write_csv
 from mlatr.search.fusion import RANKS
 from mlatr.terminal_text import shown
 
@@ -24,13 +26,27 @@ every language); a text encoder that reads the language (SONAR, a small one trai
 embedding) refuses a query without --lang rather than guess it. The same holds for the Python API (lang=None)
 and the server (no ?lang=): one default everywhere.
 --audio FILE ranks the indexed clips by similarity to FILE and also the indexed captions
-(sound-to-caption). --json prints one JSON object instead of a table.
+(sound-to-caption). --json prints one JSON object instead of a table. --csv FILE also writes the results
+for a spreadsheet, a sampler or a DAW's import: query, rank, id, path, score, relevance, duration, start, end
+(where a long recording matched), caption (FILE -: to stdout, instead of the table).
+A long recording indexed as segments (index build) is ranked by its best segment where that beats the whole
+file, counts once, and its hit says where it matched: "at 1:40-1:50" (--json: "start", "end" in seconds).
+
+A text query may exclude words (-rooster, NOT rooster), require a phrase ("door slam") and offer
+alternatives (glass OR ceramic), in any language (docs/hybrid-search.md). --where limits the results to
+clips whose facets pass a filter, inside the ranking: duration<1.5s and channels=1, format in (wav, flac),
+library=wesnoth, ucs_category=DOORS, loudness_lufs>-30, keywords has door, not silent. Silent clips are
+left out of a text query's results unless --include-silent (or a --where that tests silent).
 
 Examples:
   mlatr search sounds.idx "un chien aboie" --lang fra -k 5
   mlatr search sounds.idx --audio query.wav --json
   mlatr search sounds.idx "footsteps on snow" --backend faiss
+  mlatr search sounds.idx "door creak" -k 50 --csv door-creaks.csv
   mlatr search sounds.idx "un chien qui aboie" --lang fra --rank audio
+  mlatr search sounds.idx "bird -rooster"
+  mlatr search sounds.idx '"door slam" -metal' --where "duration<2s and format in (wav, flac)"
+  mlatr search sounds.idx --audio query.wav --where "channels=mono and library=foley"
 """
 
 
@@ -49,28 +65,50 @@ def add_arguments(parser):
     parser.add_argument("--min-relevance", type=fraction, default=None,
                         help="the probability that the library holds a relevant clip below which the answer "
                              "says 'nothing relevant' (0-1; default: the fitted threshold)")
+    parser.add_argument("--where", metavar="FILTER", default=None,
+                        help="only clips whose facets pass FILTER, e.g. \"duration<1 and channels=1\" (fields: "
+                             "duration, sample_rate, bit_depth, channels, format, codec, file_size, loudness_lufs, "
+                             "true_peak_dbtp, peak_dbfs, silent, folder, library, ucs_*, keywords, ...)")
+    parser.add_argument("--include-silent", action="store_true",
+                        help="a text query may return silent clips (left out by default)")
     parser.add_argument("--json", action="store_true", help="print JSON")
+    parser.add_argument("--csv", metavar="FILE", default=None,
+                        help="also write the results as CSV to FILE (-: to stdout, instead of the table)")
     add_model_for_index_options(parser)
 
 
 def run(args) -> int:
     # these load torch: not paid by every command's parser
+    from mlatr.audio.io import audio_duration
     from mlatr.models.protocols import query_languages
     from mlatr.search.index import Index
     from mlatr.search.query import text_query
 
     if (args.query is None) == (args.audio is None):
         raise MlatrError("give either a text QUERY or --audio FILE (not both)")
+    if args.audio is not None and args.include_silent:
+        raise MlatrError("--include-silent is for a text query: a sound query (--audio) keeps silent clips already")
+    if args.csv == "-" and args.json:
+        raise MlatrError("--csv - and --json both print to stdout: give --csv a file")
+    if args.csv not in (None, "-"):  # never over the index or the sound searched with
+        refuse_output_over_input([("--csv", args.csv)], [("index", args.index), ("query sound", args.audio)])
     index = Index.load(args.index, backend=args.backend, model=model_for_index(args),
                        allow_other_model=args.allow_other_model)
     if args.audio is not None:
-        clips = index.search_audio(args.audio, args.k, args.min_relevance)
-        out = {"audio": args.audio, "k": args.k, **clips.to_dict()}
+        clips = index.search_audio(args.audio, args.k, args.min_relevance, where=args.where)
+        out = {"audio": args.audio, "k": args.k, **({"where": args.where} if args.where else {}), **clips.to_dict()}
     else:
         query = text_query(args.query, args.lang, args.k, args.rank,  # the one check of the query
-                           query_languages(index.model().model.text_encoder), "--lang", args.min_relevance)
+                           query_languages(index.model().model.text_encoder), "--lang", args.min_relevance,
+                           args.where, args.include_silent)
         clips = index.search_query(query)
-        out = {"query": args.query, "lang": query.lang, "k": args.k, "rank": args.rank, **clips.to_dict()}
+        out = {"query": args.query, "lang": query.lang, "k": args.k, "rank": args.rank,
+               **({"where": args.where} if args.where else {}), **clips.to_dict()}
+    if args.csv is not None:
+        write_csv(args.csv, args.audio if args.query is None else args.query, clips,
+                  [audio_duration(h.path) for h in clips])
+        if args.csv == "-":
+            return 0
     if args.json:
         print(json.dumps(out, ensure_ascii=False, indent=1, allow_nan=False))  # strict JSON: hits hold no inf
         return 0
@@ -82,7 +120,8 @@ def run(args) -> int:
     for h in clips:
         cap = shown("; ".join(h.captions))
         rel = "-" if h.relevance is None else f"{h.relevance:.2f}"
-        print(f"{h.rank:>4}  {rel:>6}  {h.score:6.3f}  {shown(h.id)}" + (f"  \"{cap}\"" if cap else "")
+        print(f"{h.rank:>4}  {rel:>6}  {h.score:6.3f}  {shown(h.id)}" + (f"  at {h.at()}" if h.segment else "")
+              + (f"  \"{cap}\"" if cap else "")
               + f"\n{'':22}{shown(h.path)}"
               + (f"\n{'':22}(its audio was {h.stale} since it was indexed: mlatr index build --add updates the index)"
                  if h.stale else "")

@@ -26,7 +26,10 @@ Loads the index and its model once, then answers until interrupted (Ctrl-C):
 The query language may be left out when the index's text encoder does not read it (USE, e5-small,
 the small transformer without a language embedding); otherwise it is required (GET /health says which).
 The index file is watched (--watch): `mlatr index build --add` on it is picked up without a restart;
-POST /reload reads it at once. An index that cannot be read at start-up is reported and answered with
+POST /reload reads it at once. --watch-folder DIR keeps the index in sync with a folder while serving (as
+mlatr index sync DIR INDEX does, every --sync-every seconds when the folder's listing changed: new files
+encoded, deleted ones removed, renamed and moved ones followed; the folder is an allowed root for /audio). An
+index that cannot be read at start-up is reported and answered with
 503 errors until the file is fixed. Binds 127.0.0.1 (this machine only) unless --host says otherwise;
 a non-loopback address needs --allow-host (the names clients use) and --token / $MLATR_TOKEN (or
 --no-auth). Only clip files inside the library (or --allow-root) are served; cross-site POSTs are
@@ -52,6 +55,10 @@ def add_arguments(parser):
     add_model_for_index_options(parser)
     parser.add_argument("--watch", type=non_negative_float, default=2.0, metavar="SECONDS",
                         help="poll the index file every SECONDS and reload it when it changes (0: off; default 2)")
+    parser.add_argument("--watch-folder", default=None, metavar="DIR",
+                        help="keep the index in sync with this folder while serving (mlatr index sync)")
+    parser.add_argument("--sync-every", type=positive_float, default=10.0, metavar="SECONDS",
+                        help="how often the folder's listing is compared (default 10; a sync runs when it changed)")
     parser.add_argument("--max-k", type=positive_int, default=100, help="most results one request may ask for")
     parser.add_argument("--max-upload-mb", type=positive_float, default=20.0,
                         help="largest sound upload (MiB, default 20)")
@@ -137,6 +144,8 @@ def run(args) -> int:
     exposure(args.host, args.allow_host, args.token, args.no_auth)
     if args.workers > 1 and args.watch <= 0:
         raise MlatrError("--workers needs the index file watch (--watch > 0): each worker reloads by it")
+    if args.watch_folder is not None and not os.path.isdir(args.watch_folder):
+        raise MlatrError(f"--watch-folder {args.watch_folder}: not a folder")
     if args.workers > 1 and not storage.opens_in_several_processes:
         raise MlatrError(f"--workers {args.workers}: a milvus-lite file ({args.index}) opens in one process only; "
                          "serve it with one worker, or from a Milvus server (milvus://HOST:PORT/COLLECTION)")
@@ -206,7 +215,14 @@ def serve(args, sock, worker: int | None = None, ready=None) -> int:
               "is fixed (it is watched; POST /reload reads it at once)", file=sys.stderr, flush=True)
     limit_math_threads(args.threads)  # again: the model's libraries (USE, FAISS) may have started their own pools
     limits = Limits(max_k=args.max_k, max_upload_bytes=int(args.max_upload_mb * 2**20))
-    app = create_app(live, limits, watch_seconds=args.watch, allow_roots=args.allow_root, allowed_hosts=hosts,
+    roots = list(args.allow_root) + ([args.watch_folder] if args.watch_folder else [])
+    folder_watch = None
+    if args.watch_folder and not worker:  # one process syncs (the first worker); the others reload by the watch
+        from mlatr.serve.folder_watch import FolderWatch  # loads torch (the sync): only when asked for
+
+        folder_watch = FolderWatch(live, args.watch_folder, args.sync_every)
+        folder_watch.start()
+    app = create_app(live, limits, watch_seconds=args.watch, allow_roots=roots, allowed_hosts=hosts,
                      token=args.token or None, worker=worker, after_reload=None if worker is None else tell_siblings)
     config = uvicorn.Config(app, log_level="info", access_log=not args.no_access_log, timeout_graceful_shutdown=5,
                             http=deadline_protocol(HEADER_SECONDS, BODY_SECONDS), timeout_keep_alive=5,
@@ -220,4 +236,7 @@ def serve(args, sock, worker: int | None = None, ready=None) -> int:
         uvicorn.Server(config).run(sockets=[sock])
     except KeyboardInterrupt:  # uvicorn shut down cleanly, then passes the Ctrl-C on: a normal stop
         pass
+    finally:
+        if folder_watch is not None:
+            folder_watch.stop()
     return 0

@@ -28,7 +28,13 @@ from mlatr.file_kinds import special_file, unreadable
 from mlatr.inference.device import resolve_device
 from mlatr.inference.loaded_model import LoadedModel
 from mlatr.inference.model_card import model_card
-from mlatr.inference.model_folder import is_model_folder, model_folder_files, read_model_folder, write_model_folder
+from mlatr.inference.model_folder import (
+    is_model_folder,
+    model_folder_files,
+    read_model_folder,
+    stored_weights,
+    write_model_folder,
+)
 from mlatr.inference.model_identity import weights_sha256
 from mlatr.inference.stored_model import build_stored_model, check_stored_state
 from mlatr.io_utils import atomic_write_with
@@ -124,15 +130,24 @@ def load_model(path: str | os.PathLike, device: str | torch.device = "cpu",
 
 
 def export_model(checkpoint: str | os.PathLike, folder: str | os.PathLike, *, name: str | None = None,
-                 metrics: Sequence[str | os.PathLike] = (), training_data: str | os.PathLike | None = None) -> Path:
+                 metrics: Sequence[str | os.PathLike] = (), training_data: str | os.PathLike | None = None,
+                 weights_dtype: str = "as-is", notes: str | None = None) -> Path:
     """Write the model of ``checkpoint`` (a file, or a model folder to copy) as a model folder that travels
     (:mod:`mlatr.inference.model_folder`) with its model card (``README.md``, :mod:`mlatr.inference.model_card`:
     ``name`` is how it tells the reader to load it, default the folder's name; ``metrics`` files it quotes;
-    ``training_data``: the training manifest, default the one the checkpoint records); returns the folder."""
+    ``training_data``: the training manifest, default the one the checkpoint records; ``weights_dtype``:
+    ``float16`` halves the weights' bytes; ``notes``: Markdown the card ends with); returns the folder."""
     state = read_model_folder(checkpoint) if is_model_folder(checkpoint) else read_checkpoint(checkpoint)
     if Path(folder).resolve() == Path(checkpoint).resolve():
         raise MlatrError(f"-o {folder}: the output is the model being exported")
     head = head_of(state).config()
-    card = model_card(state, name or Path(folder).name, head, {"weights": weights_sha256(state["model"])},
-                      metrics, None if training_data is None else str(training_data))
-    return write_model_folder(state, head, folder, card)
+    # The digest the card gives is the one of the weights as mlatr loads them back (what an index built with
+    # the folder records); a float16 folder also names the checkpoint's own.
+    stored = stored_weights(state["model"], weights_dtype)
+    digests = {"weights": weights_sha256({k: v.to(state["model"][k].dtype) for k, v in stored.items()})}
+    if weights_dtype == "float16":
+        digests["stored_as"] = ("float16 (half the bytes; read back into float32, each weight rounded once; the "
+                                f"checkpoint's float32 weights: sha256 {weights_sha256(state['model'])})")
+    card = model_card(state, name or Path(folder).name, head, digests, metrics,
+                      None if training_data is None else str(training_data), notes)
+    return write_model_folder(state, head, folder, card, weights_dtype)

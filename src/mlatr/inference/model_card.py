@@ -81,6 +81,8 @@ def _model_section(config: dict[str, Any], head: dict[str, Any], data: dict[str,
                       f"{data.get('eval_max_seconds', 10.0)} s (longer files: windows averaged)"),
             ("languages", ", ".join(f"{c} ({LANGUAGE_NAMES.get(c, c)})" for c in langs) or "not recorded"),
             ("weights sha256", digests.get("weights", "?"))]
+    if digests.get("stored_as"):
+        rows.append(("weights stored as", digests["stored_as"]))
     return ["## Model", "", *_table(("", ""), rows)]
 
 
@@ -193,16 +195,20 @@ def _use_and_limits(config: dict[str, Any], data: dict[str, Any]) -> list[str]:
 
 
 def model_card(state: dict[str, Any], name: str, head: dict[str, Any], digests: dict[str, str],
-               metrics: Sequence[str | os.PathLike] = (), training_data: str | None = None) -> str:
+               metrics: Sequence[str | os.PathLike] = (), training_data: str | None = None,
+               notes: str | None = None) -> str:
     """The Markdown model card of checkpoint ``state`` exported as ``name`` (see the module docstring).
 
     Args:
         state: the checkpoint dict (``model_config``, ``train_config``, optional ``best``).
         name: how the card tells the reader to load the model (the folder or the registered name).
         head: the matching head's config.
-        digests: ``{"weights": sha256}`` of the weights.
+        digests: ``{"weights": sha256}`` of the weights (of the checkpoint's, and ``"stored_as"``: how the folder
+            stores them, where not as the checkpoint does).
         metrics: metrics files to quote.
         training_data: the training manifest (default: the one ``train_config.data.manifest`` records).
+        notes: Markdown appended as it is (what the card cannot know: how the model was chosen, what its data's
+            licences mean for it).
     """
     config = state["model_config"]
     data = (state.get("train_config") or {}).get("data") or {}
@@ -213,7 +219,7 @@ def model_card(state: dict[str, Any], name: str, head: dict[str, Any], digests: 
               "model: sounds and texts in one embedding space."],
              _load_section(name, config), _model_section(config, head, data, digests),
              _data_section(str(manifest) if manifest else None), _metrics_section(state, metrics),
-             _use_and_limits(config, data)]
+             _use_and_limits(config, data)] + ([[notes.strip()]] if notes else [])
     return "\n\n".join("\n".join(p).rstrip() for p in parts) + "\n"
 
 

@@ -35,6 +35,7 @@ from mlatr.file_kinds import folder_file, special_file
 from mlatr.io_utils import atomic_write_json, atomic_write_text, atomic_write_with
 from mlatr.json_input import expect_field, read_format_json
 from mlatr.output_paths import check_output_path
+from mlatr.stored_config import WEIGHT_DTYPES
 
 FORMAT = "mlatr-model-1"
 CONFIG_FILE = "config.json"
@@ -115,14 +116,25 @@ def folder_config(state: dict[str, Any], head: dict[str, Any]) -> dict[str, Any]
             "train_config": {"data": data} if data else {}}
 
 
+def stored_weights(weights: dict[str, torch.Tensor], weights_dtype: str = "as-is") -> dict[str, torch.Tensor]:
+    """The tensors of state dict ``weights`` as a model folder stores them (``weights_dtype``:
+    :data:`WEIGHT_DTYPES`; ``float16`` rounds the floating-point ones to half precision), on the CPU."""
+    if weights_dtype not in WEIGHT_DTYPES:
+        raise MlatrError(f"weights dtype {weights_dtype!r}: choose from {', '.join(WEIGHT_DTYPES)}")
+    half = weights_dtype == "float16"
+    return {k: (v.half() if half and v.is_floating_point() else v).detach().cpu().contiguous().clone()
+            for k, v in weights.items()}
+
+
 def write_model_folder(state: dict[str, Any], head: dict[str, Any], folder: str | os.PathLike,
-                       card: str | None = None) -> Path:
+                       card: str | None = None, weights_dtype: str = "as-is") -> Path:
     """Write the parts of checkpoint ``state`` needed to use the model, with the config of the ``head`` it
     ranks with (:func:`folder_config`), into ``folder`` (created): the encoders' Hugging Face folders, the
-    weights, the config, then the model ``card`` (``README.md``), each file atomically."""
+    weights (``weights_dtype``: :data:`WEIGHT_DTYPES`), the config, then the model ``card`` (``README.md``), each
+    file atomically."""
+    weights = stored_weights(state["model"], weights_dtype)
     folder = check_output_path(folder, folder=True)
     folder.mkdir(parents=True, exist_ok=True)
-    weights = {k: v.detach().cpu().contiguous().clone() for k, v in state["model"].items()}
     config = folder_config(state, head)
     _copy_encoder_folders(config["model_config"], folder)
     payload = save(weights, metadata={"format": FORMAT})

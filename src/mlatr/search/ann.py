@@ -14,6 +14,19 @@ approximate. :func:`build_ann` measures recall@10 against exact search on a samp
 vectors, doubles the search-time knob (``efSearch`` / ``nprobe``) until that recall reaches
 ``target_recall_pct`` (or the knob its cap), and records the recall with every parameter in the index
 manifest; search reads the parameters from there.
+
+**Filtered search** (``top_k(..., allowed=mask)``: the rows a filter allows, :mod:`mlatr.search.eligibility`):
+where the filter leaves at most :data:`FILTER_EXACT_BELOW` rows of the shard (the size below which a shard is
+searched exactly anyway) or under :data:`FILTER_ANN_FRACTION` of them, the allowed rows are searched exactly.
+Otherwise the structure is searched unfiltered for a wider set of candidates (``rerank * k`` divided by the allowed
+fraction, times :data:`FILTER_WIDEN`), re-scored exactly, and the allowed ones kept: where at least ``k`` allowed
+rows lie in the better ``1 / FILTER_WIDEN`` of the candidates, they are the best ``k`` allowed rows (an allowed row
+scoring higher would be among the candidates, up to the structure's recall, which is weakest in the tail of a wide
+search: hence the margin); where fewer do, that query's allowed rows are searched exactly. So a filtered
+search always fills its ``k`` when ``k`` rows are allowed, and a filter that follows the sound (a library, a
+category: the query's neighbourhood all filtered out) costs an exact search, never a wrong answer. FAISS's own ID
+selector was measured and not used: it walks the graph among the filtered-out rows and, for such a filter,
+misses much of the allowed top 10 (the figures: ``benchmarks/bench_filtered_ann.py``, docs/hybrid-search.md).
 """
 
 from __future__ import annotations
@@ -28,7 +41,7 @@ import numpy as np
 from tqdm import tqdm
 
 from mlatr.errors import MlatrError
-from mlatr.search.backends import NumpyBackend
+from mlatr.search.backends import NumpyBackend, top_k_allowed
 
 #: Shards with fewer rows are searched exactly.
 EXACT_BELOW = 50_000
@@ -46,6 +59,12 @@ RECALL_QUERIES = 200
 RECALL_NOISE = 0.5
 #: Rows cast to float32 at a time when adding to a FAISS structure.
 CHUNK = 65_536
+#: A filter leaving at most this many rows of a shard, or under this fraction of them, is searched exactly
+#: (module docstring).
+FILTER_EXACT_BELOW = EXACT_BELOW
+FILTER_ANN_FRACTION = 0.2
+#: How many more candidates than the allowed fraction calls for a filtered approximate search reads.
+FILTER_WIDEN = 2
 
 
 def faiss_module():
@@ -197,19 +216,39 @@ class AnnSearcher:
                              f"{embeddings.shape[0]} of dim {embeddings.shape[1]}")
         return cls(embeddings, index, entry)
 
-    def top_k(self, queries: np.ndarray, k: int, rerank: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    def top_k(self, queries: np.ndarray, k: int, rerank: int | None = None, allowed: np.ndarray | None = None
+              ) -> tuple[np.ndarray, np.ndarray]:
         """``(scores [Q, k], rows [Q, k])``: the structure's ``rerank * k`` candidates (default: the recorded
-        ``rerank``; 1 for a fused ranking's window, whose recall is measured as a whole) re-scored exactly."""
+        ``rerank``; 1 for a fused ranking's window, whose recall is measured as a whole) re-scored exactly;
+        ``allowed`` (``[n]`` bool): among the rows a filter allows (module docstring)."""
         queries = np.ascontiguousarray(np.atleast_2d(queries), np.float32)
         n = self.embeddings.shape[0]
-        k = min(int(k), n)
-        wide = min(n, max(k, k * (self.rerank if rerank is None else int(rerank))))
+        per = max(1, self.rerank if rerank is None else int(rerank))
+        if allowed is not None:
+            count = int(np.count_nonzero(allowed))
+            if count <= FILTER_EXACT_BELOW or count < FILTER_ANN_FRACTION * n:
+                return top_k_allowed(self.embeddings, queries, k, allowed)
+            k = min(int(k), count)
+            wide = min(n, math.ceil(k * per * FILTER_WIDEN * n / count))
+        else:
+            k = min(int(k), n)
+            wide = min(n, max(k, k * per))
         _, cand = self.index.search(queries, wide)  # [Q, wide], -1 where fewer were found
         scores_out = np.full((len(queries), k), -np.inf, np.float32)
         rows_out = np.full((len(queries), k), -1, np.int64)
+        short = []  # queries whose candidates hold fewer than k allowed rows
         for q in range(len(queries)):
             rows = np.unique(cand[q][cand[q] >= 0])
             exact = np.asarray(self.embeddings[rows], np.float32) @ queries[q]  # [c]
-            order = np.lexsort((rows, -exact))[:k]
+            order = np.lexsort((rows, -exact))
+            if allowed is not None:  # the k best allowed rows, within the better part of the candidates
+                order = order[:len(order) // FILTER_WIDEN]
+                order = order[allowed[rows[order]]]
+                if len(order) < k:
+                    short.append(q)
+                    continue
+            order = order[:k]
             scores_out[q, :len(order)], rows_out[q, :len(order)] = exact[order], rows[order]
+        if short:
+            scores_out[short], rows_out[short] = top_k_allowed(self.embeddings, queries[short], k, allowed)
         return scores_out, rows_out

@@ -3,6 +3,9 @@
 Both return the same ranking contract: ``top_k(queries [Q, d], k) -> (scores [Q, k'], rows [Q, k'])``
 with ``k' = min(k, N)``, scores descending and, among equal scores, the lower row first. With unit-norm
 rows and queries the inner product is the cosine (ATRI eq. 1, the similarity the model was trained on).
+``top_k(..., allowed=mask)`` (``[N]`` bool: the rows a filter allows, :mod:`mlatr.search.eligibility`) is the
+same contract over the allowed rows alone (fewer than ``k'`` where fewer are allowed; short rows padded with
+score -inf and row -1).
 """
 
 from __future__ import annotations
@@ -39,6 +42,23 @@ def top_k_numpy(embeddings: np.ndarray, queries: np.ndarray, k: int) -> tuple[np
     return np.take_along_axis(scores, rows_out, axis=1), rows_out
 
 
+def top_k_allowed(embeddings: np.ndarray, queries: np.ndarray, k: int, allowed: np.ndarray
+                  ) -> tuple[np.ndarray, np.ndarray]:
+    """Exact top-k of ``queries [Q, d]`` over the rows of ``embeddings [N, d]`` (in memory or memory-mapped, any
+    float dtype) that ``allowed [N]`` (bool) lets through, read :data:`EXACT_CHUNK` rows at a time (ties: lower row
+    first; padded with -inf / -1 where fewer than ``k`` are allowed)."""
+    queries = np.atleast_2d(queries).astype(np.float32, copy=False)
+    rows = np.flatnonzero(allowed)
+    parts = []
+    for start in range(0, len(rows), EXACT_CHUNK):
+        chunk = rows[start:start + EXACT_CHUNK]
+        s, r = top_k_numpy(np.asarray(embeddings[chunk], np.float32), queries, k)
+        parts.append((s, chunk[r]))
+    if not parts:
+        return np.zeros((len(queries), 0), np.float32), np.zeros((len(queries), 0), np.int64)
+    return parts[0] if len(parts) == 1 else merge_top_k(parts, k)
+
+
 class NumpyBackend:
     """Exact search with one matrix product per query batch."""
 
@@ -47,7 +67,9 @@ class NumpyBackend:
     def __init__(self, embeddings: np.ndarray):
         self.embeddings = embeddings  # float32 or float16, in memory or memory-mapped
 
-    def top_k(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    def top_k(self, queries: np.ndarray, k: int, allowed: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        if allowed is not None:
+            return top_k_allowed(self.embeddings, queries, k, allowed)
         queries = np.atleast_2d(queries).astype(np.float32, copy=False)
         n = self.embeddings.shape[0]
         if n <= EXACT_CHUNK:
@@ -74,7 +96,9 @@ class FaissBackend:
         if len(self.embeddings):
             self.index.add(self.embeddings)
 
-    def top_k(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    def top_k(self, queries: np.ndarray, k: int, allowed: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        if allowed is not None:  # exact over the allowed rows (what a flat index would scan, fewer of them)
+            return top_k_allowed(self.embeddings, queries, k, allowed)
         queries = np.ascontiguousarray(np.atleast_2d(queries), dtype=np.float32)
         k = min(int(k), self.index.ntotal)
         if k <= 0:
@@ -120,17 +144,27 @@ class ShardedSearcher:
         self.parts = parts  # (first row, row count, searcher)
         self.deleted = np.sort(np.asarray(deleted_rows, np.int64))
 
-    def top_k(self, queries: np.ndarray, k: int, rerank: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    def top_k(self, queries: np.ndarray, k: int, rerank: int | None = None, allowed=None
+              ) -> tuple[np.ndarray, np.ndarray]:
         """Top ``k`` over every shard; ``rerank``: given to the shards' approximate searchers (their candidates
-        per result; default their recorded one), ignored by exact ones."""
+        per result; default their recorded one), ignored by exact ones; ``allowed``: the rows a filter allows (an
+        :class:`~mlatr.search.eligibility.Allowed`, or its ``[N]`` bool mask), the top ``k`` among them."""
         queries = np.atleast_2d(queries)
+        mask = getattr(allowed, "mask", allowed)
         found = []
         for first, count, searcher in self.parts:
             if count == 0:
                 continue
-            gone = int(np.count_nonzero((self.deleted >= first) & (self.deleted < first + count)))
             extra = {"rerank": rerank} if rerank is not None and hasattr(searcher, "rerank") else {}
-            s, r = searcher.top_k(queries, min(count, int(k) + gone), **extra)
+            if mask is not None:
+                local = np.array(mask[first:first + count], bool)
+                local[self.deleted[(self.deleted >= first) & (self.deleted < first + count)] - first] = False
+                if not local.any():
+                    continue
+                s, r = searcher.top_k(queries, min(int(np.count_nonzero(local)), int(k)), allowed=local, **extra)
+            else:
+                gone = int(np.count_nonzero((self.deleted >= first) & (self.deleted < first + count)))
+                s, r = searcher.top_k(queries, min(count, int(k) + gone), **extra)
             found.append((s, np.where(r >= 0, r + first, -1)))
         if not found:
             return np.zeros((len(queries), 0), np.float32), np.zeros((len(queries), 0), np.int64)

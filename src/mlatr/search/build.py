@@ -25,8 +25,9 @@ from mlatr.search.ann import EXACT_BELOW, AnnBuild
 from mlatr.search.build_plan import BuildPlan, plan_build
 from mlatr.search.encode import EncodeSettings, build_settings, encode_clips, index_meta
 from mlatr.search.index import Index
+from mlatr.search.segments import Segmenting, segmenting
 from mlatr.search.shards import DTYPES
-from mlatr.search.storage import Storage, Tables
+from mlatr.search.storage import Storage
 from mlatr.search.storage_choice import open_storage
 
 
@@ -69,7 +70,7 @@ def build_index(loaded: LoadedModel, manifest: Manifest, output: str | os.PathLi
                 window_seconds: float | None = None, sample_rate: int | None = None, skip_bad: bool = False,
                 progress: bool = False, dtype: str = "float32", ann: str = "auto",
                 ann_params: dict | None = None, ann_exact_below: int = EXACT_BELOW,
-                shards: ShardIndex | None = None) -> BuildReport:
+                shards: ShardIndex | None = None, segments: Segmenting | None = None) -> BuildReport:
     """Encode ``manifest``'s clips (and captions) with ``loaded`` and write the index to ``output`` (a folder,
     or one file when it ends in ``.npz``, or a Milvus target; ``dtype`` / ``ann`` / ``ann_params``: a
     folder's, see :meth:`Index.save`).
@@ -89,12 +90,15 @@ def build_index(loaded: LoadedModel, manifest: Manifest, output: str | os.PathLi
     listed in the report; a manifest none of whose clips can be read is an error either way. ``shards``: the
     webdataset shards ``manifest`` was read from (:func:`~mlatr.data.webdataset_shards.index_shards`); each
     clip's audio is then its shard member, whose address (``SHARD#MEMBER``) the index records as the clip's
-    path, with no file state (never stale).
+    path, with no file state (never stale). ``segments``: how long clips are also indexed as segments
+    (:mod:`mlatr.search.segments`; default :func:`~mlatr.search.segments.segmenting` of the window; an ``--add``
+    keeps the index's own).
     """
     job = plan_index_build(loaded, manifest, output, add=add, caption_languages=caption_languages,
                            batch_size=batch_size, max_seconds=max_seconds, window_seconds=window_seconds,
                            sample_rate=sample_rate, skip_bad=skip_bad, progress=progress, dtype=dtype,
-                           ann=AnnBuild(ann, ann_params, ann_exact_below, progress), shards=shards)
+                           ann=AnnBuild(ann, ann_params, ann_exact_below, progress), shards=shards,
+                           segments=segments)
     return write_build(job)
 
 
@@ -103,7 +107,7 @@ def plan_index_build(loaded: LoadedModel, manifest: Manifest, output: str | os.P
                      max_seconds: float | None = None, window_seconds: float | None = None,
                      sample_rate: int | None = None, skip_bad: bool = False, progress: bool = False,
                      dtype: str = "float32", ann: AnnBuild | None = None,
-                     shards: ShardIndex | None = None) -> BuildJob:
+                     shards: ShardIndex | None = None, segments: Segmenting | None = None) -> BuildJob:
     """The :class:`BuildJob` of :func:`build_index`'s arguments: settings resolved, the output prepared (its
     path checked, a killed build's temporary files removed; a folder is made when the first rows are written),
     the existing index read and checked, the clips to encode and delete planned
@@ -125,22 +129,24 @@ def plan_index_build(loaded: LoadedModel, manifest: Manifest, output: str | os.P
     def check(meta: dict) -> None:
         _check_same_build(output, meta, sha, sample_rate, max_seconds, window_seconds)
 
+    cut = segments if segments is not None else segmenting(window_seconds)
     if existing is not None:
         check(existing.meta)
         langs = list(existing.meta["caption_languages"])
-    meta = index_meta(loaded, manifest, sample_rate, max_seconds, langs, window_seconds, sha)
-    encode = EncodeSettings(sample_rate, max_seconds, window_seconds, batch_size, skip_bad, progress, shards)
+        if "segments" in existing.meta:  # the index's own way of cutting, for every clip it holds
+            cut = Segmenting.of_meta(existing.meta["segments"])
+    meta = index_meta(loaded, manifest, sample_rate, max_seconds, langs, window_seconds, sha, cut)
+    encode = EncodeSettings(sample_rate, max_seconds, window_seconds, batch_size, skip_bad, progress, shards, cut)
     return BuildJob(loaded, manifest, storage, add, langs, meta, plan_build(existing, manifest.clips, manifest.root),
                     encode, dtype, ann or AnnBuild(progress=progress), check)
 
 
 def write_build(job: BuildJob) -> BuildReport:
     """Encode the job's new clips in this process and write them (see :func:`build_index`)."""
-    clips, captions, skipped = encode_clips(job.loaded, job.manifest, job.plan.new, job.langs, job.encode)
-    written = job.storage.write(Tables(clips, captions, job.meta), add=job.add, drop=job.plan.drop, dtype=job.dtype,
-                                ann=job.ann, check=job.check)
+    part, skipped = encode_clips(job.loaded, job.manifest, job.plan.new, job.langs, job.encode, job.meta)
+    written = job.storage.write(part, add=job.add, drop=job.plan.drop, dtype=job.dtype, ann=job.ann, check=job.check)
     index = Index.load(job.storage.where, model=job.loaded)
-    return BuildReport(index=index, added=len(clips), kept=len(index) - len(clips), skipped=skipped,
+    return BuildReport(index=index, added=len(part.clips), kept=len(index) - len(part.clips), skipped=skipped,
                        changed=job.plan.changed, deleted=job.plan.deleted, bytes_written=written)
 
 

@@ -26,7 +26,8 @@ from __future__ import annotations
 import bisect
 import json
 import os
-from collections.abc import Callable, Mapping, Sequence
+import re
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
@@ -35,7 +36,7 @@ import numpy as np
 
 from mlatr.data.manifest import Clip
 from mlatr.errors import InputError, MlatrError
-from mlatr.file_state import file_state
+from mlatr.file_state import file_sha256, file_state
 from mlatr.json_input import parse_json, read_json_file
 
 #: A column's ``default`` when every row must hold it (a row without it is damaged).
@@ -83,6 +84,14 @@ def _state_fits(value: dict | None) -> bool:
     return value is None or all(type(value.get(k)) is int for k in ("size", "mtime_ns"))
 
 
+def _sha256(path: Path) -> str | None:
+    """The SHA-256 of the file at ``path``'s bytes (None when it cannot be read)."""
+    try:
+        return file_sha256(path)
+    except OSError:
+        return None
+
+
 def _object(value):
     """``value`` when it is a JSON object, else None (a manifest's extra key of another shape is not a column)."""
     return value if isinstance(value, dict) else None
@@ -104,6 +113,10 @@ CLIP_COLUMNS: tuple[Column, ...] = (
     # where each caption came from, {language: [source]} aligned with the captions; None: not recorded
     Column("caption_sources", "caption_sources", (dict, type(None)), "a list of caption source objects (or null)",
            default=None, of_clip=lambda clip, root: _object(clip.extra.get("caption_sources"))),
+    # the SHA-256 of the audio file's bytes when it was encoded (a moved or renamed file is found by it: mlatr
+    # index sync); None: not recorded (a shard member, a row written before)
+    Column("sha256", "sha256s", (str, type(None)), "a list of SHA-256 strings (or null)", default=None,
+           of_clip=lambda clip, root: _sha256(clip.audio_path(root))),
 )
 #: The per-caption columns (beside the embedding and the clip row).
 CAPTION_COLUMNS: tuple[Column, ...] = (
@@ -318,6 +331,93 @@ class CaptionColumns(_Columns):
         return cls(emb, np.asarray(clip, np.int64), values)
 
 
+class SegmentColumns(_Columns):
+    """One row per segment of a long clip (:mod:`mlatr.search.segments`): ``embeddings [S, d]`` (unit norm),
+    ``clip [S]`` (the row of its clip, int64) and ``times [S, 2]`` (its start and end in the clip's file, in
+    seconds, float64). A clip no longer than the segmenting threshold has none; an index written before segments
+    existed has none. No JSON column: the table is three arrays (a shard's ``segment_embeddings.npy``,
+    ``segment_clip.npy``, ``segment_times.npy``; absent files: no segment). A Milvus target's table holds no
+    vectors (``embeddings [0, d]``): they stay in Milvus."""
+
+    columns = ()
+    VECTORS, CLIP, TIMES = "segment_embeddings.npy", "segment_clip.npy", "segment_times.npy"
+
+    def __init__(self, embeddings, clip: np.ndarray, times: np.ndarray):
+        self.clip = np.asarray(clip, np.int64)  # [S]
+        self.times = np.asarray(times, np.float64).reshape(-1, 2)  # [S, 2]
+        if len(self.times) != len(self.clip) or embeddings.shape[0] not in (0, len(self.clip)):
+            raise MlatrError(f"SegmentColumns: {embeddings.shape[0]} vectors, {len(self.clip)} clip rows and "
+                             f"{len(self.times)} times")
+        super().__init__(embeddings, {}, len(self.clip))
+
+    def __len__(self) -> int:
+        return len(self.clip)
+
+    @classmethod
+    def empty(cls, dim: int) -> SegmentColumns:
+        return cls(np.zeros((0, dim), np.float32), np.zeros(0, np.int64), np.zeros((0, 2)))
+
+    def take(self, rows: Sequence[int] | np.ndarray, clip_row: np.ndarray | None = None) -> SegmentColumns:
+        """Rows ``rows``, in memory; ``clip_row`` maps old clip rows to new ones (the clips were taken too)."""
+        rows = np.asarray(rows, np.int64)
+        emb, _ = self._taken(rows)
+        clip = self.clip[rows]
+        return SegmentColumns(emb, clip if clip_row is None else clip_row[clip], self.times[rows])
+
+    def of_clips(self, clip_row: np.ndarray) -> SegmentColumns:
+        """The segments of the clips that ``clip_row`` (old clip row -> new row, -1: not taken) keeps, renumbered."""
+        rows = np.flatnonzero(np.asarray(clip_row)[self.clip] >= 0) if len(self.clip) else np.zeros(0, np.int64)
+        return self.take(rows, np.asarray(clip_row))
+
+    @classmethod
+    def concat(cls, parts: Sequence[SegmentColumns], clip_counts: Sequence[int], dim: int) -> SegmentColumns:
+        """``parts`` one after the other, in memory; part ``i`` belongs to clips numbered after the ``clip_counts``
+        of the parts before it."""
+        emb, _ = cls._joined(parts, dim, lazy=False)
+        return cls(emb, _shifted_links(parts, clip_counts), _times(parts))
+
+    @classmethod
+    def stack(cls, parts: Sequence[SegmentColumns], clip_counts: Sequence[int], dim: int) -> SegmentColumns:
+        """:meth:`concat` without reading the parts' vectors (a :class:`RowStack`)."""
+        emb, _ = cls._joined(parts, dim, lazy=True) if parts else (np.zeros((0, dim), np.float32), {})
+        return cls(emb, _shifted_links(parts, clip_counts), _times(parts))
+
+    def save(self, folder: Path, dtype: str) -> None:
+        """The three arrays in the shard folder ``folder`` (nothing when the shard has no segment)."""
+        if len(self):
+            np.save(folder / self.VECTORS, np.ascontiguousarray(self.embeddings, dtype))
+            np.save(folder / self.CLIP, self.clip)
+            np.save(folder / self.TIMES, self.times)
+
+    @classmethod
+    def load(cls, folder: Path, dim: int, n_clips: int) -> SegmentColumns:
+        """The segments of a shard folder of ``n_clips`` clips (none when it has no segment file), checked: as
+        many vectors, clip rows and times, clip rows in range, each start before its end."""
+        if not (folder / cls.VECTORS).exists():
+            return cls.empty(dim)
+        emb = load_array(folder / cls.VECTORS, 2, dim)
+        clip = load_array(folder / cls.CLIP, 1)
+        times = load_array(folder / cls.TIMES, 2, 2)
+        return cls.checked(emb, clip, times, n_clips, str(folder / cls.CLIP))
+
+    @classmethod
+    def checked(cls, emb, clip: np.ndarray, times: np.ndarray, n_clips: int, where: str) -> SegmentColumns:
+        """The table of arrays read from a file (``where``), refused unless consistent."""
+        if not (len(emb) == len(clip) == len(times)):
+            raise InputError(f"{len(emb)} segment vectors, {len(clip)} clip rows and {len(times)} times", file=where)
+        if len(clip) and (clip.min() < 0 or clip.max() >= n_clips):
+            raise InputError(f"a segment points to a clip row outside 0..{n_clips - 1}", file=where)
+        times = np.asarray(times, np.float64)
+        if len(times) and not (np.isfinite(times).all() and (times[:, 0] >= 0).all()
+                               and (times[:, 1] > times[:, 0]).all()):
+            raise InputError("segment times must be finite, start >= 0 and end > start", file=where)
+        return cls(emb, np.asarray(clip, np.int64), times)
+
+
+def _times(parts: Sequence[SegmentColumns]) -> np.ndarray:
+    return np.concatenate([np.zeros((0, 2))] + [p.times for p in parts])
+
+
 def _shifted_links(parts: Sequence[CaptionColumns], clip_counts: Sequence[int]) -> np.ndarray:
     starts = np.cumsum([0, *clip_counts])
     return np.concatenate([np.zeros(0, np.int64)] + [starts[i] + p.clip for i, p in enumerate(parts)])
@@ -356,11 +456,16 @@ def check_unit_rows(embeddings: np.ndarray, ids: Sequence[str], what: str) -> No
                      "the file was not written by mlatr index build, or was edited (rebuild the index)")
 
 
-def check_vectors(clips: ClipColumns, captions: CaptionColumns, what: str, unit_captions: bool = True) -> None:
-    """Every clip vector finite and of unit norm, every caption vector finite (and of unit norm), naming the
-    clips of bad rows."""
+def check_vectors(clips: ClipColumns, captions: CaptionColumns, what: str, unit_captions: bool = True,
+                  segments: SegmentColumns | None = None) -> None:
+    """Every clip (and segment) vector finite and of unit norm, every caption vector finite (and of unit norm),
+    naming the clips of bad rows."""
     check_finite_rows(clips.embeddings, clips.ids, f"{what}embeddings")
     check_unit_rows(clips.embeddings, clips.ids, f"{what}embeddings")
+    if segments is not None and len(segments):
+        owners = [clips.ids[int(c)] for c in segments.clip]
+        check_finite_rows(segments.embeddings, owners, f"{what}segment_embeddings")
+        check_unit_rows(segments.embeddings, owners, f"{what}segment_embeddings")
     owners = [clips.ids[int(c)] for c in captions.clip]
     check_finite_rows(captions.embeddings, owners, f"{what}caption_embeddings")
     if unit_captions:
@@ -447,6 +552,61 @@ class JsonlRows(Sequence):
                              file=str(self.path.with_suffix(".offsets.npy")))
         line = os.pread(self._fh.fileno(), end - start, start)
         return parse_json(line, str(self.path), line=i + 1, field=f"row {i}")
+
+
+    def rows_matching(self, pattern: re.Pattern[bytes]) -> np.ndarray:
+        """The rows (ascending) whose line holds a match of ``pattern``: the file read once, no line parsed."""
+        data = os.pread(self._fh.fileno(), int(self.offsets[-1]), 0)
+        starts = np.fromiter((m.start() for m in pattern.finditer(data)), np.int64)
+        return np.unique(np.searchsorted(self.offsets.astype(np.int64), starts, side="right") - 1)
+
+
+#: Lines parsed by one ``json.loads`` when a whole rows file is read (:func:`every_value`).
+PARSE_LINES = 50_000
+
+
+def every_value(values: Sequence) -> Iterator:
+    """The values of a column in row order, a shard's rows file read whole and parsed :data:`PARSE_LINES` lines at a
+    time (one ``json.loads`` per block, not one per line) where the column is read from rows files."""
+    if isinstance(values, Chain):
+        for part in values.parts:
+            yield from every_value(part)
+    elif isinstance(values, RowField):
+        rows = values.rows
+        data = os.pread(rows._fh.fileno(), int(rows.offsets[-1]), 0)
+        lines = data.split(b"\n")[:len(rows)]
+        for start in range(0, len(lines), PARSE_LINES):
+            try:
+                parsed = json.loads(b"[" + b",".join(lines[start:start + PARSE_LINES]) + b"]")
+            except ValueError:  # a damaged line: read row by row, which names it
+                parsed = [rows[i] for i in range(start, min(start + PARSE_LINES, len(lines)))]
+            for i, row in enumerate(parsed, start):
+                if isinstance(row, dict) and (values.column.key in row or values.column.default is not REQUIRED):
+                    yield row.get(values.column.key, values.column.default)
+                else:
+                    yield values[i]  # read as one row, whose error names it
+    else:
+        yield from values
+
+
+def in_rows_files(values: Sequence) -> bool:
+    """Whether a column is read from shard rows files (:func:`rows_matching` can search it)."""
+    return isinstance(values, RowField) or (isinstance(values, Chain) and all(in_rows_files(p) for p in values.parts))
+
+
+def rows_matching(values: Sequence, pattern: re.Pattern[bytes]) -> np.ndarray | None:
+    """The rows of a column read from shard rows files (:class:`RowField` s, :class:`Chain` s of them) whose JSON
+    line matches ``pattern``: a superset of the rows whose value matches, found without parsing a line (a whole
+    library's search for a rare value); None for a column held in memory (read its values)."""
+    if isinstance(values, RowField):
+        return values.rows.rows_matching(pattern)
+    if isinstance(values, Chain):
+        found = [rows_matching(part, pattern) for part in values.parts]
+        if any(f is None for f in found):
+            return None
+        return np.concatenate([f + start for f, start in zip(found, values._starts, strict=False)]
+                              or [np.zeros(0, np.int64)])
+    return None
 
 
 class RowField(Sequence):

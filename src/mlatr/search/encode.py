@@ -2,28 +2,34 @@
 
 :func:`encode_clips` reads the clips' audio through the one audio path (:func:`mlatr.inference.audio.encode_source`:
 centre crop, windows, pooled; ATRI sec. 3.1: projected and L2-normalised, so inner product = cosine, eq. 1)
-and their manifest captions through the text tower, and records each audio file's state (size, mtime) before
-it is read: a later change shows (:meth:`mlatr.search.index.Index.stale`). :func:`index_meta` is what an
-index records of how it was made.
+and their manifest captions through the text tower, the segments of its long clips
+(:func:`mlatr.search.segments.encode_segments`: the whole file, decoded again as a stream), and records each audio
+file's state (size, mtime) before it is read: a later change shows (:meth:`mlatr.search.index.Index.stale`).
+:func:`index_meta` is what an index records of how it was made.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import numpy as np
+from tqdm import tqdm
 
 from mlatr.data.manifest import Clip, Manifest
 from mlatr.data.pipeline.file_source import AudioSource
 from mlatr.data.webdataset_shards import ShardIndex, ShardSource
 from mlatr.errors import MlatrError
-from mlatr.file_state import file_state
+from mlatr.file_state import file_sha256, file_state
 from mlatr.inference import LoadedModel
-from mlatr.inference.audio import encode_source
+from mlatr.inference.audio import embed_clips, encode_source
 from mlatr.inference.encoding import encode_texts
 from mlatr.inference.model_identity import model_sha256
-from mlatr.search.columns import CaptionColumns, ClipColumns, check_vectors
+from mlatr.search.columns import CaptionColumns, ClipColumns, SegmentColumns, check_vectors
+from mlatr.search.segments import Segmenting, encode_segments
+from mlatr.search.storage import Tables
 
 
 @dataclass(frozen=True)
@@ -38,47 +44,83 @@ class EncodeSettings:
     progress: bool = False
     #: the webdataset shards the clips' audio is read from (:mod:`mlatr.data.webdataset_shards`), else their files
     shards: ShardIndex | None = None
+    #: how long clips are cut into segments (:mod:`mlatr.search.segments`; ``above`` None: never). A shard member
+    #: has no file to stream: it gets none
+    segments: Segmenting = field(default_factory=Segmenting)
 
 
 def encode_clips(loaded: LoadedModel, manifest: Manifest, clips: Sequence[Clip], langs: Sequence[str],
-                 how: EncodeSettings) -> tuple[ClipColumns, CaptionColumns, dict[str, str]]:
-    """The tables of ``clips`` (of ``manifest``) encoded by ``loaded`` with their captions in ``langs``, and
-    the unreadable clips skipped (``how.skip_bad``; else the first one is an error). Each file's state is
-    taken before it is read."""
+                 how: EncodeSettings, meta: dict | None = None, require_one: bool = True
+                 ) -> tuple[Tables, dict[str, str]]:
+    """The tables of ``clips`` (of ``manifest``) encoded by ``loaded`` with their captions in ``langs`` and the
+    segments of the long ones (``meta``: the tables'), and the unreadable clips skipped (``how.skip_bad``; else the
+    first one is an error). Each file's state is taken before it is read. ``require_one``: none of the clips
+    readable is an error (a build that would write nothing); else empty tables and every clip skipped (a sync,
+    whose other changes are still written)."""
     model = loaded.model
     if not clips:
-        return ClipColumns.empty(model.embed_dim), CaptionColumns.empty(model.embed_dim), {}
+        dim = model.embed_dim
+        return Tables(ClipColumns.empty(dim), CaptionColumns.empty(dim), dict(meta or {})), {}
     sub = Manifest(clips=list(clips), root=manifest.root, path=manifest.path)
     if how.shards is None:
         states = [file_state(c.audio_path(manifest.root)) for c in clips]  # before reading: a later change shows
+        hashes = [file_sha256(c.audio_path(manifest.root)) if s else None for c, s in zip(clips, states, strict=True)]
         source = AudioSource(sub, how.sample_rate, cache=False, skip_bad=how.skip_bad)
     else:  # a shard member has no file of its own to watch: no state recorded, never stale
-        states = [None] * len(clips)
+        states = hashes = [None] * len(clips)
         source = ShardSource(sub, how.shards, how.sample_rate, skip_bad=how.skip_bad)
     rows, audio = encode_source(model.encode_audio, source, how.batch_size, how.max_seconds, loaded.device,
                                 window_seconds=how.window_seconds, progress=how.progress, desc="index")
     skipped = dict(source.bad)
+    if not rows and not require_one:
+        return encode_clips(loaded, manifest, [], langs, how, meta)[0], skipped
     if not rows:
         first = next(iter(skipped.values()), "")
         raise MlatrError(f"none of the {len(clips)} new clip(s) of {manifest.path or 'the manifest'} "
                          f"could be read; nothing was written (first: {first})")
     kept = [sub[i] for i in rows]
-    arrays = Manifest(clips=kept, root=manifest.root, path=manifest.path).caption_arrays(list(langs))
-    text = encode_texts(model, arrays["texts"], list(arrays["text_lang"]), how.batch_size)
-    text = text.reshape(len(arrays["texts"]), model.embed_dim)  # [m, d]; no caption: [0, d], not encode_texts' [0, 0]
-    table = ClipColumns.of_clips(kept, manifest.root, audio, {"state": [states[i] for i in rows]})
-    captions = CaptionColumns.of_arrays(arrays, text)
-    check_vectors(table, captions, "index: ", unit_captions=False)
-    return table, captions, skipped
+    table = ClipColumns.of_clips(kept, manifest.root, audio, {"state": [states[i] for i in rows],
+                                                              "sha256": [hashes[i] for i in rows]})
+    captions = encode_captions(loaded, kept, langs, how.batch_size)
+    segments = clip_segments(loaded, table, how) if how.shards is None else SegmentColumns.empty(model.embed_dim)
+    check_vectors(table, captions, "index: ", unit_captions=False, segments=segments)
+    return Tables(table, captions, dict(meta or {}), segments=segments), skipped
+
+
+def encode_captions(loaded: LoadedModel, clips: Sequence[Clip], langs: Sequence[str], batch_size: int
+                    ) -> CaptionColumns:
+    """The caption table of ``clips`` (the clip rows in that order) in ``langs``, encoded by ``loaded``'s text side."""
+    arrays = Manifest(clips=list(clips), root=Path(".")).caption_arrays(list(langs))
+    text = encode_texts(loaded.model, arrays["texts"], list(arrays["text_lang"]), batch_size)
+    text = text.reshape(len(arrays["texts"]), loaded.model.embed_dim)  # [m, d]; none: [0, d], not [0, 0]
+    return CaptionColumns.of_arrays(arrays, text)
+
+
+def clip_segments(loaded: LoadedModel, table: ClipColumns, how: EncodeSettings) -> SegmentColumns:
+    """The segments of the clips of ``table`` whose file is longer than ``how.segments.above`` (its header's
+    duration), each one model window encoded alone (:mod:`mlatr.search.segments`)."""
+    long = [(row, path) for row, path in enumerate(table["path"]) if how.segments.wants(path)]
+    if not long:
+        return SegmentColumns.empty(loaded.model.embed_dim)
+    window = int(round(how.window_seconds * how.sample_rate))
+    bar = tqdm(total=len(long), desc="segments", unit="clip", disable=not how.progress, leave=False)
+
+    def embed(waves: list[np.ndarray]) -> np.ndarray:
+        return embed_clips(loaded.model.encode_audio, enumerate(waves), window, how.batch_size, loaded.device)[1]
+
+    try:
+        return encode_segments(embed, long, how.segments, how.sample_rate, on_clip=lambda: bar.update(1))
+    finally:
+        bar.close()
 
 
 def index_meta(loaded: LoadedModel, manifest: Manifest, sample_rate: int, max_seconds: float,
                caption_languages: Sequence[str], window_seconds: float | None = None,
-               sha: str | None = None) -> dict[str, Any]:
+               sha: str | None = None, segments: Segmenting | None = None) -> dict[str, Any]:
     """What an index records of how it was made: the checkpoint (absolute path, the SHA-256 of its file:
     ``sha`` when already computed, and of its weights: :mod:`mlatr.inference.model_identity`, which says
     whether a model given for the index is the one that made it), the model's config, the audio settings, the
-    caption languages and the manifest."""
+    caption languages, how long clips were segmented (:mod:`mlatr.search.segments`) and the manifest."""
     checkpoint = Path(loaded.path).resolve()
     meta: dict[str, Any] = {"checkpoint": {"path": str(checkpoint), "sha256": sha or model_sha256(checkpoint),
                                            "weights_sha256": loaded.weights_sha256()},
@@ -86,6 +128,8 @@ def index_meta(loaded: LoadedModel, manifest: Manifest, sample_rate: int, max_se
                             "max_seconds": max_seconds}
     if window_seconds is not None:
         meta["window_seconds"] = window_seconds
+    if segments is not None and segments.meta() is not None:
+        meta["segments"] = segments.meta()
     meta["caption_languages"] = list(caption_languages)
     meta["manifest"] = str(Path(manifest.path).resolve()) if manifest.path else None
     return meta

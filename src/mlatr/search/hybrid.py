@@ -43,9 +43,18 @@ import numpy as np
 
 from mlatr.search.analysis import surface_words
 from mlatr.search.columns import RowStack
+from mlatr.search.eligibility import Allowed
 from mlatr.search.evidence import Evidence
 from mlatr.search.fusion import Candidates, caption_counts, fuse, order_by
 from mlatr.search.lexical import KeywordIndex, Postings
+from mlatr.search.query_syntax import (
+    KeywordQuery,
+    ParsedQuery,
+    as_parsed,
+    clause_mass,
+    clause_scores,
+    keyword_query,
+)
 from mlatr.search.relevance import (
     LibraryStats,
     Moments,
@@ -181,13 +190,17 @@ class TextRanker:
     over the captions, approximate at scale: :mod:`mlatr.search.ann`): the candidates are the union of each
     source's top window (module docstring), each scored exactly. With windows that cover the library the
     answer is the exact one (``tests/test_windowed_fusion.py``); at scale its top 10's recall against the exact
-    fusion is measured at build (:func:`~mlatr.search.fused_recall.measure_fused_recall`) and recorded."""
+    fusion is measured at build (:func:`~mlatr.search.fused_recall.measure_fused_recall`) and recorded.
+
+    ``segments`` (:class:`~mlatr.search.segments.Segments`, the index's long clips cut into segments): a clip's
+    sound score is the higher of its pooled cosine and its best segment's, in both rankings (the windowed one
+    finds its sound window through the index's :class:`~mlatr.search.segments.MomentSearcher`)."""
 
     def __init__(self, audio: np.ndarray, caption_embeddings: np.ndarray, caption_clip: np.ndarray,
                  caption_text: Sequence[str], caption_lang: Sequence[str], deleted: Sequence[int] | np.ndarray = (),
                  model: RelevanceModel | None = None, answer: RelevanceModel | None = None,
                  keywords: KeywordIndex | None = None, stats: LibraryStats | None = None,
-                 window: int | None = None, searchers: tuple | None = None):
+                 window: int | None = None, searchers: tuple | None = None, segments=None):
         self.audio = RowParts(audio)  # [N, d]
         self.captions = RowParts(caption_embeddings)  # [M, d]
         self.caption_clip = np.asarray(caption_clip, np.int64)  # [M]
@@ -204,7 +217,7 @@ class TextRanker:
             [Postings.of_texts(list(caption_text), list(caption_lang))], [self.caption_live])
         self.stats = stats if stats is not None else LibraryStats(Moments.of(self.audio.parts, self.live),
                                                                   Moments.of(self.captions.parts, self.caption_live))
-        self.window, self.searchers = window, searchers
+        self.window, self.searchers, self.segments = window, searchers, segments
         # captions grouped by clip, once: the rows of a clip's captions (a folder's are already in clip order)
         ordered = len(self.caption_clip) < 2 or bool(np.all(np.diff(self.caption_clip) >= 0))
         self._by_clip = np.arange(len(self.caption_clip)) if ordered else np.argsort(self.caption_clip, kind="stable")
@@ -221,43 +234,61 @@ class TextRanker:
             row -= len(part)
         raise IndexError(row)
 
-    def rank(self, query_vec: np.ndarray, query: str, lang: str | None, k: int,
-             rank: str = "hybrid") -> Ranking:
-        """The ``k`` best live clips for the embedded query ``query_vec [d]`` (text ``query`` in ``lang``)."""
-        return self.rank_many(np.asarray(query_vec)[None], [query], [lang], [k], [rank])[0]
+    def clip_vectors(self, rows: np.ndarray) -> np.ndarray:
+        """``[n, d]`` the audio embeddings of clips ``rows`` (duplicates: each clip's neighbours)."""
+        return self.audio.take(np.asarray(rows, np.int64))
 
-    def rank_many(self, query_vecs: np.ndarray, queries: Sequence[str], langs: Sequence[str | None],
-                  ks: Sequence[int], ranks: Sequence[str]) -> list[Ranking]:
+    def rank(self, query_vec: np.ndarray, query: str | ParsedQuery, lang: str | None, k: int,
+             rank: str = "hybrid", allowed: Allowed | None = None) -> Ranking:
+        """The ``k`` best live clips for the embedded query ``query_vec [d]`` (text ``query`` in ``lang``)."""
+        return self.rank_many(np.asarray(query_vec)[None], [query], [lang], [k], [rank], [allowed])[0]
+
+    def rank_many(self, query_vecs: np.ndarray, queries: Sequence[str | ParsedQuery], langs: Sequence[str | None],
+                  ks: Sequence[int], ranks: Sequence[str], allowed: Sequence[Allowed | None] | None = None
+                  ) -> list[Ranking]:
         """:meth:`rank` of several embedded queries ``query_vecs [B, d]`` (checked where they entered:
-        :func:`mlatr.search.query.text_query`). Exact: the products with the audio and caption embeddings are
-        taken for the whole batch at once (one pass over each matrix, which a single query's product spends its
-        time reading), then each query is ranked on its own row. Windowed: each source's window is searched for
-        the whole batch at once."""
+        :func:`mlatr.search.query.text_query`; a text is a plain query, a
+        :class:`~mlatr.search.query_syntax.ParsedQuery` one with its syntax). Exact: the products with the audio
+        and caption embeddings are taken for the whole batch at once (one pass over each matrix, which a single
+        query's product spends its time reading), then each query is ranked on its own row. Windowed: each
+        source's window is searched for the whole batch at once (for the queries of each filter together).
+        ``allowed``: per query, the clips it may return (:mod:`mlatr.search.eligibility`; None: every live clip)."""
         vecs = np.asarray(query_vecs, np.float32)  # [B, d]
-        texts = list(zip(queries, langs, strict=True))
+        allowed = list(allowed) if allowed is not None else [None] * len(vecs)
+        texts = list(zip(queries, langs, allowed, strict=True))
         if self.window is not None:
             audio_search, caption_search = self.searchers
             w = int(self.window)
-            # each window re-scored exactly as found (rerank 1): the window's recall is measured as a whole
-            sound_rows = audio_search.top_k(vecs, w, rerank=1)[1]  # [B, <= w]
-            caption_rows = caption_search.top_k(vecs, w, rerank=1)[1] if len(self.caption_clip) else None
-            found = [[sound_rows[b]] + ([self.caption_clip[caption_rows[b][caption_rows[b] >= 0]]]
-                                        if caption_rows is not None else []) for b in range(len(vecs))]
-            qcs = [self._windowed(vecs[b], query, lang, found[b]) for b, (query, lang) in enumerate(texts)]
+            found: list[list[np.ndarray]] = [[] for _ in range(len(vecs))]
+            for rows in _by_allowed(allowed).values():
+                a = allowed[rows[0]]
+                # each window re-scored exactly as found (rerank 1): the window's recall is measured as a whole
+                sound_rows = audio_search.top_k(vecs[rows], w, rerank=1, allowed=a)[1]  # [b, <= w]
+                caption_rows = caption_search.top_k(vecs[rows], w, rerank=1, allowed=None if a is None else
+                                                    a.of_rows(self.caption_clip))[1] if len(self.caption_clip) \
+                    else None
+                for j, b in enumerate(rows):
+                    found[b] = [sound_rows[j]] + ([self.caption_clip[caption_rows[j][caption_rows[j] >= 0]]]
+                                                  if caption_rows is not None else [])
+            qcs = [self._windowed(vecs[b], query, lang, found[b], allowed=a)
+                   for b, (query, lang, a) in enumerate(texts)]
         else:
             audio = self.audio.scores(vecs)  # [B, N]
+            if self.segments is not None:  # a long clip's sound: its best segment where higher
+                audio = self.segments.raise_scores(vecs, audio)
             captions = self.captions.scores(vecs)  # [B, M]
-            qcs = [self._exact(vecs[b], audio[b], captions[b], query, lang) for b, (query, lang) in enumerate(texts)]
+            qcs = [self._exact(vecs[b], audio[b], captions[b], query, lang, a)
+                   for b, (query, lang, a) in enumerate(texts)]
         return [rank_candidates(qc, k, rank, self.model, self.answer)
                 for qc, k, rank in zip(qcs, ks, ranks, strict=True)]
 
-    def describe(self, vec: np.ndarray, query: str, lang: str | None, rows: np.ndarray,
-                 sound: np.ndarray, rank: str = "audio") -> Ranking:
+    def describe(self, vec: np.ndarray, query: str | ParsedQuery, lang: str | None, rows: np.ndarray,
+                 sound: np.ndarray, rank: str = "audio", allowed: Allowed | None = None) -> Ranking:
         """Relevance and evidence of live clips a sound ranking found through the index's searcher (``rows``, best
         first, ``sound``: their cosines), in that order (:func:`rank_candidates` with ``shown``): exact, the
-        audio product is taken only for them (the other sources rank every live clip); windowed, the candidates
-        are these clips. ``rank``: which score the hits show (``hybrid``: the fused score, on a library where it
-        orders as the sound)."""
+        audio product is taken only for them (the other sources rank every live clip ``allowed`` lets through);
+        windowed, the candidates are these clips. ``rank``: which score the hits show (``hybrid``: the fused
+        score, on a library where it orders as the sound)."""
         vec = np.asarray(vec, np.float32)
         rows = np.asarray(rows, np.int64)
         if self.window is not None:
@@ -265,53 +296,94 @@ class TextRanker:
         else:
             audio = np.full(len(self.audio), -np.inf, np.float32)
             audio[rows] = sound
-            qc = self._exact(vec, audio, self.captions.scores(vec[None])[0], query, lang)
+            qc = self._exact(vec, audio, self.captions.scores(vec[None])[0], query, lang, allowed)
         return rank_candidates(qc, len(rows), rank, self.model, self.answer,
                                shown=np.searchsorted(qc.cands.rows, rows))
 
-    def _exact(self, vec: np.ndarray, audio: np.ndarray, caption_scores: np.ndarray, query: str,
-               lang: str | None) -> QueryCandidates:
-        """Every live clip as a candidate, for the query ``vec [d]`` whose cosines with the clips' audio (``audio
-        [N]``) and their captions (``caption_scores [M]``) are given; the rare cutoff read on all of them."""
-        terms = self.keywords.terms(query, lang)
+    def _exact(self, vec: np.ndarray, audio: np.ndarray, caption_scores: np.ndarray, query: str | ParsedQuery,
+               lang: str | None, allowed: Allowed | None = None) -> QueryCandidates:
+        """Every live clip ``allowed`` lets through as a candidate, for the query ``vec [d]`` whose cosines with
+        the clips' audio (``audio [N]``) and their captions (``caption_scores [M]``) are given; the rare cutoff
+        read on every live clip (a filter does not change it)."""
+        parsed = as_parsed(query)
+        kq = self._keyword_query(parsed, lang)
         rows = self._live_rows
         caption, caption_row = best_per_clip(self.caption_clip, caption_scores, None, len(self.audio))  # [N] each
-        kw_rows, kw_scores = self.keywords.sparse_scores(terms)  # live captions only
+        kw_rows, kw_scores = self._keyword_scores(kq)  # live captions only
         keyword, keyword_row = best_per_clip(self.caption_clip[kw_rows], kw_scores, kw_rows, len(self.audio))
         keyword = np.maximum(keyword, 0.0)  # [N] each: dense, no sort of the matches (the windowed form's)
+        cutoff = rare_cutoff(caption[rows])
+        if allowed is not None:
+            rows = rows[allowed.mask[rows]]
         cands = Candidates(rows, audio[rows], caption[rows], keyword[rows], caption_row[rows], keyword_row[rows])
-        return self._query(cands, vec, query, lang, terms, rare_cutoff(cands.caption))
+        return self._query(cands, vec, parsed, lang, kq, cutoff)
 
-    def _windowed(self, vec: np.ndarray, query: str, lang: str | None, found: Sequence[np.ndarray] = (),
-                  given: np.ndarray | None = None) -> QueryCandidates:
+    def _windowed(self, vec: np.ndarray, query: str | ParsedQuery, lang: str | None, found: Sequence[np.ndarray] = (),
+                  given: np.ndarray | None = None, allowed: Allowed | None = None) -> QueryCandidates:
         """The union of the windows as candidates (class docstring): ``found``, the clip rows of the sound and
-        caption windows (the keyword window is added here); or ``given`` clip rows alone."""
-        terms = self.keywords.terms(query, lang)
-        kw_clips, kw_best, kw_row = self._keyword_matches(terms)
+        caption windows, found among the ``allowed`` clips (the keyword window is added here, among them too); or
+        ``given`` clip rows alone."""
+        parsed = as_parsed(query)
+        kq = self._keyword_query(parsed, lang)
+        kw_clips, kw_best, kw_row = self._keyword_matches(kq)
         if given is None:
+            if allowed is not None and len(kw_clips):
+                keep = allowed.mask[kw_clips]
+                kw_clips, kw_best, kw_row = kw_clips[keep], kw_best[keep], kw_row[keep]
             kw_window = kw_clips[top_rows(kw_best, int(self.window))] if len(kw_clips) else kw_clips
             rows = np.unique(np.concatenate([np.asarray(f, np.int64) for f in found] + [kw_window]))
             rows = rows[(rows >= 0) & self.live[np.maximum(rows, 0)]]
+            if allowed is not None:
+                rows = rows[allowed.mask[rows]]
         else:
             rows = np.unique(np.asarray(given, np.int64))
         caption_rows, counts = self._captions_of(rows)  # [c], [n]
         owner = np.repeat(np.arange(len(rows)), counts)  # [c]
         caption, caption_row = best_per_clip(owner, self.captions.take(caption_rows) @ vec, caption_rows, len(rows))
         keyword, keyword_row = _keywords_of(rows, kw_clips, kw_best, kw_row)
-        cands = Candidates(rows, self.audio.take(rows) @ vec, caption, keyword, caption_row, keyword_row)
-        return self._query(cands, vec, query, lang, terms, self._rare_sample().cutoff(vec))
+        sound = self.audio.take(rows) @ vec
+        if self.segments is not None:  # a long clip's sound: its best segment where higher
+            sound = np.maximum(sound, self.segments.best_scores(vec, rows)[0])
+        cands = Candidates(rows, sound, caption, keyword, caption_row, keyword_row)
+        return self._query(cands, vec, parsed, lang, kq, self._rare_sample().cutoff(vec))
 
-    def _query(self, cands: Candidates, vec: np.ndarray, query: str, lang: str | None, terms: list[str],
+    def _query(self, cands: Candidates, vec: np.ndarray, parsed: ParsedQuery, lang: str | None, kq: KeywordQuery,
                cutoff: float) -> QueryCandidates:
         """``cands`` with the query's view of the library (its ``cutoff``) and its keyword terms."""
-        stats = QueryStats.of(self.stats, vec, self.keywords.idf_mass(terms), cutoff)
-        return QueryCandidates(cands, stats, query, lang, terms, partial(self.keywords.matched_terms, terms),
-                               self.caption_text, self.caption_lang)
+        mass = self.keywords.idf_mass(kq.terms) if kq.clauses is None else clause_mass(kq, self.keywords.idf_mass)
+        stats = QueryStats.of(self.stats, vec, mass, cutoff)
+        return QueryCandidates(cands, stats, parsed.embedded, lang, kq.terms,
+                               partial(self.keywords.matched_terms, kq.terms), self.caption_text, self.caption_lang)
 
-    def _keyword_matches(self, terms: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """``(clips [u] ascending, best [u], row [u])``: the live clips with a caption holding one of ``terms``,
-        each one's best BM25 and the caption row that has it (the posting lists: never a pass over the library)."""
-        rows, scores = self.keywords.sparse_scores(terms)  # live captions only
+    def _keyword_query(self, parsed: ParsedQuery, lang: str | None) -> KeywordQuery:
+        """The keyword side of a query (:func:`~mlatr.search.query_syntax.keyword_query`)."""
+        return keyword_query(parsed, lang, self.keywords.terms)
+
+    def _keyword_scores(self, kq: KeywordQuery) -> tuple[np.ndarray, np.ndarray]:
+        """``(rows, scores)``: the live captions matching ``kq`` and their BM25 score (its clauses' where it has
+        ``OR``)."""
+        if kq.clauses is None:
+            return self.keywords.sparse_scores(kq.terms)
+        return clause_scores(kq, lambda term: self.keywords.sparse_scores([term]))
+
+    # ---- documents of the query syntax (mlatr.search.query_syntax.Documents): the live captions ----------------
+    def rows_with(self, terms: list[str]) -> np.ndarray:
+        """The live caption rows holding one of ``terms`` (the posting lists)."""
+        return self.keywords.sparse_scores(list(terms))[0]
+
+    def text(self, row: int) -> str:
+        return self.caption_text[row]
+
+    def lang(self, row: int) -> str | None:
+        return self.caption_lang[row]
+
+    def clips(self, rows: np.ndarray) -> np.ndarray:
+        return self.caption_clip[np.asarray(rows, np.int64)]
+
+    def _keyword_matches(self, kq: KeywordQuery) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(clips [u] ascending, best [u], row [u])``: the live clips with a caption matching ``kq``, each one's
+        best BM25 and the caption row that has it (the posting lists: never a pass over the library)."""
+        rows, scores = self._keyword_scores(kq)  # live captions only
         clips, owner = np.unique(self.caption_clip[rows], return_inverse=True)
         best, row = best_per_clip(owner.reshape(-1), scores, rows, len(clips))
         return clips, best, row
@@ -329,6 +401,14 @@ class TextRanker:
             rows, counts = self._captions_of(rare_sample(self.caption_clip[self.caption_live]))
             self._rare = RareSample(self.captions.take(rows), np.cumsum(counts) - counts)
         return self._rare
+
+
+def _by_allowed(allowed: Sequence) -> dict[int, list[int]]:
+    """The positions of ``allowed`` grouped by the object at each (the queries of one filter searched together)."""
+    groups: dict[int, list[int]] = {}
+    for b, a in enumerate(allowed):
+        groups.setdefault(id(a), []).append(b)
+    return groups
 
 
 def _keywords_of(rows: np.ndarray, clips: np.ndarray, best: np.ndarray, row: np.ndarray) -> tuple[np.ndarray,

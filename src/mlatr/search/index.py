@@ -33,19 +33,23 @@ import numpy as np
 
 from mlatr import api_args
 from mlatr.audio.bounded import load_query_audio
+from mlatr.data.dedup import same_samples
 from mlatr.data.file_metadata import measure_clips
 from mlatr.errors import MlatrError
 from mlatr.file_state import file_state
 from mlatr.inference import LoadedModel, load_model
 from mlatr.inference.library import LibrarySource, open_library
-from mlatr.inference.model_identity import check_index_model, model_sha256
+from mlatr.inference.model_identity import OtherModelError, check_index_model, model_sha256
 from mlatr.model_registry import default_model, resolve_model
 from mlatr.models.protocols import query_languages
 from mlatr.search.ann import AnnBuild
-from mlatr.search.columns import CaptionColumns, ClipColumns
+from mlatr.search.columns import CaptionColumns, ClipColumns, SegmentColumns
+from mlatr.search.eligibility import Allowed, KeywordDocuments, allowed_clips
 from mlatr.search.encode import EncodeSettings, build_settings, encode_clips, index_meta
+from mlatr.search.filters import FacetTable, Filter, parse_filter, without_silence
 from mlatr.search.hybrid import Ranked, Ranking
 from mlatr.search.query import TextQuery, check_k, check_min_relevance, text_query
+from mlatr.search.query_syntax import ParsedQuery, parse_query
 from mlatr.search.relevance import shipped
 from mlatr.search.results import Hit, Results
 from mlatr.search.search import (
@@ -55,6 +59,7 @@ from mlatr.search.search import (
     rank_text_queries,
     sound_ranking,
 )
+from mlatr.search.segments import segmenting, sound_searcher
 from mlatr.search.storage import MemoryStorage, Storage, Tables, check_backend
 from mlatr.search.storage_choice import open_storage
 
@@ -89,6 +94,8 @@ class Index:
     deleted_rows: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     #: where the index lives (module docstring)
     storage: Storage = field(default_factory=MemoryStorage, repr=False)
+    #: the segments of its long clips (:mod:`mlatr.search.segments`; None: none)
+    segment_columns: SegmentColumns | None = field(default=None, repr=False)
     _model: Any = field(default=None, repr=False)
     _parts: dict[str, Any] = field(default_factory=dict, repr=False)
 
@@ -113,7 +120,7 @@ class Index:
     @property
     def tables(self) -> Tables:
         """The index's tables, meta and tombstones (:class:`~mlatr.search.storage.Tables`; not copied)."""
-        return Tables(self.clip_columns, self.caption_columns, self.meta, self.deleted_rows)
+        return Tables(self.clip_columns, self.caption_columns, self.meta, self.deleted_rows, self.segment_columns)
 
     def __len__(self) -> int:
         """Clips a search can return (rows not deleted)."""
@@ -128,7 +135,7 @@ class Index:
         """The clips ``rows`` (in that order) and their captions, in memory, without tombstones."""
         taken = self.tables.take(rows)
         return Index(taken.clips, taken.captions, taken.meta, path=self.path, backend=self.backend,
-                     _model=self._model)
+                     _model=self._model, segment_columns=taken.segments)
 
     def live(self) -> Index:
         """This index without its deleted rows (itself when none is deleted); tables copied in memory."""
@@ -178,7 +185,7 @@ class Index:
         storage = open_storage(path)
         tables = storage.read()
         index = cls(tables.clips, tables.captions, tables.meta, path=storage.path, backend=backend,
-                    deleted_rows=tables.deleted, storage=storage, _model=model)
+                    deleted_rows=tables.deleted, storage=storage, _model=model, segment_columns=tables.segments)
         if model is not None:
             check_index_model(index.meta, model, str(path), allow_other_model)
         return index
@@ -186,16 +193,20 @@ class Index:
     @classmethod
     def build(cls, model: LoadedModel, source: LibrarySource, *, split: str = "all",
               caption_languages: Sequence[str] | None = None, batch_size: int = 16, max_seconds: float | None = None,
-              window_seconds: float | None = None, skip_bad: bool = False, progress: bool = True) -> Index:
+              window_seconds: float | None = None, skip_bad: bool = False, progress: bool = True,
+              segments: bool = True, segment_seconds: float | None = None, segment_hop: float | None = None) -> Index:
         """An index of the library ``source`` (a folder of sounds, a manifest file or :class:`Manifest`, sound
         files, webdataset shards, or a list of these: :func:`mlatr.inference.library.open_library`, the forms
         ``mlatr index build`` takes) embedded by ``model``, in memory (:meth:`save` writes it). Options as
-        :func:`mlatr.search.build.build_index`; unreadable clips are an error unless ``skip_bad``."""
+        :func:`mlatr.search.build.build_index` (``segments``: long clips indexed as segments too,
+        :mod:`mlatr.search.segments`); unreadable clips are an error unless ``skip_bad``."""
         api_args.instance("model", model, LoadedModel, "mlatr.load(PATH)")
         batch_size = api_args.integer("batch_size", batch_size)
         max_seconds = api_args.positive_number("max_seconds", max_seconds)
         window_seconds = api_args.positive_number("window_seconds", window_seconds)
         skip_bad, progress = api_args.flag("skip_bad", skip_bad), api_args.flag("progress", progress)
+        segment_seconds = api_args.positive_number("segment_seconds", segment_seconds)
+        segment_hop = api_args.positive_number("segment_hop", segment_hop)
         if caption_languages is not None:
             caption_languages = api_args.language_codes("caption_languages", caption_languages)
         library = open_library(source, split=api_args.text("split", split), skip_bad=skip_bad, progress=progress)
@@ -203,18 +214,30 @@ class Index:
         measure_clips(manifest.clips, manifest.root, progress)  # a folder's loudness, as mlatr index build
         sample_rate, max_seconds, window_seconds = build_settings(model, max_seconds, window_seconds, None)
         langs = list(caption_languages) if caption_languages else manifest.languages()
-        meta = index_meta(model, manifest, sample_rate, max_seconds, langs, window_seconds)
-        how = EncodeSettings(sample_rate, max_seconds, window_seconds, batch_size, skip_bad, progress, library.shards)
-        clips, captions, _ = encode_clips(model, manifest, manifest.clips, langs, how)
-        return cls(clips, captions, meta, _model=model)
+        cut = segmenting(window_seconds, segment_seconds, segment_hop, enabled=api_args.flag("segments", segments))
+        meta = index_meta(model, manifest, sample_rate, max_seconds, langs, window_seconds, segments=cut)
+        how = EncodeSettings(sample_rate, max_seconds, window_seconds, batch_size, skip_bad, progress, library.shards,
+                             cut)
+        tables, _ = encode_clips(model, manifest, manifest.clips, langs, how, meta)
+        return cls(tables.clips, tables.captions, meta, _model=model, segment_columns=tables.segments)
 
     # ---- the parts a query is ranked with (its storage's, built once) --------------------------------
     def searcher(self, which: str = "audio"):
         """Top-k over the clip (``audio``) or caption (``captions``) embeddings, deleted rows skipped: the
-        storage's (an index folder's: one per shard, its approximate structure with backend ``auto``)."""
+        storage's (an index folder's: one per shard, its approximate structure with backend ``auto``). With
+        segments, the clips' searcher scores a clip by the higher of its pooled vector and its best segment
+        (:class:`~mlatr.search.segments.MomentSearcher`); ``clips``: by its pooled vector alone."""
         if which not in self._parts:
-            self._parts[which] = self.storage.searcher(self.tables, which, self.backend)
+            found = self.storage.searcher(self.tables, "audio" if which == "clips" else which, self.backend)
+            self._parts[which] = sound_searcher(found, self.moments()) if which == "audio" else found
         return self._parts[which]
+
+    def moments(self):
+        """The segments of the index's long clips, scored and searched (:mod:`mlatr.search.segments`; the
+        storage's, built once); None without any."""
+        if "moments" not in self._parts:
+            self._parts["moments"] = self.storage.moments(self.tables, self.backend)
+        return self._parts["moments"]
 
     def text_ranker(self, window: int | None = None):
         """Caption and keyword ranking of the index's clips for text queries (:mod:`mlatr.search.hybrid`), built
@@ -225,7 +248,7 @@ class Index:
             return self._parts["text"]
         chosen = window if window is not None else self.fusion_window()
         searchers = (self.searcher("audio"), self.searcher("captions")) if chosen is not None else None
-        ranker = self.storage.text_ranker(self.tables, self.backend, chosen, searchers)
+        ranker = self.storage.text_ranker(self.tables, self.backend, chosen, searchers, self.moments())
         if window is None:
             self._parts["text"] = ranker
         return ranker
@@ -252,17 +275,49 @@ class Index:
             self._model = load_index_model(self.meta, str(self.path or "the index"))
         return self._model
 
+    # ---- which clips a query may return --------------------------------------------------------------
+    def facets(self) -> FacetTable:
+        """The clips' facets as columns (:class:`~mlatr.search.filters.FacetTable`; each read on first use)."""
+        if "facets" not in self._parts:
+            self._parts["facets"] = FacetTable(self.clip_columns["facets"])
+        return self._parts["facets"]
+
+    def allowed(self, where: Filter | None, parsed: ParsedQuery | None = None, lang: str | None = None
+                ) -> Allowed | None:
+        """The clips a query may return (:func:`~mlatr.search.eligibility.allowed_clips`): the checked filter
+        ``where`` (a text query's already with ``not silent``: :func:`~mlatr.search.filters.without_silence`) and
+        ``parsed``'s excluded and required words and phrases in ``lang``; None: every live clip."""
+        documents = []
+        if parsed is not None and (parsed.excluded or parsed.required):
+            if "keyword_documents" not in self._parts:
+                self._parts["keyword_documents"] = KeywordDocuments(self.facets())
+            documents = [self.text_ranker(), self._parts["keyword_documents"]]
+        live = None
+        if len(self.deleted_rows):
+            live = np.ones(len(self.ids), bool)
+            live[self.deleted_rows] = False
+        return allowed_clips(len(self.ids), self.facets(), where, parsed, lang, documents, live)
+
+    def query_allowed(self, query: TextQuery) -> Allowed | None:
+        """:meth:`allowed` of a checked text query: its filter, silence unless asked for, its syntax."""
+        return self.allowed(without_silence(query.where, query.include_silent), parse_query(query.text), query.lang)
+
     # ---- text queries --------------------------------------------------------------------------------
     def search_text(self, query: str, lang: str | None = None, k: int = 10, rank: str = "hybrid",
-                    min_relevance: float | None = None) -> Results:
+                    min_relevance: float | None = None, where: str | Filter | None = None,
+                    include_silent: bool = False) -> Results:
         """Clips for a text query in ``lang`` (ISO 639-3; ``None`` where the model does not read it), best
         first: :class:`~mlatr.search.results.Results`, a list of :class:`~mlatr.search.results.Hit`, each with its
         relevance and evidence, that says ``nothing_relevant`` when the answer's relevance is below
         ``min_relevance`` (default: the answer model's threshold); ``rank`` = hybrid (the fused score of every
         source, :mod:`mlatr.search.fusion`) | audio (the clips' audio embeddings nearest to the query's) |
-        captions. The query is checked here (:func:`~mlatr.search.query.text_query`)."""
+        captions. ``query`` may hold ``-word``, ``"a phrase"`` and ``OR`` (:mod:`mlatr.search.query_syntax`);
+        ``where`` limits the clips to those whose facets it allows (``"duration<1 and channels=1"``:
+        :mod:`mlatr.search.filters`); silent clips are left out unless ``include_silent`` or ``where`` tests
+        ``silent``. The query is checked here (:func:`~mlatr.search.query.text_query`)."""
         languages = query_languages(self.model().model.text_encoder)
-        return self.search_query(text_query(query, lang, k, rank, languages, min_relevance=min_relevance))
+        return self.search_query(text_query(query, lang, k, rank, languages, min_relevance=min_relevance,
+                                            where=where, include_silent=include_silent))
 
     def search_query(self, query: TextQuery) -> Results:
         """:meth:`search_text` of a query already checked where it entered; ranking by captions an index whose
@@ -274,37 +329,42 @@ class Index:
 
     def embed_queries(self, queries: Sequence[TextQuery]) -> np.ndarray:
         """``[Q, d]`` unit-norm embeddings of checked queries by the index's model, one encoder call per kind of
-        language argument (all given, or none)."""
+        language argument (all given, or none). What is embedded is each query without its syntax
+        (:attr:`~mlatr.search.query_syntax.ParsedQuery.embedded`: a plain query as typed)."""
         loaded = self.model()
         out = np.zeros((len(queries), self.dim), np.float32)
         for has_lang in (True, False):
             rows = [i for i, q in enumerate(queries) if (q.lang is not None) == has_lang]
             if rows:
-                out[rows] = loaded.embed_checked([queries[i].text for i in rows],
+                out[rows] = loaded.embed_checked([parse_query(queries[i].text).embedded for i in rows],
                                                  [queries[i].lang for i in rows] if has_lang else None)  # [n, d]
         return out
 
     def rank_texts(self, vecs: np.ndarray, queries: Sequence[TextQuery]) -> list[Results]:
         """The answers of checked text queries already embedded together (``vecs [B, d]``: :meth:`embed_queries`),
-        as a batching server has them (:func:`~mlatr.search.search.rank_text_queries`)."""
+        as a batching server has them (:func:`~mlatr.search.search.rank_text_queries`), each among the clips it may
+        return (:meth:`query_allowed`)."""
+        allowed = [self.query_allowed(q) for q in queries]
         rankings = rank_text_queries(self.text_ranker(), self.searcher("audio"), self.dim, np.asarray(vecs), queries,
-                                     self.has_live_captions())
+                                     self.has_live_captions(), allowed)
         threshold = shipped().answer.threshold
-        return [Results(self._hits(ranking), threshold if q.min_relevance is None else q.min_relevance,
-                        ranking.relevance) for ranking, q in zip(rankings, queries, strict=True)]
+        return [Results(self._hits(ranking, vec), threshold if q.min_relevance is None else q.min_relevance,
+                        ranking.relevance) for ranking, q, vec in zip(rankings, queries, np.asarray(vecs), strict=True)]
 
     # ---- sound queries -------------------------------------------------------------------------------
     def search_audio(self, path: str | os.PathLike | np.ndarray, k: int = 10,
-                     min_relevance: float | None = None) -> Results:
+                     min_relevance: float | None = None, where: str | Filter | None = None) -> Results:
         """Clips for a sound query (a file's path, or :meth:`query_waveform`'s ``[T]``), best first:
         :class:`~mlatr.search.results.Results` as :meth:`search_text` answers, each hit carrying its relevance
         (the sound-query model of :mod:`mlatr.search.relevance`) and saying ``same_audio`` where the clip is the
         query's own sound (:meth:`mark_same_audio`); the indexed captions nearest to it (sound-to-caption) in the
-        list's ``caption_hits``. ``k`` and ``min_relevance`` are checked here (default: the sound-query model's
-        threshold)."""
+        list's ``caption_hits``. ``k``, ``min_relevance`` (default: the sound-query model's threshold) and
+        ``where`` (the clips' facets it is limited to, as :meth:`search_text`'s; a sound query keeps silent clips)
+        are checked here."""
         k, min_relevance = check_k(k), check_min_relevance(min_relevance)
+        allowed = self.allowed(parse_filter(where))
         wave = path if isinstance(path, np.ndarray) else self.query_waveform(api_args.path("query", path))
-        return self.search_encoded_audio(wave, self.embed_sound(wave), k, min_relevance)
+        return self.search_encoded_audio(wave, self.embed_sound(wave), k, min_relevance, allowed)
 
     def query_waveform(self, path: str | os.PathLike) -> np.ndarray:
         """``[T]`` the part of the sound file at ``path`` a query uses: its centre ``max_seconds`` at the index's
@@ -320,43 +380,47 @@ class Index:
         return self.model().embed_audio([wave], sample_rate=sr, batch_size=QUERY_WINDOW_BATCH,
                                         max_seconds=max_seconds, window_seconds=window)[0]
 
-    def search_encoded_audio(self, wave: np.ndarray, vec: np.ndarray, k: int, min_relevance: float | None) -> Results:
+    def search_encoded_audio(self, wave: np.ndarray, vec: np.ndarray, k: int, min_relevance: float | None,
+                             allowed: Allowed | None = None) -> Results:
         """:meth:`search_audio` once the sound ``wave [T]`` is encoded as ``vec [d]`` (``k`` and ``min_relevance``
-        checked): a server encodes under its model lock and ranks (and reads the files of hits that may be the
-        query's own sound) outside it."""
-        scores, rows = nearest_rows(self.searcher("audio"), self.dim, vec[None], [k])[0]
-        hits = self.mark_same_audio(wave, self._hits(sound_ranking(self.text_ranker().stats, vec, scores, rows)))
-        return self._sound_results(vec, hits, min_relevance, k)
+        checked; ``allowed``: the clips its filter allows, :meth:`allowed`): a server encodes under its model lock
+        and ranks (and reads the files of hits that may be the query's own sound) outside it."""
+        scores, rows = nearest_rows(self.searcher("audio"), self.dim, vec[None], [k], allowed)[0]
+        hits = self.mark_same_audio(wave, self._hits(sound_ranking(self.text_ranker().stats, vec, scores, rows), vec))
+        return self._sound_results(vec, hits, min_relevance, k, allowed)
 
-    def search_similar(self, row: int, k: int = 10) -> Results:
+    def search_similar(self, row: int, k: int = 10, where: str | Filter | None = None) -> Results:
         """"More like this": the ``k`` clips nearest to indexed clip ``row``'s stored audio embedding (itself
         left out), with their sound-query relevance, the captions nearest to it in ``caption_hits``, and
-        ``same_audio`` on a copy of the clip's sound (:meth:`mark_same_audio`)."""
+        ``same_audio`` on a copy of the clip's sound (:meth:`mark_same_audio`); ``where`` as :meth:`search_audio`'s
+        (silent clips kept, as for any sound query)."""
         k = check_k(k)
+        allowed = self.allowed(parse_filter(where))
         vec = np.asarray(self.text_ranker().clip_vector(row), np.float32)
-        scores, rows = nearest_rows(self.searcher("audio"), self.dim, vec[None], [k + 1])[0]
+        scores, rows = nearest_rows(self.searcher("audio"), self.dim, vec[None], [k + 1], allowed)[0]
         keep = np.asarray([self.ids[r] != self.ids[row] for r in rows.tolist()], bool)
         scores, rows = scores[keep][:k], rows[keep][:k]
-        hits = self._hits(sound_ranking(self.text_ranker().stats, vec, scores, rows))
+        hits = self._hits(sound_ranking(self.text_ranker().stats, vec, scores, rows), vec)
         if any(h.score >= SAME_AUDIO_COSINE for h in hits) and not self.stale(row):
             try:
                 hits = self.mark_same_audio(self.query_waveform(self.paths[row]), hits)
             except (MlatrError, OSError):  # the clip's file cannot be read: no copy can be told apart
                 pass
-        return self._sound_results(vec, hits, None, k)
+        return self._sound_results(vec, hits, None, k, allowed)
 
     def search_vector(self, query: np.ndarray, k: int = 10) -> list[Hit]:
         """Clips nearest to an embedding ``query [d]`` (already in the index's space)."""
         scores, rows = nearest_rows(self.searcher("audio"), self.dim, query[None] if query.ndim == 1 else query,
                                     [check_k(k)])[0]
-        return self._hits(Ranking(Ranked(r, s, None, []) for r, s in zip(rows.tolist(), scores.tolist(), strict=True)))
+        return self._hits(Ranking(Ranked(r, s, None, []) for r, s in zip(rows.tolist(), scores.tolist(), strict=True)),
+                          query if query.ndim == 1 else query[0])
 
     def mark_same_audio(self, wave: np.ndarray, hits: list[Hit]) -> list[Hit]:
         """``hits`` with ``same_audio`` set on those whose clip is the sound ``wave [T]`` itself: a hit at cosine
         >= :data:`~mlatr.search.search.SAME_AUDIO_COSINE` whose file, read as a query is (:meth:`query_waveform`),
-        gives the same samples (within 1e-4). The embedding alone cannot tell the query's own clip from a
-        near-copy; the samples can, and only the few hits at that cosine are decoded. A clip that cannot be read
-        is not marked."""
+        is the same audio (:func:`mlatr.data.dedup.same_samples`: what ``mlatr data dedup`` and ``mlatr index
+        duplicates`` call the same). The embedding alone cannot tell the query's own clip from a near-copy; the
+        samples can, and only the few hits at that cosine are decoded. A clip that cannot be read is not marked."""
         for h in hits:
             if h.score < SAME_AUDIO_COSINE or h.stale:
                 continue
@@ -364,22 +428,31 @@ class Index:
                 clip = self.query_waveform(h.path)
             except (MlatrError, OSError):
                 continue
-            h.same_audio = clip.shape == wave.shape and bool(np.allclose(clip, wave, rtol=0.0, atol=1e-4))
+            h.same_audio = same_samples(clip, wave, int(self.meta["sample_rate"]))
         return hits
 
-    def _sound_results(self, vec: np.ndarray, hits: list[Hit], min_relevance: float | None, k: int) -> Results:
+    def _sound_results(self, vec: np.ndarray, hits: list[Hit], min_relevance: float | None, k: int,
+                       allowed: Allowed | None = None) -> Results:
         """A sound query's :class:`Results`: its ``hits``, the sound-query model's threshold unless
-        ``min_relevance``, and the ``k`` captions nearest to ``vec``."""
+        ``min_relevance``, and the ``k`` captions nearest to ``vec`` (of the ``allowed`` clips)."""
         threshold = shipped().sound.threshold if min_relevance is None else min_relevance
-        captions = nearest_captions(self.searcher("captions"), self.caption_columns, self.clip_columns, vec, k)
+        captions = nearest_captions(self.searcher("captions"), self.caption_columns, self.clip_columns, vec, k,
+                                    allowed)
         return Results(hits, threshold, caption_hits=captions)
 
-    def _hits(self, ranking: Ranking) -> list[Hit]:
-        """:class:`Hit` of each ranked clip: its id, path, English captions, evidence, relevance, staleness."""
+    def _hits(self, ranking: Ranking, vec: np.ndarray) -> list[Hit]:
+        """:class:`Hit` of each ranked clip: its id, path, English captions, evidence, relevance, staleness and,
+        for a clip with segments, the segment nearest to the query ``vec [d]`` (:mod:`mlatr.search.segments`)."""
+        ranked = [one for one in ranking if one.row >= 0]
+        moments = self.moments()
+        spans: list[tuple[float, float] | None] = [None] * len(ranked)
+        if moments is not None and ranked:
+            best = moments.best_segment(np.asarray(vec, np.float32), np.asarray([one.row for one in ranked]))
+            spans = [moments.span(int(b)) if b >= 0 else None for b in best.tolist()]
         return [Hit(rank=r + 1, score=float(one.score), id=self.ids[one.row], path=self.paths[one.row],
                     captions=[c for c in self.captions[one.row].get("eng", []) if c], evidence=one.evidence,
-                    stale=self.stale(one.row), relevance=one.relevance)
-                for r, one in enumerate(ranking) if one.row >= 0]
+                    stale=self.stale(one.row), relevance=one.relevance, segment=span)
+                for r, (one, span) in enumerate(zip(ranked, spans, strict=True))]
 
     # ---- what it is ------------------------------------------------------------------------------------
     def summary(self, check: bool = False) -> dict[str, Any]:
@@ -395,6 +468,12 @@ class Index:
             "weights_sha256": self.meta["checkpoint"].get("weights_sha256"), "sample_rate": self.meta["sample_rate"],
             "max_seconds": self.meta["max_seconds"], "caption_languages": self.meta.get("caption_languages", []),
             "shards": stored["shards"]}
+        if self.meta.get("segments"):  # long clips cut into segments (mlatr.search.segments): live ones counted
+            seg = self.segment_columns
+            live = int(np.count_nonzero(~np.isin(seg.clip, self.deleted_rows))) if seg is not None else 0
+            info["segments"] = {**self.meta["segments"], "count": live,
+                                "clips": len(np.unique(seg.clip[~np.isin(seg.clip, self.deleted_rows)]))
+                                if seg is not None else 0}
         if self.fusion_window() is not None and self.meta.get("fusion"):
             info["fusion"] = self.meta["fusion"]
         if check:
@@ -410,18 +489,24 @@ class Index:
 
 def load_index_model(meta: dict[str, Any], where: str, device: str = "cpu") -> LoadedModel:
     """The model an index's ``meta`` records (``checkpoint``: ``{"path", "sha256", "weights_sha256"}``); refuses
-    a file whose bytes changed. When that file is gone, the default model (``$MLATR_MODEL`` or the nearest
-    ``mlatr.toml``: :mod:`mlatr.model_registry`) is used if there is one, checked against the index's weights
-    digest (:func:`~mlatr.inference.model_identity.check_index_model`)."""
+    a file whose bytes changed. When that file is gone, the default model (``$MLATR_MODEL``, the nearest
+    ``mlatr.toml`` or the model shipped with mlatr: :mod:`mlatr.model_registry`) is used if there is one and
+    the index was built with its weights (:func:`~mlatr.inference.model_identity.check_index_model`: an index
+    built with the shipped model follows mlatr to another install)."""
     checkpoint = meta["checkpoint"]
     path = checkpoint["path"]
     if not Path(path).exists():
+        gone = (f"the index's model {path} is gone; the index needs its model to encode queries (a moved model: "
+                "give --model PATH, set $MLATR_MODEL, or Index.load(..., model=mlatr.load(PATH)))")
         if default_model() is None:
-            raise MlatrError(f"the index's model {path} is gone; the index needs its model to encode queries "
-                             "(a moved model: give --model PATH, set $MLATR_MODEL, or Index.load(..., "
-                             "model=mlatr.load(PATH)))")
-        loaded = load_model(resolve_model(None).path, device)
-        check_index_model(meta, loaded, where)
+            raise MlatrError(gone)
+        default = resolve_model(None)
+        loaded = load_model(default.path, device)
+        try:
+            check_index_model(meta, loaded, where)
+        except OtherModelError as exc:
+            raise OtherModelError(f"{gone}; the default model {default.path} (from {default.how}) is not it: {exc}") \
+                from None
         return loaded
     if model_sha256(path) != checkpoint["sha256"]:
         raise MlatrError(f"checkpoint {path} changed since the index was built (sha256 differs): "

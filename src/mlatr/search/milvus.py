@@ -16,7 +16,10 @@ holds four collections:
   adds the sums (rows, outer products, count, terms) of what it inserted minus what it deleted
   (:class:`Sums`), so two concurrent ``--add`` of different clips keep both clips and both batches;
 - ``NAME_terms``: the keyword terms' document counts, a row per term token and write (negative for deleted
-  captions), summed per query term (``TEXT_MATCH`` counts take a scan of every caption per term).
+  captions), summed per query term (``TEXT_MATCH`` counts take a scan of every caption per term);
+- ``NAME_segments``: the segments of the long clips (:mod:`mlatr.search.segments`): ``key`` (clip id and
+  number), ``clip`` id, ``start`` and ``end`` seconds, unit ``vector`` (made with the first write that has any; a
+  target without it holds no segment).
 
 Vectors are indexed ``FLAT`` with the inner-product metric (exact search, ATRI eq. 1: the sound ranking
 equals the local exact index's); a cluster's operator may re-index a collection approximately.
@@ -61,10 +64,20 @@ import numpy as np
 from mlatr.errors import MissingFileError, MlatrError
 from mlatr.file_kinds import special_file
 from mlatr.search.analysis import terms as analysed_terms
-from mlatr.search.columns import REQUIRED, CaptionColumns, ClipColumns
+from mlatr.search.columns import REQUIRED, CaptionColumns, ClipColumns, SegmentColumns
+from mlatr.search.eligibility import Allowed
 from mlatr.search.fusion import Candidates
 from mlatr.search.hybrid import QueryCandidates, Ranking, best_per_clip, rank_candidates
 from mlatr.search.lexical import K1, B, idf, saturation
+from mlatr.search.milvus_filter import expression, in_filter
+from mlatr.search.query_syntax import (
+    KeywordQuery,
+    ParsedQuery,
+    as_parsed,
+    clause_mass,
+    clause_scores,
+    keyword_query,
+)
 from mlatr.search.relevance import (
     LibraryStats,
     Moments,
@@ -74,6 +87,7 @@ from mlatr.search.relevance import (
     rare_sample,
     shipped,
 )
+from mlatr.search.segments import Segments
 from mlatr.search.storage import CheckMeta, Storage, Tables
 
 PREFIX = "milvus:"
@@ -88,6 +102,8 @@ MAX_TERMS = 3800
 #: Each source's window of a text query (the query's ``k`` when larger); Milvus returns at most 16,384.
 WINDOW = 256
 MAX_WINDOW = 16384
+#: A filter allowing at most this many rows is searched among their keys (:meth:`MilvusSearcher.hits`).
+FILTER_IN = 16384
 
 
 def is_milvus(target: object) -> bool:
@@ -164,6 +180,11 @@ def names(collection: str) -> tuple[str, str, str, str]:
     return collection, f"{collection}_captions", f"{collection}_meta", f"{collection}_terms"
 
 
+def segments_name(collection: str) -> str:
+    """The segments' collection of a target's ``collection``."""
+    return f"{collection}_segments"
+
+
 def _create(mc, collection: str, dim: int) -> None:
     from pymilvus import DataType, Function, FunctionType, MilvusClient  # optional extra (mlatr[milvus])
 
@@ -178,7 +199,9 @@ def _create(mc, collection: str, dim: int) -> None:
                          ("n_terms", DataType.INT64, {}), ("sparse", DataType.SPARSE_FLOAT_VECTOR, {})],
               meta: [("key", DataType.VARCHAR, key), ("value", DataType.JSON, {})],
               f"{collection}_terms": [("key", DataType.VARCHAR, key), ("token", DataType.VARCHAR, {"max_length": 16}),
-                                      ("df", DataType.INT64, {})]}
+                                      ("df", DataType.INT64, {})],
+              segments_name(collection): [("key", DataType.VARCHAR, key), ("clip", DataType.VARCHAR, text),
+                                          ("start", DataType.DOUBLE, {}), ("end", DataType.DOUBLE, {})]}
     for name, fields in layout.items():
         if mc.has_collection(name):
             continue
@@ -321,23 +344,6 @@ def _read_stats(mc, meta_name: str, dim: int) -> dict[str, Sums]:
     return out
 
 
-#: The escapes a Milvus filter's string literal takes (tried on milvus-lite): ``\uXXXX``, ``\xNN`` and octal are
-#: refused ("unknown escape sequence"), so every other character is written as it is.
-_LITERAL_ESCAPES = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\r": "\\r", "\t": "\\t"}
-
-
-def string_literal(value: str) -> str:
-    """``value`` as a string literal of a Milvus filter expression: quote and backslash escaped (a clip id cannot
-    end the string and add a condition), other characters as they are (``json.dumps`` writes ``café`` as
-    ``caf\\u00e9``, which Milvus refuses)."""
-    return '"' + "".join(_LITERAL_ESCAPES.get(ch, ch) for ch in value) + '"'
-
-
-def in_filter(key: str, values: Sequence[str]) -> str:
-    """The filter expression ``key in ["v1", ...]`` of string ``values``."""
-    return f"{key} in [{', '.join(string_literal(v) for v in values)}]"
-
-
 def _fetch(mc, name: str, key: str, values: Sequence[str], fields: list[str], page: int = FETCH) -> list[dict]:
     """The rows of collection ``name`` whose ``key`` is one of ``values``, ``fields`` of them, ``page`` values per
     query (a query answers at most :data:`MAX_WINDOW` rows: where one does, its rows are read by the iterator)."""
@@ -353,6 +359,7 @@ def _fetch(mc, name: str, key: str, values: Sequence[str], fields: list[str], pa
 def _remove(mc, collection: str, ids: Sequence[str], dim: int) -> tuple[Sums, Sums, list[str]]:
     """Delete the clips ``ids`` present (and their captions); their statistics, negative, and the ids found."""
     clips, captions, _, _ = names(collection)
+    segments = segments_name(collection)
     found = _fetch(mc, clips, "id", ids, ["id", "vector"])
     caps = _fetch(mc, captions, "clip", [r["id"] for r in found], ["row", "vector", "n_terms", "terms"],
                   CAPTION_FETCH)
@@ -364,6 +371,8 @@ def _remove(mc, collection: str, ids: Sequence[str], dim: int) -> tuple[Sums, Su
         chunk = gone[start:start + PAGE]
         mc.delete(clips, ids=chunk)
         mc.delete(captions, filter=in_filter("clip", chunk))
+        if mc.has_collection(segments):
+            mc.delete(segments, filter=in_filter("clip", chunk))
     return audio, text, gone
 
 
@@ -381,8 +390,9 @@ def _add_stats(mc, collection: str, audio: Sums, text: Sums) -> None:
 
 
 def write_milvus(target: str, clips: ClipColumns, captions: CaptionColumns, meta: dict, drop_ids: list[str],
-                 replace: bool) -> int:
-    """Insert the rows of ``clips`` and ``captions`` (in memory) into ``target`` with the index's ``meta``, after
+                 replace: bool, segments: SegmentColumns | None = None) -> int:
+    """Insert the rows of ``clips``, ``captions`` and ``segments`` (in memory) into ``target`` with the index's
+    ``meta``, after
     deleting the clips ``drop_ids`` (and, with ``replace``, everything), and the library statistics' batch of
     the change. Returns the rows written."""
     mc, collection = client(target)
@@ -390,11 +400,11 @@ def write_milvus(target: str, clips: ClipColumns, captions: CaptionColumns, meta
     dim = clips.dim
     with reported(target):
         if replace:
-            for name in names(collection):
+            for name in (*names(collection), segments_name(collection)):
                 if mc.has_collection(name):
                     mc.drop_collection(name)
         _create(mc, collection, dim)
-        _load(mc, *names(collection))
+        _load(mc, *names(collection), segments_name(collection))
         gone_audio = gone_text = Sums(np.zeros(dim), np.zeros((dim, dim)), 0)
         if not replace:
             gone_audio, gone_text, _ = _remove(mc, collection, sorted(set(drop_ids) | set(clips.ids)), dim)
@@ -415,6 +425,14 @@ def write_milvus(target: str, clips: ClipColumns, captions: CaptionColumns, meta
                              "terms": " ".join(docs[-1]), "n_terms": len(docs[-1]), "vector": v})
             mc.insert(caption_name, page)
             text = text + Sums.of(vecs, [len(d) for d in docs], docs=docs)
+        if segments is not None and len(segments):
+            seg_clip, seg_times = segments.clip.tolist(), segments.times.tolist()
+            for start in range(0, len(seg_clip), PAGE):
+                vecs = np.asarray(segments.embeddings[start:start + PAGE], np.float32)
+                mc.insert(segments_name(collection), [
+                    {"key": f"{clips.ids[seg_clip[j]]}\t{j}", "clip": clips.ids[seg_clip[j]], "start": seg_times[j][0],
+                     "end": seg_times[j][1], "vector": v}
+                    for j, v in zip(range(start, start + len(vecs)), vecs.tolist(), strict=True)])
         _add_stats(mc, collection, audio, text)
         meta = {k: v for k, v in meta.items() if k not in ("format", "dim", "dtype")}
         mc.upsert(meta_name, [{"key": "meta", "value": {**meta, "format": FORMAT, "dim": dim},
@@ -435,7 +453,7 @@ def delete_milvus(target: str, ids: list[str]) -> int:
         raise MlatrError(f"{target}: holds no mlatr index")
     mc, collection = client(target)
     with reported(target):
-        _load(mc, *names(collection))
+        _load(mc, *names(collection), *[n for n in [segments_name(collection)] if mc.has_collection(n)])
         found = {r["id"] for r in _fetch(mc, collection, "id", ids, ["id"])}
         unknown = [i for i in ids if i not in found]
         if unknown:
@@ -476,25 +494,60 @@ class MilvusSearcher:
 
     def __init__(self, mc, target: str, collection: str, key: str, row_of: dict[str, int]):
         self.mc, self.target, self.collection, self.key, self.row_of = mc, target, collection, key, row_of
+        self.key_of: dict[int, str] = {}  # row -> key, made on first use
 
-    def hits(self, data: list, k: int, field: str = "vector", metric: str = "IP") -> list[list[tuple[int, float]]]:
+    def hits(self, data: list, k: int, field: str = "vector", metric: str = "IP", allowed: Allowed | None = None
+             ) -> list[list[tuple[int, float]]]:
         """Per query of ``data`` (vectors, or BM25 texts with ``field`` sparse, ``metric`` BM25): the ``(row,
-        score)`` of its ``k`` best rows, as Milvus returns them (a row loaded since: left out)."""
+        score)`` of its ``k`` best rows, as Milvus returns them (a row loaded since: left out); ``allowed``: among
+        the rows a filter allows (:meth:`_filtered`)."""
+        if allowed is not None:
+            return self._filtered(data, k, field, metric, allowed)
+        return self._search(data, k, field, metric)
+
+    def _search(self, data: list, k: int, field: str, metric: str, where: str = "") -> list[list[tuple[int, float]]]:
         with reported(self.target):
             found = self.mc.search(self.collection, data=data, limit=min(int(k), MAX_WINDOW), anns_field=field,
-                                   output_fields=[self.key], search_params={"metric_type": metric})
+                                   output_fields=[self.key], search_params={"metric_type": metric}, filter=where)
         # milvus-lite answers a BM25 score negated (its distance): the score is its magnitude
         return [[(self.row_of[h["entity"][self.key]], abs(float(h["distance"])) if metric == "BM25"
                   else float(h["distance"])) for h in hits if h["entity"][self.key] in self.row_of] for hits in found]
 
-    def top_k(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    def _filtered(self, data: list, k: int, field: str, metric: str, allowed: Allowed) -> list[list[tuple[int, float]]]:
+        """The ``k`` best allowed rows: where at most :data:`FILTER_IN` rows are allowed, searched among them by
+        key (``key in [...]``, :data:`FETCH` keys a search); else with the filter's own expression over ``info``
+        (:mod:`mlatr.search.milvus_filter`), the window widened by the rows it lets through that the query's
+        words exclude, each answer tested against the filter. So the ``k`` are the best allowed ones unless
+        more than :data:`MAX_WINDOW` - ``k`` rows pass the expression but not the words."""
+        mask = allowed.mask
+        rows = np.flatnonzero(mask)
+        if len(rows) <= FILTER_IN:
+            if len(self.key_of) != len(self.row_of):
+                self.key_of = {row: key for key, row in self.row_of.items()}
+            found: list[list[tuple[int, float]]] = [[] for _ in data]
+            for start in range(0, len(rows), FETCH):
+                keys = [self.key_of[r] for r in rows[start:start + FETCH].tolist() if r in self.key_of]
+                part = self._search(data, min(int(k), len(keys)), field, metric, in_filter(self.key, keys)) \
+                    if keys else [[] for _ in data]
+                found = [a + b for a, b in zip(found, part, strict=True)]
+            return [sorted(hits, key=lambda h: (-h[1], h[0]))[:k] for hits in found]
+        if "milvus" not in allowed.memo:
+            allowed.memo["milvus"] = True if allowed.where is None else expression(allowed.where, allowed.facets)
+        where = allowed.memo["milvus"]
+        if where is False:
+            return [[] for _ in data]
+        extra = int(np.count_nonzero(allowed.facet_mask & ~mask))
+        found = self._search(data, min(int(k) + extra, MAX_WINDOW), field, metric, "" if where is True else where)
+        return [[h for h in hits if mask[h[0]]][:k] for hits in found]
+
+    def top_k(self, queries: np.ndarray, k: int, allowed: Allowed | None = None) -> tuple[np.ndarray, np.ndarray]:
         queries = np.atleast_2d(np.asarray(queries, np.float32))
         k = min(int(k), len(self.row_of))
         if k <= 0:
             return np.zeros((len(queries), 0), np.float32), np.zeros((len(queries), 0), np.int64)
         scores = np.full((len(queries), k), -np.inf, np.float32)
         rows = np.full((len(queries), k), -1, np.int64)
-        for q, hits in enumerate(self.hits(queries.tolist(), k)):
+        for q, hits in enumerate(self.hits(queries.tolist(), k, allowed=allowed)):
             r = np.asarray([h[0] for h in hits], np.int64)
             s = np.asarray([h[1] for h in hits], np.float32)
             order = np.lexsort((r, -s))[:k]
@@ -551,15 +604,18 @@ class MilvusRanker:
         self.caption_rows: dict[str, int] = {}  # and back
         self.caption_search = MilvusSearcher(mc, target, self.caption_name, "row", self.caption_rows)
         self._rare: RareSample | None = None
+        #: the segments of the long clips (:class:`MilvusSegments`, set by read_milvus; None: none)
+        self.segments: Segments | None = None
 
-    def rank_many(self, query_vecs: np.ndarray, queries: Sequence[str], langs: Sequence[str | None],
-                  ks: Sequence[int], ranks: Sequence[str]) -> list[Ranking]:
-        found = self.candidates(query_vecs, queries, langs, ks)
+    def rank_many(self, query_vecs: np.ndarray, queries: Sequence[str | ParsedQuery], langs: Sequence[str | None],
+                  ks: Sequence[int], ranks: Sequence[str], allowed: Sequence[Allowed | None] | None = None
+                  ) -> list[Ranking]:
+        found = self.candidates(query_vecs, queries, langs, ks, allowed=allowed)
         return [rank_candidates(qc, k, rank, self.model, self.answer) for qc, k, rank in zip(found, ks, ranks,
                                                                                               strict=True)]
 
-    def describe(self, vec: np.ndarray, query: str, lang: str | None, rows: np.ndarray, sound: np.ndarray,
-                 rank: str = "audio") -> Ranking:
+    def describe(self, vec: np.ndarray, query: str | ParsedQuery, lang: str | None, rows: np.ndarray,
+                 sound: np.ndarray, rank: str = "audio", allowed: Allowed | None = None) -> Ranking:
         """Relevance and evidence of the clips ``rows`` a sound search found (best first; ``sound``, their cosines,
         read again from Milvus): the candidates are these clips, as a windowed local index describes them."""
         qc, = self.candidates(np.asarray(vec)[None], [query], [lang], [len(rows)], given=rows)
@@ -568,23 +624,44 @@ class MilvusRanker:
         return rank_candidates(qc, len(kept), rank, self.model, self.answer,
                                shown=np.searchsorted(qc.cands.rows, kept))
 
-    def candidates(self, vecs: np.ndarray, queries: Sequence[str], langs: Sequence[str | None], ks: Sequence[int],
-                   given: np.ndarray | None = None) -> list[QueryCandidates]:
+    def candidates(self, vecs: np.ndarray, queries: Sequence[str | ParsedQuery], langs: Sequence[str | None],
+                   ks: Sequence[int], given: np.ndarray | None = None,
+                   allowed: Sequence[Allowed | None] | None = None) -> list[QueryCandidates]:
         """Per query of ``vecs [B, d]``: its candidates, the union of Milvus's windows (each source's top
-        ``max(window, k)``: the audio and caption vector searches, the BM25 search), or the ``given`` clip rows
-        alone; each scored from the vectors and terms fetched (a clip deleted since the load left out)."""
+        ``max(window, k)``: the audio and caption vector searches, the BM25 search; among the clips ``allowed``
+        lets through, :meth:`MilvusSearcher.hits`), or the ``given`` clip rows alone; each scored from the vectors
+        and terms fetched (a clip deleted since the load left out)."""
         vecs = np.asarray(vecs, np.float32)
-        terms = [list(dict.fromkeys(analysed_terms(q, lang))) for q, lang in zip(queries, langs, strict=True)]
+        parsed = [as_parsed(q) for q in queries]
+        kqs = [keyword_query(p, lang, distinct_terms) for p, lang in zip(parsed, langs, strict=True)]
+        terms = [kq.terms for kq in kqs]
+        allowed = list(allowed) if allowed is not None else [None] * len(vecs)
         if given is None:
             width = min(max(self.window, *ks), MAX_WINDOW)
-            sound = self.audio.hits(vecs.tolist(), width)
-            meaning = self.caption_search.hits(vecs.tolist(), width)
-            worded = [i for i, t in enumerate(terms) if t]
-            keyword = dict(zip(worded, self.caption_search.hits([" ".join(map(term_token, terms[i])) for i in worded],
-                                                                width, "sparse", "BM25"), strict=True))
+            sound, meaning, keyword = [[] for _ in vecs], [[] for _ in vecs], [[] for _ in vecs]
+            for group in _groups(allowed):
+                a = allowed[group[0]]
+                of_captions = None if a is None else a.of_rows(self.caption_clip)
+                for b, hits in zip(group, self.audio.hits(vecs[group].tolist(), width, allowed=a), strict=True):
+                    sound[b] = hits
+                if self.segments is not None:  # the clips of the best segments join the sound window (the
+                    # allowed ones: the unions are filtered below)
+                    more = self.segments.searcher.hits(vecs[group].tolist(), width)
+                    for b, found in zip(group, more, strict=True):
+                        sound[b] = sound[b] + [(int(self.segments.clip[r]), s) for r, s in found]
+                for b, hits in zip(group, self.caption_search.hits(vecs[group].tolist(), width, allowed=of_captions),
+                                   strict=True):
+                    meaning[b] = hits
+                worded = [b for b in group if terms[b]]
+                if worded:
+                    texts = [" ".join(map(term_token, terms[b])) for b in worded]
+                    for b, hits in zip(worded, self.caption_search.hits(texts, width, "sparse", "BM25",
+                                                                        allowed=of_captions), strict=True):
+                        keyword[b] = hits
             unions = [np.unique(np.asarray([r for r, _ in sound[b]] + [int(self.caption_clip[r]) for r, _ in meaning[b]]
-                                           + [int(self.caption_clip[r]) for r, _ in keyword.get(b, [])], np.int64))
+                                           + [int(self.caption_clip[r]) for r, _ in keyword[b]], np.int64))
                       for b in range(len(queries))]
+            unions = [u if a is None else u[a.mask[u]] for u, a in zip(unions, allowed, strict=True)]
         else:
             unions = [np.unique(np.asarray(given, np.int64))]
         every = np.unique(np.concatenate(unions)) if unions else np.zeros(0, np.int64)
@@ -599,18 +676,59 @@ class MilvusRanker:
             vec = vecs[b]
             cap_vecs = np.asarray([caps[j][0] for j in cap_rows], np.float32).reshape(-1, self.dim)
             caption, caption_row = best_per_clip(owner, cap_vecs @ vec, cap_rows, len(rows))
-            kw = bm25_of([caps[j][1] for j in cap_rows], terms[b], doc_freq, self.caption_count, self.avgdl)
+            tokens = [caps[j][1] for j in cap_rows]
+            kw = self._bm25(kqs[b], tokens, doc_freq)
             keyword, keyword_row = best_per_clip(owner, kw, cap_rows, len(rows))
             keyword = np.where(keyword > 0, keyword, 0.0).astype(np.float32)
             sound_b = np.asarray([audio[r] for r in rows.tolist()], np.float32).reshape(-1, self.dim) @ vec
-            mass = float(idf(np.array([doc_freq.get(t, 0) for t in terms[b]]), self.caption_count).sum()) \
-                if terms[b] else 0.0
-            stats = QueryStats.of(self.stats, vec, mass, rare.cutoff(vec))
+            if self.segments is not None:  # a long clip's sound: its best segment where higher
+                sound_b = np.maximum(sound_b, self.segments.best_scores(vec, rows)[0])
+            stats = QueryStats.of(self.stats, vec, self._mass(kqs[b], doc_freq), rare.cutoff(vec))
             held = {j: set(caps[j][1]) for j in cap_rows.tolist()}
             out.append(QueryCandidates(Candidates(rows, sound_b, caption, keyword, caption_row, keyword_row), stats,
-                                       queries[b], langs[b], terms[b],
+                                       parsed[b].embedded, langs[b], terms[b],
                                        partial(_matched_terms, terms[b], held), self.caption_text, self.caption_lang))
         return out
+
+    def _bm25(self, kq: KeywordQuery, tokens: list[list[str]], doc_freq: dict[str, int]) -> np.ndarray:
+        """``[c]`` BM25 of captions given as their tokens for ``kq`` (its clauses' where it has ``OR``)."""
+        if kq.clauses is None:
+            return bm25_of(tokens, kq.terms, doc_freq, self.caption_count, self.avgdl)
+
+        def one(term: str) -> tuple[np.ndarray, np.ndarray]:
+            scores = bm25_of(tokens, [term], doc_freq, self.caption_count, self.avgdl)
+            return np.flatnonzero(scores > 0), scores[scores > 0]
+
+        out = np.zeros(len(tokens), np.float32)
+        rows, scores = clause_scores(kq, one)
+        out[rows] = scores
+        return out
+
+    def _mass(self, kq: KeywordQuery, doc_freq: dict[str, int]) -> float:
+        """The idf mass of ``kq`` in the library (:mod:`mlatr.search.relevance`)."""
+        def mass(terms: list[str]) -> float:
+            return float(idf(np.array([doc_freq.get(t, 0) for t in terms]), self.caption_count).sum()) if terms else 0.0
+        return mass(kq.terms) if kq.clauses is None else clause_mass(kq, mass)
+
+    # ---- documents of the query syntax (mlatr.search.query_syntax.Documents): the loaded captions -------------
+    def rows_with(self, terms: list[str]) -> np.ndarray:
+        """The caption rows whose terms hold one of ``terms`` (a scan of the captions' terms in Milvus per term)."""
+        found: set[int] = set()
+        with reported(self.target):
+            for term in dict.fromkeys(terms):
+                for r in _all(self.mc, self.caption_name, ["row"], f'terms like "%{term_token(term)}%"'):
+                    if r["row"] in self.caption_rows:
+                        found.add(self.caption_rows[r["row"]])
+        return np.asarray(sorted(found), np.int64)
+
+    def text(self, row: int) -> str:
+        return self.caption_text[row]
+
+    def lang(self, row: int) -> str | None:
+        return self.caption_lang[row]
+
+    def clips(self, rows: np.ndarray) -> np.ndarray:
+        return self.caption_clip[np.asarray(rows, np.int64)]
 
     def rare_sample(self) -> RareSample:
         """The :class:`~mlatr.search.relevance.RareSample` of the loaded index's captioned clips, their caption
@@ -637,15 +755,24 @@ class MilvusRanker:
             raise MlatrError(f"{self.target}: clip {self.ids[row]!r} was deleted since the index was loaded")
         return np.asarray(found[0]["vector"], np.float32)
 
-    def _vectors(self, rows: np.ndarray) -> tuple[dict[int, np.ndarray], dict[int, tuple[np.ndarray, list[str]]]]:
+    def clip_vectors(self, rows: np.ndarray) -> np.ndarray:
+        """``[n, d]`` the audio embeddings of clips ``rows``, fetched from Milvus (a clip deleted since the load:
+        zeros)."""
+        audio, _ = self._vectors(np.asarray(rows, np.int64), captions=False)
+        return np.asarray([audio.get(r, np.zeros(self.dim, np.float32)) for r in np.asarray(rows).tolist()],
+                          np.float32).reshape(-1, self.dim)
+
+    def _vectors(self, rows: np.ndarray, captions: bool = True
+                 ) -> tuple[dict[int, np.ndarray], dict[int, tuple[np.ndarray, list[str]]]]:
         """The audio vectors of the clips ``rows`` (those still in Milvus) and, per caption row of theirs, its
-        vector and terms."""
+        vector and terms (``captions``)."""
         ids = [self.ids[r] for r in rows.tolist()]
         with reported(self.target):
             clips = _fetch(self.mc, self.clip_name, "id", ids, ["id", "vector"])
             caps = _fetch(self.mc, self.caption_name, "row", [self.caption_keys[j] for j in
                                                               np.flatnonzero(np.isin(self.caption_clip, rows))],
-                          ["row", "vector", "terms"])  # by primary key: a filter on clip scans every caption
+                          ["row", "vector", "terms"]) if captions else []  # by primary key: a filter on clip
+            # scans every caption
         audio = {self.row_of[r["id"]]: np.asarray(r["vector"], np.float32) for r in clips}
         return audio, {self.caption_rows[r["row"]]: (np.asarray(r["vector"], np.float32), r["terms"].split())
                        for r in caps if r["row"] in self.caption_rows}
@@ -661,9 +788,59 @@ class MilvusRanker:
         return {t: df.get(token[t], 0) for t in terms}
 
 
+def distinct_terms(text: str, lang: str | None) -> list[str]:
+    """A text's distinct keyword terms in ``lang``, in order."""
+    return list(dict.fromkeys(analysed_terms(text, lang)))
+
+
+def _groups(allowed: Sequence) -> list[list[int]]:
+    """The positions of ``allowed`` grouped by the object at each (the queries of one filter searched together)."""
+    groups: dict[int, list[int]] = {}
+    for b, a in enumerate(allowed):
+        groups.setdefault(id(a), []).append(b)
+    return list(groups.values())
+
+
 def _matched_terms(terms: list[str], held: dict[int, set[str]], row: int) -> list[str]:
     """The query ``terms`` whose tokens caption ``row`` holds (``held``: the fetched captions' tokens)."""
     return [t for t in terms if term_token(t) in held[row]]
+
+
+class MilvusVectors:
+    """The vectors of a collection's rows fetched on demand by primary key (``keys[row]``): a Milvus target's
+    segments as :class:`~mlatr.search.segments.Segments` reads them."""
+
+    def __init__(self, mc, target: str, collection: str, keys: list[str], dim: int):
+        self.mc, self.target, self.collection, self.keys, self.dim = mc, target, collection, keys, dim
+
+    def take(self, rows: np.ndarray) -> np.ndarray:
+        """``[len(rows), d]`` the rows' vectors (a row deleted since the load: zeros, which never win)."""
+        rows = np.asarray(rows, np.int64)
+        with reported(self.target):
+            found = _fetch(self.mc, self.collection, "key", [self.keys[r] for r in rows.tolist()], ["key", "vector"])
+        vec = {r["key"]: r["vector"] for r in found}
+        out = np.zeros((len(rows), self.dim), np.float32)
+        for i, r in enumerate(rows.tolist()):
+            if self.keys[r] in vec:
+                out[i] = vec[self.keys[r]]
+        return out
+
+
+def read_segments(mc, target: str, collection: str, row_of: dict[str, int], dim: int) -> Segments | None:
+    """The segments a target holds, their vectors left in Milvus (:class:`MilvusVectors`); None: none."""
+    name = segments_name(collection)
+    if not mc.has_collection(name):
+        return None
+    _load(mc, name)
+    rows = [r for r in _all(mc, name, ["key", "clip", "start", "end"]) if r["clip"] in row_of]
+    if not rows:
+        return None
+    rows.sort(key=lambda r: (row_of[r["clip"]], r["start"], r["key"]))
+    table = SegmentColumns(np.zeros((0, dim), np.float32), [row_of[r["clip"]] for r in rows],
+                           [(r["start"], r["end"]) for r in rows])
+    keys = [r["key"] for r in rows]
+    searcher = MilvusSearcher(mc, target, name, "key", {key: j for j, key in enumerate(keys)})
+    return Segments(table, len(row_of), searcher, vectors=MilvusVectors(mc, target, name, keys, dim))
 
 
 @dataclass
@@ -678,6 +855,7 @@ class MilvusLibrary:
     audio: MilvusSearcher
     caption_search: MilvusSearcher
     ranker: MilvusRanker
+    segments: Segments | None = None
 
 
 def read_milvus(target: str) -> MilvusLibrary:
@@ -707,7 +885,9 @@ def read_milvus(target: str) -> MilvusLibrary:
     ranker = MilvusRanker(mc, target, collection, table, captions, sums)
     ranker.caption_keys[:] = [c["row"] for c in caps]
     ranker.caption_rows.update({key: j for j, key in enumerate(ranker.caption_keys)})
-    return MilvusLibrary(meta, table, captions, ranker.audio, ranker.caption_search, ranker)
+    with reported(target):
+        ranker.segments = read_segments(mc, target, collection, row_of, dim)
+    return MilvusLibrary(meta, table, captions, ranker.audio, ranker.caption_search, ranker, ranker.segments)
 
 
 class MilvusStorage(Storage):
@@ -744,7 +924,9 @@ class MilvusStorage(Storage):
     def read(self) -> Tables:
         self.library = read_milvus(self.where)
         meta = {k: v for k, v in self.library.meta.items() if k != "format"}
-        return Tables(self.library.clips, self.library.captions, meta)
+        segments = self.library.segments
+        return Tables(self.library.clips, self.library.captions, meta, segments=None if segments is None else
+                      SegmentColumns(np.zeros((0, meta["dim"]), np.float32), segments.clip, segments.times))
 
     def describe(self, tables: Tables) -> str:
         return "milvus"
@@ -756,7 +938,12 @@ class MilvusStorage(Storage):
         """Milvus's own vector search (the backend is Milvus's: ``backend`` is not used)."""
         return self.library.audio if which == "audio" else self.library.caption_search
 
-    def text_ranker(self, tables: Tables, backend: str, window: int | None = None, searchers: tuple | None = None):
+    def moments(self, tables: Tables, backend: str) -> Segments | None:
+        """The segments collection: searched there, vectors fetched for the clips scored."""
+        return self.library.segments
+
+    def text_ranker(self, tables: Tables, backend: str, window: int | None = None, searchers: tuple | None = None,
+                    segments: Segments | None = None):
         """:class:`MilvusRanker`: the union of Milvus's own windows (``window`` is Milvus's: not used)."""
         return self.library.ranker
 
@@ -767,12 +954,13 @@ class MilvusStorage(Storage):
               ) -> int:
         """Inserts and deletes (the rows of ``drop`` and of the ids ``part`` writes again), or everything replaced
         without ``add``; the bytes Milvus takes are its own (0)."""
-        write_milvus(self.where, part.clips, part.captions, part.meta, list(drop), replace=not add)
+        write_milvus(self.where, part.clips, part.captions, part.meta, list(drop), replace=not add,
+                     segments=part.segments)
         return 0
 
     def replace(self, tables: Tables, dtype: str = "float32", ann=None) -> None:
         live = tables.live()
-        write_milvus(self.where, live.clips, live.captions, live.meta, [], replace=True)
+        write_milvus(self.where, live.clips, live.captions, live.meta, [], replace=True, segments=live.segments)
 
     def delete(self, ids) -> int:
         return delete_milvus(self.where, list(ids))

@@ -2,7 +2,9 @@
 
 Arrays: ``embeddings [N, d]`` float32 unit norm (the clips' ``DualEncoder.encode_audio(...).pooled``, ATRI
 sec. 3.1: projected and L2-normalised, so inner product = cosine, eq. 1), ``caption_embeddings [M, d]`` and
-``caption_clip [M]`` (the row of the clip a caption describes), and ``meta``: one JSON string with
+``caption_clip [M]`` (the row of the clip a caption describes), the segments of the long clips
+(``segment_embeddings [S, d]``, ``segment_clip [S]``, ``segment_times [S, 2]`` seconds: :mod:`mlatr.search.segments`;
+absent in a file written before them: no segment), and ``meta``: one JSON string with
 ``format``, ``dim``, ``ids`` and one list per column of the two tables (:mod:`mlatr.search.columns`:
 ``paths``, ``captions``, ``states``; ``caption_lang``, ``caption_text``) beside the index's meta (the model's
 ``checkpoint`` path and SHA-256, ``model_config``, ``sample_rate``, ``max_seconds``, ``window_seconds``,
@@ -30,7 +32,7 @@ from mlatr.file_state import file_signature
 from mlatr.io_utils import atomic_write_with, disk_full_named, remove_orphan_temps
 from mlatr.json_input import check_format, parse_json
 from mlatr.output_paths import check_output_path
-from mlatr.search.columns import REQUIRED, CaptionColumns, ClipColumns, Column, check_vectors
+from mlatr.search.columns import REQUIRED, CaptionColumns, ClipColumns, Column, SegmentColumns, check_vectors
 from mlatr.search.shards import check_meta
 from mlatr.search.storage import CheckMeta, Storage, Tables, unknown_ids
 from mlatr.writer_lock import writer_lock
@@ -38,10 +40,13 @@ from mlatr.writer_lock import writer_lock
 FORMAT = "mlatr-index-1"
 _WHAT = "an mlatr index (written by mlatr index build)"
 _ARRAYS = ("meta", "embeddings", "caption_embeddings", "caption_clip")
+#: The segment arrays: all three or none (a file written before segments existed).
+_SEGMENT_ARRAYS = ("segment_embeddings", "segment_clip", "segment_times")
 
 
-def write_npz(path: Path, clips: ClipColumns, captions: CaptionColumns, meta: dict[str, Any]) -> None:
-    """Write the two tables and ``meta`` to ``path`` atomically (the rows are checked by the caller)."""
+def write_npz(path: Path, clips: ClipColumns, captions: CaptionColumns, meta: dict[str, Any],
+              segments: SegmentColumns | None = None) -> None:
+    """Write the three tables and ``meta`` to ``path`` atomically (the rows are checked by the caller)."""
     values = {c.npz: list(clips[c.key]) for c in ClipColumns.columns}
     values["paths"] = [portable_path(p, path.parent) for p in clips["path"]]
     values.update({c.npz: list(captions[c.key]) for c in CaptionColumns.columns})
@@ -50,10 +55,13 @@ def write_npz(path: Path, clips: ClipColumns, captions: CaptionColumns, meta: di
               "caption_embeddings": np.ascontiguousarray(captions.embeddings, np.float32),
               "caption_clip": np.asarray(captions.clip, np.int64),
               "meta": np.asarray(json.dumps(stored, ensure_ascii=False))}
+    if segments is not None and len(segments):
+        arrays.update(segment_embeddings=np.ascontiguousarray(segments.embeddings, np.float32),
+                      segment_clip=segments.clip, segment_times=segments.times)
     atomic_write_with(path, lambda fh: np.savez(fh, **arrays))
 
 
-def read_npz(path: Path) -> tuple[ClipColumns, CaptionColumns, dict[str, Any]]:
+def read_npz(path: Path) -> tuple[ClipColumns, CaptionColumns, dict[str, Any], SegmentColumns]:
     """The tables and the meta (without the per-row lists) of the ``.npz`` index at ``path``, every field
     checked (``FILE: FIELD: message``); relative paths resolved against the index's folder."""
     arrays = _arrays(path)
@@ -92,9 +100,20 @@ def read_npz(path: Path) -> tuple[ClipColumns, CaptionColumns, dict[str, Any]]:
                            for p in clip_values["path"]]  # the index's folder
     clips = ClipColumns(emb.astype(np.float32, copy=False), list(ids), clip_values)
     captions = CaptionColumns(cap_emb.astype(np.float32, copy=False), cap_clip.astype(np.int64), cap_values)
-    check_vectors(clips, captions, f"{path}: ")
+    segments = SegmentColumns.empty(clips.dim)
+    if "segment_embeddings" in arrays:
+        seg = arrays["segment_embeddings"]
+        if seg.ndim != 2 or seg.shape[1] != clips.dim or not np.issubdtype(seg.dtype, np.floating) \
+                or arrays["segment_clip"].ndim != 1 or not np.issubdtype(arrays["segment_clip"].dtype, np.integer) \
+                or arrays["segment_times"].ndim != 2 or arrays["segment_times"].shape[1:] != (2,):
+            raise InputError(f"segment arrays of shapes {list(seg.shape)}, {list(arrays['segment_clip'].shape)}, "
+                             f"{list(arrays['segment_times'].shape)}: expected [s, {clips.dim}], [s], [s, 2]",
+                             file=str(path), field="segment_embeddings")
+        segments = SegmentColumns.checked(seg.astype(np.float32, copy=False), arrays["segment_clip"],
+                                          arrays["segment_times"], n, str(path))
+    check_vectors(clips, captions, f"{path}: ", segments=segments)
     listed = {"ids", *(c.npz for c in ClipColumns.columns), *(c.npz for c in CaptionColumns.columns)}
-    return clips, captions, {k: v for k, v in meta.items() if k not in listed}
+    return clips, captions, {k: v for k, v in meta.items() if k not in listed}, segments
 
 
 def _arrays(path: Path) -> dict[str, np.ndarray]:
@@ -110,7 +129,8 @@ def _arrays(path: Path) -> dict[str, np.ndarray]:
             if "meta" not in z.files:  # another kind of zip / npz (a checkpoint, someone's arrays)
                 raise unreadable(path, _WHAT, "no array 'meta'", ("npz",))
             _refuse_expanding_members(path, z.zip)
-            for name in _ARRAYS:
+            segmented = any(name in z.files for name in _SEGMENT_ARRAYS)
+            for name in _ARRAYS + (_SEGMENT_ARRAYS if segmented else ()):
                 if name not in z.files:
                     raise InputError("missing array (a damaged or foreign index: rebuild it with mlatr index "
                                      "build)", file=str(path), field=name)
@@ -200,8 +220,8 @@ class NpzStorage(Storage):
     def read(self) -> Tables:
         if not self.where.is_file():
             raise MissingFileError(self.where, "an index: the folder or .npz file mlatr index build writes")
-        clips, captions, meta = read_npz(self.where)
-        return Tables(clips, captions, meta)
+        clips, captions, meta, segments = read_npz(self.where)
+        return Tables(clips, captions, meta, segments=segments)
 
     def describe(self, tables: Tables) -> str:
         return "one file"
@@ -225,8 +245,8 @@ class NpzStorage(Storage):
 
     def replace(self, tables: Tables, dtype: str = "float32", ann=None) -> None:
         live = tables.live()
-        check_vectors(live.clips, live.captions, f"{self.where}: ", unit_captions=False)
-        write_npz(self.where, live.clips, live.captions, live.meta)
+        check_vectors(live.clips, live.captions, f"{self.where}: ", unit_captions=False, segments=live.segments)
+        write_npz(self.where, live.clips, live.captions, live.meta, live.segments)
 
     def delete(self, ids) -> int:
         with writer_lock(self.where, "index", wait=True):

@@ -32,7 +32,8 @@ ENTRY = "entry.json"
 def plan_key(meta: dict, clips: Sequence[Clip], world: int, dtype: str) -> str:
     """A short hash naming one planned build (same inputs, same name: how a resumed run finds its shards)."""
     what = json.dumps([meta["checkpoint"]["sha256"], meta["sample_rate"], meta["max_seconds"],
-                       meta.get("window_seconds"), meta["caption_languages"], world, dtype, [c.id for c in clips]])
+                       meta.get("window_seconds"), meta["caption_languages"], world, dtype, [c.id for c in clips]]
+                      + ([meta["segments"]] if meta.get("segments") else []))
     return hashlib.sha256(what.encode()).hexdigest()[:12]
 
 
@@ -58,8 +59,8 @@ def build_by_rank(ctx: DistContext, job: BuildJob) -> BuildReport | None:
     part_clips = list(clips)[rank_slice(len(clips), ctx.rank, ctx.world_size)]
     if part_clips and not (mine / ENTRY).is_file():  # not written by an earlier, interrupted run
         shutil.rmtree(mine, ignore_errors=True)  # a shard killed between its rename and its entry
-        table, captions, skipped = encode_clips(job.loaded, job.manifest, part_clips, job.langs, job.encode)
-        entry = storage.write_part(names[ctx.rank], table, captions, job.dtype, job.ann)
+        part, skipped = encode_clips(job.loaded, job.manifest, part_clips, job.langs, job.encode, job.meta)
+        entry = storage.write_part(names[ctx.rank], part, job.dtype, job.ann)
         (mine / ENTRY).write_text(json.dumps({"entry": entry, "skipped": skipped}), encoding="utf-8")
     ctx.barrier()
     done = [json.loads((output / n / ENTRY).read_text(encoding="utf-8")) for n in names

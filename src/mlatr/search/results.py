@@ -22,7 +22,10 @@ class Hit:
     ``"changed"`` when the clip's audio is gone or differs from when it was indexed (its embedding describes a
     file that is not there any more); ``same_audio``: for a sound query, True when the clip's audio is the
     query's own (the same samples over the part a query reads: :func:`mark_same_audio`), so its score of 1.000
-    says nothing about similarity. ``print(hit)``: ``Hit(rank=1, id='dogs/bark', score=0.812, relevance=0.93)``."""
+    says nothing about similarity; ``segment``: for a clip indexed as segments (a long recording,
+    :mod:`mlatr.search.segments`), ``(start, end)`` in seconds of its segment nearest to the query, where it
+    matched (JSON: ``"start"``, ``"end"``; ``null`` for a clip without segments).
+    ``print(hit)``: ``Hit(rank=1, id='dogs/bark', score=0.812, relevance=0.93, at=1:40-1:50)``."""
 
     rank: int
     score: float
@@ -33,18 +36,25 @@ class Hit:
     stale: str | None = None
     relevance: float | None = None
     same_audio: bool = False
+    segment: tuple[float, float] | None = None
 
     def __repr__(self) -> str:
         relevance = "None" if self.relevance is None else f"{self.relevance:.2f}"
-        extra = (", same_audio=True" if self.same_audio else "") + (f", stale={self.stale!r}" if self.stale else "")
+        extra = (", same_audio=True" if self.same_audio else "") + (f", stale={self.stale!r}" if self.stale else "") \
+            + (f", at={self.at()}" if self.segment else "")
         return f"Hit(rank={self.rank}, id={self.id!r}, score={self.score:.3f}, relevance={relevance}{extra})"
 
     def to_dict(self) -> dict:
         """The hit as JSON can hold it: a score that is not finite is ``None`` (JSON has no ``-Infinity``)."""
-        out = {name: getattr(self, name) for name in self.__dataclass_fields__}
+        out = {name: getattr(self, name) for name in self.__dataclass_fields__ if name != "segment"}
         out.update(captions=list(self.captions), score=finite_or_none(self.score),
-                   evidence=[e.to_dict() for e in self.evidence])
+                   evidence=[e.to_dict() for e in self.evidence],
+                   start=self.segment[0] if self.segment else None, end=self.segment[1] if self.segment else None)
         return out
+
+    def at(self) -> str | None:
+        """Where in the file the hit matched, ``1:40-1:50`` (None for a clip without segments)."""
+        return None if self.segment is None else f"{clock(self.segment[0])}-{clock(self.segment[1])}"
 
 
 class Results(list):
@@ -107,6 +117,16 @@ class CaptionHit:
 
     def to_dict(self) -> dict:
         return {**asdict(self), "score": finite_or_none(self.score)}
+
+
+def clock(seconds: float) -> str:
+    """``seconds`` as a clock, ``m:ss`` (``h:mm:ss`` from an hour; tenths where the time is not whole)."""
+    tenths = int(round(seconds * 10))
+    whole, tenth = divmod(tenths, 10)
+    hours, rest = divmod(whole, 3600)
+    minutes, secs = divmod(rest, 60)
+    text = f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
+    return text + (f".{tenth}" if tenth else "")
 
 
 def finite_or_none(x: float | None) -> float | None:

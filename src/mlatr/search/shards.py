@@ -10,6 +10,9 @@ An index folder (``mlatr index build -o LIB.idx``) holds::
         ids.json                  the clips' ids (the only per-clip column read whole, for the id -> row map)
         clips.jsonl               per clip: path, captions, state (size, mtime of the audio when encoded)
         captions.jsonl            per caption: lang, text
+        segment_embeddings.npy    optional, the segments of the shard's long clips (:mod:`mlatr.search.segments`):
+        segment_clip.npy,         [s, d] same dtype; the clip row (within the shard) of each; its start and end
+        segment_times.npy         in the clip's file (seconds, [s, 2] float64)
         *.offsets.npy             byte offset of each line of the two ``.jsonl`` files (a row is one seek)
         ann.faiss, ann.json       optional approximate-search structure of the shard (:mod:`mlatr.search.ann`)
         caption_ann.faiss, .json  the same over the shard's caption embeddings
@@ -49,8 +52,16 @@ from mlatr.output_paths import check_output_path
 from mlatr.search import shard_stats
 from mlatr.search.ann import AnnBuild, AnnSearcher
 from mlatr.search.backends import ShardedSearcher, make_backend
-from mlatr.search.columns import CaptionColumns, ClipColumns, check_finite_rows, check_unit_rows, check_vectors
+from mlatr.search.columns import (
+    CaptionColumns,
+    ClipColumns,
+    SegmentColumns,
+    check_finite_rows,
+    check_unit_rows,
+    check_vectors,
+)
 from mlatr.search.fused_recall import DEFAULT_WINDOW, measure_fused_recall
+from mlatr.search.segments import local_segments, sound_searcher
 from mlatr.search.shard_stats import write_shard_stats
 from mlatr.search.storage import CheckMeta, Storage, Tables, check_backend, deleted_of, unknown_ids
 from mlatr.stored_config import check_model_config
@@ -99,6 +110,11 @@ def check_meta(file: Path, meta: Any, where: str = "") -> dict:
     if meta.get("window_seconds") is not None:
         expect_field(file, meta, "window_seconds", (int, float), "a number (seconds)", where=where,
                      test=lambda v: v > 0, must="> 0")
+    if meta.get("segments") is not None:  # how long clips were cut (mlatr.search.segments)
+        cut = expect_field(file, meta, "segments", dict, "an object with seconds, hop and above", where=where)
+        for key in ("seconds", "hop", "above"):
+            expect_field(file, cut, key, (int, float), "a number (seconds)", where=f"{where}.segments".lstrip("."),
+                         test=lambda v: v > 0, must="> 0")
     if "model_config" in meta:  # the model's config, copied for what the index reports (its text encoder)
         check_model_config(file, meta["model_config"], f"{where}.model_config".lstrip("."))
     if "caption_languages" in meta:
@@ -109,13 +125,14 @@ def check_meta(file: Path, meta: Any, where: str = "") -> dict:
 
 @dataclass
 class Shard:
-    """One shard as read: its manifest entry, its clips and captions (vectors memory-mapped, column values
-    read per row on demand: :mod:`mlatr.search.columns`)."""
+    """One shard as read: its manifest entry, its clips, captions and segments (vectors memory-mapped, column
+    values read per row on demand: :mod:`mlatr.search.columns`)."""
 
     folder: Path
     entry: dict
     clips: ClipColumns
     captions: CaptionColumns
+    segments: SegmentColumns
 
 
 def read_shard(folder: Path, dim: int, entry: dict) -> Shard:
@@ -123,7 +140,8 @@ def read_shard(folder: Path, dim: int, entry: dict) -> Shard:
     clips = ClipColumns.load(folder, dim)
     if entry.get("rows") != len(clips):
         raise InputError(f"{len(clips)} clips, the manifest says {entry.get('rows')}", file=str(folder / "ids.json"))
-    return Shard(folder, entry, clips, CaptionColumns.load(folder, dim, len(clips)))
+    return Shard(folder, entry, clips, CaptionColumns.load(folder, dim, len(clips)),
+                 SegmentColumns.load(folder, dim, len(clips)))
 
 
 def read_folder(path: Path) -> tuple[dict, list[Shard]]:
@@ -173,8 +191,8 @@ def read_manifest(folder: str | os.PathLike) -> dict:
 
 # ---- writing (the caller holds the writer lock) -------------------------------------------------------
 def write_shard(folder: Path, seq: int, dtype: str, clips: ClipColumns, captions: CaptionColumns, ann=None,
-                name: str | None = None) -> dict:
-    """Write one shard of ``clips`` and ``captions`` (``captions.clip``: rows of ``clips``) into ``folder``
+                name: str | None = None, segments: SegmentColumns | None = None) -> dict:
+    """Write one shard of ``clips``, ``captions`` and ``segments`` (``.clip``: rows of ``clips``) into ``folder``
     (a temporary name, renamed when complete); its manifest entry.
 
     ``ann`` (a callable ``(shard_folder, embeddings, name) -> dict``: :class:`~mlatr.search.ann.AnnBuild`) builds
@@ -190,6 +208,9 @@ def write_shard(folder: Path, seq: int, dtype: str, clips: ClipColumns, captions
         clips.save(tmp, dtype)
         captions.save(tmp, dtype)
         entry: dict[str, Any] = {"name": name, "rows": len(clips), "captions": len(captions)}
+        if segments is not None and len(segments):
+            segments.save(tmp, dtype)
+            entry["segments"] = len(segments)
         audio = np.load(tmp / ClipColumns.VECTORS, mmap_mode="r")
         caption_vectors = np.load(tmp / CaptionColumns.VECTORS, mmap_mode="r")
         write_shard_stats(tmp, audio, caption_vectors, captions.get("text"), captions.get("lang"))
@@ -208,7 +229,7 @@ def write_shard(folder: Path, seq: int, dtype: str, clips: ClipColumns, captions
 
 
 def write_folder(output: Path, clips: ClipColumns, captions: CaptionColumns, meta: dict, dtype: str = "float32",
-                 ann=None) -> None:
+                 ann=None, segments: SegmentColumns | None = None) -> None:
     """Write an index folder of one shard (no deleted rows); its manifest replaces the folder's previous one
     and the previous shards are removed."""
     if dtype not in DTYPES:
@@ -219,7 +240,7 @@ def write_folder(output: Path, clips: ClipColumns, captions: CaptionColumns, met
         old = read_manifest(output) if (output / MANIFEST).exists() else None
     except MlatrError:
         old = None  # replaced whole: a damaged previous manifest does not matter
-    entry = write_shard(output, next_seq(old), dtype, clips, captions, ann)
+    entry = write_shard(output, next_seq(old), dtype, clips, captions, ann, segments=segments)
     manifest = {"format": FORMAT, "dim": clips.dim, "dtype": dtype,
                 "meta": {k: v for k, v in meta.items() if k not in ("format", "dim")}, "shards": [entry]}
     write_manifest(output, manifest)
@@ -227,14 +248,15 @@ def write_folder(output: Path, clips: ClipColumns, captions: CaptionColumns, met
 
 
 def add_shard(output: Path, manifest: dict, clips: ClipColumns, captions: CaptionColumns, deleted: Sequence[int],
-              source: str | None, ann=None) -> None:
+              source: str | None, ann=None, segments: SegmentColumns | None = None) -> None:
     """One more shard of ``clips`` in the folder ``output`` whose ``manifest`` was read under the writer lock
     (nothing written when ``clips`` is empty), the global rows ``deleted`` marked deleted (clips encoded
     again or gone) and ``source`` (the manifest file the rows came from) recorded; the manifest written last."""
     remove_unlisted(output, manifest)
     mark_deleted(manifest, deleted)
     if len(clips):
-        manifest["shards"].append(write_shard(output, next_seq(manifest), manifest["dtype"], clips, captions, ann))
+        manifest["shards"].append(write_shard(output, next_seq(manifest), manifest["dtype"], clips, captions, ann,
+                                              segments=segments))
     manifest["meta"] = dict(manifest["meta"], manifest=source)
     write_manifest(output, manifest)
 
@@ -317,7 +339,8 @@ class FolderStorage(Storage):
                                              for i, s in enumerate(self.shards)]
         return Tables(ClipColumns.stack([s.clips for s in self.shards], dim),
                       CaptionColumns.stack([s.captions for s in self.shards], counts, dim),
-                      dict(manifest["meta"], dim=dim, dtype=manifest["dtype"]), np.concatenate(deleted))
+                      dict(manifest["meta"], dim=dim, dtype=manifest["dtype"]), np.concatenate(deleted),
+                      SegmentColumns.stack([s.segments for s in self.shards], counts, dim))
 
     def describe(self, tables: Tables) -> str:
         kinds = sorted({(s.entry.get("ann") or {}).get("kind", "exact") for s in self.shards})
@@ -343,6 +366,16 @@ class FolderStorage(Storage):
             parts.append((first, emb.shape[0], searcher))
             first += emb.shape[0]
         return ShardedSearcher(parts, deleted_of(tables, which))
+
+    def moments(self, tables: Tables, backend: str):
+        """The segments of the folder's shards, searched shard by shard (exactly)."""
+        exact = "numpy" if backend == "auto" else backend
+        parts, first = [], 0
+        for shard in self.shards:
+            emb = shard.segments.embeddings
+            parts.append((first, emb.shape[0], make_backend(exact, emb)))
+            first += emb.shape[0]
+        return local_segments(tables.segments, len(tables.clips), tables.deleted, parts)
 
     def fusion_window(self, tables: Tables, backend: str) -> int | None:
         """The window the folder's build recorded (or :data:`~mlatr.search.fused_recall.DEFAULT_WINDOW`) where a
@@ -382,16 +415,17 @@ class FolderStorage(Storage):
                 self.replace(part, dtype, ann)
             else:
                 add_shard(self.where, read_manifest(self.where), part.clips, part.captions,
-                          current.renewed_rows(drop, part.clips.ids), part.meta.get("manifest"), ann or AnnBuild())
+                          current.renewed_rows(drop, part.clips.ids), part.meta.get("manifest"), ann or AnnBuild(),
+                          part.segments)
             return max(0, bytes_of(self.where) - before)
 
     def replace(self, tables: Tables, dtype: str = "float32", ann=None) -> None:
         """A folder of one shard of the live rows, its text ranking's window measured (the caller holds the writer
         lock where another process could write it)."""
         live = tables.live()
-        check_vectors(live.clips, live.captions, f"{self.where}: ", unit_captions=False)
+        check_vectors(live.clips, live.captions, f"{self.where}: ", unit_captions=False, segments=live.segments)
         meta = {k: v for k, v in live.meta.items() if k != "fusion"}  # measured again for the new folder
-        write_folder(self.where, live.clips, live.captions, meta, dtype, ann or AnnBuild())
+        write_folder(self.where, live.clips, live.captions, meta, dtype, ann or AnnBuild(), live.segments)
         self.measure_fusion()
 
     def measure_fusion(self) -> None:
@@ -400,8 +434,10 @@ class FolderStorage(Storage):
         tables = self.read()
         if self.fusion_window(tables, "auto") is None:
             return
-        searchers = (self.searcher(tables, "audio", "auto"), self.searcher(tables, "captions", "auto"))
-        record = measure_fused_recall(tables, lambda w: self.text_ranker(tables, "auto", w, searchers))
+        segments = self.moments(tables, "auto")
+        searchers = (sound_searcher(self.searcher(tables, "audio", "auto"), segments),
+                     self.searcher(tables, "captions", "auto"))
+        record = measure_fused_recall(tables, lambda w: self.text_ranker(tables, "auto", w, searchers, segments))
         if record is not None:
             manifest = read_manifest(self.where)
             manifest["meta"]["fusion"] = record
@@ -418,10 +454,10 @@ class FolderStorage(Storage):
         return len(gone)
 
     # ---- a build split over processes (mlatr.search.rank_build) --------------------------------------------
-    def write_part(self, name: str, clips: ClipColumns, captions: CaptionColumns, dtype: str, ann) -> dict:
+    def write_part(self, name: str, part: Tables, dtype: str, ann) -> dict:
         """One process's part of a split build as the shard folder ``name`` (complete or absent); its entry."""
         self.where.mkdir(parents=True, exist_ok=True)
-        return write_shard(self.where, 0, dtype, clips, captions, ann, name=name)
+        return write_shard(self.where, 0, dtype, part.clips, part.captions, ann, name=name, segments=part.segments)
 
     def merge_parts(self, entries: Sequence[dict], drop: dict[str, int], meta: dict, dim: int, dtype: str) -> int:
         """Append the parts ``entries`` (written by :meth:`write_part`, in rank order) to the folder under its

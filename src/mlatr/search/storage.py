@@ -21,6 +21,7 @@ What a storage supplies, and its defaults here (the in-memory ones: exact search
   changes when another process writes: a server's reload), :meth:`Storage.size`, :meth:`Storage.describe` and
   :meth:`Storage.summary` (what ``repr`` and ``mlatr index info`` say of it);
 - searching: :meth:`Storage.searcher` (top-k over the clips' or the captions' vectors, deleted rows skipped),
+  :meth:`Storage.moments` (the segments of the long clips, scored and searched: :mod:`mlatr.search.segments`),
   :meth:`Storage.text_ranker` (the source of a text query's candidates: :mod:`mlatr.search.hybrid`),
   :meth:`Storage.fusion_window`;
 - writing: :meth:`Storage.check_output` (before a build encodes anything), :meth:`Storage.write` (a build's new
@@ -40,27 +41,35 @@ import numpy as np
 
 from mlatr.errors import MlatrError
 from mlatr.search.backends import BACKENDS, ShardedSearcher, make_backend
-from mlatr.search.columns import CaptionColumns, ClipColumns
+from mlatr.search.columns import CaptionColumns, ClipColumns, SegmentColumns
 from mlatr.search.hybrid import TextRanker
+from mlatr.search.segments import Segments, local_segments
 
 
 @dataclass
 class Tables:
-    """What an index holds: its clips and captions (:mod:`mlatr.search.columns`), its ``meta`` and the clip rows
-    deleted since they were written (tombstones: kept in the tables, never returned by a search)."""
+    """What an index holds: its clips, their captions and the segments of its long clips
+    (:mod:`mlatr.search.columns`; ``segments`` None: none), its ``meta`` and the clip rows deleted since they were
+    written (tombstones: kept in the tables, never returned by a search)."""
 
     clips: ClipColumns
     captions: CaptionColumns
     meta: dict[str, Any] = field(default_factory=dict)
     deleted: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    segments: SegmentColumns | None = None
+
+    def __post_init__(self):
+        if self.segments is None:
+            self.segments = SegmentColumns.empty(self.clips.dim)
 
     def take(self, rows: Sequence[int] | np.ndarray) -> Tables:
-        """The clips ``rows`` (in that order) and their captions, in memory, without tombstones."""
+        """The clips ``rows`` (in that order), their captions and segments, in memory, without tombstones."""
         rows = np.asarray(rows, np.int64)
         new_row = np.full(len(self.clips), -1, np.int64)
         new_row[rows] = np.arange(len(rows))
         caption_rows = np.flatnonzero(new_row[self.captions.clip] >= 0)
-        return Tables(self.clips.take(rows), self.captions.take(caption_rows, new_row), dict(self.meta))
+        return Tables(self.clips.take(rows), self.captions.take(caption_rows, new_row), dict(self.meta),
+                      segments=self.segments.of_clips(new_row))
 
     def live(self) -> Tables:
         """The tables without their deleted rows (themselves when none is deleted); copied in memory."""
@@ -96,7 +105,8 @@ class Tables:
         live = live.take([i for i, cid in enumerate(live.clips.ids) if cid not in renewed])
         dim = part.clips.dim
         return Tables(ClipColumns.concat([live.clips, part.clips], dim),
-                      CaptionColumns.concat([live.captions, part.captions], [len(live.clips)], dim), part.meta)
+                      CaptionColumns.concat([live.captions, part.captions], [len(live.clips)], dim), part.meta,
+                      segments=SegmentColumns.concat([live.segments, part.segments], [len(live.clips)], dim))
 
 
 #: ``check(meta)``: refuses to add to an index made by another model or with other audio settings.
@@ -178,17 +188,27 @@ class Storage:
         emb = tables.clips.embeddings if which == "audio" else tables.captions.embeddings
         return ShardedSearcher([(0, emb.shape[0], make_backend(backend, emb))], deleted_of(tables, which))
 
+    def moments(self, tables: Tables, backend: str) -> Segments | None:
+        """The segments of the long clips, to score a clip's sound by its best one and to find clips by them
+        (:mod:`mlatr.search.segments`; exact, ``backend`` numpy or faiss); None: the index holds none."""
+        emb = tables.segments.embeddings
+        return local_segments(tables.segments, len(tables.clips), tables.deleted,
+                              [(0, emb.shape[0], make_backend("numpy" if backend == "auto" else backend, emb))])
+
     def fusion_window(self, tables: Tables, backend: str) -> int | None:
         """The window of a windowed text ranking (:class:`~mlatr.search.hybrid.TextRanker`); None: exact."""
         return None
 
-    def text_ranker(self, tables: Tables, backend: str, window: int | None = None, searchers: tuple | None = None):
+    def text_ranker(self, tables: Tables, backend: str, window: int | None = None, searchers: tuple | None = None,
+                    segments: Segments | None = None):
         """The source of a text query's candidates over the live clips (:mod:`mlatr.search.hybrid`): exact, or
-        windowed with ``window`` (``searchers``: the audio and caption searchers the windows are found with)."""
+        windowed with ``window`` (``searchers``: the audio and caption searchers the windows are found with);
+        ``segments``: :meth:`moments`, whose best segment raises a clip's sound score."""
         keywords, stats = self.library(tables)
         return TextRanker(tables.clips.embeddings, tables.captions.embeddings, tables.captions.clip,
                           tables.captions.get("text"), tables.captions.get("lang"), tables.deleted, keywords=keywords,
-                          stats=stats, window=window, searchers=searchers if window is not None else None)
+                          stats=stats, window=window, searchers=searchers if window is not None else None,
+                          segments=segments)
 
     def library(self, tables: Tables) -> tuple:
         """``(keywords, stats)``: the live rows' keyword index and library statistics where the storage keeps

@@ -7,8 +7,8 @@
   absolute sample of each of ``N`` equal slices of the clip, divided by the clip's largest (the result card's
   thumbnail; read at the index's sample rate, cached per file and modification time; only from a file
   ``GET /audio`` would serve);
-- ``GET /clips/similar/{id}?k=K``: sound-to-sound from the clip's stored embedding (itself left out) and the
-  captions nearest to it, as ``POST /search/audio`` answers.
+- ``GET /clips/similar/{id}?k=K&where=FILTER``: sound-to-sound from the clip's stored embedding (itself left out)
+  and the captions nearest to it, as ``POST /search/audio`` answers, among the clips ``where`` allows.
 
 (No ``from __future__ import annotations`` here: FastAPI must read the routes' annotations, which refer to
 the ``limits`` of :func:`add_clip_routes`, as objects.)
@@ -25,12 +25,14 @@ from fastapi import FastAPI, Query, Request
 from fastapi.responses import FileResponse
 
 from mlatr.audio.integrity import peak_envelope
-from mlatr.serve.api_errors import ApiError, short
+from mlatr.errors import MlatrError
+from mlatr.search.filters import MAX_FILTER_CHARS
+from mlatr.serve.api_errors import ApiError, hide_paths, short
 from mlatr.serve.clip_files import ClipRoots, confined_file
 from mlatr.serve.live_index import LiveIndex
 from mlatr.serve.request_limits import Limits
 from mlatr.serve.results import caption_result, clip_result
-from mlatr.serve.schemas import ERRORS, SimilarResponse, Waveform
+from mlatr.serve.schemas import ERRORS, WHERE, SimilarResponse, Waveform
 
 STATIC = Path(__file__).resolve().parent / "static"
 
@@ -89,11 +91,15 @@ def add_clip_routes(app: FastAPI, live: LiveIndex, limits: Limits, allow_roots: 
 
     @app.get("/clips/similar/{clip_id:path}", response_model=SimilarResponse, responses=ERRORS)
     def similar(request: Request, clip_id: str,
-                k: Annotated[int, Query(ge=1, le=limits.max_k, description="number of results")] = 10):
+                k: Annotated[int, Query(ge=1, le=limits.max_k, description="number of results")] = 10,
+                where: Annotated[str | None, Query(max_length=MAX_FILTER_CHARS, description=WHERE)] = None):
         t0 = time.perf_counter()
         snap = live.current()
         row = clip_row(snap, clip_id)
-        clips = snap.index.search_similar(row, k)  # no model call (a stored vector): not under the model lock
+        try:  # no model call (a stored vector): not under the model lock
+            clips = snap.index.search_similar(row, k, where)
+        except MlatrError as exc:  # the filter's error, or one of the index's facets naming its file
+            raise ApiError(400, hide_paths(str(exc))) from None
         root = request.scope.get("root_path", "")
         return {"id": clip_id, "k": k, **clips.answer(), "results": [clip_result(snap, h, None, root) for h in clips],
                 "captions": [caption_result(h, root) for h in clips.caption_hits],

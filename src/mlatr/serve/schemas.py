@@ -17,6 +17,7 @@ class Evidence(BaseModel):
 class ClipResult(BaseModel):
     rank: int
     id: str
+    path: str  # the file's absolute path on the server's machine (the page's copy path and picks export)
     score: float | None  # cosine similarity (hybrid text search: the fused score); null if not finite
     relevance: float | None = None  # calibrated probability that the clip answers the query (mlatr.search.relevance)
     caption: str | None
@@ -25,6 +26,11 @@ class ClipResult(BaseModel):
     audio_url: str
     same_audio: bool = False  # a sound query: this clip's audio is the query's own (search.mark_same_audio)
     evidence: list[Evidence] = []
+    start: float | None = None  # a long clip indexed as segments: where it matched, seconds (search.segments)
+    end: float | None = None
+    format: str | None = None  # the file's container (wav, flac, ogg, mp3, ...), from its facets; null: not recorded
+    sample_rate: int | None = None  # Hz, from its facets
+    channels: int | None = None  # from its facets
 
 
 class CaptionResult(BaseModel):
@@ -115,6 +121,10 @@ class ErrorBody(BaseModel):
     error: str
     status: int
 
+
+#: The ``where`` parameter of the searches, as /docs shows it.
+WHERE = ("only clips whose facets pass this filter (mlatr.search.filters), e.g. duration<1.5s and channels=1, "
+         "format in (wav, flac), library=wesnoth, keywords has door, not silent")
 
 #: The ``responses=`` of a route: every error status answers an :class:`ErrorBody`.
 ERRORS = {code: {"model": ErrorBody} for code in (400, 404, 413, 415, 422, 500, 503)}

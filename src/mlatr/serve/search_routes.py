@@ -14,6 +14,7 @@ from fastapi.responses import JSONResponse
 
 from mlatr.audio.io import audio_duration
 from mlatr.errors import MlatrError
+from mlatr.search.filters import MAX_FILTER_CHARS, parse_filter
 from mlatr.search.fusion import RANKS
 from mlatr.search.query import text_query
 from mlatr.serve.api_errors import ApiError, hide_paths, short
@@ -21,7 +22,7 @@ from mlatr.serve.batching import TextBatcher
 from mlatr.serve.live_index import LiveIndex
 from mlatr.serve.request_limits import Limits
 from mlatr.serve.results import caption_result, clip_result
-from mlatr.serve.schemas import ERRORS, AudioSearchResponse, TextSearchResponse
+from mlatr.serve.schemas import ERRORS, WHERE, AudioSearchResponse, TextSearchResponse
 
 
 def add_search_routes(app: FastAPI, live: LiveIndex, limits: Limits, batcher: TextBatcher) -> None:
@@ -39,12 +40,15 @@ def add_search_routes(app: FastAPI, live: LiveIndex, limits: Limits, batcher: Te
                min_relevance: Annotated[float | None, Query(ge=0.0, le=1.0, description="the probability that the "
                                                             "library holds a relevant clip below which the answer "
                                                             "says nothing_relevant (default: the fitted "
-                                                            "threshold)")] = None):
+                                                            "threshold)")] = None,
+               where: Annotated[str | None, Query(max_length=MAX_FILTER_CHARS, description=WHERE)] = None,
+               include_silent: Annotated[bool, Query(description="silent clips may be returned (left out by "
+                                                                 "default)")] = False):
         t0 = time.perf_counter()
         snap = live.current()
         try:  # the one check of the query (a blank lang: left out)
             query = text_query(q, lang if lang and lang.strip() else None, k, rank, snap.languages,
-                               min_relevance=min_relevance)
+                               min_relevance=min_relevance, where=where, include_silent=include_silent)
         except MlatrError as exc:
             raise ApiError(400, str(exc)) from None
         hits = await batcher.search_async(snap, query)  # embedded and searched with concurrent queries
@@ -58,9 +62,14 @@ def add_search_routes(app: FastAPI, live: LiveIndex, limits: Limits, batcher: Te
     def search_by_sound(request: Request,
                         file: Annotated[UploadFile, File(description="a sound file (WAV, FLAC, OGG, MP3, ...)")],
                         k: Annotated[int, Query(ge=1, le=limits.max_k, description="number of results")] = 10,
-                        min_relevance: Annotated[float | None, Query(ge=0.0, le=1.0)] = None):
+                        min_relevance: Annotated[float | None, Query(ge=0.0, le=1.0)] = None,
+                        where: Annotated[str | None, Query(max_length=MAX_FILTER_CHARS, description=WHERE)] = None):
         t0 = time.perf_counter()
         snap = live.current()
+        try:
+            allowed = snap.index.allowed(parse_filter(where))
+        except MlatrError as exc:  # the filter's error, or one of the index's facets naming its file
+            raise ApiError(400, hide_paths(str(exc))) from None
         name = file.filename or "upload"
         with tempfile.NamedTemporaryFile(prefix="mlatr-upload-", suffix=Path(name).suffix[:8]) as tmp:
             shutil.copyfileobj(file.file, tmp)
@@ -74,7 +83,7 @@ def add_search_routes(app: FastAPI, live: LiveIndex, limits: Limits, batcher: Te
                 wave = snap.index.query_waveform(tmp.name)  # decoded (bounded) outside the model lock
                 with live.lock:  # the encoder alone: ranking and the same-audio check read files, not the model
                     vec = snap.index.embed_sound(wave)
-                clips = snap.index.search_encoded_audio(wave, vec, k, min_relevance)
+                clips = snap.index.search_encoded_audio(wave, vec, k, min_relevance, allowed)
             except MlatrError as exc:
                 raise ApiError(400, hide_paths(str(exc).replace(tmp.name, short(name)))) from None
         root = request.scope.get("root_path", "")
