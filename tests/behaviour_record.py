@@ -194,8 +194,10 @@ def record_search(root: Path, manifest_path: Path, checkpoint: Path) -> dict:
     from mlatr.data.manifest import Manifest
     from mlatr.search import Index, build_index
     from mlatr.search.build import delete_clips
+    from toydata import toy_calibration
 
     model = mlatr.load(checkpoint)
+    model.use_calibration(toy_calibration(model.weights_sha256()))  # relevance as a calibrated model's is recorded
     manifest = Manifest.load(manifest_path)
     first = Manifest(clips=manifest.clips[:14], root=manifest.root, path=manifest.path)
     out = {}

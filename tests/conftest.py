@@ -23,3 +23,14 @@ def vectors_meta(tmp_path):
     ckpt.write_bytes(b"not used: no query is encoded here")
     return {"checkpoint": {"path": str(ckpt), "sha256": file_sha256(ckpt)}, "sample_rate": 16000,
             "max_seconds": 10.0, "caption_languages": ["eng"]}
+
+
+@pytest.fixture
+def default_calibration(monkeypatch):
+    """Indexes of vectors alone (``vectors_meta``: no model to carry a calibration) read their relevance with the
+    default ranking's models, as ``Index.use_calibration(Calibration.default())`` gives one index, so that tests
+    can compare it across rankings, filters and storages."""
+    from mlatr.search import Index
+    from mlatr.search.relevance import Calibration
+
+    monkeypatch.setattr(Index, "_own_calibration", lambda self: (Calibration.default(), None))

@@ -3,7 +3,15 @@ import pytest
 import soundfile as sf
 import torch
 
-from mlatr.audio.io import SAMPLE_RATE, collate_waveforms, crop_or_pad, load_audio, resample, to_mono
+from mlatr.audio.io import (
+    SAMPLE_RATE,
+    collate_waveforms,
+    crop_or_pad,
+    load_audio,
+    load_audio_centre,
+    resample,
+    to_mono,
+)
 from mlatr.errors import MlatrError
 
 
@@ -100,3 +108,40 @@ def test_collation_pads_and_reports_lengths():
     assert lengths.tolist() == [4, 6]
     with pytest.raises(ValueError):
         collate_waveforms([np.ones(3)], [4])
+
+
+@pytest.mark.parametrize("fmt,rate,channels", [("WAV", 48000, 2), ("FLAC", 44100, 1), ("OGG", 22050, 2),
+                                               ("WAV", 16000, 1)])
+def test_the_centre_of_a_long_file_is_read_alone_and_equals_the_whole_decode(tmp_path, fmt, rate, channels):
+    rng = np.random.default_rng(rate)
+    t = np.arange(int(rate * 9.3)) / rate
+    data = np.stack([0.3 * np.sin(2 * np.pi * (300 + 200 * c) * t * (1 + t / 20)) + 0.05 * rng.standard_normal(t.size)
+                     for c in range(channels)], axis=1).astype(np.float32)
+    path = tmp_path / f"long.{fmt.lower()}"
+    sf.write(path, data, rate, format=fmt)
+    whole = load_audio(path, 16000)
+    count = 32000  # 2 s of 9.3: read alone
+    part, length = load_audio_centre(path, 16000, count)
+    start = (whole.shape[0] - count) // 2
+    assert length == whole.shape[0] and part.shape == (count,)
+    np.testing.assert_allclose(part, whole[start:start + count], atol=2e-6)
+    short, n = load_audio_centre(path, 16000, 10 * 16000)  # longer than the file: all of it
+    assert n == whole.shape[0] and np.array_equal(short, whole)
+
+
+def test_only_the_centre_is_decoded_and_a_truncated_header_is_refused(tmp_path):
+    rate = 16000
+    data = np.full(rate * 10, 0.1, np.float32)
+    data[: rate] = np.nan  # damage the part the centre crop leaves out
+    path = tmp_path / "nan-head.wav"
+    sf.write(path, data, rate, subtype="FLOAT")
+    with pytest.raises(MlatrError, match="NaN"):
+        load_audio(path, rate)
+    part, length = load_audio_centre(path, rate, 2 * rate)
+    assert length == 10 * rate and np.allclose(part, 0.1)
+    cut = tmp_path / "cut.wav"
+    sf.write(cut, np.zeros(rate * 10, np.float32), rate, subtype="PCM_16")
+    raw = cut.read_bytes()
+    cut.write_bytes(raw[: len(raw) // 2])  # the header still declares 10 s
+    with pytest.raises(MlatrError, match="truncated"):
+        load_audio_centre(cut, rate, 2 * rate)

@@ -126,8 +126,9 @@ def test_data_dedup_catches_a_wav_re_save_of_an_ogg(copies):
 def test_index_duplicates_lists_the_same_audio_and_near_copies(copies, served_toy, monkeypatch, capsys):
     monkeypatch.setattr(DualEncoder, "encode_audio", band_tower)
     _, ckpt, _ = served_toy
+    # --workers 1: the patched encoder is this process's (worker processes encode with the model they are sent)
     assert run_cli(capsys, "index", "build", copies, "--model", ckpt, "-o", copies / "lib.idx", "--no-progress",
-                   "--no-loudness").code == 0
+                   "--no-loudness", "--workers", "1").code == 0
     r = run_cli(capsys, "index", "duplicates", copies / "lib.idx", "--json", "--no-progress")
     assert r.code == 0, r.err
     out = json.loads(r.out)

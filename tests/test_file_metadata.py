@@ -24,12 +24,13 @@ from mlatr.audio import file_tags
 from mlatr.audio.file_tags import read_file_tags
 from mlatr.audio.loudness import LoudnessMeter
 from mlatr.cli import main
-from mlatr.data.file_metadata import metadata_report, source_of
+from mlatr.data.file_metadata import CAPTION_SOURCES, measure_clips, metadata_report, source_of
 from mlatr.data.importers.folder import import_folder
 from mlatr.data.manifest import Clip, Manifest
 from mlatr.data.sound_names import split_joined, split_word
 from mlatr.data.ucs import UCS_TABLE, parse_ucs_name, ucs_categories
 from mlatr.errors import InputError
+from mlatr.inference.worker_pool import ordered_map
 from mlatr.search import milvus
 from mlatr.search.columns import CaptionColumns, ClipColumns
 from mlatr.search.index import Index
@@ -354,6 +355,29 @@ def test_loudness_true_peak_and_silence_facets_against_independent_values(tmp_pa
     assert "loudness_lufs" not in no_loudness and no_loudness["sample_rate"] == 48000
 
 
+def test_an_index_builds_workers_measure_loudness_as_one_process_does(tmp_path):
+    """The clips a folder's build encodes are measured in its worker processes (issue 48: every core), in order:
+    the BS.1770 values, and a file that does not decode left unmeasured."""
+    lib = tmp_path / "lib"
+    for k in range(5):
+        sine(lib / f"s{k}.wav", amplitude=0.5 / (k + 1), seconds=1.0)
+    (lib / "broken.wav").write_bytes((lib / "s0.wav").read_bytes())
+    listed = import_folder([lib], loudness=False)
+    assert {c.id for c in listed} == {"s0", "s1", "s2", "s3", "s4", "broken"}
+    (lib / "broken.wav").write_bytes((lib / "s0.wav").read_bytes()[:2000])  # truncated since it was listed
+    asked = []
+
+    def two_workers(work, paths):
+        asked.append(len(paths))
+        return ordered_map(work, paths, workers=2)
+
+    measured = measure_clips(listed.clips, listed.root, map_files=two_workers)
+    facets = {c.id: c.extra["facets"] for c in listed}
+    assert asked == [6] and measured == 5 and "loudness_lufs" not in facets["broken"]
+    for k in range(5):
+        assert facets[f"s{k}"]["loudness_lufs"] == pytest.approx(_bs1770_sine_lufs(0.5 / (k + 1), 997, 1), abs=0.01)
+
+
 def test_blockwise_loudness_equals_pyloudnorm_on_the_whole_signal():
     rng = np.random.default_rng(3)
     for rate, channels, seconds in ((48000, 2, 2.37), (44100, 5, 1.3), (16000, 1, 0.43), (22050, 3, 4.0)):
@@ -420,6 +444,36 @@ def test_oversized_and_truncated_tags_are_refused_unread(tmp_path, monkeypatch):
 
 
 # ---- the manifest and the index --------------------------------------------------------------------------
+def test_a_hit_says_where_its_caption_came_from_in_python_the_cli_json_and_the_page(tmp_path, served_toy, capsys):
+    """Issue 46: every source shown in the hit's evidence. A BWF description, an ID3 title and a folder's words
+    reach a hit's caption and keyword evidence as their ``origin``, printed by the CLI beside the language and
+    named in the page's own words for every source the importer records."""
+    import mlatr
+
+    lib = tmp_path / "lib"
+    bwf(lib / "take_0042.wav", description=b"Distant explosion with a long rumble", sr=16000)
+    mp3 = _mp3(lib / "rec_0117.mp3")
+    tags = mutagen.id3.ID3()
+    tags.add(mutagen.id3.TIT2(encoding=3, text="Thunder clap over the hills"))
+    tags.save(mp3)
+    sine(lib / "birds" / "a0193.wav", sr=16000, seconds=0.5)
+    index = Index.build(mlatr.load(served_toy[1], device="cpu"), lib, progress=False)
+    origin = {h.id: {e.source: e.origin for e in h.evidence} for h in index.search_text("explosion thunder birds", k=3)}
+    assert origin["take_0042"]["keyword"] == "bext" and origin["rec_0117"]["keyword"] == "id3"
+    assert origin["birds/a0193"]["keyword"] == "folder"
+    out = tmp_path / "x.idx"
+    assert main(["index", "build", str(lib), "--model", str(served_toy[1]), "-o", str(out), "--no-progress"]) == 0
+    capsys.readouterr()
+    assert main(["search", str(out), "explosion", "-k", "3"]) == 0
+    assert 'in "Distant explosion with a long rumble" [eng, bext]' in capsys.readouterr().out
+    assert main(["search", str(out), "thunder", "-k", "3", "--json"]) == 0
+    found = {r["id"]: r for r in json.loads(capsys.readouterr().out)["results"]}["rec_0117"]
+    assert {e.get("origin") for e in found["evidence"]} >= {"id3"}
+    page = (Path(file_tags.__file__).parents[1] / "serve" / "static" / "app.js").read_text(encoding="utf-8")
+    named = page[page.index("const ORIGINS"):page.index("};", page.index("const ORIGINS"))]
+    assert all(f"{source}:" in named for source in CAPTION_SOURCES), named
+
+
 def test_caption_sources_must_align_with_the_captions(tmp_path):
     good = {"id": "a", "audio": "a.wav", "captions": {"eng": ["x", "y"]}, "caption_sources": {"eng": ["bext", "name"]},
             "facets": {"silent": False}}

@@ -21,6 +21,7 @@ from mlatr.search import Index
 from mlatr.search.query import TextQuery
 from servetools import request, running_server, untrained_checkpoint, upload
 from test_filtered_search import FILTERS, allowed_ids, make_library
+from toydata import stamp_test_calibration
 
 WHERE = "library=castle or keywords has door"
 
@@ -33,7 +34,7 @@ def library_with_model(tmp_path_factory):
     clips, captions = make_library(60, seed=9)
     text = build_text_encoder("small-transformer", corpus=list(captions["text"]) + ["a dog barking"], vocab_size=300,
                               dim=32, num_layers=1, num_heads=2, ff_dim=64)
-    ckpt = untrained_checkpoint(root / "model.pt", text)
+    ckpt = stamp_test_calibration(untrained_checkpoint(root / "model.pt", text))  # relevance compared too
     facets = [dict(f, silent=False) if f else None for f in clips["facets"]]
     dog = int(captions.clip[0])
     facets[dog] = {"duration": 2.0, "channels": 1, "format": "wav", "library": "castle", "silent": True, "keywords": []}

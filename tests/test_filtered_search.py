@@ -21,6 +21,9 @@ from mlatr.search.filters import parse_filter
 from mlatr.search.hybrid import rank_candidates
 from mlatr.search.query import TextQuery
 
+#: These indexes are of vectors alone: their relevance is read with the default ranking's models (conftest).
+pytestmark = pytest.mark.usefixtures("default_calibration")
+
 WORDS = "rain dog bark door creak wind storm engine car horn bird song water drip glass break bell ring".split()
 FORMATS = ["wav", "WAV", "flac", "mp3"]
 LIBRARIES = ["castle", "wesnoth", "foley"]

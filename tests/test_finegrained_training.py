@@ -127,7 +127,7 @@ def test_eval_with_the_head_equals_evaluate_scores_on_its_matrices(lgmm_run, man
     from mlatr.data.manifest import Manifest
     from mlatr.evaluation import evaluate_scores
     from mlatr.inference.checkpoint import load_model
-    from mlatr.inference.encoding import encode_manifest
+    from mlatr.inference.encoded_split import encode_manifest
 
     out, _, _ = lgmm_run
     parser = argparse.ArgumentParser()

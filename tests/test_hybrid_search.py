@@ -22,6 +22,7 @@ from mlatr.search.evidence import describe_evidence
 from mlatr.search.hybrid import TextRanker
 from mlatr.search.lexical import KeywordIndex
 from mlatr.search.query import TextQuery, text_query
+from mlatr.search.relevance import Calibration
 
 
 def test_bm25_equals_the_lucene_formula():
@@ -132,9 +133,8 @@ def test_names_that_say_nothing_rank_as_the_sound_does():
 
 
 def test_relevance_is_a_probability_monotone_in_the_fused_score():
-    from mlatr.search.relevance import shipped
 
-    model = shipped().text
+    model = Calibration.default().text
     scores = np.linspace(-30, 30, 2001)
     rel = model.relevance(scores)
     assert rel.min() >= 0 and rel.max() <= 1 and np.all(np.diff(rel) >= 0)
@@ -345,7 +345,9 @@ def test_hybrid_without_a_live_caption_through_the_index_equals_the_full_ranking
                                                                  "captions": [{} for _ in range(n)]})
         captions = CaptionColumns(caps.reshape(len(cap_rows), d), np.asarray(cap_rows, np.int64),
                                   {"lang": ["eng"] * len(cap_rows), "text": ["a dog"] * len(cap_rows)})
-        return Index(clips, captions, backend="numpy", deleted_rows=np.asarray(deleted, np.int64))
+        index = Index(clips, captions, backend="numpy", deleted_rows=np.asarray(deleted, np.int64))
+        index.use_calibration(Calibration.default())  # the ranker's own default models: relevance compared
+        return index
 
     q = _unit(rng.standard_normal(d))
     for cap_rows, deleted in (([], []), ([], [4, 9]), ([4, 9], [4, 9]), ([4], [9])):  # the last: the full fusion

@@ -11,6 +11,7 @@ import urllib.request
 import numpy as np
 import pytest
 
+from fusion_reference import brute_force
 from mlatr.cli import main
 from mlatr.data.manifest import Manifest
 from mlatr.search import Index
@@ -185,6 +186,13 @@ def test_window_fusion_on_a_larger_library(tmp_path):
     n = len(queries)
     for window in (48, 1000):
         ranker.window = window
+        if window >= len(clips):  # the fused ranking equals a reference computed apart (tests/fusion_reference.py)
+            for q, text, hits in zip(queries, texts, ranker.rank_many(queries, texts, ["eng"] * n, [10] * n,
+                                                                      ["hybrid"] * n), strict=True):
+                ref = brute_force(np.asarray(clips.embeddings), np.asarray(captions.embeddings), captions.clip,
+                                  captions.get("text"), captions.get("lang"), [], q, text, "eng", ranker.model)[:10]
+                assert [h.row for h in hits] == [r for r, _ in ref], text
+                assert np.allclose([h.score for h in hits], [sc for _, sc in ref], atol=1e-4)
         for rank in ("captions", "hybrid"):
             got = ranker.rank_many(queries, texts, ["eng"] * n, [10] * n, [rank] * n)
             want = local.rank_many(queries, texts, ["eng"] * n, [10] * n, [rank] * n)

@@ -23,6 +23,7 @@ from mlatr.search import Index
 from mlatr.search.build import delete_clips, write_rows
 from mlatr.search.columns import CaptionColumns, ClipColumns, SegmentColumns
 from mlatr.search.query import TextQuery
+from mlatr.search.relevance import Calibration
 from mlatr.search.storage import MemoryStorage, Tables
 from mlatr.search.storage_choice import STORAGES, open_storage
 
@@ -148,6 +149,8 @@ def test_every_storage_searches_as_brute_force_and_ranks_text_as_its_rows_in_mem
     # a text query ranked by this storage's ranker as an index of the live rows in memory ranks it
     memory = Index(live.clips, live.captions, live.meta, backend="numpy", segment_columns=live.segments)
     assert isinstance(memory.storage, MemoryStorage)
+    for one in (index, memory):  # no model to carry a calibration (a stand-in checkpoint): the same one given
+        one.use_calibration(Calibration.default())
     for rank in ("hybrid", "captions", "audio"):
         query = TextQuery("dog bark", "eng", 6, rank)
         got, want = index.rank_texts(queries[:1], [query])[0], memory.rank_texts(queries[:1], [query])[0]

@@ -15,7 +15,7 @@ import pytest
 from clitools import manifest_lines, run_cli, write_tone
 from mlatr.data.manifest import Manifest
 from mlatr.data.pipeline.file_source import AudioSource
-from mlatr.inference.audio import encode_source, pool_windows, window_bounds
+from mlatr.inference.audio import SourceClips, Windowing, embed, pool_windows, window_bounds
 from mlatr.inference.checkpoint import load_model
 from mlatr.search import Index, build_index
 from mlatr.search.segments import Segmenting
@@ -41,7 +41,9 @@ def test_short_clips_encode_exactly_as_without_windows(served_toy):
     manifest, ckpt, _ = served_toy
     loaded = load_model(ckpt)
     m = Manifest.load(manifest)
-    rows, plain = encode_source(loaded.model.encode_audio, AudioSource(m), 16, 2.0, loaded.device)  # one window each
+    found = embed(loaded.model.encode_audio, SourceClips(AudioSource(m), 2.0), Windowing.of(2.0, 16, 16000),
+                  loaded.device)  # one window each
+    rows, plain = found.rows, found.vectors
     index = Index.load(served_toy[2])  # built by mlatr index build (windows of the model's 2 s crop)
     assert index.meta["window_seconds"] == 2.0 and index.ids == [m[i].id for i in rows]
     assert np.array_equal(index.embeddings, plain)

@@ -204,8 +204,9 @@ def test_a_long_recording_is_found_by_its_best_segment_once_and_says_where(band_
 
 def test_search_prints_and_answers_where_a_long_recording_matched(band_library, tmp_path, capsys):
     manifest, ckpt, _, query = band_library
+    # --workers 1: the patched encoder is this process's (worker processes encode with the model they are sent)
     assert run_cli(capsys, "index", "build", manifest, "--model", ckpt, "-o", tmp_path / "cli.idx", "--no-progress",
-                   "--segment-seconds", "2", "--segment-hop", "0.5").code == 0
+                   "--segment-seconds", "2", "--segment-hop", "0.5", "--workers", "1").code == 0
     r = run_cli(capsys, "search", tmp_path / "cli.idx", "--audio", query, "--json", "-k", "30")
     found = next(h for h in json.loads(r.out)["results"] if h["id"] == "REC_0042")
     assert found["start"] <= EVENT[0] and EVENT[1] <= found["end"] and found["end"] - found["start"] == 2.0

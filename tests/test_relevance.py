@@ -13,13 +13,13 @@ from mlatr.search.relevance import (
     FEATURES,
     PRIOR_COUNT,
     RARE_SHARE,
+    Calibration,
     Moments,
     QueryStats,
     answer_features,
     answer_relevance,
     pair_features,
     rare_cutoff,
-    shipped,
 )
 from mlatr.search.results import Hit, Results
 
@@ -98,7 +98,7 @@ def test_the_answer_reads_the_whole_ranking_and_is_never_below_its_best_hit():
     assert f["best"] == rel[top[0]] and f["any"] == pytest.approx(1 - np.prod(1 - rel[top]))
     assert f["gap"] == pytest.approx(score[top[0]] - score[top[1:]].mean())
     assert f["sound_z_top5"] == pytest.approx(np.sort(x[:, 1])[-5:].mean()) and f["keyword"] == x[:, 4].max()
-    model = shipped().answer
+    model = Calibration.default().answer
     for best in (0.0, 0.5, 0.99):
         feats = answer_features(score, np.where(np.arange(n) == top[0], best, 0.0), x)
         assert best <= answer_relevance(model, feats) <= 1.0
@@ -114,7 +114,7 @@ def test_nonsense_queries_abstain_on_a_small_library():
     audio, caps = unit(rng.standard_normal((n, d))), unit(rng.standard_normal((n, d)))
     names = [f"{w} {i}" for i, w in enumerate(["dog bark", "rain", "door slam", "bell"] * 10)]
     ranker = TextRanker(audio, caps, np.arange(n), names, ["eng"] * n)
-    threshold = shipped().answer.threshold
+    threshold = Calibration.default().answer.threshold
     for q in nonsense_queries(["eng", "fra", "jpn", "zho"])[:20]:
         answer = ranker.rank(unit(rng.standard_normal(d)), q["text"], q["lang"], 10, "hybrid")
         assert answer.relevance < threshold and answer[0].relevance <= answer.relevance, q
@@ -131,7 +131,7 @@ def test_classification_probabilities_are_a_tempered_softmax():
 
 
 def test_the_shipped_calibration_is_complete():
-    cal = shipped()
+    cal = Calibration.default()
     assert cal.text.kind in ("logistic", "trees") and 0 < cal.text.threshold < 1
     assert cal.answer.kind == "linear" and cal.answer.features == ANSWER_FEATURES and 0 < cal.answer.threshold < 1
     assert np.all(np.diff(cal.answer.calibrator.y) >= 0)
@@ -140,4 +140,4 @@ def test_the_shipped_calibration_is_complete():
 
 
 def test_shipped_weights_are_non_negative():
-    assert np.all(shipped().text.weights >= 0) and np.all(shipped().sound.weights >= 0)
+    assert np.all(Calibration.default().text.weights >= 0) and np.all(Calibration.default().sound.weights >= 0)

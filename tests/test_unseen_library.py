@@ -160,17 +160,26 @@ def test_the_runner_writes_every_fold_resumes_and_picks_a_trained_best(tmp_path,
         assert set(lib["names"]) == set(RANKINGS)
     assert 0.0 <= ts["calibration"]["ece_shown"] <= 1.0
     assert "## Text search with the library's own names: e5-small/audio-only" in report
-    assert "| names / hybrid (new) | R@10 |" in report and "| meaningless / captions only | R@1 |" in report
-    # refitting the shipped calibration is one command: it writes a calibration search can load
+    assert "| names / default (fused) | R@10 |" in report and "| meaningless / captions only | R@1 |" in report
+    # calibrating a model of the recipe is one command: it stores, in the model, a calibration for its weights
     from mlatr.experiments import relevance_fit
+    from mlatr.inference.checkpoint import read_checkpoint, save_checkpoint
+    from mlatr.inference.model_identity import weights_sha256
     from mlatr.search.relevance import Calibration
 
-    monkeypatch.setattr(relevance_fit, "CALIBRATION_PATH", tmp_path / "calibration.json")
+    model = build_model(data, fake_text_space("e5-small", data, tmp_path / "out" / "cache")[0],
+                        HEAD_OPTIONS["audio-only"], 16, 0)
+    save_checkpoint(tmp_path / "m.pt", {"model_config": model.config(), "model": model.state_dict()})
+    assert "calibration" not in read_checkpoint(tmp_path / "m.pt")
     relevance_fit.calibrate_command(tmp_path / "out" / "embeddings" / "e5-small" / "audio-only", "m.jsonl",
-                                    tmp_path / "out" / "cache", tmp_path / "cal", write=True)
-    cal = Calibration.load(tmp_path / "calibration.json")
+                                    tmp_path / "out" / "cache", tmp_path / "cal", model=tmp_path / "m.pt")
+    stored = read_checkpoint(tmp_path / "m.pt")
+    cal = Calibration.from_dict(stored["calibration"])
+    assert cal.weights_sha256 == weights_sha256(stored["model"]) and cal.fitted["units"] == ["lib0", "lib1", "lib2"]
     assert cal.answer.kind == "linear" and cal.text.kind == "logistic" and cal.classify["temperature"] > 0
+    assert set(cal.abstention) >= {"margin", "nonsense_missed", "false_abstention", "nonsense_seed"}
     assert (tmp_path / "cal" / "reliability.png").read_bytes()[:4] == b"\x89PNG"
+    assert (tmp_path / "cal" / "nothing-relevant-tradeoff.png").read_bytes()[:4] == b"\x89PNG"
     assert "nothing relevant" in (tmp_path / "cal" / "report.md").read_text(encoding="utf-8")
     assert (tmp_path / "out" / "unseen-recall-by-language.png").stat().st_size > 0
     assert not (tmp_path / "out" / "heads").exists()  # every fold recorded: no head checkpoint is kept
@@ -331,7 +340,7 @@ def test_unknown_encoder_or_head_is_refused_before_any_work(tmp_path, capsys, co
 
 def test_kept_fold_embeddings_give_the_scores_and_recall_of_the_evaluation(tmp_path):
     from mlatr.evaluation.queries import multilingual_query_eval
-    from mlatr.experiments.relevance_fit import _r10, load_libraries, ranking_scores
+    from mlatr.experiments.relevance_fit import _r10, load_libraries
     from mlatr.experiments.text_search_eval import fold_embeddings, query_texts, save_fold_embeddings
     from mlatr.search.relevance import FEATURES
 
@@ -350,12 +359,11 @@ def test_kept_fold_embeddings_give_the_scores_and_recall_of_the_evaluation(tmp_p
     a = data.features[rows]
     q, c, a = (x / np.linalg.norm(x, axis=1, keepdims=True) for x in (q, c, a))
     assert np.allclose(lib.captions, q @ c.T, atol=1e-5)
-    assert np.allclose(ranking_scores(lib, "audio", {}), q @ a.T, atol=1e-5)
+    assert np.allclose(lib.x[..., FEATURES.index("sound")], q @ a.T, atol=1e-5)
     keyword = lib.x[..., FEATURES.index("keyword")]
     dog = q_text.index("a dog")
     assert keyword[dog, 0] > 0 and keyword[dog, 2] > 0 and keyword[dog, 1] == 0 and keyword[dog, 4] == 0
-    for ranking in ("audio", "captions"):
-        scores = ranking_scores(lib, ranking, {})
+    for scores in (lib.x[..., FEATURES.index("sound")], lib.captions):
         ev = multilingual_query_eval(lib.query_emb, lib.q_lang, lib.q_group, lib.audio_emb, lib.relevant,
                                      data.languages, scores=scores)
         assert _r10(lib, scores) == pytest.approx(ev["t2a"]["avg"]["R10"])

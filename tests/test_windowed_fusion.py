@@ -6,11 +6,13 @@ where a shard has an approximate structure."""
 import numpy as np
 import pytest
 
+from fusion_reference import brute_force
 from mlatr.search import Index
 from mlatr.search.ann import AnnBuild
 from mlatr.search.build import delete_clips
 from mlatr.search.columns import CaptionColumns, ClipColumns
 from mlatr.search.fused_recall import fusion_queries, recall_of, top_rows_of
+from mlatr.search.relevance import Calibration
 
 WORDS = ("rain dog bark door creak wind storm engine car horn bird song water drip glass break bell ring crowd "
          "cheer").split()
@@ -64,6 +66,35 @@ def test_windows_covering_the_library_equal_the_exact_fusion(tmp_path, vectors_m
     a, b = (r.describe(vecs[2], texts[2], "eng", rows, sound) for r in (exact, windowed))
     assert [h.row for h in a] == [h.row for h in b] == rows.tolist()
     np.testing.assert_allclose([h.relevance for h in a], [h.relevance for h in b], atol=1e-6)
+
+
+def test_exact_and_windowed_fusion_equal_a_brute_force_reference(tmp_path, vectors_meta):
+    """Both rankings (exact over every clip, windowed with windows covering the library) give the order and fused
+    scores of a reference computed apart, clip by clip from the raw vectors and texts (tests/fusion_reference.py),
+    with tombstones left out; a small window gives a subset of it in the same order."""
+    out = tmp_path / "lib.idx"
+    Index(*_library(160, 12, seed=4), vectors_meta).save(out)
+    delete_clips(out, ["c5", "c77"])
+    index = Index.load(out)
+    model = Calibration.default().text
+    exact, windowed = index.text_ranker(), index.text_ranker(window=len(index.ids))
+    vecs, texts, langs = fusion_queries(index.tables, 6, seed=5)
+    texts[0], texts[1] = "dog bark rain", "zzz nothing"
+    emb, caps = np.asarray(index.embeddings), np.asarray(index.caption_embeddings)
+    for q, text, lang in zip(vecs, texts, langs, strict=True):
+        want = brute_force(emb, caps, index.caption_clip, index.caption_text, index.caption_lang, index.deleted_rows,
+                           q, text, lang, model)[:12]
+        for ranker in (exact, windowed):
+            got = ranker.rank(q, text, lang, 12, "hybrid")
+            assert [h.row for h in got] == [r for r, _ in want], text
+            np.testing.assert_allclose([h.score for h in got], [s for _, s in want], atol=1e-4)
+        memory = Index(index.clip_columns, index.caption_columns, dict(index.meta), deleted_rows=index.deleted_rows)
+        got = memory.text_ranker().rank(q, text, lang, 12, "hybrid")  # its statistics computed, not stored
+        assert [h.row for h in got] == [r for r, _ in want]
+        small = index.text_ranker(window=20).rank(q, text, lang, 12, "hybrid")
+        order = [r for r, _ in brute_force(emb, caps, index.caption_clip, index.caption_text, index.caption_lang,
+                                             index.deleted_rows, q, text, lang, model)]
+        assert [h.row for h in small] == sorted((h.row for h in small), key=order.index)
 
 
 def test_fused_recall_is_measured_at_build_recorded_and_used_by_searches(tmp_path, vectors_meta):

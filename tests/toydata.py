@@ -66,10 +66,33 @@ def tiny_config(manifest, out, *extra, epochs: int = 2):
     ])
 
 
-def train_toy_model(root: Path, n_train: int = 12, n_val: int = 4, n_test: int = 4) -> tuple[Path, Path]:
-    """A tiny small-cnn + small-transformer model trained one epoch on toy tones; (manifest, checkpoint)."""
+def train_toy_model(root: Path, n_train: int = 12, n_val: int = 4, n_test: int = 4,
+                    calibrated: bool = True) -> tuple[Path, Path]:
+    """A tiny small-cnn + small-transformer model trained one epoch on toy tones; (manifest, checkpoint).
+    ``calibrated``: the checkpoint carries :func:`toy_calibration` (else it is uncalibrated, as a model fresh
+    from ``mlatr train`` is)."""
     from mlatr.training.trainer import Trainer
 
     manifest = make_toy_manifest(root / "toy", n_train=n_train, n_val=n_val, n_test=n_test)
     Trainer(tiny_config(manifest, root / "run", "train.batch_size=6", "data.eval_max_seconds=2.0", epochs=1)).fit()
+    if calibrated:
+        stamp_test_calibration(root / "run" / "last.pt")
     return manifest, root / "run" / "last.pt"
+
+
+def toy_calibration(weights_sha256: str) -> dict:
+    """A calibration for tests: the default ranking's models (mlatr/data/default_ranking.json, fitted for another
+    model) stamped as if fitted for the weights ``weights_sha256``, so that a toy model's searches carry relevance
+    and "nothing relevant" as a calibrated model's do. Never a real model's calibration."""
+    from mlatr.calibration_file import default_ranking
+
+    return {**default_ranking(), "weights_sha256": weights_sha256,
+            "fitted": {"role": "tests only: the default ranking stamped for a toy model's weights"}}
+
+
+def stamp_test_calibration(checkpoint: Path) -> Path:
+    """Store :func:`toy_calibration` in the checkpoint (or model folder) ``checkpoint``."""
+    from mlatr.inference.checkpoint import read_checkpoint, store_calibration
+    from mlatr.inference.model_identity import weights_sha256
+
+    return store_calibration(checkpoint, toy_calibration(weights_sha256(read_checkpoint(checkpoint)["model"])))

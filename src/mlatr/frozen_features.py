@@ -13,11 +13,10 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from tqdm import tqdm
 
 from mlatr.audio.io import SAMPLE_RATE
 from mlatr.data.manifest import Manifest
-from mlatr.inference.audio import embed_clips, file_source, source_clips
+from mlatr.inference.audio import Embedded, SoundFiles, Windowing, embed
 from mlatr.io_utils import atomic_write_with
 
 #: Clips computed between two saves of the cache (what a killed run loses at most).
@@ -59,22 +58,27 @@ def audio_features(encoder, manifest: Manifest, cache: AudioFeatureCache, max_se
     """``[N, D]`` pooled features of every clip (frozen ``encoder``), computing only those not cached.
 
     Clips longer than ``max_seconds`` are centre-cropped and encoded whole, ``batch_size`` per call, through
-    the one audio path (:func:`mlatr.inference.audio.embed_clips`); the cache is saved every
-    :data:`SAVE_EVERY` clips and at the end.
+    the one audio path (:func:`mlatr.inference.audio.embed`); the cache is saved every :data:`SAVE_EVERY` clips
+    and at the end.
     """
     keys = [cache.file_key(c.id, c.audio_path(manifest.root)) for c in manifest.clips]
     todo = [i for i, k in enumerate(keys) if k not in cache.vectors]
-    encoder.eval()
     device = next((p.device for p in encoder.parameters()), torch.device("cpu"))
-    window = int(round(max_seconds * SAMPLE_RATE))  # the whole crop: one window per clip
-    bar = tqdm(total=len(todo), desc="audio features", unit="clip", disable=not progress or not todo)
-    for start in range(0, len(todo), SAVE_EVERY):
-        rows = todo[start:start + SAVE_EVERY]
-        source = file_source([manifest.clips[i].audio_path(manifest.root) for i in rows], SAMPLE_RATE)
-        done, pooled = embed_clips(encoder, source_clips(source, batch_size, max_seconds), window, batch_size,
-                                   device, bar)
-        for k, vec in zip(done, pooled, strict=True):
-            cache.vectors[keys[rows[k]]] = vec
-        cache.save()
-    bar.close()
+    clips = SoundFiles([str(manifest.clips[i].audio_path(manifest.root)) for i in todo], SAMPLE_RATE, max_seconds)
+    unsaved = 0
+
+    def keep(part: Embedded) -> None:
+        nonlocal unsaved
+        for k, vec in zip(part.rows, part.vectors, strict=True):
+            cache.vectors[keys[todo[k]]] = vec
+        unsaved += len(part.rows)
+        if unsaved >= SAVE_EVERY:
+            cache.save()
+            unsaved = 0
+
+    encoder.eval()
+    # the whole crop is one window per clip
+    embed(encoder, clips, Windowing.of(max_seconds, batch_size, SAMPLE_RATE), device, progress=progress and bool(todo),
+          desc="audio features", on_chunk=keep)
+    cache.save()
     return np.stack([cache.vectors[k] for k in keys]).astype(np.float32)

@@ -32,7 +32,7 @@ from mlatr.audio.io import SAMPLE_RATE, collate_waveforms
 from mlatr.data.manifest import Manifest
 from mlatr.errors import MlatrError
 from mlatr.frozen_features import SAVE_EVERY, AudioFeatureCache
-from mlatr.inference.audio import file_source, source_clips
+from mlatr.inference.audio import SoundFiles
 from mlatr.io_utils import atomic_write_json, atomic_write_with
 from mlatr.json_input import read_format_json
 from mlatr.models.aisfx import upper_blocks
@@ -184,9 +184,9 @@ def prefix_features(encoder, manifest: Manifest, cache: PrefixCache, max_seconds
     bar = tqdm(total=len(todo), desc=f"stage-{cache.stage} blocks", unit="clip", disable=not progress or not todo)
     for start in range(0, len(todo), SAVE_EVERY):
         rows = todo[start:start + SAVE_EVERY]
-        source = file_source([manifest.clips[i].audio_path(manifest.root) for i in rows], SAMPLE_RATE)
+        clips = SoundFiles([str(manifest.clips[i].audio_path(manifest.root)) for i in rows], SAMPLE_RATE, max_seconds)
         items: list[tuple[str, np.ndarray]] = []
-        waves = list(source_clips(source, batch_size, max_seconds))
+        waves = [(k, clips.read(k)) for k in range(len(clips))]
         for first in range(0, len(waves), batch_size):
             part = waves[first:first + batch_size]
             wave, lengths = collate_waveforms([w for _, w in part])

@@ -17,13 +17,11 @@ import numpy as np
 import soundfile as sf
 
 from mlatr.audio.integrity import count_slack, declared_frames
-from mlatr.audio.io import SAMPLE_RATE, crop_or_pad, resample
+from mlatr.audio.io import MARGIN_SECONDS, SAMPLE_RATE, crop_or_pad, resample
 from mlatr.errors import MlatrError
 
 #: The longest sound a query may declare (seconds): longer files are refused before decoding.
 MAX_DECLARED_SECONDS = 3600.0
-#: Source seconds decoded on each side of the window, so the resampler's edges fall outside it.
-MARGIN_SECONDS = 0.05
 
 
 def load_query_audio(path: str | os.PathLike, seconds: float, sample_rate: int = SAMPLE_RATE,

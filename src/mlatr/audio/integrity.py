@@ -124,10 +124,10 @@ def _aiff_frames(fh) -> int | None:
     return None
 
 
-def declared_frames(path: str | os.PathLike) -> int | None:
+def declared_frames(path: str | os.PathLike, snd: sf.SoundFile | None = None) -> int | None:
     """Frames the header of a WAV or AIFF file declares; for other formats libsndfile's count (FLAC
-    STREAMINFO, Ogg granule position); ``None`` where nothing is declared or the header is unreadable (or
-    the path is no regular file: a FIFO is never opened)."""
+    STREAMINFO, Ogg granule position; that of ``snd``, the file already open, when given); ``None`` where nothing
+    is declared or the header is unreadable (or the path is no regular file: a FIFO is never opened)."""
     if not os.path.isfile(path):  # a FIFO, socket or device is no regular file
         return None
     try:
@@ -142,13 +142,15 @@ def declared_frames(path: str | os.PathLike) -> int | None:
     except (OSError, struct.error):
         return None
     try:
-        frames = soundfile().info(os.fspath(path)).frames
+        frames = snd.frames if snd is not None else soundfile().info(os.fspath(path)).frames
     except Exception:  # soundfile raises LibsndfileError / RuntimeError / TypeError
         return None
     return int(frames) if 0 < frames < (1 << 62) else None
 
 
-def _open(path: str) -> sf.SoundFile:
+def open_audio(path: str) -> sf.SoundFile:
+    """The sound file at ``path`` opened by libsndfile; :class:`MlatrError` naming it when it is not a regular
+    file, missing or unreadable."""
     special = special_file(path)
     if special:
         raise MlatrError(f"{path}: not a regular file but {special} (not opened)")
@@ -178,27 +180,29 @@ def _check_whole(path: str, declared: int | None, read: int, rate: int, format_n
                          f"({_seconds(declared, rate)}) but only {read:,} decode ({_seconds(read, rate)})")
 
 
-def _blocks(path: str):
-    """Yield ``(sound file, block [n, C] float32)``; decoding errors become :class:`MlatrError`."""
-    with _open(path) as snd:
-        while True:
-            try:
-                block = snd.read(BLOCK_FRAMES, dtype="float32", always_2d=True)
-            except Exception as exc:  # a corrupt stream fails part-way
-                raise MlatrError(f"{path}: cannot decode audio ({exc})") from exc
-            if block.shape[0] == 0:
-                return
-            if not np.isfinite(block).all():
-                raise MlatrError(f"{path}: audio holds NaN or infinite samples")
-            yield snd, block
+def _blocks(snd: sf.SoundFile, path: str):
+    """Yield the blocks ``[n, C]`` float32 of the open file ``snd``; decoding errors become :class:`MlatrError`."""
+    while True:
+        try:
+            block = snd.read(BLOCK_FRAMES, dtype="float32", always_2d=True)
+        except Exception as exc:  # a corrupt stream fails part-way
+            raise MlatrError(f"{path}: cannot decode audio ({exc})") from exc
+        if block.shape[0] == 0:
+            return
+        if not np.isfinite(block).all():
+            raise MlatrError(f"{path}: audio holds NaN or infinite samples")
+        yield block
 
 
 def mono_blocks(path: str | os.PathLike):
     """Yield ``(sample rate, block [n] float32)``: the file decoded block by block and mixed to mono as it is
     read, nothing kept (a long recording's segments, :mod:`mlatr.search.segments`); a decoding error, NaN or
     infinite samples raise :class:`MlatrError` naming the file. Wholeness is not checked (see :func:`probe_audio`)."""
-    for snd, block in _blocks(os.fspath(path)):
-        yield int(snd.samplerate), (block[:, 0].copy() if block.shape[1] == 1 else block.mean(axis=1, dtype=np.float32))
+    path = os.fspath(path)
+    with open_audio(path) as snd:
+        rate = int(snd.samplerate)
+        for block in _blocks(snd, path):
+            yield rate, (block[:, 0].copy() if block.shape[1] == 1 else block.mean(axis=1, dtype=np.float32))
 
 
 def probe_audio(path: str | os.PathLike, on_block: Callable[[np.ndarray, int], None] | None = None) -> AudioProbe:
@@ -206,14 +210,14 @@ def probe_audio(path: str | os.PathLike, on_block: Callable[[np.ndarray, int], N
     ``on_block(block, sample_rate)`` sees each decoded block (``[n, channels]`` float32, in order): what a
     measurement of the whole file (:mod:`mlatr.audio.loudness`) needs from the same decode."""
     path = os.fspath(path)
-    declared = declared_frames(path)
-    with _open(path) as snd:
+    with open_audio(path) as snd:
+        declared = declared_frames(path, snd)
         rate, channels, format_name, subtype = int(snd.samplerate), int(snd.channels), snd.format, snd.subtype
-    read = 0
-    for _snd, block in _blocks(path):
-        read += block.shape[0]
-        if on_block is not None:
-            on_block(block, rate)
+        read = 0
+        for block in _blocks(snd, path):
+            read += block.shape[0]
+            if on_block is not None:
+                on_block(block, rate)
     _check_whole(path, declared, read, rate, format_name)
     return AudioProbe(path, rate, channels, declared, read, format_name, subtype)
 
@@ -222,14 +226,17 @@ def read_audio_blocks(path: str | os.PathLike) -> tuple[np.ndarray, int]:
     """Decode ``path`` to mono float32 at its own rate (each block mixed to the channel mean as it is read,
     so a long multi-channel file never sits in memory whole) and check it is whole: ``(mono [T], rate)``."""
     path = os.fspath(path)
-    declared = declared_frames(path)
-    with _open(path) as snd:
-        rate, format_name = int(snd.samplerate), snd.format
+    with open_audio(path) as snd:
+        return decode_mono(snd, path, declared_frames(path, snd)), int(snd.samplerate)
+
+
+def decode_mono(snd: sf.SoundFile, path: str, declared: int | None) -> np.ndarray:
+    """The open file ``snd`` from where it stands to its end, mono float32, checked whole against ``declared``."""
     parts = [block[:, 0].copy() if block.shape[1] == 1 else block.mean(axis=1, dtype=np.float32)
-             for _snd, block in _blocks(path)]
+             for block in _blocks(snd, path)]
     mono = np.concatenate(parts) if parts else np.zeros(0, np.float32)
-    _check_whole(path, declared, mono.shape[0], rate, format_name)
-    return mono, rate
+    _check_whole(path, declared, mono.shape[0], int(snd.samplerate), snd.format)
+    return mono
 
 
 def peak_envelope(path: str | os.PathLike, bins: int) -> tuple[float, np.ndarray]:
@@ -237,17 +244,17 @@ def peak_envelope(path: str | os.PathLike, bins: int) -> tuple[float, np.ndarray
     equal stretches, decoded block by block, so memory stays bounded for a file of hours; refused, as
     :func:`read_audio_blocks`, when it does not decode whole."""
     path = os.fspath(path)
-    declared = declared_frames(path)
-    with _open(path) as snd:
+    with open_audio(path) as snd:
+        declared = declared_frames(path, snd)
         rate, format_name, frames = int(snd.samplerate), snd.format, int(snd.frames)
-    total = declared or frames
-    peaks = np.zeros(bins, np.float32)
-    seen = 0
-    for _snd, block in _blocks(path):
-        mono = np.abs(block[:, 0] if block.shape[1] == 1 else block.mean(axis=1, dtype=np.float32))
-        where = np.minimum((seen + np.arange(len(mono))) * bins // max(total, 1), bins - 1)
-        np.maximum.at(peaks, where, mono)
-        seen += len(mono)
+        total = declared or frames
+        peaks = np.zeros(bins, np.float32)
+        seen = 0
+        for block in _blocks(snd, path):
+            mono = np.abs(block[:, 0] if block.shape[1] == 1 else block.mean(axis=1, dtype=np.float32))
+            where = np.minimum((seen + np.arange(len(mono))) * bins // max(total, 1), bins - 1)
+            np.maximum.at(peaks, where, mono)
+            seen += len(mono)
     _check_whole(path, declared, seen, rate, format_name)
     return seen / rate, peaks
 

@@ -19,17 +19,30 @@ front end can mask the padding (:class:`mlatr.audio.frontend.LogMel`).
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Iterator, Sequence
 
 import numpy as np
 import torch
 
-from mlatr.audio.integrity import mono_blocks, read_audio_blocks, soundfile
+from mlatr.audio.integrity import (
+    count_slack,
+    declared_frames,
+    decode_mono,
+    mono_blocks,
+    open_audio,
+    read_audio_blocks,
+    soundfile,
+)
 from mlatr.errors import MissingFileError, MlatrError
 
 #: The sample rate every mlatr model consumes.
 SAMPLE_RATE = 16_000
+#: Source seconds decoded on each side of a part of a file, so the resampler's edges fall outside it.
+MARGIN_SECONDS = 0.05
+#: :func:`load_audio_centre` reads a part of a file only when the file is this many times longer than the part.
+PART_READ_RATIO = 2.0
 
 CROP_MODES = ("random", "center", "start")
 
@@ -77,6 +90,51 @@ def load_audio(path: str | os.PathLike, sample_rate: int = SAMPLE_RATE) -> np.nd
     if mono.shape[0] == 0:
         raise MlatrError(f"{path}: audio is too short to resample to {sample_rate} Hz")
     return mono
+
+
+def load_audio_centre(path: str | os.PathLike, sample_rate: int, count: int) -> tuple[np.ndarray, int]:
+    """``(the centred count samples of load_audio(path, sample_rate), the length load_audio would give)``; all of
+    it when no longer. Of a file :data:`PART_READ_RATIO` times longer than the part, in a format libsndfile seeks
+    to the sample (WAV, AIFF, FLAC, Ogg; not MP3, whose header length is an estimate), only that part and
+    :data:`MARGIN_SECONDS` on each side are decoded, from an input sample where the resampler's phase is the whole
+    file's, so the samples equal the whole decode's (to float rounding). Such a file is checked as far as it is
+    read: the part must decode whole and a WAV / AIFF header must not declare more frames than the file holds;
+    damage past the part goes unseen. The file is opened once. Errors as :func:`load_audio`'s, naming the file."""
+    path = os.fspath(path)
+    rate, count = int(sample_rate), int(count)
+    with open_audio(path) as snd:
+        declared = declared_frames(path, snd)
+        sr, frames = int(snd.samplerate), int(snd.frames)
+        length = resampled_length(frames, sr, rate) if 0 < frames < (1 << 62) and sr > 0 else 0
+        if count_slack(snd.format) or not snd.seekable() or length < PART_READ_RATIO * count:
+            wave = resample(decode_mono(snd, path, declared), sr, rate)  # decoded whole
+            if wave.shape[0] == 0:
+                raise MlatrError(f"{path}: audio is too short to resample to {rate} Hz")
+            n = wave.shape[0]
+            start = max(0, (n - count) // 2)
+            return (wave if n <= count else wave[start:start + count].copy()), n
+        if declared is not None and declared > frames:
+            raise MlatrError(f"{path}: truncated audio: the header declares {declared:,} frames but only "
+                             f"{frames:,} are in the file")
+        period_in = sr // math.gcd(sr, rate)  # input samples per resampling phase cycle
+        period_out = rate // math.gcd(sr, rate)
+        start_out = (length - count) // 2
+        margin = int(math.ceil(MARGIN_SECONDS * sr))
+        first = max(0, (start_out * sr // rate - margin) // period_in) * period_in
+        stop = min(frames, -(-(start_out + count) * sr // rate) + margin + 1)
+        try:
+            snd.seek(first)
+            block = snd.read(stop - first, dtype="float32", always_2d=True)
+        except Exception as exc:  # a corrupt stream fails part-way
+            raise MlatrError(f"{path}: cannot decode audio ({exc})") from exc
+    if block.shape[0] < stop - first:
+        raise MlatrError(f"{path}: truncated audio: the header declares {frames:,} frames but the part at "
+                         f"{first:,} decodes only {block.shape[0]:,} of {stop - first:,}")
+    if not np.isfinite(block).all():
+        raise MlatrError(f"{path}: audio holds NaN or infinite samples")
+    mono = block[:, 0].copy() if block.shape[1] == 1 else block.mean(axis=1, dtype=np.float32)
+    offset = start_out - first // period_in * period_out
+    return resample(mono, sr, rate)[offset:offset + count].copy(), length
 
 
 def stream_audio(path: str | os.PathLike, sample_rate: int = SAMPLE_RATE) -> Iterator[np.ndarray]:

@@ -3,6 +3,9 @@
 
 from __future__ import annotations
 
+import os
+
+from mlatr.commands._arg_types import positive_int
 from mlatr.commands._notices import report_skipped
 from mlatr.languages import parse_language_list
 from mlatr.model_registry import MODEL_ENV, PROJECT_FILE, SHIPPED_NAME, resolve_model
@@ -16,6 +19,50 @@ def add_model_option(parser, what: str = "the model", default_note: str | None =
     parser.add_argument("--model", metavar="MODEL", default=None,
                         help=f"{what}: a checkpoint file (mlatr train), a model folder (mlatr export) or a name "
                              f"registered by mlatr export --name ({note})")
+
+
+def add_encoding_options(parser) -> None:
+    """``--workers N`` (processes reading and encoding the audio; default: every core this process may use, shared
+    among the processes torchrun started on this machine), ``--runtime`` and ``--precision`` (what runs the
+    audio encoder: :mod:`mlatr.inference.runtime`)."""
+    parser.add_argument("--workers", type=positive_int, default=None,
+                        help="processes reading and encoding the audio, each on its share of the cores (default: "
+                             "one per core this process may use; 1: this process)")
+    parser.add_argument("--runtime", default="auto", metavar="{auto,torch,onnxruntime,openvino}",
+                        help="what runs the audio encoder's CNN: torch, or an optimised CPU runtime (pip install "
+                             "'mlatr[fast]') exported once and checked equal to torch; auto: openvino, else "
+                             "onnxruntime, else torch (default auto)")
+    parser.add_argument("--precision", default="fp32", metavar="{fp32,bf16,int8}",
+                        help="fp32 (equal to torch, default); bf16 (openvino, on CPUs with AMX or AVX-512 BF16) and "
+                             "int8 (calibrated on 32 clips spread over the library) are faster and lose a little: see "
+                             "docs/measured-figures.md")
+
+
+def workers_from_args(args) -> int:
+    """``--workers``, else the cores this process may use shared among torchrun's processes on this machine."""
+    from mlatr.inference.worker_pool import usable_cores  # loads torch: not paid by every command's parser
+
+    if args.workers is not None:
+        return args.workers
+    return max(1, usable_cores() // max(1, int(os.environ.get("LOCAL_WORLD_SIZE", "1") or 1)))
+
+
+def runtime_from_args(args, model, library=None) -> str:
+    """Attach ``--runtime`` / ``--precision`` to ``model``'s audio encoder (int8 calibrated on clips spread over
+    ``library``: a :class:`~mlatr.inference.library.Library`, or what :func:`~mlatr.inference.library.open_library`
+    takes); the name of what runs it."""
+    # load torch: not paid by every command's parser
+    from mlatr.inference.audio import SourceClips
+    from mlatr.inference.library import Library, open_library
+    from mlatr.inference.runtime import calibration_waves
+
+    waves = None
+    if args.precision == "int8" and library is not None:
+        if not isinstance(library, Library):
+            library = open_library(library, getattr(args, "split", "all"), skip_bad=True)
+        clips = SourceClips(library.source(model.sample_rate, skip_bad=True), float(model.data["eval_max_seconds"]))
+        waves = calibration_waves(clips)
+    return model.use_runtime(args.runtime, args.precision, waves).name
 
 
 def model_path_from_args(args):
@@ -76,7 +123,7 @@ def encode_from_args(args, loaded=None, manifest=None, languages=None, shards=No
     """Encode the clips of :func:`clips_from_args`, or the given ``manifest`` as it is (its audio in ``shards``
     when given), in ``languages`` (default ``--languages``, else the model's training languages) with the
     model (frame / token features too when its matching head scores them); returns an
-    :class:`~mlatr.inference.encoding.EncodedSplit`."""
+    :class:`~mlatr.inference.encoded_split.EncodedSplit`."""
     from mlatr.inference.model_evaluation import encode_split  # loads torch: not paid by every command's parser
 
     loaded = loaded or load_model_from_args(args)

@@ -1,5 +1,11 @@
 from mlatr.commands._arg_types import positive_float, positive_int
-from mlatr.commands._model_io import add_model_option, load_model_from_args
+from mlatr.commands._model_io import (
+    add_encoding_options,
+    add_model_option,
+    load_model_from_args,
+    runtime_from_args,
+    workers_from_args,
+)
 from mlatr.commands._paths import refuse_output_over_input
 from mlatr.commands._skipping import add_skip_options, finish_skips, report_path, skip_bad
 
@@ -40,6 +46,7 @@ def add_arguments(parser):
                         help="centre-crop each file to this length (default: the whole file)")
     parser.add_argument("--window-seconds", type=positive_float, default=None,
                         help="window length for long files (default: the model's evaluation crop)")
+    add_encoding_options(parser)
     parser.add_argument("--device", default="auto")
     add_skip_options(parser)
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -63,9 +70,11 @@ def run(args) -> int:
                          langs=lang)
         print(f"wrote {args.output}: {len(args.items)} texts, dim {emb.shape[1]}")
         return 0
+    runtime_from_args(args, model, args.items)
     found = model.embed_library(args.items, split=args.split, batch_size=args.batch_size,
                                 max_seconds=args.max_seconds, window_seconds=args.window_seconds,
-                                progress=not args.no_progress, skip_bad=skipping)
+                                progress=not args.no_progress, skip_bad=skipping,
+                                workers=workers_from_args(args))
     write_embeddings(args.output, found.ids, found.paths, found.embeddings)
     print(f"wrote {args.output}: {len(found)} clips, dim {found.embeddings.shape[1]}"
           + (f"; skipped {len(found.skips)} bad file(s)" if found.skips else ""))

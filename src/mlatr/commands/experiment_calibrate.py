@@ -1,15 +1,20 @@
-"""Fit the text-search ranking, relevance, "nothing relevant" threshold and classification temperature.
+"""Fit a model's calibration: its text-search relevance, "nothing relevant" rule and classification temperature.
 
-Reads the fold embeddings `mlatr experiment unseen-library` keeps (OUT/embeddings/ENC/HEADS), measures
-every ranking (sound only, captions only, the old reciprocal-rank fusion, a cascade, the monotone
-logistic model that is the default, boosted trees) cross-fitted over the held-out libraries, with file
-names and with meaningless names, with relevance calibration (ECE, reliability diagram), "nothing
-relevant" rates and classification figures, and writes them to -o (report.md, results.json,
-reliability.png). --write also refits on every library and writes the shipped calibration
-(mlatr/data/calibration.json): refitting after a new model is this one command.
+Reads the fold embeddings of the model's recipe on libraries it never trained on (mlatr demo-real keeps them in
+OUT/unseen/embeddings; mlatr experiment unseen-library in OUT/embeddings/ENC/HEADS), measures every ranking
+(sound only, captions only, the old reciprocal-rank fusion, the default) and the default's relevance
+calibration (ECE pooled, over the hits of relevance >= 0.1 and per library; the first hit's AUC), "nothing
+relevant" rates with their trade-off and classification figures, cross-fitted over the held-out libraries and
+over two halves of the hand-written queries (no library and no query text is both fitted and measured), and
+writes them to -o (report.md, results.json, reliability.png, nothing-relevant-tradeoff.png). --model MODEL
+also refits on every library and query and stores the calibration in MODEL (a checkpoint or a model folder of
+that recipe; the calibration records its weights' SHA-256 and is used only with them). Searches do not translate
+queries, so neither does the calibration; --translated-queries measures what translating Spanish and Catalan
+queries into English would give (the fold embeddings' Apertium translations), without storing anything.
 
 Examples:
-  mlatr experiment calibrate --embeddings runs/unseen-library/embeddings/use-multilingual/near-identity --write
+  mlatr experiment calibrate --embeddings runs/demo-real/unseen/embeddings --cache-dir runs/demo-real/cache \
+    --model runs/demo-real/model.pt
 """
 
 from pathlib import Path
@@ -33,8 +38,11 @@ def add_arguments(parser) -> None:
     parser.add_argument("--cache-dir", default=None, help="feature caches (default: the run's OUT/cache)")
     parser.add_argument("-o", "--output", dest="out", default="runs/calibrate",
                         help="output folder (default: runs/calibrate)")
-    parser.add_argument("--write", action="store_true", help="refit on every library and write the shipped "
-                        "calibration (mlatr/data/calibration.json)")
+    parser.add_argument("--model", default=None, help="refit on every library and store the calibration in this "
+                        "model (a checkpoint or model folder whose recipe made the embeddings)")
+    parser.add_argument("--translated-queries", action="store_true",
+                        help="measure as if searches translated Spanish and Catalan queries into English (the "
+                        "fold embeddings' Apertium translations; searches do not yet): not with --model")
 
 
 def run(args) -> int:
@@ -44,6 +52,18 @@ def run(args) -> int:
     folder = Path(args.embeddings)
     if not folder.is_dir():
         raise MlatrError(f"{folder}: not a folder of fold embeddings (run mlatr experiment unseen-library first)")
-    cache = Path(args.cache_dir) if args.cache_dir else folder.parents[2] / "cache"
-    print(calibrate_command(folder, args.manifest, cache, Path(args.out), args.write))
+    cache = Path(args.cache_dir) if args.cache_dir else _run_cache(folder)
+    if args.translated_queries and args.model:
+        raise MlatrError("--translated-queries measures a remedy searches do not apply: no calibration to store "
+                         "(leave out --model)")
+    print(calibrate_command(folder, args.manifest, cache, Path(args.out), args.model, args.translated_queries))
     return 0
+
+
+def _run_cache(folder: Path) -> Path:
+    """The feature cache of the run whose fold embeddings are ``folder``: ``OUT/cache`` beside ``OUT/unseen``
+    (demo-real) or ``OUT/embeddings/ENC/HEADS`` (unseen-library)."""
+    for parent in folder.parents:
+        if (parent / "cache" / "aisfx.npz").is_file():
+            return parent / "cache"
+    raise MlatrError(f"{folder}: no feature cache (cache/aisfx.npz) above it; give --cache-dir")

@@ -79,6 +79,10 @@ def add_arguments(parser) -> None:
     parser.add_argument("-o", "--output", dest="out", default="runs/learning-curve",
                         help="output folder (default: runs/learning-curve)")
     parser.add_argument("--cache-dir", default=None, help="feature caches (default: OUT/cache)")
+    parser.add_argument("--audio-runtime", default="torch", metavar="RUNTIME/PRECISION",
+                        help="what computes aiSFX's pooled features: torch (default), or an optimised runtime and "
+                             "precision such as openvino/int8 (mlatr.inference.runtime; its own feature cache): "
+                             "what a precision costs in retrieval")
     parser.add_argument("--text", default="use-multilingual", choices=TEXT_ENCODERS, help="frozen text encoder")
     parser.add_argument("--train-blocks", default="0,1,4",
                         help="comma-separated numbers of aiSFX's last conv blocks that train (0-4; default 0,1,4)")
@@ -217,7 +221,8 @@ def run(args) -> int:
         stages = (0,) if args.export_bundle else sorted({4 - b for b in blocks if 0 < b})
         inputs = FrozenInputs.from_manifest(args.manifest, args.cache_dir or Path(args.out) / "cache", args.text,
                                             stages, progress=progress, dtype="float16" if args.export_bundle
-                                            else "float32", augment=augment, augment_views=args.augment_views)
+                                            else "float32", augment=augment, augment_views=args.augment_views,
+                                            audio_runtime=args.audio_runtime)
     if args.export_bundle:
         print(f"bundle: {export_bundle(inputs, args.export_bundle, args.compact)}")
         return 0

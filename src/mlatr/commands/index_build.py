@@ -1,7 +1,15 @@
 import time
+from functools import partial
 
 from mlatr.commands._arg_types import positive_float, positive_int
-from mlatr.commands._model_io import add_model_option, clips_from_args, load_model_from_args
+from mlatr.commands._model_io import (
+    add_encoding_options,
+    add_model_option,
+    clips_from_args,
+    load_model_from_args,
+    runtime_from_args,
+    workers_from_args,
+)
 from mlatr.commands._notices import report_metadata, some_ids
 from mlatr.commands._paths import model_inputs, refuse_output_over_input
 from mlatr.commands._skipping import add_skip_options, finish_skips, report_path, skip_bad
@@ -49,6 +57,11 @@ beside the index (--skip-report FILE elsewhere; a milvus:PATH.db target: beside 
 then 3 ("done, with skips"; 0 with --skip-bad, which says skips are expected). --strict stops at the first bad
 file instead, writing nothing (exit 2). A manifest's bad line or clip and a bad shard sample stop the build
 unless --skip-bad: a person or a program wrote them, and they are a mistake to fix.
+
+The audio is read and encoded by --workers processes (default: one per core this process may use), with a
+progress bar of clips (rate, time left); the results equal one process's. A killed build started again with
+the same command encodes only the clips it had not done (their vectors are kept as they come, in the cache
+folder: $MLATR_CACHE_DIR, else ~/.cache/mlatr; removed once the index is written).
 
 Under torchrun (torchrun --nproc_per_node=N -m mlatr index build ... -o FOLDER) each process encodes
 its contiguous part of the new clips and writes its own shard; the first process then adds the shards
@@ -113,6 +126,7 @@ def add_arguments(parser):
     parser.add_argument("--ann-param", action="append", default=[], metavar="KEY=INT",
                         help="a parameter of the structure (hnsw: M, efConstruction, efSearch, rerank; ivfpq: "
                              "nlist, m, pq_bits, nprobe, rerank); repeatable")
+    add_encoding_options(parser)
     parser.add_argument("--device", default="auto")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
 
@@ -141,8 +155,9 @@ def run(args) -> int:
 def _build(args, ctx, skipping: bool, skip_report) -> int:
     """Build the index; ``skipping``: skip bad inputs, listed in ``skip_report`` (see _skipping)."""
     from mlatr.data.file_metadata import measure_clips  # scipy.signal, as above
+    from mlatr.inference.worker_pool import ordered_map  # loads torch, as above
     from mlatr.search.build import plan_index_build, write_build  # loads torch: not paid by every command's parser
-    from mlatr.search.encode import build_settings  # as above
+    from mlatr.search.library_encoding import build_settings  # as above
     from mlatr.search.rank_build import build_by_rank  # loads torch.distributed, as above
     from mlatr.search.segments import segmenting  # as above
 
@@ -150,6 +165,7 @@ def _build(args, ctx, skipping: bool, skip_report) -> int:
     library = library_from_args(args, skipping)
     langs = parse_language_list(args.caption_langs, "--caption-langs") if args.caption_langs else None
     params = parse_ann_params(args.ann_param)
+    runtime = runtime_from_args(args, model, library)
     t0 = time.perf_counter()
     window = build_settings(model, args.max_seconds, args.window_seconds, None)[2]
     cut = segmenting(window, args.segment_seconds, args.segment_hop, args.segments_above, not args.no_segments)
@@ -157,16 +173,18 @@ def _build(args, ctx, skipping: bool, skip_report) -> int:
                            batch_size=args.batch_size, max_seconds=args.max_seconds,
                            window_seconds=args.window_seconds, skip_bad=skipping,
                            progress=not args.no_progress, dtype=args.dtype, shards=library.shards,
-                           ann=AnnBuild(args.ann, params, args.ann_exact_below, not args.no_progress))
+                           ann=AnnBuild(args.ann, params, args.ann_exact_below, not args.no_progress),
+                           workers=workers_from_args(args))
     if not args.no_loudness:  # the folder's listing read headers only: the clips to encode are measured now
-        measure_clips(job.plan.new, job.manifest.root, progress=not args.no_progress)
+        measure_clips(job.plan.new, job.manifest.root, progress=not args.no_progress,
+                      map_files=partial(ordered_map, workers=workers_from_args(args)))
     # under torchrun each process encodes its part of the new clips into a shard of its own
     report = build_by_rank(ctx, job) if ctx is not None and ctx.enabled else write_build(job)
     dt = time.perf_counter() - t0
     if report is None:  # not the first process: it printed nothing
         return 0
     skips = library.skips(report.skipped)
-    rate = f" ({report.added / dt:.1f} clips/s)" if report.added else ""
+    rate = f" ({report.added / dt:.1f} clips/s, {runtime})" if report.added else ""
     print(f"wrote {args.output}: {len(report.index)} clips ({report.added} encoded{rate}, {report.kept} kept), "
           f"{len(report.index.caption_text)} captions, dim {report.index.dim}, "
           f"{report.bytes_written / 2**20:.1f} MiB written"

@@ -2,6 +2,7 @@ from pathlib import Path
 
 from mlatr.commands._arg_types import positive_int
 from mlatr.commands.index_build import parse_ann_params
+from mlatr.errors import MlatrError
 from mlatr.output_paths import check_output_path
 from mlatr.search.ann import EXACT_BELOW, KINDS, AnnBuild
 from mlatr.search.shards import DTYPES
@@ -48,4 +49,19 @@ def run(args) -> int:
                 index.live().save(out, dtype, build)
     size = open_storage(out).size()
     print(f"wrote {out}: {len(index)} clips ({deleted} deleted rows dropped), {size / 2**20:.1f} MiB")
+    _record_level(out)
     return 0
+
+
+def _record_level(path: Path) -> None:
+    """Store the compacted index's own "nothing relevant" level (its library may have lost clips); said, not
+    raised, when its model cannot be loaded or has no calibration (the level is then fitted at the first query)."""
+    from mlatr.search.index import Index  # loads torch: not paid by every command's parser
+
+    try:
+        record = Index.load(path).record_abstention()
+    except MlatrError as exc:
+        print(f"nothing relevant: the level is not stored ({exc}); a search fits it when first asked")
+        return
+    if record is not None:
+        print(f"nothing relevant: this index's level fitted on {record['queries']} nonsense queries and stored")

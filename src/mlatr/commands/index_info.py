@@ -5,7 +5,9 @@ from mlatr.terminal_text import shown
 HELP = """Print what an index holds: format, clips (live and deleted), captions, dimension, dtype, shards with
 their size and approximate-search structures over the clips and the captions (kind, parameters, recall@10
 measured at build), the window of the text ranking and its fused recall@10 measured at build, the segments of
-its long clips (how they were cut and how many), the model and the audio settings it was built with. --check
+its long clips (how they were cut and how many), the model and the audio settings it was built with, which
+calibration gives its relevance (the model's own, fitted for its weights, or none) and below which relevance
+an answer says "nothing relevant" (the index's own level, fitted on nonsense queries run against it). --check
 also stats every clip's audio file and lists those deleted or changed since they were indexed. --json prints
 one JSON object.
 
@@ -37,6 +39,18 @@ def run(args) -> int:
     model = shown(info["checkpoint"]) + (f" ({digests})" if digests else "")
     print(f"  model {model}; {info['sample_rate']} Hz, {info['max_seconds']} s; caption languages "
           f"{shown(', '.join(info['caption_languages']))}")
+    cal = info["calibration"]
+    if cal["calibrated"]:
+        fitted = cal.get("fitted") or {}
+        print(f"  relevance: calibration {cal['id']} of the model (fitted for its weights by "
+              f"{fitted.get('command', '?')}, commit {fitted.get('commit') or 'unknown'})")
+        level = info["nothing_relevant"]
+        print(f"  nothing relevant: below relevance {level['min_relevance']:.3f} (this index's level on "
+              f"{level['queries']} nonsense queries, seed {level['seed']}, "
+              + ("stored at build)" if level["stored"] else "fitted now: not stored since the library or the "
+                 "calibration changed; mlatr index compact stores it)"))
+    else:
+        print(f"  relevance: not calibrated ({cal['why']}): searches rank, without a probability")
     for shard in info["shards"]:
         print(f"  {shard['name']}: {shard['rows']} rows ({shard['deleted']} deleted), {_how(shard.get('ann'))}"
               + (f"; captions {_how(shard['caption_ann'])}" if shard.get("caption_ann") else ""))

@@ -8,6 +8,7 @@ from mlatr.search.backends import BACKENDS
 from mlatr.search.evidence import describe_evidence
 from mlatr.search.export import write_csv
 from mlatr.search.fusion import RANKS
+from mlatr.search.results import below_words
 from mlatr.terminal_text import shown
 
 HELP = """Search an index: clips for a text query in any language, or for a sound (--audio).
@@ -15,11 +16,13 @@ HELP = """Search an index: clips for a text query in any language, or for a soun
 Text queries are encoded by the index's model with the language --lang (ISO 639-3 or 639-1) and
 ranked by --rank: hybrid (default: the clips' sound, their captions' meaning in every language the index
 holds, and caption keywords, fused by a model fitted on libraries never trained on), audio (sound only)
-or captions (captions only). Each result carries its relevance, the calibrated probability that it
-answers the query, and says why it matched (caption, keyword, sound). The answer as a whole carries the
-probability that the library holds a clip relevant to the query (for --audio: the best result's
-relevance); below --min-relevance (default: the fitted threshold) a line says "nothing relevant" before
-the closest results (--json: "nothing_relevant": true, and "relevance").
+or captions (captions only). Each result carries its relevance, the probability that it answers the query
+(calibrated for the index's model: its own calibration, fitted for its weights), and says why it matched
+(caption, keyword, sound). The answer as a whole carries the probability that one of its results answers
+(for --audio: the best result's relevance); below --min-relevance (default: the index's own level, fitted on
+nonsense queries run against it) a line says "nothing relevant" before the closest results (--json:
+"nothing_relevant": true, and "relevance"). A model without a calibration ranks all the same but gives no
+relevance and says so ("calibrated": false).
 The frozen multilingual text encoders (e5-small, use-multilingual) read any of their languages and need no
 --lang (without it a query embeds as with any, and its keywords are matched with the stop words and stems of
 every language); a text encoder that reads the language (SONAR, a small one trained with a language
@@ -112,9 +115,11 @@ def run(args) -> int:
     if args.json:
         print(json.dumps(out, ensure_ascii=False, indent=1, allow_nan=False))  # strict JSON: hits hold no inf
         return 0
+    if not clips.calibrated:
+        print(f"relevance: not calibrated ({clips.uncalibrated}); the hits are ranked, without a probability")
     if clips.nothing_relevant:
-        level = ("" if clips.relevance is None
-                 else f" (relevance {clips.relevance:.2f}, below {clips.min_relevance:.2f})")
+        level = ("" if clips.relevance is None or clips.min_relevance is None
+                 else f" ({below_words(clips.relevance, clips.min_relevance)})")
         print(f"nothing relevant: nothing in this library seems to match{level}; the closest ones:")
     print(f"{'rank':>4}  {'relev.':>6}  {'score':>6}  id / caption / path")
     for h in clips:

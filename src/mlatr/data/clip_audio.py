@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from mlatr.audio.integrity import duration_problem
-from mlatr.audio.io import load_audio
+from mlatr.audio.io import load_audio, load_audio_centre
 from mlatr.errors import InputError, MlatrError
 
 if TYPE_CHECKING:
@@ -23,19 +23,24 @@ if TYPE_CHECKING:
 
 
 def load_clip_audio(clip: Clip, root: str | os.PathLike, sample_rate: int,
-                    manifest_file: str | os.PathLike | None = None) -> np.ndarray:
-    """Mono float32 audio of ``clip`` (audio relative to ``root``) at ``sample_rate``;
+                    manifest_file: str | os.PathLike | None = None, count: int | None = None) -> np.ndarray:
+    """Mono float32 audio of ``clip`` (audio relative to ``root``) at ``sample_rate``, or its centred ``count``
+    samples (reading only that part of a long file: :func:`~mlatr.audio.io.load_audio_centre`);
     :class:`~mlatr.errors.InputError` naming ``manifest_file`` and the clip's line when the file is missing,
     does not decode whole, or is far from the stated duration (without a manifest file, a clip listed from a
     folder or given as a file: the error names the sound file alone)."""
     path = clip.audio_path(root)
     try:
-        wave = load_audio(path, sample_rate)
+        if count is None:
+            wave = load_audio(path, sample_rate)
+            length = wave.shape[0]
+        else:
+            wave, length = load_audio_centre(path, sample_rate, count)
     except MlatrError as exc:
         if manifest_file is None:
             raise  # it names the file, the one place there is
         raise InputError(f"clip {clip.id!r}: {exc}", str(manifest_file), clip.line, "audio") from exc
-    problem = duration_problem(wave.shape[0] / sample_rate, clip.duration)
+    problem = duration_problem(length / sample_rate, clip.duration)
     if problem:
         if manifest_file is None:
             raise InputError(problem, str(path))

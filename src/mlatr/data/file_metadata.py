@@ -39,7 +39,7 @@ import math
 import os
 import re
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -184,21 +184,34 @@ def header_facets(path: str | os.PathLike) -> dict[str, Any]:
     return technical_facets(path, None, None, header)
 
 
-def measure_clips(clips: Sequence[Clip], root: str | os.PathLike, progress: bool = False) -> int:
+def measure_clips(clips: Sequence[Clip], root: str | os.PathLike, progress: bool = False,
+                  map_files: Callable[[Callable[[str], dict[str, Any] | None], list[str]], Iterable] | None = None
+                  ) -> int:
     """Add loudness, peaks and silence (one decode each) to the facets of those ``clips`` (audio relative to
     ``root``) whose facets lack them: what an index build does for the clips it encodes from a folder, whose
     listing read headers only. A manifest's clip without facets stays without; a file that does not decode
-    is left as it is (the encoder reports it). Returns the number of clips measured."""
+    is left as it is (the encoder reports it). ``map_files(work, paths)``: ``work(path)`` of each path in order,
+    how the files are decoded (default: one after the other here; an index build passes its worker processes,
+    :func:`mlatr.inference.worker_pool.ordered_map`). Returns the number of clips measured."""
     todo = [c for c in clips if isinstance(c.extra.get("facets"), dict) and "silent" not in c.extra["facets"]]
+    paths = [str(c.audio_path(Path(root))) for c in todo]
+    found = map_files(measured_facets, paths) if map_files is not None else map(measured_facets, paths)
     done = 0
-    for clip in tqdm(todo, desc="loudness", unit="file", disable=not progress or not todo):
-        try:
-            _found, facets = decoded_facets(clip.audio_path(Path(root)))
-        except MlatrError:
-            continue
-        clip.extra["facets"].update(facets)
-        done += 1
+    for clip, facets in tqdm(zip(todo, found, strict=True), total=len(todo), desc="loudness", unit="file",
+                             disable=not progress or not todo):
+        if facets is not None:
+            clip.extra["facets"].update(facets)
+            done += 1
     return done
+
+
+def measured_facets(path: str) -> dict[str, Any] | None:
+    """The technical facets of one decode of ``path`` (:func:`decoded_facets`), None when it does not decode
+    whole."""
+    try:
+        return decoded_facets(path)[1]
+    except MlatrError:
+        return None
 
 
 def path_facets(rel: Path) -> dict[str, str]:

@@ -61,6 +61,7 @@ from mlatr.data.importers._common import AUDIO_EXTENSIONS as SOUND_FILE_SUFFIXES
 from mlatr.data.importers._common import BadRows
 from mlatr.data.manifest import Clip, Manifest, Problem, clip_from_json, split_problem
 from mlatr.data.pipeline.file_source import AudioSource
+from mlatr.data.pipeline.source import crop_window
 from mlatr.errors import InputError, MlatrError
 from mlatr.io_utils import atomic_open, atomic_write_with
 from mlatr.json_input import parse_json
@@ -453,6 +454,9 @@ class ShardSource(AudioSource):
         if problem:
             raise InputError(f"clip {clip.id!r}: {problem}", member.url, None, "duration")
         return wave
+
+    def _decode_centre(self, index: int, count: int) -> np.ndarray:
+        return crop_window(self._decode(index), count, None)  # a member is decoded whole from its bytes
 
     def _probe(self, index: int) -> int:
         member = self.members[self.manifest[index].id]

@@ -32,7 +32,7 @@ HEAD_MEMORY_BUDGET_MB = 1024.0
 
 def head_score_matrices(head, enc, memory_budget_mb: float = HEAD_MEMORY_BUDGET_MB,
                         progress: bool = False) -> tuple[np.ndarray, np.ndarray]:
-    """``(t2a [Nt, Na], a2t [Na, Nt])`` float32 scores of an :class:`~mlatr.inference.encoding.EncodedSplit`
+    """``(t2a [Nt, Na], a2t [Na, Nt])`` float32 scores of an :class:`~mlatr.inference.encoded_split.EncodedSplit`
     (encoded with ``frames=True`` for frame-based heads)."""
     audio, text = enc.audio_side(), enc.text_side()
     out = []

@@ -48,6 +48,7 @@ from mlatr.experiments.real_heads import (
     query_retrieval,
     training_items,
 )
+from mlatr.experiments.text_search_eval import fold_embeddings, save_fold_embeddings
 from mlatr.experiments.unseen_library import IN_LIBRARY, ORIGINAL_LIBRARIES, folds, single_target, sound_only
 from mlatr.frozen_prefix import BlockFeatures, PrefixCache, prefix_features
 from mlatr.io_utils import atomic_write_json, atomic_write_with
@@ -105,14 +106,17 @@ class FrozenInputs:
     @classmethod
     def from_manifest(cls, manifest_path: str | Path, cache_dir: str | Path, text: str = "use-multilingual",
                       stages: Sequence[int] = (), max_seconds: float = 10.0, progress: bool = True,
-                      dtype: str = "float32", augment: Sequence[str] = (), augment_views: int = 1) -> FrozenInputs:
+                      dtype: str = "float32", augment: Sequence[str] = (), augment_views: int = 1,
+                      audio_runtime: str = "torch") -> FrozenInputs:
         """The inputs of a manifest's clips, cached in ``cache_dir`` (pooled aiSFX features, the text encoder's
         embeddings, ``prefix-<stage>/`` for each stage of ``stages``; ``augment``: ``augment_views`` augmented
-        views of these kinds, :meth:`RealSounds.augment`)."""
+        views of these kinds, :meth:`RealSounds.augment`; ``audio_runtime``: what computes the pooled features,
+        :meth:`RealSounds.load`)."""
         from mlatr.experiments.real_heads import text_space  # builds the text encoder: only when there is one
 
         cache_dir = Path(cache_dir)
-        data = RealSounds.load(manifest_path, cache_dir / "aisfx.npz", max_seconds, progress)
+        features = "aisfx.npz" if audio_runtime == "torch" else f"aisfx-{audio_runtime.replace('/', '-')}.npz"
+        data = RealSounds.load(manifest_path, cache_dir / features, max_seconds, progress, audio_runtime)
         if augment:
             data.augment(augment, augment_views, cache_dir, max_seconds, progress)
         _, bank = text_space(text, data, cache_dir)
@@ -280,7 +284,7 @@ def run_learning_curve(inputs: FrozenInputs, out: str | Path, train_blocks: Sequ
                        ensemble: int = 1, added_groups: int | None = None, batch_size: int = 64,
                        hard_negatives: int | None = None, val_libraries: float | None = None, workers: int = 1,
                        *, in_library: bool = False, tail_patience: int | None = None,
-                       library_batches: bool = False) -> dict:
+                       library_batches: bool = False, keep_embeddings: bool = False) -> dict:
     """Every point ``(train_blocks, fraction, seed)`` over every held-out library; ``OUT/results.json`` after
     each fold (a rerun with the same settings resumes), ``OUT/learning-curve.png`` at the end.
     ``hard_negatives``: batches of whole clusters of similar captions, clusters of about that many clips
@@ -301,7 +305,12 @@ def run_learning_curve(inputs: FrozenInputs, out: str | Path, train_blocks: Sequ
     the split ``mlatr demo-real`` reports), as the fold ``in-library``, summarized apart.
     ``library_batches``: each batch holds the clips of one library (several small ones together), so that a clip's
     negatives come from its own library, as on a held-out one (:func:`library_groups`).
-    ``OUT/results.json`` also keeps each fold's wall time (``"seconds"``, by point and fold)."""
+    ``OUT/results.json`` also keeps each fold's wall time (``"seconds"``, by point and fold).
+    ``keep_embeddings``: each heads-only fold of the point at fraction 1 also writes what its
+    model makes of its held-out libraries, ``OUT/embeddings/FOLD.npz``
+    (:func:`~mlatr.experiments.text_search_eval.fold_embeddings`: what ``mlatr experiment calibrate`` fits the
+    relevance of this recipe on) and its heads' weights, ``OUT/embeddings/FOLD.heads.pt`` (float16: what embeds
+    further texts with the fold's model, :func:`fold_model`); a recorded fold without them is trained again."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     data = inputs.data
@@ -323,10 +332,12 @@ def run_learning_curve(inputs: FrozenInputs, out: str | Path, train_blocks: Sequ
     if heads not in HEAD_OPTIONS or not HEAD_OPTIONS[heads].trained:
         raise MlatrError(f"--heads must be a trained head option ({', '.join(HEAD_OPTIONS)}), got {heads!r}")
     option = HEAD_OPTIONS[heads]
+    keep = out / "embeddings" if keep_embeddings else None
     todo = [(b, fr, s, f) for b in train_blocks for fr in fractions for s in seeds for f in fold_rows
-            if f not in results["points"].get(_point(b, fr, s), {}).get("folds", {})]
+            if f not in results["points"].get(_point(b, fr, s), {}).get("folds", {})
+            or (keep is not None and _keeps(b, fr) and not (keep / f"{f}.npz").is_file())]
     job = _FoldJob(inputs, fold_rows, option, epochs, tail_epochs, tail_lr, device, out, batch_size, hard_negatives,
-                   ensemble, tail_patience, library_batches)
+                   ensemble, tail_patience, library_batches, keep)
     order = {f: k for k, f in enumerate(fold_rows)}
     bar = tqdm(total=len(todo), desc="learning curve", unit="fold", disable=not progress or not todo)
     for (b, fr, s, f), (fold, seconds) in _run_folds(job, todo, workers):
@@ -363,6 +374,7 @@ class _FoldJob:
     ensemble: int
     tail_patience: int | None = None
     library_batches: bool = False
+    keep: Path | None = None
 
     def __call__(self, task: tuple[int, float, int, str]) -> tuple[tuple[int, float, int, str], tuple[dict, float]]:
         """``task`` = (trained blocks, fraction, seed, fold) -> (task, (the fold's record, its wall seconds))."""
@@ -395,6 +407,11 @@ class _FoldJob:
             model, best = DualEncoder.ensemble_of(members), best if len(best) > 1 else best[0]
         record = {**self._evaluate(model, feats, rows["test"]), "train_clips": len(train), "best_epoch": best,
                   **record}
+        if self.keep is not None and _keeps(b, fr):
+            self.keep.mkdir(parents=True, exist_ok=True)
+            heads = {k: v.detach().half().clone() for k, v in model.state_dict().items() if k.startswith(HEAD_KEYS)}
+            atomic_write_with(self.keep / f"{f}.heads.pt", lambda fh: torch.save(heads, fh))
+            save_fold_embeddings(self.keep / f"{f}.npz", fold_embeddings(model, data, self.inputs.bank, rows["test"]))
         return task, (record, time.perf_counter() - started)
 
     def _evaluate(self, model, feats: np.ndarray, test: list[int]) -> dict:
@@ -403,6 +420,29 @@ class _FoldJob:
         data = replace(self.inputs.data, features=feats)
         return {"queries": query_retrieval(model, data, self.inputs.bank, test),
                 "captions": caption_retrieval(model, data, self.inputs.bank, test)}
+
+
+#: The parameters of a model's projection heads (what a heads-only fold trains; the backbones are frozen).
+HEAD_KEYS = ("audio_projection.", "text_projection.")
+
+
+def _keeps(blocks: int, fraction: float) -> bool:
+    """Whether a point's folds keep their embeddings: the heads-only ones on every training clip (the recipe
+    ``mlatr demo-real`` ships)."""
+    return blocks == 0 and fraction >= 1.0
+
+
+def fold_model(inputs: FrozenInputs, heads_path: str | Path, option: HeadOption, ensemble: int) -> DualEncoder:
+    """The model of a kept fold (``FOLD.heads.pt``, :func:`run_learning_curve` with ``keep_embeddings``): ``ensemble``
+    head pairs of ``option`` over the inputs' frozen text side, with the stored weights (float16, widened)."""
+    members = [build_model(inputs.data, _text_side(inputs), option, 256, 0) for _ in range(ensemble)]
+    model = DualEncoder.ensemble_of(members)
+    stored = torch.load(heads_path, map_location="cpu", weights_only=True)
+    missing = [k for k in model.state_dict() if k.startswith(HEAD_KEYS) and k not in stored]
+    if missing:
+        raise MlatrError(f"{heads_path}: not the heads of {ensemble} {option.name} pair(s) ({missing[0]} missing)")
+    model.load_state_dict({k: v.float() for k, v in stored.items()}, strict=False)
+    return model.eval()
 
 
 #: The fold job of a worker process (set once by :func:`_start_worker`).

@@ -35,17 +35,20 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from mlatr.audio.io import SAMPLE_RATE
 from mlatr.augmented_views import AugmentedView, augmented_views
 from mlatr.data.manifest import Manifest
 from mlatr.data.path_captions import CaptionRules
 from mlatr.data.sound_names import name_caption
 from mlatr.errors import MlatrError
 from mlatr.evaluation import evaluate_embeddings, zero_shot, zero_shot_prompts
-from mlatr.evaluation.nonsense import nonsense_queries
+from mlatr.evaluation.nonsense import INDEX_SEED, nonsense_queries
 from mlatr.evaluation.queries import caption_chance, keyword_relevance, multilingual_query_eval
 from mlatr.experiments.head_options import TEXT_ENCODERS, HeadOption
 from mlatr.frozen_features import AudioFeatureCache, audio_features
-from mlatr.inference.encoding import project
+from mlatr.inference.audio import SoundFiles
+from mlatr.inference.encoded_split import project
+from mlatr.inference.runtime import attach_runtime, calibration_waves
 from mlatr.models.dual_encoder import DualEncoder
 from mlatr.models.registry import build_audio_encoder, build_text_encoder
 from mlatr.training.config import ObjectiveConfig
@@ -58,8 +61,9 @@ QUERIES_PATH = Path(__file__).resolve().parent.parent / "data" / "queries_multil
 METADATA = ("names", "meaningless")
 MEANINGLESS_NAMES = ("ZOOM{:04d}.wav", "track_{}.ogg", "Audio {:03d}.wav", "REC{:04d}.WAV", "take_{}.flac")
 
-#: The two draws of nonsense queries: one that fitting may see, one kept for measuring.
-NONSENSE_SEEDS = {"fit": 1, "measure": 0}
+#: The draws of nonsense queries: one that fitting may see, one kept for measuring, and the one each index fits
+#: its own "nothing relevant" level on (mlatr.search.abstention).
+NONSENSE_SEEDS = {"fit": 1, "measure": 0, "index": INDEX_SEED}
 
 
 def library_of(clip_id: str) -> str:
@@ -79,16 +83,27 @@ class RealSounds:
     audio_encoder: torch.nn.Module | None = None
     #: Augmented views of the clips the heads also train on (:mod:`mlatr.augmented_views`; none by default).
     views: list[AugmentedView] = field(default_factory=list)
+    #: ``(lang, query text) -> its English translation`` (:meth:`translate_queries`: the library's file names are
+    #: English; empty without a translator).
+    query_translations: dict[tuple[str, str], str] = field(default_factory=dict)
 
     @classmethod
     def load(cls, manifest_path: str | Path, cache_path: str | Path, max_seconds: float = 10.0,
-             progress: bool = True) -> RealSounds:
+             progress: bool = True, audio_runtime: str = "torch") -> RealSounds:
+        """The clips of a manifest with aiSFX's pooled features (cached at ``cache_path``), computed by torch or
+        by an optimised runtime (``audio_runtime``: ``RUNTIME/PRECISION``, :mod:`mlatr.inference.runtime`; int8
+        calibrated on 32 clips spread over the manifest), whose name then keys the cache."""
         manifest = Manifest.load(manifest_path)
         if not manifest.clips:
             raise MlatrError(f"{manifest_path}: no clips")
         audio_enc = build_audio_encoder("aisfx", frozen=True)
-        cache = AudioFeatureCache(cache_path, json.dumps({**audio_enc.config(), "max_seconds": max_seconds},
-                                                         sort_keys=True))
+        key = {**audio_enc.config(), "max_seconds": max_seconds}
+        if audio_runtime != "torch":
+            runtime, _, precision = audio_runtime.partition("/")
+            files = SoundFiles([str(c.audio_path(manifest.root)) for c in manifest.clips], SAMPLE_RATE, max_seconds,
+                               skip_bad=True)
+            key["runtime"] = attach_runtime(audio_enc, runtime, precision or "fp32", calibration_waves(files)).name
+        cache = AudioFeatureCache(cache_path, json.dumps(key, sort_keys=True))
         feats = audio_features(audio_enc, manifest, cache, max_seconds, progress=progress)
         qdata = json.loads(QUERIES_PATH.read_text(encoding="utf-8"))
         return cls(manifest, feats, qdata["queries"], list(qdata["languages"]),
@@ -130,6 +145,18 @@ class RealSounds:
         draw ``seed`` of :data:`NONSENSE_SEEDS`."""
         return nonsense_queries(self.languages, seed=seed)
 
+    def translate_queries(self, translator) -> None:
+        """Translate every non-English hand-written query into English with ``translator`` (a
+        :class:`~mlatr.search.query_translation.QueryTranslator`) where it has the pair, as a search does
+        (:mod:`mlatr.search.query_translation`); before :func:`text_space`, which embeds the translations."""
+        for lang in self.languages:
+            if lang == "eng":
+                continue
+            texts = [q["captions"][lang] for q in self.queries]
+            for text, english in zip(texts, translator.translate(texts, lang, "eng"), strict=True):
+                if english:
+                    self.query_translations[(lang, text)] = english
+
     def english(self, i: int) -> list[str]:
         return [c for c in self.manifest.clips[i].captions.get("eng", []) if c]
 
@@ -142,6 +169,7 @@ class RealSounds:
         pairs = [(lang, t) for c in self.manifest.clips for lang, caps in c.captions.items() for t in caps if t]
         pairs += [(lang, t) for v in self.views for caps in v.captions for lang, ts in caps.items() for t in ts if t]
         pairs += [(lang, q["captions"][lang]) for q in self.queries for lang in self.languages]
+        pairs += [("eng", english) for english in self.query_translations.values()]
         pairs += [(q["lang"], q["text"]) for seed in NONSENSE_SEEDS.values() for q in self.nonsense(seed)]
         pairs += sorted({("eng", t) for kind in METADATA for i in range(len(self.manifest))
                          if (t := self.metadata(i, kind))})

@@ -41,13 +41,16 @@ from mlatr.experiments.real_heads import (
     text_space,
     train_option,
 )
+from mlatr.experiments.relevance_fit import calibrate_recipe, calibration_summary
 from mlatr.experiments.unseen_library import sound_only_cells
 from mlatr.inference.checkpoint import save_checkpoint
 from mlatr.inference.loaded_model import LoadedModel
+from mlatr.inference.model_identity import weights_sha256
 from mlatr.io_utils import atomic_write_json, atomic_write_jsonl, atomic_write_text
 from mlatr.matching import build_matching_head
 from mlatr.models.dual_encoder import DualEncoder
 from mlatr.search.from_features import index_from_features
+from mlatr.search.index import Index
 from mlatr.training.head_training import HeadTraining
 from mlatr.training.run_log import head_log_records
 from mlatr.translation import ApertiumBackend, TranslationCache, Translator, translate_manifest
@@ -142,7 +145,7 @@ def run_real_demo(manifest_path: str | Path, out: str | Path, text_encoders: lis
         curve = run_learning_curve(FrozenInputs(data, banks[name], name, {}, {}), out / "unseen", train_blocks=(0,),
                                    fractions=(1.0,), seeds=(seed,), epochs=unseen_epochs, heads=heads,
                                    added_groups=added_groups, batch_size=batch_size, progress=progress,
-                                   ensemble=ensemble, workers=workers)
+                                   ensemble=ensemble, workers=workers, keep_embeddings=True)
         point = next(iter(curve["points"].values()))
         results["unseen"] = {"epochs": unseen_epochs, "added_groups": added_groups, **point["summary"],
                              "best_epochs": {f: r["best_epoch"] for f, r in point["folds"].items()}}
@@ -151,11 +154,22 @@ def run_real_demo(manifest_path: str | Path, out: str | Path, text_encoders: lis
         results["licences"] = read_licences(licences)
     model = models[name]
     data_cfg = {"data": {"sample_rate": 16000, "eval_max_seconds": max_seconds, "languages": data.languages}}
+    calibration = None
+    if unseen_epochs is not None:  # the shipped model's own calibration, from its recipe's held-out folds
+        fitted, cal = calibrate_recipe(out / "unseen" / "embeddings", data, out / "calibration",
+                                       weights_sha256(model.state_dict()),
+                                       {"command": "mlatr demo-real", "manifest": str(manifest_path)},
+                                       progress=lambda m: None)
+        calibration = cal.to_dict()
+        results["calibration"] = calibration_summary(fitted, cal)
     save_checkpoint(out / "model.pt", {"model_config": model.config(), "model": model.state_dict(),
-                                       "train_config": data_cfg, "epoch": epochs, "step": 0})
+                                       "train_config": data_cfg, "epoch": epochs, "step": 0}, calibration)
     loaded = LoadedModel(model.eval(), build_matching_head("cosine"), data_cfg, out / "model.pt")
+    loaded.use_calibration(calibration)
     index = index_from_features(loaded, manifest, data.features, max_seconds)
     index.save(out / "sounds.idx")
+    index = Index.load(out / "sounds.idx", model=loaded)
+    index.record_abstention()  # its own "nothing relevant" level (none without a calibration)
     results["examples"] = [{"query": q, "lang": lang,
                             "hits": [h.to_dict() for h in index.search_text(q, lang, 3)]}
                            for q, lang in EXAMPLE_QUERIES]
@@ -260,7 +274,8 @@ def model_card(results: dict, languages: list[str]) -> str:
              "- **Use**: searching a sound library by text in those languages (`mlatr search`, `mlatr serve`).",
              f"- **Held-out test split** (libraries it trained on): hand-written queries t2a R@1 {_f(q['R1'])}, "
              f"R@10 {_f(q['R10'])} (chance {_f(ch['R1'])} / {_f(ch['R10'])})."]
-    lines += _unseen_lines(results.get("unseen"), languages) + _licence_lines(results.get("licences"))
+    lines += _unseen_lines(results.get("unseen"), languages) + _calibration_lines(results.get("calibration"))
+    lines += _licence_lines(results.get("licences"))
     lines += ["", "## Limits", "",
               "Captions come from file paths, relevance from keywords; the sounds are games', music tools' and "
               "desktop themes' (little speech, few real-world scenes). On a library never trained on, expect the "
@@ -298,6 +313,28 @@ def _unseen_lines(unseen: dict | None, languages: list[str]) -> list[str]:
     lines += [f"| {name} | {g['libraries']} | {sound_only_cells(g, languages)}"
               for name, g in (("all", unseen), *unseen["groups"].items()) if g.get("libraries")]
     return lines
+
+
+def _calibration_lines(cal: dict | None) -> list[str]:
+    """Which calibration the model carries and its figures on its own held-out folds (``mlatr experiment
+    calibrate``'s, cross-fitted), or that it has none."""
+    if not cal:
+        return ["", "## Relevance calibration", "", "None: this model was saved without its leave-one-library-out "
+                "run, so its searches carry no relevance and never say \"nothing relevant\" (mlatr experiment "
+                "calibrate --model fits one)."]
+    fitted = cal.get("fitted") or {}
+    names = cal["abstention"]["names"]
+    return ["", "## Relevance calibration", "",
+            f"Calibration {cal['id']}, fitted for these weights (sha256 {cal['weights_sha256'][:12]}) by "
+            f"`{fitted.get('command', '?')}` at commit {fitted.get('commit') or 'unknown'} on the "
+            f"{len(fitted.get('units') or [])} held-out folds of its own leave-one-library-out run "
+            f"({fitted.get('clips', '?')} clips); stored in the checkpoint. Cross-fitted figures (no library and no "
+            f"query text both fitted and measured): ECE of the top 10 hits {cal['ece_shown']:.3f}, over the hits of "
+            f"relevance >= 0.1 {cal['ece_read']:.3f}; the first hit's relevance separates right from wrong first "
+            f"hits with AUC {cal['auc_first']:.3f}; \"nothing relevant\" (each index's own level plus a margin of "
+            f"{cal['margin']:.2f}) for {names['nonsense']:.1f} % of nonsense queries, {names['no_relevant']:.1f} % "
+            f"of queries whose concept the library lacks and {names['relevant']:.1f} % of those it holds (file-name "
+            "captions; calibration/report.md has every figure)."]
 
 
 def _licence_lines(table: dict | None) -> list[str]:

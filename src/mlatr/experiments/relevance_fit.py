@@ -1,51 +1,67 @@
-"""Fit and measure the text-search ranking, its relevance, "nothing relevant" and classification
-probabilities on libraries never trained on (issue 33).
+"""Fit and measure a model's text-search relevance, "nothing relevant" and classification probabilities on
+libraries it never trained on (issues 33 and 45).
 
-Input: the per-fold embeddings ``mlatr experiment unseen-library`` keeps (``OUT/embeddings/ENC/HEADS/*.npz``,
-:func:`mlatr.experiments.text_search_eval.fold_embeddings`): for each held-out library, what the model
-trained without it makes of its clips, captions, the 32 x 8 hand-written queries, two draws of nonsense
-queries and the zero-shot prompts of its folder labels.
+Input: the fold embeddings of the model's leave-one-library-out run (``FOLD.npz``: ``mlatr demo-real``'s
+``unseen/embeddings`` (:func:`mlatr.experiments.learning_curve.run_learning_curve` with ``keep_embeddings``), or
+``mlatr experiment unseen-library``'s ``embeddings/ENC/HEADS``;
+:func:`mlatr.experiments.text_search_eval.fold_embeddings`):
+for each held-out unit (a library, or a fold of several small ones), what the model trained without it makes
+of its clips, its file names, the 32 x 8 hand-written queries, three draws of nonsense queries and the
+zero-shot prompts of its folder labels.
 
-Everything is *cross-fitted* over the libraries: the figures of library ``L`` come from a model fitted on
-the other libraries' held-out embeddings only, with both kinds of metadata (file names, recorder-style
-meaningless names) and the ``fit`` draw of nonsense queries; the figures use the ``measure`` draw. The
-shipped model (``mlatr/data/calibration.json``) is the same fit on every library.
+**Cross-fitted twice over** (:func:`cross_fit`): the held-out units are dealt into :data:`CROSS_FIT_GROUPS`
+groups (:func:`cross_fit_groups`) and the hand-written queries into two halves by a hash of their id
+(:func:`query_halves`: all eight languages of a query in one half). The figures of a query on a unit come
+from models fitted on the *other* groups' units and on the *other* half's queries (with the ``fit`` draw of
+nonsense queries): no measured library and no measured query text (in any language) was fitted on. Nonsense
+figures use the ``measure`` draw; each unit's own "nothing relevant" level uses the ``index`` draw, as an
+index fits it at build (:mod:`mlatr.search.abstention`).
 
-Rankings compared (:data:`RANKINGS`): ``audio`` (sound only), ``captions`` (caption cosine only), ``rrf``
-(the previous default: weighted reciprocal-rank fusion, gate 0.4, k 5, w 1, BM25 without stop words or
-stems), ``cascade`` (a clip whose caption stands out, ``caption_z`` above a threshold chosen on the
-training libraries, first by caption, the rest by sound), ``logistic`` (logistic regression on the
-expanded features of :func:`mlatr.search.relevance.expand`) and ``trees`` (gradient-boosted trees,
-scikit-learn's ``HistGradientBoostingClassifier``, depth 3).
+What is fitted (:func:`fit_calibration`, the same fits on every unit and every query for the model's own
+calibration, stored with its weights: :func:`calibrate_command` with ``model``):
 
-"Nothing relevant" is measured for two rules (:data:`RULES`): the best hit's relevance against the hit
-model's threshold, and the answer's relevance (:func:`fit_answer`: whether the library holds a relevant
-clip, from what the whole ranking says) against its threshold, the shipped default; on three groups of
-queries (:data:`GROUPS`): nonsense, hand-written queries whose concept has no relevant clip in the held-out
-library, and those that have one (issue 33, item 3 (a)-(c)).
+- the hit relevance model (:func:`fit_text`): a logistic regression on the monotone expansion of the pair
+  features (:func:`mlatr.search.relevance.expand`) with non-negative weights, its probability calibrated by
+  isotonic regression on the top :data:`SHOWN` hits of every fitted query;
+- the answer model (:func:`fit_answer`): whether one of the top :data:`~mlatr.search.relevance.ANSWER_DEPTH`
+  hits is relevant, from what the whole ranking says, its probability calibrated on the hand-written queries
+  and kept between the best hit's relevance and the chance that one of the hits is (what the hits say);
+- the "nothing relevant" rule (:func:`fit_margin`): each index's own split-conformal level on nonsense queries
+  run against it (:func:`conformal_level`), moved by a margin chosen by conformal risk control so that
+  answerable queries are wrongly called irrelevant at most :data:`FALSE_ABSTENTION` of the time;
+- the sound-query relevance (:func:`fit_sound`) and the classification temperature (:func:`fit_temperature`).
+
+Rankings compared (:data:`RANKINGS`): ``audio`` (sound only), ``captions`` (caption cosine only), ``rrf`` (issue
+22's default: weighted reciprocal-rank fusion) and ``logistic`` (the default). Calibration is measured as the
+expected calibration error of the top :data:`SHOWN` hits (pooled, over the hits of relevance >= 0.1 a user reads,
+and per library) and the AUC with which the first hit's relevance separates right first hits from wrong ones.
 """
 
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 from scipy.optimize import minimize
-from sklearn.ensemble import HistGradientBoostingClassifier
 from sklearn.isotonic import IsotonicRegression
 from sklearn.linear_model import LogisticRegression
 
-from mlatr.calibration_file import CALIBRATION_PATH
+from mlatr.data.splits import hash_unit
 from mlatr.errors import MlatrError
 from mlatr.evaluation.queries import keyword_relevance, multilingual_query_eval, pessimistic_ranks
 from mlatr.experiments.real_heads import METADATA, NONSENSE_SEEDS, RealSounds
 from mlatr.experiments.text_search_eval import query_texts
+from mlatr.inference.checkpoint import read_checkpoint, store_calibration
 from mlatr.inference.loaded_model import Classification
+from mlatr.inference.model_folder import is_model_folder, read_model_folder
+from mlatr.inference.model_identity import weights_sha256
 from mlatr.io_utils import atomic_write_json, atomic_write_text
 from mlatr.plotting import pyplot
+from mlatr.search.abstention import FALSE_ABSTENTION, NONSENSE_MISSED, conformal_level, crc_margin, relevance_logit
 from mlatr.search.analysis import tokens
 from mlatr.search.lexical import KeywordIndex
 from mlatr.search.relevance import (
@@ -64,29 +80,61 @@ from mlatr.search.relevance import (
     rare_cutoff,
 )
 
-RANKINGS = ("audio", "captions", "rrf", "cascade", "logistic", "trees")
+RANKINGS = ("audio", "captions", "rrf", "logistic")
 #: The shown hits on which calibration (ECE) is measured: the top ``SHOWN`` of each query.
 SHOWN = 10
 #: Bins of the reliability diagram and ECE.
 ECE_BINS = 10
+#: The relevance from which a hit is one a user reads (issue 45: ECE over these, beside the pooled figure).
+READ_FROM = 0.1
+#: Groups the held-out units are dealt into for cross-fitting (fewer when there are fewer units).
+CROSS_FIT_GROUPS = 6
+#: Share of the non-relevant (query, clip) pairs kept to fit the hit model (each weighs 1 / this; the positives
+#: are all kept). Seeded per library.
+NEGATIVE_SHARE = 0.25
+#: The query groups of the "nothing relevant" rates (issue 33, item 3 (a)-(c)).
+GROUPS = ("nonsense", "no_relevant", "relevant")
 
 
 @dataclass
 class Library:
-    """One held-out library with one kind of metadata: per-query features and labels."""
+    """One held-out unit with one kind of metadata: per-query features and labels."""
 
     name: str
     kind: str
     x: np.ndarray  # [Q, n, F] features of the hand-written queries
     y: np.ndarray  # [Q, n] relevant
     q_lang: list[str]
-    q_group: np.ndarray  # [Q]
+    q_group: np.ndarray  # [Q] the query each row asks (its translation group)
+    q_half: np.ndarray  # [Q] 0 or 1: the half of the queries it belongs to (query_halves)
     relevant: np.ndarray  # [G, n]
     nonsense: dict[str, np.ndarray]  # use -> [Z, n, F]
     rrf: np.ndarray  # [Q, n] the previous default's fused scores
     captions: np.ndarray  # [Q, n] caption cosines (-inf: no caption)
     query_emb: np.ndarray
     audio_emb: np.ndarray
+
+    @property
+    def has(self) -> np.ndarray:
+        """``[Q]`` whether the unit holds a clip relevant to each query row."""
+        return self.relevant.any(axis=1)[self.q_group]
+
+
+def query_halves(ids: list[str]) -> np.ndarray:
+    """``[G]`` 0 or 1 for each hand-written query (by id): the queries ordered by ``hash_unit("half:" + id)``,
+    alternately in one half and the other (so the halves differ by one query at most, whatever the ids)."""
+    order = np.argsort([hash_unit(f"half:{i}") for i in ids], kind="stable")
+    halves = np.zeros(len(ids), np.int64)
+    halves[order[1::2]] = 1
+    return halves
+
+
+def cross_fit_groups(names: list[str], groups: int = CROSS_FIT_GROUPS) -> dict[str, int]:
+    """The cross-fit group of each held-out unit: the units ordered by ``hash_unit("group:" + name)``, dealt into
+    ``min(groups, units)`` groups in turn."""
+    k = max(1, min(groups, len(names)))
+    order = sorted(names, key=lambda n: hash_unit(f"group:{n}"))
+    return {name: i % k for i, name in enumerate(order)}
 
 
 def _scores(q: np.ndarray, a: np.ndarray, c: np.ndarray, has: np.ndarray, texts: list[str], langs: list[str],
@@ -104,7 +152,7 @@ def _scores(q: np.ndarray, a: np.ndarray, c: np.ndarray, has: np.ndarray, texts:
         feats.append(pair_features(sound[i], caption[i], keywords.scores_of(terms), query))
     old = KeywordIndex(names, analyse=lambda t, _lang: tokens(t))
     old_kw = np.stack([old.scores(t, None) for t in texts]) if texts else np.zeros((0, len(names)))
-    return np.stack(feats), old_kw
+    return np.stack(feats).astype(np.float32), old_kw
 
 
 def rrf_scores(sound: np.ndarray, caption: np.ndarray, keyword: np.ndarray, gate: float = 0.4, k: float = 5.0,
@@ -124,12 +172,33 @@ def rrf_scores(sound: np.ndarray, caption: np.ndarray, keyword: np.ndarray, gate
     return total
 
 
-def load_libraries(folder: str | Path, data: RealSounds) -> list[Library]:
-    """Every held-out library of ``folder`` (the run's ``embeddings/ENC/HEADS``) with each kind of metadata."""
+#: The caption-side features a query's English translation can raise (:mod:`mlatr.search.query_translation`).
+TRANSLATED = ("caption", "caption_z", "keyword", "caption_rare")
+
+
+def with_translation(x: np.ndarray, translated: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """The features ``x [Q, n, F]`` where the rows ``rows [Q]`` (queries with a translation) take, for each
+    :data:`TRANSLATED` feature, the better of the query's and its translation's (``translated [Q, n, F]``, whose
+    sound features are the query's own): what a search that translated the query would see (searches do not
+    translate yet: :func:`load_libraries` applies it only when asked)."""
+    out = x.copy()
+    cols = [FEATURES.index(c) for c in TRANSLATED]
+    out[np.ix_(rows, np.arange(x.shape[1]), cols)] = np.maximum(x[rows][..., cols], translated[rows][..., cols])
+    return out
+
+
+def load_libraries(folder: str | Path, data: RealSounds, translate: bool = False) -> list[Library]:
+    """Every held-out unit of ``folder`` (``*.npz`` fold embeddings) with each kind of metadata; with ``translate``
+    and the queries' translations kept, the caption and keyword features of a translated query are the better of
+    its own and its translation's (:func:`with_translation`: what item 6's remedy would give; off by default, as
+    searches do not translate queries, so a calibration fitted on them is one for the features searches compute).
+    A unit kept before the ``index`` draw of nonsense queries existed uses its ``fit`` draw for its own level."""
     files = sorted(Path(folder).glob("*.npz"))
     if not files:
-        raise MlatrError(f"{folder}: no fold embeddings (*.npz); run mlatr experiment unseen-library first")
+        raise MlatrError(f"{folder}: no fold embeddings (*.npz); run mlatr demo-real or mlatr experiment "
+                         "unseen-library first")
     q_text, q_lang, q_group = query_texts(data)
+    halves = query_halves([q["id"] for q in data.queries])
     nonsense = {use: data.nonsense(seed) for use, seed in NONSENSE_SEEDS.items()}
     out = []
     for f in files:
@@ -141,28 +210,49 @@ def load_libraries(folder: str | Path, data: RealSounds) -> list[Library]:
             c, has = z[f"caption_{kind}"], z[f"has_{kind}"]
             x, old_kw = _scores(z["queries"], z["audio"], c, has, q_text, q_lang, names)
             caption = np.where(has[None], z["queries"] @ c.T, -np.inf)
+            if translate and "queries_translated" in z:
+                english = z["query_translations"].tolist()
+                rows_t = np.array([bool(t) for t in english])
+                qt = z["queries_translated"]
+                xt, _ = _scores(qt, z["audio"], c, has, [t or text for t, text in zip(english, q_text, strict=True)],
+                                ["eng" if t else lang for t, lang in zip(english, q_lang, strict=True)], names)
+                x = with_translation(x, xt, rows_t)
+                caption = np.where(rows_t[:, None], np.maximum(caption, np.where(has[None], qt @ c.T, -np.inf)),
+                                   caption)
             rrf = rrf_scores(z["queries"] @ z["audio"].T, caption, old_kw)
-            ns = {use: _scores(z[f"nonsense_{use}"], z["audio"], c, has, [x_["text"] for x_ in qs],
-                               [x_["lang"] for x_ in qs], names)[0] for use, qs in nonsense.items()}
-            out.append(Library(f.stem, kind, x, relevant[q_group], q_lang, q_group, relevant, ns, rrf, caption,
-                               z["queries"], z["audio"]))
+            ns = {use: _scores(z[f"nonsense_{use if f'nonsense_{use}' in z else 'fit'}"], z["audio"], c, has,
+                               [x_["text"] for x_ in qs], [x_["lang"] for x_ in qs], names)[0]
+                  for use, qs in nonsense.items()}
+            out.append(Library(f.stem, kind, x, relevant[q_group], q_lang, q_group, halves[q_group], relevant, ns,
+                               rrf, caption, z["queries"], z["audio"]))
     return out
 
 
-# ---- models -------------------------------------------------------------------------------------------
+# ---- the hit relevance model --------------------------------------------------------------------------
 
-def _training_rows(libs: list[Library]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``(x [P, F], y [P], weight [P])`` of every pair of ``libs`` (nonsense ``fit`` queries as negatives);
-    each library and kind weighs the same in all."""
+def _fitted_rows(lib: Library, half: int | None) -> np.ndarray:
+    """``[Q]`` the query rows of ``lib`` a fit on ``half`` reads (None: every row)."""
+    return np.ones(len(lib.q_half), bool) if half is None else lib.q_half == half
+
+
+def _training_rows(libs: list[Library], half: int | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(x [P, F], y [P], weight [P])`` of the pairs of ``libs``' queries of ``half`` and their ``fit`` nonsense
+    queries (negatives): every positive pair and a seeded share :data:`NEGATIVE_SHARE` of the negatives (weighted up
+    by its inverse); each library and kind weighs the same in all."""
     xs, ys, ws = [], [], []
     for lib in libs:
-        x = np.concatenate([lib.x.reshape(-1, lib.x.shape[-1]), lib.nonsense["fit"].reshape(-1, lib.x.shape[-1])])
-        y = np.concatenate([lib.y.reshape(-1), np.zeros(lib.nonsense["fit"].shape[0] * lib.nonsense["fit"].shape[1])])
+        f = lib.x.shape[-1]
+        x = np.concatenate([lib.x[_fitted_rows(lib, half)].reshape(-1, f), lib.nonsense["fit"].reshape(-1, f)])
+        y = np.concatenate([lib.y[_fitted_rows(lib, half)].reshape(-1), np.zeros(lib.nonsense["fit"].shape[0]
+                                                                                   * lib.nonsense["fit"].shape[1])])
+        rng = np.random.default_rng(int(hash_unit(f"negatives:{lib.name}:{lib.kind}") * 2 ** 32))
+        keep = (y > 0) | (rng.random(len(y)) < NEGATIVE_SHARE)
+        x, y, w = x[keep], y[keep], np.where(y > 0, 1.0, 1.0 / NEGATIVE_SHARE)[keep]
         xs.append(x)
         ys.append(y)
-        ws.append(np.full(len(y), 1.0 / len(y)))
+        ws.append(w / w.sum())
     w = np.concatenate(ws)
-    return np.concatenate(xs), np.concatenate(ys), w * len(w) / w.sum()
+    return np.concatenate(xs).astype(np.float64), np.concatenate(ys), w * len(w) / w.sum()
 
 
 def fit_logistic(x: np.ndarray, y: np.ndarray, w: np.ndarray, features: tuple[str, ...] = FEATURES) -> RelevanceModel:
@@ -186,96 +276,127 @@ def fit_logistic(x: np.ndarray, y: np.ndarray, w: np.ndarray, features: tuple[st
                           weights=res.x[:-1].astype(np.float64), bias=float(res.x[-1]))
 
 
-def fit_trees(x: np.ndarray, y: np.ndarray, w: np.ndarray) -> RelevanceModel:
-    gb = HistGradientBoostingClassifier(max_depth=3, max_iter=150, learning_rate=0.1, random_state=0,
-                                        early_stopping=False, monotonic_cst=[1] * len(FEATURES))
-    gb.fit(x, y, sample_weight=w)
-    trees = []
-    for (pred,) in gb._predictors:  # sklearn's fitted trees (no public accessor): one node table per iteration
-        nodes = pred.nodes
-        leaf = nodes["is_leaf"].astype(bool)
-        trees.append({"feature": np.where(leaf, -1, nodes["feature_idx"].astype(np.int64)),
-                      "threshold": nodes["num_threshold"].astype(np.float64),
-                      "left": np.where(leaf, -1, nodes["left"].astype(np.int64)),
-                      "right": np.where(leaf, -1, nodes["right"].astype(np.int64)),
-                      "value": nodes["value"].astype(np.float64), "depth": 3})
-    return RelevanceModel("trees", FEATURES, Calibrator(np.zeros(2), np.zeros(2)), 0.5,
-                          bias=float(gb._baseline_prediction.ravel()[0]), trees=trees)
+def _scores_of(model: RelevanceModel, x: np.ndarray) -> np.ndarray:
+    """``[Q, n]`` the fused scores of the candidate lists ``x [Q, n, F]``."""
+    return model.score(x.reshape(-1, x.shape[-1])).reshape(x.shape[:2])
 
 
-def calibrate(model: RelevanceModel, libs: list[Library]) -> RelevanceModel:
-    """``model`` with an isotonic calibrator fitted on the top :data:`SHOWN` hits of every query of ``libs``
-    (hand-written and ``fit`` nonsense queries), where the relevance is read."""
+def _top(model: RelevanceModel, x: np.ndarray, k: int = SHOWN) -> tuple[np.ndarray, np.ndarray]:
+    """``(order [Q, k], fused scores [Q, k])`` of the fused ranking of ``x [Q, n, F]``."""
+    scores = _scores_of(model, x)
+    order = np.argsort(-scores, axis=1, kind="stable")[:, :k]
+    return order, np.take_along_axis(scores, order, 1)
+
+
+def calibrate(model: RelevanceModel, libs: list[Library], half: int | None = None) -> RelevanceModel:
+    """``model`` with an isotonic calibrator fitted on the top :data:`SHOWN` hits of the queries of ``half`` (and of
+    the ``fit`` nonsense queries) of ``libs``, where the relevance is read."""
     s, y = [], []
     for lib in libs:
-        for x, labels in ((lib.x, lib.y), (lib.nonsense["fit"], np.zeros(lib.nonsense["fit"].shape[:2]))):
-            scores = model.score(x.reshape(-1, x.shape[-1])).reshape(x.shape[:2])
-            top = np.argsort(-scores, axis=1, kind="stable")[:, :SHOWN]
-            s.append(np.take_along_axis(scores, top, 1).ravel())
-            y.append(np.take_along_axis(labels, top, 1).ravel())
+        rows = _fitted_rows(lib, half)
+        for x, labels in ((lib.x[rows], lib.y[rows]), (lib.nonsense["fit"], np.zeros(lib.nonsense["fit"].shape[:2]))):
+            order, scores = _top(model, x)
+            s.append(scores.ravel())
+            y.append(np.take_along_axis(labels, order, 1).ravel())
     iso = IsotonicRegression(out_of_bounds="clip", y_min=0.0, y_max=1.0).fit(np.concatenate(s), np.concatenate(y))
     model.calibrator = Calibrator(np.asarray(iso.X_thresholds_, np.float64), np.asarray(iso.y_thresholds_, np.float64))
     return model
 
 
-def _column(x: np.ndarray, name: str) -> np.ndarray:
-    return x[..., FEATURES.index(name)]
+def fit_text(libs: list[Library], half: int | None = None) -> RelevanceModel:
+    """The hit relevance model fitted on the queries of ``half`` of ``libs`` (module docstring)."""
+    return calibrate(fit_logistic(*_training_rows(libs, half)), libs, half)
 
 
-def cascade_scores(x: np.ndarray, gate: float) -> np.ndarray:
-    """Caption first where it stands out (``caption_z >= gate``, by caption cosine), then the rest by sound."""
-    return np.where(_column(x, "caption_z") >= gate, 10.0 + _column(x, "caption"), _column(x, "sound"))
+# ---- the answer model and the "nothing relevant" rule -------------------------------------------------
+
+def answer_rows(model: RelevanceModel, x: np.ndarray) -> np.ndarray:
+    """``[Q, len(ANSWER_FEATURES)]`` the :func:`~mlatr.search.relevance.answer_features` of the queries'
+    candidate lists ``x [Q, n, F]`` ranked by ``model``."""
+    scores = _scores_of(model, x)
+    rel = model.relevance(scores)
+    return np.stack([answer_features(scores[i], rel[i], x[i]) for i in range(len(x))])
 
 
-def ranking_scores(lib: Library, ranking: str, fitted: dict, x: np.ndarray | None = None) -> np.ndarray:
-    """``[Q, n]`` the scores of ``ranking`` for the hand-written queries of ``lib`` (or the features ``x``);
-    ``fitted``: ``{"cascade": gate, "logistic": model, "trees": model}`` fitted without ``lib``."""
-    x = lib.x if x is None else x
-    if ranking == "audio":
-        return _column(x, "sound")
-    if ranking == "captions":
-        return lib.captions
-    if ranking == "rrf":
-        if x is not lib.x:
-            raise MlatrError("rrf scores are kept for the hand-written queries only")
-        return lib.rrf
-    if ranking == "cascade":
-        return cascade_scores(x, fitted["cascade"])
-    model = fitted[ranking]
-    return model.score(x.reshape(-1, x.shape[-1])).reshape(x.shape[:2])
+def answered(model: RelevanceModel, lib: Library, rows: np.ndarray | None = None) -> np.ndarray:
+    """``[Q]`` whether one of the top :data:`SHOWN` hits of each query row of ``lib`` (``rows``: those) is
+    relevant: what the answer's relevance is the probability of."""
+    rows = np.ones(len(lib.x), bool) if rows is None else rows
+    order, _ = _top(model, lib.x[rows])
+    return np.take_along_axis(lib.y[rows], order, 1).any(axis=1)
 
 
-def _r10(lib: Library, scores: np.ndarray) -> float:
-    keep = lib.relevant.any(axis=1)[lib.q_group]
-    if not keep.any():
-        return float("nan")
-    return 100 * float(np.mean(pessimistic_ranks(scores[keep], lib.y[keep]) <= 10))
+def _monotone_calibrator(score: np.ndarray, label: np.ndarray) -> Calibrator:
+    """A strictly increasing map from a score to a probability (Platt scaling: a logistic regression on the
+    score alone), sampled at 201 points over the scores' range: no plateau, so a higher score always reads
+    as a higher probability (isotonic regression would make whole ranges of answers equal)."""
+    lo, hi = float(np.min(score)), float(np.max(score))
+    grid = np.linspace(lo, hi if hi > lo else lo + 1.0, 201)
+    if len(set(np.asarray(label, bool).tolist())) < 2:  # one outcome only (a tiny library): its frequency
+        return Calibrator(grid, np.full(len(grid), float(np.mean(label))))
+    lr = LogisticRegression(C=1e6, max_iter=1000).fit(score[:, None], label)
+    return Calibrator(grid, lr.predict_proba(grid[:, None])[:, 1])
 
 
-def choose_gate(libs: list[Library]) -> float:
-    """The cascade's caption z-score threshold with the best mean R@10 over ``libs``."""
-    gates = (1.5, 2.0, 2.5, 3.0, 3.5, 4.0, 5.0, 6.0)
-    means = [np.nanmean([_r10(lib, cascade_scores(lib.x, g)) for lib in libs]) for g in gates]
-    return gates[int(np.argmax(means))]
+def fit_answer(libs: list[Library], model: RelevanceModel, half: int | None = None) -> RelevanceModel:
+    """The answer model on ``libs``' queries of ``half`` (ranked by ``model``): a logistic regression (scikit-learn,
+    L2, C = 1) of "one of the top hits is relevant" on the :data:`ANSWER_FEATURES` of the hand-written queries and
+    of the ``fit`` nonsense draw (the three groups of :data:`GROUPS` weighing the same), its probability calibrated
+    (strictly increasing, :func:`_monotone_calibrator`) on the hand-written queries alone."""
+    xs, groups, labels = [], [], []
+    for lib in libs:
+        rows = _fitted_rows(lib, half)
+        has = lib.has[rows]
+        xs += [answer_rows(model, lib.x[rows]), answer_rows(model, lib.nonsense["fit"])]
+        groups += [np.where(has, 2, 1), np.zeros(len(lib.nonsense["fit"]), np.int64)]
+        labels += [answered(model, lib, rows), np.zeros(len(lib.nonsense["fit"]), bool)]
+    x, g, label = np.concatenate(xs), np.concatenate(groups), np.concatenate(labels)
+    w = np.zeros(len(g))
+    for k in range(len(GROUPS)):
+        w[g == k] = len(g) / max(int(np.sum(g == k)), 1) / len(GROUPS)
+    lr = LogisticRegression(C=1.0, max_iter=5000).fit(x, label, sample_weight=w)
+    answer = RelevanceModel("linear", ANSWER_FEATURES, Calibrator(np.zeros(2), np.zeros(2)), 0.5,
+                            weights=lr.coef_[0].astype(np.float64), bias=float(lr.intercept_[0]))
+    real = g > 0
+    answer.calibrator = _monotone_calibrator(answer.score(x[real]), label[real])
+    return answer
 
 
-def fit_all(libs: list[Library], models: tuple[str, ...] = ("cascade", "logistic", "trees")) -> dict:
-    """Every fitted ranking of ``models`` on ``libs``, the fused ones calibrated."""
-    out = {}
-    if "cascade" in models:
-        out["cascade"] = choose_gate(libs)
-    if "logistic" in models or "trees" in models:
-        x, y, w = _training_rows(libs)
-        for name, fit in (("logistic", fit_logistic), ("trees", fit_trees)):
-            if name in models:
-                out[name] = calibrate(fit(x, y, w), libs)
-    return out
+def answer_logits(model: RelevanceModel, answer: RelevanceModel, x: np.ndarray) -> np.ndarray:
+    """``[Q]`` the logit of the answer's relevance (:func:`~mlatr.search.relevance.answer_relevance`,
+    :func:`~mlatr.search.abstention.relevance_logit`) of the candidate lists ``x [Q, n, F]``: what "nothing
+    relevant" compares with a level."""
+    return np.array([relevance_logit(answer_relevance(answer, r)) for r in answer_rows(model, x)])
 
 
-def expected_calibration_error(prob: np.ndarray, label: np.ndarray, bins: int = ECE_BINS) -> tuple[float, list]:
-    """ECE (percent points / 100) over equal-width bins, and ``[(mean prob, frequency, count)]`` per bin."""
+def unit_level(model: RelevanceModel, answer: RelevanceModel, lib: Library) -> float:
+    """A unit's own "nothing relevant" level (logit): :func:`~mlatr.search.abstention.conformal_level` of its
+    ``index`` draw of nonsense queries, as an index built of it fits it."""
+    return conformal_level(answer_logits(model, answer, lib.nonsense["index"]))
+
+
+def fit_margin(libs: list[Library], model: RelevanceModel, answer: RelevanceModel, half: int | None = None) -> float:
+    """The margin added to every index's conformal level (:func:`~mlatr.search.abstention.crc_margin`) so that
+    the answerable queries of ``half`` of ``libs`` (each compared with its own unit's level) are called irrelevant
+    at most :data:`~mlatr.search.abstention.FALSE_ABSTENTION` of the time (conformal risk control)."""
+    excess = [answer_logits(model, answer, lib.x[_fitted_rows(lib, half) & lib.has]) - unit_level(model, answer, lib)
+              for lib in libs]
+    return crc_margin(np.concatenate(excess))
+
+
+# ---- measuring -------------------------------------------------------------------------------------------
+
+def expected_calibration_error(prob: np.ndarray, label: np.ndarray, bins: int = ECE_BINS,
+                               low: float = 0.0) -> tuple[float, list]:
+    """ECE over equal-width bins of ``[low, 1]`` (``prob`` below ``low`` left out): the mean over the predictions of
+    ``|bin's mean probability - bin's frequency|``, each bin weighing its share of the predictions, and
+    ``[(mean prob, frequency, count)]`` per non-empty bin."""
     prob, label = np.asarray(prob, float).ravel(), np.asarray(label, float).ravel()
-    which = np.minimum((prob * bins).astype(int), bins - 1)
+    keep = prob >= low
+    prob, label = prob[keep], label[keep]
+    if not len(prob):
+        return float("nan"), []
+    which = np.minimum(((prob - low) / (1.0 - low) * bins).astype(int), bins - 1)
     ece, table = 0.0, []
     for b in range(bins):
         sel = which == b
@@ -286,12 +407,32 @@ def expected_calibration_error(prob: np.ndarray, label: np.ndarray, bins: int = 
     return float(ece), table
 
 
+def auc(score: np.ndarray, label: np.ndarray) -> float:
+    """The probability that a random positive scores above a random negative, ties counting one half
+    (Mann-Whitney); NaN without both."""
+    score, label = np.asarray(score, float), np.asarray(label, bool)
+    pos, neg = score[label], score[~label]
+    if not len(pos) or not len(neg):
+        return float("nan")
+    neg = np.sort(neg)
+    below = np.searchsorted(neg, pos, side="left")
+    tied = np.searchsorted(neg, pos, side="right") - below
+    return float((below + 0.5 * tied).sum() / (len(pos) * len(neg)))
+
+
+def _r10(lib: Library, scores: np.ndarray) -> float:
+    keep = lib.has
+    if not keep.any():
+        return float("nan")
+    return 100 * float(np.mean(pessimistic_ranks(scores[keep], lib.y[keep]) <= 10))
+
+
 def lost_to_captions(lib: Library, scores: np.ndarray) -> dict:
     """What the ranking ``scores [Q, n]`` of ``lib`` loses and gains against captions only at 10: the
     query-language pairs each finds a relevant clip for in its top 10 and the other does not, and for those
     it loses, the range of the relevant clip's caption rank, cosine and z-score (its best relevant clip by
     caption)."""
-    keep = lib.relevant.any(axis=1)[lib.q_group]
+    keep = lib.has
     ours, theirs = pessimistic_ranks(scores, lib.y), pessimistic_ranks(lib.captions, lib.y)
     lost = np.flatnonzero(keep & (theirs <= 10) & (ours > 10))
     gained = int(np.sum(keep & (theirs > 10) & (ours <= 10)))
@@ -299,101 +440,167 @@ def lost_to_captions(lib: Library, scores: np.ndarray) -> dict:
            "lost_langs": [lib.q_lang[i] for i in lost]}
     if len(lost):
         best = [np.flatnonzero(lib.y[i])[np.argmax(lib.captions[i, lib.y[i] > 0])] for i in lost]
-        cap, cz = _column(lib.x, "caption"), _column(lib.x, "caption_z")
+        cap, cz = lib.x[..., FEATURES.index("caption")], lib.x[..., FEATURES.index("caption_z")]
         for key, values in (("caption_rank", theirs[lost]), ("ranked", ours[lost]),
                             ("caption", cap[lost, best]), ("caption_z", cz[lost, best])):
             out[key] = [float(np.min(values)), float(np.max(values))]
     return out
 
 
-def separability(values: dict[str, np.ndarray]) -> dict:
-    """How well the answer's relevance could separate the groups at best, on the held-out answers
-    themselves (thresholds chosen on them): the rates of the other groups at the threshold that gives
-    ``no_relevant`` exactly 80 % and at the one that gives ``relevant`` exactly 5 % (item 3's goals (b)
-    and (c))."""
-    at_b = float(np.quantile(values["no_relevant"], 0.80))
-    at_c = float(np.quantile(values["relevant"], 0.05))
-    rate = {g: (lambda t, v=v: 100 * float(np.mean(v < t))) for g, v in values.items()}
-    return {"at_b80": {"nonsense": rate["nonsense"](at_b), "relevant": rate["relevant"](at_b)},
-            "at_c5": {"nonsense": rate["nonsense"](at_c), "no_relevant": rate["no_relevant"](at_c)}}
+#: The margins the trade-off figure sweeps (added to every unit's conformal level, logit).
+SWEEP = np.linspace(-6.0, 6.0, 121)
 
 
-def _fused_top(model: RelevanceModel, x: np.ndarray, k: int = SHOWN) -> tuple[np.ndarray, np.ndarray]:
-    """``(order [Q, k], relevance [Q, k])`` of the fused ranking of ``x [Q, n, F]``."""
-    scores = model.score(x.reshape(-1, x.shape[-1])).reshape(x.shape[:2])
-    order = np.argsort(-scores, axis=1, kind="stable")[:, :k]
-    return order, model.relevance(np.take_along_axis(scores, order, 1))
+@dataclass
+class _Measured:
+    """What the cross-fit measures of one unit and kind, each query row from the models that did not see it."""
+
+    scores: np.ndarray  # [Q, n] the default ranking's fused scores
+    relevance: np.ndarray  # [Q, n] its relevance
+    excess: np.ndarray  # [Q] answer logit less the unit's level (of the query's model)
+    margin: np.ndarray  # [Q] that model's fitted margin
+    nonsense_excess: np.ndarray  # [Z] the measure draw's, from the half-0 models
+    nonsense_margin: float
+    answer: np.ndarray  # [Q] the answer's relevance
+    answered: np.ndarray  # [Q] one of the top hits is relevant
 
 
-def cross_fit(libs: list[Library], languages: list[str], default: str = "logistic",
-              rankings: tuple[str, ...] = RANKINGS, progress=print) -> dict:
-    """Every ranking on every held-out library, each fitted on the other libraries (module docstring), with
-    the default's relevance calibration, "nothing relevant" rates and the sound-query relevance:
-    ``{"libraries": {name: {kind: {ranking: {"t2a": {lang: {R1, R10}}, "mrv", "n_queries"}}}},
-    "calibration", "answer_calibration", "abstention", "thresholds", "sound_calibration"}``."""
+def cross_fit(libs: list[Library], languages: list[str], progress=print) -> dict:
+    """Every ranking on every held-out unit, the default's calibration, "nothing relevant" and the sound-query
+    relevance, each query from models fitted on the other groups' units and the other half's queries
+    (module docstring): ``{"libraries": {name: {kind: {ranking: {"t2a": {lang: {R1, R10}}, "mrv",
+    "n_queries"}}}}, "calibration", "answer_calibration", "abstention", "tradeoff", "margins",
+    "sound_calibration", "split"}``."""
     names = sorted({lib.name for lib in libs})
-    per_lib: dict = {}
-    shown_prob, shown_label, all_prob, all_label, answer_prob, answer_label = [], [], [], [], [], []
-    sound_prob, sound_label, thresholds = [], [], {}
-    answer_values: dict = {kind: {g: [] for g in GROUPS} for kind in METADATA}
-    lost: dict = {}
-    abstain: dict = {rule: {kind: {g: [] for g in GROUPS} for kind in METADATA} for rule in RULES}
-    for name in names:
-        progress(f"fitting without {name}")
-        train = [lib for lib in libs if lib.name != name]
-        fitted = fit_all(train, tuple(r for r in rankings if r in ("cascade", "logistic", "trees")))
-        model = fitted[default]
-        answer = fit_answer(train, model)
+    group_of = cross_fit_groups(names)
+    measured: dict[tuple[str, str], _Measured] = {}
+    margins, sound_prob, sound_label, fits = {}, [], [], []
+    for g in sorted(set(group_of.values())):
+        train = [lib for lib in libs if group_of[lib.name] != g]
+        test = [lib for lib in libs if group_of[lib.name] == g]
         sound = fit_sound(train)
-        thresholds[name] = {"best_hit": choose_threshold(train, model), "answer": answer.threshold}
-        for lib in (lib for lib in libs if lib.name == name):
-            res = {}
-            for ranking in rankings:
-                ev = multilingual_query_eval(lib.query_emb, lib.q_lang, lib.q_group, lib.audio_emb, lib.relevant,
-                                             languages, scores=ranking_scores(lib, ranking, fitted))
-                res[ranking] = {"t2a": {lang: {m: ev["t2a"][lang][m] for m in ("R1", "R10")} for lang in ev["t2a"]},
-                                "mrv": ev["consistency"]["mrv"], "n_queries": ev["n_queries"]}
-            per_lib.setdefault(name, {})[lib.kind] = res
-            lost.setdefault(name, {})[lib.kind] = lost_to_captions(lib, ranking_scores(lib, default, fitted))
-            order, rel = _fused_top(model, lib.x)
-            shown_prob.append(rel.ravel())
-            shown_label.append(np.take_along_axis(lib.y, order, 1).ravel())
-            all_prob.append(model.relevance(model.score(lib.x.reshape(-1, lib.x.shape[-1]))))
-            all_label.append(lib.y.ravel())
-            has = lib.relevant.any(axis=1)[lib.q_group]
-            queries, nonsense = answers(model, answer, lib.x), answers(model, answer, lib.nonsense["measure"])
-            answer_prob.append(queries[:, 1])
-            answer_label.append(has)
-            for group, values in (("nonsense", nonsense[:, 1]), ("no_relevant", queries[~has, 1]),
-                                  ("relevant", queries[has, 1])):
-                answer_values[lib.kind][group].append(values)
-            for rule, col in (("best_hit", 0), ("answer", 1)):
-                level = thresholds[name][rule]
-                for group, values in (("nonsense", nonsense[:, col]), ("no_relevant", queries[~has, col]),
-                                      ("relevant", queries[has, col])):
-                    abstain[rule][lib.kind][group].append(values < level)
+        for lib in test:
             if lib.kind == METADATA[0]:
                 x, y = sound_pairs(lib)
                 if len(y):
                     sound_prob.append(sound.relevance(sound.score(x)))
                     sound_label.append(y)
-    out = {"libraries": per_lib, "default": default, "thresholds": thresholds, "against_captions": lost}
-    ece, table = expected_calibration_error(np.concatenate(shown_prob), np.concatenate(shown_label))
-    ece_all, _ = expected_calibration_error(np.concatenate(all_prob), np.concatenate(all_label))
-    out["calibration"] = {"ece_shown": ece, "ece_all_pairs": ece_all, "bins": table,
-                          "n_shown": int(sum(len(p) for p in shown_prob))}
-    ece_a, table_a = expected_calibration_error(np.concatenate(answer_prob), np.concatenate(answer_label))
-    out["answer_calibration"] = {"ece": ece_a, "bins": table_a, "n": int(sum(len(p) for p in answer_prob))}
-    out["abstention"] = {rule: {kind: {g: 100 * float(np.mean(np.concatenate(v))) if v else float("nan")
-                                       for g, v in groups.items()} for kind, groups in kinds.items()}
-                         for rule, kinds in abstain.items()}
-    out["separability"] = {kind: separability({g: np.concatenate(v) for g, v in groups.items()})
-                           for kind, groups in answer_values.items()}
-    out["abstention_counts"] = {kind: {g: int(sum(len(v) for v in vs)) for g, vs in groups.items()}
-                                for kind, groups in abstain["answer"].items()}
-    ece_s, table_s = expected_calibration_error(np.concatenate(sound_prob), np.concatenate(sound_label))
+        for half in (0, 1):
+            progress(f"fitting without group {g} ({', '.join(sorted({lib.name for lib in test}))}), "
+                     f"on query half {1 - half}")
+            model = fit_text(train, 1 - half)
+            answer = fit_answer(train, model, 1 - half)
+            margin = fit_margin(train, model, answer, 1 - half)
+            margins[f"{g}/{half}"] = margin
+            fits.append({"measured_units": sorted({lib.name for lib in test}), "measured_half": half})
+            for lib in test:
+                rows = lib.q_half == half
+                key = (lib.name, lib.kind)
+                if key not in measured:
+                    q, z = lib.x.shape[:2]
+                    measured[key] = _Measured(np.zeros((q, z)), np.zeros((q, z)), np.zeros(q), np.zeros(q),
+                                              np.zeros(0), 0.0, np.zeros(q), np.zeros(q, bool))
+                m = measured[key]
+                scores = _scores_of(model, lib.x[rows])
+                m.scores[rows], m.relevance[rows] = scores, model.relevance(scores)
+                level = unit_level(model, answer, lib)
+                logits = answer_logits(model, answer, lib.x[rows])
+                m.excess[rows], m.margin[rows] = logits - level, margin
+                m.answer[rows] = 1.0 / (1.0 + np.exp(-logits))
+                m.answered[rows] = answered(model, lib, rows)
+                if half == 0:
+                    m.nonsense_excess = answer_logits(model, answer, lib.nonsense["measure"]) - level
+                    m.nonsense_margin = margin
+    out = {"default": "logistic", "margins": margins, "fits": fits,
+           "split": {"groups": {n: group_of[n] for n in names},
+                     "halves": {"ids": None}}}  # filled by measure()
+    out.update(_rankings(libs, measured, languages))
+    out.update(_calibration(libs, measured))
+    out.update(_abstention(libs, measured))
+    ece_s, table_s = expected_calibration_error(np.concatenate(sound_prob), np.concatenate(sound_label)) \
+        if sound_prob else (float("nan"), [])
     out["sound_calibration"] = {"ece": ece_s, "bins": table_s}
     return out
+
+
+def _rankings(libs: list[Library], measured: dict, languages: list[str]) -> dict:
+    per_lib: dict = {}
+    lost: dict = {}
+    for lib in libs:
+        m = measured[(lib.name, lib.kind)]
+        res = {}
+        for ranking in RANKINGS:
+            scores = {"audio": lib.x[..., FEATURES.index("sound")], "captions": lib.captions, "rrf": lib.rrf,
+                      "logistic": m.scores}[ranking]
+            ev = multilingual_query_eval(lib.query_emb, lib.q_lang, lib.q_group, lib.audio_emb, lib.relevant,
+                                         languages, scores=scores)
+            res[ranking] = {"t2a": {lang: {k: ev["t2a"][lang][k] for k in ("R1", "R10")} for lang in ev["t2a"]},
+                            "mrv": ev["consistency"]["mrv"], "n_queries": ev["n_queries"]}
+        per_lib.setdefault(lib.name, {})[lib.kind] = res
+        lost.setdefault(lib.name, {})[lib.kind] = lost_to_captions(lib, m.scores)
+    return {"libraries": per_lib, "against_captions": lost}
+
+
+def _calibration(libs: list[Library], measured: dict) -> dict:
+    """ECE of the top hits (pooled; over those of relevance >= :data:`READ_FROM`; per unit), over every pair, the
+    first hit's AUC, and the answer's ECE against what it is the probability of."""
+    shown_p, shown_y, all_p, all_y, first_p, first_y, ans_p, ans_y = [], [], [], [], [], [], [], []
+    per_unit: dict = {}
+    for lib in libs:
+        m = measured[(lib.name, lib.kind)]
+        order = np.argsort(-m.scores, axis=1, kind="stable")[:, :SHOWN]
+        p, y = np.take_along_axis(m.relevance, order, 1), np.take_along_axis(lib.y, order, 1)
+        shown_p.append(p.ravel())
+        shown_y.append(y.ravel())
+        all_p.append(m.relevance.ravel())
+        all_y.append(lib.y.ravel())
+        first_p.append(p[:, 0])
+        first_y.append(y[:, 0])
+        ans_p.append(m.answer)
+        ans_y.append(m.answered)
+        if lib.kind == METADATA[0]:
+            e, _ = expected_calibration_error(p, y, low=READ_FROM)
+            per_unit[lib.name] = {"ece_read": e, "n_read": int(np.sum(p >= READ_FROM)),
+                                  "ece": expected_calibration_error(p, y)[0], "n": int(p.size)}
+    p, y = np.concatenate(shown_p), np.concatenate(shown_y)
+    ece, table = expected_calibration_error(p, y)
+    ece_read, table_read = expected_calibration_error(p, y, low=READ_FROM)
+    fp, fy = np.concatenate(first_p), np.concatenate(first_y)
+    ece_a, table_a = expected_calibration_error(np.concatenate(ans_p), np.concatenate(ans_y))
+    return {"calibration": {"ece_shown": ece, "n_shown": int(p.size), "bins": table, "ece_read": ece_read,
+                            "n_read": int(np.sum(p >= READ_FROM)), "bins_read": table_read,
+                            "share_read": float(np.mean(p >= READ_FROM)),
+                            "ece_all_pairs": expected_calibration_error(np.concatenate(all_p),
+                                                                        np.concatenate(all_y))[0],
+                            "per_unit": per_unit, "auc_first": auc(fp, fy), "n_first": int(len(fy)),
+                            "first_right": float(np.mean(fy))},
+            "answer_calibration": {"ece": ece_a, "bins": table_a, "n": int(sum(len(v) for v in ans_p))}}
+
+
+def _abstention(libs: list[Library], measured: dict) -> dict:
+    """"Nothing relevant" rates of each group at each query's fitted rule, and the trade-off as the margin moves."""
+    values: dict = {kind: {g: [] for g in GROUPS} for kind in METADATA}
+    said: dict = {kind: {g: [] for g in GROUPS} for kind in METADATA}
+    wrong_top: dict = {kind: [] for kind in METADATA}  # answerable with a relevant clip in the top hits
+    for lib in libs:
+        m = measured[(lib.name, lib.kind)]
+        has = lib.has
+        for group, excess, margin in (("nonsense", m.nonsense_excess, np.full(len(m.nonsense_excess),
+                                                                             m.nonsense_margin)),
+                                      ("no_relevant", m.excess[~has], m.margin[~has]),
+                                      ("relevant", m.excess[has], m.margin[has])):
+            values[lib.kind][group].append(excess)
+            said[lib.kind][group].append(excess < margin)
+        wrong_top[lib.kind].append((m.excess < m.margin)[has & m.answered])
+    rate = {kind: {g: 100 * float(np.mean(np.concatenate(v))) for g, v in groups.items()}
+            for kind, groups in said.items()}
+    for kind in METADATA:
+        rate[kind]["relevant_in_top"] = 100 * float(np.mean(np.concatenate(wrong_top[kind])))
+    sweep = {kind: {g: [100 * float(np.mean(np.concatenate(v) < s)) for s in SWEEP] for g, v in groups.items()}
+             for kind, groups in values.items()}
+    return {"abstention": rate, "tradeoff": {"margin": SWEEP.tolist(), **sweep},
+            "abstention_counts": {kind: {g: int(sum(len(v) for v in vs)) for g, vs in groups.items()}
+                                  for kind, groups in values.items()}}
 
 
 # ---- sound queries and classification ---------------------------------------------------------------
@@ -417,7 +624,9 @@ def sound_pairs(lib: Library) -> tuple[np.ndarray, np.ndarray]:
 
 
 def fit_sound(libs: list[Library]) -> RelevanceModel:
-    """The sound-query relevance model (logistic on the sound features, isotonic calibration) on ``libs``."""
+    """The sound-query relevance model on ``libs``: logistic on the sound features (each library weighing the same),
+    calibrated by isotonic regression on every pair alike (as its calibration is measured: a pair is a pair, in a
+    large library or a small one)."""
     xs, ys, ws = [], [], []
     for lib in libs:
         if lib.kind != METADATA[0]:
@@ -429,14 +638,14 @@ def fit_sound(libs: list[Library]) -> RelevanceModel:
             ws.append(np.full(len(y), 1.0 / len(y)))
     x, y, w = np.concatenate(xs), np.concatenate(ys), np.concatenate(ws)
     model = fit_logistic(x, y, w, features=("sound", "sound_z"))
-    iso = IsotonicRegression(out_of_bounds="clip", y_min=0.0, y_max=1.0).fit(model.score(x), y, sample_weight=w)
+    iso = IsotonicRegression(out_of_bounds="clip", y_min=0.0, y_max=1.0).fit(model.score(x), y)
     model.calibrator = Calibrator(np.asarray(iso.X_thresholds_, np.float64), np.asarray(iso.y_thresholds_, np.float64))
     return model
 
 
 def classification_logits(folder: str | Path, languages: list[str]) -> dict[str, list[tuple[np.ndarray, np.ndarray]]]:
-    """``{library: [(cosines [n, C], targets [n]) per language]}`` of the libraries with two folder labels or
-    more (the clips' audio against the zero-shot prompts of the library's labels)."""
+    """``{unit: [(cosines [n, C], targets [n]) per language]}`` of the units with two folder labels or more (the
+    clips' audio against the zero-shot prompts of the unit's labels)."""
     out = {}
     for f in sorted(Path(folder).glob("*.npz")):
         z = np.load(f)
@@ -469,95 +678,15 @@ def softmax(cos: np.ndarray, temperature: float) -> np.ndarray:
     return Classification([str(c) for c in range(cos.shape[1])], cos, temperature).probabilities
 
 
-def choose_threshold(libs: list[Library], model: RelevanceModel, goal: float = 0.95) -> float:
-    """The least relevance threshold at which a share ``goal`` of the ``fit`` nonsense queries of ``libs``
-    say nothing relevant (their best hit below it), on the libraries with file names."""
-    best = np.concatenate([_fused_top(model, lib.nonsense["fit"], 1)[1][:, 0] for lib in libs
-                           if lib.kind == METADATA[0]])
-    return float(np.quantile(best, goal))
-
-
-# ---- whether the library holds a relevant clip: the answer model -------------------------------------
-
-#: The query groups of the "nothing relevant" rates (issue 33, item 3 (a)-(c)).
-GROUPS = ("nonsense", "no_relevant", "relevant")
-#: The rules compared: the best hit's relevance against the hit model's threshold, and the answer model's.
-RULES = ("best_hit", "answer")
-
-
-def answer_rows(model: RelevanceModel, x: np.ndarray) -> np.ndarray:
-    """``[Q, len(ANSWER_FEATURES)]`` the :func:`~mlatr.search.relevance.answer_features` of the queries'
-    candidate lists ``x [Q, n, F]`` ranked by ``model``."""
-    scores = model.score(x.reshape(-1, x.shape[-1])).reshape(x.shape[:2])
-    rel = model.relevance(scores)
-    return np.stack([answer_features(scores[i], rel[i], x[i]) for i in range(len(x))])
-
-
-def answers(model: RelevanceModel, answer: RelevanceModel, x: np.ndarray) -> np.ndarray:
-    """``[Q, 2]`` for the queries' candidate lists ``x [Q, n, F]``: the best hit's relevance and the answer's
-    relevance (:func:`~mlatr.search.relevance.answer_relevance`)."""
-    rows = answer_rows(model, x)
-    return np.stack([rows[:, ANSWER_FEATURES.index("best")], [answer_relevance(answer, r) for r in rows]], axis=1)
-
-
-#: The share of the ``fit`` nonsense queries the answer's default threshold keeps under it. 0.95 left the
-#: held-out ``measure`` draw at 93.6 % (cross-fitted at 028c97c); 0.97 gives it 95.7 % with file names.
-ANSWER_GOAL = 0.97
-
-
-def fit_answer(libs: list[Library], model: RelevanceModel, goal: float = ANSWER_GOAL) -> RelevanceModel:
-    """The answer model on ``libs`` (ranked by ``model``): a logistic regression (scikit-learn, L2, C = 1)
-    of "the library holds a clip relevant to the query" on the :data:`ANSWER_FEATURES` of the hand-written
-    queries and of the ``fit`` nonsense draw, the three groups (nonsense, no relevant clip, a relevant clip)
-    weighing the same; its probability calibrated (isotonic) on the hand-written queries alone, so that it
-    reads as the share of real queries whose library held a relevant clip; its threshold the level that a
-    share ``goal`` of the nonsense queries stay under, on the libraries with file names."""
-    xs, groups, nonsense_names = [], [], []
-    for lib in libs:
-        has = lib.relevant.any(axis=1)[lib.q_group]
-        xs += [answer_rows(model, lib.x), answer_rows(model, lib.nonsense["fit"])]
-        groups += [np.where(has, 2, 1), np.zeros(len(lib.nonsense["fit"]), np.int64)]
-        nonsense_names.append(lib.kind == METADATA[0])
-    x, g = np.concatenate(xs), np.concatenate(groups)
-    w = np.zeros(len(g))
-    for k in range(len(GROUPS)):
-        w[g == k] = len(g) / max(int(np.sum(g == k)), 1) / len(GROUPS)
-    lr = LogisticRegression(C=1.0, max_iter=5000).fit(x, g == 2, sample_weight=w)
-    answer = RelevanceModel("linear", ANSWER_FEATURES, Calibrator(np.zeros(2), np.zeros(2)), 0.5,
-                            weights=lr.coef_[0].astype(np.float64), bias=float(lr.intercept_[0]))
-    real = g > 0
-    iso = IsotonicRegression(out_of_bounds="clip", y_min=0.0, y_max=1.0).fit(answer.score(x[real]), g[real] == 2)
-    answer.calibrator = Calibrator(np.asarray(iso.X_thresholds_, np.float64), np.asarray(iso.y_thresholds_, np.float64))
-    nonsense = [answer_relevance(answer, r) for lib in libs if lib.kind == METADATA[0]
-                for r in answer_rows(model, lib.nonsense["fit"])]
-    answer.threshold = float(np.quantile(nonsense, goal))
-    return answer
-
-
-# ---- the one command: fit, measure, write -------------------------------------------------------------
-
-def fit_calibration(libs: list[Library], folder: str | Path, languages: list[str], about: dict) -> Calibration:
-    """The shipped models fitted on every library of ``libs`` (module docstring)."""
-    text = calibrate(fit_all(libs, ("logistic",))["logistic"], libs)
-    text.threshold = choose_threshold(libs, text)
-    answer = fit_answer(libs, text)
-    sound = fit_sound(libs)
-    sound.threshold = text.threshold
-    logits = classification_logits(folder, languages)
-    temperature = fit_temperature([p for pairs in logits.values() for p in pairs])
-    return Calibration(text, answer, sound, {"temperature": temperature, "min_probability": 0.5}, about)
-
-
-def measure(libs: list[Library], folder: str | Path, languages: list[str], progress=print) -> dict:
-    """The cross-fitted figures: rankings per library and language, calibration, abstention, sound-query
-    calibration (:func:`cross_fit`), classification (top-1, ECE, "none of these" with and without the true
-    label)."""
-    res = cross_fit(libs, languages, progress=progress)
+def classification_figures(folder: str | Path, languages: list[str], group_of: dict[str, int]) -> dict:
+    """Top-1, ECE and "none of these" of the zero-shot folder labels, each unit's temperature fitted on the other
+    cross-fit groups' units."""
     logits = classification_logits(folder, languages)
     cls: dict = {"libraries": {}}
     probs, correct, none_in, none_out = [], [], [], []
     for name, pairs in logits.items():
-        t = fit_temperature([p for other, ps in logits.items() if other != name for p in ps])
+        others = [p for other, ps in logits.items() if group_of.get(other) != group_of.get(name) for p in ps]
+        t = fit_temperature(others or [p for ps in logits.values() for p in ps])
         accs = []
         for cos, y in pairs:
             p = softmax(cos, t)
@@ -570,24 +699,54 @@ def measure(libs: list[Library], folder: str | Path, languages: list[str], progr
             if cos.shape[1] > 2:
                 none_out.append(softmax(cos[keep].reshape(len(y), -1), t).max(axis=1) < 0.5)
         cls["libraries"][name] = {"top1": float(np.mean(accs)), "temperature": t, "classes": int(pairs[0][0].shape[1])}
+    if not probs:
+        return {**cls, "top1": float("nan"), "ece": float("nan"), "bins": [], "none_when_present": float("nan"),
+                "none_when_absent": float("nan")}
     ece_c, table_c = expected_calibration_error(np.concatenate(probs), np.concatenate(correct))
     cls.update(top1=float(np.mean([v["top1"] for v in cls["libraries"].values()])), ece=ece_c, bins=table_c,
                none_when_present=100 * float(np.mean(np.concatenate(none_in))),
                none_when_absent=100 * float(np.mean(np.concatenate(none_out))) if none_out else float("nan"))
-    res["classification"] = cls
+    return cls
+
+
+# ---- the one command: fit, measure, write -------------------------------------------------------------
+
+def fit_calibration(libs: list[Library], folder: str | Path, languages: list[str], fitted: dict,
+                    weights_sha256: str | None) -> Calibration:
+    """The model's calibration fitted on every unit and every query of ``libs`` (module docstring), for the weights
+    ``weights_sha256``."""
+    text = fit_text(libs)
+    answer = fit_answer(libs, text)
+    margin = fit_margin(libs, text, answer)
+    sound = fit_sound(libs)
+    levels = [unit_level(text, answer, lib) for lib in libs]
+    text.threshold = answer.threshold = float(1.0 / (1.0 + np.exp(-(np.median(levels) + margin))))
+    sound.threshold = text.threshold  # a sound query's default level (no index draw of sound queries)
+    logits = classification_logits(folder, languages)
+    temperature = fit_temperature([p for pairs in logits.values() for p in pairs]) if logits else None
+    classify = {"temperature": temperature, "min_probability": 0.5} if temperature else {}
+    abstention = {"margin": margin, "nonsense_missed": NONSENSE_MISSED, "false_abstention": FALSE_ABSTENTION,
+                  "nonsense_seed": NONSENSE_SEEDS["index"]}
+    return Calibration(text, answer, sound, classify, fitted, weights_sha256, abstention)
+
+
+def measure(libs: list[Library], folder: str | Path, data: RealSounds, progress=print) -> dict:
+    """The cross-fitted figures (:func:`cross_fit`) and classification's."""
+    res = cross_fit(libs, data.languages, progress=progress)
+    halves = query_halves([q["id"] for q in data.queries])
+    res["split"]["halves"] = {q["id"]: int(h) for q, h in zip(data.queries, halves, strict=True)}
+    res["classification"] = classification_figures(folder, data.languages, res["split"]["groups"])
     return res
 
 
 def measure_folder(folder: str | Path, data: RealSounds, progress=print) -> dict:
-    """:func:`measure` of a run's fold embeddings (``OUT/embeddings/ENC/HEADS``), JSON-able."""
+    """:func:`measure` of a run's fold embeddings, JSON-able."""
     libs = load_libraries(folder, data)
-    res = measure(libs, folder, data.languages, progress)
-    return json.loads(json.dumps(res, default=float))
+    return json.loads(json.dumps(measure(libs, folder, data, progress), default=float))
 
 
 #: How the report names each ranking.
-LABELS = {"audio": "sound only", "captions": "captions only", "rrf": "old fusion (RRF)", "logistic": "hybrid (new)",
-          "cascade": "cascade", "trees": "boosted trees"}
+LABELS = {"audio": "sound only", "captions": "captions only", "rrf": "old fusion (RRF)", "logistic": "default (fused)"}
 
 
 def _avg(values) -> float:
@@ -600,13 +759,14 @@ def _f(x: float, digits: int = 1) -> str:
 
 
 def _meets(v: dict) -> bool:
-    """Issue 33 item 1: the default's R@10 at least the better of sound only and captions only, less 1."""
+    """The default's R@10 at least the better of sound only and captions only, less 1 (issue 33 item 1, issue 45
+    item 6)."""
     return v["logistic"] >= max(v["audio"], v["captions"]) - 1 - 1e-9
 
 
 def text_search_report(runs: dict, languages: list[str]) -> list[str]:
     """Markdown lines: for every run with cross-fitted text-search figures (:func:`measure_folder`), recall
-    per language and per library for each ranking and metadata, calibration, abstention, classification."""
+    per language and per unit for each ranking and metadata, calibration, abstention, classification."""
     lines = []
     for key, run in runs.items():
         ts = run.get("text_search")
@@ -615,10 +775,10 @@ def text_search_report(runs: dict, languages: list[str]) -> list[str]:
         libs = {n: r for n, r in ts["libraries"].items() if r[METADATA[0]]["audio"]["n_queries"]}
         rankings = list(next(iter(libs.values()))[METADATA[0]])
         lines += ["", f"## Text search with the library's own names: {key}", "",
-                  f"Mean over {len(libs)} held-out libraries with a relevant clip for some query; each library's "
-                  "ranking and relevance fitted on the other libraries only (cross-fitted). The library's captions "
-                  "are its file names (`names`) or recorder-style names (`meaningless`). `ok`: hybrid (new) R@10 "
-                  ">= max(sound only, captions only) - 1.", "",
+                  f"Mean over {len(libs)} held-out units with a relevant clip for some query; each query's ranking "
+                  "and relevance from models fitted on other units and on the other half of the queries (cross-"
+                  "fitted). The library's captions are its file names (`names`) or recorder-style names "
+                  "(`meaningless`). `ok`: default R@10 >= max(sound only, captions only) - 1.", "",
                   "| metadata / ranking | metric | " + " | ".join([*languages, "avg"]) + " | MRV |",
                   "|---|---|" + "---:|" * (len(languages) + 2)]
         means = {}
@@ -629,13 +789,13 @@ def text_search_report(runs: dict, languages: list[str]) -> list[str]:
                             for lang in [*languages, "avg"]]
                     means[kind, ranking, metric] = vals
                     mrv = _f(_avg([r[kind][ranking]["mrv"] for r in libs.values()]), 0) if metric == "R1" else ""
-                    lines.append(f"| {kind} / {LABELS[ranking]} | R@{metric[1:]} | "
+                    lines.append(f"| {kind} / {LABELS.get(ranking, ranking)} | R@{metric[1:]} | "
                                  + " | ".join(_f(v) for v in vals) + f" | {mrv} |")
             checks = [_meets({rk: means[kind, rk, "R10"][i] for rk in rankings}) for i in range(len(languages) + 1)]
             lines.append(f"| {kind}: requirement | R@10 | " + " | ".join("ok" if c else "**miss**" for c in checks)
                          + " |  |")
-        lines += ["", "Per held-out library, R@10 (avg of the languages) and the default's R@1.", "",
-                  "| library | metadata | " + " | ".join(LABELS[r] for r in rankings) + " | hybrid (new) R@1 | ok |",
+        lines += ["", "Per held-out unit, R@10 (avg of the languages) and the default's R@1.", "",
+                  "| unit | metadata | " + " | ".join(LABELS.get(r, r) for r in rankings) + " | default R@1 | ok |",
                   "|---|---|" + "---:|" * (len(rankings) + 1) + "---|"]
         for name, r in libs.items():
             for kind in METADATA:
@@ -644,24 +804,21 @@ def text_search_report(runs: dict, languages: list[str]) -> list[str]:
                 lines.append(f"| {name} | {kind} | " + " | ".join(_f(v[rk]) for rk in rankings)
                              + f" | {r1} | {'ok' if _meets(v) else '**miss**'} |")
         c, a, ac = ts["calibration"], ts["abstention"], ts["answer_calibration"]
-        lines += ["", f"Relevance calibration (hybrid, top {SHOWN} hits of every query, held-out libraries): ECE "
-                  f"{c['ece_shown']:.3f} over {c['n_shown']} hits; over every (query, clip) pair "
-                  f"{c['ece_all_pairs']:.3f}. Sound queries: ECE {ts['sound_calibration']['ece']:.3f}. The answer's "
-                  f"relevance (the library holds a relevant clip): ECE {ac['ece']:.3f} over {ac['n']} queries.", "",
-                  "| \"nothing relevant\" rate, % | rule | (a) nonsense queries | (b) no relevant clip in the library "
-                  "| (c) a relevant clip |", "|---|---|---:|---:|---:|"]
+        lines += ["", f"Relevance calibration (default ranking, top {SHOWN} hits of every query, held-out units): "
+                  f"ECE {c['ece_shown']:.3f} over {c['n_shown']} hits; over the {c['n_read']} hits of relevance >= "
+                  f"{READ_FROM} ({100 * c['share_read']:.1f} %) ECE {c['ece_read']:.3f}; over every (query, clip) "
+                  f"pair {c['ece_all_pairs']:.3f}. The first hit's relevance separates right first hits from wrong "
+                  f"ones with AUC {c['auc_first']:.3f} ({c['n_first']} first hits, {100 * c['first_right']:.1f} % "
+                  f"right). Sound queries: ECE {ts['sound_calibration']['ece']:.3f}. The answer's relevance (one of "
+                  f"the top hits is relevant): ECE {ac['ece']:.3f} over {ac['n']} queries.", "",
+                  f"Per unit (names), ECE over the hits of relevance >= {READ_FROM}: "
+                  + "; ".join(f"{n} {_f(v['ece_read'], 3)} ({v['n_read']})" for n, v in c["per_unit"].items()) + ".",
+                  "", "| \"nothing relevant\" rate, % | (a) nonsense queries | (b) no relevant clip in the library "
+                  "| (c) a relevant clip | (c') a relevant clip in the top hits |", "|---|---:|---:|---:|---:|"]
         counts = ts["abstention_counts"]
         for kind in METADATA:
-            for rule, label in (("best_hit", "best hit's relevance"), ("answer", "answer's relevance (default)")):
-                lines.append(f"| {kind} | {label} | " + " | ".join(_f(a[rule][kind][g]) for g in GROUPS) + " |")
-            lines.append(f"| {kind} | queries | " + " | ".join(str(counts[kind][g]) for g in GROUPS) + " |")
-        sep = ts["separability"]
-        lines += ["", "At best on this signal (thresholds chosen on the held-out answers themselves): "
-                  + "; ".join(f"{kind}: (b) at 80 % gives (c) {sep[kind]['at_b80']['relevant']:.1f} % and (a) "
-                              f"{sep[kind]['at_b80']['nonsense']:.1f} %, (c) at 5 % gives (b) "
-                              f"{sep[kind]['at_c5']['no_relevant']:.1f} % and (a) "
-                              f"{sep[kind]['at_c5']['nonsense']:.1f} %"
-                              for kind in METADATA) + "."]
+            lines.append(f"| {kind} | " + " | ".join(_f(a[kind][g]) for g in (*GROUPS, "relevant_in_top")) + " |")
+            lines.append(f"| {kind}: queries | " + " | ".join(str(counts[kind][g]) for g in GROUPS) + " | |")
         misses = [(name, kind, ts["against_captions"][name][kind]) for name, r in libs.items() for kind in METADATA
                   if not _meets({rk: r[kind][rk]["t2a"]["avg"]["R10"] for rk in rankings})]
         for name, kind, m in misses:
@@ -672,26 +829,32 @@ def text_search_report(runs: dict, languages: list[str]) -> list[str]:
                          f"{m['caption_z'][0]:.2f}-{m['caption_z'][1]:.2f}) and {m['ranked'][0]:.0f}-"
                          f"{m['ranked'][1]:.0f} in the default ranking" if m["lost"] else "") + "."]
         cl = ts["classification"]
-        lines += ["", f"Zero-shot folder labels, softmax with a temperature fitted on the other libraries: top-1 "
-                  f"{cl['top1']:.1f} %, ECE {cl['ece']:.3f}; \"none of these\" (best label below 0.5) "
-                  f"{cl['none_when_present']:.1f} % when the true label is offered, "
-                  f"{cl['none_when_absent']:.1f} % when it is left out."]
+        lines += ["", f"Zero-shot folder labels, softmax with a temperature fitted on the other groups' units: top-1 "
+                  f"{_f(cl['top1'])} %, ECE {_f(cl['ece'], 3)}; \"none of these\" (best label below 0.5) "
+                  f"{_f(cl['none_when_present'])} % when the true label is offered, "
+                  f"{_f(cl['none_when_absent'])} % when it is left out."]
     return lines
 
 
 def plot_reliability(ts: dict, path: str | Path) -> Path:
-    """Reliability diagram: mean relevance against the share of relevant hits per bin (text and sound
-    queries), and the classification's best-label probability against its accuracy."""
+    """Reliability diagram: mean relevance against the share of relevant hits per bin (text queries: the top hits
+    and those of relevance >= 0.1; the answer; sound queries), and the classification's best label."""
     plt = pyplot()
-    fig, ax = plt.subplots(figsize=(5, 5))
+    fig, ax = plt.subplots(figsize=(5.5, 5.5))
     ax.plot([0, 1], [0, 1], color="grey", linestyle="--", linewidth=1, label="perfect calibration")
-    for label, bins in ((f"text queries, top {SHOWN} hits (ECE {ts['calibration']['ece_shown']:.3f})",
-                         ts["calibration"]["bins"]),
-                        (f"text queries, the answer (ECE {ts['answer_calibration']['ece']:.3f})",
-                         ts["answer_calibration"]["bins"]),
-                        (f"sound queries (ECE {ts['sound_calibration']['ece']:.3f})", ts["sound_calibration"]["bins"]),
-                        (f"classification, best label (ECE {ts['classification']['ece']:.3f})",
-                         ts["classification"]["bins"])):
+    curves = [(f"text queries, top {SHOWN} hits (ECE {ts['calibration']['ece_shown']:.3f})",
+               ts["calibration"]["bins"]),
+              (f"text queries, hits >= {READ_FROM} (ECE {ts['calibration']['ece_read']:.3f})",
+               ts["calibration"]["bins_read"]),
+              (f"text queries, the answer (ECE {ts['answer_calibration']['ece']:.3f})",
+               ts["answer_calibration"]["bins"]),
+              (f"sound queries (ECE {ts['sound_calibration']['ece']:.3f})", ts["sound_calibration"]["bins"])]
+    if ts.get("classification", {}).get("bins"):
+        curves.append((f"classification, best label (ECE {ts['classification']['ece']:.3f})",
+                       ts["classification"]["bins"]))
+    for label, bins in curves:
+        if not bins:
+            continue
         conf, freq, count = (np.array(v) for v in zip(*bins, strict=True))
         ax.plot(conf, freq, marker="o", label=label)
         for x_, y_, n in zip(conf, freq, count, strict=True):
@@ -707,26 +870,105 @@ def plot_reliability(ts: dict, path: str | Path) -> Path:
     return path
 
 
+def plot_tradeoff(ts: dict, path: str | Path) -> Path:
+    """"Nothing relevant" as the margin over each library's conformal level moves: the share of answerable
+    queries wrongly called irrelevant (x) against the share of nonsense and of absent-concept queries caught (y),
+    one panel per kind of metadata; the fitted rule's measured point marked."""
+    plt = pyplot()
+    fig, axes = plt.subplots(1, len(METADATA), figsize=(11, 5), sharey=True)
+    t = ts["tradeoff"]
+    for ax, kind in zip(np.atleast_1d(axes), METADATA, strict=True):
+        wrong = np.array(t[kind]["relevant"])
+        for group, label in (("nonsense", "(a) nonsense caught"), ("no_relevant", "(b) absent concepts caught")):
+            line, = ax.plot(wrong, t[kind][group], label=label)
+            ax.plot(ts["abstention"][kind]["relevant"], ts["abstention"][kind][group], marker="o",
+                    color=line.get_color())
+        ax.axvline(100 * FALSE_ABSTENTION, color="grey", linestyle=":", linewidth=1, label="(c) goal")
+        ax.axhline(95, color="grey", linestyle="--", linewidth=1, label="(a) goal")
+        ax.axhline(80, color="grey", linestyle="-.", linewidth=1, label="(b) goal")
+        ax.set_xlabel("(c) answerable queries called \"nothing relevant\" (%)")
+        ax.set_title(f"library captions: {kind} (dot: the fitted rule)")
+        ax.set_xlim(0, 100)
+        ax.grid(alpha=0.3)
+    np.atleast_1d(axes)[0].set_ylabel("caught (%)")
+    np.atleast_1d(axes)[0].legend(fontsize=8, loc="lower right")
+    fig.tight_layout()
+    path = Path(path)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def source_commit() -> str | None:
+    """The git commit of the sources this module runs from (None outside a git checkout)."""
+    try:
+        out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=Path(__file__).parent, capture_output=True,
+                             text=True, timeout=10, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() or None
+
+
 def _progress(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
-def calibrate_command(folder: Path, manifest: str | Path, cache_dir: Path, out: Path, write: bool) -> str:
-    """``mlatr experiment calibrate``: measure (cross-fitted), write the report, and with ``write`` refit on
-    every library and write the shipped calibration. Returns the report."""
-    data = RealSounds.load(manifest, cache_dir / "aisfx.npz", progress=False)
-    libs = load_libraries(folder, data)
-    res = json.loads(json.dumps(measure(libs, folder, data.languages, progress=_progress), default=float))
+def calibrate_recipe(folder: Path, data: RealSounds, out: Path, weights: str | None = None,
+                     about: dict | None = None, progress=_progress, translate: bool = False
+                     ) -> tuple[dict, Calibration | None]:
+    """Measure the recipe of fold embeddings ``folder`` cross-fitted (:func:`measure`), write ``out/results.json``,
+    ``report.md``, ``reliability.png`` and ``nothing-relevant-tradeoff.png``, and with ``weights`` (the SHA-256 of a
+    model of that recipe) fit its calibration on every unit and query (:func:`fit_calibration`). ``translate``:
+    measure as if searches translated the queries (:func:`load_libraries`; never with ``weights``). Returns
+    ``(results, calibration or None)``."""
+    if translate and weights is not None:
+        raise MlatrError("a calibration is fitted on the features searches compute: not with translated queries, "
+                         "which searches do not make")
+    libs = load_libraries(folder, data, translate)
+    res = json.loads(json.dumps(measure(libs, folder, data, progress=progress), default=float))
+    about = {"command": "mlatr experiment calibrate", "commit": source_commit(), "embeddings": str(folder),
+             "translated_queries": translate,
+             "clips": len(data.manifest), "units": sorted({lib.name for lib in libs}), **(about or {})}
+    res["about"] = about
     out.mkdir(parents=True, exist_ok=True)
     atomic_write_json(out / "results.json", res)
     plot_reliability(res, out / "reliability.png")
-    report = "\n".join(["# Text-search ranking, relevance and classification (cross-fitted)",
-                        *text_search_report({folder.parent.name + "/" + folder.name: {"text_search": res}},
-                                            data.languages)]) + "\n"
+    plot_tradeoff(res, out / "nothing-relevant-tradeoff.png")
+    report = "\n".join(["# Text-search ranking, relevance and classification (cross-fitted)", "",
+                        f"Fold embeddings {folder}; corpus {about.get('manifest', '?')} ({len(data.manifest)} "
+                        f"clips); sources at commit {about['commit'] or 'unknown'}.",
+                        *text_search_report({folder.name: {"text_search": res}}, data.languages)]) + "\n"
+    cal = None
+    if weights is not None:
+        cal = fit_calibration(libs, folder, data.languages, about, weights)
+        report += f"\nfitted the calibration {cal.id} for the weights sha256 {weights[:12]}\n"
     atomic_write_text(out / "report.md", report)
-    if write:
-        cal = fit_calibration(libs, folder, data.languages,
-                              {"embeddings": str(folder), "libraries": sorted({lib.name for lib in libs})})
-        atomic_write_json(CALIBRATION_PATH, cal.to_dict())
-        report += f"\nwrote {CALIBRATION_PATH}\n"
-    return report
+    return res, cal
+
+
+def calibration_summary(res: dict, cal: Calibration) -> dict:
+    """What a model card says of a model's calibration: which one, and its cross-fitted figures."""
+    c, a = res["calibration"], res["abstention"]
+    return {"id": cal.id, "weights_sha256": cal.weights_sha256, "fitted": cal.fitted,
+            "ece_shown": c["ece_shown"], "ece_read": c["ece_read"], "auc_first": c["auc_first"],
+            "abstention": {kind: a[kind] for kind in METADATA}, "margin": cal.abstention.get("margin")}
+
+
+def calibrate_command(folder: Path, manifest: str | Path, cache_dir: Path, out: Path,
+                      model: str | Path | None = None, translate: bool = False) -> str:
+    """``mlatr experiment calibrate``: :func:`calibrate_recipe`, and with ``model`` (a checkpoint or model folder of
+    the recipe) its calibration stored in it (:func:`~mlatr.inference.checkpoint.store_calibration`). Returns the
+    report."""
+    data = RealSounds.load(manifest, cache_dir / "aisfx.npz", progress=False)
+    weights = None
+    if model is not None:
+        state = read_model_folder(model) if is_model_folder(model) else read_checkpoint(model)
+        weights = weights_sha256(state["model"])
+    _, cal = calibrate_recipe(folder, data, out, weights, {"manifest": str(manifest),
+                                                           **({"model": str(model)} if model else {})},
+                              translate=translate)
+    if cal is not None:
+        store_calibration(model, cal.to_dict())
+        atomic_write_text(out / "report.md", (out / "report.md").read_text(encoding="utf-8")
+                          + f"stored it in {model}\n")
+    return (out / "report.md").read_text(encoding="utf-8")

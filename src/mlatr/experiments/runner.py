@@ -27,7 +27,7 @@ from mlatr.data.manifest import Manifest
 from mlatr.errors import MlatrError
 from mlatr.evaluation.with_head import evaluate_with_head
 from mlatr.inference.checkpoint import load_model, read_checkpoint
-from mlatr.inference.encoding import encode_manifest
+from mlatr.inference.encoded_split import encode_manifest
 from mlatr.io_utils import atomic_write_json, atomic_write_text
 from mlatr.languages import DEFAULT_LANGUAGES
 from mlatr.training.diagnostics import positive_similarities

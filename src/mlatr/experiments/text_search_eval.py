@@ -4,7 +4,8 @@ For one trained model (one fold of :mod:`mlatr.experiments.unseen_library`), :fu
 the embeddings of the held-out library's clips, of the two kinds of metadata captions it can have
 (:meth:`~mlatr.experiments.real_heads.RealSounds.metadata`: ``names``, the file names as the folder importer
 reads them, or ``meaningless`` recorder-style names such as ``ZOOM0001.wav``), of the hand-written queries
-in eight languages, of nonsense queries and of the zero-shot prompts of its folder labels. The text-search
+in eight languages (and of their English translations, where the queries were translated), of nonsense queries
+and of the zero-shot prompts of its folder labels. The text-search
 ranking, its relevance, "nothing relevant" and the classification probabilities are fitted and measured on
 them (:mod:`mlatr.experiments.relevance_fit`), cross-fitted over the libraries, without training again.
 """
@@ -40,6 +41,12 @@ def fold_embeddings(model, data: RealSounds, bank: TextBank, rows: Sequence[int]
     q_text, q_lang, _ = query_texts(data)
     a, q = _embed(model, data.features[rows], bank.lookup(q_text, q_lang))  # [n, d], [Q, d]
     out = {"rows": np.asarray(rows, np.int64), "audio": a, "queries": q}
+    translated = [data.query_translations.get((lang, text), "") for text, lang in zip(q_text, q_lang, strict=True)]
+    if any(translated):  # the queries' English translations (:meth:`RealSounds.translate_queries`), "" for none
+        out["query_translations"] = np.array(translated, dtype=str)
+        out["queries_translated"] = _embed(model, data.features[rows[:1]], bank.lookup(
+            [t or text for t, text in zip(translated, q_text, strict=True)],
+            ["eng" if t else lang for t, lang in zip(translated, q_lang, strict=True)]))[1]  # [Q, d]
     for use, seed in NONSENSE_SEEDS.items():
         nonsense = data.nonsense(seed)
         out[f"nonsense_{use}"] = _embed(model, data.features[rows[:1]], bank.lookup(

@@ -5,7 +5,7 @@
 - :mod:`mlatr.inference.loaded_model`: :class:`LoadedModel` and its API (``embed_text``, ``embed_audio``,
   ``similarity``, ``classify``).
 - :mod:`mlatr.inference.audio`: the one path from audio (files, waveforms, a manifest's clips; any length,
-  windows, batches, progress) to embeddings; :mod:`mlatr.inference.encoding`: a manifest split as the
+  windows, batches, progress) to embeddings; :mod:`mlatr.inference.encoded_split`: a manifest split as the
   evaluation contract's arrays; :mod:`mlatr.inference.model_evaluation`: what ``mlatr eval`` reports, as a dict.
 
 It imports nothing from :mod:`mlatr.training` or :mod:`mlatr.losses` (training imports it).

@@ -7,8 +7,10 @@ A checkpoint is one file, a dict saved with ``torch.save`` and loaded with ``wei
      "epoch": int, "step": int, "optimizer": ..., "scheduler": ..., "best": {...}, "history": [...]}
 
 Only ``model_config``, ``model``, ``matching_head`` and the ``data`` part of ``train_config`` are needed
-to use a model; the rest resumes training (:mod:`mlatr.training`). A model folder
-(:mod:`mlatr.inference.model_folder`, ``mlatr export``) holds exactly those, without pickle.
+to use a model, and ``calibration`` where the model has one (:mod:`mlatr.calibration_file`: what turns its scores
+into probabilities, fitted for these weights and used only with them); the rest resumes training
+(:mod:`mlatr.training`). A model folder (:mod:`mlatr.inference.model_folder`, ``mlatr export``) holds exactly
+those, without pickle.
 :func:`load_model` is the one way either becomes a usable model (evaluation, encoding, search, serve,
 initialisation of a run). Files are written atomically, so an interrupted save never corrupts the
 previous one.
@@ -23,30 +25,65 @@ from typing import Any
 
 import torch
 
+from mlatr.calibration_file import calibration_problem, check_calibration
 from mlatr.errors import InputError, MissingFileError, MlatrError
 from mlatr.file_kinds import special_file, unreadable
 from mlatr.inference.device import resolve_device
 from mlatr.inference.loaded_model import LoadedModel
-from mlatr.inference.model_card import model_card
+from mlatr.inference.model_card import model_card, with_calibration_row
 from mlatr.inference.model_folder import (
+    CARD_FILE,
     is_model_folder,
     model_folder_files,
     read_model_folder,
     stored_weights,
+    write_folder_calibration,
     write_model_folder,
 )
 from mlatr.inference.model_identity import weights_sha256
 from mlatr.inference.stored_model import build_stored_model, check_stored_state
-from mlatr.io_utils import atomic_write_with
+from mlatr.io_utils import atomic_write_text, atomic_write_with
 from mlatr.matching import MatchingHead, head_from_config
 
 FORMAT = "mlatr-checkpoint-1"
 
 
-def save_checkpoint(path: str | os.PathLike, state: dict[str, Any]) -> None:
-    """Write ``state`` (the layout above) to ``path`` atomically."""
+def save_checkpoint(path: str | os.PathLike, state: dict[str, Any], calibration: dict | None = None) -> None:
+    """Write ``state`` (the layout above) to ``path`` atomically; ``calibration``: the model's calibration (a
+    :mod:`mlatr.calibration_file` dict fitted for ``state["model"]``, checked: its ``weights_sha256`` must be
+    theirs)."""
     state = {"format": FORMAT, **state}
+    if calibration is not None:
+        state["calibration"] = checked_calibration(calibration, state["model"], str(path))
     atomic_write_with(path, lambda fh: torch.save(state, fh))
+
+
+def checked_calibration(calibration: dict, weights: dict, where: str) -> dict:
+    """``calibration`` (checked: :func:`~mlatr.calibration_file.check_calibration`) when it was fitted for the
+    state dict ``weights``; else a :class:`MlatrError` saying whose it is."""
+    check_calibration(calibration, where)
+    problem = calibration_problem(calibration, weights_sha256(weights))
+    if problem:
+        raise MlatrError(f"{where}: cannot store this calibration with the model: {problem}")
+    return calibration
+
+
+def store_calibration(path: str | os.PathLike, calibration: dict | None) -> Path:
+    """Write ``calibration`` into the model at ``path`` (a checkpoint file, rewritten atomically, or a model
+    folder's ``config.json``), replacing the one it carried; None removes it. The weights are untouched (an
+    index made with the model still knows it by its weights' SHA-256). Returns ``path``."""
+    if is_model_folder(path):
+        write_folder_calibration(path, None if calibration is None else
+                                 checked_calibration(calibration, read_model_folder(path)["model"], str(path)))
+        card = Path(path) / CARD_FILE
+        if card.is_file():  # the card says which calibration the folder now carries
+            atomic_write_text(card, with_calibration_row(card.read_text(encoding="utf-8"), calibration))
+        return Path(path)
+    state = read_checkpoint(path)
+    state.pop("calibration", None)
+    state.pop("format", None)
+    save_checkpoint(path, state, calibration)
+    return Path(path)
 
 
 def read_checkpoint(path: str | os.PathLike, map_location: str | torch.device = "cpu") -> dict[str, Any]:
@@ -125,8 +162,13 @@ def load_model(path: str | os.PathLike, device: str | torch.device = "cpu",
         raise InputError(f"no matching head takes these options: {exc}", str(meta_file), field=field) from None
     model = build_stored_model(meta_file, with_fine_tuning(state["model_config"], fine_tuning or {}, path),
                                state["model"], weights_file)
-    return LoadedModel(model=model.to(device).eval(), head=head,
-                       train_config=dict(state.get("train_config") or {}), path=Path(path))
+    loaded = LoadedModel(model=model.to(device).eval(), head=head, train_config=dict(state.get("train_config") or {}),
+                         path=Path(path))
+    stored = state.get("calibration")
+    if stored is not None:
+        check_calibration(stored, f"{meta_file}: calibration")
+    loaded.use_calibration(stored)
+    return loaded
 
 
 def export_model(checkpoint: str | os.PathLike, folder: str | os.PathLike, *, name: str | None = None,
@@ -148,6 +190,10 @@ def export_model(checkpoint: str | os.PathLike, folder: str | os.PathLike, *, na
     if weights_dtype == "float16":
         digests["stored_as"] = ("float16 (half the bytes; read back into float32, each weight rounded once; the "
                                 f"checkpoint's float32 weights: sha256 {weights_sha256(state['model'])})")
+    if state.get("calibration") is not None:
+        check_calibration(state["calibration"], f"{checkpoint}: calibration")
+        if calibration_problem(state["calibration"], digests["weights"]):  # fitted for the float32 weights, not
+            state = {k: v for k, v in state.items() if k != "calibration"}  # the rounded ones: left out
     card = model_card(state, name or Path(folder).name, head, digests, metrics,
                       None if training_data is None else str(training_data), notes)
     return write_model_folder(state, head, folder, card, weights_dtype)

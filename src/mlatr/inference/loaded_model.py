@@ -2,7 +2,7 @@
 
 Every method runs under ``torch.no_grad()`` in eval mode and returns numpy; the audio side goes through
 :mod:`mlatr.inference.audio` (the one audio path: files or waveforms of any length, windows, batches), the
-text side through :func:`mlatr.inference.encoding.encode_texts`. The same file gives the same vector here,
+text side through :func:`mlatr.inference.encoded_split.encode_texts`. The same file gives the same vector here,
 in ``mlatr encode``, in an index and in a sound query.
 """
 
@@ -16,19 +16,29 @@ from typing import Any
 
 import numpy as np
 import torch
-from tqdm import tqdm
 
 from mlatr import api_args
-from mlatr.audio.io import crop_or_pad
-from mlatr.calibration_file import shipped_calibration
+from mlatr.calibration_file import calibration_problem
 from mlatr.data.manifest import Manifest, Skip
 from mlatr.data.webdataset_shards import is_shard_spec
 from mlatr.errors import MlatrError
 from mlatr.evaluation.zero_shot import label_text, zero_shot_prompts
-from mlatr.inference.audio import WHOLE_CLIP, embed_clips, encode_source, file_source, waveform_clips
-from mlatr.inference.encoding import encode_texts, pad_frames
+from mlatr.inference.audio import (
+    WHOLE_CLIP,
+    Clips,
+    Embedded,
+    SoundFiles,
+    SourceClips,
+    Waveforms,
+    Windowing,
+    check_readable,
+    model_vectors,
+)
+from mlatr.inference.encoded_split import pad_frames
 from mlatr.inference.library import LibrarySource, open_library
 from mlatr.inference.model_identity import model_sha256, weights_sha256
+from mlatr.inference.runtime import RuntimeChoice, attach_runtime
+from mlatr.inference.text import encode_texts
 from mlatr.languages import DEFAULT_LANGUAGES
 from mlatr.matching import MatchingHead, chunked_scores
 from mlatr.models.dual_encoder import DualEncoder
@@ -50,35 +60,45 @@ class Classification:
     ``classes`` in the order given, the best class of each clip (:attr:`labels`) and the clips' ``ids`` (a
     library's ids, relative to its root; a file's path as given; ``audio[i]`` for a waveform).
 
-    :attr:`probabilities` are ``softmax(scores / temperature)`` over the classes, the temperature fitted on
-    libraries never trained on (negative log-likelihood of their folder labels, cross-fitted:
-    :mod:`mlatr.experiments.relevance_fit`; shipped in ``mlatr/data/calibration.json``), so a clip's best
-    probability says how often such a label is right; :attr:`none_of_these` marks the clips whose best
-    label is below ``min_probability`` (more likely wrong than right). ``skipped``: the inputs left out under
-    ``skip_bad`` (files that could not be read), each with its reason."""
+    :attr:`probabilities` are ``softmax(scores / temperature)`` over the classes, the temperature fitted for the
+    model on libraries it never trained on (negative log-likelihood of their folder labels, cross-fitted:
+    :mod:`mlatr.experiments.relevance_fit`; part of the model's calibration, :mod:`mlatr.calibration_file`), so a
+    clip's best probability says how often such a label is right; :attr:`none_of_these` marks the clips whose
+    best label is below ``min_probability`` (more likely wrong than right). A model without a calibration gives
+    ``temperature`` None: no probabilities (None), nothing marked, :attr:`calibrated` False. ``skipped``: the
+    inputs left out under ``skip_bad`` (files that could not be read), each with its reason."""
 
     classes: list[str]
     scores: np.ndarray  # [N, C] float32
-    temperature: float = 1.0
+    temperature: float | None = 1.0
     min_probability: float = 0.5
     ids: list[str] = field(default_factory=list)
     skipped: list[Skip] = field(default_factory=list)
+
+    @property
+    def calibrated(self) -> bool:
+        """Whether the scores have a fitted temperature (the model's calibration), hence probabilities."""
+        return self.temperature is not None
 
     def __repr__(self) -> str:
         return f"Classification({len(self.scores)} clips x {len(self.classes)} classes: {self.classes[:5]}" + (
             " ...)" if len(self.classes) > 5 else ")")
 
     @property
-    def probabilities(self) -> np.ndarray:
-        """``[N, C]`` the probability of each class for each clip (rows sum to 1)."""
+    def probabilities(self) -> np.ndarray | None:
+        """``[N, C]`` the probability of each class for each clip (rows sum to 1); None when not calibrated."""
+        if self.temperature is None:
+            return None
         logits = np.asarray(self.scores, np.float64) / self.temperature
         e = np.exp(logits - logits.max(axis=1, keepdims=True, initial=-np.inf))
         return e / e.sum(axis=1, keepdims=True)
 
     @property
-    def none_of_these(self) -> np.ndarray:
-        """``[N]`` bool: the clip's best label has a probability below ``min_probability``."""
-        return self.probabilities.max(axis=1, initial=0.0) < self.min_probability
+    def none_of_these(self) -> np.ndarray | None:
+        """``[N]`` bool: the clip's best label has a probability below ``min_probability``; None when not
+        calibrated."""
+        probabilities = self.probabilities
+        return None if probabilities is None else probabilities.max(axis=1, initial=0.0) < self.min_probability
 
     @property
     def labels(self) -> list[str]:
@@ -193,13 +213,27 @@ class LoadedModel:
             was trained with a fine-grained head; evaluation, zero-shot and search use it).
         train_config: the training config tree the model carries (``{}`` when none).
         path: the checkpoint file or model folder.
+        calibration: the model's own calibration (:mod:`mlatr.calibration_file`: relevance models, "nothing
+            relevant" rule, classification temperature), fitted for these weights; None: uncalibrated
+            (:attr:`calibration_note` says why), so no search or classification carries a probability.
     """
 
     model: DualEncoder
     head: MatchingHead
     train_config: dict[str, Any] = field(default_factory=dict)
     path: Path | None = None
+    calibration: dict | None = field(default=None, repr=False)
+    calibration_note: str | None = field(default="the model carries no calibration", repr=False)
     _digests: dict[str, str] = field(default_factory=dict, repr=False, compare=False)
+    _runtime: RuntimeChoice | None = field(default=None, repr=False, compare=False)
+
+    def use_calibration(self, calibration: dict | None) -> None:
+        """Take ``calibration`` (a checked :mod:`mlatr.calibration_file` dict, or None) as the model's own when it
+        was fitted for these weights; otherwise the model is uncalibrated and :attr:`calibration_note` says why
+        (another model's calibration is never used)."""
+        problem = calibration_problem(calibration, self.weights_sha256()) if calibration is not None else \
+            calibration_problem(None, "")
+        self.calibration, self.calibration_note = (None, problem) if problem else (calibration, None)
 
     def __repr__(self) -> str:
         """One line: ``LoadedModel(encoder=aisfx+use-multilingual, dim=256, languages=[eng, fra], head=cosine,
@@ -209,6 +243,22 @@ class LoadedModel:
         langs = ", ".join(self.data.get("languages") or [])
         return (f"LoadedModel(encoder={names}, dim={self.embed_dim}, languages=[{langs}], head={self.head.name}, "
                 f"path={self.path})")
+
+    def use_runtime(self, runtime: str = "auto", precision: str = "fp32",
+                    calibration: Sequence[np.ndarray] | None = None) -> RuntimeChoice:
+        """Run the audio encoder's heavy part by an optimised CPU runtime (:mod:`mlatr.inference.runtime`:
+        ``auto``, ``torch``, ``onnxruntime``, ``openvino``; ``precision`` ``fp32``, ``bf16``, ``int8``), exported once
+        and checked against torch; ``calibration``: mono waveforms at the model's rate for int8 (and the check).
+        The model on a GPU keeps torch. Returns what was chosen (:meth:`audio_runtime` names it)."""
+        if self.device.type != "cpu":
+            self._runtime = RuntimeChoice("torch", "fp32", note=f"the model is on {self.device}")
+        else:
+            self._runtime = attach_runtime(self.model.audio_encoder, runtime, precision, calibration, self.sample_rate)
+        return self._runtime
+
+    def audio_runtime(self) -> str:
+        """What runs the audio encoder: ``torch``, or ``RUNTIME/PRECISION`` (:meth:`use_runtime`)."""
+        return self._runtime.name if self._runtime is not None else "torch"
 
     def weights_sha256(self) -> str:
         """SHA-256 of the model's weights (:func:`~mlatr.inference.model_identity.weights_sha256`), computed once:
@@ -274,9 +324,20 @@ class LoadedModel:
         return encode_texts(self.model, list(texts), None if langs is None else list(langs), batch_size, progress)
 
     # ---- audio -------------------------------------------------------------------------------------
+    def audio_vectors(self, clips: Clips, *, window_seconds: float, batch_size: int = 16, workers: int = 1,
+                      hop_seconds: float | None = None, progress: bool = False, desc: str = "audio",
+                      frames: bool = False, windows: bool = False, rows: Sequence[int] | None = None,
+                      on_chunk=None) -> Embedded:
+        """The vectors of ``clips`` (:mod:`mlatr.inference.audio`, the one audio path) in windows of
+        ``window_seconds`` (every ``hop_seconds``, else equal consecutive windows), ``batch_size`` windows per
+        encoder call, by ``workers`` processes sharing this process's cores (1: this process)."""
+        how = Windowing.of(window_seconds, batch_size, self.sample_rate, hop_seconds)
+        return model_vectors(self.model, clips, how, workers=workers, rows=rows, progress=progress, desc=desc,
+                             frames=frames, windows=windows, on_chunk=on_chunk)
+
     def embed_audio(self, audio: AudioInput | Sequence[AudioInput], *, sample_rate: int | None = None,
                     batch_size: int = 16, max_seconds: float | None = None, window_seconds: float | None = None,
-                    workers: int = 0, progress: bool = False) -> np.ndarray:
+                    workers: int = 1, progress: bool = False) -> np.ndarray:
         """Unit-norm embeddings ``[n, d]`` (float32) of sound files (paths) or waveforms (numpy arrays, with their
         ``sample_rate``, which arrays require), any length. An array is one clip: ``[frames]``, or ``[frames,
         channels]`` (soundfile's layout, at most 8 channels) averaged to mono; integer PCM is scaled as the file
@@ -285,8 +346,9 @@ class LoadedModel:
         A clip is centre-cropped to ``max_seconds`` (default: not cropped) and encoded in windows of
         ``window_seconds`` (default: the model's evaluation crop ``eval_max_seconds``; a longer clip gets the
         length-weighted mean of its windows), ``batch_size`` windows per encoder call; ``workers`` processes
-        decode files ahead. A file that cannot be read, an argument out of its range (:mod:`mlatr.api_args`) or a
-        clip the model gives a non-finite embedding (NaN) is an error naming it.
+        read and encode the files, sharing this process's cores (default 1: this process). A file that cannot be
+        read, an argument out of its range (:mod:`mlatr.api_args`) or a clip the model gives a non-finite
+        embedding (NaN) is an error naming it.
         """
         keys, emb = self.embed_audio_rows(audio, sample_rate=sample_rate, batch_size=batch_size,
                                           max_seconds=max_seconds, window_seconds=window_seconds, workers=workers,
@@ -295,7 +357,7 @@ class LoadedModel:
 
     def embed_audio_rows(self, audio: AudioInput | Sequence[AudioInput], *, sample_rate: int | None = None,
                          batch_size: int = 16, max_seconds: float | None = None,
-                         window_seconds: float | None = None, workers: int = 0, progress: bool = False,
+                         window_seconds: float | None = None, workers: int = 1, progress: bool = False,
                          skipped: dict[str, str] | None = None) -> tuple[list[int], np.ndarray]:
         """:meth:`embed_audio` with the rows it kept: ``(indices into audio, [kept, d])``. With ``skipped`` (a
         dict), files that cannot be read are left out and recorded there (``{path: message}``)."""
@@ -310,7 +372,7 @@ class LoadedModel:
         batch_size = api_args.integer("batch_size", batch_size)
         crop = api_args.positive_number("max_seconds", max_seconds) or WHOLE_CLIP
         window = api_args.positive_number("window_seconds", window_seconds) or float(self.data["eval_max_seconds"])
-        workers = api_args.integer("workers", workers, low=0)
+        workers = max(1, api_args.integer("workers", workers, low=0))
         progress = api_args.flag("progress", progress)
         arrays = [i for i, a in enumerate(items) if isinstance(a, np.ndarray)]
         if arrays and len(arrays) != len(items):
@@ -322,30 +384,19 @@ class LoadedModel:
             sample_rate = api_args.integer("sample_rate", sample_rate, 1, 768_000)
         if not items:
             return [], np.zeros((0, self.embed_dim), np.float32)
-        rate = self.sample_rate
-        was_training = self.model.training
-        self.model.eval()
-        try:
-            if not arrays:
-                source = file_source(items, rate, skip_bad=skipped is not None)
-                rows, emb = encode_source(self.model.encode_audio, source, batch_size, crop, self.device,
-                                          window_seconds=window, progress=progress, workers=workers)
-                if skipped is not None:
-                    skipped.update(source.bad)
-            else:
-                count = int(round(crop * rate))
-                waves = ((i, crop_or_pad(w, count)[0] if w.shape[0] > count else w)  # centre crop, as files
-                         for i, w in waveform_clips(items, sample_rate, rate))
-                with tqdm(total=len(items), desc="audio", unit="clip", disable=not progress, leave=False) as bar:
-                    rows, emb = embed_clips(self.model.encode_audio, waves, int(round(window * rate)), batch_size,
-                                            self.device, bar)
-        finally:
-            self.model.train(was_training)
-        check_finite_embeddings(emb, rows, items)
-        return rows, emb
+        if arrays:
+            clips: Clips = Waveforms(items, sample_rate, self.sample_rate, crop)
+        else:
+            clips = SoundFiles(items, self.sample_rate, crop, skip_bad=skipped is not None)
+        found = self.audio_vectors(clips, window_seconds=window, batch_size=batch_size, workers=workers,
+                                   progress=progress)
+        if skipped is not None:
+            skipped.update(found.bad)
+        check_finite_embeddings(found.vectors, found.rows, items)
+        return found.rows, found.vectors
 
     def embed_library(self, source: LibrarySource, *, split: str = "all", batch_size: int = 16,
-                      max_seconds: float | None = None, window_seconds: float | None = None, workers: int = 0,
+                      max_seconds: float | None = None, window_seconds: float | None = None, workers: int = 1,
                       progress: bool = False, skip_bad: bool = False) -> LibraryEmbeddings:
         """Every clip of a library (a folder of sounds, a manifest, sound files, webdataset shards, or a list of
         these: :mod:`mlatr.inference.library`, what ``mlatr embed`` takes) embedded as :meth:`embed_audio`
@@ -353,26 +404,18 @@ class LoadedModel:
         batch_size = api_args.integer("batch_size", batch_size)
         crop = api_args.positive_number("max_seconds", max_seconds) or WHOLE_CLIP
         window = api_args.positive_number("window_seconds", window_seconds) or float(self.data["eval_max_seconds"])
-        workers = api_args.integer("workers", workers, low=0)
+        workers = max(1, api_args.integer("workers", workers, low=0))
         progress, skip_bad = api_args.flag("progress", progress), api_args.flag("skip_bad", skip_bad)
         if not isinstance(source, Manifest):
             source = api_args.paths("source", source)
         library = open_library(source, api_args.text("split", split), skip_bad=skip_bad, progress=progress)
-        audio = library.source(self.sample_rate, skip_bad=skip_bad)
-        was_training = self.model.training
-        self.model.eval()
-        try:
-            rows, emb = encode_source(self.model.encode_audio, audio, batch_size, crop, self.device,
-                                      window_seconds=window, progress=progress, workers=workers)
-        finally:
-            self.model.train(was_training)
-        if not rows and len(library.manifest):
-            raise MlatrError(f"none of the {len(library.manifest)} clip(s) could be read (first: "
-                             f"{next(iter(audio.bad.values()), '')})")
-        ids = [library.manifest[i].id for i in rows]
-        check_finite_embeddings(emb, list(range(len(rows))), ids)
-        return LibraryEmbeddings(ids, [library.path(i) for i in rows], emb, dict(audio.bad),
-                                 library.skips(audio.bad))
+        found = self.audio_vectors(SourceClips(library.source(self.sample_rate, skip_bad=skip_bad), crop),
+                                   window_seconds=window, batch_size=batch_size, workers=workers, progress=progress)
+        check_readable(found, len(library.manifest), "clip(s)")
+        ids = [library.manifest[i].id for i in found.rows]
+        check_finite_embeddings(found.vectors, list(range(len(found.rows))), ids)
+        return LibraryEmbeddings(ids, [library.path(i) for i in found.rows], found.vectors, found.bad,
+                                 library.skips(found.bad))
 
     # ---- scores ------------------------------------------------------------------------------------
     def similarity(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -391,13 +434,15 @@ class LoadedModel:
     @torch.no_grad()
     def classify(self, audio: AudioInput | Sequence[AudioInput], labels: str | Sequence[str], lang: str = "eng", *,
                  template: str | None = None, sample_rate: int | None = None, batch_size: int = 16,
-                 max_seconds: float | None = None, split: str = "all", skip_bad: bool = False) -> Classification:
+                 max_seconds: float | None = None, split: str = "all", skip_bad: bool = False,
+                 workers: int = 1) -> Classification:
         """Zero-shot classification (SupCLAP sec. 4.2.2): each clip against one prompt per label (labels in
         ``lang``; ``template`` with ``{label}`` replaces the paper's prompt), scored by the model's head with
         the audio as the query. ``labels`` may be one comma-separated string. ``audio``: sound files, waveforms
         (with ``sample_rate``) or a library (a folder, a manifest with its ``split``, webdataset shards:
         :mod:`mlatr.inference.library`); the result's ``ids`` name the clips as the library does. ``skip_bad``: a
-        library's or a file list's unreadable files are left out (the result's ``skipped``), not an error."""
+        library's or a file list's unreadable files are left out (the result's ``skipped``), not an error;
+        ``workers`` processes read and encode the audio (1: this process)."""
         skip_bad = api_args.flag("skip_bad", skip_bad)
         if isinstance(labels, str):
             labels = [s.strip() for s in labels.split(",")]
@@ -411,47 +456,52 @@ class LoadedModel:
         if template is not None:
             template = api_args.text("template", template)
         prompts = prompts_for(classes, lang, template)
-        fitted = shipped_calibration()["classify"]
-        cal = {"temperature": float(fitted["temperature"]), "min_probability": float(fitted["min_probability"])}
+        fitted = (self.calibration or {}).get("classify")
+        cal = {"temperature": float(fitted["temperature"]) if fitted else None,
+               "min_probability": float(fitted["min_probability"]) if fitted else 0.5}
         if self.head.needs_frames:
-            scores, ids, skipped = self._frame_scores(audio, prompts, lang, batch_size, max_seconds, split, skip_bad)
+            scores, ids, skipped = self._frame_scores(audio, prompts, lang, batch_size, max_seconds, split, skip_bad,
+                                                      workers)
             return Classification(classes, scores, ids=ids, skipped=skipped, **cal)
         skipped: list[Skip] = []
         if names_library(audio) or not has_waveforms(audio):  # files: a library's, with its ids, as mlatr classify
             found = self.embed_library(audio, split=split, batch_size=batch_size, max_seconds=max_seconds,
-                                       skip_bad=skip_bad)
+                                       skip_bad=skip_bad, workers=workers)
             a, ids, skipped = found.embeddings, found.ids, found.skips
         else:
-            a = self.embed_audio(audio, sample_rate=sample_rate, batch_size=batch_size, max_seconds=max_seconds)
+            a = self.embed_audio(audio, sample_rate=sample_rate, batch_size=batch_size, max_seconds=max_seconds,
+                                 workers=workers)
             ids = item_ids(audio_items(audio))
         return Classification(classes, self.similarity(a, self.embed_checked(prompts, langs, batch_size)), ids=ids,
                               skipped=skipped, **cal)
 
     def _frame_scores(self, audio, prompts: list[str], lang: str, batch_size: int, max_seconds: float | None,
-                      split: str = "all", skip_bad: bool = False) -> tuple[np.ndarray, list[str], list[Skip]]:
+                      split: str = "all", skip_bad: bool = False,
+                      workers: int = 1) -> tuple[np.ndarray, list[str], list[Skip]]:
         """Head scores ``[clips, prompts]`` of a frame-scoring head, the clips' ids and the inputs skipped: each
         file (or a library's clip) centre-cropped to ``max_seconds`` (default the model's evaluation crop) and
         encoded whole, its frames kept."""
+        crop = float(max_seconds or self.data["eval_max_seconds"])
         library = None
         if names_library(audio) or not has_waveforms(audio):
             library = open_library(api_args.paths("audio", audio) if not isinstance(audio, Manifest) else audio,
                                    api_args.text("split", split), skip_bad=skip_bad)
-            source, ids = library.source(self.sample_rate, skip_bad=skip_bad), library.ids
+            clips: Clips = SourceClips(library.source(self.sample_rate, skip_bad=skip_bad), crop)
+            ids = library.ids
         else:
             items = audio_items(audio)
             if not all(isinstance(a, str) for a in items):
                 raise api_args.ArgumentError(f"audio: the {self.head.name} head classifies sound files (paths), not "
                                              "waveforms")
-            source, ids = file_source(items, self.sample_rate), item_ids(items)
-        crop = float(max_seconds or self.data["eval_max_seconds"])
-        sink: list = []
-        rows, pooled = encode_source(self.model.encode_audio, source, batch_size, crop, self.device, frames_sink=sink)
+            clips, ids = SoundFiles(items, self.sample_rate, crop), item_ids(items)
+        found = self.audio_vectors(clips, window_seconds=crop, batch_size=batch_size, frames=True,
+                                   workers=max(1, api_args.integer("workers", workers, low=0)))
         text_sink: list = []
         text = encode_texts(self.model, prompts, [lang] * len(prompts), batch_size, frames_sink=text_sink)
-        clips = EncoderOutput(torch.from_numpy(pooled), *pad_frames(sink))
+        clips = EncoderOutput(torch.from_numpy(found.vectors), *pad_frames(found.frames))
         classes = EncoderOutput(torch.from_numpy(text), *pad_frames(text_sink))
         scores = chunked_scores(self.head, clips, classes, HEAD_MEMORY_MB).float().numpy()
-        return scores, [ids[i] for i in rows], library.skips(source.bad) if library is not None else []
+        return scores, [ids[i] for i in found.rows], library.skips(found.bad) if library is not None else []
 
 
 def item_ids(items: Sequence[str | np.ndarray]) -> list[str]:

@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from mlatr.calibration_file import calibration_id
 from mlatr.data.manifest import Manifest
 from mlatr.errors import MlatrError
 from mlatr.json_input import parse_json
@@ -69,8 +70,8 @@ def _head_pairs(n: int) -> str:
     return "1" if n == 1 else f"{n}, trained apart; each side's unit outputs averaged"
 
 
-def _model_section(config: dict[str, Any], head: dict[str, Any], data: dict[str, Any], digests: dict[str, str]
-                   ) -> list[str]:
+def _model_section(config: dict[str, Any], head: dict[str, Any], data: dict[str, Any], digests: dict[str, str],
+                   calibration: dict | None = None) -> list[str]:
     langs = data.get("languages") or []
     rows = [("audio encoder", _encoder(config, "audio_encoder")), ("text encoder", _encoder(config, "text_encoder")),
             ("text head", config.get("text_head", "mlp")),
@@ -80,10 +81,29 @@ def _model_section(config: dict[str, Any], head: dict[str, Any], data: dict[str,
             ("audio", f"{data.get('sample_rate', 16000)} Hz mono, clips centre-cropped to "
                       f"{data.get('eval_max_seconds', 10.0)} s (longer files: windows averaged)"),
             ("languages", ", ".join(f"{c} ({LANGUAGE_NAMES.get(c, c)})" for c in langs) or "not recorded"),
-            ("weights sha256", digests.get("weights", "?"))]
+            ("weights sha256", digests.get("weights", "?")), ("relevance calibration", _calibration_words(calibration))]
     if digests.get("stored_as"):
         rows.append(("weights stored as", digests["stored_as"]))
     return ["## Model", "", *_table(("", ""), rows)]
+
+
+def _calibration_words(calibration: dict | None) -> str:
+    """Which calibration the model carries (:mod:`mlatr.calibration_file`), or that its searches are uncalibrated."""
+    if not calibration:
+        return ("none: searches carry no relevance and never say \"nothing relevant\" (mlatr experiment calibrate "
+                "--model fits one)")
+    fitted = calibration.get("fitted") or {}
+    return (f"{calibration_id(calibration)}, fitted for these weights by {fitted.get('command', '?')} at commit "
+            f"{fitted.get('commit') or 'unknown'} on {len(fitted.get('units') or [])} held-out folds of "
+            f"{fitted.get('clips', '?')} clips")
+
+
+def with_calibration_row(card: str, calibration: dict | None) -> str:
+    """The model ``card`` with its "relevance calibration" row saying ``calibration`` (a calibration stored in the
+    folder after it was exported: :func:`mlatr.inference.checkpoint.store_calibration`); a card without the row
+    is returned as it is."""
+    row = _table(("", ""), [("relevance calibration", _calibration_words(calibration))])[-1]
+    return "\n".join(row if line.startswith("| relevance calibration |") else line for line in card.split("\n"))
 
 
 def _licences(manifest_path: Path) -> dict[str, dict[str, Any]]:
@@ -217,7 +237,7 @@ def model_card(state: dict[str, Any], name: str, head: dict[str, Any], digests: 
             f"{config.get('embed_dim', '?')}-d"
     parts = [[title, "", f"Written by `mlatr export` (mlatr {__version__}). A multilingual audio-text retrieval "
               "model: sounds and texts in one embedding space."],
-             _load_section(name, config), _model_section(config, head, data, digests),
+             _load_section(name, config), _model_section(config, head, data, digests, state.get("calibration")),
              _data_section(str(manifest) if manifest else None), _metrics_section(state, metrics),
              _use_and_limits(config, data)] + ([[notes.strip()]] if notes else [])
     return "\n\n".join("\n".join(p).rstrip() for p in parts) + "\n"

@@ -26,9 +26,10 @@ from mlatr.evaluation.caveats import evaluation_caveats
 from mlatr.evaluation.evaluate import Evaluation
 from mlatr.evaluation.with_head import HEAD_MEMORY_BUDGET_MB, evaluate_with_head_with_ranks, zero_shot_with_head
 from mlatr.evaluation.zero_shot import zero_shot_prompts
-from mlatr.inference.encoding import EncodedSplit, encode_manifest, encode_texts, pad_frames
+from mlatr.inference.encoded_split import EncodedSplit, encode_manifest, pad_frames
 from mlatr.inference.library import manifest_split
 from mlatr.inference.loaded_model import LoadedModel
+from mlatr.inference.text import encode_texts
 from mlatr.languages import normalize, normalize_all
 from mlatr.models.outputs import EncoderOutput
 

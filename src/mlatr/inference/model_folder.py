@@ -14,6 +14,9 @@ mlatr's).
   text cache is rebuilt as texts are embedded), and a Hugging Face folder an encoder reads (its tokenizer
   and architecture: ``path``) is copied into the model folder (``text_encoder/``, ``audio_encoder/``) and
   named relative to it.
+- ``config.json``'s ``calibration`` (where the model has one): what turns its scores into probabilities, fitted
+  for these weights (:mod:`mlatr.calibration_file`); read back by :func:`read_model_folder`, replaced alone by
+  :func:`write_folder_calibration` (the weights untouched).
 - ``model.safetensors``: the model's ``state_dict``, each tensor stored contiguous on its own (safetensors
   refuses shared storage), in the checkpoint's dtypes.
 """
@@ -112,8 +115,21 @@ def folder_config(state: dict[str, Any], head: dict[str, Any]) -> dict[str, Any]
     paths of its files)."""
     data = {k: v for k, v in ((state.get("train_config") or {}).get("data") or {}).items()
             if k in ("sample_rate", "eval_max_seconds", "languages", "max_seconds")}
-    return {"format": FORMAT, "model_config": portable_config(state["model_config"]), "matching_head": dict(head),
-            "train_config": {"data": data} if data else {}}
+    config = {"format": FORMAT, "model_config": portable_config(state["model_config"]), "matching_head": dict(head),
+              "train_config": {"data": data} if data else {}}
+    if state.get("calibration") is not None:
+        config["calibration"] = state["calibration"]
+    return config
+
+
+def write_folder_calibration(folder: str | os.PathLike, calibration: dict | None) -> None:
+    """Replace model folder ``folder``'s calibration (``config.json``'s ``calibration``; None: remove it)."""
+    config_path = Path(folder) / CONFIG_FILE
+    config = read_format_json(config_path, FORMAT, "an mlatr model config (written by mlatr export)")
+    config.pop("calibration", None)
+    if calibration is not None:
+        config["calibration"] = calibration
+    atomic_write_json(config_path, config)
 
 
 def stored_weights(weights: dict[str, torch.Tensor], weights_dtype: str = "as-is") -> dict[str, torch.Tensor]:
@@ -166,5 +182,7 @@ def read_model_folder(folder: str | os.PathLike) -> dict[str, Any]:
         weights: dict[str, torch.Tensor] = load_file(str(weights_path))
     except (SafetensorError, OSError) as exc:
         raise MlatrError(f"{weights_path}: cannot read the weights ({exc})") from exc
+    calibration = expect_field(config_path, config, "calibration", (dict, type(None)), "an object", required=False)
     model_config = _local_encoder_folders(portable_config(model_config), folder, config_path)
-    return {"model_config": model_config, "model": weights, "matching_head": head, "train_config": train_config}
+    return {"model_config": model_config, "model": weights, "matching_head": head, "train_config": train_config,
+            "calibration": calibration}

@@ -37,10 +37,14 @@ def model_sha256(path: str | os.PathLike) -> str:
 
 def weights_sha256(state: Mapping[str, torch.Tensor]) -> str:
     """Hex SHA-256 of a state dict: each tensor by name (sorted), dtype, shape and bytes (on the CPU,
-    contiguous), so a checkpoint and the model folder exported from it give the same digest."""
+    contiguous), so a checkpoint and the model folder exported from it give the same digest. A float16 or bfloat16
+    tensor is taken as the float32 it is read back into (a folder stored in half precision is loaded into float32
+    modules), so stored weights and the model loaded from them give one digest: what a calibration stored in such a
+    folder is checked against when it is loaded."""
     h = hashlib.sha256()
     for name in sorted(state):
-        tensor = state[name].detach().to("cpu").contiguous()
+        tensor = state[name].detach().to("cpu")
+        tensor = (tensor.float() if tensor.dtype in (torch.float16, torch.bfloat16) else tensor).contiguous()
         h.update(json.dumps([name, str(tensor.dtype), list(tensor.shape)]).encode("utf-8"))
         if tensor.numel():
             h.update(tensor.reshape(-1).view(torch.uint8).numpy().tobytes())

@@ -66,6 +66,9 @@ SPEC_MAX = 9.457798957824707  # aisfx preprocessing.spectrogram_normalize, spec_
 BLOCK_FRAMES = 100
 BLOCK_HOP = 50
 EMBED_DIM = 512
+#: Blocks per CNN call in inference: the activations stay bounded (a batch of 16 ten-second clips is 112
+#: blocks, whose first activation alone would be 275 MB) at the same speed.
+INFERENCE_BLOCKS = 16
 POOLS = (2, 2, 2, 1)  # max pooling after each conv block
 STAGES = len(POOLS)
 
@@ -287,6 +290,8 @@ class AisfxEncoder(nn.Module):
         self.block_hop = int(block_hop)
         self.train_last_blocks = None if train_last_blocks is None else int(train_last_blocks)
         self.output_dim = EMBED_DIM
+        #: what runs :meth:`runtime_part` in inference (None: torch); set by :mod:`mlatr.inference.runtime`
+        self.block_runner = None
         self.frontend = AisfxFrontEnd()
         self.cnn = AisfxCNN()
         if self.sample_rate != AISFX_SAMPLE_RATE:
@@ -338,6 +343,33 @@ class AisfxEncoder(nn.Module):
         if lengths is None:
             lengths = torch.full((waveform.shape[0],), waveform.shape[1], dtype=torch.long, device=waveform.device)
         lengths = lengths.to(waveform.device).long().clamp(min=1, max=waveform.shape[1])
+        x, counts = self.length_grouped_blocks(waveform, lengths)
+        return self.cnn.run_blocks(x, 0, stage), counts
+
+    def length_grouped_blocks(self, waveform: torch.Tensor, lengths: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """:meth:`spectrogram_blocks` of a padded batch run over groups of clips of similar lengths (each group
+        cut to its longest clip, no clip shorter than half of it), so the front end does not compute the longest
+        clip's length for every clip; the same values, a clip's blocks consecutive, in clip order."""
+        order = torch.argsort(lengths, descending=True, stable=True).tolist()
+        groups = [[order[0]]]
+        for b in order[1:]:
+            if 2 * int(lengths[b]) < int(lengths[groups[-1][0]]):
+                groups.append([b])
+            else:
+                groups[-1].append(b)
+        if len(groups) == 1 and int(lengths[order[0]]) == waveform.shape[1]:
+            return self.spectrogram_blocks(waveform, lengths)
+        per_clip: dict[int, torch.Tensor] = {}
+        counts = torch.zeros_like(lengths)
+        for group in groups:
+            rows = torch.tensor(group, device=waveform.device)
+            x, n = self.spectrogram_blocks(waveform[rows, : int(lengths[group[0]])], lengths[rows])
+            counts[rows] = n
+            per_clip.update(zip(group, torch.split(x, n.tolist()), strict=True))
+        return torch.cat([per_clip[b] for b in range(waveform.shape[0])]), counts
+
+    def spectrogram_blocks(self, waveform: torch.Tensor, lengths: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The stage-0 blocks ``[sum n, 1, 100, 96]`` of clips ``[B, T]`` with ``lengths [B]`` and their counts."""
         spec, frames = self.spectrogram(waveform.float(), lengths)
         counts = block_counts(frames, BLOCK_FRAMES, self.block_hop)
         n_max = int(counts.max())
@@ -346,11 +378,21 @@ class AisfxEncoder(nn.Module):
             spec = F.pad(spec, (0, 0, 0, need - spec.shape[1]))
         blocks = spec.unfold(1, BLOCK_FRAMES, self.block_hop)[:, :n_max]  # [B, n, 96, 100]
         mask = torch.arange(n_max, device=spec.device)[None, :] < counts[:, None]
-        x = blocks[mask].transpose(1, 2)[:, None]  # [sum n, 1, 100, 96]
-        return self.cnn.run_blocks(x, 0, stage), counts
+        return blocks[mask].transpose(1, 2)[:, None], counts  # [sum n, 1, 100, 96]
+
+    def runtime_part(self) -> tuple[nn.Module, torch.Tensor]:
+        """The part an optimised inference runtime may run instead of torch (:mod:`mlatr.inference.runtime`):
+        the CNN from spectrogram blocks ``[N, 1, 100, 96]`` to block embeddings ``[N, 512]``, and an example
+        input. :attr:`block_runner`, when set, runs it in :meth:`forward` without gradients."""
+        return BlockEmbedder(self.cnn), torch.zeros(2, 1, BLOCK_FRAMES, N_MELS)
 
     def forward(self, waveform: torch.Tensor, lengths: torch.Tensor | None = None) -> EncoderOutput:
         start = self.first_trained_stage
+        if not torch.is_grad_enabled():  # inference: the CNN (or an optimised runtime) a few blocks at a time
+            x, counts = self.stage_blocks(waveform, lengths, 0)
+            run = self.block_runner or BlockEmbedder(self.cnn)
+            emb = torch.cat([run(x[i:i + INFERENCE_BLOCKS]) for i in range(0, x.shape[0], INFERENCE_BLOCKS)])
+            return pool_blocks(emb, counts)
         with torch.set_grad_enabled(torch.is_grad_enabled() and start < STAGES):
             with torch.no_grad() if start > 0 else nullcontext():  # the frozen lower blocks keep no graph
                 x, counts = self.stage_blocks(waveform, lengths, start)
@@ -361,14 +403,31 @@ def upper_blocks(cnn: AisfxCNN, x: torch.Tensor, counts: torch.Tensor, start: in
     """Blocks ``start ..`` of ``cnn`` on the stage-``start`` blocks ``x [sum n, C, T, F]`` of clips with
     ``counts [B]`` blocks each -> ``frames [B, L, 512]`` (block embeddings), ``mask [B, L]``, ``pooled [B, 512]``
     (the mean of a clip's block embeddings)."""
-    counts = counts.to(x.device)
-    emb = cnn.embed(cnn.run_blocks(x, start, STAGES))  # [sum n, 512]
+    return pool_blocks(cnn.embed(cnn.run_blocks(x, start, STAGES)), counts)  # [sum n, 512] block embeddings
+
+
+def pool_blocks(emb: torch.Tensor, counts: torch.Tensor) -> EncoderOutput:
+    """Block embeddings ``[sum n, 512]`` of clips with ``counts [B]`` blocks each -> ``frames [B, L, 512]``,
+    ``mask [B, L]``, ``pooled [B, 512]`` (the mean of a clip's block embeddings)."""
+    counts = counts.to(emb.device)
     batch, n_max = counts.shape[0], int(counts.max())
-    mask = torch.arange(n_max, device=x.device)[None, :] < counts[:, None]  # [B, L]
+    mask = torch.arange(n_max, device=emb.device)[None, :] < counts[:, None]  # [B, L]
     out = emb.new_zeros(batch, n_max, EMBED_DIM)
     out[mask] = emb
     pooled = out.sum(dim=1) / counts[:, None].to(out.dtype)
     return EncoderOutput(pooled=pooled, frames=out, mask=mask)
+
+
+class BlockEmbedder(nn.Module):
+    """The whole CNN as one module: spectrogram blocks ``[N, 1, 100, 96]`` -> block embeddings ``[N, 512]`` (what
+    an optimised runtime exports: :meth:`AisfxEncoder.runtime_part`)."""
+
+    def __init__(self, cnn: AisfxCNN):
+        super().__init__()
+        self.cnn = cnn
+
+    def forward(self, blocks: torch.Tensor) -> torch.Tensor:
+        return self.cnn.embed(self.cnn.run_blocks(blocks, 0, STAGES))
 
 
 class AisfxTail(nn.Module):

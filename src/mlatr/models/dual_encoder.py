@@ -45,6 +45,18 @@ def _project(head: ProjectionHead, out: EncoderOutput) -> EncoderOutput:
     return EncoderOutput(pooled=pooled, frames=frames, mask=out.mask)
 
 
+class AudioTower(nn.Module):
+    """An audio encoder and its projection head: ``waveform [B, T], lengths [B] -> EncoderOutput`` as
+    :meth:`DualEncoder.encode_audio` gives it."""
+
+    def __init__(self, audio_encoder: AudioEncoder, projection: nn.Module):
+        super().__init__()
+        self.audio_encoder, self.projection = audio_encoder, projection
+
+    def forward(self, waveform: torch.Tensor, lengths: torch.Tensor | None = None) -> EncoderOutput:
+        return _project(self.projection, self.audio_encoder(waveform, lengths))
+
+
 class DualEncoder(nn.Module):
     """Audio and text encoders + one projection head per modality + the temperature."""
 
@@ -91,7 +103,12 @@ class DualEncoder(nn.Module):
 
     def encode_audio(self, waveform: torch.Tensor, lengths: torch.Tensor | None = None) -> EncoderOutput:
         """Waveform ``[B, T]`` at 16 kHz -> unit-norm ``pooled [B, d]``, ``frames [B, L, d]``, ``mask``."""
-        return _project(self.audio_projection, self.audio_encoder(waveform, lengths))
+        return self.audio_tower()(waveform, lengths)
+
+    def audio_tower(self) -> AudioTower:
+        """The audio side alone (encoder and projection, the modules themselves, not copies): what worker
+        processes encode with (it pickles without the text tower)."""
+        return AudioTower(self.audio_encoder, self.audio_projection)
 
     def encode_text(self, texts: Sequence[str], langs: Sequence[str] | None = None) -> EncoderOutput:
         """Captions (+ ISO 639-3 languages) -> unit-norm ``pooled [B, d]``, token ``frames``, ``mask``. A panic in

@@ -23,8 +23,14 @@ from mlatr.inference import LoadedModel
 from mlatr.inference.model_identity import model_sha256
 from mlatr.search.ann import EXACT_BELOW, AnnBuild
 from mlatr.search.build_plan import BuildPlan, plan_build
-from mlatr.search.encode import EncodeSettings, build_settings, encode_clips, index_meta
 from mlatr.search.index import Index
+from mlatr.search.library_encoding import (
+    EncodeSettings,
+    build_settings,
+    encode_clips,
+    finished_encoding,
+    index_meta,
+)
 from mlatr.search.segments import Segmenting, segmenting
 from mlatr.search.shards import DTYPES
 from mlatr.search.storage import Storage
@@ -70,7 +76,7 @@ def build_index(loaded: LoadedModel, manifest: Manifest, output: str | os.PathLi
                 window_seconds: float | None = None, sample_rate: int | None = None, skip_bad: bool = False,
                 progress: bool = False, dtype: str = "float32", ann: str = "auto",
                 ann_params: dict | None = None, ann_exact_below: int = EXACT_BELOW,
-                shards: ShardIndex | None = None, segments: Segmenting | None = None) -> BuildReport:
+                shards: ShardIndex | None = None, segments: Segmenting | None = None, workers: int = 1) -> BuildReport:
     """Encode ``manifest``'s clips (and captions) with ``loaded`` and write the index to ``output`` (a folder,
     or one file when it ends in ``.npz``, or a Milvus target; ``dtype`` / ``ann`` / ``ann_params``: a
     folder's, see :meth:`Index.save`).
@@ -92,13 +98,15 @@ def build_index(loaded: LoadedModel, manifest: Manifest, output: str | os.PathLi
     clip's audio is then its shard member, whose address (``SHARD#MEMBER``) the index records as the clip's
     path, with no file state (never stale). ``segments``: how long clips are also indexed as segments
     (:mod:`mlatr.search.segments`; default :func:`~mlatr.search.segments.segmenting` of the window; an ``--add``
-    keeps the index's own).
+    keeps the index's own). ``workers`` processes read and encode the audio (1: this process); the
+    vectors are kept as they come, so the same build started again after a kill encodes only what was left
+    (:func:`~mlatr.search.library_encoding.encoding_journal`).
     """
     job = plan_index_build(loaded, manifest, output, add=add, caption_languages=caption_languages,
                            batch_size=batch_size, max_seconds=max_seconds, window_seconds=window_seconds,
                            sample_rate=sample_rate, skip_bad=skip_bad, progress=progress, dtype=dtype,
                            ann=AnnBuild(ann, ann_params, ann_exact_below, progress), shards=shards,
-                           segments=segments)
+                           segments=segments, workers=workers)
     return write_build(job)
 
 
@@ -107,7 +115,8 @@ def plan_index_build(loaded: LoadedModel, manifest: Manifest, output: str | os.P
                      max_seconds: float | None = None, window_seconds: float | None = None,
                      sample_rate: int | None = None, skip_bad: bool = False, progress: bool = False,
                      dtype: str = "float32", ann: AnnBuild | None = None,
-                     shards: ShardIndex | None = None, segments: Segmenting | None = None) -> BuildJob:
+                     shards: ShardIndex | None = None, segments: Segmenting | None = None,
+                     workers: int = 1) -> BuildJob:
     """The :class:`BuildJob` of :func:`build_index`'s arguments: settings resolved, the output prepared (its
     path checked, a killed build's temporary files removed; a folder is made when the first rows are written),
     the existing index read and checked, the clips to encode and delete planned
@@ -136,7 +145,8 @@ def plan_index_build(loaded: LoadedModel, manifest: Manifest, output: str | os.P
         if "segments" in existing.meta:  # the index's own way of cutting, for every clip it holds
             cut = Segmenting.of_meta(existing.meta["segments"])
     meta = index_meta(loaded, manifest, sample_rate, max_seconds, langs, window_seconds, sha, cut)
-    encode = EncodeSettings(sample_rate, max_seconds, window_seconds, batch_size, skip_bad, progress, shards, cut)
+    encode = EncodeSettings(sample_rate, max_seconds, window_seconds, batch_size, skip_bad, progress, shards, cut,
+                            workers=workers, resume=True)
     return BuildJob(loaded, manifest, storage, add, langs, meta, plan_build(existing, manifest.clips, manifest.root),
                     encode, dtype, ann or AnnBuild(progress=progress), check)
 
@@ -146,6 +156,8 @@ def write_build(job: BuildJob) -> BuildReport:
     part, skipped = encode_clips(job.loaded, job.manifest, job.plan.new, job.langs, job.encode, job.meta)
     written = job.storage.write(part, add=job.add, drop=job.plan.drop, dtype=job.dtype, ann=job.ann, check=job.check)
     index = Index.load(job.storage.where, model=job.loaded)
+    finished_encoding(job.loaded, job.manifest, job.plan.new, job.encode)
+    index.record_abstention()  # its "nothing relevant" level, for the library as it now is
     return BuildReport(index=index, added=len(part.clips), kept=len(index) - len(part.clips), skipped=skipped,
                        changed=job.plan.changed, deleted=job.plan.deleted, bytes_written=written)
 

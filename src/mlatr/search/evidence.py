@@ -4,7 +4,13 @@ A hit's evidence (:mod:`mlatr.search.hybrid` for text queries, :func:`mlatr.sear
 sound queries) is a list of :class:`Evidence`, best source first: the clip's best ``caption`` where the
 fused score counts it or it ranked the clip, its best ``keyword`` match (with the query's ``terms`` found
 in it) and its ``sound``. ``to_dict()`` gives the JSON object of the CLI's ``--json`` and the HTTP API:
-``{"source", "score", "rank"}`` and, for a caption or keyword, ``"text"``, ``"lang"`` (and ``"terms"``).
+``{"source", "score", "rank"}`` and, for a caption or keyword, ``"text"``, ``"lang"`` (and ``"terms"``; and
+``"origin"`` where known).
+
+A caption's ``origin`` says where the library got it (issue 46: every source shown in the hit's evidence): a
+BWF ``bext`` description, ``ixml``, an ``id3`` / ``vorbis`` / ``flac`` / ``mp4`` tag, a ``sidecar`` text, a ``ucs``
+file name, the file's ``name`` or its ``folder`` (:data:`mlatr.data.file_metadata.CAPTION_SOURCES`); None where
+the index does not record it (a manifest written by hand, an index built before sources were kept).
 """
 
 from __future__ import annotations
@@ -30,12 +36,15 @@ class Evidence:
     text: str | None = None
     lang: str | None = None
     terms: tuple[str, ...] | None = None
+    origin: str | None = None
 
     def to_dict(self) -> dict:
         """The JSON object: the fields that apply to the source; a score that is not finite is ``None``."""
         out: dict = {"source": self.source}
         if self.source != "sound":
             out.update(text=self.text, lang=self.lang)
+            if self.origin is not None:
+                out["origin"] = self.origin
         if self.source == "keyword":
             out["terms"] = list(self.terms or ())
         score = float(self.score)
@@ -44,10 +53,11 @@ class Evidence:
 
     def describe(self) -> str:
         """A few words for a terminal: ``caption "un chien qui aboie" [fra] 0.93 (#1)``."""
+        where = f"{self.lang}, {self.origin}" if self.origin else self.lang
         if self.source == "caption":
-            return f"caption \"{self.text}\" [{self.lang}] {self.score:.2f} (#{self.rank})"
+            return f"caption \"{self.text}\" [{where}] {self.score:.2f} (#{self.rank})"
         if self.source == "keyword":
-            return f"keyword {', '.join(self.terms or ())} in \"{self.text}\" [{self.lang}] (#{self.rank})"
+            return f"keyword {', '.join(self.terms or ())} in \"{self.text}\" [{where}] (#{self.rank})"
         return f"sound {self.score:.2f} (#{self.rank})"
 
 

@@ -7,11 +7,11 @@ import numpy as np
 
 from mlatr.audio.io import SAMPLE_RATE
 from mlatr.data.manifest import Manifest
-from mlatr.inference.encoding import project
+from mlatr.inference.encoded_split import project
 from mlatr.inference.loaded_model import LoadedModel
 from mlatr.search.columns import CaptionColumns, ClipColumns, check_vectors
-from mlatr.search.encode import index_meta
 from mlatr.search.index import Index
+from mlatr.search.library_encoding import index_meta
 
 
 def index_from_features(loaded: LoadedModel, manifest: Manifest, audio_feats: np.ndarray, max_seconds: float,

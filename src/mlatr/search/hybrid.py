@@ -56,6 +56,7 @@ from mlatr.search.query_syntax import (
     keyword_query,
 )
 from mlatr.search.relevance import (
+    Calibration,
     LibraryStats,
     Moments,
     QueryStats,
@@ -65,7 +66,6 @@ from mlatr.search.relevance import (
     answer_relevance,
     rare_cutoff,
     rare_sample,
-    shipped,
 )
 
 
@@ -112,16 +112,18 @@ def rank_candidates(qc: QueryCandidates, k: int, rank: str, model: RelevanceMode
                     shown: np.ndarray | None = None) -> Ranking:
     """The ``k`` best of ``qc``'s candidates by ``rank`` (ties: lower row first), fused by ``model``, described
     (module docstring), and the answer's relevance by ``answer`` from every candidate. ``shown``: positions of
-    candidates found by a sound ranking, best first: they are described in that order (the sound's rank is
-    their place) and the answer's relevance is read from them alone."""
+    candidates found by a sound ranking, best first: the first ``k`` are described in that order (the sound's
+    rank is their place) and the answer's relevance is read from all of them (given at least
+    :data:`~mlatr.search.relevance.ANSWER_DEPTH`: what the full ranking reads where it orders as the sound)."""
     cands, stats = qc.cands, qc.stats
     if shown is None:
         fused = fuse(cands, stats, model)
         pos = order_by(cands, fused, rank, k)
         at = pos  # each hit's place in ``fused``
     else:
-        pos = np.asarray(shown, np.int64)[:k]
-        fused = fuse(cands.take(pos), stats, model)
+        read = np.asarray(shown, np.int64)
+        pos = read[:k]
+        fused = fuse(cands.take(read), stats, model)
         at = np.arange(len(pos))
     ranks = _ranks(cands, pos, by_sound=shown is None)
     score = {"hybrid": fused.score[at], "audio": cands.sound[pos], "captions": cands.caption[pos]}[rank]
@@ -178,9 +180,10 @@ class TextRanker:
     source ranks them, their captions and audio are left out of the keyword and library statistics, and
     they never take a result slot, so the ranking equals that of the index without them
     (:meth:`~mlatr.search.index.Index.live`). ``model``, ``answer``: the relevance model of a hit and of a
-    whole answer (default: the shipped ones). ``keywords``, ``stats``: the library's keyword index over
-    the live captions (global caption rows) and statistics, where stored (an index folder's shards:
-    :mod:`mlatr.search.shard_stats`), else computed here from the captions and the vectors.
+    whole answer (default: the default ranking's, :meth:`~mlatr.search.relevance.Calibration.default`; the index
+    sets its model's own). ``keywords``, ``stats``: the library's keyword index over the live captions (global
+    caption rows) and statistics, where stored (an index folder's shards: :mod:`mlatr.search.shard_stats`), else
+    computed here from the captions and the vectors.
 
     **Exact** (``window`` None): the candidates are every live clip; a query costs one product with the audio
     embeddings and one with the caption embeddings, a per-clip maximum over the captions (one ``maximum.at``)
@@ -206,8 +209,8 @@ class TextRanker:
         self.caption_clip = np.asarray(caption_clip, np.int64)  # [M]
         self.caption_text = caption_text  # read per row (an index folder's: on demand)
         self.caption_lang = caption_lang
-        self.model = model if model is not None else shipped().text
-        self.answer = answer if answer is not None else shipped().answer
+        self.model = model if model is not None else Calibration.default().text
+        self.answer = answer if answer is not None else Calibration.default().answer
         self.live = np.ones(len(self.audio), bool)  # [N]
         self.live[np.asarray(deleted, np.int64)] = False
         self._live_rows = np.flatnonzero(self.live)  # [N_live]
@@ -283,12 +286,14 @@ class TextRanker:
                 for qc, k, rank in zip(qcs, ks, ranks, strict=True)]
 
     def describe(self, vec: np.ndarray, query: str | ParsedQuery, lang: str | None, rows: np.ndarray,
-                 sound: np.ndarray, rank: str = "audio", allowed: Allowed | None = None) -> Ranking:
+                 sound: np.ndarray, rank: str = "audio", allowed: Allowed | None = None,
+                 k: int | None = None) -> Ranking:
         """Relevance and evidence of live clips a sound ranking found through the index's searcher (``rows``, best
         first, ``sound``: their cosines), in that order (:func:`rank_candidates` with ``shown``): exact, the
         audio product is taken only for them (the other sources rank every live clip ``allowed`` lets through);
-        windowed, the candidates are these clips. ``rank``: which score the hits show (``hybrid``: the fused
-        score, on a library where it orders as the sound)."""
+        windowed, the candidates are these clips. The first ``k`` (default: all) are the hits; the answer's
+        relevance reads every row. ``rank``: which score the hits show (``hybrid``: the fused score, on a library
+        where it orders as the sound)."""
         vec = np.asarray(vec, np.float32)
         rows = np.asarray(rows, np.int64)
         if self.window is not None:
@@ -297,7 +302,7 @@ class TextRanker:
             audio = np.full(len(self.audio), -np.inf, np.float32)
             audio[rows] = sound
             qc = self._exact(vec, audio, self.captions.scores(vec[None])[0], query, lang, allowed)
-        return rank_candidates(qc, len(rows), rank, self.model, self.answer,
+        return rank_candidates(qc, len(rows) if k is None else k, rank, self.model, self.answer,
                                shown=np.searchsorted(qc.cands.rows, rows))
 
     def _exact(self, vec: np.ndarray, audio: np.ndarray, caption_scores: np.ndarray, query: str | ParsedQuery,

@@ -4,7 +4,7 @@ An :class:`Index` is two tables of columns (:mod:`mlatr.search.columns`): its cl
 path, captions, the audio file's state when encoded) and their captions (embedding, clip row, language,
 text), the meta of how it was made (the model's checkpoint, the SHA-256 of its file and of its weights:
 :mod:`mlatr.inference.model_identity`; audio settings, caption languages:
-:func:`mlatr.search.encode.index_meta`) and the rows deleted since (tombstones: kept in the tables, never
+:func:`mlatr.search.library_encoding.index_meta`) and the rows deleted since (tombstones: kept in the tables, never
 returned by a search). Every embedding is finite and of unit norm: building, saving or
 loading an index with a NaN, infinite or non-unit row is an error naming the file and the clips (a search
 would rank such rows arbitrarily, FAISS drops them, and a non-unit row's score is no cosine).
@@ -25,7 +25,8 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -34,23 +35,28 @@ import numpy as np
 from mlatr import api_args
 from mlatr.audio.bounded import load_query_audio
 from mlatr.data.dedup import same_samples
-from mlatr.data.file_metadata import measure_clips
+from mlatr.data.file_metadata import measure_clips, source_of
 from mlatr.errors import MlatrError
+from mlatr.evaluation.nonsense import INDEX_SEED, nonsense_queries
 from mlatr.file_state import file_state
 from mlatr.inference import LoadedModel, load_model
 from mlatr.inference.library import LibrarySource, open_library
 from mlatr.inference.model_identity import OtherModelError, check_index_model, model_sha256
+from mlatr.inference.worker_pool import ordered_map
+from mlatr.languages import DEFAULT_LANGUAGES
 from mlatr.model_registry import default_model, resolve_model
 from mlatr.models.protocols import query_languages
+from mlatr.search.abstention import conformal_level, level_relevance, relevance_logit
 from mlatr.search.ann import AnnBuild
 from mlatr.search.columns import CaptionColumns, ClipColumns, SegmentColumns
 from mlatr.search.eligibility import Allowed, KeywordDocuments, allowed_clips
-from mlatr.search.encode import EncodeSettings, build_settings, encode_clips, index_meta
+from mlatr.search.evidence import Evidence
 from mlatr.search.filters import FacetTable, Filter, parse_filter, without_silence
 from mlatr.search.hybrid import Ranked, Ranking
+from mlatr.search.library_encoding import EncodeSettings, build_settings, encode_clips, index_meta
 from mlatr.search.query import TextQuery, check_k, check_min_relevance, text_query
 from mlatr.search.query_syntax import ParsedQuery, parse_query
-from mlatr.search.relevance import shipped
+from mlatr.search.relevance import ANSWER_DEPTH, Calibration
 from mlatr.search.results import Hit, Results
 from mlatr.search.search import (
     SAME_AUDIO_COSINE,
@@ -194,30 +200,34 @@ class Index:
     def build(cls, model: LoadedModel, source: LibrarySource, *, split: str = "all",
               caption_languages: Sequence[str] | None = None, batch_size: int = 16, max_seconds: float | None = None,
               window_seconds: float | None = None, skip_bad: bool = False, progress: bool = True,
-              segments: bool = True, segment_seconds: float | None = None, segment_hop: float | None = None) -> Index:
+              segments: bool = True, segment_seconds: float | None = None, segment_hop: float | None = None,
+              workers: int = 1) -> Index:
         """An index of the library ``source`` (a folder of sounds, a manifest file or :class:`Manifest`, sound
         files, webdataset shards, or a list of these: :func:`mlatr.inference.library.open_library`, the forms
         ``mlatr index build`` takes) embedded by ``model``, in memory (:meth:`save` writes it). Options as
         :func:`mlatr.search.build.build_index` (``segments``: long clips indexed as segments too,
-        :mod:`mlatr.search.segments`); unreadable clips are an error unless ``skip_bad``."""
+        :mod:`mlatr.search.segments`; ``workers``: processes reading and encoding the audio); unreadable clips are an
+        error unless ``skip_bad``."""
         api_args.instance("model", model, LoadedModel, "mlatr.load(PATH)")
         batch_size = api_args.integer("batch_size", batch_size)
         max_seconds = api_args.positive_number("max_seconds", max_seconds)
         window_seconds = api_args.positive_number("window_seconds", window_seconds)
         skip_bad, progress = api_args.flag("skip_bad", skip_bad), api_args.flag("progress", progress)
+        workers = max(1, api_args.integer("workers", workers, low=0))
         segment_seconds = api_args.positive_number("segment_seconds", segment_seconds)
         segment_hop = api_args.positive_number("segment_hop", segment_hop)
         if caption_languages is not None:
             caption_languages = api_args.language_codes("caption_languages", caption_languages)
         library = open_library(source, split=api_args.text("split", split), skip_bad=skip_bad, progress=progress)
         manifest = library.manifest
-        measure_clips(manifest.clips, manifest.root, progress)  # a folder's loudness, as mlatr index build
+        measure_clips(manifest.clips, manifest.root, progress,  # a folder's loudness, as mlatr index build
+                      map_files=partial(ordered_map, workers=workers))
         sample_rate, max_seconds, window_seconds = build_settings(model, max_seconds, window_seconds, None)
         langs = list(caption_languages) if caption_languages else manifest.languages()
         cut = segmenting(window_seconds, segment_seconds, segment_hop, enabled=api_args.flag("segments", segments))
         meta = index_meta(model, manifest, sample_rate, max_seconds, langs, window_seconds, segments=cut)
         how = EncodeSettings(sample_rate, max_seconds, window_seconds, batch_size, skip_bad, progress, library.shards,
-                             cut)
+                             cut, workers=workers)
         tables, _ = encode_clips(model, manifest, manifest.clips, langs, how, meta)
         return cls(tables.clips, tables.captions, meta, _model=model, segment_columns=tables.segments)
 
@@ -249,9 +259,53 @@ class Index:
         chosen = window if window is not None else self.fusion_window()
         searchers = (self.searcher("audio"), self.searcher("captions")) if chosen is not None else None
         ranker = self.storage.text_ranker(self.tables, self.backend, chosen, searchers, self.moments())
+        ranking = self.calibration() or Calibration.default()  # the default ranking orders an uncalibrated model's
+        ranker.model, ranker.answer = ranking.text, ranking.answer  # hits; their relevance is never shown (_hits)
         if window is None:
             self._parts["text"] = ranker
         return ranker
+
+    # ---- relevance: the model's own calibration ------------------------------------------------------
+    def calibration(self) -> Calibration | None:
+        """The calibration of the index's model (:mod:`mlatr.calibration_file`: fitted for its weights), which gives
+        every hit its relevance and every answer its "nothing relevant"; None when the model has none, or when it
+        was fitted for weights other than those that made the index's embeddings (a model given with
+        ``allow_other_model``): :meth:`calibration_info` says why. Loads the model on first use."""
+        if "calibration" not in self._parts:
+            self._parts["calibration"] = self._own_calibration()
+        return self._parts["calibration"][0]
+
+    def use_calibration(self, calibration: Calibration | None) -> None:
+        """Use ``calibration`` (fitted for the weights that made the index's embeddings) instead of the model's own:
+        for an index of vectors alone, whose meta names no model; None: uncalibrated."""
+        if calibration is not None:
+            api_args.instance("calibration", calibration, Calibration, "a mlatr.search.relevance.Calibration")
+        self._parts["calibration"] = (calibration, None if calibration is not None else "no calibration was given")
+        self._parts.pop("text", None)  # ranked again with it
+
+    def _own_calibration(self) -> tuple[Calibration | None, str | None]:
+        if self._model is None and not (self.meta.get("checkpoint") or {}).get("path"):
+            return None, "the index records no model (an index of vectors alone: Index.use_calibration)"
+        try:
+            model = self.model()
+        except MlatrError as exc:  # a text query fails the same way; a query given as a vector is ranked all the same
+            return None, f"the index's model cannot be loaded ({exc})"
+        if model.calibration is None:
+            return None, model.calibration_note
+        recorded = (self.meta.get("checkpoint") or {}).get("weights_sha256")
+        fitted_for = model.calibration.get("weights_sha256")
+        if recorded and fitted_for != recorded:
+            return None, (f"the model's calibration was fitted for weights sha256 {fitted_for[:12]}, the index's "
+                          f"embeddings were made by weights {recorded[:12]}: rebuild the index with this model")
+        return Calibration.from_dict(model.calibration), None
+
+    def calibration_info(self) -> dict[str, Any]:
+        """Which calibration the index's relevance comes from: ``{"calibrated": True, "id", "weights_sha256",
+        "fitted"}``, or ``{"calibrated": False, "why"}`` (what ``mlatr index info`` and ``--json`` say)."""
+        cal = self.calibration()
+        if cal is None:
+            return {"calibrated": False, "why": self._parts["calibration"][1]}
+        return {"calibrated": True, "id": cal.id, "weights_sha256": cal.weights_sha256, "fitted": cal.fitted}
 
     def fusion_window(self) -> int | None:
         """The window of a windowed text ranking (:meth:`text_ranker`): the one the build recorded, or
@@ -347,9 +401,81 @@ class Index:
         allowed = [self.query_allowed(q) for q in queries]
         rankings = rank_text_queries(self.text_ranker(), self.searcher("audio"), self.dim, np.asarray(vecs), queries,
                                      self.has_live_captions(), allowed)
-        threshold = shipped().answer.threshold
+        vecs = np.asarray(vecs)
+        cal = self.calibration()
+        if cal is None:
+            why = self._parts["calibration"][1]
+            return [Results(self._hits(ranking, vec), uncalibrated=why)
+                    for ranking, vec in zip(rankings, vecs, strict=True)]
+        threshold = self.nothing_relevant_level() if any(q.min_relevance is None for q in queries) else None
         return [Results(self._hits(ranking, vec), threshold if q.min_relevance is None else q.min_relevance,
-                        ranking.relevance) for ranking, q, vec in zip(rankings, queries, np.asarray(vecs), strict=True)]
+                        ranking.relevance) for ranking, q, vec in zip(rankings, queries, vecs, strict=True)]
+
+    # ---- "nothing relevant": the index's own level -------------------------------------------------------
+    def nothing_relevant_level(self) -> float:
+        """The answer's relevance below which a text query's answer is "nothing relevant" by default
+        (:mod:`mlatr.search.abstention`): the index's conformal level on nonsense queries plus the calibration's
+        margin; a calibration without a "nothing relevant" rule gives its answer model's fixed threshold."""
+        cal = self.calibration()
+        if cal is None:
+            raise MlatrError("the index's model is not calibrated: nothing is called irrelevant")
+        if "margin" not in cal.abstention:
+            return cal.answer.threshold
+        return level_relevance(self.abstention()["level"], float(cal.abstention["margin"]))
+
+    def abstention(self) -> dict[str, Any]:
+        """The index's "nothing relevant" record for its model's calibration and its live library: the one its meta
+        stores (:meth:`record_abstention`) when it was fitted for them, else fitted now, in memory (a library changed
+        by ``mlatr index delete``, a calibration stored with the model since): ``{"level", "queries", "seed",
+        "calibration", "clips", "captions", "stored"}``."""
+        if "abstention" not in self._parts:
+            stored = self.meta.get("abstention")
+            self._parts["abstention"] = ({**stored, "stored": True} if self._abstention_current(stored)
+                                         else {**self.fit_abstention(), "stored": False})
+        return self._parts["abstention"]
+
+    def _abstention_current(self, record: Any) -> bool:
+        cal = self.calibration()
+        return (isinstance(record, dict) and cal is not None and record.get("calibration") == cal.id
+                and record.get("clips") == len(self) and record.get("captions") == self._live_caption_count()
+                and isinstance(record.get("level"), int | float))
+
+    def _live_caption_count(self) -> int:
+        clip = np.asarray(self.caption_clip)
+        return int(len(clip) - np.isin(clip, self.deleted_rows).sum()) if len(self.deleted_rows) else len(clip)
+
+    def fit_abstention(self) -> dict[str, Any]:
+        """Fit the index's "nothing relevant" level (:func:`~mlatr.search.abstention.conformal_level`): the seeded
+        nonsense queries of its model's calibration, in the model's languages in turn, run against the index."""
+        cal = self.calibration()
+        if cal is None:
+            raise MlatrError("the index's model is not calibrated: no 'nothing relevant' level to fit")
+        seed = int(cal.abstention.get("nonsense_seed", INDEX_SEED))
+        accepted = query_languages(self.model().model.text_encoder)
+        langs = [lang for lang in (self.model().data.get("languages") or DEFAULT_LANGUAGES)
+                 if accepted.known is None or lang in accepted.known] or [None]
+        queries = [text_query(q["text"], q["lang"], ANSWER_DEPTH, "hybrid", accepted)
+                   for q in nonsense_queries(langs, seed=seed)]
+        rankings = rank_text_queries(self.text_ranker(), self.searcher("audio"), self.dim, self.embed_queries(queries),
+                                     queries, self.has_live_captions())
+        null = [relevance_logit(r.relevance) for r in rankings]
+        return {"level": conformal_level(null), "queries": len(null), "seed": seed, "calibration": cal.id,
+                "clips": len(self), "captions": self._live_caption_count()}
+
+    def record_abstention(self) -> dict[str, Any] | None:
+        """Store the index's "nothing relevant" level in its meta through its storage, fitted now
+        (:meth:`fit_abstention`) unless the stored one is current (a build, an add or a compact calls it); None, and
+        nothing stored, when the model is not calibrated."""
+        if self.calibration() is None:
+            return None
+        current = self.abstention()
+        record = {k: v for k, v in current.items() if k != "stored"}
+        if current["stored"]:
+            return record
+        self.storage.record_meta("abstention", record)
+        self.meta["abstention"] = record
+        self._parts["abstention"] = {**record, "stored": True}
+        return record
 
     # ---- sound queries -------------------------------------------------------------------------------
     def search_audio(self, path: str | os.PathLike | np.ndarray, k: int = 10,
@@ -386,7 +512,7 @@ class Index:
         checked; ``allowed``: the clips its filter allows, :meth:`allowed`): a server encodes under its model lock
         and ranks (and reads the files of hits that may be the query's own sound) outside it."""
         scores, rows = nearest_rows(self.searcher("audio"), self.dim, vec[None], [k], allowed)[0]
-        hits = self.mark_same_audio(wave, self._hits(sound_ranking(self.text_ranker().stats, vec, scores, rows), vec))
+        hits = self.mark_same_audio(wave, self._hits(self._sound_ranking(vec, scores, rows), vec))
         return self._sound_results(vec, hits, min_relevance, k, allowed)
 
     def search_similar(self, row: int, k: int = 10, where: str | Filter | None = None) -> Results:
@@ -400,7 +526,7 @@ class Index:
         scores, rows = nearest_rows(self.searcher("audio"), self.dim, vec[None], [k + 1], allowed)[0]
         keep = np.asarray([self.ids[r] != self.ids[row] for r in rows.tolist()], bool)
         scores, rows = scores[keep][:k], rows[keep][:k]
-        hits = self._hits(sound_ranking(self.text_ranker().stats, vec, scores, rows), vec)
+        hits = self._hits(self._sound_ranking(vec, scores, rows), vec)
         if any(h.score >= SAME_AUDIO_COSINE for h in hits) and not self.stale(row):
             try:
                 hits = self.mark_same_audio(self.query_waveform(self.paths[row]), hits)
@@ -431,28 +557,50 @@ class Index:
             h.same_audio = same_samples(clip, wave, int(self.meta["sample_rate"]))
         return hits
 
+    def _sound_ranking(self, vec: np.ndarray, scores: np.ndarray, rows: np.ndarray) -> Ranking:
+        """The clips a sound query found, with the sound-query relevance of the model's calibration (the default
+        ranking's where it has none: not shown, :meth:`_hits`)."""
+        return sound_ranking(self.text_ranker().stats, vec, scores, rows, (self.calibration() or
+                                                                           Calibration.default()).sound)
+
     def _sound_results(self, vec: np.ndarray, hits: list[Hit], min_relevance: float | None, k: int,
                        allowed: Allowed | None = None) -> Results:
         """A sound query's :class:`Results`: its ``hits``, the sound-query model's threshold unless
-        ``min_relevance``, and the ``k`` captions nearest to ``vec`` (of the ``allowed`` clips)."""
-        threshold = shipped().sound.threshold if min_relevance is None else min_relevance
+        ``min_relevance``, and the ``k`` captions nearest to ``vec`` (of the ``allowed`` clips); uncalibrated
+        without the model's calibration."""
         captions = nearest_captions(self.searcher("captions"), self.caption_columns, self.clip_columns, vec, k,
                                     allowed)
+        cal = self.calibration()
+        if cal is None:
+            return Results(hits, caption_hits=captions, uncalibrated=self._parts["calibration"][1])
+        threshold = cal.sound.threshold if min_relevance is None else min_relevance
         return Results(hits, threshold, caption_hits=captions)
 
     def _hits(self, ranking: Ranking, vec: np.ndarray) -> list[Hit]:
-        """:class:`Hit` of each ranked clip: its id, path, English captions, evidence, relevance, staleness and,
-        for a clip with segments, the segment nearest to the query ``vec [d]`` (:mod:`mlatr.search.segments`)."""
+        """:class:`Hit` of each ranked clip: its id, path, English captions, evidence, relevance (None where the
+        model is not calibrated: :meth:`calibration`), staleness and, for a clip with segments, the segment nearest
+        to the query ``vec [d]`` (:mod:`mlatr.search.segments`)."""
         ranked = [one for one in ranking if one.row >= 0]
+        calibrated = any(one.relevance is not None for one in ranked) and self.calibration() is not None
         moments = self.moments()
         spans: list[tuple[float, float] | None] = [None] * len(ranked)
         if moments is not None and ranked:
             best = moments.best_segment(np.asarray(vec, np.float32), np.asarray([one.row for one in ranked]))
             spans = [moments.span(int(b)) if b >= 0 else None for b in best.tolist()]
         return [Hit(rank=r + 1, score=float(one.score), id=self.ids[one.row], path=self.paths[one.row],
-                    captions=[c for c in self.captions[one.row].get("eng", []) if c], evidence=one.evidence,
-                    stale=self.stale(one.row), relevance=one.relevance, segment=span)
+                    captions=[c for c in self.captions[one.row].get("eng", []) if c],
+                    evidence=self._with_origins(one.row, one.evidence),
+                    stale=self.stale(one.row), relevance=one.relevance if calibrated else None, segment=span)
                 for r, (one, span) in enumerate(zip(ranked, spans, strict=True))]
+
+    def _with_origins(self, row: int, evidence: list[Evidence]) -> list[Evidence]:
+        """``evidence`` with each caption or keyword match's ``origin``: where clip ``row`` got that caption
+        (its ``caption_sources`` column; a translation shares its English caption's source)."""
+        sources = self.clip_columns["caption_sources"][row]
+        if not sources:
+            return evidence
+        return [replace(e, origin=source_of(sources, self.captions[row], e.lang, e.text)) if e.text else e
+                for e in evidence]
 
     # ---- what it is ------------------------------------------------------------------------------------
     def summary(self, check: bool = False) -> dict[str, Any]:
@@ -476,6 +624,11 @@ class Index:
                                 if seg is not None else 0}
         if self.fusion_window() is not None and self.meta.get("fusion"):
             info["fusion"] = self.meta["fusion"]
+        info["calibration"] = self.calibration_info()
+        if info["calibration"]["calibrated"]:
+            record = self.abstention()
+            info["nothing_relevant"] = {"min_relevance": self.nothing_relevant_level(),
+                                        **{k: record[k] for k in ("level", "queries", "seed", "stored")}}
         if check:
             gone = set(self.deleted_rows.tolist())
             stale: dict[str, list[str]] = {"deleted": [], "changed": []}
@@ -492,7 +645,9 @@ def load_index_model(meta: dict[str, Any], where: str, device: str = "cpu") -> L
     a file whose bytes changed. When that file is gone, the default model (``$MLATR_MODEL``, the nearest
     ``mlatr.toml`` or the model shipped with mlatr: :mod:`mlatr.model_registry`) is used if there is one and
     the index was built with its weights (:func:`~mlatr.inference.model_identity.check_index_model`: an index
-    built with the shipped model follows mlatr to another install)."""
+    built with the shipped model follows mlatr to another install). A file whose bytes changed but whose
+    weights did not (a calibration stored with it since: :func:`~mlatr.inference.checkpoint.store_calibration`)
+    is the same model."""
     checkpoint = meta["checkpoint"]
     path = checkpoint["path"]
     if not Path(path).exists():
@@ -509,6 +664,14 @@ def load_index_model(meta: dict[str, Any], where: str, device: str = "cpu") -> L
                 from None
         return loaded
     if model_sha256(path) != checkpoint["sha256"]:
-        raise MlatrError(f"checkpoint {path} changed since the index was built (sha256 differs): "
-                         "rebuild the index with mlatr index build")
+        if not checkpoint.get("weights_sha256"):
+            raise MlatrError(f"checkpoint {path} changed since the index was built (sha256 differs): "
+                             "rebuild the index with mlatr index build")
+        loaded = load_model(path, device)  # a calibration stored since, say: the same weights are the same model
+        try:
+            check_index_model(meta, loaded, where)
+        except MlatrError:
+            raise MlatrError(f"checkpoint {path} changed since the index was built (its weights differ): rebuild "
+                             "the index with mlatr index build") from None
+        return loaded
     return load_model(path, device)

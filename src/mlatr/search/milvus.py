@@ -79,13 +79,13 @@ from mlatr.search.query_syntax import (
     keyword_query,
 )
 from mlatr.search.relevance import (
+    Calibration,
     LibraryStats,
     Moments,
     QueryStats,
     RareSample,
     RelevanceModel,
     rare_sample,
-    shipped,
 )
 from mlatr.search.segments import Segments
 from mlatr.search.storage import CheckMeta, Storage, Tables
@@ -446,6 +446,17 @@ def _clip_fields(row: dict[str, Any]) -> dict[str, Any]:
     return {"path": info.pop("path"), "info": info}
 
 
+def record_milvus_meta(target: str, key: str, value: Any) -> None:
+    """The target's meta row with ``key`` set to ``value`` (upserted; the rows untouched)."""
+    meta = read_meta(target)
+    if meta is None:
+        raise MlatrError(f"{target}: holds no mlatr index")
+    mc, collection = client(target)
+    with reported(target):
+        mc.upsert(names(collection)[2], [{"key": "meta", "value": {**meta, key: value},
+                                          "vector": [0.0] * int(meta["dim"])}])
+
+
 def delete_milvus(target: str, ids: list[str]) -> int:
     """Delete the clips ``ids`` (and their captions) from ``target``; unknown ids are an error."""
     meta = read_meta(target)
@@ -597,8 +608,8 @@ class MilvusRanker:
         self.stats = LibraryStats(sums["audio"].moments(), sums["captions"].moments())
         self.caption_count = max(sums["captions"].count, 0)
         self.avgdl = sums["captions"].terms / self.caption_count if self.caption_count else 1.0
-        self.model = model if model is not None else shipped().text
-        self.answer = answer if answer is not None else shipped().answer
+        self.model = model if model is not None else Calibration.default().text
+        self.answer = answer if answer is not None else Calibration.default().answer
         self.audio = MilvusSearcher(mc, target, self.clip_name, "id", self.row_of)
         self.caption_keys: list[str] = []  # caption row -> its primary key, filled by read_milvus
         self.caption_rows: dict[str, int] = {}  # and back
@@ -615,13 +626,15 @@ class MilvusRanker:
                                                                                               strict=True)]
 
     def describe(self, vec: np.ndarray, query: str | ParsedQuery, lang: str | None, rows: np.ndarray,
-                 sound: np.ndarray, rank: str = "audio", allowed: Allowed | None = None) -> Ranking:
+                 sound: np.ndarray, rank: str = "audio", allowed: Allowed | None = None,
+                 k: int | None = None) -> Ranking:
         """Relevance and evidence of the clips ``rows`` a sound search found (best first; ``sound``, their cosines,
-        read again from Milvus): the candidates are these clips, as a windowed local index describes them."""
+        read again from Milvus): the candidates are these clips, as a windowed local index describes them; the
+        first ``k`` (default: all) are the hits, the answer's relevance reads every row."""
         qc, = self.candidates(np.asarray(vec)[None], [query], [lang], [len(rows)], given=rows)
         rows = np.asarray(rows, np.int64)
         kept = rows[np.isin(rows, qc.cands.rows)]  # a clip deleted since the index was loaded is not returned
-        return rank_candidates(qc, len(kept), rank, self.model, self.answer,
+        return rank_candidates(qc, len(kept) if k is None else k, rank, self.model, self.answer,
                                shown=np.searchsorted(qc.cands.rows, kept))
 
     def candidates(self, vecs: np.ndarray, queries: Sequence[str | ParsedQuery], langs: Sequence[str | None],
@@ -964,3 +977,6 @@ class MilvusStorage(Storage):
 
     def delete(self, ids) -> int:
         return delete_milvus(self.where, list(ids))
+
+    def record_meta(self, key: str, value) -> None:
+        record_milvus_meta(self.where, key, value)

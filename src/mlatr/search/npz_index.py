@@ -248,6 +248,13 @@ class NpzStorage(Storage):
         check_vectors(live.clips, live.captions, f"{self.where}: ", unit_captions=False, segments=live.segments)
         write_npz(self.where, live.clips, live.captions, live.meta, live.segments)
 
+    def record_meta(self, key: str, value) -> None:
+        """The file rewritten with its meta's ``key`` (one file holds all), under the writer lock."""
+        with writer_lock(self.where, "index", wait=True):
+            tables = self.read()
+            tables.meta = {**tables.meta, key: value}
+            write_npz(self.where, tables.clips, tables.captions, tables.meta)
+
     def delete(self, ids) -> int:
         with writer_lock(self.where, "index", wait=True):
             tables = self.read()

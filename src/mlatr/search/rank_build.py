@@ -22,8 +22,8 @@ from mlatr.data.manifest import Clip
 from mlatr.errors import MlatrError
 from mlatr.inference.process_group import DistContext
 from mlatr.search.build import BuildJob, BuildReport
-from mlatr.search.encode import encode_clips
 from mlatr.search.index import Index
+from mlatr.search.library_encoding import encode_clips, finished_encoding
 
 #: What a rank shard records beside its arrays: its manifest entry and the clips it skipped.
 ENTRY = "entry.json"
@@ -62,6 +62,7 @@ def build_by_rank(ctx: DistContext, job: BuildJob) -> BuildReport | None:
         part, skipped = encode_clips(job.loaded, job.manifest, part_clips, job.langs, job.encode, job.meta)
         entry = storage.write_part(names[ctx.rank], part, job.dtype, job.ann)
         (mine / ENTRY).write_text(json.dumps({"entry": entry, "skipped": skipped}), encoding="utf-8")
+        finished_encoding(job.loaded, job.manifest, part_clips, job.encode)
     ctx.barrier()
     done = [json.loads((output / n / ENTRY).read_text(encoding="utf-8")) for n in names
             if (output / n / ENTRY).is_file()]

@@ -19,11 +19,11 @@ put on a scale that transfers, *for this query in this library* (:func:`pair_fea
 
 A clip without caption has the library's mean caption cosine and ``caption_z`` 0 (no caption evidence).
 
-A :class:`RelevanceModel` (fitted on libraries never trained on: :mod:`mlatr.experiments.relevance_fit`,
-shipped as data in ``mlatr/data/calibration.json``) maps the features to a *fused score* (the ranking:
-higher first) and the fused score to a calibrated probability, ``relevance`` (isotonic regression, so it is
-monotone in the fused score). A result list says ``nothing_relevant`` when no hit reaches the model's
-threshold (or the caller's ``min_relevance``).
+A :class:`RelevanceModel` (fitted for one model on libraries it never trained on:
+:mod:`mlatr.experiments.relevance_fit`; stored with the model's weights, :class:`Calibration`) maps the features
+to a *fused score* (the ranking: higher first) and the fused score to a calibrated probability, ``relevance``
+(monotone in the fused score). A model without a calibration of its own ranks by the default ranking's fused
+score (:meth:`Calibration.default`) and reports no relevance.
 
 What a query needs of the library are its *statistics* (:class:`LibraryStats`): the mean and covariance of
 the clips' audio embeddings and of the captions' embeddings (so a query's mean and spread of cosines over
@@ -34,13 +34,14 @@ top window found by approximate search) needs only the candidates' scores and th
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
 
-from mlatr.calibration_file import CALIBRATION_PATH, read_calibration, shipped_calibration
+from mlatr.calibration_file import FORMAT as CALIBRATION_FORMAT
+from mlatr.calibration_file import calibration_id, default_ranking, read_calibration
 from mlatr.errors import MlatrError
 
 #: The features of a (query, clip) pair, in the order the models take them.
@@ -385,43 +386,66 @@ def _top_mean(values: np.ndarray, k: int) -> float:
 
 
 def answer_relevance(model: RelevanceModel, features: np.ndarray) -> float:
-    """The probability that the library holds a clip relevant to the query, from the :func:`answer_features`
-    of its answer: the answer model's calibrated probability, and never less than the best hit's relevance
-    (the library holds a relevant clip whenever that hit is one)."""
+    """The probability that one of the query's top :data:`ANSWER_DEPTH` hits answers it, from the
+    :func:`answer_features` of its answer: the answer model's calibrated probability, kept where its hits put it
+    (one story, issue 45): never below the best hit's relevance (that hit alone answers with that probability)
+    and never above ``any``, the chance that one of them does were they independent (relevance events of one
+    query's hits go together, which makes that chance an upper bound: an answer whose best hit is 0.13 cannot
+    be "probably relevant")."""
     features = np.asarray(features, np.float64)
     p = float(model.relevance(model.score(features[None]))[0])
-    return max(p, float(features[ANSWER_FEATURES.index("best")]))
+    best, any_ = float(features[ANSWER_FEATURES.index("best")]), float(features[ANSWER_FEATURES.index("any")])
+    return min(max(p, best), max(any_, best))
 
 
 @dataclass
 class Calibration:
-    """What ``mlatr/data/calibration.json`` holds: the text-query relevance model (``text``), the answer model
-    of a text query (``answer``: whether the library holds a relevant clip, :func:`answer_relevance`; its
-    threshold is the default "nothing relevant" level), the sound-query one (``sound``, features ``sound``,
-    ``sound_z`` of the audio-to-audio cosines), the zero-shot classification temperature and "none of these"
-    threshold (``classify``), and how they were fitted."""
+    """A model's calibration (:mod:`mlatr.calibration_file`): the text-query relevance model (``text``), the answer
+    model of a text query (``answer``: whether one of its hits is relevant, :func:`answer_relevance`), the
+    sound-query one (``sound``, features ``sound``, ``sound_z`` of the audio-to-audio cosines), the zero-shot
+    classification temperature and "none of these" level (``classify``), the "nothing relevant" rule each index
+    fits its threshold with (``abstention``, :mod:`mlatr.search.abstention`), the weights it was fitted for
+    (``weights_sha256``; None: fitted for no model, the default ranking) and what it was fitted on (``fitted``)."""
 
     text: RelevanceModel
     answer: RelevanceModel
     sound: RelevanceModel
     classify: dict
     fitted: dict
+    weights_sha256: str | None = None
+    abstention: dict = field(default_factory=dict)
+    #: the short name of the stored dict it was read from (:func:`~mlatr.calibration_file.calibration_id`)
+    source_id: str | None = field(default=None, repr=False, compare=False)
 
     @classmethod
-    def load(cls, path: str | Path = CALIBRATION_PATH) -> Calibration:
+    def load(cls, path: str | Path) -> Calibration:
         return cls.from_dict(read_calibration(path))
+
+    @classmethod
+    def default(cls) -> Calibration:
+        """The default ranking (:data:`~mlatr.calibration_file.DEFAULT_RANKING_PATH`): the fused order of a model
+        without a calibration of its own, whose probabilities are never reported."""
+        return _default()
 
     @classmethod
     def from_dict(cls, d: dict) -> Calibration:
         return cls(RelevanceModel.from_dict(d["text"]), RelevanceModel.from_dict(d["answer"]),
-                   RelevanceModel.from_dict(d["sound"]), dict(d["classify"]), dict(d.get("fitted", {})))
+                   RelevanceModel.from_dict(d["sound"]), dict(d["classify"]), dict(d.get("fitted", {})),
+                   d.get("weights_sha256"), dict(d.get("abstention", {})), calibration_id(d))
 
     def to_dict(self) -> dict:
-        return {"format": "mlatr-calibration-1", "fitted": self.fitted, "text": self.text.to_dict(),
-                "answer": self.answer.to_dict(), "sound": self.sound.to_dict(), "classify": self.classify}
+        return {"format": CALIBRATION_FORMAT, "weights_sha256": self.weights_sha256, "fitted": self.fitted,
+                "text": self.text.to_dict(), "answer": self.answer.to_dict(), "sound": self.sound.to_dict(),
+                "classify": self.classify, "abstention": self.abstention}
+
+    @property
+    def id(self) -> str:
+        """The short name of the stored calibration (:func:`~mlatr.calibration_file.calibration_id` of the dict it
+        was read from, or of :meth:`to_dict` for one fitted here): what the model card, ``index info`` and an
+        index's "nothing relevant" record name it by."""
+        return self.source_id or calibration_id(self.to_dict())
 
 
 @lru_cache(maxsize=1)
-def shipped() -> Calibration:
-    """The calibration shipped with mlatr (read once)."""
-    return Calibration.from_dict(shipped_calibration())
+def _default() -> Calibration:
+    return Calibration.from_dict(default_ranking())

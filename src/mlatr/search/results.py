@@ -61,27 +61,38 @@ class Results(list):
     """The hits of a search, best first (a ``list`` of :class:`Hit`), and whether the library seems to hold
     anything relevant. ``relevance``: the probability that it does (for a text query the answer model's,
     :func:`~mlatr.search.relevance.answer_relevance`; given none, the best hit's relevance; ``None`` where
-    hit has a relevance). ``nothing_relevant`` is True when it is below
-    ``min_relevance`` (the relevance model's threshold unless the caller gave one), or when there is no hit;
+    no hit has a relevance). ``nothing_relevant`` is True when it is below
+    ``min_relevance`` (the index's fitted threshold unless the caller gave one), or when there is no hit;
     the hits are there all the same, for whoever wants the closest ones. ``caption_hits``: for a sound query
     (:func:`search_audio`, :func:`search_similar`), the indexed captions nearest to it
-    (:class:`CaptionHit`, sound-to-caption); ``None`` for a text query."""
+    (:class:`CaptionHit`, sound-to-caption); ``None`` for a text query.
+
+    ``calibrated`` is False when the index's model has no calibration of its own (``uncalibrated`` says why):
+    the hits are ranked all the same, but no hit or answer carries a relevance and nothing is called
+    irrelevant (another model's probabilities would mean nothing here)."""
 
     def __init__(self, hits=(), min_relevance: float | None = None, relevance: float | None = None,
-                 caption_hits: list[CaptionHit] | None = None):
+                 caption_hits: list[CaptionHit] | None = None, uncalibrated: str | None = None):
         super().__init__(hits)
-        self.min_relevance = min_relevance
-        if relevance is None:
+        self.uncalibrated = uncalibrated
+        self.min_relevance = None if uncalibrated else min_relevance
+        if relevance is None and not uncalibrated:
             known = [h.relevance for h in self if h.relevance is not None]
             relevance = max(known) if known else None
-        self.relevance = relevance
+        self.relevance = None if uncalibrated else relevance
         self.caption_hits = caption_hits
+
+    @property
+    def calibrated(self) -> bool:
+        """Whether the relevance comes from the model's own calibration (class docstring)."""
+        return self.uncalibrated is None
 
     def __repr__(self) -> str:
         relevance = "None" if self.relevance is None else f"{self.relevance:.2f}"
         captions = "" if self.caption_hits is None else f", {len(self.caption_hits)} caption hits"
         return (f"Results({list.__repr__(self)}, relevance={relevance}, "
-                f"nothing_relevant={self.nothing_relevant}{captions})")
+                f"nothing_relevant={self.nothing_relevant}{captions}" + ("" if self.calibrated else
+                                                                         ", calibrated=False") + ")")
 
     @property
     def nothing_relevant(self) -> bool:
@@ -92,8 +103,10 @@ class Results(list):
         return self.relevance < self.min_relevance
 
     def answer(self) -> dict:
-        """What the answer says as a whole: ``{"nothing_relevant", "min_relevance", "relevance"}``."""
-        return {"nothing_relevant": self.nothing_relevant, "min_relevance": self.min_relevance,
+        """What the answer says as a whole: ``{"calibrated", "uncalibrated", "nothing_relevant", "min_relevance",
+        "relevance"}`` (``"uncalibrated"``: why not, ``None`` when calibrated; the HTTP schema's fields, always)."""
+        return {"calibrated": self.calibrated, "uncalibrated": self.uncalibrated,
+                "nothing_relevant": self.nothing_relevant, "min_relevance": self.min_relevance,
                 "relevance": self.relevance}
 
     def to_dict(self) -> dict:
@@ -117,6 +130,17 @@ class CaptionHit:
 
     def to_dict(self) -> dict:
         return {**asdict(self), "score": finite_or_none(self.score)}
+
+
+def below_words(value: float, level: float) -> str:
+    """``"relevance 0.457, below 0.460"``: ``value`` and ``level`` printed with the fewest decimals (2 to 6) at
+    which the printed value is below the printed level, so that what is read is true (never "0.46, below
+    0.46"); past 6 decimals they are too close to tell apart, and it says so."""
+    for digits in range(2, 7):
+        shown, at = f"{value:.{digits}f}", f"{level:.{digits}f}"
+        if float(shown) < float(at):
+            return f"relevance {shown}, below {at}"
+    return f"relevance {value:.6f}, just below {level:.6f}"
 
 
 def clock(seconds: float) -> str:

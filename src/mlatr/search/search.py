@@ -20,7 +20,7 @@ from mlatr.search.evidence import Evidence
 from mlatr.search.hybrid import Ranked, Ranking
 from mlatr.search.query import TextQuery
 from mlatr.search.query_syntax import parse_query
-from mlatr.search.relevance import LibraryStats, QueryStats, pair_features, shipped
+from mlatr.search.relevance import ANSWER_DEPTH, LibraryStats, QueryStats, RelevanceModel, pair_features
 from mlatr.search.results import CaptionHit
 
 #: The cosine from which a sound hit is compared sample by sample with the query (:meth:`Index.mark_same_audio
@@ -60,10 +60,12 @@ def rank_text_queries(ranker, sound_searcher, dim: int, vecs: np.ndarray, querie
     groups: dict[int, list[int]] = {}
     for j in by_sound:
         groups.setdefault(id(allowed[j]), []).append(j)
-    for group in groups.values():
-        found = nearest_rows(sound_searcher, dim, vecs[group], [ks[j] for j in group], allowed[group[0]])
+    for group in groups.values():  # at least ANSWER_DEPTH found: the answer reads what the full ranking's reads
+        found = nearest_rows(sound_searcher, dim, vecs[group], [max(ks[j], ANSWER_DEPTH) for j in group],
+                             allowed[group[0]])
         for j, (scores, rows) in zip(group, found, strict=True):
-            out[j] = ranker.describe(vecs[j], texts[j], langs[j], rows, scores, ranks[j], allowed=allowed[j])
+            out[j] = ranker.describe(vecs[j], texts[j], langs[j], rows, scores, ranks[j], k=ks[j],
+                                     allowed=allowed[j])
     fused = [j for j, rank in enumerate(ranks) if rank not in sound_only]
     if fused:
         ranked = ranker.rank_many(vecs[fused], [texts[j] for j in fused], [langs[j] for j in fused],
@@ -73,13 +75,13 @@ def rank_text_queries(ranker, sound_searcher, dim: int, vecs: np.ndarray, querie
     return out
 
 
-def sound_ranking(stats: LibraryStats, vec: np.ndarray, scores: np.ndarray, rows: np.ndarray) -> Ranking:
+def sound_ranking(stats: LibraryStats, vec: np.ndarray, scores: np.ndarray, rows: np.ndarray,
+                  model: RelevanceModel) -> Ranking:
     """The clips ``rows`` a sound query's audio embedding ``vec [d]`` found, best first (``scores``: their
-    cosines), with the sound-query model's relevance (:mod:`mlatr.search.relevance`: the cosine and its z-score
-    among the library's clips) and sound evidence."""
+    cosines), with the sound-query relevance ``model``'s relevance (:mod:`mlatr.search.relevance`: the cosine and
+    its z-score among the library's clips) and sound evidence."""
     ranked = Ranking()
     if len(rows):
-        model = shipped().sound
         query = QueryStats.of(stats, vec, 0.0)
         sound = np.asarray(scores, np.float64)
         x = pair_features(sound, np.full(len(rows), -np.inf), np.zeros(len(rows)), query)[:, :2]  # sound, sound_z

@@ -1,11 +1,12 @@
 """Moments inside long recordings: a long clip indexed as overlapping segments, each with its start and end.
 
-A clip longer than :attr:`Segmenting.above` seconds (default: the index's window, so a clip the model sees in
-one window has none) keeps its pooled vector (the centre crop, or the mean of its windows: :mod:`mlatr.search.encode`)
-and gets, beside it, one vector per segment of :attr:`Segmenting.seconds` starting every :attr:`Segmenting.hop`
-seconds over the *whole* file (the last one moved back to end at the file's end): the index's third table
-(:class:`~mlatr.search.columns.SegmentColumns`: vector, clip row, start, end). The file is decoded block by block
-and resampled as a stream (:func:`stream_segments`): memory stays one segment's worth whatever its length.
+A clip longer than :attr:`Segmenting.above` seconds (default: the index's window, so a clip the model sees in one
+window has none) keeps its pooled vector (the centre crop, or the mean of its windows:
+:mod:`mlatr.search.library_encoding`) and gets, beside it, one vector per segment of :attr:`Segmenting.seconds`
+starting every :attr:`Segmenting.hop` seconds over the *whole* file (the last one moved back to end at the file's
+end): the index's third table (:class:`~mlatr.search.columns.SegmentColumns`: vector, clip row, start, end). The
+file is decoded block by block and resampled as a stream (:func:`stream_segments`): memory stays one segment's
+worth whatever its length.
 
 **A clip's sound score** for a text or sound query is the higher of its pooled vector's cosine and its best
 segment's (:meth:`Segments.best_scores`). The maximum, and not the best segment alone, because the pooled vector is

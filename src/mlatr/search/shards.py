@@ -443,6 +443,13 @@ class FolderStorage(Storage):
             manifest["meta"]["fusion"] = record
             write_manifest(self.where, manifest)
 
+    def record_meta(self, key: str, value) -> None:
+        """The manifest's meta ``key``, under the writer lock."""
+        with writer_lock(self.where, "index", wait=True):
+            manifest = read_manifest(self.where)
+            manifest["meta"][key] = value
+            write_manifest(self.where, manifest)
+
     def delete(self, ids) -> int:
         """Tombstones in the manifest, under the writer lock."""
         with writer_lock(self.where, "index", wait=True):

@@ -25,7 +25,8 @@ What a storage supplies, and its defaults here (the in-memory ones: exact search
   :meth:`Storage.text_ranker` (the source of a text query's candidates: :mod:`mlatr.search.hybrid`),
   :meth:`Storage.fusion_window`;
 - writing: :meth:`Storage.check_output` (before a build encodes anything), :meth:`Storage.write` (a build's new
-  rows, added or replacing), :meth:`Storage.replace` (``Index.save``, ``index compact``), :meth:`Storage.delete`.
+  rows, added or replacing), :meth:`Storage.replace` (``Index.save``, ``index compact``), :meth:`Storage.delete`,
+  :meth:`Storage.record_meta` (one meta entry, the rows untouched).
   A storage that a writer lock guards takes it itself (:mod:`mlatr.writer_lock`).
 """
 
@@ -235,6 +236,11 @@ class Storage:
     def delete(self, ids: Sequence[str]) -> int:
         """Delete the clips ``ids`` (an unknown id is an error, nothing deleted); the count."""
         raise MlatrError("an index in memory has no stored rows to delete")
+
+    def record_meta(self, key: str, value: Any) -> None:
+        """Store ``value`` as the index meta's ``key`` where the index lives, its rows untouched (what an index
+        measures of itself after a write: its "nothing relevant" level, :mod:`mlatr.search.abstention`). In
+        memory there is nowhere else: the index's own meta holds it."""
 
 
 class MemoryStorage(Storage):

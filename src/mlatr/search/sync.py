@@ -37,8 +37,8 @@ from mlatr.inference import LoadedModel
 from mlatr.inference.library import Skip, open_library
 from mlatr.search.build import plan_index_build, write_build
 from mlatr.search.columns import CaptionColumns, ClipColumns, SegmentColumns
-from mlatr.search.encode import encode_captions, encode_clips
 from mlatr.search.index import Index
+from mlatr.search.library_encoding import encode_captions, encode_clips
 from mlatr.search.segments import Segmenting
 from mlatr.search.storage import Tables
 

@@ -12,6 +12,7 @@ class Evidence(BaseModel):
     text: str | None = None  # the matched caption (caption, keyword)
     lang: str | None = None  # its language
     terms: list[str] | None = None  # the query's words found in it (keyword)
+    origin: str | None = None  # where the library got that caption: bext, id3, ucs, name, folder, ... (null: not recorded)
 
 
 class ClipResult(BaseModel):
@@ -48,9 +49,11 @@ class TextSearchResponse(BaseModel):
     k: int
     rank: str
     took_ms: float
+    calibrated: bool  # false: the index's model has no calibration of its own; no relevance is given
+    uncalibrated: str | None = None  # why, when not calibrated
     nothing_relevant: bool  # relevance is below min_relevance (the results are the closest ones all the same)
-    min_relevance: float
-    relevance: float | None  # the probability that the library holds a relevant clip (None: cannot be computed)
+    min_relevance: float | None  # None when not calibrated
+    relevance: float | None  # the probability that one of the hits answers (None: not calibrated, or no hit)
     results: list[ClipResult]
 
 
@@ -58,8 +61,10 @@ class AudioSearchResponse(BaseModel):
     filename: str
     k: int
     took_ms: float
+    calibrated: bool
+    uncalibrated: str | None = None
     nothing_relevant: bool
-    min_relevance: float
+    min_relevance: float | None
     relevance: float | None
     results: list[ClipResult]
     captions: list[CaptionResult]
@@ -72,8 +77,10 @@ class SimilarResponse(BaseModel):
     id: str
     k: int
     took_ms: float
+    calibrated: bool
+    uncalibrated: str | None = None
     nothing_relevant: bool
-    min_relevance: float
+    min_relevance: float | None
     relevance: float | None
     results: list[ClipResult]
     captions: list[CaptionResult]

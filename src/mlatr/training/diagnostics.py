@@ -125,7 +125,7 @@ def diagnostic_callbacks(names: list[str]) -> list:
 def positive_similarities(audio: np.ndarray, text: np.ndarray, text_audio: np.ndarray) -> np.ndarray:
     """``[Nt]`` cosine of every caption with its own clip (SupCLAP Figure 4), from an encoded split.
 
-    Inputs are the evaluation contract's arrays (:meth:`mlatr.inference.encoding.EncodedSplit.arrays`): ``audio
+    Inputs are the evaluation contract's arrays (:meth:`mlatr.inference.encoded_split.EncodedSplit.arrays`): ``audio
     [Na, D]``, ``text [Nt, D]`` (normalised here) and ``text_audio [Nt]``.
     """
     audio = np.asarray(audio, dtype=np.float64)

@@ -41,7 +41,7 @@ from mlatr.errors import MlatrError
 from mlatr.evaluation.with_head import evaluate_with_head
 from mlatr.inference import process_group
 from mlatr.inference.checkpoint import load_model
-from mlatr.inference.encoding import encode_manifest
+from mlatr.inference.encoded_split import encode_manifest
 from mlatr.io_utils import atomic_write_json, atomic_write_text
 from mlatr.models.dual_encoder import DualEncoder
 from mlatr.models.registry import build_audio_encoder, build_text_encoder, text_encoder_takes_corpus

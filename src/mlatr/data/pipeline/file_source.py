@@ -1,7 +1,8 @@
 """The manifest's own audio files as a :class:`~mlatr.data.pipeline.source.Source`.
 
-Each clip is read through :func:`mlatr.data.clip_audio.load_clip_audio` (decoded whole, resampled, refused
-when truncated or far from its stated duration); lengths come from the file headers, so planning an epoch
+Each clip is read through :func:`mlatr.data.clip_audio.load_clip_audio` (decoded whole, or only its centred
+crop when that is all a reader wants of a long file; resampled, refused when truncated or far from its stated
+duration); lengths come from the file headers, so planning an epoch
 decodes nothing. With ``cache`` the decoded clips stay in memory (``data.cache_audio``).
 """
 
@@ -77,9 +78,22 @@ class AudioSource:
             self._decoded[index] = wave
         return wave
 
+    def _decode_centre(self, index: int, count: int) -> np.ndarray:
+        """The centred ``count`` samples of clip ``index``, reading only that part of a long file."""
+        return load_clip_audio(self.manifest[index], self.manifest.root, self.sample_rate, self.manifest.path, count)
+
     def crop(self, index: int, count: int, start: int | None = None) -> np.ndarray | None:
-        """Samples ``[start, start + count)`` of clip ``index`` (``start=None``: the centred window; a start
-        past the end is moved back inside), or the whole clip when it has at most ``count`` samples."""
+        """Samples ``[start, start + count)`` of clip ``index`` (``start=None``: the centred window, read alone
+        from a long file unless the source keeps clips in memory; a start past the end is moved back inside), or
+        the whole clip when it has at most ``count`` samples."""
+        if start is None and not self.cache and index not in self._decoded:
+            clip = self.manifest[index]
+            if clip.id in self.bad:
+                return None
+            try:
+                return self._decode_centre(index, count)
+            except MlatrError as exc:
+                return self._failed(clip, exc)
         wave = self.load(index)
         if wave is None:
             return None

@@ -41,6 +41,10 @@ function clock(s) {
   return `${m}:${sec < 10 ? "0" : ""}${Number.isInteger(sec) ? sec : sec.toFixed(1)}`;
 }
 
+// Where a library's caption came from (mlatr.data.file_metadata.CAPTION_SOURCES), in a sound designer's words.
+const ORIGINS = {bext: "BWF description", ixml: "iXML", info: "RIFF INFO", id3: "ID3 tag", vorbis: "Vorbis comment",
+  mp4: "MP4 tag", aiff: "AIFF text", sidecar: "sidecar text", ucs: "UCS name", name: "file name", folder: "folder"};
+
 // What ranked a result (mlatr.search.hybrid), as short chips: the matched caption and its language, the
 // query's words found in a caption, the sound's rank.
 function evidenceChips(r) {
@@ -63,8 +67,9 @@ function evidenceChips(r) {
   (r.evidence || []).forEach((e) => {
     const chip = document.createElement("span");
     chip.className = "chip " + e.source;
-    if (e.source === "caption") chip.textContent = `caption “${e.text}” (${e.lang})`;
-    else if (e.source === "keyword") chip.textContent = `keywords: ${e.terms.join(", ")}`;
+    const from = e.origin ? `, ${ORIGINS[e.origin] || e.origin}` : "";
+    if (e.source === "caption") chip.textContent = `caption “${e.text}” (${e.lang}${from})`;
+    else if (e.source === "keyword") chip.textContent = `keywords: ${e.terms.join(", ")}${from ? ` (${from.slice(2)})` : ""}`;
     else chip.textContent = `sound #${e.rank}`;
     chip.title = e.source === "sound" ? `cosine ${e.score === null ? "n/a" : e.score.toFixed(3)}`
       : `${e.source} match, #${e.rank} for this query (score ${e.score === null ? "n/a" : e.score.toFixed(3)})`;
@@ -256,9 +261,10 @@ function card(r, top) {
   const meta = document.createElement("div");
   meta.className = "meta";
   const score = r.score === null ? "n/a" : r.score.toFixed(3);
-  const relText = r.relevance === null || r.relevance === undefined ? "n/a" : r.relevance.toFixed(2);
-  meta.textContent = [r.id, fmtSeconds(r.duration), fmtAudio(r), `relevance ${relText}`, `score ${score}`]
-    .filter(Boolean).join(" · ");
+  const relText = r.relevance === null || r.relevance === undefined ? "not calibrated" : r.relevance.toFixed(2);
+  // the relevance is what a person reads; the ranking's own score (a fused score can be negative) only on hover
+  meta.textContent = [r.id, fmtSeconds(r.duration), fmtAudio(r), `relevance ${relText}`].filter(Boolean).join(" · ");
+  meta.title = `ranking score ${score}`;
   // relevance: the calibrated probability that the clip answers the query, as a bar and its number
   const bar = document.createElement("div");
   bar.className = "score-bar";
@@ -328,18 +334,36 @@ function card(r, top) {
   return li;
 }
 
+// "relevance 0.457, below 0.460": the fewest decimals (2 to 6) at which the shown value is below the shown level
+// (mlatr.search.results.below_words), so that what is read is true
+function belowWords(value, level) {
+  for (let digits = 2; digits <= 6; digits++) {
+    const shown = value.toFixed(digits), at = level.toFixed(digits);
+    if (Number(shown) < Number(at)) return `relevance ${shown}, below ${at}`;
+  }
+  return `relevance ${value.toFixed(6)}, just below ${level.toFixed(6)}`;
+}
+
 function show(data, what) {
   results.replaceChildren();
   const top = data.results.length && data.results[0].score !== null ? data.results[0].score : 0;
   // cut-off: in a fused ranking, after the last result a caption or keyword matched, only sound speaks
   const text = (r) => (r.evidence || []).some((e) => e.source !== "sound");
   const cut = data.rank === "hybrid" ? data.results.map(text).lastIndexOf(true) + 1 : -1;
+  if (data.calibrated === false && data.results.length) {
+    const li = document.createElement("li");
+    li.className = "nothing-relevant";
+    li.id = "uncalibrated";
+    li.textContent = `Relevance is not calibrated for this model (${data.uncalibrated}): the sounds are ranked, ` +
+      "without a probability.";
+    results.append(li);
+  }
   if (data.nothing_relevant && data.results.length) {
     const li = document.createElement("li");
     li.className = "nothing-relevant";
     li.id = "nothing-relevant";
-    const level = data.relevance === null || data.relevance === undefined ? "" :
-      ` (relevance ${data.relevance.toFixed(2)}, below ${data.min_relevance.toFixed(2)})`;
+    const level = data.relevance === null || data.relevance === undefined || data.min_relevance === null ? "" :
+      ` (${belowWords(data.relevance, data.min_relevance)})`;
     li.textContent = `Nothing in this library seems to match${level}. The closest sounds:`;
     results.append(li);
   }

@@ -1,9 +1,10 @@
-"""Encode a manifest split with a trained model into the evaluation contract's arrays; texts in batches.
+"""A manifest split encoded by a model into the evaluation contract's arrays (:class:`EncodedSplit`).
 
 ``encode_manifest`` returns audio embeddings ``[Na, D]`` and text embeddings ``[Nt, D]`` with ``text_audio``,
 ``text_lang`` and ``text_group`` (see docs/architecture.md), which :func:`mlatr.evaluation.evaluate_embeddings`
-consumes and ``mlatr encode`` writes as an NPZ (or Parquet:
-:mod:`mlatr.inference.tables`). The audio goes through :mod:`mlatr.inference.audio`, the one audio path.
+consumes and ``mlatr encode`` writes as an NPZ (or Parquet: :mod:`mlatr.inference.tables`). The audio goes
+through :mod:`mlatr.inference.audio`, the text through :mod:`mlatr.inference.text`; :func:`project` gives the
+same arrays from a backbone's cached features.
 """
 
 from __future__ import annotations
@@ -14,14 +15,14 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import torch
-from tqdm import tqdm
 
 from mlatr.data.manifest import Manifest
 from mlatr.data.pipeline.file_source import AudioSource
-from mlatr.errors import MlatrError
-from mlatr.inference.audio import encode_source
+from mlatr.data.pipeline.source import Source
+from mlatr.inference.audio import SourceClips, Windowing, model_vectors
+from mlatr.inference.text import encode_texts
 from mlatr.io_utils import atomic_write_with
-from mlatr.models.outputs import EncoderOutput, at_least_float32
+from mlatr.models.outputs import EncoderOutput
 
 
 @dataclass
@@ -83,63 +84,45 @@ def pad_frames(parts: list[tuple[torch.Tensor, torch.Tensor | None]]) -> tuple[t
     return frames, mask
 
 
-@torch.no_grad()
-def encode_texts(model, texts: Sequence[str], langs: Sequence[str] | None, batch_size: int,
-                 progress: bool = False, desc: str = "text", frames_sink: list | None = None) -> np.ndarray:
-    """Pooled caption embeddings ``[N, d]``, ``batch_size`` texts per call (``langs=None``: the encoder is
-    not told the language, see :mod:`mlatr.search.query`); ``frames_sink`` (a list) receives
-    each batch's ``(frames, mask)`` on the CPU (see :func:`pad_frames`)."""
-
-    chunks = []
-    for start in tqdm(range(0, len(texts), batch_size), desc=desc, unit="batch", disable=not progress,
-                      leave=False):
-        batch_langs = None if langs is None else list(langs[start:start + batch_size])
-        out = model.encode_text(list(texts[start:start + batch_size]), batch_langs)
-        chunks.append(at_least_float32(out.pooled).cpu().numpy())  # [b, d]
-        if frames_sink is not None:
-            if out.frames is None:
-                raise MlatrError("this encoder gives no token features, which the model's matching head needs")
-            frames_sink.append((out.frames.float().cpu(), None if out.mask is None else out.mask.cpu()))
-    return np.concatenate(chunks) if chunks else np.zeros((0, 0), np.float32)
-
-
 def encode_manifest(model, manifest: Manifest, languages: Sequence[str] | None = None, batch_size: int = 64,
                     max_seconds: float = 10.0, sample_rate: int = 16000, skip_bad: bool = False,
-                    source: AudioSource | None = None, progress: bool = False, frames: bool = False,
+                    source: Source | None = None, progress: bool = False, frames: bool = False,
                     workers: int = 0) -> EncodedSplit:
     """Encode every clip (centre-cropped to ``max_seconds``, whole: one window) and every caption (in
-    ``languages``) of ``manifest``; ``workers`` processes read the audio ahead
-    (:func:`~mlatr.inference.audio.encode_source`).
+    ``languages``) of ``manifest``; ``workers`` processes read (and, on a CPU, encode) the audio
+    (:func:`~mlatr.inference.audio.model_vectors`).
 
     ``frames=True`` also keeps the frame/token features and masks (padded, float32, on the CPU) that a
     fine-grained matching head scores (:mod:`mlatr.matching`); they are dropped otherwise.
 
-    ``source`` lets a caller reuse an :class:`AudioSource` (and its decoded-audio cache) across calls,
-    e.g. the trainer's validation every epoch.
+    ``source`` lets a caller reuse a :class:`~mlatr.data.pipeline.source.Source` (and its decoded-audio cache)
+    across calls, e.g. the trainer's validation every epoch: a caching source is filled by ``workers``
+    processes first, then read from memory here.
     """
+    source = source or AudioSource(manifest, sample_rate, cache=False, skip_bad=skip_bad)
+    if source.cache:
+        source.fill(range(len(source.manifest)), workers)
+        workers = 1
+    found = model_vectors(model, SourceClips(source, max_seconds), Windowing.of(max_seconds, batch_size, sample_rate),
+                          workers=max(1, workers), progress=progress, frames=frames)
     was_training = model.training
     model.eval()
-    device = next(model.parameters()).device
-    source = source or AudioSource(manifest, sample_rate, cache=False, skip_bad=skip_bad)
-    audio_parts: list | None = [] if frames else None
     text_parts: list | None = [] if frames else None
     try:
-        rows, audio = encode_source(model.encode_audio, source, batch_size, max_seconds, device, progress=progress,
-                                    workers=workers, frames_sink=audio_parts)
-        kept = Manifest(clips=[manifest[i] for i in rows], root=manifest.root, path=manifest.path)
+        kept = Manifest(clips=[manifest[i] for i in found.rows], root=manifest.root, path=manifest.path)
         arrays = kept.caption_arrays(languages)
         text = encode_texts(model, arrays["texts"], list(arrays["text_lang"]), batch_size, progress,
                             frames_sink=text_parts)
     finally:
         model.train(was_training)
     enc = EncodedSplit(
-        audio=audio, text=text, text_audio=arrays["text_audio"], text_lang=arrays["text_lang"],
+        audio=found.vectors, text=text, text_audio=arrays["text_audio"], text_lang=arrays["text_lang"],
         text_group=arrays["text_group"], clip_ids=[c.id for c in kept], texts=arrays["texts"],
-        skipped=dict(source.bad), clip_rows=rows,
+        skipped=dict(source.bad), clip_rows=found.rows,
         clip_paths=[str(c.audio_path(manifest.root).resolve()) for c in kept],
     )
     if frames:
-        enc.audio_frames, enc.audio_mask = pad_frames(audio_parts)
+        enc.audio_frames, enc.audio_mask = pad_frames(found.frames)
         enc.text_frames, enc.text_mask = pad_frames(text_parts)
     return enc
 

@@ -8,7 +8,7 @@ embeddings. The backbones are frozen and not stored in the folder, so only the p
 
 Usage::
 
-    python benchmarks/bench_weights_dtype.py --checkpoint runs/demo-real/model.pt \\
+    python scripts/measure-weights-dtype.py --checkpoint runs/demo-real/model.pt \\
         --folder src/mlatr/data/models/real-sounds --manifest data/real-sounds/manifest.jsonl \\
         --cache runs/demo-real/cache [--json out.json]
 
@@ -27,7 +27,7 @@ import numpy as np
 
 import mlatr
 from mlatr.experiments.real_heads import RealSounds, evaluate_clips, text_space
-from mlatr.inference.encoding import project
+from mlatr.inference.encoded_split import project
 
 CACHED = ("aisfx.npz", "use-multilingual.npz")
 
