@@ -188,3 +188,29 @@ def test_text_heads_of_the_dual_encoder_rebuild_from_config():
     assert "text_head" not in DualEncoder(audio, text, embed_dim=8).config()
     with pytest.raises(ValueError, match="embed_dim"):
         DualEncoder(audio, text, embed_dim=text.output_dim + 1, text_head="identity")
+
+
+def test_patience_stops_after_that_many_epochs_without_a_better_score_and_keeps_the_best(tmp_path):
+    audio, captions, bank = _data()
+    rows = [caption_rows(c, ["eng"]) for c in captions]
+    scores = iter([0.2, 0.5, 0.4, 0.5, 0.1, 0.9, 0.9])  # best at epoch 2; epochs 3 and 4 not better
+    weights = []
+
+    def validate(m):
+        weights.append(m.audio_projection.net[0].weight.detach().clone())
+        return next(scores)
+
+    model = Heads()
+    log = train_heads(model, audio, rows, ["eng"], bank, _settings(epochs=7, batch_size=4, patience=2), validate,
+                      progress=False, out_dir=tmp_path / "run")
+    assert [e["epoch"] for e in log] == [1, 2, 3, 4] and [e["val"] for e in log] == [0.2, 0.5, 0.4, 0.5]
+    assert torch.equal(model.audio_projection.net[0].weight, weights[1])  # the best epoch's heads
+    # a resumed run that had already stopped trains nothing more
+    again = train_heads(Heads(), audio, rows, ["eng"], bank, _settings(epochs=7, batch_size=4, patience=2),
+                        lambda m: 1.0, progress=False, out_dir=tmp_path / "run", resume=True)
+    assert again == log
+    # without patience the run keeps every epoch (the same settings as before patience existed)
+    scores = iter([0.2, 0.5, 0.4, 0.5, 0.1, 0.9, 0.9])
+    full = train_heads(Heads(), audio, rows, ["eng"], bank, _settings(epochs=7, batch_size=4), lambda m: next(scores),
+                       progress=False, out_dir=tmp_path / "full")
+    assert len(full) == 7 and "patience" not in read_checkpoint(tmp_path / "full" / "last.pt")["train_config"]

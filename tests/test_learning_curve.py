@@ -5,14 +5,23 @@ No aiSFX and no real text model: the stand-in data and hashed text vectors of te
 """
 
 import json
+import os
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 
 from mlatr.augmented_views import Augmentation, AugmentedView, joined_captions, partners
 from mlatr.cli import main
+from mlatr.errors import MlatrError
 from mlatr.experiments import learning_curve
 from mlatr.experiments.learning_curve import FrozenInputs, fraction_rows, run_learning_curve
+from mlatr.frozen_prefix import BlockFeatures
+from mlatr.models.aisfx import AisfxEncoder
 from test_unseen_library import fake_text_space, make_data
 
 
@@ -119,3 +128,215 @@ def test_augmented_views_add_training_items_and_mark_the_settings(tmp_path, monk
                              libraries=["lib0"])
     assert res["settings"]["augment"] == ["mix-0"]
     assert len(seen[0]) == 2 * 10 and any(" and " in r[0][0] for r in seen[0][10:])  # the clips, then the view
+
+
+def test_fold_records_hold_the_single_target_task_and_the_in_library_split_apart(inputs, tmp_path):
+    res = run_learning_curve(inputs, tmp_path / "c", train_blocks=(0,), fractions=(1.0,), seeds=(0,), epochs=2,
+                             batch_size=4, progress=False, in_library=True)
+    assert "in_library" not in res["settings"]  # which folds run, as --libraries: a rerun adds them
+    point = res["points"]["blocks0/fraction1/seed0"]
+    assert list(point["folds"]) == ["lib0", "lib1", "lib2", "in-library"]
+    clips = inputs.data.manifest.clips
+    for fold, record in point["folds"].items():
+        test = [c for c in clips if (c.split == "test" if fold == "in-library" else c.id.startswith(fold + "/"))]
+        caps = record["captions"]
+        assert caps["n_clips"] == len(test)  # every test clip's caption against every test clip
+        assert caps["chance"]["t2a"]["R1"] == pytest.approx(100 / len(test))
+        assert 0 <= caps["t2a"]["R1"] <= caps["t2a"]["R5"] <= caps["t2a"]["R10"] <= 100
+    s = point["summary"]
+    unseen = [point["folds"][f] for f in ("lib0", "lib1", "lib2")]
+    assert s["captions"]["libraries"] == 3 and s["libraries"] == 3  # the in-library split is not a held-out fold
+    assert s["captions"]["t2a"]["R10"] == pytest.approx(np.mean([r["captions"]["t2a"]["R10"] for r in unseen]))
+    assert s["groups"]["added"]["captions"]["libraries"] == 3
+    assert s["in_library"]["captions"]["t2a"]["R10"] == point["folds"]["in-library"]["captions"]["t2a"]["R10"]
+    assert s["in_library"]["train_clips"] == sum(c.split == "train" for c in clips)
+    assert s["train_clips"] == np.mean([r["train_clips"] for r in unseen])
+    assert set(res["seconds"]["blocks0/fraction1/seed0"]) == set(point["folds"])
+
+
+def test_library_batches_hold_one_library_each(inputs, tmp_path, monkeypatch):
+    assert learning_curve.library_groups(["b/x", "a/y", "b/z", "c/w"]) == [0, 1, 0, 2]
+    seen, train = [], learning_curve.train_heads
+    monkeypatch.setattr(learning_curve, "train_heads", lambda *a, **k: seen.append(k["batch_groups"])
+                        or train(*a, **k))
+    res = run_learning_curve(inputs, tmp_path / "lib", train_blocks=(0,), fractions=(1.0,), seeds=(0,), epochs=1,
+                             batch_size=4, progress=False, libraries=["lib0"], library_batches=True)
+    assert res["settings"]["library_batches"] is True
+    assert seen == [[0] * 5 + [1] * 5]  # lib1's five training clips, then lib2's
+    with pytest.raises(MlatrError, match="give one of them"):
+        run_learning_curve(inputs, tmp_path / "both", train_blocks=(0,), seeds=(0,), fractions=(1.0,),
+                           hard_negatives=2, library_batches=True, progress=False)
+
+
+@pytest.fixture
+def block_inputs(tmp_path):
+    """Clips with stage-3 maps of a random aiSFX CNN (small maps), their pooled features through its frozen last
+    block, hashed text features."""
+    data = make_data(n_libraries=3)
+    torch.manual_seed(0)
+    enc = AisfxEncoder(pretrained=False, frozen=True)
+    rng = np.random.default_rng(0)
+    maps = np.abs(rng.standard_normal((len(data.manifest), 256, 2, 2))).astype(np.float32)
+    blocks = BlockFeatures([maps], [(0, i, 1) for i in range(len(maps))], 3)
+    data = replace(data, features=learning_curve.stage_features(enc, blocks, "cpu"), audio_encoder=enc)
+    _, bank = fake_text_space("e5-small", data, tmp_path / "cache")
+    return FrozenInputs(data, bank, "e5-small", {3: blocks}, {k: v.clone() for k, v in enc.cnn.state_dict().items()})
+
+
+def test_a_trained_block_feeds_the_ensemble_and_its_own_pair_is_kept_as_joint(block_inputs, tmp_path, monkeypatch):
+    calls, train_point = [], learning_curve._train_point
+    logs, train = [], learning_curve.train_heads
+
+    def watched(*a, **k):
+        feats, log = train_point(*a, **k)
+        calls.append({"blocks": a[4], "features": k.get("features"), "returned": feats})
+        return feats, log
+
+    monkeypatch.setattr(learning_curve, "_train_point", watched)
+    monkeypatch.setattr(learning_curve, "train_heads", lambda *a, **k: logs.append(train(*a, **k)) or logs[-1])
+    res = run_learning_curve(block_inputs, tmp_path / "b", train_blocks=(1,), fractions=(1.0,), seeds=(0,), epochs=2,
+                             tail_epochs=6, tail_lr=1e-2, batch_size=4, progress=False, libraries=["lib1"],
+                             ensemble=2, tail_patience=1)
+    assert res["settings"]["tail_patience"] == 1
+    joint, *members = calls
+    assert joint["blocks"] == 1 and [c["blocks"] for c in members] == [0, 0]
+    frozen = block_inputs.data.features
+    assert not np.allclose(joint["returned"], frozen)  # the block trained: every clip's features moved
+    for c in members:  # the ensemble's pairs train on the trained block's features, not the frozen ones
+        assert c["features"] is joint["returned"]
+    # early stopping: the tail run ended one epoch after its best (or ran all six)
+    tail_log = logs[0]
+    best = max(tail_log, key=lambda e: e["val"])["epoch"]
+    assert len(tail_log) == min(6, best + 1)
+    fold = res["points"]["blocks1/fraction1/seed0"]["folds"]["lib1"]
+    assert set(fold) == {"queries", "captions", "train_clips", "best_epoch", "joint", "tail_val"}
+    assert fold["joint"]["best_epoch"] == best and len(fold["best_epoch"]) == 2
+    assert fold["tail_val"] == [e["val"] for e in tail_log]
+    assert fold["joint"]["captions"]["n_clips"] == fold["captions"]["n_clips"] == 6
+    # one pair (no ensemble): the pair that trained with the block is the fold's record
+    one = run_learning_curve(block_inputs, tmp_path / "one", train_blocks=(1,), fractions=(1.0,), seeds=(0,),
+                             epochs=2, tail_epochs=2, tail_lr=1e-2, batch_size=4, progress=False, libraries=["lib1"])
+    assert "joint" not in one["points"]["blocks1/fraction1/seed0"]["folds"]["lib1"]
+
+
+def test_paired_differences_pair_folds_and_seeds(tmp_path):
+    def fold(r10, r1, mrv, single, langs=(("eng", 0.0), ("cat", -10.0))):
+        t2a = {lang: {"R1": r1, "R10": r10 + d} for lang, d in langs}
+        t2a["avg"] = {"R1": r1, "R10": r10}
+        return {"queries": {"n_queries": 3, "t2a": t2a, "a2t": {"avg": {"R1": 1.0}}, "consistency": {"mrv": mrv},
+                            "chance": {"t2a": {"R1": 1.0, "R10": 5.0}, "a2t": {"R1": 1.0}}},
+                "captions": {"n_clips": 9, "t2a": {"R1": single, "R5": single, "R10": single}}, "train_clips": 5}
+
+    def results(values, blocks):
+        return {"points": {f"blocks{blocks}/fraction1/seed{s}": {"train_blocks": blocks, "fraction": 1.0, "seed": s,
+                                                                  "folds": {f: fold(*v) for f, v in folds.items()}}
+                           for s, folds in values.items()}}
+
+    base = results({0: {"wesnoth": (50, 20, 100, 30), "lmms": (40, 10, 200, 20), "added-1": (10, 1, 5, 5)},
+                    1: {"wesnoth": (60, 30, 100, 30), "lmms": (30, 10, 300, 20)}}, 0)
+    option = results({0: {"wesnoth": (56, 22, 90, 34), "lmms": (42, 9, 210, 20), "added-1": (0, 0, 0, 0)},
+                      1: {"wesnoth": (61, 30, 80, 40), "lmms": (35, 10, 200, 30)}, 2: {"lmms": (1, 1, 1, 1)}}, 1)
+    p = learning_curve.paired_differences(base, option)
+    assert [s["seed"] for s in p["seeds"]] == [0, 1]  # seed 2 has no base; added-1 is not an original library
+    s0 = p["seeds"][0]["metrics"]
+    assert [r["fold"] for r in p["seeds"][0]["folds"]] == ["wesnoth", "lmms"]
+    assert s0["R10"]["diff"] == pytest.approx(4.0)
+    assert s0["R10"]["se"] == pytest.approx(np.std([6, 2], ddof=1) / 2 ** .5)
+    assert (s0["R10"]["won"], s0["R1"]["won"], s0["R1"]["lost"]) == (2, 1, 1)
+    assert (s0["MRV"]["diff"], s0["MRV"]["won"]) == (0.0, 1)  # a lower MRV wins
+    assert s0["single R1"]["diff"] == pytest.approx(2.0)
+    assert p["overall"]["R10"] == {"mean": pytest.approx(3.5), "min": pytest.approx(3.0), "max": pytest.approx(4.0),
+                                   "seeds": 2, "base": pytest.approx(45.0), "option": pytest.approx(48.5)}
+    assert p["seeds"][0]["lowest"]["base"] == ("cat", pytest.approx(35.0))
+    assert p["overall"]["lowest language R10"]["option"] == pytest.approx(48.5 - 10)
+    report = learning_curve.paired_report(p)
+    assert "| 0 | wesnoth | 50.0 / 56.0 (+6.0)" in report and "**+4.0**" in report
+    added = learning_curve.paired_differences(base, option, group="added")
+    assert added["overall"]["R10"]["mean"] == pytest.approx(-10.0)
+    # the CLI: a sub-record of the option's folds, files written per group
+    for f in option["points"].values():
+        for r in f["folds"].values():
+            r["joint"] = {k: r[k] for k in ("queries", "captions")}
+    (tmp_path / "a.json").write_text(json.dumps(base), encoding="utf-8")
+    (tmp_path / "b.json").write_text(json.dumps(option), encoding="utf-8")
+    assert main(["experiment", "learning-curve", "-o", str(tmp_path / "cmp"), "--paired", str(tmp_path / "a.json"),
+                 f"{tmp_path / 'b.json'}#blocks=1#record=joint"]) == 0
+    written = json.loads((tmp_path / "cmp" / "paired-original.json").read_text(encoding="utf-8"))
+    assert written["overall"]["R10"]["mean"] == pytest.approx(3.5)
+    assert (tmp_path / "cmp" / "paired-added.md").is_file() and not (tmp_path / "cmp" / "paired-in-library.md").exists()
+    assert main(["experiment", "learning-curve", "--paired", str(tmp_path / "a.json"), "b#nothing"]) == 2
+
+
+@pytest.mark.parametrize("compact", [False, True])
+def test_a_bundle_gives_back_the_blocks_texts_and_features_it_was_made_from(tmp_path, compact):
+    data = make_data(n_libraries=2)
+    torch.manual_seed(0)
+    enc = AisfxEncoder(pretrained=False, frozen=True)
+    rng = np.random.default_rng(1)
+    counts = [1 + k % 3 for k in range(len(data.manifest))]  # 1, 2 or 3 overlapping blocks (hop 50 of 100 frames)
+    parts = []
+    for n in counts:
+        frames = rng.random(((n - 1) * 50 + 100, 96)).astype(np.float32) * 1.05
+        parts.append(np.stack([frames[k * 50:k * 50 + 100] for k in range(n)])[:, None])
+    starts = np.cumsum([0, *counts[:-1]])
+    stage0 = BlockFeatures([np.concatenate(parts)], [(0, int(a), n) for a, n in zip(starts, counts, strict=True)], 0)
+    data = replace(data, features=learning_curve.stage_features(enc, stage0, "cpu"), audio_encoder=enc)
+    _, bank = fake_text_space("e5-small", data, tmp_path / "cache")
+    inputs = FrozenInputs(data, bank, "e5-small", {0: stage0}, {k: v.clone() for k, v in enc.cnn.state_dict().items()})
+    folder = learning_curve.export_bundle(inputs, tmp_path / "bundle", compact=compact)
+    back = FrozenInputs.from_bundle(folder)
+    assert [c.id for c in back.data.manifest.clips] == [c.id for c in data.manifest.clips]
+    assert back.text_name == "e5-small"
+    blocks_tol = 1.05 / 510 + 1e-6 if compact else 1.05 * 2 ** -11
+    for i, n in enumerate(counts):
+        got = back.blocks[0].blocks(i)
+        assert got.shape == (n, 1, 100, 96) and np.abs(got - parts[i]).max() <= blocks_tol
+    texts = [(lang, q["captions"][lang]) for q in data.queries for lang in data.languages] + [
+        ("eng", c.captions["eng"][0]) for c in data.manifest.clips]
+    want = bank.lookup([t for _, t in texts], [lang for lang, _ in texts]).numpy()
+    got = back.bank.lookup([t for _, t in texts], [lang for lang, _ in texts]).numpy()
+    tol = np.abs(want).max(axis=1, keepdims=True) / 254 + 1e-7 if compact else np.abs(want) * 2 ** -11 + 1e-7
+    assert np.all(np.abs(got - want) <= tol)
+    # the pooled features through the frozen CNN: within a thousandth (8 bits) or a ten-thousandth of their size
+    difference = np.abs(back.data.features - data.features).max() / np.abs(data.features).max()
+    assert difference <= (1e-3 if compact else 1e-4)
+    files = {p.name for p in folder.iterdir()}
+    assert files == ({"frames-0.npz", "texts-q8.npz"} if compact else {"blocks-0.npz", "texts.npz"}) | {
+        "manifest.jsonl", "cnn.pt", "bundle.json"}
+    if compact:  # written over a full bundle's folder: only the compact files are left
+        assert learning_curve.export_bundle(inputs, tmp_path / "full") and learning_curve.export_bundle(
+            inputs, tmp_path / "full", compact=True)
+        assert not (tmp_path / "full" / "blocks-0.npz").exists()
+
+
+def test_the_gpu_script_runs_its_plan_from_a_bundle_within_its_budget(tmp_path):
+    """scripts/gpu-backbone.sh run, on the CPU with a toy bundle: the points of its plan, results.json in OUT; a call
+    whose budget is spent starts no point and gives back what the curve holds."""
+    queries = json.loads(learning_curve.QUERIES_PATH.read_text(encoding="utf-8"))
+    data = replace(make_data(n_libraries=3), queries=queries["queries"], languages=list(queries["languages"]))
+    torch.manual_seed(0)
+    enc = AisfxEncoder(pretrained=False, frozen=True)
+    blocks = np.random.default_rng(0).random((len(data.manifest), 1, 100, 96)).astype(np.float32)
+    stage0 = BlockFeatures([blocks], [(0, i, 1) for i in range(len(blocks))], 0)
+    data = replace(data, features=learning_curve.stage_features(enc, stage0, "cpu"), audio_encoder=enc)
+    _, bank = fake_text_space("e5-small", data, tmp_path / "cache")
+    inputs = FrozenInputs(data, bank, "e5-small", {0: stage0}, {k: v.clone() for k, v in enc.cnn.state_dict().items()})
+    learning_curve.export_bundle(inputs, tmp_path / "bundle", compact=True)
+    (tmp_path / "out").mkdir()
+    env = {**os.environ, "PYTHON": sys.executable, "DEVICE": "cpu", "BUNDLE": str(tmp_path / "bundle"),
+           "CURVE": str(tmp_path / "curve"), "OUT": str(tmp_path / "out"), "PLAN": "1:0:added 0:1:added",
+           "RECIPE": "--heads near-identity --epochs 1 --tail-epochs 2 --tail-patience 1 --batch-size 4 "
+                     "--fractions 1 --libraries lib0"}
+    script = Path(learning_curve.__file__).parents[3] / "scripts" / "gpu-backbone.sh"
+    run = subprocess.run(["bash", str(script), "run"], env={**env, "PLAN": "1:0:added"}, capture_output=True,
+                         text=True, timeout=600)
+    assert run.returncode == 0, run.stdout + run.stderr
+    res = json.loads((tmp_path / "out" / "results.json").read_text(encoding="utf-8"))
+    assert list(res["points"]) == ["blocks1/fraction1/seed0"]
+    assert list(res["points"]["blocks1/fraction1/seed0"]["folds"]) == ["lib0"]
+    assert res["settings"]["tail_patience"] == 1 and "blocks1/fraction1/seed0 added (1 folds)" in run.stdout
+    (tmp_path / "out" / "results.json").unlink()
+    spent = subprocess.run(["bash", str(script), "run"], env={**env, "BUDGET_S": "0"}, capture_output=True,
+                           text=True, timeout=600)
+    assert spent.returncode == 0 and "budget spent: 1:0:added and after not started" in spent.stdout
+    assert json.loads((tmp_path / "out" / "results.json").read_text(encoding="utf-8")) == res

@@ -17,6 +17,17 @@ beside the clips: the clips' spectrogram blocks (cached in --cache-dir/prefix-0)
 clip of the same library and split (captions joined), lowered in level, then the frozen CNN, once per clip
 (mlatr.augmented_views; cached in --cache-dir/augment-*.npz). Heads only (--train-blocks 0).
 
+Every fold record holds the queries and the single-target task (each held-out clip's first English caption
+against all held-out clips). A point that trains blocks trains them with one head pair (--tail-epochs,
+--tail-lr, --tail-patience: stop after N epochs without a better score on the training libraries' validation
+clips); with --ensemble K the K head pairs then train, heads only, on the trained blocks' features (the pair
+that trained with the blocks is kept as the fold's "joint" record). --in-library adds the in-library split
+(the hash test split mlatr demo-real reports), summarized apart; --library-batches fills each batch with the
+clips of one library (a clip's negatives from its own library, as on a held-out one).
+
+--paired BASE OPTION compares two runs' results.json fold by fold and seed by seed and trains nothing (BASE and
+OPTION may end in #blocks=N, OPTION in #record=joint): OUT/paired-GROUP.md and .json, --group to choose.
+
 --export-bundle DIR writes what the curve needs (the manifest, the text features, float16 spectrogram blocks,
 aiSFX's weights) to DIR and stops; --bundle DIR runs from such a folder, with neither the audio nor the text
 encoder (e.g. on a machine with a GPU: --device cuda).
@@ -26,10 +37,13 @@ Examples:
   mlatr experiment learning-curve --train-blocks 0 --fractions 1 --epochs 10 --batch-size 256 --augment gain,shift,mix
   mlatr experiment learning-curve --export-bundle runs/curve-bundle
   mlatr experiment learning-curve --bundle runs/curve-bundle --train-blocks 1,4 --device cuda
+  mlatr experiment learning-curve --train-blocks 1 --tail-epochs 6 --tail-patience 2 --ensemble 3 --in-library
+  mlatr experiment learning-curve -o runs/cmp --paired runs/heads/results.json runs/block/results.json#record=joint
   mlatr experiment learning-curve -o runs/both --plot v1=runs/v1/results.json --plot v2=runs/v2/results.json \
       --group original --goals 65,28
 """
 
+import json
 from pathlib import Path
 
 from mlatr.commands._arg_types import fraction, number_in, positive_float, positive_int, random_seed
@@ -37,6 +51,7 @@ from mlatr.commands._augment_args import add_augment_arguments, augment_kinds
 from mlatr.commands._outputs import Output
 from mlatr.errors import MlatrError
 from mlatr.experiments.head_options import TEXT_ENCODERS, default_fold_workers
+from mlatr.io_utils import atomic_write_json, atomic_write_text
 
 HELP = __doc__
 
@@ -78,6 +93,12 @@ def add_arguments(parser) -> None:
     parser.add_argument("--tail-epochs", type=positive_int, default=None,
                         help="epochs of a run that trains blocks (default: --epochs)")
     parser.add_argument("--tail-lr", type=positive_float, default=1e-4, help="learning rate of the trained blocks")
+    parser.add_argument("--tail-patience", type=positive_int, default=None,
+                        help="stop a run that trains blocks after N epochs without a better validation score")
+    parser.add_argument("--in-library", action="store_true",
+                        help="also the in-library split (the hash test split demo-real reports), reported apart")
+    parser.add_argument("--library-batches", action="store_true",
+                        help="batches of one library each: a clip's negatives from its own library")
     parser.add_argument("--heads", default="near-identity", help="head option (default near-identity; "
                         "near-identity-kcl needs a translated manifest)")
     parser.add_argument("--ensemble", type=positive_int, default=1,
@@ -97,17 +118,27 @@ def add_arguments(parser) -> None:
     parser.add_argument("--device", default="cpu", help="torch device of the runs (default cpu)")
     parser.add_argument("--bundle", default=None, help="run from a folder written by --export-bundle")
     parser.add_argument("--export-bundle", default=None, help="write the curve's inputs to this folder and stop")
+    parser.add_argument("--compact", action="store_true",
+                        help="with --export-bundle: spectrogram frames and text features in 8 bits, about a fifth of "
+                             "the size (fits a device machine's 64 MiB working tree with the 8,267 clips)")
     parser.add_argument("--plot", action="append", default=None, metavar="LABEL=RESULTS",
                         help="draw earlier runs' results.json into OUT/learning-curve.png, train nothing (repeat)")
-    parser.add_argument("--group", choices=("original", "added"), default=None,
-                        help="with --plot: the 12 original held-out libraries or the added ones only")
+    parser.add_argument("--group", choices=("original", "added", "in-library", "all"), default=None,
+                        help="with --plot: the 12 original held-out libraries or the added ones only (original, "
+                             "added); with --paired: the folds compared (default: original, added, in-library apart)")
     parser.add_argument("--goals", default=None, help="with --plot: goal R@10,R@1 drawn as dashed lines")
+    parser.add_argument("--paired", nargs=2, metavar=("BASE", "OPTION"), default=None,
+                        help="compare two runs' results.json fold by fold and seed by seed, train nothing; a path "
+                             "may end in #blocks=N (the points of N trained blocks) and #record=joint (the head "
+                             "pair that trained with the blocks); writes OUT/paired-GROUP.md and .json")
     parser.add_argument("--no-progress", action="store_true")
 
 
 def _plot(args) -> int:
     from mlatr.experiments.learning_curve import complete_points, plot_learning_curve
 
+    if args.group not in (None, "original", "added"):
+        raise MlatrError(f"--group {args.group}: --plot draws the original or the added libraries")
     specs = []
     for spec in args.plot:
         label, sep, path = spec.partition("=")
@@ -122,12 +153,54 @@ def _plot(args) -> int:
     return 0
 
 
+def _paired_spec(spec: str) -> tuple[str, int | None, str | None]:
+    path, *marks = spec.split("#")
+    blocks, record = None, None
+    for mark in marks:
+        key, _, value = mark.partition("=")
+        if key == "blocks" and value.isdigit():
+            blocks = int(value)
+        elif key == "record" and value:
+            record = value
+        else:
+            raise MlatrError(f"--paired: {spec!r}: expected PATH[#blocks=N][#record=NAME], not #{mark}")
+    return path, blocks, record
+
+
+def _paired(args) -> int:
+    # loads torch: not paid by every command's parser
+    from mlatr.experiments.learning_curve import paired_differences, paired_report
+
+    (base, base_blocks, base_record), (option, option_blocks, record) = map(_paired_spec, args.paired)
+    if base_record:
+        raise MlatrError("--paired: #record= names a sub-record of the option's folds (the second path)")
+    runs = []
+    for path in (base, option):
+        try:
+            runs.append(json.loads(Path(path).read_text(encoding="utf-8")))
+        except (OSError, ValueError) as exc:
+            raise MlatrError(f"--paired: {path}: not a learning-curve results.json ({exc})") from None
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    for group in (args.group,) if args.group else ("original", "added", "in-library"):
+        paired = paired_differences(*runs, group, base_blocks, option_blocks, record)
+        if not paired["seeds"]:
+            continue
+        text = paired_report(paired, args.paired[0], args.paired[1])
+        atomic_write_json(out / f"paired-{group}.json", paired)
+        atomic_write_text(out / f"paired-{group}.md", text)
+        print(text)
+    return 0
+
+
 def run(args) -> int:
     # loads torch: not paid by every command's parser
     from mlatr.experiments.learning_curve import FrozenInputs, export_bundle, run_learning_curve
 
     if args.plot:
         return _plot(args)
+    if args.paired:
+        return _paired(args)
 
     blocks = _list(int, args.train_blocks, "--train-blocks")
     if any(not 0 <= b <= 4 for b in blocks):
@@ -151,12 +224,13 @@ def run(args) -> int:
                                             else "float32", augment=augment, augment_views=args.augment_views,
                                             audio_runtime=args.audio_runtime)
     if args.export_bundle:
-        print(f"bundle: {export_bundle(inputs, args.export_bundle)}")
+        print(f"bundle: {export_bundle(inputs, args.export_bundle, args.compact)}")
         return 0
     results = run_learning_curve(inputs, args.out, blocks, fractions, seeds, args.epochs, args.tail_epochs,
                                  args.tail_lr, libraries, args.device, progress, args.heads, args.ensemble,
                                  args.added_groups, args.batch_size, args.hard_negatives, args.val_libraries,
-                                 args.workers if args.device == "cpu" else 1)
+                                 args.workers if args.device == "cpu" else 1, in_library=args.in_library,
+                                 tail_patience=args.tail_patience, library_batches=args.library_batches)
     for key, point in results["points"].items():
         s = point.get("summary")
         if s:

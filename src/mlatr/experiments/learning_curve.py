@@ -25,6 +25,7 @@ import hashlib
 import json
 import multiprocessing
 import shutil
+import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -43,14 +44,15 @@ from mlatr.experiments.real_heads import (
     RealSounds,
     build_model,
     caption_retrieval,
+    library_of,
     query_retrieval,
     training_items,
 )
 from mlatr.experiments.text_search_eval import fold_embeddings, save_fold_embeddings
-from mlatr.experiments.unseen_library import IN_LIBRARY, ORIGINAL_LIBRARIES, folds, sound_only
+from mlatr.experiments.unseen_library import IN_LIBRARY, ORIGINAL_LIBRARIES, folds, single_target, sound_only
 from mlatr.frozen_prefix import BlockFeatures, PrefixCache, prefix_features
 from mlatr.io_utils import atomic_write_json, atomic_write_with
-from mlatr.models.aisfx import STAGES, AisfxEncoder, AisfxTail
+from mlatr.models.aisfx import BLOCK_FRAMES, STAGES, AisfxEncoder, AisfxTail
 from mlatr.models.dual_encoder import DualEncoder
 from mlatr.plotting import pyplot
 from mlatr.training.config import ObjectiveConfig
@@ -126,19 +128,29 @@ class FrozenInputs:
 
     @classmethod
     def from_bundle(cls, folder: str | Path, device: str | torch.device = "cpu") -> FrozenInputs:
-        """Read :func:`export_bundle`'s folder; the pooled features and the other stages' maps are computed
-        from its stage-0 blocks with the frozen CNN on ``device``."""
+        """Read :func:`export_bundle`'s folder (either format); the pooled features and the other stages' maps are
+        computed from its stage-0 blocks with the frozen CNN on ``device``."""
         folder = Path(folder)
         meta = json.loads((folder / "bundle.json").read_text(encoding="utf-8"))
         manifest = Manifest.load(folder / "manifest.jsonl")
-        with np.load(folder / "texts.npz", allow_pickle=False) as z:
-            bank = TextBank([tuple(k) for k in json.loads(str(z["keys"]))], z["vectors"].astype(np.float32))
+        if (folder / "texts.npz").is_file():
+            with np.load(folder / "texts.npz", allow_pickle=False) as z:
+                bank = TextBank([tuple(k) for k in json.loads(str(z["keys"]))], z["vectors"].astype(np.float32))
+        elif (folder / COMPACT_TEXTS).is_file():
+            with np.load(folder / COMPACT_TEXTS, allow_pickle=False) as z:
+                vectors = z["q"].astype(np.float32) * z["scale"][:, None]
+                bank = TextBank([tuple(k) for k in json.loads(str(z["keys"]))], vectors)
+        else:
+            raise MlatrError(f"{folder}: no text features (texts.npz or {COMPACT_TEXTS}): not a learning-curve bundle")
         enc = AisfxEncoder(pretrained=False, frozen=True)
         state = torch.load(folder / "cnn.pt", map_location="cpu", weights_only=True)
         enc.cnn.load_state_dict(state)
-        with np.load(folder / "blocks-0.npz", allow_pickle=False) as z:
-            counts = z["counts"].tolist()
-            stage0 = BlockFeatures([z["blocks"]], _locations(counts), 0)
+        if (folder / COMPACT_FRAMES).is_file():
+            stage0 = _blocks_from_frames(folder / COMPACT_FRAMES, enc.block_hop)
+        else:
+            with np.load(folder / "blocks-0.npz", allow_pickle=False) as z:
+                counts = z["counts"].tolist()
+                stage0 = BlockFeatures([z["blocks"]], _locations(counts), 0)
         qdata = json.loads(QUERIES_PATH.read_text(encoding="utf-8"))
         pooled = stage_features(enc, stage0, device)
         enc.cpu()
@@ -190,29 +202,74 @@ def stage_features(enc: AisfxEncoder, blocks: BlockFeatures, device, rows: Seque
     return np.concatenate(out) if out else np.zeros((0, 512), np.float32)
 
 
-def export_bundle(inputs: FrozenInputs, out: str | Path) -> Path:
+#: The files of a compact bundle (:func:`export_bundle` with ``compact=True``).
+COMPACT_FRAMES, COMPACT_TEXTS = "frames-0.npz", "texts-q8.npz"
+
+
+def export_bundle(inputs: FrozenInputs, out: str | Path, compact: bool = False) -> Path:
     """Write the folder :meth:`FrozenInputs.from_bundle` reads: ``manifest.jsonl``, ``texts.npz`` (the text
     features of the captions and queries, float16), ``blocks-0.npz`` (the stage-0 blocks of every clip,
-    float16, compressed), ``cnn.pt`` (aiSFX's weights), ``bundle.json``."""
+    float16, compressed), ``cnn.pt`` (aiSFX's weights), ``bundle.json``.
+
+    ``compact``: a bundle about a fifth of that size (what a device machine's 64 MiB working tree holds for the
+    8,267-clip corpus): ``frames-0.npz``, each clip's spectrogram frames once (its overlapping stage-0 blocks
+    unrolled, :func:`_clip_frames`) in 8 bits (the corpus's peak over 255 levels: at most half a level off),
+    and ``texts-q8.npz``, each text vector in 8 bits with its own scale (its largest magnitude over 127)."""
     out = Path(out)
     if 0 not in inputs.blocks:
         raise MlatrError("a bundle holds the stage-0 blocks: compute them first (stages=(0,))")
     out.mkdir(parents=True, exist_ok=True)
+    for name in ("texts.npz", "blocks-0.npz", COMPACT_FRAMES, COMPACT_TEXTS):  # another format's files of this folder
+        (out / name).unlink(missing_ok=True)
     data = inputs.data
     data.manifest.save(out / "manifest.jsonl")
     texts = sorted({(lang, t) for c in data.manifest.clips for lang, caps in c.captions.items() for t in caps if t}
                    | {(lang, q["captions"][lang]) for q in data.queries for lang in data.languages})
-    keys = json.dumps([list(k) for k in texts])
-    atomic_write_with(out / "texts.npz", lambda fh: np.savez_compressed(
-        fh, keys=np.asarray(keys), vectors=inputs.bank.lookup([t for _, t in texts], [lang for lang, _ in texts])
-        .numpy().astype(np.float16)))
+    keys = np.asarray(json.dumps([list(k) for k in texts]))
+    vectors = inputs.bank.lookup([t for _, t in texts], [lang for lang, _ in texts]).numpy()
     src = inputs.blocks[0]
     parts = [src.blocks(i) for i in range(len(src))]
-    atomic_write_with(out / "blocks-0.npz", lambda fh: np.savez_compressed(
-        fh, blocks=np.concatenate(parts).astype(np.float16), counts=np.asarray([p.shape[0] for p in parts])))
+    counts = np.asarray([p.shape[0] for p in parts])
+    if compact:
+        scale = np.maximum(np.abs(vectors).max(axis=1), 1e-12) / 127
+        q = np.round(vectors / scale[:, None]).astype(np.int8)
+        atomic_write_with(out / COMPACT_TEXTS, lambda fh: np.savez_compressed(
+            fh, keys=keys, q=q, scale=scale.astype(np.float32)))
+        hop = data.audio_encoder.block_hop
+        frames = np.concatenate([_clip_frames(p, hop) for p in parts])
+        peak = max(float(frames.max()), 1e-12)
+        atomic_write_with(out / COMPACT_FRAMES, lambda fh: np.savez_compressed(
+            fh, frames=np.round(frames / peak * 255).astype(np.uint8), counts=counts, peak=np.float32(peak)))
+    else:
+        atomic_write_with(out / "texts.npz", lambda fh: np.savez_compressed(
+            fh, keys=keys, vectors=vectors.astype(np.float16)))
+        atomic_write_with(out / "blocks-0.npz", lambda fh: np.savez_compressed(
+            fh, blocks=np.concatenate(parts).astype(np.float16), counts=counts))
     atomic_write_with(out / "cnn.pt", lambda fh: torch.save(inputs.cnn_state, fh))
-    atomic_write_json(out / "bundle.json", {"encoder": _encoder_key(data.audio_encoder), "text": inputs.text_name})
+    atomic_write_json(out / "bundle.json", {"encoder": _encoder_key(data.audio_encoder), "text": inputs.text_name,
+                                            **({"compact": True} if compact else {})})
     return out
+
+
+def _clip_frames(blocks: np.ndarray, hop: int) -> np.ndarray:
+    """A clip's spectrogram frames ``[(n - 1) * hop + T, F]`` from its ``n`` stage-0 blocks ``[n, 1, T, F]`` (block
+    ``k`` = frames ``k * hop .. k * hop + T - 1``, the zero padding past the clip's end included)."""
+    x = blocks[:, 0]
+    return np.concatenate([x[0], *(b[x.shape[1] - hop:] for b in x[1:])])
+
+
+def _blocks_from_frames(path: Path, hop: int) -> BlockFeatures:
+    """The stage-0 blocks (float32) of a compact bundle's ``frames-0.npz`` (the inverse of :func:`_clip_frames`)."""
+    with np.load(path, allow_pickle=False) as z:
+        frames, counts, peak = z["frames"], z["counts"].tolist(), float(z["peak"])
+    size = BLOCK_FRAMES
+    out, first = [], 0
+    for n in counts:
+        clip = frames[first:first + (n - 1) * hop + size]
+        out.append(np.stack([clip[k * hop:k * hop + size] for k in range(n)])[:, None])
+        first += (n - 1) * hop + size
+    blocks = np.concatenate(out).astype(np.float32) * np.float32(peak / 255)
+    return BlockFeatures([blocks], _locations(counts), 0)
 
 
 def _locations(counts: Sequence[int]) -> list[tuple[int, int, int]]:
@@ -226,7 +283,8 @@ def run_learning_curve(inputs: FrozenInputs, out: str | Path, train_blocks: Sequ
                        device: str | torch.device = "cpu", progress: bool = True, heads: str = HEADS,
                        ensemble: int = 1, added_groups: int | None = None, batch_size: int = 64,
                        hard_negatives: int | None = None, val_libraries: float | None = None, workers: int = 1,
-                       keep_embeddings: bool = False) -> dict:
+                       *, in_library: bool = False, tail_patience: int | None = None,
+                       library_batches: bool = False, keep_embeddings: bool = False) -> dict:
     """Every point ``(train_blocks, fraction, seed)`` over every held-out library; ``OUT/results.json`` after
     each fold (a rerun with the same settings resumes), ``OUT/learning-curve.png`` at the end.
     ``hard_negatives``: batches of whole clusters of similar captions, clusters of about that many clips
@@ -235,7 +293,20 @@ def run_learning_curve(inputs: FrozenInputs, out: str | Path, train_blocks: Sequ
     (:meth:`DualEncoder.ensemble_of`; heads-only points). ``val_libraries``: the epoch chosen on that fraction of the
     training libraries held out whole (:func:`~mlatr.experiments.unseen_library.folds`) instead of their
     hash-``val`` clips. ``workers``: processes that train folds side by side (:func:`_run_folds`; the results
-    equal one process's). ``keep_embeddings``: each heads-only fold of the point at fraction 1 also writes what its
+    equal one process's).
+
+    A run that trains blocks (``train_blocks`` > 0) trains them with one head pair (seed ``seed``, ``tail_epochs``,
+    stopped after ``tail_patience`` epochs without a better validation score); with ``ensemble`` > 1 that pair's
+    figures are kept as the fold's ``"joint"`` record and the ensemble's head pairs then train, heads only, on the
+    trained blocks' features (:func:`_train_point`), the recipe of a heads-only point on another backbone.
+    Every fold record holds the queries (``"queries"``) and the single-target task (``"captions"``: each held-out
+    clip's first English caption against all held-out clips, :func:`~mlatr.experiments.real_heads.caption_retrieval`).
+    ``in_library``: also the in-library split (train / val / test by each clip's hash, every library in all three:
+    the split ``mlatr demo-real`` reports), as the fold ``in-library``, summarized apart.
+    ``library_batches``: each batch holds the clips of one library (several small ones together), so that a clip's
+    negatives come from its own library, as on a held-out one (:func:`library_groups`).
+    ``OUT/results.json`` also keeps each fold's wall time (``"seconds"``, by point and fold).
+    ``keep_embeddings``: each heads-only fold of the point at fraction 1 also writes what its
     model makes of its held-out libraries, ``OUT/embeddings/FOLD.npz``
     (:func:`~mlatr.experiments.text_search_eval.fold_embeddings`: what ``mlatr experiment calibrate`` fits the
     relevance of this recipe on) and its heads' weights, ``OUT/embeddings/FOLD.heads.pt`` (float16: what embeds
@@ -243,16 +314,21 @@ def run_learning_curve(inputs: FrozenInputs, out: str | Path, train_blocks: Sequ
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     data = inputs.data
-    fold_rows = {f: r for f, r in folds(data, libraries, added_groups, val_libraries).items() if f != IN_LIBRARY}
+    fold_rows = {f: r for f, r in folds(data, libraries, added_groups, val_libraries).items()
+                 if f != IN_LIBRARY or in_library}
     settings = {"epochs": epochs, "tail_epochs": tail_epochs or epochs, "tail_lr": tail_lr, "heads": heads,
                 "clips": len(data.manifest), "text": inputs.text_name, "ensemble": ensemble,
                 "added_groups": added_groups, "batch_size": batch_size, "hard_negatives": hard_negatives,
                 **({"val_libraries": val_libraries} if val_libraries else {}),  # absent: older results resume
+                **({"tail_patience": tail_patience} if tail_patience else {}),
+                **({"library_batches": True} if library_batches else {}),
                 **({"augment": [v.augmentation.name for v in data.views]} if data.views else {})}
     path = out / "results.json"
     results = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
     if results.get("settings") != settings:
         results = {"settings": settings, "points": {}}
+    if library_batches and hard_negatives:
+        raise MlatrError("library batches and hard negatives both choose the batches: give one of them")
     if heads not in HEAD_OPTIONS or not HEAD_OPTIONS[heads].trained:
         raise MlatrError(f"--heads must be a trained head option ({', '.join(HEAD_OPTIONS)}), got {heads!r}")
     option = HEAD_OPTIONS[heads]
@@ -261,13 +337,14 @@ def run_learning_curve(inputs: FrozenInputs, out: str | Path, train_blocks: Sequ
             if f not in results["points"].get(_point(b, fr, s), {}).get("folds", {})
             or (keep is not None and _keeps(b, fr) and not (keep / f"{f}.npz").is_file())]
     job = _FoldJob(inputs, fold_rows, option, epochs, tail_epochs, tail_lr, device, out, batch_size, hard_negatives,
-                   ensemble, keep)
+                   ensemble, tail_patience, library_batches, keep)
     order = {f: k for k, f in enumerate(fold_rows)}
     bar = tqdm(total=len(todo), desc="learning curve", unit="fold", disable=not progress or not todo)
-    for (b, fr, s, f), fold in _run_folds(job, todo, workers):
+    for (b, fr, s, f), (fold, seconds) in _run_folds(job, todo, workers):
         point = results["points"].setdefault(_point(b, fr, s), {"train_blocks": b, "fraction": fr, "seed": s,
                                                                  "folds": {}})
         point["folds"][f] = fold  # kept in fold order, whichever worker finished first
+        results.setdefault("seconds", {}).setdefault(_point(b, fr, s), {})[f] = round(seconds, 1)
         point["folds"] = dict(sorted(point["folds"].items(), key=lambda kv: order.get(kv[0], len(order))))
         point["summary"] = summarize_point(point["folds"])
         atomic_write_json(path, results)
@@ -295,37 +372,54 @@ class _FoldJob:
     batch_size: int
     hard_negatives: int | None
     ensemble: int
+    tail_patience: int | None = None
+    library_batches: bool = False
     keep: Path | None = None
 
-    def __call__(self, task: tuple[int, float, int, str]) -> tuple[tuple[int, float, int, str], dict]:
-        """``task`` = (trained blocks, fraction, seed, fold) -> (task, the fold's record)."""
+    def __call__(self, task: tuple[int, float, int, str]) -> tuple[tuple[int, float, int, str], tuple[dict, float]]:
+        """``task`` = (trained blocks, fraction, seed, fold) -> (task, (the fold's record, its wall seconds))."""
+        started = time.perf_counter()
         b, fr, s, f = task
         data, rows = self.inputs.data, self.fold_rows[f]
         train = fraction_rows(rows["train"], [c.id for c in data.manifest.clips], fr, s)
         checkpoints = self.out / "heads" / _point(b, fr, s) / f
-        if b == 0:  # the heads alone: one pair, or an ensemble of pairs trained apart
+        record: dict = {}
+        feats = data.features
+        if b:  # the blocks train with one head pair
+            model = build_model(data, _text_side(self.inputs), self.option, 256, s)
+            feats, log = _train_point(self.inputs, model, train, rows["val"], b, s, self.tail_epochs or self.epochs,
+                                      self.tail_lr, self.device, checkpoints / "joint", self.option,
+                                      self.batch_size, self.hard_negatives, self.tail_patience,
+                                      self.library_batches)
+            best = _best(log)
+            record["tail_val"] = [e.get("val") for e in log]  # the validation score of each epoch the blocks trained
+            if self.ensemble > 1:
+                record["joint"] = {**self._evaluate(model, feats, rows["test"]), "best_epoch": best}
+        if not b or self.ensemble > 1:  # the heads alone (on the trained blocks' features): one pair or an ensemble
             members, best = [], []
             for k, member_seed in enumerate(member_seeds(s, self.ensemble)):
                 member = build_model(data, _text_side(self.inputs), self.option, 256, member_seed)
-                _, e = _train_point(self.inputs, member, train, rows["val"], 0, member_seed, self.epochs,
-                                    self.tail_lr, self.device, checkpoints / str(k), self.option, self.batch_size,
-                                    self.hard_negatives)
+                _, log = _train_point(self.inputs, member, train, rows["val"], 0, member_seed, self.epochs,
+                                      self.tail_lr, self.device, checkpoints / str(k), self.option, self.batch_size,
+                                      self.hard_negatives, library_batches=self.library_batches, features=feats)
                 members.append(member)
-                best.append(e)
-            model, feats, best = DualEncoder.ensemble_of(members), data.features, best if len(best) > 1 else best[0]
-        else:
-            model = build_model(data, _text_side(self.inputs), self.option, 256, s)
-            feats, best = _train_point(self.inputs, model, train, rows["val"], b, s, self.tail_epochs or self.epochs,
-                                       self.tail_lr, self.device, checkpoints, self.option, self.batch_size,
-                                       self.hard_negatives)
-        model.cpu()
-        q = query_retrieval(model, replace(data, features=feats), self.inputs.bank, rows["test"])
+                best.append(_best(log))
+            model, best = DualEncoder.ensemble_of(members), best if len(best) > 1 else best[0]
+        record = {**self._evaluate(model, feats, rows["test"]), "train_clips": len(train), "best_epoch": best,
+                  **record}
         if self.keep is not None and _keeps(b, fr):
             self.keep.mkdir(parents=True, exist_ok=True)
             heads = {k: v.detach().half().clone() for k, v in model.state_dict().items() if k.startswith(HEAD_KEYS)}
             atomic_write_with(self.keep / f"{f}.heads.pt", lambda fh: torch.save(heads, fh))
             save_fold_embeddings(self.keep / f"{f}.npz", fold_embeddings(model, data, self.inputs.bank, rows["test"]))
-        return task, {"queries": q, "train_clips": len(train), "best_epoch": best}
+        return task, (record, time.perf_counter() - started)
+
+    def _evaluate(self, model, feats: np.ndarray, test: list[int]) -> dict:
+        """The held-out clips' queries and single-target task with ``model`` over the clip features ``feats``."""
+        model.cpu()
+        data = replace(self.inputs.data, features=feats)
+        return {"queries": query_retrieval(model, data, self.inputs.bank, test),
+                "captions": caption_retrieval(model, data, self.inputs.bank, test)}
 
 
 #: The parameters of a model's projection heads (what a heads-only fold trains; the backbones are frozen).
@@ -387,10 +481,16 @@ def _text_side(inputs: FrozenInputs) -> nn.Module:
 
 def _train_point(inputs: FrozenInputs, model, train: list[int], val: list[int], blocks: int, seed: int, epochs: int,
                  tail_lr: float, device, checkpoints: Path, option, batch_size: int = 64,
-                 hard_negatives: int | None = None) -> tuple[np.ndarray, int | None]:
-    """Train one fold's model (heads as ``option`` says, and the last ``blocks`` conv blocks); returns every
-    clip's pooled features as the trained model gives them (the frozen ones when no block trained)."""
+                 hard_negatives: int | None = None, patience: int | None = None, library_batches: bool = False,
+                 features: np.ndarray | None = None) -> tuple[np.ndarray, list[dict]]:
+    """Train one fold's model (heads as ``option`` says, and the last ``blocks`` conv blocks, stopped after
+    ``patience`` epochs without a better validation score); returns every clip's pooled features as the trained
+    model gives them (the frozen ones when no block trained) and the run's log (an entry per epoch).
+    ``features``: the clips' pooled features the heads alone train on (default: the frozen backbone's,
+    ``inputs.data.features``)."""
     data, bank = inputs.data, inputs.bank
+    if features is not None:
+        data = replace(data, features=features)
     languages = data.training_languages(option)
     if blocks and data.views:
         raise MlatrError("augmented views train the heads only (--train-blocks 0)")
@@ -400,16 +500,20 @@ def _train_point(inputs: FrozenInputs, model, train: list[int], val: list[int], 
         firsts = [_first_text(r, languages) for r in rows]
         vectors = bank.lookup([t for t, _ in firsts], [lang for _, lang in firsts]).numpy()
         groups = caption_clusters(vectors, max(1, len(train) // hard_negatives), seed).tolist()
+    elif library_batches:
+        groups = library_groups([data.manifest.clips[i].id for i in train])
     settings = HeadTraining.at(1e-3, epochs=epochs, batch_size=batch_size, seed=seed,
                                objective=ObjectiveConfig(scheme=option.scheme),
-                               identity_penalty=option.identity_penalty, tail_lr=tail_lr if blocks else None)
+                               identity_penalty=option.identity_penalty, tail_lr=tail_lr if blocks else None,
+                               patience=patience)
     if blocks == 0:
         def validate(m):
             return caption_retrieval(m, data, bank, val)["t2a"]["R10"]
 
+        model.to(device)  # the heads (a GPU run trains an ensemble's pairs there too)
         log = train_heads(model, feats, rows, languages, bank, settings, validate, progress=False,
-                          out_dir=checkpoints, resume=True, batch_groups=groups)
-        return data.features, _best(log)
+                          out_dir=checkpoints, resume=True, batch_groups=groups, device=device)
+        return data.features, log
     start = STAGES - blocks
     enc = AisfxEncoder(pretrained=False, frozen=False, train_last_blocks=blocks)
     enc.cnn.load_state_dict(inputs.cnn_state)
@@ -425,7 +529,14 @@ def _train_point(inputs: FrozenInputs, model, train: list[int], val: list[int], 
     log = train_heads(model, stage.subset(train), rows, languages, bank, settings, validate, progress=False,
                       out_dir=checkpoints, resume=True, audio_tail=AisfxTail(enc, start), device=device,
                       batch_groups=groups)
-    return stage_features(enc, stage, device), _best(log)
+    return stage_features(enc, stage, device), log
+
+
+def library_groups(clip_ids: Sequence[str]) -> list[int]:
+    """The group of each training item for batches of one library (:func:`~mlatr.training.hard_batches.group_batches`):
+    the index of its library (:func:`~mlatr.experiments.real_heads.library_of`) in order of first appearance."""
+    order: dict[str, int] = {}
+    return [order.setdefault(library_of(i), len(order)) for i in clip_ids]
 
 
 def _first_text(rows: list[list[str | None]], languages: Sequence[str]) -> tuple[str, str]:
@@ -444,12 +555,23 @@ def _best(log: list[dict]) -> int | None:
 
 
 def summarize_point(fold_results: dict[str, dict]) -> dict:
-    """Sound-only query recall (:func:`~mlatr.experiments.unseen_library.sound_only`) over every held-out library
-    with a relevant clip, with the 12 original libraries and the added ones apart (``groups``)."""
-    clips = float(np.mean([r["train_clips"] for r in fold_results.values()]))
-    groups = {name: sound_only({f: r for f, r in fold_results.items() if (f in ORIGINAL_LIBRARIES) == original})
+    """Sound-only query recall (:func:`~mlatr.experiments.unseen_library.sound_only`) and the single-target task
+    (``"captions"``, :func:`~mlatr.experiments.unseen_library.single_target`) over every held-out library, with
+    the 12 original libraries and the added ones apart (``groups``); the in-library split apart
+    (``"in_library"``, when it ran)."""
+    unseen = {f: r for f, r in fold_results.items() if f != IN_LIBRARY}
+    clips = float(np.mean([r["train_clips"] for r in unseen.values()])) if unseen else float("nan")
+
+    def summary(part: dict[str, dict]) -> dict:
+        return {**sound_only(part), "captions": single_target(part)} if part else {"libraries": 0}
+
+    groups = {name: summary({f: r for f, r in unseen.items() if (f in ORIGINAL_LIBRARIES) == original})
               for name, original in (("original", True), ("added", False))}
-    return {**sound_only(fold_results), "train_clips": clips, "groups": groups}
+    out = {**summary(unseen), "train_clips": clips, "groups": groups}
+    if IN_LIBRARY in fold_results:
+        out["in_library"] = {**summary({IN_LIBRARY: fold_results[IN_LIBRARY]}),
+                             "train_clips": fold_results[IN_LIBRARY]["train_clips"]}
+    return out
 
 
 def complete_points(results_paths: Sequence[tuple[str, str | Path]], group: str | None = None) -> dict[str, dict]:
@@ -520,3 +642,123 @@ def plot_learning_curve(curves: dict[str, dict], path: str | Path, group: str | 
     fig.savefig(path, dpi=120)
     plt.close(fig)
     return path
+
+
+#: The fold figures :func:`paired_differences` compares: name -> (record part, path into it).
+PAIRED_METRICS = {"R10": ("queries", ("t2a", "avg", "R10")), "R1": ("queries", ("t2a", "avg", "R1")),
+                  "a2t R1": ("queries", ("a2t", "avg", "R1")), "MRV": ("queries", ("consistency", "mrv")),
+                  "single R1": ("captions", ("t2a", "R1")), "single R10": ("captions", ("t2a", "R10"))}
+
+
+def fold_figures(fold: dict, record: str | None = None) -> dict[str, float]:
+    """A fold record's :data:`PAIRED_METRICS` (``record``: a sub-record such as ``"joint"``); a metric the record
+    lacks (a fold without a relevant clip, an older record without the single-target task) is NaN."""
+    fold = fold[record] if record else fold
+    out = {}
+    for name, (part, path) in PAIRED_METRICS.items():
+        value = fold.get(part)
+        if part == "queries" and value is not None and not value.get("n_queries"):
+            value = None
+        for key in path:
+            value = value.get(key) if isinstance(value, dict) else None
+        out[name] = float("nan") if value is None else float(value)
+    return out
+
+
+def _fold_group(fold: str) -> str:
+    return IN_LIBRARY if fold == IN_LIBRARY else "original" if fold in ORIGINAL_LIBRARIES else "added"
+
+
+def paired_differences(base: dict, option: dict, group: str = "original", base_blocks: int | None = None,
+                       option_blocks: int | None = None, option_record: str | None = None) -> dict:
+    """Fold-paired differences ``option - base`` of two learning-curve results (their ``results.json``): for each
+    seed (and fraction) both ran, over the folds of ``group`` (``original``, ``added``, ``in-library`` or ``all``)
+    both hold, each :data:`PAIRED_METRICS` figure of both arms per fold, the seed's means, the mean difference,
+    its standard error over the folds and the folds the option won (higher; lower for MRV); then the differences'
+    mean and range over the seeds. ``*_blocks``: the trained blocks of the points compared, when a results file
+    holds several; ``option_record``: compare that sub-record of the option's folds (``"joint"``: the head pair
+    that trained with the blocks)."""
+    def points(results: dict, blocks: int | None) -> dict[tuple[float, int], dict]:
+        chosen: dict[tuple[float, int], dict] = {}
+        for p in results["points"].values():
+            if blocks is not None and p["train_blocks"] != blocks:
+                continue
+            key = (p["fraction"], p["seed"])
+            if key in chosen:
+                raise MlatrError(f"two points of seed {p['seed']} and fraction {p['fraction']} (trained blocks "
+                                 f"{chosen[key]['train_blocks']} and {p['train_blocks']}): choose the blocks")
+            chosen[key] = p
+        return chosen
+
+    a, b = points(base, base_blocks), points(option, option_blocks)
+    seeds = []
+    for key in sorted(set(a) & set(b)):
+        folds_ = [f for f in a[key]["folds"] if f in b[key]["folds"] and (group == "all" and f != IN_LIBRARY
+                                                                           or _fold_group(f) == group)]
+        if not folds_:
+            continue
+        rows = [{"fold": f, "base": fold_figures(a[key]["folds"][f]),
+                 "option": fold_figures(b[key]["folds"][f], option_record)} for f in folds_]
+        per_metric = {}
+        for m in PAIRED_METRICS:
+            pairs = [(r["base"][m], r["option"][m]) for r in rows if r["base"][m] == r["base"][m]
+                     and r["option"][m] == r["option"][m]]
+            if not pairs:
+                continue
+            d = np.asarray([o - x for x, o in pairs])
+            better = -d if m == "MRV" else d
+            se = float(d.std(ddof=1) / np.sqrt(len(d))) if len(d) > 1 else float("nan")
+            per_metric[m] = {"base": float(np.mean([x for x, _ in pairs])),
+                             "option": float(np.mean([o for _, o in pairs])), "diff": float(d.mean()), "se": se,
+                             "won": int((better > 0).sum()), "lost": int((better < 0).sum()), "folds": len(d)}
+        lowest = {}
+        for arm, fold_of, record in (("base", a[key]["folds"], None), ("option", b[key]["folds"], option_record)):
+            qs = [(fold_of[f][record] if record else fold_of[f])["queries"] for f in folds_]
+            by_lang = sound_only({str(k): {"queries": q} for k, q in enumerate(qs)}).get("t2a", {})
+            langs = {lang: v["R10"] for lang, v in by_lang.items() if lang != "avg"}
+            if langs:
+                lowest[arm] = min(langs.items(), key=lambda kv: kv[1])
+        seeds.append({"fraction": key[0], "seed": key[1], "folds": rows, "metrics": per_metric, "lowest": lowest})
+    overall = {}
+    for m in PAIRED_METRICS:
+        diffs = [s["metrics"][m]["diff"] for s in seeds if m in s["metrics"]]
+        if diffs:
+            overall[m] = {"mean": float(np.mean(diffs)), "min": float(min(diffs)), "max": float(max(diffs)),
+                          "seeds": len(diffs),
+                          "base": float(np.mean([s["metrics"][m]["base"] for s in seeds if m in s["metrics"]])),
+                          "option": float(np.mean([s["metrics"][m]["option"] for s in seeds if m in s["metrics"]]))}
+    lows = [s["lowest"] for s in seeds if len(s["lowest"]) == 2]
+    if lows:
+        overall["lowest language R10"] = {arm: float(np.mean([x[arm][1] for x in lows])) for arm in ("base", "option")}
+    return {"group": group, "seeds": seeds, "overall": overall}
+
+
+def paired_report(paired: dict, base_label: str = "base", option_label: str = "option") -> str:
+    """Markdown of :func:`paired_differences`: one row per fold and seed (both arms' figures), one per seed (means,
+    the difference with its standard error and folds won), the seed means."""
+    names = list(PAIRED_METRICS)
+
+    def f(x: float, digits: int = 1) -> str:
+        return "-" if x != x else f"{x:.{digits}f}"
+
+    lines = [f"Paired: {option_label} - {base_label}, held-out folds of group {paired['group']}; each cell "
+             f"{base_label} / {option_label} (difference).", "",
+             "| seed | fold | " + " | ".join(names) + " |", "|---|---|" + "---:|" * len(names)]
+    for s in paired["seeds"]:
+        for r in s["folds"]:
+            cells = [f"{f(r['base'][m])} / {f(r['option'][m])} ({r['option'][m] - r['base'][m]:+.1f})"
+                     if r["base"][m] == r["base"][m] and r["option"][m] == r["option"][m] else "-" for m in names]
+            lines.append(f"| {s['seed']} | {r['fold']} | " + " | ".join(cells) + " |")
+        cells = [f"{f(v['base'])} / {f(v['option'])} (**{v['diff']:+.1f}**, se {f(v['se'])}, won {v['won']} "
+                 f"of {v['folds']})" if (v := s["metrics"].get(m)) else "-" for m in names]
+        low = "; ".join(f"{arm} {lang} {f(v)}" for arm, (lang, v) in s["lowest"].items())
+        lines.append(f"| {s['seed']} | **mean** | " + " | ".join(cells) + " |")
+        if low:
+            lines.append(f"| {s['seed']} | lowest language R10 | {low} |" + " |" * (len(names) - 1))
+    cells = [f"{f(v['base'])} / {f(v['option'])} (**{v['mean']:+.1f}**, seeds {v['min']:+.1f} .. {v['max']:+.1f})"
+             if (v := paired["overall"].get(m)) else "-" for m in names]
+    lines.append("| all | **seed mean** | " + " | ".join(cells) + " |")
+    if low := paired["overall"].get("lowest language R10"):
+        lines.append(f"| all | lowest language R10 (seed mean) | {base_label} {f(low['base'])}; {option_label} "
+                     f"{f(low['option'])} |" + " |" * (len(names) - 1))
+    return "\n".join(lines) + "\n"

@@ -235,6 +235,20 @@ def sound_only(fold_results: dict[str, dict]) -> dict:
             "chance": {k: mean([q["chance"]["t2a"][k] for q in qs]) for k in ("R1", "R10")}}
 
 
+def single_target(fold_results: dict[str, dict]) -> dict:
+    """The single-target task (each held-out clip's first English caption against all held-out clips, the fold
+    records' ``"captions"``, :func:`~mlatr.experiments.real_heads.caption_retrieval`): t2a R@1 / R@5 / R@10, a2t
+    R@1 / R@10 and their chance, means over the folds that have it (each fold counts once)."""
+    caps = [r["captions"] for r in fold_results.values() if r.get("captions", {}).get("n_clips")]
+    if not caps:
+        return {"libraries": 0}
+    keys = {"t2a": ("R1", "R5", "R10"), "a2t": ("R1", "R10")}
+    return {"libraries": len(caps), "clips": float(np.mean([c["n_clips"] for c in caps])),
+            **{d: {k: float(np.mean([c[d][k] for c in caps])) for k in ks} for d, ks in keys.items()},
+            "chance": {d: {k: float(np.mean([c["chance"][d][k] for c in caps])) for k in ks}
+                       for d, ks in keys.items()}}
+
+
 def groups_report(runs: dict, languages: list[str]) -> list[str]:
     """Markdown lines: sound-only query recall on the 12 original libraries and on the added ones, apart."""
     if not any(run["unseen"].get("groups", {}).get("added", {}).get("libraries") for run in runs.values()):

@@ -257,6 +257,8 @@ class HeadTraining:
     identity_penalty: float = checked(0.0, _non_negative, ">= 0 (0: off)")
     #: Learning rate of the audio tail's parameters (aiSFX's trained blocks; None: ``optim.lr``).
     tail_lr: float | None = checked(None, _positive, "> 0, or null for optim.lr")
+    #: Stop after this many validated epochs without a better score (None: run every epoch).
+    patience: int | None = checked(None, _positive, ">= 1, or null to run every epoch")
 
     @classmethod
     def at(cls, lr: float, **fields: Any) -> HeadTraining:

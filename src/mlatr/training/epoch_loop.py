@@ -132,6 +132,11 @@ class EpochLoop:
         """The validation score (higher is better) and the fields it adds to the epoch record."""
         raise NotImplementedError
 
+    def stops_early(self) -> bool:
+        """Whether the run stops before its next epoch (early stopping; checked from the state a resumed run read
+        back too)."""
+        return False
+
     def checkpoint_extras(self) -> dict[str, Any]:
         """What a checkpoint holds besides the loop's state."""
         return {}
@@ -148,6 +153,8 @@ class EpochLoop:
         """Train the epochs left; the history of every epoch."""
         epochs = tqdm(range(self.epoch, self.epochs), desc=self.name, unit="epoch", disable=self.progress != "epochs")
         for epoch in epochs:
+            if self.stops_early():
+                break
             self.epoch_started = time.perf_counter()
             record = self.epoch_record(epoch, self.train_epoch(epoch))
             self.epoch = epoch + 1

@@ -14,7 +14,8 @@ ML-CLAP, KCL, CACL; InfoNCE, SigLIP; SupCLAP's SVR), the optimizer and schedule
 (:mod:`mlatr.training.optimization`, ``HeadTraining.optim``) are the trainer's; the settings
 (:class:`~mlatr.training.config.HeadTraining`) go through the same rules (``validate_config``). With
 ``out_dir``, ``last.pt`` after every epoch and ``best.pt`` at the best validated epoch, ``"model"`` holding
-the heads only; ``resume=True`` continues bit-exactly.
+the heads only; ``resume=True`` continues bit-exactly. With ``HeadTraining.patience``, the run stops after that many
+validated epochs without a better score (early stopping), the best epoch's heads kept.
 
 The audio side reads ``ClipFeatures`` (:mod:`mlatr.frozen_prefix`): pooled vectors of the whole frozen
 backbone (heads only), or the cached outputs of its frozen lower blocks with ``audio_tail``, the backbone's
@@ -191,6 +192,8 @@ class HeadRun(EpochLoop):
         steps_per_epoch = math.ceil(len(clip_rows) // self.batch_size / s.optim.accumulate)
         self.scheduler = make_scheduler(self.optimizer, s.optim, steps_per_epoch * s.epochs)
         self.config = {**asdict(s), "clips": len(clip_rows), "languages": languages}
+        if s.patience is None:
+            del self.config["patience"]  # the settings of a run that stops at its last epoch, as before there was any
         if tail is not None:
             self.config["trained"] = self.trained
         self.groups = None if groups is None else list(groups)
@@ -230,6 +233,10 @@ class HeadRun(EpochLoop):
     def validation(self) -> tuple[float, dict[str, Any]]:
         score = float(self.validate_fn(self.model))
         return score, {"val": score}
+
+    def stops_early(self) -> bool:
+        best = self.best["epoch"]
+        return self.s.patience is not None and best is not None and self.epoch - best >= self.s.patience
 
     def run_config(self) -> dict[str, Any]:
         return self.config
