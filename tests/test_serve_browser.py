@@ -393,7 +393,8 @@ def test_evidence_chips_are_read_whole_at_desktop_width(browser, toy_server):
     assert any("caption" in c.get_attribute("class") for c in chips)
     for chip in chips:
         cut, size, outside = browser.execute_script(
-            "const c = arguments[0], card = c.closest('.result').getBoundingClientRect(), r = c.getBoundingClientRect();"
+            "const c = arguments[0], card = c.closest('.result').getBoundingClientRect();"
+            "const r = c.getBoundingClientRect();"
             "return [c.scrollWidth > c.clientWidth + 1, parseFloat(getComputedStyle(c).fontSize),"
             " r.right > card.right + 1];", chip)
         assert not cut and not outside, chip.text

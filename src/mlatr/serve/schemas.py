@@ -12,7 +12,7 @@ class Evidence(BaseModel):
     text: str | None = None  # the matched caption (caption, keyword)
     lang: str | None = None  # its language
     terms: list[str] | None = None  # the query's words found in it (keyword)
-    origin: str | None = None  # where the library got that caption: bext, id3, ucs, name, folder, ... (null: not recorded)
+    origin: str | None = None  # where the library got the caption: bext, id3, ucs, name, folder, ... (null: unknown)
 
 
 class ClipResult(BaseModel):
