@@ -16,6 +16,7 @@ import pytest
 import soundfile as sf
 
 from band_model import SR, band_tower, bands
+from browsertools import start_chromium
 from clitools import run_cli
 from mlatr.audio.io import load_audio
 from mlatr.data.manifest import Manifest
@@ -227,10 +228,6 @@ def test_the_page_plays_a_long_recording_from_where_it_matched_and_marks_it(band
     player starts there (a media fragment) and its waveform marks the segment; the API's JSON carries the times."""
     pytest.importorskip("fastapi")
     pytest.importorskip("selenium")
-    import shutil
-
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import WebDriverWait
 
@@ -238,19 +235,11 @@ def test_the_page_plays_a_long_recording_from_where_it_matched_and_marks_it(band
     from mlatr.serve.live_index import LiveIndex
     from servetools import running_server, upload
 
-    chromium, driver_path = shutil.which("chromium") or shutil.which("chromium-browser"), shutil.which("chromedriver")
-    if not (chromium and driver_path):
-        pytest.skip("needs Debian's chromium and chromium-driver packages")
     manifest, ckpt, _, query = band_library
     build_index(load_model(ckpt), Manifest.load(manifest), tmp_path / "page.idx", batch_size=8)
     live = LiveIndex(tmp_path / "page.idx")
     live.reload()
-    options = webdriver.ChromeOptions()
-    options.binary_location = chromium
-    for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1100,900",
-                 f"--user-data-dir={tmp_path / 'profile'}"):
-        options.add_argument(flag)
-    browser = webdriver.Chrome(service=Service(driver_path), options=options)
+    browser = start_chromium(tmp_path / "profile")
     try:
         with running_server(create_app(live)) as base:
             api = upload(base + "/search/audio?k=30", "query.wav", query.read_bytes()).json()

@@ -11,12 +11,12 @@ from __future__ import annotations
 import csv
 import io
 import json
-import shutil
 import time
 
 import pytest
 import soundfile as sf
 
+from browsertools import start_chromium
 from clitools import assert_user_error, run_cli
 from mlatr.data.manifest import Manifest
 from mlatr.inference.checkpoint import load_model
@@ -91,8 +91,6 @@ def test_search_csv_refuses_what_it_cannot_write(band_library, tmp_path, capsys)
 def test_the_page_copies_drags_scrubs_loops_and_exports_picks(band_library, tmp_path, capsys):  # noqa: F811
     pytest.importorskip("fastapi")
     pytest.importorskip("selenium")
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
     from selenium.webdriver.common.action_chains import ActionChains
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import WebDriverWait
@@ -101,19 +99,11 @@ def test_the_page_copies_drags_scrubs_loops_and_exports_picks(band_library, tmp_
     from mlatr.serve.live_index import LiveIndex
     from servetools import request, running_server, upload
 
-    chromium, driver_path = shutil.which("chromium") or shutil.which("chromium-browser"), shutil.which("chromedriver")
-    if not (chromium and driver_path):
-        pytest.skip("needs Debian's chromium and chromium-driver packages")
     manifest, ckpt, long, query = band_library
     build_index(load_model(ckpt), Manifest.load(manifest), tmp_path / "page.idx", batch_size=8)
     live = LiveIndex(tmp_path / "page.idx")
     live.reload()
-    options = webdriver.ChromeOptions()
-    options.binary_location = chromium
-    for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1100,900",
-                 "--autoplay-policy=no-user-gesture-required", f"--user-data-dir={tmp_path / 'profile'}"):
-        options.add_argument(flag)
-    browser = webdriver.Chrome(service=Service(driver_path), options=options)
+    browser = start_chromium(tmp_path / "profile", "--autoplay-policy=no-user-gesture-required")
     wait = lambda condition, timeout=30: WebDriverWait(browser, timeout).until(condition)  # noqa: E731
     try:
         with running_server(create_app(live)) as base:
@@ -208,7 +198,7 @@ def test_the_page_copies_drags_scrubs_loops_and_exports_picks(band_library, tmp_
         browser.quit()
 
 
-def test_each_card_says_the_files_format_rate_and_channels(library_with_model):  # noqa: F811
+def test_each_card_says_the_files_format_rate_and_channels(library_with_model, tmp_path):  # noqa: F811
     """The API's results carry the file's format, sample rate and channels from the index's facets (None where it
     has none, or a value of another type), and the page's card shows them."""
     pytest.importorskip("fastapi")
@@ -220,7 +210,7 @@ def test_each_card_says_the_files_format_rate_and_channels(library_with_model): 
     from mlatr.serve.live_index import LiveIndex
     from mlatr.serve.results import card_facet
     from servetools import request, running_server
-    from test_serve_browser import CHROMEDRIVER, CHROMIUM, wait
+    from test_serve_browser import wait
 
     assert card_facet({"format": "wav", "channels": True, "sample_rate": "48000"}, "format") == "wav"
     assert card_facet({"channels": True}, "channels") is None and card_facet({"sample_rate": "48000"},
@@ -230,16 +220,7 @@ def test_each_card_says_the_files_format_rate_and_channels(library_with_model): 
     facets = {cid: index.clip_columns["facets"][r] or {} for cid, r in index.tables.live_rows().items()}
     live = LiveIndex(path)
     live.reload()
-    if not (CHROMIUM and CHROMEDRIVER):
-        pytest.skip("needs Debian's chromium and chromium-driver packages")
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1100,900"):
-        options.add_argument(flag)
-    browser = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+    browser = start_chromium(tmp_path / "profile")
     try:
         with running_server(create_app(live)) as base:
             api = request(base + "/search?q=rain&k=20").json()["results"]

@@ -7,7 +7,6 @@ page fits a phone's width. Skips (with the reason) where selenium, chromium or c
 ``scripts/setup-system.sh`` installs the Debian packages when run as root.
 """
 
-import shutil
 import time
 import urllib.parse
 
@@ -16,36 +15,22 @@ import pytest
 pytest.importorskip("fastapi", reason="mlatr serve needs the serve extra: pip install 'mlatr[serve]'")
 selenium = pytest.importorskip("selenium", reason="the browser test needs selenium (pip install 'mlatr[dev]')")
 
-from selenium import webdriver  # noqa: E402
-from selenium.webdriver.chrome.service import Service  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.common.keys import Keys  # noqa: E402
 from selenium.webdriver.support.ui import Select, WebDriverWait  # noqa: E402
 
+from browsertools import CHROMEDRIVER, CHROMIUM, MISSING, start_chromium  # noqa: E402
 from mlatr.data.manifest import Manifest  # noqa: E402
 from mlatr.serve.app import create_app  # noqa: E402
 from mlatr.serve.live_index import LiveIndex  # noqa: E402
 from servetools import request, running_server, upload  # noqa: E402
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-CHROMEDRIVER = shutil.which("chromedriver")
-pytestmark = pytest.mark.skipif(
-    not (CHROMIUM and CHROMEDRIVER),
-    reason="needs Debian's chromium and chromium-driver packages (scripts/setup-system.sh installs them as root)")
-
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync",
-         "--disable-dev-shm-usage", "--window-size=1100,900", "--lang=en-US"]
+pytestmark = pytest.mark.skipif(not (CHROMIUM and CHROMEDRIVER), reason=MISSING)
 
 
 @pytest.fixture
 def browser(tmp_path):
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for flag in FLAGS + [f"--user-data-dir={tmp_path / 'profile'}"]:
-        options.add_argument(flag)
-    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
-    driver.set_page_load_timeout(30)
+    driver = start_chromium(tmp_path / "profile")
     try:
         yield driver
     finally:
