@@ -149,6 +149,12 @@ def test_build_refuses_nan_embeddings_naming_the_clips(served_toy, tmp_path, mon
     with pytest.raises(MlatrError, match="non-finite values .* clip\\(s\\) clip001"):
         build_index(loaded, Manifest.load(manifest), out)
     assert not out.exists() and list(tmp_path.iterdir()) == []
+    # the refused vector is not left in the resume journal: the next build of the same clips with the same model
+    # (another output, the encoder well again) encodes clip001 anew instead of resuming its NaN
+    monkeypatch.setattr(loaded.model, "encode_audio", encode)
+    build_index(loaded, Manifest.load(manifest), tmp_path / "again.idx.npz")
+    again = Index.load(tmp_path / "again.idx.npz")
+    assert np.isfinite(np.asarray(again.embeddings)).all() and "clip001" in again.ids
 
 
 # ---------------------------------------------------------------- weak: empty manifest, one test clip

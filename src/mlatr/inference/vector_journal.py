@@ -65,13 +65,16 @@ class VectorJournal:
                     bad.update(json.loads(str(z["bad"])))
             except (OSError, ValueError, KeyError):  # a part cut short by a kill during its write: encoded again
                 continue
-            vectors.update(zip(names, vecs, strict=True))
+            vectors.update((n, v) for n, v in zip(names, vecs, strict=True) if np.isfinite(v).all())
         return vectors, bad
 
     def add(self, names: list[str], vectors: np.ndarray, bad: dict[str, str]) -> None:
-        """Record clips encoded (``names`` with ``vectors [n, d]``) and skipped; written every :data:`FLUSH_SECONDS`."""
-        self._names += names
-        self._vectors += list(vectors)
+        """Record clips encoded (``names`` with ``vectors [n, d]``) and skipped; written every :data:`FLUSH_SECONDS`.
+        A vector that is not finite is not recorded: the run refuses it (the index's check names the clip), and
+        the next run, whatever its output, encodes that clip again rather than resume a NaN."""
+        finite = np.isfinite(np.asarray(vectors, dtype=np.float64)).all(axis=1) if len(names) else []
+        self._names += [n for n, ok in zip(names, finite, strict=True) if ok]
+        self._vectors += [v for v, ok in zip(vectors, finite, strict=True) if ok]
         self._bad.update(bad)
         if time.monotonic() - self._since >= FLUSH_SECONDS:
             self.flush()
