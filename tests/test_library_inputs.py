@@ -139,7 +139,8 @@ def test_text_and_sound_searches_answer_the_same_list_with_typed_evidence(librar
     assert not any(h.same_audio for h in text)
     e = next(e for e in text[0].evidence if e.source == "caption")
     assert isinstance(e, mlatr.Evidence) and e.to_dict() == {"source": "caption", "text": "a short beep",
-                                                            "lang": "eng", "score": e.score, "rank": 1}
+                                                            "lang": "eng", "origin": "sidecar", "score": e.score,
+                                                            "rank": 1}  # the caption came from a sidecar .txt
     assert [x.to_dict() for x in sound[0].evidence] == [{"source": "sound", "score": sound[0].score, "rank": 1}]
     h = text[0]
     assert repr(h) == f"Hit(rank=1, id={h.id!r}, score={h.score:.3f}, relevance={h.relevance:.2f})"

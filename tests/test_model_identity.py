@@ -75,7 +75,12 @@ def test_weights_sha256_sees_every_tensor_and_no_container():
     a = {"w": torch.ones(2, 3), "b": torch.zeros(3, dtype=torch.float16)}
     assert weights_sha256(a) == weights_sha256({"b": a["b"].clone(), "w": a["w"].clone().t().contiguous().t()})
     assert weights_sha256(a) != weights_sha256({**a, "w": torch.ones(3, 2)})  # same bytes, other shape
-    assert weights_sha256(a) != weights_sha256({**a, "b": torch.zeros(3, dtype=torch.bfloat16)})
+    # a half-precision tensor is taken as the float32 it is loaded into: the same values in float16 and bfloat16
+    # are one digest, the values each rounds 0.1 to are two
+    assert weights_sha256(a) == weights_sha256({**a, "b": torch.zeros(3, dtype=torch.bfloat16)})
+    tenth = {dtype: {**a, "b": torch.full((3,), 0.1, dtype=dtype)} for dtype in (torch.float16, torch.bfloat16)}
+    assert weights_sha256(tenth[torch.float16]) != weights_sha256(tenth[torch.bfloat16])
+    assert weights_sha256(a) != weights_sha256({**a, "b": torch.zeros(3, dtype=torch.int64)})
     changed = a["w"].clone()
     changed[1, 2] = 1.0000001
     assert weights_sha256(a) != weights_sha256({**a, "w": changed})

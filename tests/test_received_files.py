@@ -43,10 +43,21 @@ def test_every_array_load_refuses_pickles():
     assert calls and not [where for where, text in calls if "allow_pickle=True" in text], calls
 
 
+#: Modules allowed to import pickle, and why: none of them reads a file or a request.
+PICKLE_USERS = {
+    # the worker processes' own work and exceptions, checked to pickle (a round trip of an object made in this
+    # process) before multiprocessing sends them between mlatr's own processes
+    "inference/worker_pool.py",
+}
+
+
 def test_no_unsafe_deserialiser_is_used():
     for pattern in (r"^\s*import pickle|^\s*from pickle|cPickle|dill|joblib", r"yaml\.(load|unsafe_load)\(",
                     r"yaml\.(Unsafe|Full)?Loader", r"marshal\.loads?\(", r"shelve\.open"):
-        assert not _calls(pattern), (pattern, _calls(pattern))
+        found = [(where, text) for where, text in _calls(pattern) if where.split(":")[0] not in PICKLE_USERS]
+        assert not found, (pattern, found)
+    loads = [where for where, text in _calls(r"pickle\.loads?\(") if "pickle.loads(pickle.dumps(" not in text]
+    assert not loads, loads  # where pickle is imported, it only ever reads back what it has just written
 
 
 class RunsCode:
