@@ -99,7 +99,22 @@ def _index_arrays(path):
 
 
 def _same(a: dict, b: dict) -> bool:
-    return a.keys() == b.keys() and all(np.array_equal(a[k], b[k]) for k in a)
+    """The same index: every array equal, floats within 1e-6 (a build after a killed one resumes the vectors its
+    journal kept, encoded in other batches than an uninterrupted run's, so they may differ by BLAS rounding)."""
+    def equal(x, y):
+        if x.shape != y.shape:
+            return False
+        if x.dtype.kind == "U" and x.shape == ():  # the meta: its "nothing relevant" level is recorded by a second
+            # write after the index's own (a kill between the two leaves the complete index without it, and its
+            # first query fits it: mlatr.search.abstention), so it is not part of what must be whole
+            x, y = (json.dumps({k: v for k, v in json.loads(str(m)).items() if k != "abstention"}, sort_keys=True)
+                    if str(m).startswith("{") else str(m) for m in (x, y))
+            return x == y
+        if np.issubdtype(x.dtype, np.floating):
+            return bool(np.allclose(x, y, rtol=0, atol=1e-6))
+        return bool(np.array_equal(x, y))
+
+    return a.keys() == b.keys() and all(equal(a[k], b[k]) for k in a)
 
 
 @pytest.mark.slow
