@@ -295,23 +295,30 @@ HAS_MILVUS = bool(importlib.util.find_spec("pymilvus") and importlib.util.find_s
 needs_milvus = pytest.mark.skipif(not HAS_MILVUS, reason="Milvus needs the milvus extra: pip install 'mlatr[milvus]'")
 
 
-@pytest.fixture(scope="module")
-def facets_collection(tmp_path_factory):
-    """A milvus-lite collection of the rows of :data:`FACETS` (``info["facets"]``, as an index keeps them), and a
-    query function: the ids a filter expression selects."""
+def _info_collection(db, name: str, infos: list[dict]):
+    """A milvus-lite collection ``name`` in ``db`` holding rows ``r0, r1, ...`` with each of ``infos`` as their
+    ``info`` JSON (the field a MilvusStorage filters on) and a 2-d stand-in vector; loaded for queries."""
     from pymilvus import DataType, MilvusClient
 
-    mc = MilvusClient(str(tmp_path_factory.mktemp("milvus") / "facets.db"))
+    mc = MilvusClient(str(db))
     schema = MilvusClient.create_schema(auto_id=False, enable_dynamic_field=False)
     schema.add_field("id", DataType.VARCHAR, is_primary=True, max_length=64)
     schema.add_field("info", DataType.JSON)
     schema.add_field("vector", DataType.FLOAT_VECTOR, dim=2)
     params = mc.prepare_index_params()
     params.add_index(field_name="vector", index_type="FLAT", metric_type="IP")
-    mc.create_collection("clips", schema=schema, index_params=params)
-    mc.insert("clips", [{"id": f"r{i}", "info": {"facets": f} if i != 3 else {"captions": {}},
-                         "vector": [1.0, 0.0]} for i, f in enumerate(FACETS)])
-    mc.load_collection("clips")
+    mc.create_collection(name, schema=schema, index_params=params)
+    mc.insert(name, [{"id": f"r{i}", "info": info, "vector": [1.0, 0.0]} for i, info in enumerate(infos)])
+    mc.load_collection(name)
+    return mc
+
+
+@pytest.fixture(scope="module")
+def facets_collection(tmp_path_factory):
+    """A milvus-lite collection of the rows of :data:`FACETS` (``info["facets"]``, as an index keeps them), and a
+    query function: the ids a filter expression selects."""
+    mc = _info_collection(tmp_path_factory.mktemp("milvus") / "facets.db", "clips",
+                          [{"facets": f} if i != 3 else {"captions": {}} for i, f in enumerate(FACETS)])
 
     def select(expr) -> list[bool]:
         if expr is True or expr is False:
@@ -350,8 +357,6 @@ def test_milvus_expression_of_any_filter_allows_the_same_clips(facets_collection
 def test_milvus_values_with_quotes_and_backslashes_never_break_out(tmp_path):
     """Each stored title, however hostile (quotes, backslashes, an injected ``or true``, newlines, control and
     non-ASCII characters), is found by its own equality test, and only it."""
-    from pymilvus import DataType, MilvusClient
-
     titles = ['x" or true or "', "a\\", 'q"', "\\\"", "'; drop", "a\nb", "t\tb", "\x01ctl", "\r\x0b\x0c\x1b",
               "é中文", "\\u0061",
               'x") or (id != "', "x\\\" or id != \"", "", " "]
@@ -360,17 +365,8 @@ def test_milvus_values_with_quotes_and_backslashes_never_break_out(tmp_path):
     titles += ["".join(rng.choice(alphabet, size=int(rng.integers(1, 8)))) for _ in range(30)]
     titles = [t.replace("\x00", "") for t in titles]
     titles = list(dict.fromkeys(titles))
-    mc = MilvusClient(str(tmp_path / "t.db"))
-    schema = MilvusClient.create_schema(auto_id=False, enable_dynamic_field=False)
-    schema.add_field("id", DataType.VARCHAR, is_primary=True, max_length=64)
-    schema.add_field("info", DataType.JSON)
-    schema.add_field("vector", DataType.FLOAT_VECTOR, dim=2)
-    params = mc.prepare_index_params()
-    params.add_index(field_name="vector", index_type="FLAT", metric_type="IP")
-    mc.create_collection("c", schema=schema, index_params=params)
     facets = [{"title": t} for t in titles]
-    mc.insert("c", [{"id": f"r{i}", "info": {"facets": f}, "vector": [1.0, 0.0]} for i, f in enumerate(facets)])
-    mc.load_collection("c")
+    mc = _info_collection(tmp_path / "t.db", "c", [{"facets": f} for f in facets])
     table = FacetTable(facets)
     for title in titles:
         where = FieldTest("title", "=", (fold(title),))

@@ -72,7 +72,7 @@ class VectorJournal:
         """Record clips encoded (``names`` with ``vectors [n, d]``) and skipped; written every :data:`FLUSH_SECONDS`.
         A vector that is not finite is not recorded: the run refuses it (the index's check names the clip), and
         the next run, whatever its output, encodes that clip again rather than resume a NaN."""
-        finite = np.isfinite(np.asarray(vectors, dtype=np.float64)).all(axis=1) if len(names) else []
+        finite = np.isfinite(vectors).all(axis=1) if len(names) else []
         self._names += [n for n, ok in zip(names, finite, strict=True) if ok]
         self._vectors += [v for v, ok in zip(vectors, finite, strict=True) if ok]
         self._bad.update(bad)
