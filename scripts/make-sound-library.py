@@ -49,7 +49,8 @@ def _riff_chunk(kind: bytes, body: bytes) -> bytes:
 def add_bext(path: Path, description: str) -> None:
     """Insert a BWF ``bext`` chunk (EBU Tech 3285: description, originator, ...) after ``fmt ``."""
     raw = path.read_bytes()
-    fmt_end = raw.index(b"fmt ") + 8 + struct.unpack("<I", raw[raw.index(b"fmt ") + 4:raw.index(b"fmt ") + 8])[0]
+    fmt = raw.index(b"fmt ")
+    fmt_end = fmt + 8 + struct.unpack("<I", raw[fmt + 4:fmt + 8])[0]
     bext = struct.pack("<256s32s32s10s8s", description.encode(), b"mlatr", b"", b"2024-06-01", b"12:00:00")
     body = raw[12:fmt_end] + _riff_chunk(b"bext", bext + bytes(602 - len(bext))) + raw[fmt_end:]
     path.write_bytes(b"RIFF" + struct.pack("<I", len(body) + 4) + b"WAVE" + body)
