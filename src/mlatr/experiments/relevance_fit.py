@@ -815,15 +815,15 @@ def text_search_report(runs: dict, languages: list[str]) -> list[str]:
                 r1 = _f(r[kind]["logistic"]["t2a"]["avg"]["R1"])
                 lines.append(f"| {name} | {kind} | " + " | ".join(_f(v[rk]) for rk in rankings)
                              + f" | {r1} | {'ok' if _meets(v) else '**miss**'} |")
-        c, a, ac = ts["calibration"], ts["abstention"], ts["answer_calibration"]
+        c, a, ac, sc = ts["calibration"], ts["abstention"], ts["answer_calibration"], ts["sound_calibration"]
         lines += ["", f"Relevance calibration (default ranking, top {SHOWN} hits of every query, held-out units): "
                   f"ECE {c['ece_shown']:.3f} over {c['n_shown']} hits; over the {c['n_read']} hits of relevance >= "
                   f"{READ_FROM} ({100 * c['share_read']:.1f} %) ECE {c['ece_read']:.3f}; over every (query, clip) "
                   f"pair {c['ece_all_pairs']:.3f}. The first hit's relevance separates right first hits from wrong "
                   f"ones with AUC {c['auc_first']:.3f} ({c['n_first']} first hits, {100 * c['first_right']:.1f} % "
                   f"right). Sound queries (each relevant clip's top {SHOWN} neighbours): ECE "
-                  f"{ts['sound_calibration']['ece']:.3f}, AUC {ts['sound_calibration'].get('auc', float('nan')):.3f}; "
-                  f"over every pair {ts['sound_calibration'].get('ece_all_pairs', float('nan')):.3f}. The answer's relevance (one of "
+                  f"{sc['ece']:.3f}, AUC {sc.get('auc', np.nan):.3f}; over every pair "
+                  f"{sc.get('ece_all_pairs', np.nan):.3f}. The answer's relevance (one of "
                   f"the top hits is relevant): ECE {ac['ece']:.3f} over {ac['n']} queries.", "",
                   f"Per unit (names), ECE over the hits of relevance >= {READ_FROM}: "
                   + "; ".join(f"{n} {_f(v['ece_read'], 3)} ({v['n_read']})" for n, v in c["per_unit"].items()) + ".",
