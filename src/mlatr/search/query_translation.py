@@ -11,15 +11,55 @@ The translator is Apertium, offline, where a pair is installed (Debian: ``aperti
 ``apertium-eng-cat`` give Spanish and Catalan queries an English translation); a query in a language without an
 installed pair is ranked as it is. Translations are cached in memory (a query asked again costs nothing), and
 on disk when a cache file is given (:class:`~mlatr.translation.cache.TranslationCache`).
+
+**What a search translates** (:meth:`Index.search_text <mlatr.search.index.Index.search_text>`, ``translate``):
+a query whose language is given and differs from the captions' (:func:`caption_language`: English, the
+language of file names, unless the index records captions in other languages only), with ``translate`` on
+(the default: whenever a pair is installed). Only the query's positive part is translated
+(:attr:`~mlatr.search.query_syntax.ParsedQuery.embedded`: its words and phrases without ``-word`` / ``NOT``,
+quote marks and ``OR``), and the translation is read as a plain query; the excluded words and required phrases
+stay as the user typed them, matched in the query's language (:mod:`mlatr.search.eligibility`): ``perro -gallo``
+ranks by ``perro`` and its translation ``dog`` and leaves out the clips whose captions hold ``gallo`` (not
+``rooster``). A translation reaches a ranking as a :class:`QueryTranslation` (its text and embedding), and each
+candidate's caption-side features take the better of the query's and the translation's
+(:func:`mlatr.search.fusion.features`, :data:`~mlatr.search.fusion.TRANSLATED`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
+
+import numpy as np
 
 from mlatr.errors import MlatrError
 from mlatr.translation import ApertiumBackend, TranslationCache, Translator
+
+#: The ``translate`` settings of a text query: ``auto`` (translated into the captions' language when a pair is
+#: installed; ``True`` says the same) and ``off`` (never; ``False``).
+TRANSLATE = ("auto", "off")
+
+#: The language a query is translated into when the index records no caption language, or English among them.
+DEFAULT_CAPTION_LANGUAGE = "eng"
+
+
+@dataclass(frozen=True)
+class QueryTranslation:
+    """A query's translation as a ranking reads it: ``text`` (a plain query: the positive part translated),
+    ``lang`` (the captions' language it is in) and ``vec [d]``, its embedding by the index's model in ``lang``."""
+
+    text: str
+    lang: str
+    vec: np.ndarray
+
+
+def caption_language(recorded: Sequence[str] | None) -> str:
+    """The language of an index's captions, queries are translated into: English where the index records none
+    or English among its caption languages (file names, most sound libraries' metadata), else the first it
+    records."""
+    recorded = [lang for lang in (recorded or ()) if isinstance(lang, str) and lang]
+    return DEFAULT_CAPTION_LANGUAGE if not recorded or DEFAULT_CAPTION_LANGUAGE in recorded else recorded[0]
 
 
 class QueryTranslator:
