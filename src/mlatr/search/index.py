@@ -450,11 +450,14 @@ class Index:
     def translate_queries(self, queries: Sequence[TextQuery]) -> list[str | None]:
         """Each checked query's translation into :meth:`caption_language` (its positive part:
         :attr:`~mlatr.search.query_syntax.ParsedQuery.embedded`), or None: ``translate`` off, no language given,
-        the captions' own, no pair installed, the translation failed or changed nothing. No model call (a server
-        translates outside its model lock); the translator caches them."""
+        the captions' own, no live caption, no pair installed, the model cannot embed the captions' language, the
+        translation failed or changed nothing. No encoder call (a server translates outside its model lock); the
+        translator caches them."""
         out: list[str | None] = [None] * len(queries)
         target = self.caption_language()
         asked = [i for i, q in enumerate(queries) if q.translate and q.lang is not None and q.lang != target]
+        if asked and not self.has_live_captions():  # nothing on the caption side for a translation to match
+            return out
         translator = self.translator() if asked else None
         asked = [i for i in asked if translator is not None and translator.available(queries[i].lang, target)]
         if not asked or not self._embeds(target):

@@ -126,7 +126,7 @@ class TextBatcher:
         snap = items[0].snap
         try:
             queries = [i.query for i in items]
-            translated = snap.index.translate_queries(queries)  # no model call: outside the lock
+            translated = snap.index.translate_queries(queries)  # no encoder call: outside the lock
             with self.live.lock:
                 vectors = snap.index.embed_queries(queries)
                 translations = snap.index.embed_translations(translated)
