@@ -140,7 +140,7 @@ def test_features_equal_the_experiments_reading_on_the_exact_windowed_and_milvus
             [float(model.relevance(model.score(feats[i][None]))[0]) for i in local], abs=1e-5)
 
 
-def test_the_translations_windows_join_the_candidates(vectors_meta):
+def test_the_translations_windows_join_the_candidates(vectors_meta, tmp_path):
     """Windows of 5 that miss clip 7 by the query alone: the translation's caption and keyword windows bring it
     among the candidates (a k as large as the library returns every candidate)."""
     clips, captions, q, t_vec = library(n=400, seed=1)
@@ -150,6 +150,21 @@ def test_the_translations_windows_join_the_candidates(vectors_meta):
     assert len(hits) <= 20  # the union of the windows, not the library
     dog = [h for h in hits if h.row == 7]
     assert dog and any(e.source == "keyword" and e.translation for e in dog[0].evidence)
+    # Milvus's windows (of 5: k 5) likewise
+    pytest.importorskip("pymilvus")
+    pytest.importorskip("milvus_lite")
+    from mlatr.search import milvus as mv
+
+    target = f"milvus:{tmp_path / 'windows.db'}"
+    mv.write_milvus(target, clips, captions, {"checkpoint": {"path": "none", "sha256": ""}}, [], replace=True)
+    remote = mv.read_milvus(target).ranker
+    remote.window = 5
+    seven = list(remote.ids).index("c7")
+    alone, = remote.candidates(q[None], ["perro ladrando"], ["spa"], [5])
+    both, = remote.candidates(q[None], ["perro ladrando"], ["spa"], [5],
+                              translations=[QueryTranslation("dog barking", "eng", t_vec)])
+    assert seven not in alone.cands.rows.tolist() and seven in both.cands.rows.tolist()
+    assert np.array_equal(both.translation.cands.rows, both.cands.rows)
 
 
 def test_caption_language_and_the_translate_setting():
@@ -179,6 +194,11 @@ def english_index(served_toy, tmp_path_factory):
 TABLE = {"un son aigu simple": "a single high tone", "un son aigu": "a high tone"}
 
 
+def fake_installed(cache_path=None):
+    """What ``installed_translator`` gives with the fake backend in Apertium's place (no disk cache)."""
+    return QueryTranslator(FakeBackend(TABLE))
+
+
 def test_a_french_query_is_read_through_its_translation_auto_and_off(english_index, monkeypatch, capsys):
     backend = FakeBackend(TABLE)
     index = Index.load(english_index)
@@ -200,7 +220,7 @@ def test_a_french_query_is_read_through_its_translation_auto_and_off(english_ind
     assert backend.asked == ["un son aigu simple"]
     assert auto.to_dict()["translated_query"] == "a single high tone" and off.to_dict()["translated_query"] is None
     # the CLI (the installed translator replaced by the fake one)
-    monkeypatch.setattr("mlatr.search.index.installed_translator", lambda: QueryTranslator(FakeBackend(TABLE)))
+    monkeypatch.setattr("mlatr.search.index.installed_translator", fake_installed)
     assert main(["search", str(english_index), "un son aigu simple", "--lang", "fra", "-k", "3", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["translated_query"] == "a single high tone"
@@ -239,7 +259,7 @@ def test_the_server_reads_the_translation_and_says_it(english_index, monkeypatch
     from mlatr.serve.live_index import LiveIndex
     from servetools import request, running_server
 
-    monkeypatch.setattr("mlatr.search.index.installed_translator", lambda: QueryTranslator(FakeBackend(TABLE)))
+    monkeypatch.setattr("mlatr.search.index.installed_translator", fake_installed)
     expected_ids = [h.id for h in Index.load(english_index).search_text("un son aigu simple", "fra", 4)]
     live = LiveIndex(english_index)
     live.reload()
@@ -254,6 +274,29 @@ def test_the_server_reads_the_translation_and_says_it(english_index, monkeypatch
                                                            for e in r["evidence"])
         bad = request(base + "/search?" + urllib.parse.urlencode({**q, "translate": "yes"}))
         assert bad.status == 422 and "translate" in bad.json()["error"]
+
+
+def test_an_index_keeps_its_queries_translations_on_disk(english_index, monkeypatch, tmp_path):
+    """A query asked again in a new process (a fresh Index) is not translated again: the index folder's cache
+    holds it; a cache file that cannot be written leaves the translations in memory."""
+    backends = []
+
+    def installed(cache_path=None):
+        backends.append(FakeBackend(TABLE))
+        return QueryTranslator(backends[-1], cache_path)
+
+    monkeypatch.setattr("mlatr.search.index.installed_translator", installed)
+    first = Index.load(english_index).search_text("un son aigu", "fra", 3)
+    assert backends[0].asked == ["un son aigu"] and first.translated_query == "a high tone"
+    cache = english_index / ".query-translations.jsonl"
+    assert Index.load(english_index).translation_cache() == cache and cache.is_file()
+    again = Index.load(english_index).search_text("un son aigu", "fra", 3)
+    assert backends[1].asked == [] and again.translated_query == "a high tone"
+    assert [h.id for h in again] == [h.id for h in first]
+    (tmp_path / "a-file").write_text("x")
+    blocked = QueryTranslator(FakeBackend(TABLE), tmp_path / "a-file" / "cache.jsonl")  # its folder is a file
+    assert blocked.translate(["un son aigu"], "fra", "eng") == ["a high tone"]
+    assert blocked.translator.cache.path is None
 
 
 def test_without_apertium_queries_rank_as_before(monkeypatch):

@@ -77,6 +77,8 @@ from mlatr.search.storage_choice import open_storage
 
 #: Windows of one sound query encoded per call.
 QUERY_WINDOW_BATCH = 16
+#: The name of an index's query translation cache (:meth:`Index.translation_cache`).
+TRANSLATION_CACHE = ".query-translations.jsonl"
 
 
 class _Column:
@@ -436,8 +438,18 @@ class Index:
         """The query translator (:func:`~mlatr.search.query_translation.installed_translator`: Apertium's installed
         pairs, found on first use; None without Apertium), or the one :meth:`use_translator` gave."""
         if "translator" not in self._parts:
-            self._parts["translator"] = installed_translator()
+            self._parts["translator"] = installed_translator(self.translation_cache())
         return self._parts["translator"]
+
+    def translation_cache(self) -> Path | None:
+        """The file an index keeps its queries' translations in (:class:`~mlatr.search.query_translation.QueryCache`):
+        ``.query-translations.jsonl`` inside an index folder, ``NAME.query-translations.jsonl`` beside an ``.npz``;
+        None (memory only) for an index in memory or in Milvus."""
+        if not isinstance(self.path, Path):
+            return None
+        if self.path.is_dir():
+            return self.path / TRANSLATION_CACHE
+        return self.path.with_name(self.path.name + TRANSLATION_CACHE)
 
     def use_translator(self, translator: QueryTranslator | None) -> None:
         """Translate queries with ``translator`` (a :class:`~mlatr.search.query_translation.QueryTranslator` over

@@ -10,7 +10,10 @@ evidence keeps the query's own embedding (the sound side was trained on every la
 The translator is Apertium, offline, where a pair is installed (Debian: ``apertium-eng-spa``,
 ``apertium-eng-cat`` give Spanish and Catalan queries an English translation); a query in a language without an
 installed pair is ranked as it is. Translations are cached in memory (a query asked again costs nothing), and
-on disk when a cache file is given (:class:`~mlatr.translation.cache.TranslationCache`).
+on disk when a cache file is given (:class:`QueryCache`: the append-only, fsynced log of
+:class:`~mlatr.translation.cache.TranslationCache`, a line cut short by a crash skipped when read; an index keeps
+one beside its files, :meth:`Index.translation_cache <mlatr.search.index.Index.translation_cache>`, so a query
+asked again from the command line costs no Apertium run).
 
 **What a search translates** (:meth:`Index.search_text <mlatr.search.index.Index.search_text>`, ``translate``):
 a query whose language is given and differs from the captions' (:func:`caption_language`: English, the
@@ -62,12 +65,30 @@ def caption_language(recorded: Sequence[str] | None) -> str:
     return DEFAULT_CAPTION_LANGUAGE if not recorded or DEFAULT_CAPTION_LANGUAGE in recorded else recorded[0]
 
 
+class QueryCache(TranslationCache):
+    """A :class:`~mlatr.translation.cache.TranslationCache` whose file only saves work: one that cannot be read
+    (skipped) or written (a read-only index, a full disk) leaves the translations in memory; a search never fails
+    for it."""
+
+    def __init__(self, path: str | Path | None = None):
+        try:
+            super().__init__(path)
+        except MlatrError:
+            super().__init__(None)
+
+    def put_many(self, items) -> None:
+        try:
+            super().put_many(items)  # stores in memory first, then appends to the file
+        except OSError:
+            self.path = None
+
+
 class QueryTranslator:
-    """Apertium's installed pairs behind a cache (module docstring)."""
+    """Apertium's installed pairs (or ``backend``) behind a cache (module docstring; ``cache_path``: its file)."""
 
     def __init__(self, backend=None, cache_path: str | Path | None = None):
         self.backend = backend if backend is not None else ApertiumBackend()
-        self.translator = Translator(self.backend, TranslationCache(cache_path))
+        self.translator = Translator(self.backend, QueryCache(cache_path))
 
     def available(self, source: str | None, target: str) -> bool:
         """Whether a query in ``source`` can be translated into ``target`` here (never into its own language)."""
