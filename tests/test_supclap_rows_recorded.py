@@ -26,13 +26,12 @@ if str(TESTS) not in sys.path:
     sys.path.insert(0, str(TESTS))
 
 from behaviour_record import compare, jsonable, unique_captions, weight_digest  # noqa: E402
-from toydata import TINY_MODEL, make_toy_manifest  # noqa: E402
-
 from mlatr.experiments.supclap import supclap_config  # noqa: E402
 from mlatr.inference.checkpoint import read_checkpoint  # noqa: E402
 from mlatr.training.config import config_from_dict  # noqa: E402
 from mlatr.training.run_log import read_run_log  # noqa: E402
 from mlatr.training.trainer import Trainer  # noqa: E402
+from toydata import TINY_MODEL, make_toy_manifest  # noqa: E402
 
 REFERENCE = TESTS / "fixtures" / "supclap_rows_reference.json"
 METHODS = ("infonce-bi-dynamic", "infonce-bi-dynamic-earlier")
