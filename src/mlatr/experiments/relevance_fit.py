@@ -933,11 +933,9 @@ def calibrate_recipe(folder: Path, data: RealSounds, out: Path, weights: str | N
     """Measure the recipe of fold embeddings ``folder`` cross-fitted (:func:`measure`), write ``out/results.json``,
     ``report.md``, ``reliability.png`` and ``nothing-relevant-tradeoff.png``, and with ``weights`` (the SHA-256 of a
     model of that recipe) fit its calibration on every unit and query (:func:`fit_calibration`). ``translate``:
-    measure as if searches translated the queries (:func:`load_libraries`; never with ``weights``). Returns
-    ``(results, calibration or None)``."""
-    if translate and weights is not None:
-        raise MlatrError("a calibration is fitted on the features searches compute: not with translated queries, "
-                         "which searches do not make")
+    measure and fit on the features of searches that translate Spanish and Catalan queries into English, as a
+    search does where Apertium's pairs are installed (:func:`load_libraries`; the calibration records it).
+    Returns ``(results, calibration or None)``."""
     libs = load_libraries(folder, data, translate)
     res = json.loads(json.dumps(measure(libs, folder, data, progress=progress), default=float))
     about = {"command": "mlatr experiment calibrate", "commit": source_commit(), "embeddings": str(folder),
