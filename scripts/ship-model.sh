@@ -30,7 +30,7 @@ while [ $# -gt 0 ]; do
         --run) run="$2" ;; --manifest) manifest="$2" ;; --calibration) calibration="$2" ;; --output) output="$2" ;;
       esac
       shift 2 ;;
-    -h|--help) sed -n '2,16p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,18p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "ship-model.sh: unknown argument $1 (--help lists them)" >&2; exit 2 ;;
   esac
 done
