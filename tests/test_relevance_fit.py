@@ -134,6 +134,11 @@ def test_each_measured_query_comes_from_models_that_never_saw_its_unit_or_its_te
     # every unit's every query measured: recall, relevance and abstention have all the units
     assert set(res["libraries"]) == {f"u{i}" for i in range(4)}
     assert res["abstention_counts"]["names"]["nonsense"] == 4 * 8
+    for kind, units in res["abstention_per_unit"].items():  # each unit's counts add up to the pooled rates
+        assert set(units) == {f"u{i}" for i in range(4)}
+        for group, count in res["abstention_counts"][kind].items():
+            said, of = (sum(u[group][i] for u in units.values()) for i in (0, 1))
+            assert of == count and 100 * said / of == pytest.approx(res["abstention"][kind][group])
 
 
 def test_the_fitted_rule_catches_nonsense_and_keeps_answerable_queries_on_separable_libraries():

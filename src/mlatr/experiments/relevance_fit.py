@@ -576,10 +576,12 @@ def _calibration(libs: list[Library], measured: dict) -> dict:
 
 
 def _abstention(libs: list[Library], measured: dict) -> dict:
-    """"Nothing relevant" rates of each group at each query's fitted rule, and the trade-off as the margin moves."""
+    """"Nothing relevant" rates of each group at each query's fitted rule (pooled, and each unit's counts), and the
+    trade-off as the margin moves."""
     values: dict = {kind: {g: [] for g in GROUPS} for kind in METADATA}
     said: dict = {kind: {g: [] for g in GROUPS} for kind in METADATA}
     wrong_top: dict = {kind: [] for kind in METADATA}  # answerable with a relevant clip in the top hits
+    per_unit: dict = {kind: {} for kind in METADATA}
     for lib in libs:
         m = measured[(lib.name, lib.kind)]
         has = lib.has
@@ -589,6 +591,7 @@ def _abstention(libs: list[Library], measured: dict) -> dict:
                                       ("relevant", m.excess[has], m.margin[has])):
             values[lib.kind][group].append(excess)
             said[lib.kind][group].append(excess < margin)
+            per_unit[lib.kind].setdefault(lib.name, {})[group] = [int(np.sum(excess < margin)), int(len(excess))]
         wrong_top[lib.kind].append((m.excess < m.margin)[has & m.answered])
     rate = {kind: {g: 100 * float(np.mean(np.concatenate(v))) for g, v in groups.items()}
             for kind, groups in said.items()}
@@ -598,7 +601,8 @@ def _abstention(libs: list[Library], measured: dict) -> dict:
              for kind, groups in values.items()}
     return {"abstention": rate, "tradeoff": {"margin": SWEEP.tolist(), **sweep},
             "abstention_counts": {kind: {g: int(sum(len(v) for v in vs)) for g, vs in groups.items()}
-                                  for kind, groups in values.items()}}
+                                  for kind, groups in values.items()},
+            "abstention_per_unit": per_unit}  # {kind: {unit: {group: [said, of]}}}
 
 
 def _sound_calibration(shown: list[tuple[np.ndarray, np.ndarray]], every: list[tuple[np.ndarray, np.ndarray]]) -> dict:
@@ -933,11 +937,9 @@ def calibrate_recipe(folder: Path, data: RealSounds, out: Path, weights: str | N
     """Measure the recipe of fold embeddings ``folder`` cross-fitted (:func:`measure`), write ``out/results.json``,
     ``report.md``, ``reliability.png`` and ``nothing-relevant-tradeoff.png``, and with ``weights`` (the SHA-256 of a
     model of that recipe) fit its calibration on every unit and query (:func:`fit_calibration`). ``translate``:
-    measure as if searches translated the queries (:func:`load_libraries`; never with ``weights``). Returns
-    ``(results, calibration or None)``."""
-    if translate and weights is not None:
-        raise MlatrError("a calibration is fitted on the features searches compute: not with translated queries, "
-                         "which searches do not make")
+    measure and fit on the features of searches that translate Spanish and Catalan queries into English, as a
+    search does where Apertium's pairs are installed (:func:`load_libraries`; the calibration records it).
+    Returns ``(results, calibration or None)``."""
     libs = load_libraries(folder, data, translate)
     res = json.loads(json.dumps(measure(libs, folder, data, progress=progress), default=float))
     about = {"command": "mlatr experiment calibrate", "commit": source_commit(), "embeddings": str(folder),
