@@ -63,6 +63,7 @@ from mlatr.io_utils import atomic_write_json, atomic_write_text
 from mlatr.plotting import pyplot
 from mlatr.search.abstention import FALSE_ABSTENTION, NONSENSE_MISSED, conformal_level, crc_margin, relevance_logit
 from mlatr.search.analysis import tokens
+from mlatr.search.fusion import TRANSLATED
 from mlatr.search.lexical import KeywordIndex
 from mlatr.search.relevance import (
     ANSWER_FEATURES,
@@ -172,15 +173,12 @@ def rrf_scores(sound: np.ndarray, caption: np.ndarray, keyword: np.ndarray, gate
     return total
 
 
-#: The caption-side features a query's English translation can raise (:mod:`mlatr.search.query_translation`).
-TRANSLATED = ("caption", "caption_z", "keyword", "caption_rare")
-
-
 def with_translation(x: np.ndarray, translated: np.ndarray, rows: np.ndarray) -> np.ndarray:
     """The features ``x [Q, n, F]`` where the rows ``rows [Q]`` (queries with a translation) take, for each
     :data:`TRANSLATED` feature, the better of the query's and its translation's (``translated [Q, n, F]``, whose
-    sound features are the query's own): what a search that translated the query would see (searches do not
-    translate yet: :func:`load_libraries` applies it only when asked)."""
+    sound features are the query's own): what a search that translates the query sees
+    (:func:`mlatr.search.fusion.features`, where Apertium's pair is installed; :func:`load_libraries` applies it
+    when asked)."""
     out = x.copy()
     cols = [FEATURES.index(c) for c in TRANSLATED]
     out[np.ix_(rows, np.arange(x.shape[1]), cols)] = np.maximum(x[rows][..., cols], translated[rows][..., cols])
@@ -190,8 +188,8 @@ def with_translation(x: np.ndarray, translated: np.ndarray, rows: np.ndarray) ->
 def load_libraries(folder: str | Path, data: RealSounds, translate: bool = False) -> list[Library]:
     """Every held-out unit of ``folder`` (``*.npz`` fold embeddings) with each kind of metadata; with ``translate``
     and the queries' translations kept, the caption and keyword features of a translated query are the better of
-    its own and its translation's (:func:`with_translation`: what item 6's remedy would give; off by default, as
-    searches do not translate queries, so a calibration fitted on them is one for the features searches compute).
+    its own and its translation's (:func:`with_translation`: what a search computes where Apertium's Spanish and
+    Catalan pairs are installed; without, what one computes where they are not).
     A unit kept before the ``index`` draw of nonsense queries existed uses its ``fit`` draw for its own level."""
     files = sorted(Path(folder).glob("*.npz"))
     if not files:
