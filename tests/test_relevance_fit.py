@@ -134,6 +134,9 @@ def test_each_measured_query_comes_from_models_that_never_saw_its_unit_or_its_te
     # every unit's every query measured: recall, relevance and abstention have all the units
     assert set(res["libraries"]) == {f"u{i}" for i in range(4)}
     assert res["abstention_counts"]["names"]["nonsense"] == 4 * 8
+    sound = res["sound_calibration"]  # each unit's sound-query figures add up to the pooled ones
+    assert set(sound["per_unit"]) == {f"u{i}" for i in range(4)}
+    assert sum(u["n"] for u in sound["per_unit"].values()) == sound["n"] == 4 * 10 * 10  # 10 relevant clips, top 10
     for kind, units in res["abstention_per_unit"].items():  # each unit's counts add up to the pooled rates
         assert set(units) == {f"u{i}" for i in range(4)}
         for group, count in res["abstention_counts"][kind].items():

@@ -472,7 +472,7 @@ def cross_fit(libs: list[Library], languages: list[str], progress=print) -> dict
     names = sorted({lib.name for lib in libs})
     group_of = cross_fit_groups(names)
     measured: dict[tuple[str, str], _Measured] = {}
-    margins, sound_shown, sound_all, fits = {}, [], [], []
+    margins, sound_shown, sound_all, fits = {}, {}, {}, []
     for g in sorted(set(group_of.values())):
         train = [lib for lib in libs if group_of[lib.name] != g]
         test = [lib for lib in libs if group_of[lib.name] == g]
@@ -482,7 +482,7 @@ def cross_fit(libs: list[Library], languages: list[str], progress=print) -> dict
                 for shown, into in ((SHOWN, sound_shown), (None, sound_all)):
                     x, y = sound_pairs(lib, shown)
                     if len(y):
-                        into.append((sound.relevance(sound.score(x)), y))
+                        into[lib.name] = (sound.relevance(sound.score(x)), y)
         for half in (0, 1):
             progress(f"fitting without group {g} ({', '.join(sorted({lib.name for lib in test}))}), "
                      f"on query half {1 - half}")
@@ -603,16 +603,21 @@ def _abstention(libs: list[Library], measured: dict) -> dict:
             "abstention_per_unit": per_unit}  # {kind: {unit: {group: [said, of]}}}
 
 
-def _sound_calibration(shown: list[tuple[np.ndarray, np.ndarray]], every: list[tuple[np.ndarray, np.ndarray]]) -> dict:
-    """ECE of the sound-query relevance over the hits a user reads (each query clip's top :data:`SHOWN`), its AUC
-    there, and the ECE over every pair; ``shown`` and ``every`` are each held-out unit's (relevance, label)."""
+def _sound_calibration(shown: dict[str, tuple[np.ndarray, np.ndarray]],
+                       every: dict[str, tuple[np.ndarray, np.ndarray]]) -> dict:
+    """ECE of the sound-query relevance over the hits a user reads (each query clip's top :data:`SHOWN`; pooled and
+    per unit), its AUC there, and the ECE over every pair; ``shown`` and ``every``: each held-out unit's
+    (relevance, label)."""
     if not shown:
-        return {"ece": float("nan"), "bins": [], "auc": float("nan"), "ece_all_pairs": float("nan")}
-    p, y = (np.concatenate([pair[i] for pair in shown]) for i in (0, 1))
+        return {"ece": float("nan"), "bins": [], "auc": float("nan"), "ece_all_pairs": float("nan"), "per_unit": {}}
+    p, y = (np.concatenate([pair[i] for pair in shown.values()]) for i in (0, 1))
     ece, table = expected_calibration_error(p, y)
     return {"ece": ece, "bins": table, "n": int(len(y)), "auc": auc(p, y),
-            "ece_all_pairs": expected_calibration_error(*(np.concatenate([pair[i] for pair in every])
-                                                          for i in (0, 1)))[0]}
+            "ece_all_pairs": expected_calibration_error(*(np.concatenate([pair[i] for pair in every.values()])
+                                                          for i in (0, 1)))[0],
+            "per_unit": {name: {"ece": expected_calibration_error(up, uy)[0], "n": int(len(uy)),
+                                "relevant": float(np.mean(uy)), "relevance": float(np.mean(up))}
+                         for name, (up, uy) in shown.items()}}
 
 
 # ---- sound queries and classification ---------------------------------------------------------------
