@@ -46,8 +46,8 @@ SR = 16000
 LONG_SECONDS, EVENT, EVENT_HZ = 75.0, (40.2, 40.7), 6250.0
 #: The toy model's window (toydata.train_toy_model: data.eval_max_seconds=2.0): a long file's segments last as long.
 SEGMENT_SECONDS = 2.0
-SILENT, BROKEN, LONG, UCS = "misc/untitled", "misc/broken", "field/walk_2024-06-01", \
-    "ucs/DOORWood_Creaky door opens slowly_ACME_LIB"
+SILENT, LONG, UCS = "misc/untitled", "field/walk_2024-06-01", "ucs/DOORWood_Creaky door opens slowly_ACME_LIB"
+SHORT_MONO_WAV = "format=wav and channels=1 and duration<1"
 
 
 @dataclass
@@ -171,98 +171,134 @@ def _keyword_origin(hit: dict) -> str | None:
     return found[0] if found else None
 
 
-def test_a_sound_designers_folder_through_the_cli(served_toy, tmp_path):
-    lib, idx = tmp_path / "Sounds", tmp_path / "sounds.idx"
+@dataclass
+class Run:
+    """The folder, its index and what each command said, all commands but the sync run once for the module."""
+
+    lib: Path
+    idx: Path
+    made: dict[str, Written]
+    cli: Cli
+    built: str  # index build's stdout
+    said: dict[str, str]  # each search's and index duplicates' stdout
+    words: str  # the query whose words the clips' own texts hold
+    facets: dict[str, dict]  # each clip's facets, and its embedding and the long file's segment times, as built
+    embeddings: dict[str, np.ndarray]
+    segment_times: np.ndarray
+    csv: Path
+
+
+@pytest.fixture(scope="module")
+def run(served_toy, tmp_path_factory) -> Run:
+    """Build the folder's index (``--skip-bad``: the broken file), then run the searches and index duplicates side
+    by side, each in its own process."""
+    tmp = tmp_path_factory.mktemp("sound-library")
+    lib, idx = tmp / "Sounds", tmp / "sounds.idx"
     made = make_folder(lib)
-    cli = Cli(tmp_path / "encoded.log")
-    ckpt = served_toy[1]
-
-    # ---- index build: the broken file skipped and counted, what each file says about itself counted
-    out = cli.run("index", "build", lib, "--model", ckpt, "-o", idx, "--skip-bad", "--no-progress", "--workers", "1")
-    assert f"wrote {idx}: {len(made)} clips" in out and "skipped 1 bad file(s)" in out
-    skipped = [json.loads(line) for line in Path(f"{idx}.skipped.jsonl").read_text(encoding="utf-8").splitlines()]
-    assert [Path(s["file"]).name for s in skipped] == ["broken.wav"] and skipped[0]["reason"]
-    metadata = next(line for line in out.splitlines() if line.startswith("metadata: "))
-    for kind, n in Counter(tag for w in made.values() for tag in w.tags).items():
-        assert f" {n} {kind}" in metadata, (kind, n, metadata)
-    assert cli.encoded() > 0  # the band tower encoded the folder: the counts below are the commands'
+    cli = Cli(tmp / "encoded.log")
+    built = cli.run("index", "build", lib, "--model", served_toy[1], "-o", idx, "--skip-bad", "--no-progress",
+                    "--workers", "1")
     index = Index.load(idx)
-    assert sorted(index.ids) == sorted(made)
-    facets = {cid: index.clip_columns["facets"][row] for row, cid in enumerate(index.ids)}
-    for cid, written in made.items():
-        assert (facets[cid]["channels"], facets[cid]["format"]) == (written.channels, written.format), cid
-        assert facets[cid]["duration"] == pytest.approx(written.seconds, abs=0.1), cid  # an MP3's padding
-    assert [cid for cid, f in facets.items() if f["silent"]] == [SILENT]
-    before = {cid: np.array(index.embeddings[row]) for cid, row in index.tables.live_rows().items()}
-    long_row = index.tables.live_rows()[LONG]
-    long_segments = index.segment_columns.clip == long_row
-    segment_times = index.segment_columns.times[long_segments].copy()
-    assert len(segment_times) == int(LONG_SECONDS - SEGMENT_SECONDS) + 1  # 2 s every 1 s over 75 s
-
-    # ---- searches and duplicates, each its own process, side by side
-    query = _tone(tmp_path / "query.wav", EVENT_HZ, 1.0)  # the long recording's tone
+    live = index.tables.live_rows()
+    query = _tone(tmp / "query.wav", EVENT_HZ, 1.0)  # the long recording's tone
     words = " ".join(w.word for w in made.values() if w.word)
-    short_mono_wav = "format=wav and channels=1 and duration<1"
     k = str(len(made) + 5)
     runs = {
-        "origins": cli.start("search", idx, words, "-k", k, "--json", "--csv", tmp_path / "hits.csv"),
+        "origins": cli.start("search", idx, words, "-k", k, "--json", "--csv", tmp / "hits.csv"),
         "phrase": cli.start("search", idx, '"great hall"', "-k", k, "--json"),
         "not": cli.start("search", idx, "door -creaky", "-k", k, "--json"),
-        "where": cli.start("search", idx, "a short sound", "-k", k, "--where", short_mono_wav, "--json"),
+        "where": cli.start("search", idx, "a short sound", "-k", k, "--where", SHORT_MONO_WAV, "--json"),
         "sound": cli.start("search", idx, "--audio", query, "-k", "3", "--json"),
         "duplicates": cli.start("index", "duplicates", idx, "--json", "--no-progress"),
     }
     said = {name: cli.done(proc) for name, proc in runs.items()}
-    heard = set(made) - {SILENT}
+    return Run(lib, idx, made, cli, built, said, words,
+               {cid: index.clip_columns["facets"][row] for row, cid in enumerate(index.ids)},
+               {cid: np.array(index.embeddings[row]) for cid, row in live.items()},
+               index.segment_columns.times[index.segment_columns.clip == live[LONG]].copy(), tmp / "hits.csv")
 
-    # every caption's origin in the evidence of the clip whose own text holds the word; silence never returned
-    hits = _results(said["origins"])
-    assert {h["id"] for h in hits} == heard
+
+def test_index_build_skips_the_broken_file_and_counts_what_each_file_says(run):
+    assert f"wrote {run.idx}: {len(run.made)} clips" in run.built and "skipped 1 bad file(s)" in run.built
+    skipped = [json.loads(line) for line in Path(f"{run.idx}.skipped.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert [Path(s["file"]).name for s in skipped] == ["broken.wav"] and skipped[0]["reason"]
+    metadata = next(line for line in run.built.splitlines() if line.startswith("metadata: "))
+    for kind, n in Counter(tag for w in run.made.values() for tag in w.tags).items():
+        assert f" {n} {kind}" in metadata, (kind, n, metadata)
+    assert sorted(run.facets) == sorted(run.made)
+    for cid, written in run.made.items():
+        facets = run.facets[cid]
+        assert (facets["channels"], facets["format"]) == (written.channels, written.format), cid
+        assert facets["duration"] == pytest.approx(written.seconds, abs=0.1), cid  # an MP3's padding
+    assert [cid for cid, f in run.facets.items() if f["silent"]] == [SILENT]
+    assert len(run.segment_times) == int(LONG_SECONDS - SEGMENT_SECONDS) + 1  # 2 s every 1 s over 75 s
+
+
+def test_the_evidence_names_where_each_caption_came_from_and_silence_is_left_out(run):
+    """Each clip whose own text holds a word of the query has it as keyword evidence, named by where that text
+    was written (bext, id3, vorbis, ucs, sidecar, name, folder); the silent clip is not returned."""
+    hits = _results(run.said["origins"])
+    assert {h["id"] for h in hits} == set(run.made) - {SILENT}
     assert {h["id"]: _keyword_origin(h) for h in hits if _keyword_origin(h)} == {
-        cid: w.origin for cid, w in made.items() if w.word}
-    # the CSV holds what the JSON results hold (each row's duration read from its file's header)
-    rows = list(csv.DictReader(io.StringIO((tmp_path / "hits.csv").read_text(encoding="utf-8"))))
-    _same_as_json(rows, hits, words)
-    # a phrase is required: the iXML note alone holds "great hall"
-    hits = _results(said["phrase"])
-    assert [h["id"] for h in hits] == ["bwf/take_0017"] and _keyword_origin(hits[0]) == "ixml"
-    # -word: the one clip whose text says "creaky" is left out, every other (but the silence) comes back
-    assert {h["id"] for h in _results(said["not"])} == heard - {UCS}
-    # the filter: short mono WAVs, from what was written
-    assert {h["id"] for h in _results(said["where"])} == {
-        cid for cid, w in made.items() if w.format == "wav" and w.channels == 1 and w.seconds < 1} - {SILENT}
-    # the long recording found by its tone, with the time of the segment that holds it
-    best = _results(said["sound"])[0]
-    assert best["id"] == LONG and best["end"] - best["start"] == SEGMENT_SECONDS
-    assert best["start"] <= EVENT[0] and EVENT[1] <= best["end"] and [best["start"], best["end"]] in \
-        segment_times.tolist()
-    # duplicates: the WAV re-save of the Ogg is the same audio; the MP3 re-encode and the quieter copy of the UCS
-    # file are listed with it (the same audio or near copies: an MP3 of a tone may be within 45 dB); nothing else
-    dup = json.loads(said["duplicates"])
-    groups = [set(g["ids"]) for g in dup["exact"] + dup["near"]]
-    if "farm/a0193" in made:
-        assert {"farm/a0193", "copies/a0193_resaved"} in [set(g["ids"]) for g in dup["exact"]]
-    door_copies = {UCS, "copies/door_quiet"} | ({"copies/door_take2"} if "copies/door_take2" in made else set())
-    assert set().union(*(g for g in groups if g & door_copies)) == door_copies
-    assert "copies/door_quiet" in set().union(*(set(g["ids"]) for g in dup["near"]))
-    assert set().union(*groups) == door_copies | ({"farm/a0193", "copies/a0193_resaved"} & set(made))
+        cid: w.origin for cid, w in run.made.items() if w.word}
 
-    # ---- index sync after a rename and two moves: rows follow the files, no audio encoded again
-    encoded = cli.encoded()
+
+def test_the_csv_export_holds_what_the_json_results_hold(run):
+    rows = list(csv.DictReader(io.StringIO(run.csv.read_text(encoding="utf-8"))))
+    _same_as_json(rows, _results(run.said["origins"]), run.words)  # each row's duration read from its file
+
+
+def test_a_phrase_is_required_and_a_minus_word_leaves_out_the_clip_that_holds_it(run):
+    hits = _results(run.said["phrase"])  # the iXML note alone holds "great hall"
+    assert [h["id"] for h in hits] == ["bwf/take_0017"] and _keyword_origin(hits[0]) == "ixml"
+    assert {h["id"] for h in _results(run.said["not"])} == set(run.made) - {SILENT, UCS}
+
+
+def test_a_where_filter_keeps_the_short_mono_wavs(run):
+    assert {h["id"] for h in _results(run.said["where"])} == {
+        cid for cid, w in run.made.items() if w.format == "wav" and w.channels == 1 and w.seconds < 1} - {SILENT}
+
+
+def test_the_long_recordings_tone_is_found_with_the_time_of_its_segment(run):
+    best = _results(run.said["sound"])[0]
+    assert best["id"] == LONG and best["end"] - best["start"] == SEGMENT_SECONDS
+    assert best["start"] <= EVENT[0] and EVENT[1] <= best["end"]
+    assert [best["start"], best["end"]] in run.segment_times.tolist()
+
+
+def test_duplicates_list_the_resave_the_reencode_and_the_quieter_copy(run):
+    """The WAV re-save of the Ogg is the same audio; the MP3 re-encode and the quieter copy of the UCS file are
+    listed with it (the same audio or near copies: an MP3 of a tone may be within 45 dB of it); nothing else."""
+    dup = json.loads(run.said["duplicates"])
+    groups = [set(g["ids"]) for g in dup["exact"] + dup["near"]]
+    resave = {"farm/a0193", "copies/a0193_resaved"} & set(run.made)
+    if resave:
+        assert resave in [set(g["ids"]) for g in dup["exact"]]
+    door = {UCS, "copies/door_quiet"} | ({"copies/door_take2"} & set(run.made))
+    assert set().union(*(g for g in groups if g & door)) == door
+    assert "copies/door_quiet" in set().union(*(set(g["ids"]) for g in dup["near"]))
+    assert set().union(*groups) == door | resave
+
+
+def test_sync_follows_a_rename_and_moves_without_encoding_again(run):
+    """The last of the module: it changes the folder. The band tower's count of what every process encoded does
+    not move; the rows, their vectors and the long file's segments follow the files."""
+    encoded = run.cli.encoded()
+    assert encoded > 0  # the band tower encoded the folder at build: the count is live
     moves = {"blackcat": "animals/blackcat", "take_0042": "take_0042_final", LONG: "field/2024/walk"}
     for old, new in moves.items():
-        (lib / new).parent.mkdir(parents=True, exist_ok=True)
-        (lib / f"{old}.wav").rename(lib / f"{new}.wav")
-    out = cli.run("index", "sync", lib, idx, "--skip-bad", "--no-progress")
-    assert cli.encoded() == encoded  # not one window of a renamed or moved file
+        (run.lib / new).parent.mkdir(parents=True, exist_ok=True)
+        (run.lib / f"{old}.wav").rename(run.lib / f"{new}.wav")
+    out = run.cli.run("index", "sync", run.lib, run.idx, "--skip-bad", "--no-progress")
+    assert run.cli.encoded() == encoded  # not one window of a renamed or moved file
     for old, new in moves.items():
         assert f"moved: {old} -> {new}" in out
-    synced = Index.load(idx)
+    synced = Index.load(run.idx)
     rows = synced.tables.live_rows()
-    assert sorted(rows) == sorted(moves.get(cid, cid) for cid in made)
-    for cid, vector in before.items():
+    assert sorted(rows) == sorted(moves.get(cid, cid) for cid in run.made)
+    for cid, vector in run.embeddings.items():
         assert np.array_equal(np.asarray(synced.embeddings[rows[moves.get(cid, cid)]]), vector), cid
     for new in moves.values():
-        assert synced.paths[rows[new]] == str(lib / f"{new}.wav")
-    moved_segments = synced.segment_columns.clip == rows[moves[LONG]]
-    assert np.array_equal(synced.segment_columns.times[moved_segments], segment_times)
+        assert synced.paths[rows[new]] == str(run.lib / f"{new}.wav")
+    assert np.array_equal(synced.segment_columns.times[synced.segment_columns.clip == rows[moves[LONG]]],
+                          run.segment_times)
