@@ -13,7 +13,9 @@ so where the long recording's tone is and which files are copies are facts of th
 also counts what each command encodes, which proves that a sync follows a rename or a move without encoding.
 Every expectation below comes from what the test wrote (tags, names, durations, channels, the tone's time), not
 from the commands' own reports. A file kind whose encoder this machine lacks (MP3, Vorbis in libsndfile) is left
-out with a warning naming it; the rest of the folder is still tested.
+out with a warning naming it; the rest of the folder is still tested. No MP4 / M4A: a folder's listing takes no
+``.m4a`` (mlatr.data.sound_names.AUDIO_EXTENSIONS) and libsndfile writes none; its tags' reader is tested in
+test_file_metadata.
 """
 
 from __future__ import annotations
