@@ -417,3 +417,15 @@ def test_validation_libraries_are_held_out_whole_and_the_same_in_every_fold():
     assert validation_libraries({"a", "b", "c"}, 0.0001) and len(validation_libraries({"a", "b"}, 0.0001)) == 1
     with pytest.raises(MlatrError, match="none would be left"):
         validation_libraries({"a", "b"}, 1.0)
+
+
+def test_a_translated_reading_of_fold_embeddings_kept_without_translations_is_refused(tmp_path):
+    from mlatr.experiments.relevance_fit import load_libraries
+    from mlatr.experiments.text_search_eval import fold_embeddings, save_fold_embeddings
+
+    data = make_data(n_libraries=2)
+    _, bank = fake_text_space("e5-small", data, tmp_path)
+    save_fold_embeddings(tmp_path / "emb" / "lib0.npz", fold_embeddings(Identity(), data, bank, list(range(6))))
+    assert load_libraries(tmp_path / "emb", data)  # untranslated: read as they are
+    with pytest.raises(MlatrError, match=r"lib0\.npz: kept without the queries' translations"):
+        load_libraries(tmp_path / "emb", data, translate=True)

@@ -201,6 +201,10 @@ def load_libraries(folder: str | Path, data: RealSounds, translate: bool = False
     out = []
     for f in files:
         z = np.load(f)
+        if translate and "queries_translated" not in z:
+            raise MlatrError(f"{f}: kept without the queries' translations, so a translated reading of it would be "
+                             "the untranslated one; keep the fold embeddings again with the current code (the "
+                             "translations are made where Apertium's Spanish and Catalan pairs are installed)")
         rows = z["rows"].tolist()
         relevant = keyword_relevance(data.queries, [" ".join(data.english(i)) for i in rows])
         for kind in METADATA:
@@ -208,7 +212,7 @@ def load_libraries(folder: str | Path, data: RealSounds, translate: bool = False
             c, has = z[f"caption_{kind}"], z[f"has_{kind}"]
             x, old_kw = _scores(z["queries"], z["audio"], c, has, q_text, q_lang, names)
             caption = np.where(has[None], z["queries"] @ c.T, -np.inf)
-            if translate and "queries_translated" in z:
+            if translate:
                 english = z["query_translations"].tolist()
                 rows_t = np.array([bool(t) for t in english])
                 qt = z["queries_translated"]
