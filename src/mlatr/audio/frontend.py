@@ -96,7 +96,9 @@ class LogMel(nn.Module):
         self.sample_rate, self.n_mels, self.n_fft = sample_rate, n_mels, n_fft
         self.win_length, self.hop_length, self.top_db = win_length, hop_length, top_db
         self.f_min, self.f_max = f_min, f_max
-        self.register_buffer("window", torch.hann_window(win_length), persistent=False)
+        # made on the CPU even where the model is built on the meta device (weights_problem): a meta hann_window
+        # loads torch's symbolic shapes (sympy), seconds of every command that checks a stored model's shapes
+        self.register_buffer("window", torch.hann_window(win_length, device="cpu"), persistent=False)
         self.register_buffer("filterbank", mel_filterbank(n_mels, n_fft, sample_rate, f_min, f_max),
                              persistent=False)
 
