@@ -156,7 +156,8 @@ def record_demo_real(root: Path, monkeypatch) -> dict:
     # "fitted" says where and when; the id and the weights' sha256 hold the weights' last bit, not portable
     calibration = {k: v for k, v in res["calibration"].items() if k not in ("fitted", "id", "weights_sha256")}
     return {"model": weight_digest(model["model"]), "model_config": config, "runs": res["runs"],
-            "unseen": res["unseen"], "calibration": calibration}
+            "unseen": res["unseen"], "unseen_kept": _folder_digest(root / "demo" / "unseen" / "embeddings"),
+            "calibration": calibration}
 
 
 def record_unseen_library(root: Path, monkeypatch) -> dict:
