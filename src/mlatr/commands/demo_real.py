@@ -68,8 +68,9 @@ def add_arguments(parser):
                         help="comma-separated frozen text encoders to compare; the first one is indexed "
                              f"(default: {','.join(DEFAULT_TEXT_ENCODERS)})")
     trained = [k for k, o in HEAD_OPTIONS.items() if o.trained]
-    parser.add_argument("--heads", default=DEFAULT_HEADS,
-                        help=f"how the heads train: {', '.join(trained)} (default: {DEFAULT_HEADS})")
+    parser.add_argument("--heads", default=DEFAULT_HEADS,  # checked by run_real_demo's HeadRecipe
+                        help=f"how the heads train: {', '.join(trained)} (default: {DEFAULT_HEADS})"
+                        ).completions = trained
     parser.add_argument("--ensemble", type=positive_int, default=DEFAULT_ENSEMBLE,
                         help="head pairs trained apart (seeds SEED*1000+K) whose unit embeddings the model averages, "
                              f"here and in the leave-one-library-out run (default {DEFAULT_ENSEMBLE}; 1: one pair, "
