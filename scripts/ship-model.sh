@@ -13,6 +13,8 @@
 #   --calibration FOLDS  the recipe's kept fold embeddings (demo-real --unseen-epochs N writes DIR/unseen/embeddings):
 #                        mlatr experiment calibrate fits the calibration on them and stores it in the folder's
 #                        config.json, stamped with the folder's own weights (float16 as loaded), so it travels with them
+#                        (fitted on the features of searches that translate Spanish and Catalan queries, as searches
+#                        do where Apertium is installed)
 #   --output DIR         where the folder goes (default src/mlatr/data/models/real-sounds)
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -28,7 +30,7 @@ while [ $# -gt 0 ]; do
         --run) run="$2" ;; --manifest) manifest="$2" ;; --calibration) calibration="$2" ;; --output) output="$2" ;;
       esac
       shift 2 ;;
-    -h|--help) sed -n '2,16p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,18p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "ship-model.sh: unknown argument $1 (--help lists them)" >&2; exit 2 ;;
   esac
 done
@@ -41,5 +43,5 @@ mlatr export --model "$run/model.pt" --weights-dtype float16 -o "$output" \
   --metrics "$run/results.json" --training-data "$manifest" --notes "$root/docs/shipped-model-notes.md"
 if [ -n "$calibration" ]; then
   mlatr experiment calibrate --embeddings "$calibration" --manifest "$manifest" --cache-dir "$run/cache" \
-    --model "$output" -o "$run/calibration-shipped"
+    --model "$output" --translated-queries -o "$run/calibration-shipped"
 fi

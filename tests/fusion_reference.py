@@ -34,6 +34,19 @@ def _moments_of(rows: np.ndarray, q: np.ndarray) -> tuple[float, float]:
 def brute_force(audio: np.ndarray, caption_emb: np.ndarray, caption_clip, caption_text, caption_lang,
                 deleted, q: np.ndarray, text: str, lang: str | None, model) -> list[tuple[int, float]]:
     """``[(row, fused score)]`` of every live clip, best first (ties: lower row first)."""
+    rows, feats = brute_features(audio, caption_emb, caption_clip, caption_text, caption_lang, deleted, q, text, lang)
+    return ranked(rows, model.score(feats))
+
+
+def ranked(rows: list[int], scores: np.ndarray) -> list[tuple[int, float]]:
+    """``[(row, score)]`` best first (ties: lower row first)."""
+    order = sorted(range(len(rows)), key=lambda k: (-scores[k], rows[k]))
+    return [(rows[k], float(scores[k])) for k in order]
+
+
+def brute_features(audio: np.ndarray, caption_emb: np.ndarray, caption_clip, caption_text, caption_lang,
+                   deleted, q: np.ndarray, text: str, lang: str | None) -> tuple[list[int], np.ndarray]:
+    """``(live rows, [n, 6] features)``: sound, sound_z, caption, caption_z, keyword share, caption_rare."""
     n = len(audio)
     live = [i for i in range(n) if i not in set(int(x) for x in deleted)]
     caps = [j for j in range(len(caption_clip)) if int(caption_clip[j]) in set(live)]
@@ -74,6 +87,4 @@ def brute_force(audio: np.ndarray, caption_emb: np.ndarray, caption_clip, captio
                       best_kw.get(i, 0.0) / idf_mass if idf_mass > 0 else 0.0,
                       1.0 if has and best_cap[i] > cutoff else 0.0])
         rows.append(i)
-    scores = model.score(np.asarray(feats))
-    order = sorted(range(len(rows)), key=lambda k: (-scores[k], rows[k]))
-    return [(rows[k], float(scores[k])) for k in order]
+    return rows, np.asarray(feats)

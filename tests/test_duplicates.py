@@ -16,8 +16,9 @@ import soundfile as sf
 import soxr
 
 from band_model import band_tower
-from clitools import run_cli
+from clitools import assert_user_error, digest, run_cli
 from mlatr.audio.io import load_audio
+from mlatr.commands._skipping import REPORT_SUFFIX
 from mlatr.data.dedup import (
     PrintCache,
     audio_hash,
@@ -121,6 +122,46 @@ def test_data_dedup_catches_a_wav_re_save_of_an_ogg(copies):
     assert len(cache.prints) == 4  # a rerun decodes nothing new
     again = Manifest.load(copies / "m.jsonl")
     assert dedup_manifest(again, ["libB"]).removed == {"libA/bell": "libB/bell_copy"}
+
+
+def test_data_dedup_skips_as_every_library_reader_does(copies, capsys):
+    """A manifest's unreadable clip stops data dedup naming its line, nothing written; --skip-bad skips it and a
+    malformed line as index build and data import do (the same notice, report and exit status): the clip kept but
+    compared with none, the malformed line written back as it was, the duplicate still removed."""
+    (copies / "libA" / "notes.wav").write_text("not a sound\n")
+    rows = [json.dumps({"id": cid, "audio": audio}) for cid, audio in (
+        ("libA/bell", "libA/bell.ogg"), ("libB/bell_copy", "libB/bell_copy.wav"), ("libA/notes", "libA/notes.wav"),
+        ("libA/gone", "libA/gone.wav"))]
+    m = copies / "m.jsonl"
+    m.write_text("\n".join(rows) + "\n")
+    before = digest(m)
+    r = run_cli(capsys, "data", "dedup", m, "--no-progress")
+    assert_user_error(r, f"{m}:3: audio: clip 'libA/notes': ", "notes.wav")
+    assert digest(m) == before and not (copies / f"m.jsonl{REPORT_SUFFIX}").exists()
+    malformed = '{"id": "libA/half", "audio": '
+    rumble = json.dumps({"id": "libA/rumble", "audio": "libA/rumble.wav"})
+    lines = [rows[0], rows[1], malformed, rows[2], rows[3], rumble]
+    m.write_text("\n".join(lines) + "\n")
+    assert_user_error(run_cli(capsys, "data", "dedup", m, "--no-progress"), f"{m}:3")  # the line, as before
+    r = run_cli(capsys, "data", "dedup", m, "--no-progress", "--skip-bad")
+    assert r.code == 0, r.err
+    report = copies / f"m.jsonl{REPORT_SUFFIX}"
+    assert "1 duplicates removed" in r.out and "skipped 3 bad row(s)" in r.out
+    assert f"mlatr: skipped 3 bad row(s), each listed with its reason in {report}" in r.err
+    listed = [json.loads(line) for line in report.read_text().splitlines()]
+    assert [(x["file"], x["line"], x["id"]) for x in listed] == [
+        (str(m), 3, None), (str(copies / "libA" / "notes.wav"), None, "libA/notes"),
+        (str(copies / "libA" / "gone.wav"), None, "libA/gone")]
+    assert listed[1]["reason"].startswith(f"{m}:4: audio: clip 'libA/notes': ")
+    assert listed[2]["reason"] == f"{m}:5: audio: clip 'libA/gone': {copies / 'libA' / 'gone.wav'}: file not found " \
+                                  "(a sound file)"
+    written = m.read_text().splitlines()
+    # the copy's line gone, the bell's line now naming it, every other line where it was
+    assert written[1:] == [malformed, rows[2], rows[3], rumble]
+    assert json.loads(written[0]) == {**json.loads(rows[0]), "duplicates": ["libB/bell_copy"]}
+    # exit status 3 without --skip-bad is for folders and sound files: a manifest's skips were asked for
+    r = run_cli(capsys, "data", "dedup", m, "--no-progress", "--skip-bad", "--skip-report", copies / "elsewhere.jsonl")
+    assert r.code == 0 and len((copies / "elsewhere.jsonl").read_text().splitlines()) == 3
 
 
 def test_index_duplicates_lists_the_same_audio_and_near_copies(copies, served_toy, monkeypatch, capsys):

@@ -106,11 +106,10 @@ def test_support_vectors_coincident_pair_is_finite():
 # ----------------------------------------------------------------------------- svr_loss values
 
 
-@pytest.mark.parametrize("similarity", ["cosine", "dot"])
 @pytest.mark.parametrize("base", ["infonce", "siglip"])
 @pytest.mark.parametrize("bi", [False, True])
 @pytest.mark.parametrize("per_row", [False, True])
-def test_svr_loss_matches_hand_reference(base, bi, per_row, similarity):
+def test_svr_loss_matches_hand_reference(base, bi, per_row):
     audio, text = _batch(5, 6, seed=1)
     tau, bias = 0.3, (-1.5 if base == "siglip" else None)
     if per_row:
@@ -120,8 +119,8 @@ def test_svr_loss_matches_hand_reference(base, bi, per_row, similarity):
     else:
         r_t2a, r_a2t = [0.35] * 5, [0.2] * 5
         rt, ra = torch.tensor(0.35, dtype=torch.float64), 0.2
-    got = svr_loss(audio, text, tau, rt, ra if bi else None, base=base, bias=bias, similarity=similarity)
-    want = ref_svr(audio, text, tau, r_t2a, r_a2t if bi else None, base=base, bias=bias, similarity=similarity)
+    got = svr_loss(audio, text, tau, rt, ra if bi else None, base=base, bias=bias)
+    want = ref_svr(audio, text, tau, r_t2a, r_a2t if bi else None, base=base, bias=bias)
     assert math.isclose(float(got), want, rel_tol=1e-10)
 
 
@@ -137,26 +136,19 @@ def test_svr_loss_radius_zero_is_plain_infonce_and_siglip():
     assert torch.allclose(sig, siglip_loss(text, audio, 0.1, -2.0), rtol=1e-12)
     # a positive radius moves the support vector to the positive: the term changes (and here drops)
     assert float(svr_loss(audio, text, tau, 0.3)) < float(t2a)
-    for similarity in ("cosine", "dot"):
-        assert torch.allclose(svr_loss(audio, text, tau, 0.0, similarity=similarity), t2a, rtol=1e-12)
 
 
 def test_svr_loss_in_radius_cosine_has_its_minimum_near_the_positive_distance():
     """§3.1's cosine form: the term falls until the support vector reaches its clip (R ~ ||a - t||) and
-    rises past it, so a learned radius is held near the distance; the dot form falls monotonically in R
-    (the support vector's length acts as a logit scale), which lets a learned radius run away."""
+    rises past it, so a learned radius is held near the distance (the earlier form's dot score falls
+    monotonically: tests/test_supclap_earlier_form.py)."""
     g = torch.Generator().manual_seed(0)
     audio = F.normalize(torch.randn(32, 64, generator=g, dtype=torch.float64), dim=1)
     text = F.normalize(audio + 0.9 * F.normalize(torch.randn(32, 64, generator=g, dtype=torch.float64), dim=1), dim=1)
     dist = torch.linalg.vector_norm(audio - text, dim=1)  # partially aligned pairs, ||a - t|| ~ 0.7
 
-    def curve(similarity):
-        return [float(svr_loss(audio, text, 0.07, f * dist, similarity=similarity)) for f in (0.0, 1.0, 3.0)]
-
-    at_zero, at_dist, at_three = curve("cosine")
+    at_zero, at_dist, at_three = [float(svr_loss(audio, text, 0.07, f * dist)) for f in (0.0, 1.0, 3.0)]
     assert at_dist < at_zero / 10 and at_three > 10 * at_dist
-    dot = curve("dot")
-    assert dot[0] > dot[1] > dot[2]
 
 
 def test_svr_loss_errors():
@@ -167,13 +159,10 @@ def test_svr_loss_errors():
         svr_loss(audio, text, 0.1, 0.1, base="siglip")
     with pytest.raises(ValueError):
         svr_loss(audio, text, 0.0, 0.1)
-    with pytest.raises(MlatrError, match="similarity"):
-        svr_loss(audio, text, 0.1, 0.1, similarity="euclid")
 
 
-@pytest.mark.parametrize("similarity", ["cosine", "dot"])
 @pytest.mark.parametrize("base", ["infonce", "siglip"])
-def test_svr_loss_gradcheck_float64(base, similarity):
+def test_svr_loss_gradcheck_float64(base):
     audio, text = _batch(4, 3, seed=3)
     audio.requires_grad_(True)
     text.requires_grad_(True)
@@ -183,7 +172,7 @@ def test_svr_loss_gradcheck_float64(base, similarity):
     bias = torch.tensor(-1.0, dtype=torch.float64, requires_grad=True)
 
     def f(a, t, r1, r2, temp, b):
-        return svr_loss(a, t, temp, r1, r2, base=base, bias=b, similarity=similarity)
+        return svr_loss(a, t, temp, r1, r2, base=base, bias=b)
 
     assert torch.autograd.gradcheck(f, (audio, text, rt, ra, tau, bias))
 
@@ -274,30 +263,6 @@ def test_appendix_d_negative_force_decomposition(r):
     assert torch.allclose(g_total, pull + torch.stack(forces).sum(0), atol=1e-12)
 
 
-def test_svr_loss_gradient_is_appendix_d_through_normalisation():
-    """``svr_loss(similarity="dot")`` (the form Appendix D analyses; inputs normalised inside) has, for
-    raw text row i, the gradient
-    ``(I - t t^T)/||x_i|| J_i^T [(P_ii - 1) a_i + sum_j P_ij a_j] / (N tau)`` with ``J_i`` of eq. 15."""
-    g = torch.Generator().manual_seed(5)
-    n, d, tau = 4, 5, 0.3
-    x = torch.randn(n, d, generator=g, dtype=torch.float64) * 2.0
-    a = F.normalize(torch.randn(n, d, generator=g, dtype=torch.float64), dim=1)
-    radius = torch.tensor([0.1, 0.5, 0.3, 0.8], dtype=torch.float64)
-    x.requires_grad_(True)
-    (grad,) = torch.autograd.grad(svr_loss(a, x, tau, radius, similarity="dot"), x)
-    t = F.normalize(x.detach(), dim=1)
-    eye = torch.eye(d, dtype=torch.float64)
-    for i in range(n):
-        dist = torch.linalg.vector_norm(a[i] - t[i])
-        u = (a[i] - t[i]) / dist
-        jac = eye - radius[i] / dist * (eye - torch.outer(u, u))
-        sup = t[i] + radius[i] * u
-        prob = torch.softmax(sup @ a.T / tau, 0)
-        grad_sup = (prob @ a - a[i]) / tau / n
-        norm_jac = (eye - torch.outer(t[i], t[i])) / torch.linalg.vector_norm(x[i].detach())
-        assert torch.allclose(grad[i], norm_jac @ jac.T @ grad_sup, atol=1e-12)
-
-
 # ----------------------------------------------------------------------------- constraint
 
 
@@ -352,23 +317,6 @@ def test_dynamic_radius_features_batch_order_logits_pad_and_cut():
     assert torch.allclose(padded, want)
     assert torch.allclose(DynamicRadius(batch_size=3).features(sim, tau), want[:, :3])
     assert torch.allclose(DynamicRadius(batch_size=2).features(sim, tau), want[:, :2])
-    cosine = DynamicRadius(batch_size=5, input="cosine").features(sim, tau)  # tau ignored
-    assert torch.allclose(cosine, want * tau)
-
-
-def test_dynamic_radius_sorted_negatives_option():
-    sim = torch.tensor([[0.9, 0.1, 0.5], [0.2, 0.8, -0.3], [0.4, 0.6, 0.7]])
-    padded = DynamicRadius(batch_size=5, input="cosine", sort_negatives=True).features(sim)
-    want = torch.tensor(
-        [[0.9, 0.5, 0.1, -1.0, -1.0], [0.8, 0.2, -0.3, -1.0, -1.0], [0.7, 0.6, 0.4, -1.0, -1.0]]
-    )
-    assert torch.equal(padded, want)
-    cut = DynamicRadius(batch_size=2, input="cosine", sort_negatives=True).features(sim)  # the hardest one
-    assert torch.equal(cut, want[:, :2])
-    # sorted, the features do not depend on the order of the batch's negatives
-    perm = torch.tensor([0, 2, 1])
-    model = DynamicRadius(batch_size=3, sort_negatives=True)
-    assert torch.equal(model.features(sim[perm][:, perm], 0.1), model.features(sim, 0.1)[perm])
 
 
 def test_dynamic_radius_starts_at_init_and_is_real_valued():
@@ -376,35 +324,28 @@ def test_dynamic_radius_starts_at_init_and_is_real_valued():
     sim = torch.rand(5, 5, generator=torch.Generator().manual_seed(0)) * 2 - 1
     assert torch.equal(DynamicRadius(batch_size=8, init=-0.2)(sim, 0.07), torch.full((5,), -0.2))
     with pytest.raises(ValueError):
-        DynamicRadius(batch_size=8, init=-0.2, output="softplus")
-    with pytest.raises(ValueError):
-        DynamicRadius(batch_size=8, input="dot")
+        DynamicRadius(batch_size=0)
 
 
 @pytest.mark.parametrize("n", [1, 3, 8, 11])
-def test_dynamic_radius_shape_and_softplus_option(n):
+def test_dynamic_radius_shape_and_real_output(n):
     torch.manual_seed(0)
-    model = DynamicRadius(batch_size=8, hidden=16, init=0.2, output="softplus")
+    model = DynamicRadius(batch_size=8, hidden=16, init=0.2)
     sim = torch.rand(n, n) * 2 - 1
     assert torch.allclose(model(sim, 0.1), torch.full((n,), 0.2), atol=1e-6)  # starts as a static radius
-    with torch.no_grad():  # a trained-looking last layer: outputs differ per row, softplus keeps them > 0
+    with torch.no_grad():  # a trained-looking last layer: outputs differ per row, and may go negative (R in R)
         model.mlp[-1].weight.normal_(0.0, 5.0)
         model.mlp[-1].bias.fill_(-3.0)
     out = model(sim, 0.1)
-    assert out.shape == (n,) and (out > 0).all()
-    raw = DynamicRadius(batch_size=8, hidden=16, init=0.2)  # identity output (the default)
-    with torch.no_grad():
-        raw.mlp[-1].weight.copy_(model.mlp[-1].weight)
-        raw.mlp[-1].bias.fill_(-3.0)
-        raw.mlp[0].load_state_dict(model.mlp[0].state_dict())
-        raw.mlp[2].load_state_dict(model.mlp[2].state_dict())
-    assert torch.allclose(F.softplus(raw(sim, 0.1)), out)
+    assert out.shape == (n,)
+    hidden = model.mlp[:-1](model.features(sim, 0.1))
+    assert torch.allclose(out, hidden @ model.mlp[-1].weight[0] - 3.0)  # the last layer's value, unsquashed
     if n > 1:
         assert out.std() > 0
-        assert (raw(sim, 0.1) < 0).any()  # the identity head goes negative where softplus cannot
+        assert (out < 0).any()
 
 
-def test_dynamic_radius_input_gradients_flow_unless_detached():
+def test_dynamic_radius_input_gradients_flow_into_the_similarities():
     torch.manual_seed(1)
     sim = (torch.rand(4, 4) * 2 - 1).requires_grad_(True)
     model = DynamicRadius(batch_size=4, hidden=8)
@@ -412,12 +353,6 @@ def test_dynamic_radius_input_gradients_flow_unless_detached():
         model.mlp[-1].weight.normal_()
     model(sim, 0.1).sum().backward()
     assert sim.grad is not None and torch.count_nonzero(sim.grad) > 0
-    sim.grad = None
-    detached = DynamicRadius(batch_size=4, hidden=8, detach_input=True)
-    detached.mlp.load_state_dict(model.mlp.state_dict())
-    detached(sim, 0.1).sum().backward()
-    assert sim.grad is None
-    assert detached.mlp[0].weight.grad is not None
 
 
 def _train_steps(seed, steps=3):
@@ -482,8 +417,6 @@ def test_regularizer_uni_static_defaults_and_composition_over_pair_sets():
     assert build_svr_regularizer("dynamic", "uni", batch_size=4).beta == 0.01
     term, diag = reg(audio, text, 0.07)
     assert torch.allclose(term, 0.5 * svr_loss(audio, text, 0.07, 0.2))
-    dot = build_svr_regularizer("static", "uni", init_radius=0.2, similarity="dot")
-    assert torch.allclose(dot(audio, text, 0.07)[0], 0.5 * svr_loss(audio, text, 0.07, 0.2, similarity="dot"))
     assert "radius_a2t" not in diag and float(diag["radius"]) == pytest.approx(0.2)
     # KCL-style: one call per language pair set, smaller sets than the dynamic model was built for
     dyn = build_svr_regularizer("dynamic", "bi", batch_size=6, hidden=8)

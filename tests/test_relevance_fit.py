@@ -134,6 +134,14 @@ def test_each_measured_query_comes_from_models_that_never_saw_its_unit_or_its_te
     # every unit's every query measured: recall, relevance and abstention have all the units
     assert set(res["libraries"]) == {f"u{i}" for i in range(4)}
     assert res["abstention_counts"]["names"]["nonsense"] == 4 * 8
+    sound = res["sound_calibration"]  # each unit's sound-query figures add up to the pooled ones
+    assert set(sound["per_unit"]) == {f"u{i}" for i in range(4)}
+    assert sum(u["n"] for u in sound["per_unit"].values()) == sound["n"] == 4 * 10 * 10  # 10 relevant clips, top 10
+    for kind, units in res["abstention_per_unit"].items():  # each unit's counts add up to the pooled rates
+        assert set(units) == {f"u{i}" for i in range(4)}
+        for group, count in res["abstention_counts"][kind].items():
+            said, of = (sum(u[group][i] for u in units.values()) for i in (0, 1))
+            assert of == count and 100 * said / of == pytest.approx(res["abstention"][kind][group])
 
 
 def test_the_fitted_rule_catches_nonsense_and_keeps_answerable_queries_on_separable_libraries():
@@ -149,3 +157,45 @@ def test_the_fitted_rule_catches_nonsense_and_keeps_answerable_queries_on_separa
         for group in ("nonsense", "no_relevant", "relevant"):
             assert np.all(np.diff(res["tradeoff"][kind][group]) >= 0)
 
+
+
+def _sound_library(rng, n: int = 40) -> Library:
+    """A unit of ``n`` clips in 4 concepts (clip k in concept k % 4, all relevant to some query), audio near each
+    concept's centre, so that a clip's nearest neighbours are mostly its own concept's."""
+    centres = rng.normal(size=(4, 8))
+    audio = centres[np.arange(n) % 4] + 0.6 * rng.normal(size=(n, 8))
+    audio /= np.linalg.norm(audio, axis=1, keepdims=True)
+    relevant = np.zeros((4, n), bool)
+    relevant[np.arange(n) % 4, np.arange(n)] = True
+    lib = _library("s", "names", rng, n=n, groups=4)
+    lib.relevant, lib.audio_emb = relevant, audio
+    return lib
+
+
+def test_sound_pairs_are_each_relevant_clips_nearest_neighbours_as_a_user_reads_them():
+    rng = np.random.default_rng(5)
+    lib = _sound_library(rng)
+    for shown in (3, None):
+        x, y = relevance_fit.sound_pairs(lib, shown)
+        k = 39 if shown is None else shown
+        assert x.shape == (40 * k, 2) and y.shape == (40 * k,)
+        for q in (0, 17, 39):  # brute force: the k other clips of highest cosine, relevant when same concept
+            cos = [(float(lib.audio_emb[q] @ lib.audio_emb[j]), j) for j in range(40) if j != q]
+            near = sorted(cos, reverse=True)[:k]
+            assert np.allclose(x[q * k:(q + 1) * k, 0], [c for c, _ in near])
+            assert y[q * k:(q + 1) * k].tolist() == [float(j % 4 == q % 4) for _, j in near]
+
+
+def test_the_sound_relevance_is_calibrated_on_the_hits_a_user_reads():
+    """Isotonic regression keeps the mean of what it is fitted on: the mean relevance over the fitted libraries'
+    shown hits is their share of relevant pairs, which differs from that over every pair (fitted there, the mean
+    would follow every pair's)."""
+    rng = np.random.default_rng(6)
+    libs = [_sound_library(rng) for _ in range(3)]
+    model = relevance_fit.fit_sound(libs)
+    shown = [relevance_fit.sound_pairs(lib) for lib in libs]
+    p = np.concatenate([model.relevance(model.score(x)) for x, _ in shown])
+    y = np.concatenate([y for _, y in shown])
+    every = np.concatenate([relevance_fit.sound_pairs(lib, None)[1] for lib in libs])
+    assert abs(y.mean() - every.mean()) > 0.2  # the two readings differ on these libraries
+    assert p.mean() == pytest.approx(y.mean(), abs=1e-9)

@@ -8,9 +8,9 @@ relevant" rates with their trade-off and classification figures, cross-fitted ov
 over two halves of the hand-written queries (no library and no query text is both fitted and measured), and
 writes them to -o (report.md, results.json, reliability.png, nothing-relevant-tradeoff.png). --model MODEL
 also refits on every library and query and stores the calibration in MODEL (a checkpoint or a model folder of
-that recipe; the calibration records its weights' SHA-256 and is used only with them). Searches do not translate
-queries, so neither does the calibration; --translated-queries measures what translating Spanish and Catalan
-queries into English would give (the fold embeddings' Apertium translations), without storing anything.
+that recipe; the calibration records its weights' SHA-256 and is used only with them). --translated-queries
+measures and fits on what searches see where Apertium's pairs are installed: Spanish and Catalan queries
+translated into English (the fold embeddings' Apertium translations), recorded in the calibration.
 
 Examples:
   mlatr experiment calibrate --embeddings runs/demo-real/unseen/embeddings --cache-dir runs/demo-real/cache \
@@ -41,8 +41,9 @@ def add_arguments(parser) -> None:
     parser.add_argument("--model", default=None, help="refit on every library and store the calibration in this "
                         "model (a checkpoint or model folder whose recipe made the embeddings)")
     parser.add_argument("--translated-queries", action="store_true",
-                        help="measure as if searches translated Spanish and Catalan queries into English (the "
-                        "fold embeddings' Apertium translations; searches do not yet): not with --model")
+                        help="measure and fit on the features of searches that translate Spanish and Catalan "
+                        "queries into English (the fold embeddings' Apertium translations), as searches do where "
+                        "Apertium's pairs are installed")
 
 
 def run(args) -> int:
@@ -53,9 +54,6 @@ def run(args) -> int:
     if not folder.is_dir():
         raise MlatrError(f"{folder}: not a folder of fold embeddings (run mlatr experiment unseen-library first)")
     cache = Path(args.cache_dir) if args.cache_dir else _run_cache(folder)
-    if args.translated_queries and args.model:
-        raise MlatrError("--translated-queries measures a remedy searches do not apply: no calibration to store "
-                         "(leave out --model)")
     print(calibrate_command(folder, args.manifest, cache, Path(args.out), args.model, args.translated_queries))
     return 0
 

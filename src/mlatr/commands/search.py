@@ -8,6 +8,7 @@ from mlatr.search.backends import BACKENDS
 from mlatr.search.evidence import describe_evidence
 from mlatr.search.export import write_csv
 from mlatr.search.fusion import RANKS
+from mlatr.search.query_translation import TRANSLATE
 from mlatr.search.results import below_words
 from mlatr.terminal_text import shown
 
@@ -34,6 +35,11 @@ for a spreadsheet, a sampler or a DAW's import: query, rank, id, path, score, re
 (where a long recording matched), caption (FILE -: to stdout, instead of the table).
 A long recording indexed as segments (index build) is ranked by its best segment where that beats the whole
 file, counts once, and its hit says where it matched: "at 1:40-1:50" (--json: "start", "end" in seconds).
+
+A query in a language other than the captions' (--lang spa, English file names) is also read through its
+translation into theirs where Apertium has the pair (--translate auto, the default; off: never): each clip's
+caption and keyword evidence is the better of the query's and the translation's, its sound the query's own,
+and a line above the results shows the translation (--json: "translated_query", null when not translated).
 
 A text query may exclude words (-rooster, NOT rooster), require a phrase ("door slam") and offer
 alternatives (glass OR ceramic), in any language (docs/hybrid-search.md). --where limits the results to
@@ -74,6 +80,10 @@ def add_arguments(parser):
                              "true_peak_dbtp, peak_dbfs, silent, folder, library, ucs_*, keywords, ...)")
     parser.add_argument("--include-silent", action="store_true",
                         help="a text query may return silent clips (left out by default)")
+    parser.add_argument("--translate", choices=TRANSLATE, default="auto",
+                        help="auto (default): a query in a language other than the captions' (--lang) is also read "
+                             "through its translation into theirs where Apertium has the pair (apt-get install "
+                             "apertium-eng-spa apertium-eng-cat), shown above the results; off: never")
     parser.add_argument("--json", action="store_true", help="print JSON")
     parser.add_argument("--csv", metavar="FILE", default=None,
                         help="also write the results as CSV to FILE (-: to stdout, instead of the table)")
@@ -103,7 +113,7 @@ def run(args) -> int:
     else:
         query = text_query(args.query, args.lang, args.k, args.rank,  # the one check of the query
                            query_languages(index.model().model.text_encoder), "--lang", args.min_relevance,
-                           args.where, args.include_silent)
+                           args.where, args.include_silent, args.translate)
         clips = index.search_query(query)
         out = {"query": args.query, "lang": query.lang, "k": args.k, "rank": args.rank,
                **({"where": args.where} if args.where else {}), **clips.to_dict()}
@@ -115,6 +125,8 @@ def run(args) -> int:
     if args.json:
         print(json.dumps(out, ensure_ascii=False, indent=1, allow_nan=False))  # strict JSON: hits hold no inf
         return 0
+    if clips.translated_query is not None:
+        print(f"translated query ({query.lang} -> {index.caption_language()}): {shown(clips.translated_query)}")
     if not clips.calibrated:
         print(f"relevance: not calibrated ({clips.uncalibrated}); the hits are ranked, without a probability")
     if clips.nothing_relevant:

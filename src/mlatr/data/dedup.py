@@ -34,7 +34,7 @@ import json
 import math
 import os
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -42,8 +42,8 @@ import soundfile as sf
 from tqdm import tqdm
 
 from mlatr.audio.io import resample, stream_audio
-from mlatr.data.manifest import Manifest
-from mlatr.errors import MlatrError
+from mlatr.data.manifest import Manifest, Skip
+from mlatr.errors import InputError, MlatrError
 from mlatr.io_utils import atomic_write_json
 
 #: The rate at which two sounds are compared (module docstring: why not the models' 16 kHz).
@@ -209,6 +209,9 @@ def audio_prints(paths: Sequence[str | os.PathLike], cache: PrintCache, progress
     for i, path in enumerate(tqdm(paths, desc="audio prints", unit="file", disable=not progress)):
         try:
             out.append(cache.get(path))
+        except FileNotFoundError:
+            out.append(None)
+            bad[i] = f"{path}: file not found (a sound file)"
         except (MlatrError, OSError) as exc:
             out.append(None)
             bad[i] = str(exc)
@@ -261,17 +264,27 @@ def library_of(clip_id: str) -> str:
 class DedupReport:
     clips: int
     removed: dict[str, str]  # removed clip id -> kept clip id
+    #: Clips whose audio could not be read, left out of the comparison and kept (``skip_bad``).
+    skipped: list[Skip] = field(default_factory=list)
 
 
-def dedup_manifest(manifest: Manifest, order: Sequence[str] = (), progress: bool = False) -> DedupReport:
+def dedup_manifest(manifest: Manifest, order: Sequence[str] = (), progress: bool = False,
+                   skip_bad: bool = False) -> DedupReport:
     """Remove the clips whose audio another clip of another library already has (in place); see the module
-    docstring. Libraries not in ``order`` come after those in it, alphabetically. An unreadable clip is an error
-    naming it."""
+    docstring. Libraries not in ``order`` come after those in it, alphabetically. A clip whose audio cannot be
+    read is an :class:`~mlatr.errors.InputError` naming the manifest's line (as every reader of a manifest's audio
+    names it: :func:`mlatr.data.clip_audio.load_clip_audio`); with ``skip_bad`` it is left out of the comparison,
+    kept in the manifest (nothing says it is a copy) and listed in the report's ``skipped``."""
     paths = [clip.audio_path(manifest.root) for clip in manifest.clips]
     prints, bad = audio_prints(paths, PrintCache(manifest.root / PRINT_CACHE), progress)
-    if bad:
-        i, why = next(iter(bad.items()))
-        raise MlatrError(f"{manifest.clips[i].id}: {why}")
+    skipped: list[Skip] = []
+    for i, why in bad.items():
+        clip = manifest.clips[i]
+        problem = InputError(f"clip {clip.id!r}: {why}", str(manifest.path), clip.line, "audio") \
+            if manifest.path is not None else MlatrError(f"clip {clip.id!r}: {why}")
+        if not skip_bad:
+            raise problem
+        skipped.append(Skip(str(paths[i]), str(problem), clip.id))
     rank = {lib: k for k, lib in enumerate(order)}
     group_of = {i: g[0] for g in same_audio_groups(paths, prints) for i in g}
     ranked = sorted(range(len(manifest.clips)), key=lambda i: (rank.get(library_of(manifest.clips[i].id), len(rank)),
@@ -285,4 +298,4 @@ def dedup_manifest(manifest: Manifest, order: Sequence[str] = (), progress: bool
             removed[clip.id] = kept.id
             kept.extra.setdefault("duplicates", []).append(clip.id)
     manifest.clips = [c for c in manifest.clips if c.id not in removed]
-    return DedupReport(len(manifest.clips), removed)
+    return DedupReport(len(manifest.clips), removed, skipped)

@@ -37,6 +37,7 @@ hold for every format.
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import re
@@ -52,7 +53,7 @@ from mlatr import languages as _languages
 from mlatr.audio.integrity import audio_file_problem
 from mlatr.data import utf8
 from mlatr.errors import InputError, MlatrError
-from mlatr.io_utils import atomic_write_jsonl
+from mlatr.io_utils import atomic_write_jsonl, atomic_write_with
 from mlatr.json_input import parse_json
 
 PIVOT = _languages.PIVOT
@@ -220,6 +221,26 @@ class Manifest:
     def save(self, path: str | os.PathLike) -> None:
         """Write the manifest as JSONL, atomically (a reader never sees a half-written file)."""
         atomic_write_jsonl(path, (clip.to_json() for clip in self.clips))
+
+    def rewrite(self) -> None:
+        """Write the clips back to :attr:`path` (atomically), and the lines of that file skipped while reading it
+        (:attr:`problems`, ``load(..., skip_bad=True)``) as they were, each before the first clip read from a later
+        line: a command that rewrites a manifest in place after skipping its bad lines loses none of them."""
+        if self.path is None:
+            raise MlatrError("this manifest was not read from a file: give save() a path")
+        bad = {p.line for p in self.problems if p.file == str(self.path) and p.line is not None}
+        kept: list[tuple[int, str]] = []
+        if bad:
+            with open(self.path, encoding="utf-8-sig", errors=utf8.ERRORS) as fh:  # read as load() reads it
+                kept = [(n, text.rstrip("\r\n")) for n, text in enumerate(fh, start=1) if n in bad]
+        lines: list[str] = []
+        for clip in self.clips:
+            while kept and clip.line is not None and kept[0][0] < clip.line:
+                lines.append(kept.pop(0)[1])
+            lines.append(json.dumps(clip.to_json(), ensure_ascii=False))
+        lines.extend(text for _, text in kept)
+        data = "".join(line + "\n" for line in lines).encode("utf-8", errors=utf8.ERRORS)
+        atomic_write_with(self.path, lambda fh: fh.write(data))
 
     def rebase(self, new_root: str | os.PathLike) -> None:
         """Rewrite relative audio paths (relative to :attr:`root`) relative to ``new_root``, which becomes the

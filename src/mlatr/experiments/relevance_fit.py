@@ -63,6 +63,7 @@ from mlatr.io_utils import atomic_write_json, atomic_write_text
 from mlatr.plotting import pyplot
 from mlatr.search.abstention import FALSE_ABSTENTION, NONSENSE_MISSED, conformal_level, crc_margin, relevance_logit
 from mlatr.search.analysis import tokens
+from mlatr.search.fusion import TRANSLATED
 from mlatr.search.lexical import KeywordIndex
 from mlatr.search.relevance import (
     ANSWER_FEATURES,
@@ -172,15 +173,12 @@ def rrf_scores(sound: np.ndarray, caption: np.ndarray, keyword: np.ndarray, gate
     return total
 
 
-#: The caption-side features a query's English translation can raise (:mod:`mlatr.search.query_translation`).
-TRANSLATED = ("caption", "caption_z", "keyword", "caption_rare")
-
-
 def with_translation(x: np.ndarray, translated: np.ndarray, rows: np.ndarray) -> np.ndarray:
     """The features ``x [Q, n, F]`` where the rows ``rows [Q]`` (queries with a translation) take, for each
     :data:`TRANSLATED` feature, the better of the query's and its translation's (``translated [Q, n, F]``, whose
-    sound features are the query's own): what a search that translated the query would see (searches do not
-    translate yet: :func:`load_libraries` applies it only when asked)."""
+    sound features are the query's own): what a search that translates the query sees
+    (:func:`mlatr.search.fusion.features`, where Apertium's pair is installed; :func:`load_libraries` applies it
+    when asked)."""
     out = x.copy()
     cols = [FEATURES.index(c) for c in TRANSLATED]
     out[np.ix_(rows, np.arange(x.shape[1]), cols)] = np.maximum(x[rows][..., cols], translated[rows][..., cols])
@@ -190,8 +188,8 @@ def with_translation(x: np.ndarray, translated: np.ndarray, rows: np.ndarray) ->
 def load_libraries(folder: str | Path, data: RealSounds, translate: bool = False) -> list[Library]:
     """Every held-out unit of ``folder`` (``*.npz`` fold embeddings) with each kind of metadata; with ``translate``
     and the queries' translations kept, the caption and keyword features of a translated query are the better of
-    its own and its translation's (:func:`with_translation`: what item 6's remedy would give; off by default, as
-    searches do not translate queries, so a calibration fitted on them is one for the features searches compute).
+    its own and its translation's (:func:`with_translation`: what a search computes where Apertium's Spanish and
+    Catalan pairs are installed; without, what one computes where they are not).
     A unit kept before the ``index`` draw of nonsense queries existed uses its ``fit`` draw for its own level."""
     files = sorted(Path(folder).glob("*.npz"))
     if not files:
@@ -474,17 +472,17 @@ def cross_fit(libs: list[Library], languages: list[str], progress=print) -> dict
     names = sorted({lib.name for lib in libs})
     group_of = cross_fit_groups(names)
     measured: dict[tuple[str, str], _Measured] = {}
-    margins, sound_prob, sound_label, fits = {}, [], [], []
+    margins, sound_shown, sound_all, fits = {}, {}, {}, []
     for g in sorted(set(group_of.values())):
         train = [lib for lib in libs if group_of[lib.name] != g]
         test = [lib for lib in libs if group_of[lib.name] == g]
         sound = fit_sound(train)
         for lib in test:
             if lib.kind == METADATA[0]:
-                x, y = sound_pairs(lib)
-                if len(y):
-                    sound_prob.append(sound.relevance(sound.score(x)))
-                    sound_label.append(y)
+                for shown, into in ((SHOWN, sound_shown), (None, sound_all)):
+                    x, y = sound_pairs(lib, shown)
+                    if len(y):
+                        into[lib.name] = (sound.relevance(sound.score(x)), y)
         for half in (0, 1):
             progress(f"fitting without group {g} ({', '.join(sorted({lib.name for lib in test}))}), "
                      f"on query half {1 - half}")
@@ -517,9 +515,7 @@ def cross_fit(libs: list[Library], languages: list[str], progress=print) -> dict
     out.update(_rankings(libs, measured, languages))
     out.update(_calibration(libs, measured))
     out.update(_abstention(libs, measured))
-    ece_s, table_s = expected_calibration_error(np.concatenate(sound_prob), np.concatenate(sound_label)) \
-        if sound_prob else (float("nan"), [])
-    out["sound_calibration"] = {"ece": ece_s, "bins": table_s}
+    out["sound_calibration"] = _sound_calibration(sound_shown, sound_all)
     return out
 
 
@@ -578,10 +574,12 @@ def _calibration(libs: list[Library], measured: dict) -> dict:
 
 
 def _abstention(libs: list[Library], measured: dict) -> dict:
-    """"Nothing relevant" rates of each group at each query's fitted rule, and the trade-off as the margin moves."""
+    """"Nothing relevant" rates of each group at each query's fitted rule (pooled, and each unit's counts), and the
+    trade-off as the margin moves."""
     values: dict = {kind: {g: [] for g in GROUPS} for kind in METADATA}
     said: dict = {kind: {g: [] for g in GROUPS} for kind in METADATA}
     wrong_top: dict = {kind: [] for kind in METADATA}  # answerable with a relevant clip in the top hits
+    per_unit: dict = {kind: {} for kind in METADATA}
     for lib in libs:
         m = measured[(lib.name, lib.kind)]
         has = lib.has
@@ -591,6 +589,7 @@ def _abstention(libs: list[Library], measured: dict) -> dict:
                                       ("relevant", m.excess[has], m.margin[has])):
             values[lib.kind][group].append(excess)
             said[lib.kind][group].append(excess < margin)
+            per_unit[lib.kind].setdefault(lib.name, {})[group] = [int(np.sum(excess < margin)), int(len(excess))]
         wrong_top[lib.kind].append((m.excess < m.margin)[has & m.answered])
     rate = {kind: {g: 100 * float(np.mean(np.concatenate(v))) for g, v in groups.items()}
             for kind, groups in said.items()}
@@ -600,15 +599,33 @@ def _abstention(libs: list[Library], measured: dict) -> dict:
              for kind, groups in values.items()}
     return {"abstention": rate, "tradeoff": {"margin": SWEEP.tolist(), **sweep},
             "abstention_counts": {kind: {g: int(sum(len(v) for v in vs)) for g, vs in groups.items()}
-                                  for kind, groups in values.items()}}
+                                  for kind, groups in values.items()},
+            "abstention_per_unit": per_unit}  # {kind: {unit: {group: [said, of]}}}
+
+
+def _sound_calibration(shown: dict[str, tuple[np.ndarray, np.ndarray]],
+                       every: dict[str, tuple[np.ndarray, np.ndarray]]) -> dict:
+    """ECE of the sound-query relevance over the hits a user reads (each query clip's top :data:`SHOWN`; pooled and
+    per unit), its AUC there, and the ECE over every pair; ``shown`` and ``every``: each held-out unit's
+    (relevance, label)."""
+    if not shown:
+        return {"ece": float("nan"), "bins": [], "auc": float("nan"), "ece_all_pairs": float("nan"), "per_unit": {}}
+    p, y = (np.concatenate([pair[i] for pair in shown.values()]) for i in (0, 1))
+    ece, table = expected_calibration_error(p, y)
+    return {"ece": ece, "bins": table, "n": int(len(y)), "auc": auc(p, y),
+            "ece_all_pairs": expected_calibration_error(*(np.concatenate([pair[i] for pair in every.values()])
+                                                          for i in (0, 1)))[0],
+            "per_unit": {name: {"ece": expected_calibration_error(up, uy)[0], "n": int(len(uy)),
+                                "relevant": float(np.mean(uy)), "relevance": float(np.mean(up))}
+                         for name, (up, uy) in shown.items()}}
 
 
 # ---- sound queries and classification ---------------------------------------------------------------
 
-def sound_pairs(lib: Library) -> tuple[np.ndarray, np.ndarray]:
-    """``(x [P, 2], y [P])``: every (query clip, other clip) of ``lib`` whose query clip is relevant to some
-    hand-written query: features ``sound``, ``sound_z`` of their audio cosine; relevant when the two clips
-    share a query they are relevant to."""
+def sound_pairs(lib: Library, shown: int | None = SHOWN) -> tuple[np.ndarray, np.ndarray]:
+    """``(x [P, 2], y [P])``: each clip of ``lib`` relevant to some hand-written query, as a sound query, against
+    its ``shown`` nearest other clips by audio cosine (the hits a user reads; None: every other clip): features
+    ``sound``, ``sound_z`` of their audio cosine; relevant when the two clips share a query they are relevant to."""
     a = lib.audio_emb
     concepts = lib.relevant.T.astype(np.float64)  # [n, G]
     queries = np.flatnonzero(concepts.any(axis=1))
@@ -618,15 +635,17 @@ def sound_pairs(lib: Library) -> tuple[np.ndarray, np.ndarray]:
     mean, std = Moments.of(a).score_stats(a[queries])
     z = (sims - mean[:, None]) / np.maximum(std[:, None], 1e-3)
     same = (concepts[queries] @ concepts.T) > 0
-    mask = np.ones_like(sims, bool)
-    mask[np.arange(len(queries)), queries] = False  # not the query clip itself
-    return np.stack([sims[mask], z[mask]], axis=1), same[mask].astype(np.float64)
+    sims[np.arange(len(queries)), queries] = -np.inf  # not the query clip itself
+    k = len(a) - 1 if shown is None else min(shown, len(a) - 1)
+    order = np.argsort(-sims, axis=1, kind="stable")[:, :k]
+    sims, z, same = (np.take_along_axis(m, order, 1).ravel() for m in (sims, z, same))
+    return np.stack([sims, z], axis=1), same.astype(np.float64)
 
 
 def fit_sound(libs: list[Library]) -> RelevanceModel:
-    """The sound-query relevance model on ``libs``: logistic on the sound features (each library weighing the same),
-    calibrated by isotonic regression on every pair alike (as its calibration is measured: a pair is a pair, in a
-    large library or a small one)."""
+    """The sound-query relevance model on ``libs``, fitted where it is read, as the text model is: logistic on the
+    sound features of each query clip's top :data:`SHOWN` hits (each library weighing the same), calibrated by an
+    isotonic regression on those hits."""
     xs, ys, ws = [], [], []
     for lib in libs:
         if lib.kind != METADATA[0]:
@@ -803,13 +822,15 @@ def text_search_report(runs: dict, languages: list[str]) -> list[str]:
                 r1 = _f(r[kind]["logistic"]["t2a"]["avg"]["R1"])
                 lines.append(f"| {name} | {kind} | " + " | ".join(_f(v[rk]) for rk in rankings)
                              + f" | {r1} | {'ok' if _meets(v) else '**miss**'} |")
-        c, a, ac = ts["calibration"], ts["abstention"], ts["answer_calibration"]
+        c, a, ac, sc = ts["calibration"], ts["abstention"], ts["answer_calibration"], ts["sound_calibration"]
         lines += ["", f"Relevance calibration (default ranking, top {SHOWN} hits of every query, held-out units): "
                   f"ECE {c['ece_shown']:.3f} over {c['n_shown']} hits; over the {c['n_read']} hits of relevance >= "
                   f"{READ_FROM} ({100 * c['share_read']:.1f} %) ECE {c['ece_read']:.3f}; over every (query, clip) "
                   f"pair {c['ece_all_pairs']:.3f}. The first hit's relevance separates right first hits from wrong "
                   f"ones with AUC {c['auc_first']:.3f} ({c['n_first']} first hits, {100 * c['first_right']:.1f} % "
-                  f"right). Sound queries: ECE {ts['sound_calibration']['ece']:.3f}. The answer's relevance (one of "
+                  f"right). Sound queries (each relevant clip's top {SHOWN} neighbours): ECE "
+                  f"{sc['ece']:.3f}, AUC {sc.get('auc', np.nan):.3f}; over every pair "
+                  f"{sc.get('ece_all_pairs', np.nan):.3f}. The answer's relevance (one of "
                   f"the top hits is relevant): ECE {ac['ece']:.3f} over {ac['n']} queries.", "",
                   f"Per unit (names), ECE over the hits of relevance >= {READ_FROM}: "
                   + "; ".join(f"{n} {_f(v['ece_read'], 3)} ({v['n_read']})" for n, v in c["per_unit"].items()) + ".",
@@ -919,11 +940,9 @@ def calibrate_recipe(folder: Path, data: RealSounds, out: Path, weights: str | N
     """Measure the recipe of fold embeddings ``folder`` cross-fitted (:func:`measure`), write ``out/results.json``,
     ``report.md``, ``reliability.png`` and ``nothing-relevant-tradeoff.png``, and with ``weights`` (the SHA-256 of a
     model of that recipe) fit its calibration on every unit and query (:func:`fit_calibration`). ``translate``:
-    measure as if searches translated the queries (:func:`load_libraries`; never with ``weights``). Returns
-    ``(results, calibration or None)``."""
-    if translate and weights is not None:
-        raise MlatrError("a calibration is fitted on the features searches compute: not with translated queries, "
-                         "which searches do not make")
+    measure and fit on the features of searches that translate Spanish and Catalan queries into English, as a
+    search does where Apertium's pairs are installed (:func:`load_libraries`; the calibration records it).
+    Returns ``(results, calibration or None)``."""
     libs = load_libraries(folder, data, translate)
     res = json.loads(json.dumps(measure(libs, folder, data, progress=progress), default=float))
     about = {"command": "mlatr experiment calibrate", "commit": source_commit(), "embeddings": str(folder),

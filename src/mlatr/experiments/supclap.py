@@ -21,14 +21,15 @@ same measuring cost. Rerunning the same command resumes: finished runs are skipp
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 from mlatr.experiments.demo import demo_config
 
 #: mlatr's form of SVR before the fidelity fix (issue 11), kept as one ablation row: support vectors scored
-#: by a dot product, a softplus radius fed sorted, detached cosines.
-EARLIER_FORM = {"similarity": "dot", "radius_output": "softplus", "radius_input": "cosine", "sort_negatives": True,
-                "detach_radius_input": True}
+#: by a dot product, a softplus radius fed sorted, detached cosines (:mod:`mlatr.experiments.supclap_earlier`,
+#: named by import path: this module imports no torch).
+EARLIER_FORM = {"builder": "mlatr.experiments.supclap_earlier:earlier_svr"}
 
 
 def _svr(radius: str, bi: bool = True, constraint: bool = True, **options: Any) -> dict[str, Any]:
@@ -85,6 +86,6 @@ def supclap_config(manifest: str, epochs: int, method: str) -> dict[str, Any]:
     """The training config tree of one run: the demo's setup with the method's objective."""
     _, scheme, base, extra = METHODS[method]
     tree = demo_config(manifest, scheme, epochs, base)
-    tree["objective"].update(extra)
+    tree["objective"].update(copy.deepcopy(extra))  # a caller may edit its tree: METHODS stays as declared
     tree["train"].update({"log_every": 1, "diagnostics": ["drift"]})
     return tree

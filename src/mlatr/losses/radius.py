@@ -13,18 +13,12 @@ for audio-to-text pass its transpose.
 
 from __future__ import annotations
 
-import math
-
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
 from mlatr.errors import MlatrError
 from mlatr.losses._common import Scalar
-
-#: Output and input forms of :class:`DynamicRadius` (the first of each is the paper's reading).
-RADIUS_OUTPUTS = ("identity", "softplus")
-RADIUS_INPUTS = ("logits", "cosine")
 
 #: Initial radius. SupCLAP does not state one; 0.1 against a typical initial positive distance
 #: ``||a+ - t+|| ~ 1`` (cosine ~ 0.5) starts with a mild suppression factor ``1 - R/||a+ - t+|| ~ 0.9``
@@ -75,30 +69,26 @@ class DynamicRadius(nn.Module):
 
     For anchor ``i`` the input is §3.2's similarity vector ``S_i = [s(t_i, a_i), s(t_i, a_1^-), ...]``:
     the positive first, then the negatives, ``K`` values in all, where ``K`` is the ``batch_size`` the
-    predictor was built for. The default reading is the paper's, and each choice it leaves open is an
-    option:
+    predictor was built for. It is read as the paper writes it:
 
-    - ``input="logits"`` (default): ``s = cos / tau`` as §3.1 defines ``s``; ``"cosine"`` feeds the
-      cosines (the two differ by the temperature, which matters when ``tau`` is learned).
-    - ``sort_negatives=False`` (default): the negatives in batch order, as §3.2 writes ``S``; ``True``
-      sorts them from most to least similar, which makes ``S`` independent of the (arbitrary) order of
-      the batch: a fixed-length description of the set of negatives, hardest first.
-    - ``detach_input=False`` (default): gradients flow through ``S`` into the encoders, as nothing in
-      the paper stops them; ``True`` treats ``R`` as a constant with respect to the embeddings, the
-      assumption of Appendix D's Jacobian (eq. 14-15).
-    - ``output="identity"`` (default): the paper's real-valued ``R`` (``R in R``, §3.2), whose sign and
-      size the constraint of Appendix B polices on both sides (``ReLU(-R)`` and ``ReLU(R - ||a - t||)``);
-      ``"softplus"`` keeps ``R > 0``, which leaves the ``ReLU(-R)`` part always zero.
+    - ``s = cos / tau``, as §3.1 defines ``s`` (it differs from the cosine when ``tau`` is learned);
+    - the negatives in batch order (:meth:`negatives`), as §3.2 writes ``S``;
+    - gradients flow through ``S`` into the encoders, as nothing in the paper stops them;
+    - the output is the paper's real-valued ``R`` (``R in R``, §3.2), whose sign and size the constraint of
+      Appendix B (eq. 9) polices on both sides (``ReLU(-R)`` and ``ReLU(R - ||a - t||)``).
+
+    What the paper leaves open:
+
     - Other batch sizes: a smaller batch (the last of an epoch, a pair set with masked captions) is
       padded at the end with ``pad_value`` (a cosine, ``-1`` = an antipodal clip: a negative that exerts
-      no pushing force, eq. 3; scaled by ``1/tau`` with ``input="logits"``); a larger batch keeps its
-      first ``K - 1`` negatives (the hardest ones when sorted).
+      no pushing force, eq. 3; scaled by ``1/tau`` as the rest); a larger batch keeps its first ``K - 1``
+      negatives.
     - Initialisation: the last layer starts at zero weight with its bias set so that every anchor gets
       ``init`` (DynamicSVR starts as StaticSVR and learns to deviate).
 
     Args (forward):
         similarity: ``[N, N]`` cosine matrix, row ``i`` = anchor ``i``, positive in column ``i``.
-        temperature: ``tau`` (float or scalar tensor) for ``input="logits"``; ignored otherwise.
+        temperature: ``tau`` (float or scalar tensor).
 
     Returns:
         ``[N]`` radius per anchor.
@@ -115,26 +105,12 @@ class DynamicRadius(nn.Module):
         batch_size: int,
         hidden: int = 64,
         init: float = DEFAULT_INIT_RADIUS,
-        output: str = "identity",
-        input: str = "logits",
-        sort_negatives: bool = False,
-        detach_input: bool = False,
         pad_value: float = -1.0,
     ) -> None:
         super().__init__()
         if batch_size < 1:
             raise MlatrError(f"batch_size must be >= 1, got {batch_size}")
-        if output not in RADIUS_OUTPUTS:
-            raise MlatrError(f"output must be one of {RADIUS_OUTPUTS}, got {output!r}")
-        if input not in RADIUS_INPUTS:
-            raise MlatrError(f"input must be one of {RADIUS_INPUTS}, got {input!r}")
-        if output == "softplus" and init <= 0:
-            raise MlatrError(f"a softplus radius is positive; init must be > 0, got {init}")
         self.batch_size = batch_size
-        self.output = output
-        self.input = input
-        self.sort_negatives = sort_negatives
-        self.detach_input = detach_input
         self.pad_value = pad_value
         self.mlp = nn.Sequential(
             nn.Linear(batch_size, hidden),
@@ -146,31 +122,28 @@ class DynamicRadius(nn.Module):
         last = self.mlp[-1]
         with torch.no_grad():
             last.weight.zero_()
-            last.bias.fill_(math.log(math.expm1(init)) if output == "softplus" else init)
+            last.bias.fill_(init)
 
-    def features(self, similarity: Tensor, temperature: Scalar = 1.0) -> Tensor:
-        """The predictor's input ``[N, batch_size]``: the positive, then the negatives (see the class)."""
-        _check_similarity(similarity)
-        if self.detach_input:
-            similarity = similarity.detach()
-        scale = temperature if self.input == "logits" else 1.0
+    def negatives(self, similarity: Tensor) -> Tensor:
+        """Each anchor's negatives ``[N, N-1]``: the off-diagonal entries of its row, in batch order (§3.2)."""
         n = similarity.shape[0]
         off_diagonal = ~torch.eye(n, dtype=torch.bool, device=similarity.device)
+        return similarity[off_diagonal].reshape(n, n - 1)
+
+    def features(self, similarity: Tensor, temperature: Scalar = 1.0) -> Tensor:
+        """The predictor's input ``[N, batch_size]``: the positive, then the negatives, over ``tau`` (the class)."""
+        _check_similarity(similarity)
         positive = similarity.diagonal().unsqueeze(1)  # [N, 1]
-        negatives = similarity[off_diagonal].reshape(n, n - 1)  # [N, N-1], batch order
-        if self.sort_negatives:
-            negatives = negatives.sort(dim=1, descending=True).values
+        negatives = self.negatives(similarity)
         k = self.batch_size - 1
         if negatives.shape[1] >= k:
             negatives = negatives[:, :k]
         else:
             negatives = F.pad(negatives, (0, k - negatives.shape[1]), value=self.pad_value)
-        return torch.cat([positive, negatives], dim=1) / scale  # [N, K]
+        return torch.cat([positive, negatives], dim=1) / temperature  # [N, K]
 
     def forward(self, similarity: Tensor, temperature: Scalar = 1.0) -> Tensor:
-        raw = self.mlp(self.features(similarity, temperature)).squeeze(1)  # [N]
-        return F.softplus(raw) if self.output == "softplus" else raw
+        return self.mlp(self.features(similarity, temperature)).squeeze(1)  # [N]
 
     def extra_repr(self) -> str:
-        return (f"batch_size={self.batch_size}, output={self.output!r}, input={self.input!r}, "
-                f"sort_negatives={self.sort_negatives}, detach_input={self.detach_input}")
+        return f"batch_size={self.batch_size}"

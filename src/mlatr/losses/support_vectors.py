@@ -6,8 +6,7 @@ are these support vectors. Differentiating through the unit direction rescales t
 negative's pushing force perpendicular to the pulling direction by ``1 - R / ||a+ - t+||`` while
 leaving the parallel component as it is (Appendix D, eq. 13-18); this is what controls the
 "optimization trajectory drift" of §2. The support vector is scored with the scaled cosine of §3.1
-(renormalised first); the dot product of the unnormalised vector (Appendix D's linearisation) is an
-option of :func:`svr_loss`.
+(renormalised first).
 
 All functions here are pure: tensors in, tensors out. The radius comes from a radius model
 (:mod:`mlatr.losses.radius`); :class:`~mlatr.losses.svr_regularizer.SVRRegularizer` joins the two.
@@ -22,11 +21,6 @@ from torch import Tensor
 from mlatr.errors import MlatrError
 from mlatr.losses._common import Scalar, check_pair, check_positive, l2_normalize
 from mlatr.losses.pair_losses import BASE_LOSSES
-
-#: How a support vector is scored against the candidates: ``"cosine"`` (§3.1's ``s = cos/tau`` applied
-#: to ``t_sup``, the default) or ``"dot"`` (``t_sup . a / tau`` on the unnormalised support vector, the
-#: linearised form Appendix D analyses).
-SVR_SIMILARITIES = ("cosine", "dot")
 
 #: Smallest ``||target - anchor||`` used as a divisor; coincident pairs get a zero direction.
 DIRECTION_EPS = 1e-8
@@ -88,18 +82,31 @@ def support_vectors(anchor: Tensor, target: Tensor, radius: Scalar, *, normalize
     return anchor + r * (offset / distance)
 
 
-def _directional_svr(
-    sup: Tensor, candidates: Tensor, temperature: Scalar, base: str, bias: Scalar | None, similarity: str
-) -> Tensor:
-    """One direction of the SVR term: support-vector anchors ``sup [n, d]`` against unit ``candidates``."""
-    if similarity == "cosine":
-        sup = l2_normalize(sup)
-    logits = sup @ candidates.transpose(0, 1) / temperature  # [n, n]
+def directional_loss(logits: Tensor, base: str, bias: Scalar | None) -> Tensor:
+    """One direction of the SVR term from its logits ``[n, n]`` (row ``i`` = support vector ``i``, its positive
+    in column ``i``): InfoNCE over each row (eq. 6) or SigLIP's pairwise sigmoid with bias ``b``."""
     if base == "infonce":
         return -torch.log_softmax(logits, dim=1).diagonal().mean()
     n = logits.shape[0]
     labels = 2.0 * torch.eye(n, dtype=logits.dtype, device=logits.device) - 1.0
     return -F.logsigmoid(labels * (logits + bias)).sum(dim=1).mean()
+
+
+def _directional_svr(sup: Tensor, candidates: Tensor, temperature: Scalar, base: str, bias: Scalar | None) -> Tensor:
+    """One direction of the SVR term: support vectors ``sup [n, d]``, renormalised and so scored by §3.1's
+    ``s = cos / tau``, against unit ``candidates``."""
+    return directional_loss(l2_normalize(sup) @ candidates.transpose(0, 1) / temperature, base, bias)
+
+
+def check_svr_inputs(audio: Tensor, text: Tensor, temperature: Scalar, base: str, bias: Scalar | None) -> None:
+    """Refuse what :func:`svr_loss` cannot score: unpaired rows, ``tau <= 0``, an unknown ``base``, SigLIP
+    without its bias."""
+    check_pair(audio, text, "svr_loss(audio, text)")
+    check_positive(temperature)
+    if base not in BASE_LOSSES:
+        raise MlatrError(f"unknown SVR base loss {base!r}; expected one of {', '.join(BASE_LOSSES)}")
+    if base == "siglip" and bias is None:
+        raise MlatrError("SVR with base loss 'siglip' needs the SigLIP bias")
 
 
 def svr_loss(
@@ -110,7 +117,6 @@ def svr_loss(
     radius_a2t: Scalar | None = None,
     base: str = "infonce",
     bias: Scalar | None = None,
-    similarity: str = "cosine",
 ) -> Tensor:
     """The support vector regularization term ``L_svr`` (SupCLAP §3.1 eq. 6; "uni" / "bi", §4.1.2).
 
@@ -121,16 +127,13 @@ def svr_loss(
 
     (eq. 6: a softmax over all clips of the batch, the own clip included). §3.1 defines the affinity as
     the scaled cosine ``s(a, t) = cos(a, t) / tau`` and eq. 6 applies it to ``t_sup``, so each support
-    vector is renormalised before it is scored (``similarity="cosine"``, the default). The loss is then
-    smallest for a radius near ``||a_i - t_i||`` (the support vector reaches its clip) and grows past it,
-    the regime of the paper's Figure 3. ``similarity="dot"`` scores the unnormalised support vector,
-    ``s_i . a_j / tau``: the linearised map whose Jacobian Appendix D analyses; there a larger ``R`` acts
-    like a larger logit scale and the term falls monotonically in ``R``.
+    vector is renormalised before it is scored. The loss is then smallest for a radius near ``||a_i - t_i||``
+    (the support vector reaches its clip) and grows past it, the regime of the paper's Figure 3.
 
     With ``radius_a2t`` the audio side is regularised as well ("bi"):
     ``q_i = a_i + R'_i (t_i - a_i)/||t_i - a_i||`` against the texts, ``L_a2t`` likewise, and the result
     is ``L_t2a + L_a2t`` (a sum of the two directional means, as eq. 5 sums the two InfoNCE directions).
-    ``R = 0`` gives back the plain InfoNCE t2a term (in both similarity forms).
+    ``R = 0`` gives back the plain InfoNCE t2a term.
 
     ``base="siglip"`` replaces the softmax by SigLIP's pairwise sigmoid loss with the support vectors
     as the anchors (same normalisation as :func:`~mlatr.losses.siglip_loss`, ``1/N`` over anchors):
@@ -145,13 +148,12 @@ def svr_loss(
         radius_t2a: radius of the text support vectors: scalar or ``[N]`` / ``[N, 1]``.
         radius_a2t: radius of the audio support vectors; ``None`` (default) = uni (t2a only).
         base: ``"infonce"`` or ``"siglip"``. bias: SigLIP's ``b`` (required for ``"siglip"``).
-        similarity: ``"cosine"`` (default, §3.1) or ``"dot"`` (Appendix D's linearised form).
 
     Returns:
         Scalar tensor.
 
     Raises:
-        MlatrError: unknown ``base`` or ``similarity``, or ``"siglip"`` without a bias.
+        MlatrError: unknown ``base``, or ``"siglip"`` without a bias.
 
     Example:
         >>> import torch
@@ -163,20 +165,13 @@ def svr_loss(
         SupCLAP (Support Vector Regularization for audio-text contrastive learning), §3.1 eq. 6,
         §3.2, Appendix D; Zhai et al., "Sigmoid Loss for Language Image Pre-Training", ICCV 2023.
     """
-    check_pair(audio, text, "svr_loss(audio, text)")
-    check_positive(temperature)
-    if base not in BASE_LOSSES:
-        raise MlatrError(f"unknown SVR base loss {base!r}; expected one of {', '.join(BASE_LOSSES)}")
-    if base == "siglip" and bias is None:
-        raise MlatrError("SVR with base loss 'siglip' needs the SigLIP bias")
-    if similarity not in SVR_SIMILARITIES:
-        raise MlatrError(f"unknown SVR similarity {similarity!r}; expected one of {', '.join(SVR_SIMILARITIES)}")
+    check_svr_inputs(audio, text, temperature, base, bias)
     a, t = l2_normalize(audio), l2_normalize(text)
     t_sup = support_vectors(t, a, radius_t2a, normalize=False)  # [N, d]
-    loss = _directional_svr(t_sup, a, temperature, base, bias, similarity)
+    loss = _directional_svr(t_sup, a, temperature, base, bias)
     if radius_a2t is not None:
         a_sup = support_vectors(a, t, radius_a2t, normalize=False)  # [N, d]
-        loss = loss + _directional_svr(a_sup, t, temperature, base, bias, similarity)
+        loss = loss + _directional_svr(a_sup, t, temperature, base, bias)
     return loss
 
 

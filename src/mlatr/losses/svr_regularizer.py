@@ -34,7 +34,7 @@ DEFAULT_ALPHA = 1.0
 class SVRRegularizer(nn.Module):
     """``scale * (alpha * L_svr + beta * L_cons)`` for one aligned (audio, text) pair set (SupCLAP eq. 9).
 
-    - ``L_svr``: :func:`~mlatr.losses.svr_loss` (eq. 6, support vectors scored by ``similarity``) with
+    - ``L_svr``: :func:`~mlatr.losses.svr_loss` (eq. 6, :meth:`svr_term`) with
       radii from ``radius_model``: for the text-to-audio direction the model reads
       ``(sim, tau)``, ``sim = cos(t_i, a_j)`` (row = text), for the audio-to-text direction ("bi") the
       transpose. One model serves both directions unless
@@ -70,10 +70,9 @@ class SVRRegularizer(nn.Module):
         base: str = "infonce",
         scale: float | None = None,
         radius_model_a2t: nn.Module | None = None,
-        similarity: str = "cosine",
     ) -> None:
         super().__init__()
-        # base and similarity are svr_loss's arguments, checked there
+        # base is svr_loss's argument, checked there
         if alpha < 0 or beta < 0:
             raise MlatrError(f"SVR weights must be >= 0, got alpha={alpha}, beta={beta}")
         self.radius_model = radius_model
@@ -82,7 +81,6 @@ class SVRRegularizer(nn.Module):
         self.alpha = float(alpha)
         self.beta = float(beta)
         self.base = base
-        self.similarity = similarity
         self.scale = float(scale) if scale is not None else (0.5 if base == "infonce" else 1.0)
 
     def radii(self, audio: Tensor, text: Tensor, temperature: Scalar) -> tuple[Tensor, Tensor | None]:
@@ -94,13 +92,17 @@ class SVRRegularizer(nn.Module):
         model_a2t = self.radius_model_a2t if self.radius_model_a2t is not None else self.radius_model
         return r_t2a, model_a2t(sim_t2a.transpose(0, 1), temperature)
 
+    def svr_term(self, audio: Tensor, text: Tensor, temperature: Scalar, r_t2a: Tensor, r_a2t: Tensor | None,
+                 bias: Scalar | None) -> Tensor:
+        """``L_svr`` of the pair set for the radii given: :func:`~mlatr.losses.svr_loss` (SupCLAP §3.1, eq. 6)."""
+        return svr_loss(audio, text, temperature, r_t2a, r_a2t, base=self.base, bias=bias)
+
     def forward(
         self, audio: Tensor, text: Tensor, temperature: Scalar, bias: Scalar | None = None
     ) -> tuple[Tensor, dict[str, Tensor]]:
         check_pair(audio, text, "SVRRegularizer(audio, text)")
         r_t2a, r_a2t = self.radii(audio, text, temperature)
-        svr = svr_loss(audio, text, temperature, r_t2a, r_a2t, base=self.base, bias=bias,
-                       similarity=self.similarity)
+        svr = self.svr_term(audio, text, temperature, r_t2a, r_a2t, bias)
         cons = constraint_loss(audio, text, r_t2a)
         if r_a2t is not None:
             cons = cons + constraint_loss(audio, text, r_a2t)
@@ -151,7 +153,7 @@ class SVRRegularizer(nn.Module):
 
     def extra_repr(self) -> str:
         direction = "bi" if self.bidirectional else "uni"
-        return (f"{direction}, base={self.base!r}, similarity={self.similarity!r}, alpha={self.alpha}, "
+        return (f"{direction}, base={self.base!r}, alpha={self.alpha}, "
                 f"beta={self.beta}, scale={self.scale}")
 
 
@@ -167,11 +169,8 @@ def build_svr_regularizer(
     hidden: int = 64,
     separate_a2t_radius: bool = False,
     scale: float | None = None,
-    similarity: str = "cosine",
-    radius_output: str = "identity",
-    radius_input: str = "logits",
-    sort_negatives: bool = False,
-    detach_radius_input: bool = False,
+    dynamic_radius: type[DynamicRadius] = DynamicRadius,
+    regularizer: type[SVRRegularizer] = SVRRegularizer,
 ) -> SVRRegularizer:
     """An :class:`SVRRegularizer` for one of SupCLAP's variants ("bi-DynamicSVR", "uni-StaticSVR", ...).
 
@@ -186,13 +185,9 @@ def build_svr_regularizer(
         hidden: MLP width of the dynamic predictor.
         separate_a2t_radius: a second radius model for the audio-to-text direction.
         scale: see :class:`SVRRegularizer`.
-        similarity: how support vectors are scored, ``"cosine"`` (§3.1, default) or ``"dot"``
-            (:func:`~mlatr.losses.svr_loss`).
-        radius_output, radius_input, sort_negatives, detach_radius_input: the dynamic predictor's
-            ``output``, ``input``, ``sort_negatives`` and ``detach_input`` (:class:`~mlatr.losses.DynamicRadius`;
-            the defaults are the paper's reading). The pre-fidelity-fix form of mlatr was ``similarity="dot"``,
-            ``radius_output="softplus"``, ``radius_input="cosine"``, ``sort_negatives=True``,
-            ``detach_radius_input=True``.
+        dynamic_radius, regularizer: the classes built (the paper's by default); a research variant of
+            SVR passes its subclasses (the supclap experiment's earlier form of mlatr:
+            :mod:`mlatr.experiments.supclap_earlier`).
 
     Raises:
         MlatrError: unknown names, or ``"dynamic"`` without a batch size.
@@ -207,13 +202,12 @@ def build_svr_regularizer(
     def make() -> nn.Module:
         if radius == "static":
             return StaticRadius(init_radius)
-        return DynamicRadius(batch_size, hidden=hidden, init=init_radius, output=radius_output, input=radius_input,
-                             sort_negatives=sort_negatives, detach_input=detach_radius_input)
+        return dynamic_radius(batch_size, hidden=hidden, init=init_radius)
 
     if beta is None:
         beta = DEFAULT_BETA if radius == "dynamic" else 0.0
     bidirectional = direction == "bi"
-    return SVRRegularizer(
+    return regularizer(
         make(),
         bidirectional=bidirectional,
         alpha=alpha,
@@ -221,5 +215,4 @@ def build_svr_regularizer(
         base=base,
         scale=scale,
         radius_model_a2t=make() if (bidirectional and separate_a2t_radius) else None,
-        similarity=similarity,
     )

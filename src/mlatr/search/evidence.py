@@ -5,7 +5,8 @@ sound queries) is a list of :class:`Evidence`, best source first: the clip's bes
 fused score counts it or it ranked the clip, its best ``keyword`` match (with the query's ``terms`` found
 in it) and its ``sound``. ``to_dict()`` gives the JSON object of the CLI's ``--json`` and the HTTP API:
 ``{"source", "score", "rank"}`` and, for a caption or keyword, ``"text"``, ``"lang"`` (and ``"terms"``; and
-``"origin"`` where known).
+``"origin"`` where known; ``"translation": true`` where the query's translation matched it, not the query as
+typed: :mod:`mlatr.search.query_translation`).
 
 A caption's ``origin`` says where the library got it (issue 46: every source shown in the hit's evidence): a
 BWF ``bext`` description, ``ixml``, an ``id3`` / ``vorbis`` / ``flac`` / ``mp4`` tag, a ``sidecar`` text, a ``ucs``
@@ -28,7 +29,8 @@ class Evidence:
     """One source's reason for a hit: ``source`` (caption | keyword | sound), its ``score`` (caption and
     sound: a cosine, ATRI eq. 1; keyword: BM25, :mod:`mlatr.search.lexical`), the clip's 1-based ``rank``
     in that source; a caption or keyword match's ``text`` and ``lang`` (ISO 639-3); a keyword match's
-    ``terms`` (the query's words found in it, as the query spelt them)."""
+    ``terms`` (the query's words found in it, as the query spelt them; the translation's words where
+    ``translation``: the query's translation into the captions' language matched it, not the query itself)."""
 
     source: Literal["caption", "keyword", "sound"]
     score: float
@@ -37,6 +39,7 @@ class Evidence:
     lang: str | None = None
     terms: tuple[str, ...] | None = None
     origin: str | None = None
+    translation: bool = False
 
     def to_dict(self) -> dict:
         """The JSON object: the fields that apply to the source; a score that is not finite is ``None``."""
@@ -47,6 +50,8 @@ class Evidence:
                 out["origin"] = self.origin
         if self.source == "keyword":
             out["terms"] = list(self.terms or ())
+        if self.translation:
+            out["translation"] = True
         score = float(self.score)
         out.update(score=score if math.isfinite(score) else None, rank=self.rank)
         return out
@@ -54,10 +59,11 @@ class Evidence:
     def describe(self) -> str:
         """A few words for a terminal: ``caption "un chien qui aboie" [fra] 0.93 (#1)``."""
         where = f"{self.lang}, {self.origin}" if self.origin else self.lang
+        by = ", by the translation" if self.translation else ""
         if self.source == "caption":
-            return f"caption \"{self.text}\" [{where}] {self.score:.2f} (#{self.rank})"
+            return f"caption \"{self.text}\" [{where}] {self.score:.2f} (#{self.rank}{by})"
         if self.source == "keyword":
-            return f"keyword {', '.join(self.terms or ())} in \"{self.text}\" [{where}] (#{self.rank})"
+            return f"keyword {', '.join(self.terms or ())} in \"{self.text}\" [{where}] (#{self.rank}{by})"
         return f"sound {self.score:.2f} (#{self.rank})"
 
 

@@ -16,6 +16,14 @@ the library, from :class:`~mlatr.search.relevance.LibraryStats`, its idf mass an
 :data:`RANKS` are the orders a search can return: ``hybrid`` (the fused score, the default), ``audio``
 (the sound cosine) or ``captions`` (the best caption cosine; a clip without caption last). Whichever order,
 every hit carries the same relevance: it says how probable the clip is to answer, not why it ranked.
+
+**A translated query** (:mod:`mlatr.search.query_translation`): the query's translation into the captions'
+language scores the same candidates on the caption side (its own caption cosines and BM25, against its own
+:class:`~mlatr.search.relevance.QueryStats`), and each candidate's :data:`TRANSLATED` features are the better
+of the query's and the translation's (:func:`features`); the sound features stay the query's own (the sound
+side reads every language). The cross-language remedy of Nie 2010 (*Cross-Language Information Retrieval*,
+ch. 2), taken feature by feature so that a z-score or a keyword share is read against the statistics of the
+text that produced it.
 """
 
 from __future__ import annotations
@@ -28,6 +36,9 @@ from mlatr.search.relevance import FEATURES, QueryStats, RelevanceModel, pair_fe
 
 #: The rankings a text search can use: the fusion of every source (default), sound only, captions only.
 RANKS = ("audio", "captions", "hybrid")
+
+#: The caption-side features a query's translation can raise (:func:`features`).
+TRANSLATED = ("caption", "caption_z", "keyword", "caption_rare")
 
 
 @dataclass
@@ -61,21 +72,39 @@ class Fused:
     features: np.ndarray
 
 
-def fuse(cands: Candidates, stats: QueryStats, model: RelevanceModel) -> Fused:
-    """The fused score and relevance of every candidate (module docstring)."""
+def features(cands: Candidates, stats: QueryStats,
+             translation: tuple[Candidates, QueryStats] | None = None) -> np.ndarray:
+    """``[n, F]`` the features of the candidates (:func:`~mlatr.search.relevance.pair_features`); with the
+    query's ``translation`` (its caption and keyword scores of the same candidates and its statistics), each
+    :data:`TRANSLATED` feature is the better of the query's and the translation's (module docstring)."""
     x = pair_features(cands.sound, cands.caption, cands.keyword, stats)
+    if translation is not None:
+        other, other_stats = translation
+        xt = pair_features(cands.sound, other.caption, other.keyword, other_stats)
+        cols = [FEATURES.index(c) for c in TRANSLATED]
+        x[:, cols] = np.maximum(x[:, cols], xt[:, cols])
+    return x
+
+
+def fuse(cands: Candidates, stats: QueryStats, model: RelevanceModel,
+         translation: tuple[Candidates, QueryStats] | None = None) -> Fused:
+    """The fused score and relevance of every candidate (module docstring; ``translation`` as :func:`features`)."""
+    x = features(cands, stats, translation)
     score = model.score(x)
     return Fused(score, model.relevance(score), x)
 
 
-def caption_counts(model: RelevanceModel, x: np.ndarray, stats: QueryStats) -> np.ndarray:
+def caption_counts(model: RelevanceModel, x: np.ndarray, stats: QueryStats,
+                   translated: QueryStats | None = None) -> np.ndarray:
     """``[n]`` bool: whether the fused score of each of the feature rows ``x [n, F]`` counts its caption,
     that is, differs from the score the clip would have without a caption (the caption columns as
-    :func:`~mlatr.search.relevance.pair_features` gives a clip without one). What a hit shows as caption
-    evidence in a fused or sound ranking."""
+    :func:`~mlatr.search.relevance.pair_features` gives a clip without one; with the statistics of the query's
+    translation, ``translated``, as :func:`features` gives it: the higher of the two caption means). What a hit
+    shows as caption evidence in a fused or sound ranking."""
     x = np.asarray(x, np.float64)
     bare = x.copy()
-    bare[:, FEATURES.index("caption")] = stats.caption_mean
+    bare[:, FEATURES.index("caption")] = stats.caption_mean if translated is None else \
+        max(stats.caption_mean, translated.caption_mean)
     bare[:, [FEATURES.index("caption_z"), FEATURES.index("caption_rare")]] = 0.0
     return np.abs(model.score(x) - model.score(bare)) > 1e-9
 

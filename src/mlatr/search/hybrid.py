@@ -55,6 +55,7 @@ from mlatr.search.query_syntax import (
     clause_scores,
     keyword_query,
 )
+from mlatr.search.query_translation import QueryTranslation
 from mlatr.search.relevance import (
     Calibration,
     LibraryStats,
@@ -96,7 +97,9 @@ class QueryCandidates:
     caption rows of the best caption and keyword match (:class:`~mlatr.search.fusion.Candidates`); ``stats``:
     the query's view of the whole library (its sound and caption moments, its idf mass and its rare cutoff);
     ``query``, ``lang`` and ``terms`` (its keyword terms); ``matched(row)``: the query's terms caption
-    ``row`` holds; ``caption_text``, ``caption_lang``: the library's captions by row (read for the hits)."""
+    ``row`` holds; ``caption_text``, ``caption_lang``: the library's captions by row (read for the hits);
+    ``translation``: the same of the query's translation (:mod:`mlatr.search.query_translation`), over the same
+    candidates in the same order (its sound unread: a candidate's sound is the query's), or None."""
 
     cands: Candidates
     stats: QueryStats
@@ -106,6 +109,14 @@ class QueryCandidates:
     matched: Callable[[int], list[str]]
     caption_text: Sequence[str]
     caption_lang: Sequence[str]
+    translation: QueryCandidates | None = None
+
+    def translated(self, pos: np.ndarray | None = None) -> tuple[Candidates, QueryStats] | None:
+        """What :func:`~mlatr.search.fusion.fuse` reads of the translation (of the candidates at ``pos``)."""
+        t = self.translation
+        if t is None:
+            return None
+        return (t.cands if pos is None else t.cands.take(pos)), t.stats
 
 
 def rank_candidates(qc: QueryCandidates, k: int, rank: str, model: RelevanceModel, answer: RelevanceModel,
@@ -115,44 +126,86 @@ def rank_candidates(qc: QueryCandidates, k: int, rank: str, model: RelevanceMode
     candidates found by a sound ranking, best first: the first ``k`` are described in that order (the sound's
     rank is their place) and the answer's relevance is read from all of them (given at least
     :data:`~mlatr.search.relevance.ANSWER_DEPTH`: what the full ranking reads where it orders as the sound)."""
-    cands, stats = qc.cands, qc.stats
+    stats = qc.stats
+    cands, via = _shown_sources(qc)
     if shown is None:
-        fused = fuse(cands, stats, model)
+        fused = fuse(qc.cands, stats, model, qc.translated())
         pos = order_by(cands, fused, rank, k)
         at = pos  # each hit's place in ``fused``
     else:
         read = np.asarray(shown, np.int64)
         pos = read[:k]
-        fused = fuse(cands.take(read), stats, model)
+        fused = fuse(qc.cands.take(read), stats, model, qc.translated(read))
         at = np.arange(len(pos))
-    ranks = _ranks(cands, pos, by_sound=shown is None)
+    ranks = _ranks(cands, pos, by_sound=shown is None, keyword_key=via.keyword_key)
     score = {"hybrid": fused.score[at], "audio": cands.sound[pos], "captions": cands.caption[pos]}[rank]
-    counted = caption_counts(model, fused.features[at], stats)
+    counted = caption_counts(model, fused.features[at], stats, None if qc.translation is None else
+                             qc.translation.stats)
     out = []
     for j, p in enumerate(pos.tolist()):
         evidence = []
         if ranks["caption"][j] and (counted[j] or rank == "captions"):
             row = int(cands.caption_row[p])
             evidence.append(Evidence("caption", float(cands.caption[p]), int(ranks["caption"][j]),
-                                     qc.caption_text[row], qc.caption_lang[row]))
+                                     qc.caption_text[row], qc.caption_lang[row], translation=bool(via.caption[p])))
         if ranks["keyword"][j]:
             row = int(cands.keyword_row[p])
+            words = qc.translation if via.keyword[p] else qc  # the text whose terms the caption holds
             evidence.append(Evidence("keyword", float(cands.keyword[p]), int(ranks["keyword"][j]),
                                      qc.caption_text[row], qc.caption_lang[row],
-                                     tuple(surface_words(qc.query, qc.lang, qc.matched(row)))))
+                                     tuple(surface_words(words.query, words.lang, words.matched(row))),
+                                     translation=bool(via.keyword[p])))
         evidence.append(Evidence("sound", float(cands.sound[p]), int(ranks["sound"][j])))
         out.append(Ranked(int(cands.rows[p]), float(score[j]), float(fused.relevance[at[j]]), evidence))
     return Ranking(out, answer_relevance(answer, answer_features(fused.score, fused.relevance, fused.features)))
 
 
-def _ranks(cands: Candidates, pos: np.ndarray, by_sound: bool) -> dict[str, np.ndarray]:
+@dataclass
+class _Via:
+    """Which of a translated query's two texts each candidate's shown caption (``caption [n]`` bool) and keyword
+    match (``keyword [n]``) come from (True: the translation), and ``keyword_key [n]``: the keyword share the
+    candidates are ranked by (None: the query's own BM25, untranslated)."""
+
+    caption: np.ndarray
+    keyword: np.ndarray
+    keyword_key: np.ndarray | None = None
+
+
+def _shown_sources(qc: QueryCandidates) -> tuple[Candidates, _Via]:
+    """The candidates as a hit shows them: untranslated, ``qc.cands``; translated, each candidate's better caption
+    cosine of the query's and the translation's (the captions ranking orders by it) and the keyword match of the
+    text whose keyword share (:func:`~mlatr.search.relevance.pair_features`) is higher, with where each came from."""
+    c, t = qc.cands, qc.translation
+    if t is None:
+        none = np.zeros(len(c.rows), bool)
+        return c, _Via(none, none)
+    tc = t.cands
+    if not np.array_equal(tc.rows, c.rows):
+        raise ValueError("a query's translation must score the query's candidates, in their order")
+    share, share_t = _share(c.keyword, qc.stats), _share(tc.keyword, t.stats)
+    cap_t, kw_t = tc.caption > c.caption, share_t > share
+    shown = Candidates(c.rows, c.sound, np.where(cap_t, tc.caption, c.caption), np.where(kw_t, tc.keyword, c.keyword),
+                       np.where(cap_t, tc.caption_row, c.caption_row), np.where(kw_t, tc.keyword_row, c.keyword_row))
+    return shown, _Via(cap_t, kw_t, np.maximum(share, share_t))
+
+
+def _share(keyword: np.ndarray, stats: QueryStats) -> np.ndarray:
+    """The keyword feature of :func:`~mlatr.search.relevance.pair_features`: BM25 over the query's idf mass."""
+    keyword = np.asarray(keyword, np.float64)
+    return keyword / stats.idf_mass if stats.idf_mass > 0 else np.zeros(len(keyword))
+
+
+def _ranks(cands: Candidates, pos: np.ndarray, by_sound: bool, keyword_key: np.ndarray | None = None
+           ) -> dict[str, np.ndarray]:
     """Each source's 1-based rank of the candidates at ``pos`` among the candidates it ranks (every one by sound,
-    those with a caption by caption, those matching a term by keyword; 0: not ranked), ties: lower row first.
-    Not ``by_sound``: ``pos`` is a sound ranking's order, and its place their sound rank."""
+    those with a caption by caption, those matching a term by keyword: by ``keyword_key`` where given, else their
+    BM25; 0: not ranked), ties: lower row first. Not ``by_sound``: ``pos`` is a sound ranking's order, and its
+    place their sound rank."""
     sound = _Source(cands.sound, np.ones(len(cands.rows), bool)).ranks(pos) if by_sound else \
         np.arange(1, len(pos) + 1)
+    keyword = cands.keyword if keyword_key is None else keyword_key
     return {"sound": sound, "caption": _Source(cands.caption, np.isfinite(cands.caption)).ranks(pos),
-            "keyword": _Source(cands.keyword, cands.keyword > 0).ranks(pos)}
+            "keyword": _Source(keyword, keyword > 0).ranks(pos)}
 
 
 def best_per_clip(owner: np.ndarray, scores: np.ndarray, caption_rows: np.ndarray | None,
@@ -242,66 +295,100 @@ class TextRanker:
         return self.audio.take(np.asarray(rows, np.int64))
 
     def rank(self, query_vec: np.ndarray, query: str | ParsedQuery, lang: str | None, k: int,
-             rank: str = "hybrid", allowed: Allowed | None = None) -> Ranking:
+             rank: str = "hybrid", allowed: Allowed | None = None,
+             translation: QueryTranslation | None = None) -> Ranking:
         """The ``k`` best live clips for the embedded query ``query_vec [d]`` (text ``query`` in ``lang``)."""
-        return self.rank_many(np.asarray(query_vec)[None], [query], [lang], [k], [rank], [allowed])[0]
+        return self.rank_many(np.asarray(query_vec)[None], [query], [lang], [k], [rank], [allowed],
+                              [translation])[0]
 
     def rank_many(self, query_vecs: np.ndarray, queries: Sequence[str | ParsedQuery], langs: Sequence[str | None],
-                  ks: Sequence[int], ranks: Sequence[str], allowed: Sequence[Allowed | None] | None = None
-                  ) -> list[Ranking]:
+                  ks: Sequence[int], ranks: Sequence[str], allowed: Sequence[Allowed | None] | None = None,
+                  translations: Sequence[QueryTranslation | None] | None = None) -> list[Ranking]:
         """:meth:`rank` of several embedded queries ``query_vecs [B, d]`` (checked where they entered:
         :func:`mlatr.search.query.text_query`; a text is a plain query, a
         :class:`~mlatr.search.query_syntax.ParsedQuery` one with its syntax). Exact: the products with the audio
         and caption embeddings are taken for the whole batch at once (one pass over each matrix, which a single
         query's product spends its time reading), then each query is ranked on its own row. Windowed: each
         source's window is searched for the whole batch at once (for the queries of each filter together).
-        ``allowed``: per query, the clips it may return (:mod:`mlatr.search.eligibility`; None: every live clip)."""
+        ``allowed``: per query, the clips it may return (:mod:`mlatr.search.eligibility`; None: every live clip).
+        ``translations``: per query, its translation into the captions' language (None: not translated), whose
+        caption and keyword scores each candidate reads too (:func:`~mlatr.search.fusion.features`); windowed,
+        its caption and keyword windows join the candidates."""
         vecs = np.asarray(query_vecs, np.float32)  # [B, d]
         allowed = list(allowed) if allowed is not None else [None] * len(vecs)
-        texts = list(zip(queries, langs, allowed, strict=True))
+        translations = list(translations) if translations is not None else [None] * len(vecs)
+        texts = list(zip(queries, langs, allowed, translations, strict=True))
         if self.window is not None:
             audio_search, caption_search = self.searchers
             w = int(self.window)
             found: list[list[np.ndarray]] = [[] for _ in range(len(vecs))]
             for rows in _by_allowed(allowed).values():
                 a = allowed[rows[0]]
+                of_captions = None if a is None else a.of_rows(self.caption_clip)
                 # each window re-scored exactly as found (rerank 1): the window's recall is measured as a whole
                 sound_rows = audio_search.top_k(vecs[rows], w, rerank=1, allowed=a)[1]  # [b, <= w]
-                caption_rows = caption_search.top_k(vecs[rows], w, rerank=1, allowed=None if a is None else
-                                                    a.of_rows(self.caption_clip))[1] if len(self.caption_clip) \
-                    else None
+                caption_rows = caption_search.top_k(vecs[rows], w, rerank=1, allowed=of_captions)[1] \
+                    if len(self.caption_clip) else None
                 for j, b in enumerate(rows):
                     found[b] = [sound_rows[j]] + ([self.caption_clip[caption_rows[j][caption_rows[j] >= 0]]]
                                                   if caption_rows is not None else [])
-            qcs = [self._windowed(vecs[b], query, lang, found[b], allowed=a)
-                   for b, (query, lang, a) in enumerate(texts)]
+                told = [b for b in rows if translations[b] is not None]  # the translations' caption windows
+                if told and len(self.caption_clip):
+                    t_rows = caption_search.top_k(np.stack([translations[b].vec for b in told]).astype(np.float32),
+                                                  w, rerank=1, allowed=of_captions)[1]
+                    for j, b in enumerate(told):
+                        found[b].append(self.caption_clip[t_rows[j][t_rows[j] >= 0]])
+            qcs = []
+            for b, (query, lang, a, t) in enumerate(texts):
+                if t is not None:  # and the translation's keyword window
+                    t_kq = self._keyword_query(as_parsed(t.text), t.lang)
+                    found[b].append(self._keyword_window(self._keyword_matches(t_kq), a))
+                qc = self._windowed(vecs[b], query, lang, found[b], allowed=a)
+                if t is not None:
+                    qc.translation = self._windowed(np.asarray(t.vec, np.float32), t.text, t.lang,
+                                                    given=qc.cands.rows)
+                qcs.append(qc)
         else:
             audio = self.audio.scores(vecs)  # [B, N]
             if self.segments is not None:  # a long clip's sound: its best segment where higher
                 audio = self.segments.raise_scores(vecs, audio)
-            captions = self.captions.scores(vecs)  # [B, M]
-            qcs = [self._exact(vecs[b], audio[b], captions[b], query, lang, a)
-                   for b, (query, lang, a) in enumerate(texts)]
+            told = [b for b, t in enumerate(translations) if t is not None]
+            both = np.concatenate([vecs, np.asarray([translations[b].vec for b in told], np.float32).reshape(
+                len(told), vecs.shape[1])])
+            captions = self.captions.scores(both)  # [B + T, M]: the queries' and their translations'
+            qcs = []
+            for b, (query, lang, a, t) in enumerate(texts):
+                qc = self._exact(vecs[b], audio[b], captions[b], query, lang, a)
+                if t is not None:
+                    qc.translation = self._exact(np.asarray(t.vec, np.float32), audio[b],
+                                                 captions[len(vecs) + told.index(b)], t.text, t.lang, a)
+                qcs.append(qc)
         return [rank_candidates(qc, k, rank, self.model, self.answer)
                 for qc, k, rank in zip(qcs, ks, ranks, strict=True)]
 
     def describe(self, vec: np.ndarray, query: str | ParsedQuery, lang: str | None, rows: np.ndarray,
                  sound: np.ndarray, rank: str = "audio", allowed: Allowed | None = None,
-                 k: int | None = None) -> Ranking:
+                 k: int | None = None, translation: QueryTranslation | None = None) -> Ranking:
         """Relevance and evidence of live clips a sound ranking found through the index's searcher (``rows``, best
         first, ``sound``: their cosines), in that order (:func:`rank_candidates` with ``shown``): exact, the
         audio product is taken only for them (the other sources rank every live clip ``allowed`` lets through);
         windowed, the candidates are these clips. The first ``k`` (default: all) are the hits; the answer's
         relevance reads every row. ``rank``: which score the hits show (``hybrid``: the fused score, on a library
-        where it orders as the sound)."""
+        where it orders as the sound); ``translation``: the query's, read as :meth:`rank_many` reads it."""
         vec = np.asarray(vec, np.float32)
         rows = np.asarray(rows, np.int64)
+        t_vec = None if translation is None else np.asarray(translation.vec, np.float32)
         if self.window is not None:
             qc = self._windowed(vec, query, lang, given=rows)
+            if translation is not None:
+                qc.translation = self._windowed(t_vec, translation.text, translation.lang, given=rows)
         else:
             audio = np.full(len(self.audio), -np.inf, np.float32)
             audio[rows] = sound
             qc = self._exact(vec, audio, self.captions.scores(vec[None])[0], query, lang, allowed)
+            if translation is not None:
+                qc.translation = self._exact(t_vec, audio, self.captions.scores(t_vec[None])[0], translation.text,
+                                             translation.lang, allowed)
         return rank_candidates(qc, len(rows) if k is None else k, rank, self.model, self.answer,
                                shown=np.searchsorted(qc.cands.rows, rows))
 
@@ -323,6 +410,16 @@ class TextRanker:
         cands = Candidates(rows, audio[rows], caption[rows], keyword[rows], caption_row[rows], keyword_row[rows])
         return self._query(cands, vec, parsed, lang, kq, cutoff)
 
+    def _keyword_window(self, matches: tuple[np.ndarray, np.ndarray, np.ndarray], allowed: Allowed | None = None
+                        ) -> np.ndarray:
+        """The clip rows of the window of a query's best keyword ``matches`` (:meth:`_keyword_matches`) among the
+        ``allowed`` clips."""
+        kw_clips, kw_best, _ = matches
+        if allowed is not None and len(kw_clips):
+            keep = allowed.mask[kw_clips]
+            kw_clips, kw_best = kw_clips[keep], kw_best[keep]
+        return kw_clips[top_rows(kw_best, int(self.window))] if len(kw_clips) else kw_clips
+
     def _windowed(self, vec: np.ndarray, query: str | ParsedQuery, lang: str | None, found: Sequence[np.ndarray] = (),
                   given: np.ndarray | None = None, allowed: Allowed | None = None) -> QueryCandidates:
         """The union of the windows as candidates (class docstring): ``found``, the clip rows of the sound and
@@ -332,11 +429,8 @@ class TextRanker:
         kq = self._keyword_query(parsed, lang)
         kw_clips, kw_best, kw_row = self._keyword_matches(kq)
         if given is None:
-            if allowed is not None and len(kw_clips):
-                keep = allowed.mask[kw_clips]
-                kw_clips, kw_best, kw_row = kw_clips[keep], kw_best[keep], kw_row[keep]
-            kw_window = kw_clips[top_rows(kw_best, int(self.window))] if len(kw_clips) else kw_clips
-            rows = np.unique(np.concatenate([np.asarray(f, np.int64) for f in found] + [kw_window]))
+            rows = np.unique(np.concatenate([np.asarray(f, np.int64) for f in found]
+                                            + [self._keyword_window((kw_clips, kw_best, kw_row), allowed)]))
             rows = rows[(rows >= 0) & self.live[np.maximum(rows, 0)]]
             if allowed is not None:
                 rows = rows[allowed.mask[rows]]

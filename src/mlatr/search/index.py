@@ -56,6 +56,12 @@ from mlatr.search.hybrid import Ranked, Ranking
 from mlatr.search.library_encoding import EncodeSettings, build_settings, encode_clips, index_meta
 from mlatr.search.query import TextQuery, check_k, check_min_relevance, text_query
 from mlatr.search.query_syntax import ParsedQuery, parse_query
+from mlatr.search.query_translation import (
+    QueryTranslation,
+    QueryTranslator,
+    caption_language,
+    installed_translator,
+)
 from mlatr.search.relevance import ANSWER_DEPTH, Calibration
 from mlatr.search.results import Hit, Results
 from mlatr.search.search import (
@@ -71,6 +77,8 @@ from mlatr.search.storage_choice import open_storage
 
 #: Windows of one sound query encoded per call.
 QUERY_WINDOW_BATCH = 16
+#: The name of an index's query translation cache (:meth:`Index.translation_cache`).
+TRANSLATION_CACHE = ".query-translations.jsonl"
 
 
 class _Column:
@@ -359,7 +367,7 @@ class Index:
     # ---- text queries --------------------------------------------------------------------------------
     def search_text(self, query: str, lang: str | None = None, k: int = 10, rank: str = "hybrid",
                     min_relevance: float | None = None, where: str | Filter | None = None,
-                    include_silent: bool = False) -> Results:
+                    include_silent: bool = False, translate: str | bool = "auto") -> Results:
         """Clips for a text query in ``lang`` (ISO 639-3; ``None`` where the model does not read it), best
         first: :class:`~mlatr.search.results.Results`, a list of :class:`~mlatr.search.results.Hit`, each with its
         relevance and evidence, that says ``nothing_relevant`` when the answer's relevance is below
@@ -368,10 +376,13 @@ class Index:
         captions. ``query`` may hold ``-word``, ``"a phrase"`` and ``OR`` (:mod:`mlatr.search.query_syntax`);
         ``where`` limits the clips to those whose facets it allows (``"duration<1 and channels=1"``:
         :mod:`mlatr.search.filters`); silent clips are left out unless ``include_silent`` or ``where`` tests
-        ``silent``. The query is checked here (:func:`~mlatr.search.query.text_query`)."""
+        ``silent``. ``translate`` = auto (default): a query in a language other than the captions' is also read
+        through its translation into theirs where a translator is installed (:mod:`mlatr.search.query_translation`;
+        the answer's ``translated_query`` says which); off (or False): never. The query is checked here
+        (:func:`~mlatr.search.query.text_query`)."""
         languages = query_languages(self.model().model.text_encoder)
         return self.search_query(text_query(query, lang, k, rank, languages, min_relevance=min_relevance,
-                                            where=where, include_silent=include_silent))
+                                            where=where, include_silent=include_silent, translate=translate))
 
     def search_query(self, query: TextQuery) -> Results:
         """:meth:`search_text` of a query already checked where it entered; ranking by captions an index whose
@@ -394,22 +405,104 @@ class Index:
                                                  [queries[i].lang for i in rows] if has_lang else None)  # [n, d]
         return out
 
-    def rank_texts(self, vecs: np.ndarray, queries: Sequence[TextQuery]) -> list[Results]:
+    def rank_texts(self, vecs: np.ndarray, queries: Sequence[TextQuery],
+                   translations: Sequence[QueryTranslation | None] | None = None) -> list[Results]:
         """The answers of checked text queries already embedded together (``vecs [B, d]``: :meth:`embed_queries`),
         as a batching server has them (:func:`~mlatr.search.search.rank_text_queries`), each among the clips it may
-        return (:meth:`query_allowed`)."""
+        return (:meth:`query_allowed`), with their ``translations`` (:meth:`embed_translations`; None: made here,
+        which calls the model)."""
+        if translations is None:
+            translations = self.embed_translations(self.translate_queries(queries))
         allowed = [self.query_allowed(q) for q in queries]
         rankings = rank_text_queries(self.text_ranker(), self.searcher("audio"), self.dim, np.asarray(vecs), queries,
-                                     self.has_live_captions(), allowed)
+                                     self.has_live_captions(), allowed, translations)
         vecs = np.asarray(vecs)
+        told = [None if t is None else t.text for t in translations]
         cal = self.calibration()
         if cal is None:
             why = self._parts["calibration"][1]
-            return [Results(self._hits(ranking, vec), uncalibrated=why)
-                    for ranking, vec in zip(rankings, vecs, strict=True)]
+            return [Results(self._hits(ranking, vec), uncalibrated=why, translated_query=t)
+                    for ranking, vec, t in zip(rankings, vecs, told, strict=True)]
         threshold = self.nothing_relevant_level() if any(q.min_relevance is None for q in queries) else None
         return [Results(self._hits(ranking, vec), threshold if q.min_relevance is None else q.min_relevance,
-                        ranking.relevance) for ranking, q, vec in zip(rankings, queries, vecs, strict=True)]
+                        ranking.relevance, translated_query=t)
+                for ranking, q, vec, t in zip(rankings, queries, vecs, told, strict=True)]
+
+    # ---- query translation (mlatr.search.query_translation) -----------------------------------------------
+    def caption_language(self) -> str:
+        """The language of the index's captions, queries are translated into
+        (:func:`~mlatr.search.query_translation.caption_language` of its recorded caption languages)."""
+        return caption_language(self.meta.get("caption_languages"))
+
+    def translator(self) -> QueryTranslator | None:
+        """The query translator (:func:`~mlatr.search.query_translation.installed_translator`: Apertium's installed
+        pairs, found on first use; None without Apertium), or the one :meth:`use_translator` gave."""
+        if "translator" not in self._parts:
+            self._parts["translator"] = installed_translator(self.translation_cache())
+        return self._parts["translator"]
+
+    def translation_cache(self) -> Path | None:
+        """The file an index keeps its queries' translations in (:class:`~mlatr.search.query_translation.QueryCache`):
+        ``.query-translations.jsonl`` inside an index folder, ``NAME.query-translations.jsonl`` beside an ``.npz``;
+        None (memory only) for an index in memory or in Milvus."""
+        if not isinstance(self.path, Path):
+            return None
+        if self.path.is_dir():
+            return self.path / TRANSLATION_CACHE
+        return self.path.with_name(self.path.name + TRANSLATION_CACHE)
+
+    def use_translator(self, translator: QueryTranslator | None) -> None:
+        """Translate queries with ``translator`` (a :class:`~mlatr.search.query_translation.QueryTranslator` over
+        any backend) instead of Apertium's; None: never."""
+        if translator is not None:
+            api_args.instance("translator", translator, QueryTranslator, "a mlatr.search.query_translation."
+                              "QueryTranslator")
+        self._parts["translator"] = translator
+
+    def translate_queries(self, queries: Sequence[TextQuery]) -> list[str | None]:
+        """Each checked query's translation into :meth:`caption_language` (its positive part:
+        :attr:`~mlatr.search.query_syntax.ParsedQuery.embedded`), or None: ``translate`` off, no language given,
+        the captions' own, no live caption, no pair installed, the model cannot embed the captions' language, the
+        translation failed or changed nothing. No encoder call (a server translates outside its model lock); the
+        translator caches them."""
+        out: list[str | None] = [None] * len(queries)
+        target = self.caption_language()
+        asked = [i for i, q in enumerate(queries) if q.translate and q.lang is not None and q.lang != target]
+        if asked and not self.has_live_captions():  # nothing on the caption side for a translation to match
+            return out
+        translator = self.translator() if asked else None
+        asked = [i for i in asked if translator is not None and translator.available(queries[i].lang, target)]
+        if not asked or not self._embeds(target):
+            return out
+        by_lang: dict[str, list[int]] = {}
+        for i in asked:
+            by_lang.setdefault(queries[i].lang, []).append(i)
+        for lang, rows in by_lang.items():
+            done = translator.translate([parse_query(queries[i].text).embedded for i in rows], lang, target)
+            for i, text in zip(rows, done, strict=True):
+                out[i] = text
+        return out
+
+    def _embeds(self, lang: str) -> bool:
+        """Whether the index's model can embed a query in ``lang`` (an index of vectors alone, whose model cannot
+        be loaded, ranks the queries it is given as vectors untranslated)."""
+        try:
+            known = query_languages(self.model().model.text_encoder).known
+        except MlatrError:
+            return False
+        return known is None or lang in known
+
+    def embed_translations(self, texts: Sequence[str | None]) -> list[QueryTranslation | None]:
+        """:meth:`translate_queries`' translations embedded by the index's model in :meth:`caption_language` (one
+        encoder call), as the ranking reads them (:class:`~mlatr.search.query_translation.QueryTranslation`)."""
+        target = self.caption_language()
+        rows = [i for i, t in enumerate(texts) if t]
+        out: list[QueryTranslation | None] = [None] * len(texts)
+        if rows:
+            vecs = self.model().embed_checked([texts[i] for i in rows], [target] * len(rows))
+            for i, vec in zip(rows, vecs, strict=True):
+                out[i] = QueryTranslation(texts[i], target, np.asarray(vec, np.float32))
+        return out
 
     # ---- "nothing relevant": the index's own level -------------------------------------------------------
     def nothing_relevant_level(self) -> float:

@@ -78,6 +78,7 @@ from mlatr.search.query_syntax import (
     clause_scores,
     keyword_query,
 )
+from mlatr.search.query_translation import QueryTranslation
 from mlatr.search.relevance import (
     Calibration,
     LibraryStats,
@@ -619,19 +620,20 @@ class MilvusRanker:
         self.segments: Segments | None = None
 
     def rank_many(self, query_vecs: np.ndarray, queries: Sequence[str | ParsedQuery], langs: Sequence[str | None],
-                  ks: Sequence[int], ranks: Sequence[str], allowed: Sequence[Allowed | None] | None = None
-                  ) -> list[Ranking]:
-        found = self.candidates(query_vecs, queries, langs, ks, allowed=allowed)
+                  ks: Sequence[int], ranks: Sequence[str], allowed: Sequence[Allowed | None] | None = None,
+                  translations: Sequence[QueryTranslation | None] | None = None) -> list[Ranking]:
+        found = self.candidates(query_vecs, queries, langs, ks, allowed=allowed, translations=translations)
         return [rank_candidates(qc, k, rank, self.model, self.answer) for qc, k, rank in zip(found, ks, ranks,
                                                                                               strict=True)]
 
     def describe(self, vec: np.ndarray, query: str | ParsedQuery, lang: str | None, rows: np.ndarray,
                  sound: np.ndarray, rank: str = "audio", allowed: Allowed | None = None,
-                 k: int | None = None) -> Ranking:
+                 k: int | None = None, translation: QueryTranslation | None = None) -> Ranking:
         """Relevance and evidence of the clips ``rows`` a sound search found (best first; ``sound``, their cosines,
         read again from Milvus): the candidates are these clips, as a windowed local index describes them; the
         first ``k`` (default: all) are the hits, the answer's relevance reads every row."""
-        qc, = self.candidates(np.asarray(vec)[None], [query], [lang], [len(rows)], given=rows)
+        qc, = self.candidates(np.asarray(vec)[None], [query], [lang], [len(rows)], given=rows,
+                              translations=[translation])
         rows = np.asarray(rows, np.int64)
         kept = rows[np.isin(rows, qc.cands.rows)]  # a clip deleted since the index was loaded is not returned
         return rank_candidates(qc, len(kept) if k is None else k, rank, self.model, self.answer,
@@ -639,14 +641,20 @@ class MilvusRanker:
 
     def candidates(self, vecs: np.ndarray, queries: Sequence[str | ParsedQuery], langs: Sequence[str | None],
                    ks: Sequence[int], given: np.ndarray | None = None,
-                   allowed: Sequence[Allowed | None] | None = None) -> list[QueryCandidates]:
+                   allowed: Sequence[Allowed | None] | None = None,
+                   translations: Sequence[QueryTranslation | None] | None = None) -> list[QueryCandidates]:
         """Per query of ``vecs [B, d]``: its candidates, the union of Milvus's windows (each source's top
         ``max(window, k)``: the audio and caption vector searches, the BM25 search; among the clips ``allowed``
         lets through, :meth:`MilvusSearcher.hits`), or the ``given`` clip rows alone; each scored from the vectors
-        and terms fetched (a clip deleted since the load left out)."""
+        and terms fetched (a clip deleted since the load left out). ``translations``: per query, its translation
+        into the captions' language (None: none), whose caption and BM25 windows join the union and which scores
+        the same candidates on the caption side (:attr:`~mlatr.search.hybrid.QueryCandidates.translation`)."""
         vecs = np.asarray(vecs, np.float32)
         parsed = [as_parsed(q) for q in queries]
         kqs = [keyword_query(p, lang, distinct_terms) for p, lang in zip(parsed, langs, strict=True)]
+        translations = list(translations) if translations is not None else [None] * len(vecs)
+        told = [(as_parsed(t.text), keyword_query(as_parsed(t.text), t.lang, distinct_terms))
+                if t is not None else None for t in translations]
         terms = [kq.terms for kq in kqs]
         allowed = list(allowed) if allowed is not None else [None] * len(vecs)
         if given is None:
@@ -671,6 +679,19 @@ class MilvusRanker:
                     for b, hits in zip(worded, self.caption_search.hits(texts, width, "sparse", "BM25",
                                                                         allowed=of_captions), strict=True):
                         keyword[b] = hits
+                # the translations' caption and BM25 windows
+                translated = [b for b in group if translations[b] is not None]
+                if translated:
+                    t_vecs = [np.asarray(translations[b].vec, np.float32).tolist() for b in translated]
+                    for b, hits in zip(translated, self.caption_search.hits(t_vecs, width, allowed=of_captions),
+                                       strict=True):
+                        meaning[b] = meaning[b] + hits
+                    worded = [b for b in translated if told[b][1].terms]
+                    if worded:
+                        texts = [" ".join(map(term_token, told[b][1].terms)) for b in worded]
+                        for b, hits in zip(worded, self.caption_search.hits(texts, width, "sparse", "BM25",
+                                                                            allowed=of_captions), strict=True):
+                            keyword[b] = keyword[b] + hits
             unions = [np.unique(np.asarray([r for r, _ in sound[b]] + [int(self.caption_clip[r]) for r, _ in meaning[b]]
                                            + [int(self.caption_clip[r]) for r, _ in keyword[b]], np.int64))
                       for b in range(len(queries))]
@@ -679,29 +700,39 @@ class MilvusRanker:
             unions = [np.unique(np.asarray(given, np.int64))]
         every = np.unique(np.concatenate(unions)) if unions else np.zeros(0, np.int64)
         audio, caps = self._vectors(every)
-        doc_freq = self._doc_freq({t for ts in terms for t in ts})
-        rare = self.rare_sample()
+        doc_freq = self._doc_freq({t for ts in terms for t in ts} | {t for one in told if one for t in one[1].terms})
         out = []
         for b, rows in enumerate(unions):
             rows = rows[np.isin(rows, list(audio))]  # clips deleted since the load: left out
             cap_rows = np.asarray([j for j in np.flatnonzero(np.isin(self.caption_clip, rows)) if j in caps], np.int64)
-            owner = np.searchsorted(rows, self.caption_clip[cap_rows])  # [c]
             vec = vecs[b]
-            cap_vecs = np.asarray([caps[j][0] for j in cap_rows], np.float32).reshape(-1, self.dim)
-            caption, caption_row = best_per_clip(owner, cap_vecs @ vec, cap_rows, len(rows))
-            tokens = [caps[j][1] for j in cap_rows]
-            kw = self._bm25(kqs[b], tokens, doc_freq)
-            keyword, keyword_row = best_per_clip(owner, kw, cap_rows, len(rows))
-            keyword = np.where(keyword > 0, keyword, 0.0).astype(np.float32)
             sound_b = np.asarray([audio[r] for r in rows.tolist()], np.float32).reshape(-1, self.dim) @ vec
             if self.segments is not None:  # a long clip's sound: its best segment where higher
                 sound_b = np.maximum(sound_b, self.segments.best_scores(vec, rows)[0])
-            stats = QueryStats.of(self.stats, vec, self._mass(kqs[b], doc_freq), rare.cutoff(vec))
-            held = {j: set(caps[j][1]) for j in cap_rows.tolist()}
-            out.append(QueryCandidates(Candidates(rows, sound_b, caption, keyword, caption_row, keyword_row), stats,
-                                       parsed[b].embedded, langs[b], terms[b],
-                                       partial(_matched_terms, terms[b], held), self.caption_text, self.caption_lang))
+            qc = self._scored(rows, sound_b, cap_rows, caps, vec, parsed[b], langs[b], kqs[b], doc_freq)
+            if translations[b] is not None:
+                t = translations[b]
+                qc.translation = self._scored(rows, sound_b, cap_rows, caps, np.asarray(t.vec, np.float32),
+                                              told[b][0], t.lang, told[b][1], doc_freq)
+            out.append(qc)
         return out
+
+    def _scored(self, rows: np.ndarray, sound: np.ndarray, cap_rows: np.ndarray,
+                caps: dict[int, tuple[np.ndarray, list[str]]], vec: np.ndarray, parsed: ParsedQuery,
+                lang: str | None, kq: KeywordQuery, doc_freq: dict[str, int]) -> QueryCandidates:
+        """The candidate clips ``rows`` (ascending; ``sound [n]``: their sound scores) scored for the query ``vec``
+        (text ``parsed`` in ``lang``, keyword side ``kq``) from their fetched captions ``caps`` (rows ``cap_rows``)."""
+        owner = np.searchsorted(rows, self.caption_clip[cap_rows])  # [c]
+        cap_vecs = np.asarray([caps[j][0] for j in cap_rows], np.float32).reshape(-1, self.dim)
+        caption, caption_row = best_per_clip(owner, cap_vecs @ vec, cap_rows, len(rows))
+        kw = self._bm25(kq, [caps[j][1] for j in cap_rows], doc_freq)
+        keyword, keyword_row = best_per_clip(owner, kw, cap_rows, len(rows))
+        keyword = np.where(keyword > 0, keyword, 0.0).astype(np.float32)
+        stats = QueryStats.of(self.stats, vec, self._mass(kq, doc_freq), self.rare_sample().cutoff(vec))
+        held = {j: set(caps[j][1]) for j in cap_rows.tolist()}
+        return QueryCandidates(Candidates(rows, sound, caption, keyword, caption_row, keyword_row), stats,
+                               parsed.embedded, lang, kq.terms, partial(_matched_terms, kq.terms, held),
+                               self.caption_text, self.caption_lang)
 
     def _bm25(self, kq: KeywordQuery, tokens: list[list[str]], doc_freq: dict[str, int]) -> np.ndarray:
         """``[c]`` BM25 of captions given as their tokens for ``kq`` (its clauses' where it has ``OR``)."""

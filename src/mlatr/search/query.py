@@ -38,6 +38,7 @@ from mlatr.models.protocols import QueryLanguages
 from mlatr.search.filters import Filter, parse_filter
 from mlatr.search.fusion import RANKS
 from mlatr.search.query_syntax import parse_query
+from mlatr.search.query_translation import TRANSLATE
 
 
 @dataclass(frozen=True)
@@ -47,7 +48,8 @@ class TextQuery:
     ``min_relevance``: the answer's relevance below which it says nothing relevant (a probability; None: the
     answer model's threshold, :mod:`mlatr.search.relevance`); ``where``: the clips' facets it is limited to
     (:mod:`mlatr.search.filters`; None: any); ``include_silent``: silent clips may be returned (a text query
-    leaves them out otherwise, unless ``where`` tests ``silent``: :mod:`mlatr.search.eligibility`)."""
+    leaves them out otherwise, unless ``where`` tests ``silent``: :mod:`mlatr.search.eligibility`); ``translate``:
+    the query may be translated into the captions' language (:mod:`mlatr.search.query_translation`)."""
 
     text: str
     lang: str | None
@@ -56,26 +58,35 @@ class TextQuery:
     min_relevance: float | None = None
     where: Filter | None = None
     include_silent: bool = False
+    translate: bool = True
 
 
 def text_query(text: str, lang: str | None, k: int, rank: str, languages: QueryLanguages,
                lang_field: str = "lang", min_relevance: float | None = None, where: str | Filter | None = None,
-               include_silent: bool = False) -> TextQuery:
+               include_silent: bool = False, translate: str | bool = "auto") -> TextQuery:
     """The one check of a text query where it enters: :class:`MlatrError` for an empty text, an unknown
     language or one the encoder does not take (``languages``: its :class:`QueryLanguages`; ``lang_field``
     names the option in the message), a missing language the encoder needs, ``k < 1``, an unknown ranking,
     a ``min_relevance`` outside [0, 1], a query whose syntax cannot be read
-    (:class:`~mlatr.search.query_syntax.QuerySyntaxError`) or a filter that cannot
-    (:class:`~mlatr.search.filters.FilterError`); a text, language, ``k``, ``min_relevance`` or ``include_silent``
-    of the wrong type is :class:`~mlatr.api_args.ArgumentTypeError`."""
+    (:class:`~mlatr.search.query_syntax.QuerySyntaxError`), a filter that cannot
+    (:class:`~mlatr.search.filters.FilterError`) or a ``translate`` not in :data:`TRANSLATE`; a text, language,
+    ``k``, ``min_relevance`` or ``include_silent`` of the wrong type is :class:`~mlatr.api_args.ArgumentTypeError`."""
     if not api_args.text("query", text, empty=True).strip():
         raise api_args.ArgumentError("empty text query")
     if lang is not None:
         lang = api_args.text(lang_field, lang)
     parse_query(text)
     return TextQuery(text, languages.code(lang, lang_field), check_k(k), check_rank(rank),
-                     check_min_relevance(min_relevance), parse_filter(where), api_args.flag("include_silent",
-                                                                                              include_silent))
+                     check_min_relevance(min_relevance), parse_filter(where),
+                     api_args.flag("include_silent", include_silent), check_translate(translate))
+
+
+def check_translate(value: str | bool) -> bool:
+    """Whether a query with ``translate`` = ``value`` may be translated: ``"auto"`` / True yes, ``"off"`` / False
+    no; anything else an :class:`~mlatr.api_args.ArgumentError` naming :data:`TRANSLATE`."""
+    if isinstance(value, bool):
+        return value
+    return api_args.choice("translate", value, TRANSLATE) == "auto"
 
 
 def check_rank(rank: str) -> str:

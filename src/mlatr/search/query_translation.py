@@ -10,24 +10,85 @@ evidence keeps the query's own embedding (the sound side was trained on every la
 The translator is Apertium, offline, where a pair is installed (Debian: ``apertium-eng-spa``,
 ``apertium-eng-cat`` give Spanish and Catalan queries an English translation); a query in a language without an
 installed pair is ranked as it is. Translations are cached in memory (a query asked again costs nothing), and
-on disk when a cache file is given (:class:`~mlatr.translation.cache.TranslationCache`).
+on disk when a cache file is given (:class:`QueryCache`: the append-only, fsynced log of
+:class:`~mlatr.translation.cache.TranslationCache`, a line cut short by a crash skipped when read; an index keeps
+one beside its files, :meth:`Index.translation_cache <mlatr.search.index.Index.translation_cache>`, so a query
+asked again from the command line costs no Apertium run).
+
+**What a search translates** (:meth:`Index.search_text <mlatr.search.index.Index.search_text>`, ``translate``):
+a query whose language is given and differs from the captions' (:func:`caption_language`: English, the
+language of file names, unless the index records captions in other languages only), with ``translate`` on
+(the default: whenever a pair is installed). Only the query's positive part is translated
+(:attr:`~mlatr.search.query_syntax.ParsedQuery.embedded`: its words and phrases without ``-word`` / ``NOT``,
+quote marks and ``OR``), and the translation is read as a plain query; the excluded words and required phrases
+stay as the user typed them, matched in the query's language (:mod:`mlatr.search.eligibility`): ``perro -gallo``
+ranks by ``perro`` and its translation ``dog`` and leaves out the clips whose captions hold ``gallo`` (not
+``rooster``). A translation reaches a ranking as a :class:`QueryTranslation` (its text and embedding), and each
+candidate's caption-side features take the better of the query's and the translation's
+(:func:`mlatr.search.fusion.features`, :data:`~mlatr.search.fusion.TRANSLATED`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
+
+import numpy as np
 
 from mlatr.errors import MlatrError
 from mlatr.translation import ApertiumBackend, TranslationCache, Translator
 
+#: The ``translate`` settings of a text query: ``auto`` (translated into the captions' language when a pair is
+#: installed; ``True`` says the same) and ``off`` (never; ``False``).
+TRANSLATE = ("auto", "off")
+
+#: The language a query is translated into when the index records no caption language, or English among them.
+DEFAULT_CAPTION_LANGUAGE = "eng"
+
+
+@dataclass(frozen=True)
+class QueryTranslation:
+    """A query's translation as a ranking reads it: ``text`` (a plain query: the positive part translated),
+    ``lang`` (the captions' language it is in) and ``vec [d]``, its embedding by the index's model in ``lang``."""
+
+    text: str
+    lang: str
+    vec: np.ndarray
+
+
+def caption_language(recorded: Sequence[str] | None) -> str:
+    """The language of an index's captions, queries are translated into: English where the index records none
+    or English among its caption languages (file names, most sound libraries' metadata), else the first it
+    records."""
+    recorded = [lang for lang in (recorded or ()) if isinstance(lang, str) and lang]
+    return DEFAULT_CAPTION_LANGUAGE if not recorded or DEFAULT_CAPTION_LANGUAGE in recorded else recorded[0]
+
+
+class QueryCache(TranslationCache):
+    """A :class:`~mlatr.translation.cache.TranslationCache` whose file only saves work: one that cannot be read
+    (skipped) or written (a read-only index, a full disk) leaves the translations in memory; a search never fails
+    for it."""
+
+    def __init__(self, path: str | Path | None = None):
+        try:
+            super().__init__(path)
+        except MlatrError:
+            super().__init__(None)
+
+    def put_many(self, items) -> None:
+        try:
+            super().put_many(items)  # stores in memory first, then appends to the file
+        except OSError:
+            self.path = None
+
 
 class QueryTranslator:
-    """Apertium's installed pairs behind a cache (module docstring)."""
+    """Apertium's installed pairs (or ``backend``) behind a cache (module docstring; ``cache_path``: its file)."""
 
     def __init__(self, backend=None, cache_path: str | Path | None = None):
         self.backend = backend if backend is not None else ApertiumBackend()
-        self.translator = Translator(self.backend, TranslationCache(cache_path))
+        self.translator = Translator(self.backend, QueryCache(cache_path))
 
     def available(self, source: str | None, target: str) -> bool:
         """Whether a query in ``source`` can be translated into ``target`` here (never into its own language)."""

@@ -69,11 +69,16 @@ class Results(list):
 
     ``calibrated`` is False when the index's model has no calibration of its own (``uncalibrated`` says why):
     the hits are ranked all the same, but no hit or answer carries a relevance and nothing is called
-    irrelevant (another model's probabilities would mean nothing here)."""
+    irrelevant (another model's probabilities would mean nothing here).
+
+    ``translated_query``: for a text query, its translation into the captions' language that the ranking read
+    beside it (:mod:`mlatr.search.query_translation`); None where it was not translated."""
 
     def __init__(self, hits=(), min_relevance: float | None = None, relevance: float | None = None,
-                 caption_hits: list[CaptionHit] | None = None, uncalibrated: str | None = None):
+                 caption_hits: list[CaptionHit] | None = None, uncalibrated: str | None = None,
+                 translated_query: str | None = None):
         super().__init__(hits)
+        self.translated_query = translated_query
         self.uncalibrated = uncalibrated
         self.min_relevance = None if uncalibrated else min_relevance
         if relevance is None and not uncalibrated:
@@ -90,9 +95,10 @@ class Results(list):
     def __repr__(self) -> str:
         relevance = "None" if self.relevance is None else f"{self.relevance:.2f}"
         captions = "" if self.caption_hits is None else f", {len(self.caption_hits)} caption hits"
+        translated = f", translated_query={self.translated_query!r}" if self.translated_query else ""
         return (f"Results({list.__repr__(self)}, relevance={relevance}, "
-                f"nothing_relevant={self.nothing_relevant}{captions}" + ("" if self.calibrated else
-                                                                         ", calibrated=False") + ")")
+                f"nothing_relevant={self.nothing_relevant}{captions}{translated}" + ("" if self.calibrated else
+                                                                                     ", calibrated=False") + ")")
 
     @property
     def nothing_relevant(self) -> bool:
@@ -110,10 +116,13 @@ class Results(list):
                 "relevance": self.relevance}
 
     def to_dict(self) -> dict:
-        """:meth:`answer`, ``"results": [hit, ...]`` and, for a sound query, ``"captions": [caption hit, ...]``."""
+        """:meth:`answer`, ``"results": [hit, ...]`` and, for a sound query, ``"captions": [caption hit, ...]``, for a
+        text query ``"translated_query"`` (null: not translated)."""
         out = {**self.answer(), "results": [h.to_dict() for h in self]}
         if self.caption_hits is not None:
             out["captions"] = [c.to_dict() for c in self.caption_hits]
+        else:
+            out["translated_query"] = self.translated_query
         return out
 
 

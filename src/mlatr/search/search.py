@@ -20,6 +20,7 @@ from mlatr.search.evidence import Evidence
 from mlatr.search.hybrid import Ranked, Ranking
 from mlatr.search.query import TextQuery
 from mlatr.search.query_syntax import parse_query
+from mlatr.search.query_translation import QueryTranslation
 from mlatr.search.relevance import ANSWER_DEPTH, LibraryStats, QueryStats, RelevanceModel, pair_features
 from mlatr.search.results import CaptionHit
 
@@ -43,7 +44,8 @@ def nearest_rows(searcher, dim: int, queries: np.ndarray, ks: Sequence[int], all
 
 
 def rank_text_queries(ranker, sound_searcher, dim: int, vecs: np.ndarray, queries: Sequence[TextQuery],
-                      live_captions: bool, allowed: Sequence[Allowed | None] | None = None) -> list[Ranking]:
+                      live_captions: bool, allowed: Sequence[Allowed | None] | None = None,
+                      translations: Sequence[QueryTranslation | None] | None = None) -> list[Ranking]:
     """The :class:`~mlatr.search.hybrid.Ranking` of each checked text query embedded in ``vecs [B, d]``: the
     queries ranked by sound (``audio``, and ``hybrid`` on a library without any live caption, where the fused
     score orders as the sound) are searched through ``sound_searcher`` (approximate at scale), one batch per
@@ -54,6 +56,7 @@ def rank_text_queries(ranker, sound_searcher, dim: int, vecs: np.ndarray, querie
     texts, langs = [parse_query(q.text) for q in queries], [q.lang for q in queries]
     ks, ranks = [q.k for q in queries], [q.rank for q in queries]
     allowed = list(allowed) if allowed is not None else [None] * len(queries)
+    translations = list(translations) if translations is not None else [None] * len(queries)
     out: list[Ranking] = [Ranking() for _ in queries]
     sound_only = {"audio"} if live_captions else {"audio", "hybrid"}
     by_sound = [j for j, rank in enumerate(ranks) if rank in sound_only]
@@ -65,11 +68,12 @@ def rank_text_queries(ranker, sound_searcher, dim: int, vecs: np.ndarray, querie
                              allowed[group[0]])
         for j, (scores, rows) in zip(group, found, strict=True):
             out[j] = ranker.describe(vecs[j], texts[j], langs[j], rows, scores, ranks[j], k=ks[j],
-                                     allowed=allowed[j])
+                                     allowed=allowed[j], translation=translations[j])
     fused = [j for j, rank in enumerate(ranks) if rank not in sound_only]
     if fused:
         ranked = ranker.rank_many(vecs[fused], [texts[j] for j in fused], [langs[j] for j in fused],
-                                  [ks[j] for j in fused], [ranks[j] for j in fused], [allowed[j] for j in fused])
+                                  [ks[j] for j in fused], [ranks[j] for j in fused], [allowed[j] for j in fused],
+                                  [translations[j] for j in fused])
         for j, one in zip(fused, ranked, strict=True):
             out[j] = one
     return out

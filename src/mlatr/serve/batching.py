@@ -5,7 +5,9 @@ mostly fixed overhead at query lengths), and the model lock lets one call run at
 request alone therefore caps a server at one encoder call per request. :class:`TextBatcher` puts each
 request's query (checked where it entered: :func:`mlatr.search.query.text_query`) in a queue; one worker
 thread takes whatever has arrived, waits at most ``max_wait_ms`` more for a fuller batch (never past
-``max_batch``), embeds the batch with :meth:`~mlatr.search.index.Index.embed_queries` under
+``max_batch``), translates the queries the index translates (:meth:`~mlatr.search.index.Index.translate_queries`,
+outside the lock), embeds the batch and the translations with :meth:`~mlatr.search.index.Index.embed_queries` and
+:meth:`~mlatr.search.index.Index.embed_translations` under
 :attr:`LiveIndex.lock`, ranks the batch with one :meth:`~mlatr.search.index.Index.rank_texts` call (the
 sound-ranked queries through one searcher call, the others through one product with each embedding matrix),
 and hands each request its own :class:`~mlatr.search.results.Results`. A lone request
@@ -123,10 +125,13 @@ class TextBatcher:
     def _answer(self, items: list[_Pending]) -> None:
         snap = items[0].snap
         try:
+            queries = [i.query for i in items]
+            translated = snap.index.translate_queries(queries)  # no encoder call: outside the lock
             with self.live.lock:
-                vectors = snap.index.embed_queries([i.query for i in items])
+                vectors = snap.index.embed_queries(queries)
+                translations = snap.index.embed_translations(translated)
                 self.live.bound_text_cache(snap)
-            found = snap.index.rank_texts(vectors, [i.query for i in items])  # one pass of the batch
+            found = snap.index.rank_texts(vectors, queries, translations)  # one pass of the batch
             for item, hits in zip(items, found, strict=True):
                 item.hits = hits
         except BaseException as exc:  # handed to the waiting requests, which answer it as an error

@@ -126,7 +126,7 @@ class LiveIndex:
             opened = pool.submit(lambda: (index.searcher("audio"), index.searcher("captions")))
             model = index.model()  # loads and checks the checkpoint now, not at the first query
             languages = query_languages(model.model.text_encoder)
-            warm = TextQuery("warm-up", languages.known[0] if languages.required else None, 1)
+            warm = TextQuery("warm-up", languages.known[0] if languages.required else None, 1, translate=False)
             if model is not keep:  # a first query warms the encoder up (a frozen encoder's first call is slow)
                 with self.lock:
                     warm_vec = index.embed_queries([warm])

@@ -13,6 +13,7 @@ class Evidence(BaseModel):
     lang: str | None = None  # its language
     terms: list[str] | None = None  # the query's words found in it (keyword)
     origin: str | None = None  # where the library got the caption: bext, id3, ucs, name, folder, ... (null: unknown)
+    translation: bool = False  # the query's translation into the captions' language matched it (caption, keyword)
 
 
 class ClipResult(BaseModel):
@@ -54,6 +55,7 @@ class TextSearchResponse(BaseModel):
     nothing_relevant: bool  # relevance is below min_relevance (the results are the closest ones all the same)
     min_relevance: float | None  # None when not calibrated
     relevance: float | None  # the probability that one of the hits answers (None: not calibrated, or no hit)
+    translated_query: str | None = None  # the query translated into the captions' language (null: not translated)
     results: list[ClipResult]
 
 

@@ -17,6 +17,7 @@ from mlatr.errors import MlatrError
 from mlatr.search.filters import MAX_FILTER_CHARS, parse_filter
 from mlatr.search.fusion import RANKS
 from mlatr.search.query import text_query
+from mlatr.search.query_translation import TRANSLATE
 from mlatr.serve.api_errors import ApiError, hide_paths, short
 from mlatr.serve.batching import TextBatcher
 from mlatr.serve.live_index import LiveIndex
@@ -43,12 +44,17 @@ def add_search_routes(app: FastAPI, live: LiveIndex, limits: Limits, batcher: Te
                                                             "threshold)")] = None,
                where: Annotated[str | None, Query(max_length=MAX_FILTER_CHARS, description=WHERE)] = None,
                include_silent: Annotated[bool, Query(description="silent clips may be returned (left out by "
-                                                                 "default)")] = False):
+                                                                 "default)")] = False,
+               translate: Annotated[Literal[TRANSLATE], Query(description="auto: a query in a language other than "
+                                                              "the captions' is also read through its translation "
+                                                              "into theirs where a translator (Apertium) is "
+                                                              "installed; off: never")] = "auto"):
         t0 = time.perf_counter()
         snap = live.current()
         try:  # the one check of the query (a blank lang: left out)
             query = text_query(q, lang if lang and lang.strip() else None, k, rank, snap.languages,
-                               min_relevance=min_relevance, where=where, include_silent=include_silent)
+                               min_relevance=min_relevance, where=where, include_silent=include_silent,
+                               translate=translate)
         except MlatrError as exc:
             raise ApiError(400, str(exc)) from None
         hits = await batcher.search_async(snap, query)  # embedded and searched with concurrent queries
@@ -56,7 +62,8 @@ def add_search_routes(app: FastAPI, live: LiveIndex, limits: Limits, batcher: Te
         results = [clip_result(snap, h, query.lang, root) for h in hits]
         # built to TextSearchResponse field by field: sent as it is, not validated against it again
         return JSONResponse({"query": q, "lang": query.lang, "k": k, "rank": rank,
-                             "took_ms": (time.perf_counter() - t0) * 1e3, **hits.answer(), "results": results})
+                             "took_ms": (time.perf_counter() - t0) * 1e3, **hits.answer(),
+                             "translated_query": hits.translated_query, "results": results})
 
     @app.post("/search/audio", response_model=AudioSearchResponse, responses=ERRORS)
     def search_by_sound(request: Request,

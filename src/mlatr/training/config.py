@@ -111,14 +111,11 @@ class SVRConfig:
     #: Constraint weight (Appendix B); None = 0.01 for the dynamic radius, 0 for the static one.
     beta: float | None = checked(None, _non_negative, ">= 0, or null for the default")
     constraint: bool = True
-    #: How a support vector is scored: cosine (§3.1, renormalised) or dot (Appendix D's linearised form).
-    similarity: Literal["cosine", "dot"] = "cosine"
-    #: Dynamic radius predictor (§3.2): output identity (R real, the paper) or softplus (R > 0); input
-    #: logits (cos/tau, the paper) or cosine; negatives in batch order or sorted; input detached or not.
-    radius_output: Literal["identity", "softplus"] = "identity"
-    radius_input: Literal["logits", "cosine"] = "logits"
-    sort_negatives: bool = False
-    detach_radius_input: bool = False
+    #: A research variant of SVR in place of SupCLAP as defined: the import path ``package.module:function``
+    #: of a builder ``(svr section, base, batch_size) -> SVRRegularizer`` (the supclap experiment's earlier
+    #: form: ``mlatr.experiments.supclap_earlier:earlier_svr``). null: the paper's SVR.
+    builder: str | None = checked(None, lambda v: v.count(":") == 1 and all(v.split(":")),
+                                  "an import path package.module:function, or null for SupCLAP as defined")
 
 
 @dataclass

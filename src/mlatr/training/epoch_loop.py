@@ -2,8 +2,9 @@
 
 A run (:class:`~mlatr.training.trainer.Trainer`: the dual encoder on audio and captions;
 :class:`~mlatr.training.head_training.HeadRun`: the projection heads on cached backbone features) is an
-:class:`EpochLoop` that supplies what differs: its model, objective and optimizer, its epoch's batches
-(:meth:`EpochLoop.epoch_batches`), its epoch record, its validation and what a resumed run must match.
+:class:`EpochLoop` that supplies what differs: its model, objective and optimizer (the constructor's
+arguments), its epoch's batches (:meth:`EpochLoop.epoch_batches`), its epoch record, its validation and what a
+resumed run must match (abstract methods: a run that leaves one out cannot be constructed).
 The loop does the rest, the same way for both:
 
 - each epoch ``e``: the trained modules in train mode, the global torch generator seeded by ``(seed, e,
@@ -30,6 +31,7 @@ from __future__ import annotations
 import copy
 import math
 import time
+from abc import ABCMeta, abstractmethod
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -40,6 +42,7 @@ from torch import nn
 from tqdm import tqdm
 
 from mlatr.data.pipeline.batches import TrainBatch, TrainBatches
+from mlatr.errors import MlatrError
 from mlatr.inference.checkpoint import read_checkpoint, save_checkpoint
 from mlatr.inference.process_group import DistContext
 from mlatr.seeds import derive_seed
@@ -61,38 +64,88 @@ class EpochStats:
     seconds: float = 0.0
 
 
-class EpochLoop:
-    """Fit, resume, best epoch and checkpoints of a training run (module docstring). A subclass sets the
-    attributes below in its ``__init__``, calls :meth:`start_loop` and supplies the methods marked so."""
+#: What a run that validates supplies, all three or none.
+VALIDATION_METHODS = ("validates_after", "validates_ever", "validation")
 
-    model: nn.Module
-    objective: Objective
-    run_step: StepRunner
-    optimizer: torch.optim.Optimizer
-    scheduler: torch.optim.lr_scheduler.LRScheduler
-    languages: list[str]
-    epochs: int
-    seed: int
-    accumulate: int = 1
-    grad_clip: float | None = None
-    device: torch.device = torch.device("cpu")
-    dist: DistContext = DistContext()
-    #: the folder of ``last.pt`` / ``best.pt`` (None: no checkpoint is written)
-    out: Path | None = None
-    #: where :func:`~mlatr.training.step.step_inputs` finds the rows of other processes' clips
-    batch_source: TrainBatches | None = None
-    #: the prefixes of the model's state a checkpoint's ``"model"`` holds (None: all of it)
-    saved_prefixes: tuple[str, ...] | None = None
-    #: load the best validated epoch's weights when :meth:`fit_epochs` ends
-    keep_best: bool = False
-    #: parameters of the loss side (temperature, SigLIP bias, SVR radius model), reduced over processes
-    loss_side: Sequence[nn.Parameter] = ()
-    #: "batches": a bar over each epoch's batches; "epochs": one bar over the epochs (named ``name``)
-    progress: str | None = None
-    name: str = "train"
 
-    def start_loop(self) -> None:
-        """No epoch run yet (:meth:`resume` reads them from ``last.pt``)."""
+class _LoopMeta(ABCMeta):
+    """Refuses, at construction, a subclass whose ``__init__`` never called :meth:`EpochLoop.__init__`."""
+
+    def __call__(cls, *args: Any, **kwargs: Any) -> Any:
+        loop = super().__call__(*args, **kwargs)
+        if "epochs" not in loop.__dict__:
+            raise TypeError(f"{cls.__name__}.__init__ must call EpochLoop.__init__ with the loop's state (model, "
+                            "objective, run_step, optimizer, scheduler, languages, epochs, seed, ...)")
+        return loop
+
+
+class EpochLoop(metaclass=_LoopMeta):
+    """Fit, resume, best epoch and checkpoints of a training run (module docstring).
+
+    A subclass builds what it trains, then calls ``super().__init__`` with it (the keyword arguments below;
+    those without a default are required), and supplies the abstract methods (:meth:`epoch_batches`,
+    :meth:`epoch_record`, :meth:`run_config`, :meth:`check_resume`); a run that validates overrides
+    :meth:`validates_after`, :meth:`validates_ever` and :meth:`validation` together. A subclass that leaves
+    one out fails when it is constructed, naming what is missing.
+
+    Args:
+        model: the trained model (its state is what a checkpoint's ``"model"`` holds).
+        objective: the loss (its scheme draws each batch's captions; its state is checkpointed).
+        run_step: one micro-batch's forward and backward (:class:`~mlatr.training.step.StepRunner`).
+        optimizer, scheduler: the optimizer and its learning-rate schedule (stepped per optimizer step).
+        languages: the run's caption languages. epochs: how many to train. seed: the run's seed.
+        accumulate: micro-batches per optimizer step. grad_clip: gradient-norm clip (None: off).
+        device: where the run's tensors live. dist: the process group (one process by default).
+        out: the folder of ``last.pt`` / ``best.pt`` (None: no checkpoint is written).
+        batch_source: where :func:`~mlatr.training.step.step_inputs` finds the rows of other processes' clips.
+        saved_prefixes: the prefixes of the model's state a checkpoint's ``"model"`` holds (None: all of it).
+        keep_best: load the best validated epoch's weights when :meth:`fit_epochs` ends.
+        loss_side: parameters of the loss side (temperature, SigLIP bias, SVR radius model), reduced over
+            processes.
+        progress: ``"batches"``: a bar over each epoch's batches; ``"epochs"``: one bar over the epochs
+            (named ``name``); None: no bar.
+    """
+
+    def __init__(
+        self,
+        *,
+        model: nn.Module,
+        objective: Objective,
+        run_step: StepRunner,
+        optimizer: torch.optim.Optimizer,
+        scheduler: torch.optim.lr_scheduler.LRScheduler,
+        languages: Sequence[str],
+        epochs: int,
+        seed: int,
+        accumulate: int = 1,
+        grad_clip: float | None = None,
+        device: torch.device | None = None,
+        dist: DistContext | None = None,
+        out: Path | None = None,
+        batch_source: TrainBatches | None = None,
+        saved_prefixes: tuple[str, ...] | None = None,
+        keep_best: bool = False,
+        loss_side: Sequence[nn.Parameter] = (),
+        progress: str | None = None,
+        name: str = "train",
+    ) -> None:
+        missing = [m for m in VALIDATION_METHODS if getattr(type(self), m) is getattr(EpochLoop, m)]
+        if 0 < len(missing) < len(VALIDATION_METHODS):
+            raise TypeError(f"{type(self).__name__} validates: it must supply {', '.join(VALIDATION_METHODS)} "
+                            f"together (missing: {', '.join(missing)})")
+        if epochs < 1 or accumulate < 1:
+            raise MlatrError(f"{name}: epochs and accumulate must be >= 1, got {epochs} and {accumulate}")
+        if progress not in (None, "batches", "epochs"):
+            raise MlatrError(f"{name}: progress must be 'batches', 'epochs' or None, got {progress!r}")
+        self.model, self.objective, self.run_step = model, objective, run_step
+        self.optimizer, self.scheduler = optimizer, scheduler
+        self.languages, self.epochs, self.seed = list(languages), epochs, seed
+        self.accumulate, self.grad_clip = accumulate, grad_clip
+        self.device = device if device is not None else torch.device("cpu")
+        self.dist = dist if dist is not None else DistContext()
+        self.out, self.batch_source, self.saved_prefixes = out, batch_source, saved_prefixes
+        self.keep_best, self.loss_side, self.progress, self.name = keep_best, loss_side, progress, name
+        # no epoch run yet (resume reads them from last.pt)
         self.epoch = 0  # epochs completed
         self.step = 0  # optimizer steps taken
         self.best: dict[str, Any] = {"score": None, "epoch": None}
@@ -100,37 +153,38 @@ class EpochLoop:
         self._best_weights: dict[str, torch.Tensor] | None = None
 
     # ---- what a run supplies ------------------------------------------------------------------------
+    @abstractmethod
     def epoch_batches(self, epoch: int) -> tuple[Iterable[TrainBatch], int]:
         """(run) Epoch ``epoch``'s batches of this process, and how many there are."""
-        raise NotImplementedError
 
+    @abstractmethod
     def epoch_record(self, epoch: int, stats: EpochStats) -> dict[str, Any]:
         """(run) The history record of epoch ``epoch`` (0-based) from its training :class:`EpochStats`."""
-        raise NotImplementedError
 
+    @abstractmethod
     def run_config(self) -> dict[str, Any]:
         """(run) What a checkpoint records as ``train_config``."""
-        raise NotImplementedError
 
+    @abstractmethod
     def check_resume(self, state: dict[str, Any], path: Path) -> None:
         """(run) Refuse to resume from ``state`` (read from ``path``) written with other settings or data."""
-        raise NotImplementedError
 
     def train_modules(self) -> list[nn.Module]:
         """The modules put in train mode at each epoch's start (the run may leave frozen parts alone)."""
         return [self.model]
 
     def validates_after(self, epoch: int) -> bool:
-        """Whether epoch ``epoch`` (1-based, just trained) is validated (in this process)."""
+        """(a validating run) Whether epoch ``epoch`` (1-based, just trained) is validated (in this process)."""
         return False
 
     def validates_ever(self) -> bool:
-        """Whether the run validates any epoch (else ``best.pt`` is the last epoch)."""
+        """(a validating run) Whether the run validates any epoch (else ``best.pt`` is the last epoch)."""
         return False
 
     def validation(self) -> tuple[float, dict[str, Any]]:
-        """The validation score (higher is better) and the fields it adds to the epoch record."""
-        raise NotImplementedError
+        """(a validating run) The validation score (higher is better) and the fields it adds to the epoch
+        record."""
+        raise MlatrError(f"{type(self).__name__} validates no epoch")
 
     def stops_early(self) -> bool:
         """Whether the run stops before its next epoch (early stopping; checked from the state a resumed run read

@@ -46,6 +46,7 @@ from mlatr.data.pipeline.batches import TrainBatch
 from mlatr.data.pipeline.epoch_plan import plan_epoch
 from mlatr.errors import MlatrError
 from mlatr.frozen_prefix import ClipFeatures, PooledFeatures
+from mlatr.inference.process_group import DistContext
 from mlatr.models.outputs import EncoderOutput
 from mlatr.training.config import HEAD_OPTIM, HeadTraining, validate_config
 from mlatr.training.epoch_loop import EpochLoop, EpochStats
@@ -152,10 +153,6 @@ def train_heads(model, audio_feats: np.ndarray | ClipFeatures, clip_rows: Sequen
 class HeadRun(EpochLoop):
     """One head-training run: the epoch loop over cached features (see the module docstring)."""
 
-    saved_prefixes = HEAD_PREFIXES
-    keep_best = True
-    name = "train heads"
-
     def __init__(self, model, audio_feats, clip_rows, languages: list[str], bank: TextBank, s: HeadTraining,
                  out_dir: str | Path | None, validate: Callable[[nn.Module], float] | None = None,
                  progress: bool = True, tail: nn.Module | None = None, device: torch.device | None = None,
@@ -168,29 +165,30 @@ class HeadRun(EpochLoop):
         empty = [i for i, rows in enumerate(clip_rows) if not rows]
         if empty:
             raise MlatrError(f"train heads: clip {empty[0]} has no caption")
-        self.model, self.clip_rows, self.languages, self.s = model, clip_rows, languages, s
+        self.clip_rows, self.s = clip_rows, s
         self.validate_fn = validate
-        self.out = Path(out_dir) if out_dir is not None else None
-        self.epochs, self.seed = s.epochs, s.seed
-        self.accumulate, self.grad_clip = s.optim.accumulate, s.optim.grad_clip
-        self.progress = "epochs" if progress else None
         self.features = PooledFeatures(audio_feats) if isinstance(audio_feats, np.ndarray) else audio_feats
-        self.device = device or torch.device("cpu")
-        device = self.device
+        device = device or torch.device("cpu")
         self.trained = _trained_names(model, tail)
-        self.saved_prefixes = tuple(HEAD_PREFIXES) + tuple(n for n in self.trained if not n.startswith(HEAD_PREFIXES))
         self.batch_size = min(s.batch_size, len(clip_rows))  # fewer clips than a batch: one batch of them all
-        self.objective = build_objective(s.objective, self.batch_size).to(device)
-        self.run_step = StepRunner(model, FeatureHeads(model, bank, tail), self.objective, self.dist, device,
-                                   nullcontext, extra_terms=_identity_term(bank, s.identity_penalty))
+        objective = build_objective(s.objective, self.batch_size).to(device)
+        run_step = StepRunner(model, FeatureHeads(model, bank, tail), objective, DistContext(), device,
+                              nullcontext, extra_terms=_identity_term(bank, s.identity_penalty))
         named = dict(model.named_parameters())
         lower = [n for n in self.trained if not n.startswith(HEAD_PREFIXES)] if s.tail_lr is not None else []
-        self.optimizer = make_optimizer(s.optim, [named[n] for n in self.trained if n not in lower]
-                                        + list(self.objective.parameters()))
+        optimizer = make_optimizer(s.optim, [named[n] for n in self.trained if n not in lower]
+                                   + list(objective.parameters()))
         if lower:
-            self.optimizer.add_param_group({"params": [named[n] for n in lower], "lr": s.tail_lr})
+            optimizer.add_param_group({"params": [named[n] for n in lower], "lr": s.tail_lr})
         steps_per_epoch = math.ceil(len(clip_rows) // self.batch_size / s.optim.accumulate)
-        self.scheduler = make_scheduler(self.optimizer, s.optim, steps_per_epoch * s.epochs)
+        super().__init__(
+            model=model, objective=objective, run_step=run_step, optimizer=optimizer,
+            scheduler=make_scheduler(optimizer, s.optim, steps_per_epoch * s.epochs), languages=languages,
+            epochs=s.epochs, seed=s.seed, accumulate=s.optim.accumulate, grad_clip=s.optim.grad_clip, device=device,
+            out=Path(out_dir) if out_dir is not None else None, keep_best=True, name="train heads",
+            saved_prefixes=tuple(HEAD_PREFIXES) + tuple(n for n in self.trained if not n.startswith(HEAD_PREFIXES)),
+            progress="epochs" if progress else None,
+        )
         self.config = {**asdict(s), "clips": len(clip_rows), "languages": languages}
         if s.patience is None:
             del self.config["patience"]  # the settings of a run that stops at its last epoch, as before there was any
@@ -199,7 +197,6 @@ class HeadRun(EpochLoop):
         self.groups = None if groups is None else list(groups)
         if groups is not None:
             self.config["batch_groups"] = int(max(groups)) + 1
-        self.start_loop()
 
     def epoch_batches(self, epoch: int) -> tuple[Iterable[TrainBatch], int]:
         options = [range(len(rows)) for rows in self.clip_rows]

@@ -23,7 +23,8 @@ bottom (every step below is one line of :meth:`Objective.forward`):
 
 3. **Regulariser** (``objective.svr``, SupCLAP eq. 6 and 9): term ``svr`` over the audio-text pairs of
    the same list (:class:`~mlatr.losses.svr_regularizer.SVRRegularizer`, row-weighted; CACL's
-   English-other pair is text-text and is not regularised).
+   English-other pair is text-text and is not regularised). SupCLAP as defined (:func:`svr_from_config`);
+   ``objective.svr.builder`` names a research variant's builder instead (:func:`svr_builder`).
 
 ``rows`` (a distributed local loss, :mod:`mlatr.training.distributed`): only the rows of the given clips
 are scored, against the whole batch, with the whole batch's normalisation, so the terms of a partition of
@@ -42,7 +43,8 @@ rule (:func:`mlatr.training.config.check_rules`), what a scheme needs is the sch
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import importlib
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -234,13 +236,8 @@ def build_objective(o, batch_size: int, languages: Sequence[str] | None = None,
     head_path = o.matching is not None or o.cmsc is not None
     svr = None
     if o.svr is not None:
-        s = o.svr
-        svr = build_svr_regularizer(
-            radius=s.radius, direction="bi" if s.bidirectional else "uni", base=o.base, batch_size=batch_size,
-            alpha=s.alpha, beta=s.beta if s.constraint else 0.0, similarity=s.similarity,
-            radius_output=s.radius_output, radius_input=s.radius_input, sort_negatives=s.sort_negatives,
-            detach_radius_input=s.detach_radius_input,
-        )
+        build = svr_builder(o.svr.builder) if o.svr.builder is not None else svr_from_config
+        svr = build(o.svr, o.base, batch_size)
     return Objective(
         scheme, o.base,
         siglip_bias=o.siglip_bias if o.base == "siglip" else None,
@@ -249,3 +246,27 @@ def build_objective(o, batch_size: int, languages: Sequence[str] | None = None,
         cmsc=o.cmsc,
         svr=svr,
     )
+
+
+def svr_from_config(s, base: str, batch_size: int, **classes: Any) -> SVRRegularizer:
+    """SupCLAP's regularizer (§3, eq. 6 and 9) of an ``objective.svr`` section (``SVRConfig``) for the base loss
+    ``base``; ``batch_size`` sizes the DynamicRadius predictor's input (§3.2). ``classes``: the
+    ``dynamic_radius`` / ``regularizer`` classes of a research variant
+    (:func:`~mlatr.losses.svr_regularizer.build_svr_regularizer`), the paper's by default."""
+    return build_svr_regularizer(
+        radius=s.radius, direction="bi" if s.bidirectional else "uni", base=base, batch_size=batch_size,
+        alpha=s.alpha, beta=s.beta if s.constraint else 0.0, **classes,
+    )
+
+
+def svr_builder(path: str) -> Callable[..., SVRRegularizer]:
+    """The builder an ``objective.svr.builder`` import path ``package.module:function`` names, called as
+    :func:`svr_from_config` is: research code picks its variant of SVR by name, the losses keep the paper's."""
+    module, _, name = path.partition(":")
+    try:
+        found = getattr(importlib.import_module(module), name, None)
+    except ImportError as exc:
+        raise MlatrError(f"config: objective.svr.builder: cannot import {module!r} ({exc})") from None
+    if not callable(found):
+        raise MlatrError(f"config: objective.svr.builder: {module} has no function {name!r}")
+    return found

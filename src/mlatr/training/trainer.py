@@ -140,26 +140,28 @@ class Trainer(EpochLoop):
         self._open_audio()
 
         torch.manual_seed(derive_seed(cfg.seed, "init"))
-        self.model = self._initial_model().to(self.device)
-        self.objective = build_objective(cfg.objective, cfg.train.batch_size, scheme=self.scheme).to(self.device)
-        self.net = self.model
+        model = self._initial_model().to(self.device)
+        objective = build_objective(cfg.objective, cfg.train.batch_size, scheme=self.scheme).to(self.device)
+        self.net = model
         if self.dist.enabled:
-            distributed.broadcast_module(self.objective, self.dist)
-            self.net = distributed.wrap_ddp(self.model, self.device, cfg.dist.find_unused_parameters)
-        self.loss_side = [p for p in self.objective.parameters() if p.requires_grad]
-        if self.model.learnable_temperature:
-            self.loss_side.append(self.model.log_temperature)
-        self.run_step = StepRunner(self.model, self.net, self.objective, self.dist, self.device, self._autocast,
-                                   cfg.optim.grad_cache_chunk, cfg.dist.local_loss)
-        self.optimizer = build_optimizer(cfg, self.model, self.objective)
+            distributed.broadcast_module(objective, self.dist)
+            self.net = distributed.wrap_ddp(model, self.device, cfg.dist.find_unused_parameters)
+        loss_side = [p for p in objective.parameters() if p.requires_grad]
+        if model.learnable_temperature:
+            loss_side.append(model.log_temperature)
+        optimizer = build_optimizer(cfg, model, objective)
         self.steps_per_epoch = math.ceil(len(self.batches) / cfg.optim.accumulate)
         self.total_steps = self.steps_per_epoch * cfg.train.epochs
-        self.scheduler = make_scheduler(self.optimizer, cfg.optim, self.total_steps)
-        self.epochs, self.seed, self.languages = cfg.train.epochs, cfg.seed, cfg.data.languages
-        self.accumulate, self.grad_clip = cfg.optim.accumulate, cfg.optim.grad_clip
-        self.batch_source = self.batches
-        self.progress = "batches" if cfg.train.progress and self.dist.is_main else None
-        self.start_loop()
+        super().__init__(
+            model=model, objective=objective,
+            run_step=StepRunner(model, self.net, objective, self.dist, self.device, self._autocast,
+                                cfg.optim.grad_cache_chunk, cfg.dist.local_loss),
+            optimizer=optimizer, scheduler=make_scheduler(optimizer, cfg.optim, self.total_steps),
+            languages=cfg.data.languages, epochs=cfg.train.epochs, seed=cfg.seed, accumulate=cfg.optim.accumulate,
+            grad_clip=cfg.optim.grad_clip, device=self.device, dist=self.dist, out=self.out,
+            batch_source=self.batches, loss_side=loss_side,
+            progress="batches" if cfg.train.progress and self.dist.is_main else None,
+        )
         if resume and not self.resume():
             print(f"mlatr: {self.out / 'last.pt'} does not exist yet: starting the run from its first epoch",
                   file=sys.stderr)
