@@ -137,7 +137,8 @@ def test_bash_completion_completes_commands_options_values_and_model_names(capsy
     (tmp_path / "registry" / "demo-real" / "config.json").write_text("{}", encoding="utf-8")
     cases = {"mlatr se": "search serve", "mlatr index b": "build", "mlatr search IDX --ra": "--rank",
              "mlatr search IDX --rank ''": "audio captions hybrid", "mlatr data import --format webd": "webdataset",
-             "mlatr embed --model demo": "demo-real", "mlatr --vers": "--version"}
+             "mlatr embed --model demo": "demo-real", "mlatr --vers": "--version",
+             "mlatr demo-real --heads near": "near-identity near-identity-kcl"}
     lines = [f"source {script}", f"export MLATR_MODELS={tmp_path / 'registry'}"]
     for words in cases:
         lines.append(f"COMP_WORDS=({words}); COMP_CWORD=$((${{#COMP_WORDS[@]}}-1)); _mlatr; echo \"${{COMPREPLY[*]}}\"")

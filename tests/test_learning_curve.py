@@ -18,7 +18,7 @@ import torch
 from mlatr.augmented_views import Augmentation, AugmentedView, joined_captions, partners
 from mlatr.cli import main
 from mlatr.errors import MlatrError
-from mlatr.experiments import learning_curve
+from mlatr.experiments import head_recipe, learning_curve
 from mlatr.experiments.learning_curve import FrozenInputs, fraction_rows, run_learning_curve
 from mlatr.frozen_prefix import BlockFeatures
 from mlatr.models.aisfx import AisfxEncoder
@@ -68,8 +68,14 @@ def test_fold_workers_give_the_results_of_one_process(inputs, tmp_path, monkeypa
 
 
 def test_every_point_and_fold_is_written_and_a_rerun_trains_nothing(inputs, tmp_path, monkeypatch):
-    trained, train = [], learning_curve._train_point
-    monkeypatch.setattr(learning_curve, "_train_point", lambda *a, **k: trained.append(a[2]) or train(*a, **k))
+    trained, train = [], learning_curve.train_recipe
+
+    def counted(*a, **k):  # each pair the fold's recipe trains
+        heads = train(*a, **k)
+        trained.extend(heads.seeds)
+        return heads
+
+    monkeypatch.setattr(learning_curve, "train_recipe", counted)
     out = tmp_path / "curve"
     res = run_learning_curve(inputs, out, train_blocks=(0,), fractions=(0.5, 1.0), seeds=(0,), epochs=2,
                              batch_size=4, progress=False, ensemble=2)
@@ -120,8 +126,8 @@ def test_augmented_views_add_training_items_and_mark_the_settings(tmp_path, monk
                                 [joined_captions(c.captions, data.manifest.clips[j].captions) if j is not None
                                  else c.captions for c, j in zip(data.manifest.clips, mates, strict=True)], mates)]
     _, bank = fake_text_space("e5-small", data, tmp_path / "cache")  # the joined captions are embedded too
-    seen, train = [], learning_curve.train_heads
-    monkeypatch.setattr(learning_curve, "train_heads", lambda m, feats, rows, *a, **k: seen.append(rows)
+    seen, train = [], head_recipe.train_heads
+    monkeypatch.setattr(head_recipe, "train_heads", lambda m, feats, rows, *a, **k: seen.append(rows)
                         or train(m, feats, rows, *a, **k))
     res = run_learning_curve(FrozenInputs(data, bank, "e5-small", {}, {}), tmp_path / "aug", train_blocks=(0,),
                              fractions=(1.0,), seeds=(0,), epochs=1, batch_size=4, progress=False,
@@ -155,9 +161,9 @@ def test_fold_records_hold_the_single_target_task_and_the_in_library_split_apart
 
 
 def test_library_batches_hold_one_library_each(inputs, tmp_path, monkeypatch):
-    assert learning_curve.library_groups(["b/x", "a/y", "b/z", "c/w"]) == [0, 1, 0, 2]
-    seen, train = [], learning_curve.train_heads
-    monkeypatch.setattr(learning_curve, "train_heads", lambda *a, **k: seen.append(k["batch_groups"])
+    assert head_recipe.library_groups(["b/x", "a/y", "b/z", "c/w"]) == [0, 1, 0, 2]
+    seen, train = [], head_recipe.train_heads
+    monkeypatch.setattr(head_recipe, "train_heads", lambda *a, **k: seen.append(k["batch_groups"])
                         or train(*a, **k))
     res = run_learning_curve(inputs, tmp_path / "lib", train_blocks=(0,), fractions=(1.0,), seeds=(0,), epochs=1,
                              batch_size=4, progress=False, libraries=["lib0"], library_batches=True)
@@ -184,22 +190,28 @@ def block_inputs(tmp_path):
 
 
 def test_a_trained_block_feeds_the_ensemble_and_its_own_pair_is_kept_as_joint(block_inputs, tmp_path, monkeypatch):
-    calls, train_point = [], learning_curve._train_point
-    logs, train = [], learning_curve.train_heads
+    joints, members, train_blocks, train = [], [], learning_curve._train_blocks, learning_curve.train_recipe
+    logs, train_heads = [], learning_curve.train_heads
 
-    def watched(*a, **k):
-        feats, log = train_point(*a, **k)
-        calls.append({"blocks": a[4], "features": k.get("features"), "returned": feats})
+    def joint(*a, **k):
+        feats, log = train_blocks(*a, **k)
+        joints.append({"blocks": a[4], "returned": feats})
         return feats, log
 
-    monkeypatch.setattr(learning_curve, "_train_point", watched)
-    monkeypatch.setattr(learning_curve, "train_heads", lambda *a, **k: logs.append(train(*a, **k)) or logs[-1])
+    def ensemble(recipe, data, *a, **k):
+        members.append({"features": data.features, "ensemble": recipe.ensemble})
+        return train(recipe, data, *a, **k)
+
+    monkeypatch.setattr(learning_curve, "_train_blocks", joint)
+    monkeypatch.setattr(learning_curve, "train_recipe", ensemble)
+    # the run that trains the block (the heads-only pairs train in head_recipe)
+    monkeypatch.setattr(learning_curve, "train_heads", lambda *a, **k: logs.append(train_heads(*a, **k)) or logs[-1])
     res = run_learning_curve(block_inputs, tmp_path / "b", train_blocks=(1,), fractions=(1.0,), seeds=(0,), epochs=2,
                              tail_epochs=6, tail_lr=1e-2, batch_size=4, progress=False, libraries=["lib1"],
                              ensemble=2, tail_patience=1)
     assert res["settings"]["tail_patience"] == 1
-    joint, *members = calls
-    assert joint["blocks"] == 1 and [c["blocks"] for c in members] == [0, 0]
+    (joint,) = joints
+    assert joint["blocks"] == 1 and [c["ensemble"] for c in members] == [2]
     frozen = block_inputs.data.features
     assert not np.allclose(joint["returned"], frozen)  # the block trained: every clip's features moved
     for c in members:  # the ensemble's pairs train on the trained block's features, not the frozen ones

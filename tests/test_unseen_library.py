@@ -18,10 +18,10 @@ from mlatr.data.manifest import Clip, Manifest
 from mlatr.errors import MlatrError
 from mlatr.experiments import real_sounds, unseen_library
 from mlatr.experiments.head_options import HEAD_OPTIONS
-from mlatr.experiments.real_heads import RealSounds, build_model, evaluate_clips, text_space, train_option
+from mlatr.experiments.head_recipe import HeadRecipe, train_recipe
+from mlatr.experiments.real_heads import RealSounds, build_model, evaluate_clips, text_space
 from mlatr.experiments.relevance_fit import RANKINGS
 from mlatr.search.index import Index
-from mlatr.training.head_training import HeadTraining
 from mlatr.training.run_curves import read_curves, run_folders
 from mlatr.training.run_log import read_run_log
 from mlatr.translation import ApertiumBackend
@@ -116,28 +116,33 @@ def test_folds_hold_out_each_library_and_keep_the_in_library_split():
 def test_audio_only_heads_keep_the_text_space_and_train(tmp_path):
     data = make_data()
     text_enc, bank = fake_text_space("e5-small", data, tmp_path)
-    model = build_model(data, text_enc, HEAD_OPTIONS["audio-only"], embed_dim=8, seed=0)
+    trained = train_recipe(HeadRecipe("audio-only", epochs=3, batch_size=4, lr=1e-2, embed_dim=8), data, text_enc,
+                           bank, list(range(12)), [12, 13, 14], seed=0)
+    model, (log,) = trained.model, trained.logs
     assert model.embed_dim == 16 and isinstance(model.text_projection, torch.nn.Module)
     x = bank.vectors[:3]
-    assert torch.equal(model.text_projection(x), x)
-    log = train_option(model, data, bank, HEAD_OPTIONS["audio-only"], list(range(12)), [12, 13, 14],
-                       HeadTraining.at(1e-2, epochs=3, batch_size=4), progress=False)
-    assert len(log) == 3 and log[-1]["loss"] < log[0]["loss"]
-    assert train_option(model, data, bank, HEAD_OPTIONS["random"], [0, 1], [], HeadTraining()) == []
+    assert torch.equal(model.text_projection(x), x)  # still the identity after training
+    assert len(log) == 3 and log[-1]["loss"] < log[0]["loss"] and trained.seeds == [0]
+    untrained = train_recipe(HeadRecipe("random", untrained=True), data, text_enc, bank, [0, 1], [], seed=0)
+    assert untrained.logs == [[]]
+    with pytest.raises(MlatrError, match="--heads: random is not a trained head option"):
+        HeadRecipe("random")
+    with pytest.raises(MlatrError, match="--ensemble must be in 1..64"):
+        HeadRecipe("audio-only", ensemble=65)
 
 
 def test_the_runner_writes_every_fold_resumes_and_picks_a_trained_best(tmp_path, monkeypatch):
     data = make_data()
     monkeypatch.setattr(RealSounds, "load", classmethod(lambda cls, *a, **k: data))
     monkeypatch.setattr(unseen_library, "text_space", fake_text_space)
-    written, train = [], unseen_library.train_option
+    written, train = [], unseen_library.train_recipe
 
-    def checkpointed(*args, **kwargs):  # a trained fold leaves last.pt until its results are recorded
-        log = train(*args, **kwargs)
-        written.append(bool(log) and (kwargs["checkpoints"] / "last.pt").is_file())
-        return log
+    def checkpointed(*args):  # a trained fold leaves last.pt until its results are recorded
+        trained = train(*args)
+        written.append(bool(trained.logs[0]) and (args[7] / "0" / "last.pt").is_file())
+        return trained
 
-    monkeypatch.setattr(unseen_library, "train_option", checkpointed)
+    monkeypatch.setattr(unseen_library, "train_recipe", checkpointed)
     res = unseen_library.run_unseen_library("m.jsonl", tmp_path / "out", ["e5-small"], ["random", "audio-only"],
                                             epochs=2, batch_size=4, progress=False)
     assert written.count(True) == 4  # the four audio-only folds
@@ -184,11 +189,11 @@ def test_the_runner_writes_every_fold_resumes_and_picks_a_trained_best(tmp_path,
     assert (tmp_path / "out" / "unseen-recall-by-language.png").stat().st_size > 0
     assert not (tmp_path / "out" / "heads").exists()  # every fold recorded: no head checkpoint is kept
     calls = []
-    monkeypatch.setattr(unseen_library, "train_option", lambda *a, **k: calls.append(1) or [])
+    monkeypatch.setattr(unseen_library, "train_recipe", lambda *a, **k: calls.append(1))
     again = unseen_library.run_unseen_library("m.jsonl", tmp_path / "out", ["e5-small"], ["random", "audio-only"],
                                               epochs=2, batch_size=4, progress=False)
     assert calls == [] and again["runs"].keys() == res["runs"].keys()
-    with pytest.raises(MlatrError, match="unknown head option"):
+    with pytest.raises(MlatrError, match="--heads: unknown best; known: random, both-heads"):
         unseen_library.run_unseen_library("m.jsonl", tmp_path / "o2", ["e5-small"], ["best"], progress=False)
 
 
@@ -276,9 +281,9 @@ def test_demo_real_translates_english_captions_for_a_kcl_recipe_and_indexes_its_
     monkeypatch.setattr(RealSounds, "load", classmethod(lambda cls, *a, **k: data))
     monkeypatch.setattr(real_sounds, "text_space", fake_text_space)
     data.manifest.root = tmp_path
-    seen, train = [], real_sounds.train_option
-    monkeypatch.setattr(real_sounds, "train_option",
-                        lambda model, d, *a, **k: seen.append(d) or train(model, d, *a, **k))
+    seen, train = [], real_sounds.train_recipe
+    monkeypatch.setattr(real_sounds, "train_recipe", lambda recipe, d, *a, **k: (
+        recipe.option.trained and seen.append(d)) or train(recipe, d, *a, **k))
     real_sounds.run_real_demo(tmp_path / "m.jsonl", tmp_path / "demo", ["e5-small"], heads="near-identity-kcl",
                               epochs=1, progress=False, ensemble=1)
     (trained,) = seen
@@ -314,21 +319,20 @@ def test_kcl_over_translations_needs_them_and_trains_on_every_language(tmp_path)
     data = make_data()
     text_enc, bank = fake_text_space("e5-small", data, tmp_path)
     option = HEAD_OPTIONS["kcl-translations"]
-    model = build_model(data, text_enc, option, embed_dim=8, seed=0)
     with pytest.raises(MlatrError, match="mlatr data translate"):
-        train_option(model, data, bank, option, list(range(12)), [], HeadTraining(epochs=1), progress=False)
+        train_recipe(HeadRecipe(option.name, epochs=1, embed_dim=8), data, text_enc, bank, list(range(12)), [], 0)
     for clip in data.manifest.clips:
         clip.captions["spa"] = ["traducción de " + clip.captions["eng"][0]]
     assert data.caption_languages() == ["eng", "spa"]
     _, bank = fake_text_space("e5-small", data, tmp_path)  # the translations' features join the bank
-    log = train_option(model, data, bank, option, list(range(12)), [], HeadTraining(epochs=2, batch_size=6),
-                       progress=False)
-    assert len(log) == 2
+    trained = train_recipe(HeadRecipe(option.name, epochs=2, batch_size=6, embed_dim=8), data, text_enc, bank,
+                           list(range(12)), [], 0)
+    assert [len(log) for log in trained.logs] == [2]
 
 
 @pytest.mark.parametrize("command, flag", [(["experiment", "unseen-library"], "--text"),
                                            (["experiment", "unseen-library"], "--heads"),
-                                           (["demo-real"], "--text")])
+                                           (["demo-real"], "--text"), (["demo-real"], "--heads")])
 def test_unknown_encoder_or_head_is_refused_before_any_work(tmp_path, capsys, command, flag):
     manifest = tmp_path / "manifest.jsonl"
     manifest.write_text("")  # exists; never read

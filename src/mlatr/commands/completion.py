@@ -24,7 +24,8 @@ def add_arguments(parser):
 
 def command_tree(parser, path: str = "mlatr") -> dict[str, dict]:
     """``{command path: {"subs": [names], "options": [strings], "values": {option: [choices] | "@file" |
-    "@model"}}}`` of ``parser`` and every subcommand under it (suppressed options left out)."""
+    "@model"}}}`` of ``parser`` and every subcommand under it (suppressed options left out). An option's values are
+    its ``choices``, or its action's ``completions`` (names that the command itself checks, later)."""
     tree: dict[str, dict] = {path: {"subs": [], "options": [], "values": {}}}
     node = tree[path]
     for action in parser._actions:
@@ -33,7 +34,8 @@ def command_tree(parser, path: str = "mlatr") -> dict[str, dict]:
         if action.option_strings:
             node["options"] += action.option_strings
             if action.nargs != 0:
-                kind = sorted(map(str, action.choices)) if action.choices else (
+                known = action.choices or getattr(action, "completions", None)  # completions: names not checked here
+                kind = sorted(map(str, known)) if known else (
                     "@model" if action.dest in ("model", "compare") else "@file")
                 node["values"].update({o: kind for o in action.option_strings})
         elif action.choices and hasattr(action, "_name_parser_map"):  # subcommands

@@ -47,7 +47,6 @@ from mlatr.experiments.head_options import (
     TEXT_ENCODERS,
     default_fold_workers,
 )
-from mlatr.stored_config import MAX_ENSEMBLE
 
 HELP = __doc__
 
@@ -69,9 +68,10 @@ def add_arguments(parser):
                         help="comma-separated frozen text encoders to compare; the first one is indexed "
                              f"(default: {','.join(DEFAULT_TEXT_ENCODERS)})")
     trained = [k for k, o in HEAD_OPTIONS.items() if o.trained]
-    parser.add_argument("--heads", default=DEFAULT_HEADS, choices=trained,
-                        help=f"how the heads train (default: {DEFAULT_HEADS})")
-    parser.add_argument("--ensemble", type=number_in(int, 1, MAX_ENSEMBLE), default=DEFAULT_ENSEMBLE,
+    parser.add_argument("--heads", default=DEFAULT_HEADS,  # checked by run_real_demo's HeadRecipe
+                        help=f"how the heads train: {', '.join(trained)} (default: {DEFAULT_HEADS})"
+                        ).completions = trained
+    parser.add_argument("--ensemble", type=positive_int, default=DEFAULT_ENSEMBLE,
                         help="head pairs trained apart (seeds SEED*1000+K) whose unit embeddings the model averages, "
                              f"here and in the leave-one-library-out run (default {DEFAULT_ENSEMBLE}; 1: one pair, "
                              "seed SEED)")

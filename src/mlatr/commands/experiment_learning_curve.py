@@ -50,7 +50,7 @@ from mlatr.commands._arg_types import fraction, number_in, positive_float, posit
 from mlatr.commands._augment_args import add_augment_arguments, augment_kinds
 from mlatr.commands._outputs import Output
 from mlatr.errors import MlatrError
-from mlatr.experiments.head_options import TEXT_ENCODERS, default_fold_workers
+from mlatr.experiments.head_options import HEAD_OPTIONS, TEXT_ENCODERS, default_fold_workers
 from mlatr.io_utils import atomic_write_json, atomic_write_text
 
 HELP = __doc__
@@ -100,7 +100,8 @@ def add_arguments(parser) -> None:
     parser.add_argument("--library-batches", action="store_true",
                         help="batches of one library each: a clip's negatives from its own library")
     parser.add_argument("--heads", default="near-identity", help="head option (default near-identity; "
-                        "near-identity-kcl needs a translated manifest)")
+                        "near-identity-kcl needs a translated manifest)"
+                        ).completions = [k for k, o in HEAD_OPTIONS.items() if o.trained]  # run_learning_curve checks
     parser.add_argument("--ensemble", type=positive_int, default=1,
                         help="heads trained per fold and averaged (heads-only points; default 1)")
     parser.add_argument("--workers", type=number_in(int, 1, 64), default=default_fold_workers(),

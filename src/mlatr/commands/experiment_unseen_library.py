@@ -64,7 +64,7 @@ def run(args) -> int:
     if not Path(args.manifest).is_file():
         raise MlatrError(f"{args.manifest} not found: run scripts/get-real-sounds.sh first (or pass --manifest)")
     encoders = parse_methods(args.text, list(TEXT_ENCODERS), "--text")  # before the library's features
-    heads = parse_methods(args.heads, list(HEAD_OPTIONS), "--heads")
+    heads = [x.strip() for x in args.heads.split(",") if x.strip()]  # checked by run_unseen_library, first
     libraries = [x.strip() for x in args.libraries.split(",") if x.strip()] if args.libraries else None
     run_unseen_library(args.manifest, args.out, encoders, heads, libraries=libraries, epochs=args.epochs,
                        embed_dim=args.embed_dim, seed=args.seed, max_seconds=args.max_seconds,

@@ -8,6 +8,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
+from mlatr.errors import MlatrError
+
 #: The frozen multilingual text encoders a real-sound run may use.
 TEXT_ENCODERS = ("use-multilingual", "e5-small")
 
@@ -56,6 +58,16 @@ DEFAULT_EPOCHS = 10
 #: Head pairs ``mlatr demo-real`` trains apart and averages (``DualEncoder(ensemble=N)``): on libraries never
 #: trained on, three beat one in R@1 at every seed, with KCL and without (docs/real-sounds.md: the options tried).
 DEFAULT_ENSEMBLE = 3
+
+
+def head_option(name: str, trained: bool = True) -> HeadOption:
+    """The head option called ``name`` (``trained``: only one that trains); the one check of a ``--heads`` value."""
+    known = [k for k, o in HEAD_OPTIONS.items() if o.trained or not trained]
+    if name not in HEAD_OPTIONS:
+        raise MlatrError(f"--heads: unknown {name}; known: {', '.join(known)}")
+    if name not in known:
+        raise MlatrError(f"--heads: {name} is not a trained head option (it trains nothing); known: {', '.join(known)}")
+    return HEAD_OPTIONS[name]
 
 
 def member_seeds(seed: int, members: int) -> list[int]:

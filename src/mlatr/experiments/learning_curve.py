@@ -38,13 +38,19 @@ from tqdm import tqdm
 from mlatr.data.manifest import Manifest
 from mlatr.data.path_captions import CaptionRules
 from mlatr.errors import MlatrError
-from mlatr.experiments.head_options import HEAD_OPTIONS, HeadOption, member_seeds
+from mlatr.experiments.head_options import HeadOption
+from mlatr.experiments.head_recipe import (
+    HeadRecipe,
+    batch_groups,
+    best_epoch,
+    train_recipe,
+    training_languages,
+)
 from mlatr.experiments.real_heads import (
     QUERIES_PATH,
     RealSounds,
     build_model,
     caption_retrieval,
-    library_of,
     query_retrieval,
     training_items,
 )
@@ -55,9 +61,7 @@ from mlatr.io_utils import atomic_write_json, atomic_write_with
 from mlatr.models.aisfx import BLOCK_FRAMES, STAGES, AisfxEncoder, AisfxTail
 from mlatr.models.dual_encoder import DualEncoder
 from mlatr.plotting import pyplot
-from mlatr.training.config import ObjectiveConfig
-from mlatr.training.hard_batches import caption_clusters
-from mlatr.training.head_training import HeadTraining, TextBank, train_heads
+from mlatr.training.head_training import TextBank, train_heads
 
 #: How much of aiSFX trains: 0 = the heads alone, 1 = its last conv block, 4 = the whole CNN.
 TRAIN_BLOCKS = (0, 1, 4)
@@ -288,29 +292,30 @@ def run_learning_curve(inputs: FrozenInputs, out: str | Path, train_blocks: Sequ
     """Every point ``(train_blocks, fraction, seed)`` over every held-out library; ``OUT/results.json`` after
     each fold (a rerun with the same settings resumes), ``OUT/learning-curve.png`` at the end.
     ``hard_negatives``: batches of whole clusters of similar captions, clusters of about that many clips
-    (:mod:`mlatr.training.hard_batches`). ``heads``: the
-    head option; ``ensemble``: heads trained per fold (seeds ``seed * 1000 + k``), their unit embeddings averaged
-    (:meth:`DualEncoder.ensemble_of`; heads-only points). ``val_libraries``: the epoch chosen on that fraction of the
-    training libraries held out whole (:func:`~mlatr.experiments.unseen_library.folds`) instead of their
-    hash-``val`` clips. ``workers``: processes that train folds side by side (:func:`_run_folds`; the results
-    equal one process's).
+    (:mod:`mlatr.training.hard_batches`). ``heads``: the head option; ``ensemble``: heads trained per fold, their
+    unit embeddings averaged (:func:`~mlatr.experiments.head_recipe.train_recipe`; heads-only points).
+    ``val_libraries``: the epoch chosen on that fraction of the training libraries held out whole
+    (:func:`~mlatr.experiments.unseen_library.folds`) instead of their hash-``val`` clips. ``workers``: processes
+    that train folds side by side (:func:`_run_folds`; the results equal one process's).
 
     A run that trains blocks (``train_blocks`` > 0) trains them with one head pair (seed ``seed``, ``tail_epochs``,
     stopped after ``tail_patience`` epochs without a better validation score); with ``ensemble`` > 1 that pair's
     figures are kept as the fold's ``"joint"`` record and the ensemble's head pairs then train, heads only, on the
-    trained blocks' features (:func:`_train_point`), the recipe of a heads-only point on another backbone.
+    trained blocks' features (:func:`_train_blocks`), the recipe of a heads-only point on another backbone.
     Every fold record holds the queries (``"queries"``) and the single-target task (``"captions"``: each held-out
     clip's first English caption against all held-out clips, :func:`~mlatr.experiments.real_heads.caption_retrieval`).
     ``in_library``: also the in-library split (train / val / test by each clip's hash, every library in all three:
     the split ``mlatr demo-real`` reports), as the fold ``in-library``, summarized apart.
     ``library_batches``: each batch holds the clips of one library (several small ones together), so that a clip's
-    negatives come from its own library, as on a held-out one (:func:`library_groups`).
+    negatives come from its own library, as on a held-out one (:func:`~mlatr.experiments.head_recipe.library_groups`).
     ``OUT/results.json`` also keeps each fold's wall time (``"seconds"``, by point and fold).
     ``keep_embeddings``: each heads-only fold of the point at fraction 1 also writes what its
     model makes of its held-out libraries, ``OUT/embeddings/FOLD.npz``
     (:func:`~mlatr.experiments.text_search_eval.fold_embeddings`: what ``mlatr experiment calibrate`` fits the
     relevance of this recipe on) and its heads' weights, ``OUT/embeddings/FOLD.heads.pt`` (float16: what embeds
     further texts with the fold's model, :func:`fold_model`); a recorded fold without them is trained again."""
+    recipe = HeadRecipe(heads, ensemble, epochs=epochs, batch_size=batch_size, hard_negatives=hard_negatives,
+                        library_batches=library_batches)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     data = inputs.data
@@ -327,17 +332,11 @@ def run_learning_curve(inputs: FrozenInputs, out: str | Path, train_blocks: Sequ
     results = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
     if results.get("settings") != settings:
         results = {"settings": settings, "points": {}}
-    if library_batches and hard_negatives:
-        raise MlatrError("library batches and hard negatives both choose the batches: give one of them")
-    if heads not in HEAD_OPTIONS or not HEAD_OPTIONS[heads].trained:
-        raise MlatrError(f"--heads must be a trained head option ({', '.join(HEAD_OPTIONS)}), got {heads!r}")
-    option = HEAD_OPTIONS[heads]
     keep = out / "embeddings" if keep_embeddings else None
     todo = [(b, fr, s, f) for b in train_blocks for fr in fractions for s in seeds for f in fold_rows
             if f not in results["points"].get(_point(b, fr, s), {}).get("folds", {})
             or (keep is not None and _keeps(b, fr) and not (keep / f"{f}.npz").is_file())]
-    job = _FoldJob(inputs, fold_rows, option, epochs, tail_epochs, tail_lr, device, out, batch_size, hard_negatives,
-                   ensemble, tail_patience, library_batches, keep)
+    job = _FoldJob(inputs, fold_rows, recipe, tail_epochs, tail_lr, device, out, tail_patience, keep)
     order = {f: k for k, f in enumerate(fold_rows)}
     bar = tqdm(total=len(todo), desc="learning curve", unit="fold", disable=not progress or not todo)
     for (b, fr, s, f), (fold, seconds) in _run_folds(job, todo, workers):
@@ -363,17 +362,12 @@ class _FoldJob:
 
     inputs: FrozenInputs
     fold_rows: dict[str, dict[str, list[int]]]
-    option: HeadOption
-    epochs: int
+    recipe: HeadRecipe
     tail_epochs: int | None
     tail_lr: float
     device: str | torch.device
     out: Path
-    batch_size: int
-    hard_negatives: int | None
-    ensemble: int
     tail_patience: int | None = None
-    library_batches: bool = False
     keep: Path | None = None
 
     def __call__(self, task: tuple[int, float, int, str]) -> tuple[tuple[int, float, int, str], tuple[dict, float]]:
@@ -386,25 +380,19 @@ class _FoldJob:
         record: dict = {}
         feats = data.features
         if b:  # the blocks train with one head pair
-            model = build_model(data, _text_side(self.inputs), self.option, 256, s)
-            feats, log = _train_point(self.inputs, model, train, rows["val"], b, s, self.tail_epochs or self.epochs,
-                                      self.tail_lr, self.device, checkpoints / "joint", self.option,
-                                      self.batch_size, self.hard_negatives, self.tail_patience,
-                                      self.library_batches)
-            best = _best(log)
+            model = build_model(data, _text_side(self.inputs), self.recipe.option, self.recipe.embed_dim, s)
+            feats, log = _train_blocks(self.inputs, model, train, rows["val"], b, s, self.tail_epochs,
+                                       self.tail_lr, self.device, checkpoints / "joint", self.recipe,
+                                       self.tail_patience)
+            best = best_epoch(log)
             record["tail_val"] = [e.get("val") for e in log]  # the validation score of each epoch the blocks trained
-            if self.ensemble > 1:
+            if self.recipe.ensemble > 1:
                 record["joint"] = {**self._evaluate(model, feats, rows["test"]), "best_epoch": best}
-        if not b or self.ensemble > 1:  # the heads alone (on the trained blocks' features): one pair or an ensemble
-            members, best = [], []
-            for k, member_seed in enumerate(member_seeds(s, self.ensemble)):
-                member = build_model(data, _text_side(self.inputs), self.option, 256, member_seed)
-                _, log = _train_point(self.inputs, member, train, rows["val"], 0, member_seed, self.epochs,
-                                      self.tail_lr, self.device, checkpoints / str(k), self.option, self.batch_size,
-                                      self.hard_negatives, library_batches=self.library_batches, features=feats)
-                members.append(member)
-                best.append(_best(log))
-            model, best = DualEncoder.ensemble_of(members), best if len(best) > 1 else best[0]
+        if not b or self.recipe.ensemble > 1:  # the heads alone (on the trained blocks' features): one pair or more
+            trained = train_recipe(self.recipe, replace(data, features=feats), _text_side(self.inputs),
+                                   self.inputs.bank, train, rows["val"], s, checkpoints, device=self.device)
+            model, best = trained.model, [best_epoch(log) for log in trained.logs]
+            best = best if len(best) > 1 else best[0]
         record = {**self._evaluate(model, feats, rows["test"]), "train_clips": len(train), "best_epoch": best,
                   **record}
         if self.keep is not None and _keeps(b, fr):
@@ -479,41 +467,20 @@ def _text_side(inputs: FrozenInputs) -> nn.Module:
     return CachedText(inputs.text_name, inputs.bank.vectors.shape[1])
 
 
-def _train_point(inputs: FrozenInputs, model, train: list[int], val: list[int], blocks: int, seed: int, epochs: int,
-                 tail_lr: float, device, checkpoints: Path, option, batch_size: int = 64,
-                 hard_negatives: int | None = None, patience: int | None = None, library_batches: bool = False,
-                 features: np.ndarray | None = None) -> tuple[np.ndarray, list[dict]]:
-    """Train one fold's model (heads as ``option`` says, and the last ``blocks`` conv blocks, stopped after
-    ``patience`` epochs without a better validation score); returns every clip's pooled features as the trained
-    model gives them (the frozen ones when no block trained) and the run's log (an entry per epoch).
-    ``features``: the clips' pooled features the heads alone train on (default: the frozen backbone's,
-    ``inputs.data.features``)."""
+def _train_blocks(inputs: FrozenInputs, model, train: list[int], val: list[int], blocks: int, seed: int,
+                  epochs: int | None, tail_lr: float, device, checkpoints: Path, recipe: HeadRecipe,
+                  patience: int | None = None) -> tuple[np.ndarray, list[dict]]:
+    """Train one fold's model with aiSFX's last ``blocks`` conv blocks (heads as ``recipe`` says; ``epochs``: the
+    recipe's when None; stopped after ``patience`` epochs without a better validation score); returns every clip's
+    pooled features as the trained model gives them and the run's log (an entry per epoch)."""
     data, bank = inputs.data, inputs.bank
-    if features is not None:
-        data = replace(data, features=features)
-    languages = data.training_languages(option)
-    if blocks and data.views:
+    if data.views:
         raise MlatrError("augmented views train the heads only (--train-blocks 0)")
-    feats, rows, train = training_items(data, train, languages)
-    groups = None
-    if hard_negatives:
-        firsts = [_first_text(r, languages) for r in rows]
-        vectors = bank.lookup([t for t, _ in firsts], [lang for _, lang in firsts]).numpy()
-        groups = caption_clusters(vectors, max(1, len(train) // hard_negatives), seed).tolist()
-    elif library_batches:
-        groups = library_groups([data.manifest.clips[i].id for i in train])
-    settings = HeadTraining.at(1e-3, epochs=epochs, batch_size=batch_size, seed=seed,
-                               objective=ObjectiveConfig(scheme=option.scheme),
-                               identity_penalty=option.identity_penalty, tail_lr=tail_lr if blocks else None,
-                               patience=patience)
-    if blocks == 0:
-        def validate(m):
-            return caption_retrieval(m, data, bank, val)["t2a"]["R10"]
-
-        model.to(device)  # the heads (a GPU run trains an ensemble's pairs there too)
-        log = train_heads(model, feats, rows, languages, bank, settings, validate, progress=False,
-                          out_dir=checkpoints, resume=True, batch_groups=groups, device=device)
-        return data.features, log
+    languages = training_languages(data, recipe.option)
+    _, rows, train = training_items(data, train, languages)
+    if epochs is not None:
+        recipe = replace(recipe, epochs=epochs)
+    settings = recipe.settings(seed, tail_lr=tail_lr, patience=patience)
     start = STAGES - blocks
     enc = AisfxEncoder(pretrained=False, frozen=False, train_last_blocks=blocks)
     enc.cnn.load_state_dict(inputs.cnn_state)
@@ -528,30 +495,8 @@ def _train_point(inputs: FrozenInputs, model, train: list[int], val: list[int], 
 
     log = train_heads(model, stage.subset(train), rows, languages, bank, settings, validate, progress=False,
                       out_dir=checkpoints, resume=True, audio_tail=AisfxTail(enc, start), device=device,
-                      batch_groups=groups)
+                      batch_groups=batch_groups(recipe, data, bank, rows, train, languages, seed))
     return stage_features(enc, stage, device), log
-
-
-def library_groups(clip_ids: Sequence[str]) -> list[int]:
-    """The group of each training item for batches of one library (:func:`~mlatr.training.hard_batches.group_batches`):
-    the index of its library (:func:`~mlatr.experiments.real_heads.library_of`) in order of first appearance."""
-    order: dict[str, int] = {}
-    return [order.setdefault(library_of(i), len(order)) for i in clip_ids]
-
-
-def _first_text(rows: list[list[str | None]], languages: Sequence[str]) -> tuple[str, str]:
-    """The text an item is clustered by (hard negatives): its first English caption, else its first text."""
-    if "eng" in languages:
-        e = languages.index("eng")
-        text = next((r[e] for r in rows if r[e]), None)
-        if text:
-            return text, "eng"
-    return rows[0][0], languages[0]
-
-
-def _best(log: list[dict]) -> int | None:
-    scored = [e for e in log if "val" in e]
-    return max(scored, key=lambda e: e["val"])["epoch"] if scored else None
 
 
 def summarize_point(fold_results: dict[str, dict]) -> dict:

@@ -1,9 +1,9 @@
 """What every real-sound run shares: the clips with their frozen features, the text features, the head
-options, one training call and one evaluation of a set of clips.
+options, the model of an option and one evaluation of a set of clips.
 
 Frozen backbones (aisfx audio; USE or e5-small text) give each clip and each text a fixed vector, so a
 run computes them once (:mod:`mlatr.frozen_features`, the text encoders' own caches) and trains only the
-projection heads (:func:`mlatr.training.head_training.train_heads`). The head options
+projection heads (:func:`mlatr.experiments.head_recipe.train_recipe`, every command's one path). The head options
 (:data:`mlatr.experiments.head_options.HEAD_OPTIONS`) are
 the ways of keeping the text encoder's multilingual space that issue 17 compares:
 
@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -51,8 +51,7 @@ from mlatr.inference.encoded_split import project
 from mlatr.inference.runtime import attach_runtime, calibration_waves
 from mlatr.models.dual_encoder import DualEncoder
 from mlatr.models.registry import build_audio_encoder, build_text_encoder
-from mlatr.training.config import ObjectiveConfig
-from mlatr.training.head_training import HeadTraining, TextBank, caption_rows, train_heads
+from mlatr.training.head_training import TextBank, caption_rows
 
 QUERIES_PATH = Path(__file__).resolve().parent.parent / "data" / "queries_multilingual.json"
 
@@ -199,29 +198,6 @@ def build_model(data: RealSounds, text_encoder, option: HeadOption, embed_dim: i
     torch.manual_seed(seed)
     dim = embed_dim if option.text_head == "mlp" else text_encoder.output_dim
     return DualEncoder(data.audio_encoder, text_encoder, embed_dim=dim, text_head=option.text_head)
-
-
-def train_option(model, data: RealSounds, bank: TextBank, option: HeadOption, train_rows: Sequence[int],
-                 val_rows: Sequence[int], settings: HeadTraining, progress: bool = True,
-                 checkpoints: str | Path | None = None) -> list[dict]:
-    """Train ``model``'s heads on the clips ``train_rows`` as ``option`` says, keeping the epoch of the best
-    validation t2a R@10 of ``val_rows``' file-name captions; the log (empty for an untrained option).
-    ``checkpoints``: a folder for the run's ``last.pt`` / ``best.pt``, resumed from when it holds one."""
-    if not option.trained:
-        return []
-    languages = data.training_languages(option)
-    if option.scheme != "mlclap" and len(languages) < 2:
-        raise MlatrError(f"head option {option.name!r} trains on translations, but the manifest's captions are "
-                         "English only: translate them first (mlatr data translate)")
-    feats, rows, _ = training_items(data, train_rows, languages)
-    settings = replace(settings, objective=ObjectiveConfig(scheme=option.scheme),
-                       identity_penalty=option.identity_penalty)
-    validate = None
-    if len(val_rows):
-        def validate(m):
-            return caption_retrieval(m, data, bank, val_rows)["t2a"]["R10"]
-    return train_heads(model, feats, rows, languages, bank, settings, validate, progress,
-                       out_dir=checkpoints, resume=checkpoints is not None)
 
 
 def training_items(data: RealSounds, train_rows: Sequence[int], languages: Sequence[str]

@@ -25,22 +25,10 @@ from mlatr.data.manifest import Manifest
 from mlatr.data.splits import assign_hash_splits
 from mlatr.errors import MlatrError
 from mlatr.evaluation.plots import plot_recall_by_language
-from mlatr.experiments.head_options import (
-    DEFAULT_BATCH_SIZE,
-    DEFAULT_ENSEMBLE,
-    DEFAULT_EPOCHS,
-    DEFAULT_HEADS,
-    HEAD_OPTIONS,
-    member_seeds,
-)
+from mlatr.experiments.head_options import DEFAULT_BATCH_SIZE, DEFAULT_ENSEMBLE, DEFAULT_EPOCHS, DEFAULT_HEADS
+from mlatr.experiments.head_recipe import HeadRecipe, train_recipe
 from mlatr.experiments.learning_curve import FrozenInputs, run_learning_curve
-from mlatr.experiments.real_heads import (
-    RealSounds,
-    build_model,
-    evaluate_clips,
-    text_space,
-    train_option,
-)
+from mlatr.experiments.real_heads import RealSounds, evaluate_clips, text_space
 from mlatr.experiments.relevance_fit import calibrate_recipe, calibration_summary
 from mlatr.experiments.unseen_library import sound_only_cells
 from mlatr.inference.checkpoint import save_checkpoint
@@ -48,10 +36,8 @@ from mlatr.inference.loaded_model import LoadedModel
 from mlatr.inference.model_identity import weights_sha256
 from mlatr.io_utils import atomic_write_json, atomic_write_jsonl, atomic_write_text
 from mlatr.matching import build_matching_head
-from mlatr.models.dual_encoder import DualEncoder
 from mlatr.search.from_features import index_from_features
 from mlatr.search.index import Index
-from mlatr.training.head_training import HeadTraining
 from mlatr.training.run_log import head_log_records
 from mlatr.translation import ApertiumBackend, TranslationCache, Translator, translate_manifest
 
@@ -71,9 +57,8 @@ def run_real_demo(manifest_path: str | Path, out: str | Path, text_encoders: lis
                   lr: float = 1e-3, seed: int = 0, max_seconds: float = 10.0, progress: bool = True,
                   unseen_epochs: int | None = None, added_groups: int = 12, augment: Sequence[str] = (),
                   augment_views: int = 1, ensemble: int = DEFAULT_ENSEMBLE, workers: int = 1) -> dict:
-    """Train the heads (option ``heads``; ``ensemble`` head pairs trained apart from the seeds
-    :func:`~mlatr.experiments.head_options.member_seeds`, their unit outputs averaged:
-    :meth:`~mlatr.models.dual_encoder.DualEncoder.ensemble_of`) over frozen aisfx + each text encoder, evaluate
+    """Train the heads (option ``heads``; ``ensemble`` head pairs trained apart, their unit outputs averaged:
+    :func:`~mlatr.experiments.head_recipe.train_recipe`) over frozen aisfx + each text encoder, evaluate
     against random heads, build the index with the first text encoder, answer the example queries; writes
     ``OUT/report.md``, ``OUT/results.json``, ``OUT/model.pt`` with its card ``OUT/model-card.md`` (data,
     licences, figures on unseen libraries) and the training curve of each head pair,
@@ -90,9 +75,8 @@ def run_real_demo(manifest_path: str | Path, out: str | Path, text_encoders: lis
     ``augment``: the heads (here and in the unseen run) train also on ``augment_views`` augmented views of
     these kinds (:meth:`~mlatr.experiments.real_heads.RealSounds.augment`, cached in ``OUT/cache``)."""
     started = time.monotonic()
-    if heads not in HEAD_OPTIONS or not HEAD_OPTIONS[heads].trained:
-        trained = ", ".join(k for k, o in HEAD_OPTIONS.items() if o.trained)
-        raise MlatrError(f"--heads must be a trained head option ({trained}), got {heads!r}")
+    recipe = HeadRecipe(heads, ensemble, epochs=epochs, batch_size=batch_size, lr=lr, embed_dim=embed_dim)
+    baseline = HeadRecipe("random", embed_dim=embed_dim, untrained=True)
     out = Path(out)
     (out / "cache").mkdir(parents=True, exist_ok=True)
     data = RealSounds.load(manifest_path, out / "cache" / "aisfx.npz", max_seconds, progress)
@@ -104,11 +88,10 @@ def run_real_demo(manifest_path: str | Path, out: str | Path, text_encoders: lis
     by_split = {s: [i for i, c in enumerate(manifest.clips) if c.split == s] for s in ("train", "val", "test")}
     if not by_split["train"] or not by_split["test"]:
         raise MlatrError(f"{manifest_path}: the demo needs train and test clips (splits {manifest.splits()})")
-    option = HEAD_OPTIONS[heads]
+    option = recipe.option
     translated = option.caption_languages == "all" and data.caption_languages() == ["eng"]
     if translated:
         data = replace(data, manifest=translated_captions(manifest, out / "cache", progress))
-    settings = HeadTraining.at(lr, epochs=epochs, batch_size=batch_size, seed=seed)
     results: dict = {"manifest": str(manifest_path), "clips": {s: len(r) for s, r in by_split.items()},
                      "settings": {"heads": heads, "ensemble": ensemble, "embed_dim": embed_dim, "epochs": epochs,
                                   "batch_size": batch_size,
@@ -117,27 +100,22 @@ def run_real_demo(manifest_path: str | Path, out: str | Path, text_encoders: lis
                                   "translated_by_apertium": list(TRAINING_TRANSLATIONS) if translated else [],
                                   **({"augment": [v.augmentation.name for v in data.views]} if augment else {})},
                      "runs": {}}
-    models, banks, seeds = {}, {}, member_seeds(seed, ensemble)
+    models, banks = {}, {}
     for name in text_encoders:
         text_enc, bank = text_space(name, data, out / "cache")
         banks[name] = bank
-        untrained = build_model(data, text_enc, HEAD_OPTIONS["random"], embed_dim, seed)
+        untrained = train_recipe(baseline, data, text_enc, bank, [], [], seed).model
         results["runs"][f"{name}/random"] = {**evaluate_clips(untrained, data, bank, by_split["test"]), "members": []}
-        members, logs = [], []
-        for k, member_seed in enumerate(seeds):
-            model = build_model(data, text_enc, option, embed_dim, member_seed)
-            checkpoints = out / "heads" / f"{name}-{option.name}" / str(k)  # an interrupted run resumes there
-            logs.append(train_option(model, data, bank, option, by_split["train"], by_split["val"],
-                                     replace(settings, seed=member_seed), progress, checkpoints=checkpoints))
-            members.append(model)
-        models[name] = DualEncoder.ensemble_of(members)
+        trained = train_recipe(recipe, data, text_enc, bank, by_split["train"], by_split["val"], seed,
+                               out / "heads" / f"{name}-{option.name}", progress)  # an interrupted run resumes there
+        models[name] = trained.model
         results["runs"][f"{name}/{option.name}"] = {
             **evaluate_clips(models[name], data, bank, by_split["test"]),
-            "members": [{"seed": s, "log": log} for s, log in zip(seeds, logs, strict=True)]}
+            "members": [{"seed": s, "log": log} for s, log in zip(trained.seeds, trained.logs, strict=True)]}
         if name == text_encoders[0]:  # the indexed model's curves: epoch records that mlatr plot reads
             shutil.rmtree(out / "members", ignore_errors=True)  # an earlier run's larger ensemble
             (out / "log.jsonl").unlink(missing_ok=True)  # an earlier version's one curve: mlatr plot would draw it
-            for k, log in enumerate(logs):
+            for k, log in enumerate(trained.logs):
                 atomic_write_jsonl(out / "members" / str(k) / "log.jsonl", head_log_records(log))
     shutil.rmtree(out / "heads", ignore_errors=True)  # every head run is trained
     name = text_encoders[0]

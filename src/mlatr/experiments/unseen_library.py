@@ -26,19 +26,12 @@ from tqdm import tqdm
 
 from mlatr.data.splits import hash_unit
 from mlatr.errors import MlatrError
-from mlatr.experiments.head_options import HEAD_OPTIONS
-from mlatr.experiments.real_heads import (
-    RealSounds,
-    build_model,
-    evaluate_clips,
-    text_space,
-    train_option,
-)
+from mlatr.experiments.head_recipe import HeadRecipe, best_epoch, train_recipe
+from mlatr.experiments.real_heads import RealSounds, evaluate_clips, text_space
 from mlatr.experiments.relevance_fit import measure_folder, text_search_report
 from mlatr.experiments.text_search_eval import fold_embeddings, save_fold_embeddings
 from mlatr.io_utils import atomic_write_json, atomic_write_text
 from mlatr.plotting import pyplot
-from mlatr.training.head_training import HeadTraining
 
 IN_LIBRARY = "in-library"
 #: The 12 libraries of the first real-sound corpus (issue 17): reported apart from the ones added since
@@ -103,9 +96,10 @@ def run_unseen_library(manifest_path: str | Path, out: str | Path, text_encoders
     """Train and evaluate every text encoder x head option x fold; writes ``OUT/results.json`` (after each
     run, so a rerun with the same settings resumes), ``OUT/report.md`` and ``OUT/unseen-recall-by-language.png``.
     Returns the results dict."""
-    for name in options:
-        if name not in HEAD_OPTIONS:
-            raise MlatrError(f"unknown head option {name!r} (choose from {', '.join(HEAD_OPTIONS)})")
+    if not options:
+        raise MlatrError("--heads: no head option given")
+    recipes = {name: HeadRecipe(name, epochs=epochs, batch_size=batch_size, lr=lr, embed_dim=embed_dim,
+                                untrained=True) for name in options}
     out = Path(out)
     cache_dir = Path(cache_dir) if cache_dir is not None else out / "cache"
     cache_dir.mkdir(parents=True, exist_ok=True)
@@ -117,7 +111,6 @@ def run_unseen_library(manifest_path: str | Path, out: str | Path, text_encoders
         settings["added_groups"] = added_groups
     results = _previous(out / "results.json", settings)
     results["folds"] = {f: {s: len(r) for s, r in rows.items()} for f, rows in fold_rows.items()}
-    train = HeadTraining.at(lr, epochs=epochs, batch_size=batch_size, seed=seed)
     todo = [(enc, opt, f) for enc in text_encoders for opt in options for f in fold_rows
             if not _done(results["runs"].get(f"{enc}/{opt}", {}).get("folds", {}), f, out / "embeddings" / enc / opt)]
     bar = tqdm(total=len(todo), desc="unseen-library runs", unit="run", disable=not progress or not todo)
@@ -125,21 +118,19 @@ def run_unseen_library(manifest_path: str | Path, out: str | Path, text_encoders
         if not any(t[0] == enc for t in todo):
             continue
         text_enc, bank = text_space(enc, data, cache_dir)
-        for opt in options:
-            option = HEAD_OPTIONS[opt]
+        for opt, recipe in recipes.items():
             run = results["runs"].setdefault(f"{enc}/{opt}", {"text_encoder": enc, "heads": opt,
-                                                              "about": option.about, "folds": {},
+                                                              "about": recipe.option.about, "folds": {},
                                                               "manifest": str(manifest_path)})
             for f, rows in fold_rows.items():
                 if _done(run["folds"], f, out / "embeddings" / enc / opt):
                     continue
                 bar.set_postfix_str(f"{enc} {opt} {f}")
-                model = build_model(data, text_enc, option, embed_dim, seed)
                 checkpoints = out / "heads" / enc / opt / f  # an interrupted run resumes from its last epoch
-                log = train_option(model, data, bank, option, rows["train"], rows["val"], train, progress=False,
-                                   checkpoints=checkpoints)
+                trained = train_recipe(recipe, data, text_enc, bank, rows["train"], rows["val"], seed, checkpoints)
+                model = trained.model
                 run["folds"][f] = {**evaluate_clips(model, data, bank, rows["test"]),
-                                   "best_epoch": _best_epoch(log)}
+                                   "best_epoch": best_epoch(trained.logs[0])}
                 if f != IN_LIBRARY:
                     (out / "embeddings" / enc / opt).mkdir(parents=True, exist_ok=True)
                     save_fold_embeddings(out / "embeddings" / enc / opt / f"{f}.npz",
@@ -174,11 +165,6 @@ def _previous(path: Path, settings: dict) -> dict:
 def _done(folds: dict, fold: str, embeddings: Path) -> bool:
     """A fold whose results are complete (a held-out fold of an earlier version may lack its embeddings)."""
     return fold in folds and (fold == IN_LIBRARY or (embeddings / f"{fold}.npz").is_file())
-
-
-def _best_epoch(log: list[dict]) -> int | None:
-    scored = [e for e in log if "val" in e]
-    return max(scored, key=lambda e: e["val"])["epoch"] if scored else None
 
 
 def summarize(fold_results: dict[str, dict]) -> dict:

@@ -128,11 +128,12 @@ def encode_manifest(model, manifest: Manifest, languages: Sequence[str] | None =
 
 
 def project(model, audio_feats: np.ndarray, text_feats: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Projected unit-norm embeddings of precomputed backbone features (the DualEncoder's heads)."""
-    device = next(model.audio_projection.parameters(), torch.empty(0)).device  # the heads may sit on a GPU
+    """Projected unit-norm embeddings of precomputed backbone features (the DualEncoder's heads), computed in the
+    heads' dtype (cached features are float32; a model made in float64 widens them)."""
+    param = next(model.audio_projection.parameters(), torch.empty(0))  # the heads may sit on a GPU
     with torch.no_grad():
-        a = model.audio_projection(torch.from_numpy(audio_feats).to(device)).cpu()
-        t = model.text_projection(torch.from_numpy(text_feats).to(device)).cpu()
+        a = model.audio_projection(torch.from_numpy(audio_feats).to(param.device, param.dtype)).cpu()
+        t = model.text_projection(torch.from_numpy(text_feats).to(param.device, param.dtype)).cpu()
     return _unit(a.numpy()), _unit(t.numpy())
 
 
