@@ -41,7 +41,7 @@ def build(variant: str, batch: int, seconds: float, device):
     """(model, objective, optimizer, inputs) of one variant, all seeded the same."""
     import torch
 
-    from mlatr.experiments.demo import demo_config
+    from mlatr.lab.experiments.demo import demo_config
     from mlatr.losses.schemes import Selection
     from mlatr.models import build_audio_encoder, build_text_encoder
     from mlatr.models.dual_encoder import DualEncoder

@@ -8,7 +8,7 @@ seconds from ``benchmarks/gpu_suite_lengths.json``, which ``mlatr plan --manifes
 options (gradient caching in chunks of 8, gradient checkpointing) on KCL / AudioCaps / bf16 / worst batch.
 
 Each case builds nothing new on the GPU but the objective and the optimizer (one dual encoder per attention
-form, at full size with random weights: no downloads, :func:`mlatr.planning.architectures.build_planned_model`),
+form, at full size with random weights: no downloads, :func:`mlatr.lab.planning.architectures.build_planned_model`),
 takes one warm-up step (the optimizer's state), resets the peak, and runs ``--steps`` steps with the trainer's
 :class:`~mlatr.training.step.StepRunner` and optimizer: ``measured_mib`` is their
 ``torch.cuda.max_memory_allocated``, ``step_s`` the median step time. ``predicted_mib`` is the planner's figure
@@ -17,7 +17,7 @@ processes on the CPU while the GPU measures. A case that runs out of memory is r
 being started after ``--budget-s`` seconds, so the suite ends in time; those left are listed.
 
 On the CPU (``--device cpu --tiny``: toy sizes, what the tests run) the measurement is the real step's
-live-tensor peak (:class:`~mlatr.planning.tracker.LiveTensorTracker`) with the kernel substitutions a CPU can
+live-tensor peak (:class:`~mlatr.lab.planning.tracker.LiveTensorTracker`) with the kernel substitutions a CPU can
 run, so the mechanics are tested without a GPU.
 
 Imports: torch, numpy, pyyaml, transformers and mlatr's planning and training modules (no audio decoding,
@@ -39,12 +39,12 @@ from pathlib import Path
 import torch
 
 from mlatr.inference.process_group import DistContext
-from mlatr.planning.architectures import ArchitectureOnlyText, build_planned_model
-from mlatr.planning.cuda_kernels import ON_CPU, cuda_choices
-from mlatr.planning.gpu_plan import MIB, predicted_bytes
-from mlatr.planning.gpus import GPUS
-from mlatr.planning.step_trace import StepTracer, step_batch
-from mlatr.planning.tracker import LiveTensorTracker
+from mlatr.lab.planning.architectures import ArchitectureOnlyText, build_planned_model
+from mlatr.lab.planning.cuda_kernels import ON_CPU, cuda_choices
+from mlatr.lab.planning.gpu_plan import MIB, predicted_bytes
+from mlatr.lab.planning.gpus import GPUS
+from mlatr.lab.planning.step_trace import StepTracer, step_batch
+from mlatr.lab.planning.tracker import LiveTensorTracker
 from mlatr.training.config import Config, load_config
 from mlatr.training.objective import build_objective
 from mlatr.training.step import StepRunner

@@ -68,7 +68,7 @@ run)
   if [[ -n "${OUT:-}" ]]; then cp "$CURVE/results.json" "$OUT/results.json"; fi
   "$PY" - "$CURVE/results.json" <<'EOF'
 import json, sys
-from mlatr.experiments.learning_curve import summarize_point
+from mlatr.lab.experiments.learning_curve import summarize_point
 points = json.load(open(sys.argv[1]))["points"]
 for key, p in points.items():
     s = summarize_point(p["folds"])

@@ -1,6 +1,6 @@
 """What storing a model's weights in float16 (``mlatr export --weights-dtype float16``) costs in retrieval.
 
-Runs the same frozen-feature evaluation as ``mlatr demo-real`` (:func:`mlatr.experiments.real_heads.evaluate_clips`:
+Runs the same frozen-feature evaluation as ``mlatr demo-real`` (:func:`mlatr.lab.experiments.real_heads.evaluate_clips`:
 the test split's English captions against their clips, and the 32 hand-written queries in 8 languages) with the
 checkpoint's own weights and with the model folder's, both over the same cached aisfx and USE features, and
 measures how far each embedding moved: the least and the mean cosine between a clip's (or a text's) two
@@ -26,8 +26,8 @@ from pathlib import Path
 import numpy as np
 
 import mlatr
-from mlatr.experiments.real_heads import RealSounds, evaluate_clips, text_space
 from mlatr.inference.encoded_split import project
+from mlatr.lab.experiments.real_heads import RealSounds, evaluate_clips, text_space
 
 CACHED = ("aisfx.npz", "use-multilingual.npz")
 

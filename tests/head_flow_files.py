@@ -29,8 +29,8 @@ LEFT_OUT = {"evaluate_clips"}
 
 def flow_files() -> list[str]:
     from mlatr.cli import main
-    from mlatr.experiments import real_sounds
-    from mlatr.experiments.real_heads import RealSounds
+    from mlatr.lab.experiments import real_sounds
+    from mlatr.lab.experiments.real_heads import RealSounds
 
     src = os.path.dirname(os.path.dirname(real_sounds.__file__))
     files: set[str] = set()

@@ -1,8 +1,8 @@
 """What the three commands that train real-sound heads make of a tiny corpus: trained weights and evaluation numbers.
 
-``mlatr demo-real`` (:func:`~mlatr.experiments.real_sounds.run_real_demo`), ``mlatr experiment unseen-library``
-(:func:`~mlatr.experiments.unseen_library.run_unseen_library`) and ``mlatr experiment learning-curve``
-(:func:`~mlatr.experiments.learning_curve.run_learning_curve`) each turn a head option and an ensemble size into
+``mlatr demo-real`` (:func:`~mlatr.lab.experiments.real_sounds.run_real_demo`), ``mlatr experiment unseen-library``
+(:func:`~mlatr.lab.experiments.unseen_library.run_unseen_library`) and ``mlatr experiment learning-curve``
+(:func:`~mlatr.lab.experiments.learning_curve.run_learning_curve`) each turn a head option and an ensemble size into
 trained heads. :func:`record` runs each on a generated corpus (stand-in audio features, hashed text vectors: no
 aiSFX, no text model, no Apertium) and returns one JSON tree; ``tests/fixtures/head_paths_reference.json`` holds
 it as the code gave it at that file's ``recorded_at`` commit (before issue 49's single head-training path), and
@@ -84,7 +84,7 @@ def make_data(n_libraries: int = 3, spanish: bool = False):
     """Clips of ``n_libraries`` libraries, every caption unique (its library and number appended); each clip's
     feature is its caption's hashed vector plus seeded noise, in float64."""
     from mlatr.data.manifest import Clip, Manifest
-    from mlatr.experiments.real_heads import RealSounds
+    from mlatr.lab.experiments.real_heads import RealSounds
 
     rng = np.random.default_rng(5)
     clips, feats = [], []
@@ -102,7 +102,7 @@ def make_data(n_libraries: int = 3, spanish: bool = False):
 def fake_text_space(name, data, cache_dir):
     """The real text space with hashed vectors, widened to float64 (the bank's, and what the encoder gives the
     index's queries)."""
-    from mlatr.experiments.real_heads import text_space
+    from mlatr.lab.experiments.real_heads import text_space
 
     encoder, bank = text_space(name, data, cache_dir, backend_factory=HashBackend)
     bank.vectors = bank.vectors.double()
@@ -138,8 +138,8 @@ def _folder_digest(folder: Path) -> dict:
 
 
 def record_demo_real(root: Path, monkeypatch) -> dict:
-    from mlatr.experiments import real_sounds
-    from mlatr.experiments.real_heads import RealSounds
+    from mlatr.lab.experiments import real_sounds
+    from mlatr.lab.experiments.real_heads import RealSounds
 
     data = make_data()
     monkeypatch.setattr(RealSounds, "load", classmethod(lambda cls, *a, **k: data))
@@ -161,8 +161,8 @@ def record_demo_real(root: Path, monkeypatch) -> dict:
 
 
 def record_unseen_library(root: Path, monkeypatch) -> dict:
-    from mlatr.experiments import unseen_library
-    from mlatr.experiments.real_heads import RealSounds
+    from mlatr.lab.experiments import unseen_library
+    from mlatr.lab.experiments.real_heads import RealSounds
 
     data = make_data(spanish=True)
     monkeypatch.setattr(RealSounds, "load", classmethod(lambda cls, *a, **k: data))
@@ -193,8 +193,8 @@ def _float64_blocks():
 def block_inputs(root: Path):
     """Clips with stage-3 maps of a random aiSFX CNN (small maps), their pooled features through its frozen last
     block, hashed text features (as tests/test_learning_curve.py's ``block_inputs``)."""
-    from mlatr.experiments import learning_curve
-    from mlatr.experiments.learning_curve import FrozenInputs
+    from mlatr.lab.experiments import learning_curve
+    from mlatr.lab.experiments.learning_curve import FrozenInputs
     from mlatr.models.aisfx import AisfxEncoder
 
     data = make_data()
@@ -209,7 +209,7 @@ def block_inputs(root: Path):
 
 
 def record_learning_curve(root: Path) -> dict:
-    from mlatr.experiments.learning_curve import FrozenInputs, run_learning_curve
+    from mlatr.lab.experiments.learning_curve import FrozenInputs, run_learning_curve
 
     data = make_data(spanish=True)
     _, bank = fake_text_space("e5-small", data, root / "cache")

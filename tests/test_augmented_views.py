@@ -1,4 +1,4 @@
-"""Augmented views of the frozen features (mlatr.augmented_views, issue 35): each transform equals the same
+"""Augmented views of the frozen features (mlatr.lab.augmented_views, issue 35): each transform equals the same
 transform computed independently (numpy, from the front end's formula), the mix partner never crosses a library
 or a split, the cached view resumes, and the heads' training items hold every view."""
 
@@ -9,7 +9,11 @@ import pytest
 import soundfile as sf
 import torch
 
-from mlatr.augmented_views import (
+from mlatr.data.manifest import Clip, Manifest
+from mlatr.errors import MlatrError
+from mlatr.frozen_features import AudioFeatureCache
+from mlatr.frozen_prefix import PrefixCache, prefix_features
+from mlatr.lab.augmented_views import (
     GAIN_DB,
     MIX_DB,
     Augmentation,
@@ -20,11 +24,7 @@ from mlatr.augmented_views import (
     partners,
     split_blocks,
 )
-from mlatr.data.manifest import Clip, Manifest
-from mlatr.errors import MlatrError
-from mlatr.experiments.real_heads import RealSounds, training_items
-from mlatr.frozen_features import AudioFeatureCache
-from mlatr.frozen_prefix import PrefixCache, prefix_features
+from mlatr.lab.experiments.real_heads import RealSounds, training_items
 from mlatr.models.aisfx import SPEC_MAX, AisfxEncoder, upper_blocks
 from test_unseen_library import make_data
 

@@ -1,4 +1,4 @@
-"""The padded caption and clip lengths of a run's steps (mlatr.planning.batch_lengths / caption_lengths), checked
+"""The padded caption and clip lengths of a run's steps (mlatr.lab.planning.batch_lengths / caption_lengths), checked
 against enumeration and against brute-force draws of the trainer's own sampler on a small manifest."""
 
 import itertools
@@ -10,9 +10,9 @@ import torch
 
 from mlatr.data.manifest import Manifest
 from mlatr.data.pipeline.epoch_plan import caption_row, plan_epoch, usable_caption_indices
+from mlatr.lab.planning.batch_lengths import at_most, batch_lengths, mean_subset_product
+from mlatr.lab.planning.caption_lengths import length_encoder, length_plan
 from mlatr.losses.schemes import build_scheme
-from mlatr.planning.batch_lengths import at_most, batch_lengths, mean_subset_product
-from mlatr.planning.caption_lengths import length_encoder, length_plan
 from mlatr.training.config import load_config
 
 WORDS = "dog cat rain car bird wind door bell water engine".split()

@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from mlatr.errors import MlatrError
-from mlatr.experiments.demo import SIZES, demo_config
+from mlatr.lab.experiments.demo import SIZES, demo_config
 from mlatr.training.config import HEAD_OPTIM, HeadTraining, MatchingConfig, load_config, validate_config
 from mlatr.training.objective import build_objective
 from mlatr.training.schedule import lr_factor

@@ -9,7 +9,7 @@ import pytest
 
 from mlatr.cli import main
 from mlatr.data.manifest import Manifest
-from mlatr.experiments.finegrained_report import hard_negative_triple
+from mlatr.lab.experiments.finegrained_report import hard_negative_triple
 
 
 def test_tiny_lgmm_writes_summary_and_heatmap(tmp_path):

@@ -4,9 +4,9 @@ import json
 
 import numpy as np
 
-import mlatr.experiments.demo as demo
+import mlatr.lab.experiments.demo as demo
 from mlatr.cli import main
-from mlatr.experiments.runner import read_step_log
+from mlatr.lab.experiments.runner import read_step_log
 
 
 def test_experiment_supclap_tiny(tmp_path, monkeypatch):

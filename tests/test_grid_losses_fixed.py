@@ -16,10 +16,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from mlatr.experiments import finegrained, supclap
-from mlatr.experiments.demo import demo_config
-from mlatr.experiments.finegrained import finegrained_config
-from mlatr.experiments.supclap import supclap_config
+from mlatr.lab.experiments import finegrained, supclap
+from mlatr.lab.experiments.demo import demo_config
+from mlatr.lab.experiments.finegrained import finegrained_config
+from mlatr.lab.experiments.supclap import supclap_config
 from mlatr.models.outputs import EncoderOutput
 from mlatr.training.config import config_from_dict
 from mlatr.training.objective import build_objective

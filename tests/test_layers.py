@@ -113,6 +113,16 @@ def test_every_import_points_down_the_layers():
     assert not wrong, "imports that do not point down the layers:\n" + "\n".join(sorted(wrong))
 
 
+def test_the_library_never_imports_the_lab():
+    """What a user imports (everything but the lab and the command line above it) has no import of mlatr.lab."""
+    above = ("mlatr.lab", "mlatr.commands", "mlatr.cli", "mlatr.__main__")
+    modules = _modules()
+    assert any(m.startswith("mlatr.lab.") for m in modules)
+    wrong = [f"{mod} imports {target}" for mod, targets in _edges(modules).items()
+             if mod != "mlatr" and not mod.startswith(above) for target in targets if target.startswith("mlatr.lab")]
+    assert not wrong, "\n".join(sorted(wrong))
+
+
 def test_no_import_circle_between_modules():
     edges = _edges(_modules())
     index: dict[str, int] = {}

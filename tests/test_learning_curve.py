@@ -1,4 +1,4 @@
-"""The learning curve (mlatr.experiments.learning_curve) on generated clips: nested fractions, the ensemble of
+"""The learning curve (mlatr.lab.experiments.learning_curve) on generated clips: nested fractions, the ensemble of
 heads (its maths: test_ensemble_heads), one results file per curve that a rerun resumes.
 
 No aiSFX and no real text model: the stand-in data and hashed text vectors of test_unseen_library.
@@ -15,12 +15,12 @@ import numpy as np
 import pytest
 import torch
 
-from mlatr.augmented_views import Augmentation, AugmentedView, joined_captions, partners
 from mlatr.cli import main
 from mlatr.errors import MlatrError
-from mlatr.experiments import head_recipe, learning_curve
-from mlatr.experiments.learning_curve import FrozenInputs, fraction_rows, run_learning_curve
 from mlatr.frozen_prefix import BlockFeatures
+from mlatr.lab.augmented_views import Augmentation, AugmentedView, joined_captions, partners
+from mlatr.lab.experiments import head_recipe, learning_curve
+from mlatr.lab.experiments.learning_curve import FrozenInputs, fraction_rows, run_learning_curve
 from mlatr.models.aisfx import AisfxEncoder
 from test_unseen_library import fake_text_space, make_data
 

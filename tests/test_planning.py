@@ -14,12 +14,12 @@ import torch
 import torch.nn.functional as F
 
 from clitools import assert_user_error, run_cli
-from mlatr.planning.architectures import ArchitectureOnlyText
-from mlatr.planning.cuda_kernels import ON_CPU, cuda_choices
-from mlatr.planning.gpu_plan import format_sweep, largest_batch, make_plan, sweep
-from mlatr.planning.gpus import GPU
-from mlatr.planning.step_trace import StepTracer, trace_step
-from mlatr.planning.tracker import LiveTensorTracker, cuda_rounded
+from mlatr.lab.planning.architectures import ArchitectureOnlyText
+from mlatr.lab.planning.cuda_kernels import ON_CPU, cuda_choices
+from mlatr.lab.planning.gpu_plan import format_sweep, largest_batch, make_plan, sweep
+from mlatr.lab.planning.gpus import GPU
+from mlatr.lab.planning.step_trace import StepTracer, trace_step
+from mlatr.lab.planning.tracker import LiveTensorTracker, cuda_rounded
 from mlatr.training.config import load_config
 
 SMALL = ["model.audio={name: small-cnn, channels: [8, 16], dim: 32, num_heads: 2, ff_dim: 64}",

@@ -17,7 +17,7 @@ from fusion_reference import brute_features, ranked
 from mlatr.api_args import ArgumentError
 from mlatr.cli import main
 from mlatr.errors import MlatrError
-from mlatr.experiments.relevance_fit import with_translation
+from mlatr.lab.experiments.relevance_fit import with_translation
 from mlatr.search import Index
 from mlatr.search import query_translation as qt_module
 from mlatr.search.columns import CaptionColumns, ClipColumns

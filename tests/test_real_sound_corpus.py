@@ -16,7 +16,7 @@ import soundfile as sf
 from mlatr.data.debian_sounds import check_licence, load_rules, parse_copyright, redistributable
 from mlatr.data.dedup import audio_hash
 from mlatr.data.manifest import Manifest
-from mlatr.experiments.unseen_library import folds
+from mlatr.lab.experiments.unseen_library import folds
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "scripts" / "get-real-sounds.sh"

@@ -7,8 +7,8 @@ import math
 import numpy as np
 import pytest
 
-from mlatr.experiments import relevance_fit
-from mlatr.experiments.relevance_fit import (
+from mlatr.lab.experiments import relevance_fit
+from mlatr.lab.experiments.relevance_fit import (
     Library,
     auc,
     cross_fit,

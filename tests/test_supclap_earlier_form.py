@@ -1,4 +1,4 @@
-"""mlatr's earlier form of SVR, experiment code now (mlatr.experiments.supclap_earlier): the dot-scored term
+"""mlatr's earlier form of SVR, experiment code now (mlatr.lab.experiments.supclap_earlier): the dot-scored term
 (Appendix D's linearised map), the radius predictor on sorted, detached cosines with a softplus output, and
 how a config names it (``objective.svr.builder``)."""
 
@@ -11,8 +11,8 @@ import torch
 import torch.nn.functional as F
 
 from mlatr.errors import MlatrError
-from mlatr.experiments.supclap import EARLIER_FORM, supclap_config
-from mlatr.experiments.supclap_earlier import DotScoredSVR, EarlierRadius, dot_svr_loss, earlier_svr
+from mlatr.lab.experiments.supclap import EARLIER_FORM, supclap_config
+from mlatr.lab.experiments.supclap_earlier import DotScoredSVR, EarlierRadius, dot_svr_loss, earlier_svr
 from mlatr.losses.clip import clip_loss
 from mlatr.losses.radius import DynamicRadius
 from mlatr.training.config import SVRConfig, config_from_dict
@@ -151,9 +151,9 @@ def test_the_supclap_row_names_the_earlier_form_by_its_builder():
 
 
 @pytest.mark.parametrize(("builder", "message"), [
-    ("mlatr.experiments.supclap_earlier.earlier_svr", "objective.svr.builder: must be an import path"),
-    ("mlatr.experiments.no_such_module:earlier_svr", "objective.svr.builder: cannot import"),
-    ("mlatr.experiments.supclap_earlier:no_such_builder", "has no function 'no_such_builder'"),
+    ("mlatr.lab.experiments.supclap_earlier.earlier_svr", "objective.svr.builder: must be an import path"),
+    ("mlatr.lab.experiments.no_such_module:earlier_svr", "objective.svr.builder: cannot import"),
+    ("mlatr.lab.experiments.supclap_earlier:no_such_builder", "has no function 'no_such_builder'"),
 ])
 def test_a_wrong_svr_builder_is_refused_naming_the_field(builder, message):
     tree = supclap_config("m.jsonl", 1, "infonce-bi-dynamic")

@@ -1,7 +1,7 @@
 """The supclap grid's bi-DynamicSVR rows, SupCLAP as defined and mlatr's earlier form, train to the recorded
 losses and weights, on any CPU.
 
-Each row's config tree comes from :func:`~mlatr.experiments.supclap.supclap_config` (as ``mlatr experiment
+Each row's config tree comes from :func:`~mlatr.lab.experiments.supclap.supclap_config` (as ``mlatr experiment
 supclap`` builds it), shrunk to the tiny model of the toy data, and :class:`~mlatr.training.trainer.Trainer`
 trains it 2 epochs of 2 steps. The record: each step's logged terms (the radius's and the drift among them),
 each epoch's loss and terms, and the
@@ -26,8 +26,8 @@ if str(TESTS) not in sys.path:
     sys.path.insert(0, str(TESTS))
 
 from behaviour_record import compare, jsonable, unique_captions, weight_digest  # noqa: E402
-from mlatr.experiments.supclap import supclap_config  # noqa: E402
 from mlatr.inference.checkpoint import read_checkpoint  # noqa: E402
+from mlatr.lab.experiments.supclap import supclap_config  # noqa: E402
 from mlatr.training.config import config_from_dict  # noqa: E402
 from mlatr.training.run_log import read_run_log  # noqa: E402
 from mlatr.training.trainer import Trainer  # noqa: E402

@@ -11,16 +11,16 @@ import numpy as np
 import pytest
 import torch
 
-import mlatr.experiments.real_heads as real_heads
+import mlatr.lab.experiments.real_heads as real_heads
 from mlatr.cli import main
 from mlatr.commands.demo_real import closing_lines
 from mlatr.data.manifest import Clip, Manifest
 from mlatr.errors import MlatrError
-from mlatr.experiments import real_sounds, unseen_library
-from mlatr.experiments.head_options import HEAD_OPTIONS
-from mlatr.experiments.head_recipe import HeadRecipe, train_recipe
-from mlatr.experiments.real_heads import RealSounds, build_model, evaluate_clips, text_space
-from mlatr.experiments.relevance_fit import RANKINGS
+from mlatr.lab.experiments import real_sounds, unseen_library
+from mlatr.lab.experiments.head_options import HEAD_OPTIONS
+from mlatr.lab.experiments.head_recipe import HeadRecipe, train_recipe
+from mlatr.lab.experiments.real_heads import RealSounds, build_model, evaluate_clips, text_space
+from mlatr.lab.experiments.relevance_fit import RANKINGS
 from mlatr.search.index import Index
 from mlatr.training.run_curves import read_curves, run_folders
 from mlatr.training.run_log import read_run_log
@@ -167,9 +167,9 @@ def test_the_runner_writes_every_fold_resumes_and_picks_a_trained_best(tmp_path,
     assert "## Text search with the library's own names: e5-small/audio-only" in report
     assert "| names / default (fused) | R@10 |" in report and "| meaningless / captions only | R@1 |" in report
     # calibrating a model of the recipe is one command: it stores, in the model, a calibration for its weights
-    from mlatr.experiments import relevance_fit
     from mlatr.inference.checkpoint import read_checkpoint, save_checkpoint
     from mlatr.inference.model_identity import weights_sha256
+    from mlatr.lab.experiments import relevance_fit
     from mlatr.search.relevance import Calibration
 
     model = build_model(data, fake_text_space("e5-small", data, tmp_path / "out" / "cache")[0],
@@ -344,8 +344,8 @@ def test_unknown_encoder_or_head_is_refused_before_any_work(tmp_path, capsys, co
 
 def test_kept_fold_embeddings_give_the_scores_and_recall_of_the_evaluation(tmp_path):
     from mlatr.evaluation.queries import multilingual_query_eval
-    from mlatr.experiments.relevance_fit import _r10, load_libraries
-    from mlatr.experiments.text_search_eval import fold_embeddings, query_texts, save_fold_embeddings
+    from mlatr.lab.experiments.relevance_fit import _r10, load_libraries
+    from mlatr.lab.experiments.text_search_eval import fold_embeddings, query_texts, save_fold_embeddings
     from mlatr.search.relevance import FEATURES
 
     data = make_data(n_libraries=2)
@@ -377,7 +377,7 @@ def test_added_libraries_are_held_out_in_groups_the_original_ones_alone():
     from types import SimpleNamespace
 
     from mlatr.data.manifest import Clip, Manifest
-    from mlatr.experiments.unseen_library import ORIGINAL_LIBRARIES, folds
+    from mlatr.lab.experiments.unseen_library import ORIGINAL_LIBRARIES, folds
 
     libs = ["scratch", "wesnoth", *[f"game{k}" for k in range(20)]]
     clips = [Clip(id=f"{lib}/c{j}", audio=f"{lib}/c{j}.wav", split=("val", "test", "train")[j]) for lib in libs
@@ -399,7 +399,7 @@ def test_validation_libraries_are_held_out_whole_and_the_same_in_every_fold():
     from types import SimpleNamespace
 
     from mlatr.data.manifest import Clip, Manifest
-    from mlatr.experiments.unseen_library import folds, validation_libraries
+    from mlatr.lab.experiments.unseen_library import folds, validation_libraries
 
     libs = ["scratch", "wesnoth", *[f"game{k}" for k in range(30)]]
     clips = [Clip(id=f"{lib}/c{j}", audio=f"{lib}/c{j}.wav", split=("val", "test", "train")[j]) for lib in libs
@@ -424,8 +424,8 @@ def test_validation_libraries_are_held_out_whole_and_the_same_in_every_fold():
 
 
 def test_a_translated_reading_of_fold_embeddings_kept_without_translations_is_refused(tmp_path):
-    from mlatr.experiments.relevance_fit import load_libraries
-    from mlatr.experiments.text_search_eval import fold_embeddings, save_fold_embeddings
+    from mlatr.lab.experiments.relevance_fit import load_libraries
+    from mlatr.lab.experiments.text_search_eval import fold_embeddings, save_fold_embeddings
 
     data = make_data(n_libraries=2)
     _, bank = fake_text_space("e5-small", data, tmp_path)

@@ -2,7 +2,7 @@
 for which weights it was fitted (issues 33 and 45).
 
 A calibration belongs to one model's weights. ``mlatr experiment calibrate`` fits it on that model's own
-leave-one-library-out folds (:mod:`mlatr.experiments.relevance_fit`; ``mlatr demo-real`` does it for the model
+leave-one-library-out folds (:mod:`mlatr.lab.experiments.relevance_fit`; ``mlatr demo-real`` does it for the model
 it ships) and it travels with the weights: a checkpoint's ``calibration`` entry, a model folder's
 ``config.json`` ``calibration`` section (:mod:`mlatr.inference.checkpoint`, :mod:`mlatr.inference.model_folder`).
 It holds

@@ -13,6 +13,6 @@ def add_augment_arguments(parser) -> None:
 
 def augment_kinds(args) -> tuple[str, ...]:
     """The kinds ``--augment`` names, checked (empty when not given)."""
-    from mlatr.augmented_views import Augmentation  # loads torch: only when the command runs
+    from mlatr.lab.augmented_views import Augmentation  # loads torch: only when the command runs
 
     return Augmentation.parse(args.augment).kinds if args.augment else ()

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from mlatr.errors import MlatrError
-from mlatr.experiments.demo import SIZES
+from mlatr.lab.experiments.demo import SIZES
 
 
 def add_grid_arguments(parser, default_out: str, methods: list[str] | None = None, method_flag: str = "--methods"):

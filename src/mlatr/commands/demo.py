@@ -30,7 +30,7 @@ def add_arguments(parser):
 
 
 def run(args) -> int:
-    from mlatr.experiments.demo_report import run_demo  # loads torch: not paid by every command's parser
+    from mlatr.lab.experiments.demo_report import run_demo  # loads torch: not paid by every command's parser
 
     run_demo(args.out, size=args.size, seeds=parse_seeds(args.seeds),
              schemes=parse_methods(args.schemes, ["mlclap", "cacl", "kcl"], "--schemes"), base=args.base,

@@ -37,7 +37,7 @@ from mlatr.commands._augment_args import add_augment_arguments, augment_kinds
 from mlatr.commands._grid_args import parse_methods
 from mlatr.commands._outputs import Output
 from mlatr.errors import MlatrError
-from mlatr.experiments.head_options import (
+from mlatr.lab.experiments.head_options import (
     DEFAULT_BATCH_SIZE,
     DEFAULT_ENSEMBLE,
     DEFAULT_EPOCHS,
@@ -97,7 +97,7 @@ def add_arguments(parser):
 
 
 def run(args) -> int:
-    from mlatr.experiments.real_sounds import run_real_demo  # loads torch: not paid by every command's parser
+    from mlatr.lab.experiments.real_sounds import run_real_demo  # loads torch: not paid by every command's parser
 
     if not Path(args.manifest).is_file():
         raise MlatrError(f"{args.manifest} not found: run scripts/get-real-sounds.sh first (or pass --manifest)")

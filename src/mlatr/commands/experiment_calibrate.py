@@ -48,7 +48,7 @@ def add_arguments(parser) -> None:
 
 def run(args) -> int:
     # loads torch and scikit-learn: not paid by every command's parser
-    from mlatr.experiments.relevance_fit import calibrate_command
+    from mlatr.lab.experiments.relevance_fit import calibrate_command
 
     folder = Path(args.embeddings)
     if not folder.is_dir():

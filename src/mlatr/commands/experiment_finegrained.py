@@ -1,7 +1,7 @@
 from mlatr.commands._arg_types import positive_int
 from mlatr.commands._grid_args import add_grid_arguments, parse_methods, parse_seeds
 from mlatr.commands._outputs import Output
-from mlatr.experiments.finegrained import EVAL_EVERY, METHODS
+from mlatr.lab.experiments.finegrained import EVAL_EVERY, METHODS
 
 HELP = """Fine-grained matching on the synthetic benchmark: cosine vs LGMM vs max/mean modes, CMSC ablation.
 
@@ -34,7 +34,9 @@ def add_arguments(parser):
 
 
 def run(args) -> int:
-    from mlatr.experiments.finegrained_report import run_finegrained  # loads torch: not paid by every command's parser
+    from mlatr.lab.experiments.finegrained_report import (
+        run_finegrained,  # loads torch: not paid by every command's parser
+    )
 
     run_finegrained(args.out, size=args.size, seeds=parse_seeds(args.seeds),
                     methods=parse_methods(args.methods, METHODS), progress=not args.no_progress,

@@ -15,7 +15,7 @@ held-out libraries or the added ones only, --goals R10,R1 for dashed goal lines.
 --augment gain,shift,mix adds augmented views of every clip (--augment-views, default 1) that the heads train on
 beside the clips: the clips' spectrogram blocks (cached in --cache-dir/prefix-0) shifted in time, mixed with a
 clip of the same library and split (captions joined), lowered in level, then the frozen CNN, once per clip
-(mlatr.augmented_views; cached in --cache-dir/augment-*.npz). Heads only (--train-blocks 0).
+(mlatr.lab.augmented_views; cached in --cache-dir/augment-*.npz). Heads only (--train-blocks 0).
 
 Every fold record holds the queries and the single-target task (each held-out clip's first English caption
 against all held-out clips). A point that trains blocks trains them with one head pair (--tail-epochs,
@@ -50,8 +50,8 @@ from mlatr.commands._arg_types import fraction, number_in, positive_float, posit
 from mlatr.commands._augment_args import add_augment_arguments, augment_kinds
 from mlatr.commands._outputs import Output
 from mlatr.errors import MlatrError
-from mlatr.experiments.head_options import HEAD_OPTIONS, TEXT_ENCODERS, default_fold_workers
 from mlatr.io_utils import atomic_write_json, atomic_write_text
+from mlatr.lab.experiments.head_options import HEAD_OPTIONS, TEXT_ENCODERS, default_fold_workers
 
 HELP = __doc__
 
@@ -136,7 +136,7 @@ def add_arguments(parser) -> None:
 
 
 def _plot(args) -> int:
-    from mlatr.experiments.learning_curve import complete_points, plot_learning_curve
+    from mlatr.lab.experiments.learning_curve import complete_points, plot_learning_curve
 
     if args.group not in (None, "original", "added"):
         raise MlatrError(f"--group {args.group}: --plot draws the original or the added libraries")
@@ -170,7 +170,7 @@ def _paired_spec(spec: str) -> tuple[str, int | None, str | None]:
 
 def _paired(args) -> int:
     # loads torch: not paid by every command's parser
-    from mlatr.experiments.learning_curve import paired_differences, paired_report
+    from mlatr.lab.experiments.learning_curve import paired_differences, paired_report
 
     (base, base_blocks, base_record), (option, option_blocks, record) = map(_paired_spec, args.paired)
     if base_record:
@@ -196,7 +196,7 @@ def _paired(args) -> int:
 
 def run(args) -> int:
     # loads torch: not paid by every command's parser
-    from mlatr.experiments.learning_curve import FrozenInputs, export_bundle, run_learning_curve
+    from mlatr.lab.experiments.learning_curve import FrozenInputs, export_bundle, run_learning_curve
 
     if args.plot:
         return _plot(args)

@@ -1,6 +1,6 @@
 from mlatr.commands._grid_args import add_grid_arguments, parse_methods, parse_seeds
 from mlatr.commands._outputs import Output
-from mlatr.experiments.supclap import METHODS
+from mlatr.lab.experiments.supclap import METHODS
 
 HELP = """SupCLAP experiments: InfoNCE / SigLIP / CACL with and without support vector regularization.
 
@@ -32,7 +32,7 @@ def add_arguments(parser):
 
 
 def run(args) -> int:
-    from mlatr.experiments.supclap_report import run_supclap  # loads torch: not paid by every command's parser
+    from mlatr.lab.experiments.supclap_report import run_supclap  # loads torch: not paid by every command's parser
 
     run_supclap(args.out, size=args.size, seeds=parse_seeds(args.seeds), methods=parse_methods(args.methods, METHODS),
                 progress=not args.no_progress, report_only=args.report_only)

@@ -23,7 +23,7 @@ from mlatr.commands._arg_types import positive_float, positive_int, random_seed
 from mlatr.commands._grid_args import parse_methods
 from mlatr.commands._outputs import Output
 from mlatr.errors import MlatrError
-from mlatr.experiments.head_options import COMPARED_BY_DEFAULT, HEAD_OPTIONS, TEXT_ENCODERS
+from mlatr.lab.experiments.head_options import COMPARED_BY_DEFAULT, HEAD_OPTIONS, TEXT_ENCODERS
 
 HELP = __doc__
 
@@ -59,7 +59,9 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
-    from mlatr.experiments.unseen_library import run_unseen_library  # loads torch: not paid by every command's parser
+    from mlatr.lab.experiments.unseen_library import (
+        run_unseen_library,  # loads torch: not paid by every command's parser
+    )
 
     if not Path(args.manifest).is_file():
         raise MlatrError(f"{args.manifest} not found: run scripts/get-real-sounds.sh first (or pass --manifest)")

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from mlatr.commands._arg_types import non_negative_float, positive_int
 from mlatr.errors import MlatrError
-from mlatr.planning.gpus import GPUS, gpu_named
+from mlatr.lab.planning.gpus import GPUS, gpu_named
 
 HELP = """Plan a GPU training run without a GPU: memory, FLOPs, time, the batch and options that fit.
 
@@ -62,7 +62,7 @@ def add_arguments(parser) -> None:
 
 def _precisions(value: str) -> list[str]:
     # loads torch: not paid by every command's parser
-    from mlatr.planning.gpu_plan import PRECISIONS
+    from mlatr.lab.planning.gpu_plan import PRECISIONS
 
     names = [v.strip() for v in value.split(",") if v.strip()]
     bad = [n for n in names if n != "config" and n not in PRECISIONS]
@@ -74,8 +74,8 @@ def _precisions(value: str) -> list[str]:
 def run(args) -> int:
     # loads torch: not paid by every command's parser
     from mlatr.data.manifest import Manifest
-    from mlatr.planning.caption_lengths import length_plan
-    from mlatr.planning.gpu_plan import (
+    from mlatr.lab.planning.caption_lengths import length_plan
+    from mlatr.lab.planning.gpu_plan import (
         PRECISIONS,
         Tracers,
         format_plan,

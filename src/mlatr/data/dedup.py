@@ -19,7 +19,7 @@ equal digest are the same audio at once, and two prints as long and whose per-se
 
 Game and sound packages reuse each other's recordings (a desktop theme's bell in a game, a drum kit in two
 packages). Two copies of one recording in two libraries would put the same sound in a held-out library's
-test set and in its training set (:mod:`mlatr.experiments.unseen_library`). :func:`dedup_manifest` keeps, of
+test set and in its training set (:mod:`mlatr.lab.experiments.unseen_library`). :func:`dedup_manifest` keeps, of
 every group of the same audio, the copies in the library that comes first in ``order`` (then alphabetically);
 the copies in other libraries leave the manifest and are named in the first kept clip's ``duplicates`` field.
 Copies inside one library stay (they sit in one fold; a theme's named links to one sound are clips of their own

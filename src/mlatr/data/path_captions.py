@@ -12,7 +12,7 @@ id (its path under the library folder, as :mod:`mlatr.data.importers.folder` mak
    "X hurt", ``dig X`` -> "digging X");
 2. a second caption with the folder's meaning as context ("dog, animal") when the path has one;
 3. the class label of that folder (the ``labels`` table: id prefix -> label), the classes of the
-   zero-shot view (:mod:`mlatr.experiments.unseen_library`).
+   zero-shot view (:mod:`mlatr.lab.experiments.unseen_library`).
 
 A reviewed table (``captions``: id, or id with its numbering dropped, -> list of captions, or ``null`` to
 leave the clip out) replaces the automatic captions where a person found them wrong. The shipped table,

@@ -35,7 +35,7 @@ DEFAULT_COUNTS: dict[str, int] = {"latin-letters": 20, "latin-characters": 12, "
                                   "greek": 4, "arabic": 4, "hebrew": 4, "hangul": 4, "devanagari": 4, "thai": 4}
 
 #: The seed of the draw an index fits its own "nothing relevant" level on (:mod:`mlatr.search.abstention`); the
-#: draws a calibration is fitted and measured on use others (:data:`mlatr.experiments.real_heads.NONSENSE_SEEDS`).
+#: draws a calibration is fitted and measured on use others (:data:`mlatr.lab.experiments.real_heads.NONSENSE_SEEDS`).
 INDEX_SEED = 2
 
 #: Scripts written without spaces between words: one run of characters per query.

@@ -62,7 +62,7 @@ class Classification:
 
     :attr:`probabilities` are ``softmax(scores / temperature)`` over the classes, the temperature fitted for the
     model on libraries it never trained on (negative log-likelihood of their folder labels, cross-fitted:
-    :mod:`mlatr.experiments.relevance_fit`; part of the model's calibration, :mod:`mlatr.calibration_file`), so a
+    :mod:`mlatr.lab.experiments.relevance_fit`; part of the model's calibration, :mod:`mlatr.calibration_file`), so a
     clip's best probability says how often such a label is right; :attr:`none_of_these` marks the clips whose
     best label is below ``min_probability`` (more likely wrong than right). A model without a calibration gives
     ``temperature`` None: no probabilities (None), nothing marked, :attr:`calibrated` False. ``skipped``: the

@@ -175,7 +175,7 @@ class Scheme:
     def encoded_columns(self, present: Sequence[bool]) -> list[tuple[float, tuple[int, ...]]]:
         """What :meth:`select` encodes of one row, as a distribution: ``(probability, language columns)`` for
         a row whose captions exist where ``present`` is True. The planner derives a step's padded caption
-        length from it (:mod:`mlatr.planning.caption_lengths`); tests check it against :meth:`select`."""
+        length from it (:mod:`mlatr.lab.planning.caption_lengths`); tests check it against :meth:`select`."""
         raise NotImplementedError(f"scheme {self.name!r} does not say which captions it encodes (encoded_columns)")
 
 

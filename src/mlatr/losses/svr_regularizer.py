@@ -187,7 +187,7 @@ def build_svr_regularizer(
         scale: see :class:`SVRRegularizer`.
         dynamic_radius, regularizer: the classes built (the paper's by default); a research variant of
             SVR passes its subclasses (the supclap experiment's earlier form of mlatr:
-            :mod:`mlatr.experiments.supclap_earlier`).
+            :mod:`mlatr.lab.experiments.supclap_earlier`).
 
     Raises:
         MlatrError: unknown names, or ``"dynamic"`` without a batch size.

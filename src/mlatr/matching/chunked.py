@@ -36,7 +36,7 @@ _BLOCKS_AS_ON: ContextVar[str | None] = ContextVar("blocks_as_on", default=None)
 @contextmanager
 def blocks_as_on(device_type: str) -> Iterator[None]:
     """``with blocks_as_on("cuda"): ...``: :func:`chunked_scores` chooses its blocks as it would for tensors
-    on ``device_type``, whatever device they are on. The GPU planner (:mod:`mlatr.planning`) traces a GPU
+    on ``device_type``, whatever device they are on. The GPU planner (:mod:`mlatr.lab.planning`) traces a GPU
     step with fake tensors on the CPU device, and the GPU's blocks (the largest the budget allows) are what
     it must trace, not the CPU's cache-sized ones."""
     token = _BLOCKS_AS_ON.set(device_type)

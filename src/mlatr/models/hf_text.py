@@ -232,7 +232,7 @@ class HFTextEncoder(nn.Module):
 
     def _load(self, path: str | None) -> tuple[Any, nn.Module]:
         """The tokenizer and the model from the checked local folder ``path`` (the planner's subclass,
-        :class:`mlatr.planning.architectures.ArchitectureOnlyText`, builds them from the architecture)."""
+        :class:`mlatr.lab.planning.architectures.ArchitectureOnlyText`, builds them from the architecture)."""
         folder = check_model_folder(self.name, path)
         _import_transformers()
         kwargs: dict[str, Any] = {"local_files_only": True, "dtype": torch.float32}  # trainable in fp32
@@ -308,7 +308,7 @@ class HFTextEncoder(nn.Module):
 
     def token_lengths(self, texts: Sequence[str], langs: Sequence[str] | None = None) -> list[int]:
         """Each caption's length in tokens as the model receives it (:meth:`token_rows`); a batch is padded
-        to its longest (the planner's caption lengths, :mod:`mlatr.planning.caption_lengths`)."""
+        to its longest (the planner's caption lengths, :mod:`mlatr.lab.planning.caption_lengths`)."""
         return [len(r) for r in self.token_rows(texts, langs)]
 
     def tokenize(self, texts: Sequence[str], langs: Sequence[str] | None) -> tuple[torch.Tensor, torch.Tensor]:

@@ -96,7 +96,7 @@ class SmallTextEncoder(nn.Module):
 
     def token_lengths(self, texts: Sequence[str], langs: Sequence[str] | None = None) -> list[int]:
         """Each caption's length in tokens as :meth:`forward` encodes it (``[CLS]`` included, truncated to
-        ``max_length``); a batch is padded to its longest (:mod:`mlatr.planning.caption_lengths`)."""
+        ``max_length``); a batch is padded to its longest (:mod:`mlatr.lab.planning.caption_lengths`)."""
         return self.tokenizer.encode_batch(list(texts), self.max_length)[1].sum(dim=1).tolist()
 
     def forward(self, texts: Sequence[str], langs: Sequence[str] | None = None) -> EncoderOutput:

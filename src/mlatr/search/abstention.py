@@ -16,7 +16,7 @@ chance for any query, nonsense included. So each index fits its own level:
    sec. 1). The record, with the calibration it was fitted for and the library's size, is stored in the index's
    meta through its storage (:meth:`mlatr.search.index.Index.record_abstention`).
 2. **The margin** (:func:`crc_margin`), one number of the model's calibration: fitted on the labelled held-out
-   folds (:mod:`mlatr.experiments.relevance_fit`), it is the largest shift of every library's level for which
+   folds (:mod:`mlatr.lab.experiments.relevance_fit`), it is the largest shift of every library's level for which
    the answerable queries of the folds, each compared with its own library's level, are called irrelevant at
    most :data:`FALSE_ABSTENTION` of the time with the conformal risk control correction (Angelopoulos, Bates,
    Fisch, Lei & Schuster 2022, thm. 1: for a loss bounded by 1 and non-decreasing in the shift,

@@ -161,7 +161,7 @@ def _characters_and_bigrams(run: str) -> list[str]:
 
 def tokens(text: str) -> list[str]:
     """Lower-case word tokens of ``text``, CJK runs as characters plus character bigrams: the analysis of
-    issue 33 (:mod:`mlatr.experiments.relevance_fit` reproduces the previous default ranking with it)."""
+    issue 33 (:mod:`mlatr.lab.experiments.relevance_fit` reproduces the previous default ranking with it)."""
     out: list[str] = []
     for piece, cjk in _split(text.lower()):
         out += _characters_and_bigrams(piece) if cjk else [piece]

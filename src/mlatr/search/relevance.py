@@ -20,7 +20,7 @@ put on a scale that transfers, *for this query in this library* (:func:`pair_fea
 A clip without caption has the library's mean caption cosine and ``caption_z`` 0 (no caption evidence).
 
 A :class:`RelevanceModel` (fitted for one model on libraries it never trained on:
-:mod:`mlatr.experiments.relevance_fit`; stored with the model's weights, :class:`Calibration`) maps the features
+:mod:`mlatr.lab.experiments.relevance_fit`; stored with the model's weights, :class:`Calibration`) maps the features
 to a *fused score* (the ranking: higher first) and the fused score to a calibrated probability, ``relevance``
 (monotone in the fused score). A model without a calibration of its own ranks by the default ranking's fused
 score (:meth:`Calibration.default`) and reports no relevance.

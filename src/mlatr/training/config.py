@@ -113,7 +113,7 @@ class SVRConfig:
     constraint: bool = True
     #: A research variant of SVR in place of SupCLAP as defined: the import path ``package.module:function``
     #: of a builder ``(svr section, base, batch_size) -> SVRRegularizer`` (the supclap experiment's earlier
-    #: form: ``mlatr.experiments.supclap_earlier:earlier_svr``). null: the paper's SVR.
+    #: form: ``mlatr.lab.experiments.supclap_earlier:earlier_svr``). null: the paper's SVR.
     builder: str | None = checked(None, lambda v: v.count(":") == 1 and all(v.split(":")),
                                   "an import path package.module:function, or null for SupCLAP as defined")
 

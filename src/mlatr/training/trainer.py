@@ -85,7 +85,7 @@ def build_model(cfg: Config, train_manifest: Manifest):
 
 def build_optimizer(cfg: Config, model, objective, foreach: bool | None = None) -> torch.optim.Optimizer:
     """The run's optimizer (:func:`~mlatr.training.optimization.make_optimizer`) over the trainable parameters
-    of the model and the objective. ``foreach``: the planner (:mod:`mlatr.planning`) asks for the
+    of the model and the objective. ``foreach``: the planner (:mod:`mlatr.lab.planning`) asks for the
     implementation a GPU would run while tracing on the CPU."""
     return make_optimizer(cfg.optim, list(model.parameters()) + list(objective.parameters()), foreach)
 

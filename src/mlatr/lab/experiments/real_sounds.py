@@ -1,7 +1,7 @@
 """The real-sound demo (``mlatr demo-real``): frozen real backbones, trained projection heads, an index.
 
 Frozen backbones (aisfx audio; USE and/or e5-small text): only the projection heads train, with one of
-the head options of :mod:`mlatr.experiments.real_heads` (by default the one that does best on libraries
+the head options of :mod:`mlatr.lab.experiments.real_heads` (by default the one that does best on libraries
 never trained on, ``mlatr experiment unseen-library``), on features computed once. Evaluation on the
 held-out test split (hash splits, ``mlatr data split``): the clips' captions, the hand-written queries in
 eight languages with the consistency metrics, zero-shot folder labels, against the same pipeline with
@@ -25,16 +25,16 @@ from mlatr.data.manifest import Manifest
 from mlatr.data.splits import assign_hash_splits
 from mlatr.errors import MlatrError
 from mlatr.evaluation.plots import plot_recall_by_language
-from mlatr.experiments.head_options import DEFAULT_BATCH_SIZE, DEFAULT_ENSEMBLE, DEFAULT_EPOCHS, DEFAULT_HEADS
-from mlatr.experiments.head_recipe import HeadRecipe, train_recipe
-from mlatr.experiments.learning_curve import FrozenInputs, run_learning_curve
-from mlatr.experiments.real_heads import RealSounds, evaluate_clips, text_space
-from mlatr.experiments.relevance_fit import calibrate_recipe, calibration_summary
-from mlatr.experiments.unseen_library import sound_only_cells
 from mlatr.inference.checkpoint import save_checkpoint
 from mlatr.inference.loaded_model import LoadedModel
 from mlatr.inference.model_identity import weights_sha256
 from mlatr.io_utils import atomic_write_json, atomic_write_jsonl, atomic_write_text
+from mlatr.lab.experiments.head_options import DEFAULT_BATCH_SIZE, DEFAULT_ENSEMBLE, DEFAULT_EPOCHS, DEFAULT_HEADS
+from mlatr.lab.experiments.head_recipe import HeadRecipe, train_recipe
+from mlatr.lab.experiments.learning_curve import FrozenInputs, run_learning_curve
+from mlatr.lab.experiments.real_heads import RealSounds, evaluate_clips, text_space
+from mlatr.lab.experiments.relevance_fit import calibrate_recipe, calibration_summary
+from mlatr.lab.experiments.unseen_library import sound_only_cells
 from mlatr.matching import build_matching_head
 from mlatr.search.from_features import index_from_features
 from mlatr.search.index import Index
@@ -58,7 +58,7 @@ def run_real_demo(manifest_path: str | Path, out: str | Path, text_encoders: lis
                   unseen_epochs: int | None = None, added_groups: int = 12, augment: Sequence[str] = (),
                   augment_views: int = 1, ensemble: int = DEFAULT_ENSEMBLE, workers: int = 1) -> dict:
     """Train the heads (option ``heads``; ``ensemble`` head pairs trained apart, their unit outputs averaged:
-    :func:`~mlatr.experiments.head_recipe.train_recipe`) over frozen aisfx + each text encoder, evaluate
+    :func:`~mlatr.lab.experiments.head_recipe.train_recipe`) over frozen aisfx + each text encoder, evaluate
     against random heads, build the index with the first text encoder, answer the example queries; writes
     ``OUT/report.md``, ``OUT/results.json``, ``OUT/model.pt`` with its card ``OUT/model-card.md`` (data,
     licences, figures on unseen libraries) and the training curve of each head pair,
@@ -68,12 +68,12 @@ def run_real_demo(manifest_path: str | Path, out: str | Path, text_encoders: lis
     Returns the results dict.
 
     ``unseen_epochs`` (None: no such run): the same recipe with the first text encoder on the
-    leave-one-library-out protocol (:mod:`mlatr.experiments.learning_curve`, sound-only queries; the 12
+    leave-one-library-out protocol (:mod:`mlatr.lab.experiments.learning_curve`, sound-only queries; the 12
     original libraries held out one by one, the added ones ``added_groups`` folds at a time; ``workers``
     processes train its folds side by side), in ``OUT/unseen/``. The report also shows the licence table beside
     the manifest (``licences.json``).
     ``augment``: the heads (here and in the unseen run) train also on ``augment_views`` augmented views of
-    these kinds (:meth:`~mlatr.experiments.real_heads.RealSounds.augment`, cached in ``OUT/cache``)."""
+    these kinds (:meth:`~mlatr.lab.experiments.real_heads.RealSounds.augment`, cached in ``OUT/cache``)."""
     started = time.monotonic()
     recipe = HeadRecipe(heads, ensemble, epochs=epochs, batch_size=batch_size, lr=lr, embed_dim=embed_dim)
     baseline = HeadRecipe("random", embed_dim=embed_dim, untrained=True)

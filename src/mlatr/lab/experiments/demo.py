@@ -1,7 +1,7 @@
 """The offline demo's grid: ML-CLAP vs CACL vs KCL on the synthetic multilingual benchmark (ATRI Tables 1-4).
 
 What the grids train, imported by the CLI without torch: the benchmark sizes and the demo's model and
-optimizer (:func:`demo_config`, shared by the SupCLAP and fine-grained grids). :mod:`mlatr.experiments.
+optimizer (:func:`demo_config`, shared by the SupCLAP and fine-grained grids). :mod:`mlatr.lab.experiments.
 demo_report` builds the benchmark, trains the three pairing schemes with the same seed, model, optimizer
 and number of optimizer steps (equal budget in steps and in audio clips seen; KCL encodes K captions per
 clip, CACL two and ML-CLAP one, so the caption pairs seen differ as in the paper), evaluates each

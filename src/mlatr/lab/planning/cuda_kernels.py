@@ -10,7 +10,7 @@ backward; :func:`cuda_choices` makes the CUDA choice instead:
   memory-efficient attention (a mask, or fp32), which keep the output and the per-row log-sum-exp; on the
   CPU a dropout probability sends it to the math fallback, which keeps the attention probabilities.
   (PyTorch's ``sdp_kernel`` selection, ``torch/backends/cuda``; the flash kernel needs sm80+, every GPU
-  in :data:`~mlatr.planning.gpus.GPUS`.)
+  in :data:`~mlatr.lab.planning.gpus.GPUS`.)
 
 One choice of mlatr's own is made by device as well: :func:`~mlatr.matching.chunked_scores` (a matching
 head's scores in training) takes cache-sized blocks on the CPU and the largest blocks its budget allows on

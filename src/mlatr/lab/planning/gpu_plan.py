@@ -1,6 +1,6 @@
 """A training plan for one GPU: memory by part, FLOPs, a time lower bound, the largest batch, options that fit.
 
-Everything comes from traced steps (:func:`~mlatr.planning.step_trace.trace_step`); no constant is fitted
+Everything comes from traced steps (:func:`~mlatr.lab.planning.step_trace.trace_step`); no constant is fitted
 to a measurement. The predicted ``torch.cuda.max_memory_allocated`` of a step is
 
     traced peak of live storages + the allocator's 512-byte rounding of them + the cuBLAS workspace
@@ -9,7 +9,7 @@ and a config fits a GPU when that is at most the GPU's memory minus ``reserve_mi
 libraries' own allocations and the allocator's cached but unallocated blocks, none of which
 ``memory_allocated`` counts; an assumption the user sets, stated in every plan).
 
-- **Batches**: with a manifest (:mod:`mlatr.planning.caption_lengths`) the plan traces the worst step of an
+- **Batches**: with a manifest (:mod:`mlatr.lab.planning.caption_lengths`) the plan traces the worst step of an
   epoch (the expected epoch maximum of the padded caption length and of the clip length: the run's peak)
   and a typical one (their medians), and reports both peaks; without one, every caption is
   ``caption_tokens`` long and every clip ``data.max_seconds``, and the plan says so.
@@ -37,9 +37,9 @@ from typing import Any
 
 from mlatr.data.manifest import Manifest
 from mlatr.errors import MlatrError
-from mlatr.planning.caption_lengths import LengthPlan
-from mlatr.planning.gpus import GPU
-from mlatr.planning.step_trace import PARTS, StepTrace, StepTracer
+from mlatr.lab.planning.caption_lengths import LengthPlan
+from mlatr.lab.planning.gpus import GPU
+from mlatr.lab.planning.step_trace import PARTS, StepTrace, StepTracer
 from mlatr.training.config import Config, config_from_dict
 
 MIB = 2**20
@@ -109,7 +109,7 @@ def train_clips(cfg: Config, given: int | None) -> tuple[int | None, str]:
 
 
 class Tracers:
-    """The plan's :class:`~mlatr.planning.step_trace.StepTracer` s: a config that differs from one already
+    """The plan's :class:`~mlatr.lab.planning.step_trace.StepTracer` s: a config that differs from one already
     built only in what a step does (its batch, caption and clip lengths, AMP, gradient caching) is traced on
     that one's model."""
 

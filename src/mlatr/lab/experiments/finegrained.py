@@ -4,9 +4,9 @@ Paper: "Fine-grained audio-text retrieval: local-to-global multiscale matching a
 similarity consistency".
 
 This module declares the rows (:data:`METHODS`), tables and figure panels (imported by the CLI without
-torch); :func:`mlatr.experiments.finegrained_report.run_finegrained` trains a grid of methods x seeds
-with :mod:`mlatr.experiments.runner` on the synthetic multilingual benchmark with the demo's model and
-optimizer (:func:`~mlatr.experiments.demo.demo_config`, ML-CLAP pairing: same steps and clips for every
+torch); :func:`mlatr.lab.experiments.finegrained_report.run_finegrained` trains a grid of methods x seeds
+with :mod:`mlatr.lab.experiments.runner` on the synthetic multilingual benchmark with the demo's model and
+optimizer (:func:`~mlatr.lab.experiments.demo.demo_config`, ML-CLAP pairing: same steps and clips for every
 method), evaluates each
 best-by-validation checkpoint on the test split *with its own matching head* (T2A and A2T scored
 separately) and writes, under ``OUT/report``:
@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from mlatr.experiments.demo import demo_config
+from mlatr.lab.experiments.demo import demo_config
 
 LGMM = {"name": "lgmm", "tau_w": 0.25, "lam": 10.0}  # §3.2
 

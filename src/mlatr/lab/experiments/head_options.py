@@ -1,6 +1,6 @@
 """The head options of the real-sound runs and their defaults (no torch here: the CLI lists them in --help).
 
-See :mod:`mlatr.experiments.real_heads` for what each option trains.
+See :mod:`mlatr.lab.experiments.real_heads` for what each option trains.
 """
 
 from __future__ import annotations

@@ -2,9 +2,9 @@
 libraries it never trained on (issues 33 and 45).
 
 Input: the fold embeddings of the model's leave-one-library-out run (``FOLD.npz``: ``mlatr demo-real``'s
-``unseen/embeddings`` (:func:`mlatr.experiments.learning_curve.run_learning_curve` with ``keep_embeddings``), or
+``unseen/embeddings`` (:func:`mlatr.lab.experiments.learning_curve.run_learning_curve` with ``keep_embeddings``), or
 ``mlatr experiment unseen-library``'s ``embeddings/ENC/HEADS``;
-:func:`mlatr.experiments.text_search_eval.fold_embeddings`):
+:func:`mlatr.lab.experiments.text_search_eval.fold_embeddings`):
 for each held-out unit (a library, or a fold of several small ones), what the model trained without it makes
 of its clips, its file names, the 32 x 8 hand-written queries, three draws of nonsense queries and the
 zero-shot prompts of its folder labels.
@@ -53,13 +53,13 @@ from sklearn.linear_model import LogisticRegression
 from mlatr.data.splits import hash_unit
 from mlatr.errors import MlatrError
 from mlatr.evaluation.queries import keyword_relevance, multilingual_query_eval, pessimistic_ranks
-from mlatr.experiments.real_heads import METADATA, NONSENSE_SEEDS, RealSounds
-from mlatr.experiments.text_search_eval import query_texts
 from mlatr.inference.checkpoint import read_checkpoint, store_calibration
 from mlatr.inference.loaded_model import Classification
 from mlatr.inference.model_folder import is_model_folder, read_model_folder
 from mlatr.inference.model_identity import weights_sha256
 from mlatr.io_utils import atomic_write_json, atomic_write_text
+from mlatr.lab.experiments.real_heads import METADATA, NONSENSE_SEEDS, RealSounds
+from mlatr.lab.experiments.text_search_eval import query_texts
 from mlatr.plotting import pyplot
 from mlatr.search.abstention import FALSE_ABSTENTION, NONSENSE_MISSED, conformal_level, crc_margin, relevance_logit
 from mlatr.search.analysis import tokens

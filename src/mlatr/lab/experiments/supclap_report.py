@@ -1,4 +1,4 @@
-"""``mlatr experiment supclap``: train the SupCLAP grid (:mod:`mlatr.experiments.supclap`), report it.
+"""``mlatr experiment supclap``: train the SupCLAP grid (:mod:`mlatr.lab.experiments.supclap`), report it.
 
 Tables (mean ± std over seeds), the diagnostics table and the figures: trajectory drift (Figure 1),
 radius against the positive distance (Figure 3), positive-pair similarity (Figure 4), convergence
@@ -13,11 +13,11 @@ from typing import Any
 
 import numpy as np
 
-from mlatr.experiments.aggregate import grid_tables, markdown_table, overhead_rows, plot_curves, text_table
-from mlatr.experiments.demo_report import prepare_benchmark
-from mlatr.experiments.runner import GridRuns, Row, run_grid, validation_curve
-from mlatr.experiments.supclap import FIGURE_METHODS, METHODS, RADIUS_FIGURE_METHODS, TABLES, supclap_config
 from mlatr.io_utils import atomic_write_json, atomic_write_text
+from mlatr.lab.experiments.aggregate import grid_tables, markdown_table, overhead_rows, plot_curves, text_table
+from mlatr.lab.experiments.demo_report import prepare_benchmark
+from mlatr.lab.experiments.runner import GridRuns, Row, run_grid, validation_curve
+from mlatr.lab.experiments.supclap import FIGURE_METHODS, METHODS, RADIUS_FIGURE_METHODS, TABLES, supclap_config
 from mlatr.plotting import pyplot
 
 

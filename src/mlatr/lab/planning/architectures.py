@@ -87,7 +87,7 @@ class ArchitectureOnlyText(HFTextEncoder):
     """:class:`~mlatr.models.hf_text.HFTextEncoder` with its published architecture and no weights: the same
     forward, pooling, freezing and checkpointing; the model comes from :data:`HF_ARCHITECTURES` and the
     tokenizer is a :class:`FixedLengthTokenizer` giving ``caption_tokens`` tokens per caption, or ``tokenizer``
-    (a real one, to count a manifest's caption tokens: :mod:`mlatr.planning.caption_lengths`). ``architecture``
+    (a real one, to count a manifest's caption tokens: :mod:`mlatr.lab.planning.caption_lengths`). ``architecture``
     replaces published values (a smaller tower of the same class, for the CPU validation)."""
 
     def __init__(self, name: str, caption_tokens: int, architecture: dict[str, Any] | None = None,

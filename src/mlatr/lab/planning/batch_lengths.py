@@ -7,7 +7,7 @@ peak (``torch.cuda.max_memory_allocated``) by its worst step. This module turns 
 into the distribution of a step's padded length, exactly under the sampler's rules (no simulation):
 
 - ``p[c, x] = P(what clip c contributes is at most values[x])``: for captions the longest caption the scheme
-  encodes of the clip (:mod:`mlatr.planning.caption_lengths`), for audio the cropped clip length (0 or 1);
+  encodes of the clip (:mod:`mlatr.lab.planning.caption_lengths`), for audio the cropped clip length (0 or 1);
   the draws of different clips are independent given which clips are in the batch.
 - A step is a uniformly random ``B``-subset of the ``N`` training clips (the epoch plan is a random
   permutation cut into batches, :func:`~mlatr.data.pipeline.epoch_plan.plan_epoch`), so

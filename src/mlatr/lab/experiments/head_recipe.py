@@ -2,10 +2,10 @@
 
 ``mlatr demo-real``, ``mlatr experiment unseen-library`` and ``mlatr experiment learning-curve`` describe how
 their projection heads train as a :class:`HeadRecipe` (the head option of
-:data:`~mlatr.experiments.head_options.HEAD_OPTIONS`, the ensemble size, epochs, batch size, learning rate,
+:data:`~mlatr.lab.experiments.head_options.HEAD_OPTIONS`, the ensemble size, epochs, batch size, learning rate,
 how batches are drawn), checked once when it is made, and get the trained model from :func:`train_recipe`:
 ``ensemble`` head pairs built and trained apart from the seeds
-:func:`~mlatr.experiments.head_options.member_seeds`, each on the frozen features of the training clips (and their
+:func:`~mlatr.lab.experiments.head_options.member_seeds`, each on the frozen features of the training clips (and their
 augmented views) with the option's objective (ML-CLAP InfoNCE, or KCL over the caption languages, ATRI §4.1 eq. 9)
 and text-identity penalty (:func:`~mlatr.training.head_training.train_heads`), the epoch of the best validation
 t2a R@10 of the validation clips' file-name captions kept; the pairs' unit embeddings averaged
@@ -23,8 +23,8 @@ from pathlib import Path
 import torch
 
 from mlatr.errors import MlatrError
-from mlatr.experiments.head_options import HeadOption, head_option, member_seeds
-from mlatr.experiments.real_heads import RealSounds, build_model, caption_retrieval, library_of, training_items
+from mlatr.lab.experiments.head_options import HeadOption, head_option, member_seeds
+from mlatr.lab.experiments.real_heads import RealSounds, build_model, caption_retrieval, library_of, training_items
 from mlatr.models.dual_encoder import DualEncoder
 from mlatr.stored_config import MAX_ENSEMBLE
 from mlatr.training.config import ObjectiveConfig
@@ -126,7 +126,7 @@ def batch_groups(recipe: HeadRecipe, data: RealSounds, bank: TextBank, rows: lis
     """The group of each training item whose batches hold whole groups (:mod:`mlatr.training.hard_batches`): the
     cluster of its caption (``hard_negatives``, k-means seeded with ``seed``), its library (``library_batches``),
     or None (batches drawn at random). ``rows`` and ``origin``: the items of
-    :func:`~mlatr.experiments.real_heads.training_items`."""
+    :func:`~mlatr.lab.experiments.real_heads.training_items`."""
     if recipe.hard_negatives:
         firsts = [_first_text(r, languages) for r in rows]
         vectors = bank.lookup([t for t, _ in firsts], [lang for _, lang in firsts]).numpy()
@@ -144,7 +144,7 @@ def best_epoch(log: list[dict]) -> int | None:
 
 def library_groups(clip_ids: Sequence[str]) -> list[int]:
     """The group of each training item for batches of one library (:func:`~mlatr.training.hard_batches.group_batches`):
-    the index of its library (:func:`~mlatr.experiments.real_heads.library_of`) in order of first appearance."""
+    the index of its library (:func:`~mlatr.lab.experiments.real_heads.library_of`) in order of first appearance."""
     order: dict[str, int] = {}
     return [order.setdefault(library_of(i), len(order)) for i in clip_ids]
 

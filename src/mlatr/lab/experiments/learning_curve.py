@@ -1,9 +1,9 @@
 """The learning curve of sound-only retrieval on libraries never trained on (issue 35).
 
 Which limits the real-sound model on an unseen library: the data, the frozen backbone or the recipe? Every
-point of the curve runs the leave-one-library-out protocol of :mod:`mlatr.experiments.unseen_library`
+point of the curve runs the leave-one-library-out protocol of :mod:`mlatr.lab.experiments.unseen_library`
 (each library held out in turn; the hand-written queries in eight languages, keyword relevance, sound-only
-ranking: :func:`mlatr.experiments.real_heads.query_retrieval`) with the near-identity heads and
+ranking: :func:`mlatr.lab.experiments.real_heads.query_retrieval`) with the near-identity heads and
 
 - a fraction of each fold's training clips (:func:`fraction_rows`: a clip is kept when a hash of the seed
   and its id falls below the fraction, so 25 % is inside 50 % inside 100 %; the validation clips stay), and
@@ -38,15 +38,17 @@ from tqdm import tqdm
 from mlatr.data.manifest import Manifest
 from mlatr.data.path_captions import CaptionRules
 from mlatr.errors import MlatrError
-from mlatr.experiments.head_options import HeadOption
-from mlatr.experiments.head_recipe import (
+from mlatr.frozen_prefix import BlockFeatures, PrefixCache, prefix_features
+from mlatr.io_utils import atomic_write_json, atomic_write_with
+from mlatr.lab.experiments.head_options import HeadOption
+from mlatr.lab.experiments.head_recipe import (
     HeadRecipe,
     batch_groups,
     best_epoch,
     train_recipe,
     training_languages,
 )
-from mlatr.experiments.real_heads import (
+from mlatr.lab.experiments.real_heads import (
     QUERIES_PATH,
     RealSounds,
     build_model,
@@ -54,10 +56,8 @@ from mlatr.experiments.real_heads import (
     query_retrieval,
     training_items,
 )
-from mlatr.experiments.text_search_eval import fold_embeddings, save_fold_embeddings
-from mlatr.experiments.unseen_library import IN_LIBRARY, ORIGINAL_LIBRARIES, folds, single_target, sound_only
-from mlatr.frozen_prefix import BlockFeatures, PrefixCache, prefix_features
-from mlatr.io_utils import atomic_write_json, atomic_write_with
+from mlatr.lab.experiments.text_search_eval import fold_embeddings, save_fold_embeddings
+from mlatr.lab.experiments.unseen_library import IN_LIBRARY, ORIGINAL_LIBRARIES, folds, single_target, sound_only
 from mlatr.models.aisfx import BLOCK_FRAMES, STAGES, AisfxEncoder, AisfxTail
 from mlatr.models.dual_encoder import DualEncoder
 from mlatr.plotting import pyplot
@@ -116,7 +116,7 @@ class FrozenInputs:
         embeddings, ``prefix-<stage>/`` for each stage of ``stages``; ``augment``: ``augment_views`` augmented
         views of these kinds, :meth:`RealSounds.augment`; ``audio_runtime``: what computes the pooled features,
         :meth:`RealSounds.load`)."""
-        from mlatr.experiments.real_heads import text_space  # builds the text encoder: only when there is one
+        from mlatr.lab.experiments.real_heads import text_space  # builds the text encoder: only when there is one
 
         cache_dir = Path(cache_dir)
         features = "aisfx.npz" if audio_runtime == "torch" else f"aisfx-{audio_runtime.replace('/', '-')}.npz"
@@ -293,9 +293,9 @@ def run_learning_curve(inputs: FrozenInputs, out: str | Path, train_blocks: Sequ
     each fold (a rerun with the same settings resumes), ``OUT/learning-curve.png`` at the end.
     ``hard_negatives``: batches of whole clusters of similar captions, clusters of about that many clips
     (:mod:`mlatr.training.hard_batches`). ``heads``: the head option; ``ensemble``: heads trained per fold, their
-    unit embeddings averaged (:func:`~mlatr.experiments.head_recipe.train_recipe`; heads-only points).
+    unit embeddings averaged (:func:`~mlatr.lab.experiments.head_recipe.train_recipe`; heads-only points).
     ``val_libraries``: the epoch chosen on that fraction of the training libraries held out whole
-    (:func:`~mlatr.experiments.unseen_library.folds`) instead of their hash-``val`` clips. ``workers``: processes
+    (:func:`~mlatr.lab.experiments.unseen_library.folds`) instead of their hash-``val`` clips. ``workers``: processes
     that train folds side by side (:func:`_run_folds`; the results equal one process's).
 
     A run that trains blocks (``train_blocks`` > 0) trains them with one head pair (seed ``seed``, ``tail_epochs``,
@@ -303,15 +303,17 @@ def run_learning_curve(inputs: FrozenInputs, out: str | Path, train_blocks: Sequ
     figures are kept as the fold's ``"joint"`` record and the ensemble's head pairs then train, heads only, on the
     trained blocks' features (:func:`_train_blocks`), the recipe of a heads-only point on another backbone.
     Every fold record holds the queries (``"queries"``) and the single-target task (``"captions"``: each held-out
-    clip's first English caption against all held-out clips, :func:`~mlatr.experiments.real_heads.caption_retrieval`).
+    clip's first English caption against all held-out clips,
+    :func:`~mlatr.lab.experiments.real_heads.caption_retrieval`).
     ``in_library``: also the in-library split (train / val / test by each clip's hash, every library in all three:
     the split ``mlatr demo-real`` reports), as the fold ``in-library``, summarized apart.
     ``library_batches``: each batch holds the clips of one library (several small ones together), so that a clip's
-    negatives come from its own library, as on a held-out one (:func:`~mlatr.experiments.head_recipe.library_groups`).
+    negatives come from its own library, as on a held-out one
+    (:func:`~mlatr.lab.experiments.head_recipe.library_groups`).
     ``OUT/results.json`` also keeps each fold's wall time (``"seconds"``, by point and fold).
     ``keep_embeddings``: each heads-only fold of the point at fraction 1 also writes what its
     model makes of its held-out libraries, ``OUT/embeddings/FOLD.npz``
-    (:func:`~mlatr.experiments.text_search_eval.fold_embeddings`: what ``mlatr experiment calibrate`` fits the
+    (:func:`~mlatr.lab.experiments.text_search_eval.fold_embeddings`: what ``mlatr experiment calibrate`` fits the
     relevance of this recipe on) and its heads' weights, ``OUT/embeddings/FOLD.heads.pt`` (float16: what embeds
     further texts with the fold's model, :func:`fold_model`); a recorded fold without them is trained again."""
     recipe = HeadRecipe(heads, ensemble, epochs=epochs, batch_size=batch_size, hard_negatives=hard_negatives,
@@ -500,8 +502,8 @@ def _train_blocks(inputs: FrozenInputs, model, train: list[int], val: list[int],
 
 
 def summarize_point(fold_results: dict[str, dict]) -> dict:
-    """Sound-only query recall (:func:`~mlatr.experiments.unseen_library.sound_only`) and the single-target task
-    (``"captions"``, :func:`~mlatr.experiments.unseen_library.single_target`) over every held-out library, with
+    """Sound-only query recall (:func:`~mlatr.lab.experiments.unseen_library.sound_only`) and the single-target task
+    (``"captions"``, :func:`~mlatr.lab.experiments.unseen_library.single_target`) over every held-out library, with
     the 12 original libraries and the added ones apart (``groups``); the in-library split apart
     (``"in_library"``, when it ran)."""
     unseen = {f: r for f, r in fold_results.items() if f != IN_LIBRARY}

@@ -5,7 +5,7 @@ has no such split, e.g. a test set standing in for a training set) and:
 
 1. counts every caption's tokens in every language of ``data.languages`` with the run's text encoder's own
    :meth:`token_lengths` (special tokens and truncation included) over the tokenizer of
-   :func:`~mlatr.planning.tokenizers.planning_tokenizer`;
+   :func:`~mlatr.lab.planning.tokenizers.planning_tokenizer`;
 2. for a language the manifest has no caption in (an English-only test set planned for eight languages),
    estimates each caption's length from the first language it has: ``specials + ceil(r_L * pieces)``, with
    ``r_L`` the ratio of the tokenizer's piece counts on mlatr's hand-written aligned captions of the eight
@@ -17,7 +17,7 @@ has no such split, e.g. a test set standing in for a training set) and:
    KCL all);
 4. gives each clip its audio length after the crop (``min(duration, data.max_seconds)``; a clip without a
    ``duration`` counts as ``data.max_seconds``);
-5. turns both into the step and epoch distributions of :mod:`mlatr.planning.batch_lengths`.
+5. turns both into the step and epoch distributions of :mod:`mlatr.lab.planning.batch_lengths`.
 """
 
 from __future__ import annotations
@@ -34,12 +34,12 @@ import torch
 from mlatr.data.manifest import Manifest
 from mlatr.data.pipeline.epoch_plan import caption_row, usable_caption_indices
 from mlatr.errors import MlatrError
+from mlatr.lab.planning.architectures import ArchitectureOnlyText
+from mlatr.lab.planning.batch_lengths import BatchLengths, at_most, batch_lengths
+from mlatr.lab.planning.tokenizers import planning_tokenizer
 from mlatr.losses.schemes import build_scheme
 from mlatr.models.hf_text import SPECS
 from mlatr.models.registry import build_text_encoder, text_encoder_takes_corpus
-from mlatr.planning.architectures import ArchitectureOnlyText
-from mlatr.planning.batch_lengths import BatchLengths, at_most, batch_lengths
-from mlatr.planning.tokenizers import planning_tokenizer
 from mlatr.training.config import Config
 
 
@@ -113,7 +113,7 @@ def length_plan(cfg: Config, manifest: Manifest, tokenizer_path: str | None = No
 
     ``epoch_clips``: the training set's size, used when the manifest has no training split and so stands in
     for it (a test split): its clips are then a sample the epoch's ``epoch_clips`` clips are drawn from
-    (:func:`~mlatr.planning.batch_lengths.batch_lengths`).
+    (:func:`~mlatr.lab.planning.batch_lengths.batch_lengths`).
     """
     clips, clips_from = _training_clips(manifest, cfg.data.train_split)
     if cfg.data.train_split in manifest.splits() or epoch_clips == len(clips):

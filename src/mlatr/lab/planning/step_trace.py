@@ -11,7 +11,7 @@ step (its first step is taken beforehand), so the trace is a steady-state step.
 ``fake=True`` (a plan): the model is built on the ``meta`` device and made of fake tensors
 (``FakeTensorMode``): nothing is allocated or computed, the full-size model costs no memory. ``fake=False``
 (the CPU validation): the same step runs for real on random weights and random audio. Both are measured
-by the same :class:`~mlatr.planning.tracker.LiveTensorTracker`.
+by the same :class:`~mlatr.lab.planning.tracker.LiveTensorTracker`.
 
 Mixed precision: a GPU run with ``optim.amp: auto`` runs under bf16 autocast. A fake trace runs on the CPU
 device (PyTorch's CPU-only build cannot index fake CUDA tensors), so ``amp="bf16"`` traces under CPU
@@ -29,10 +29,10 @@ import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
 
 from mlatr.inference.process_group import DistContext
+from mlatr.lab.planning.architectures import ArchitectureOnlyText, build_planned_model, planning_captions
+from mlatr.lab.planning.cuda_kernels import SUBSTITUTIONS, cuda_choices
+from mlatr.lab.planning.tracker import LiveTensorTracker, cuda_rounded
 from mlatr.losses.schemes import build_scheme
-from mlatr.planning.architectures import ArchitectureOnlyText, build_planned_model, planning_captions
-from mlatr.planning.cuda_kernels import SUBSTITUTIONS, cuda_choices
-from mlatr.planning.tracker import LiveTensorTracker, cuda_rounded
 from mlatr.training.config import Config
 from mlatr.training.objective import build_objective
 from mlatr.training.step import StepInputs, StepRunner
@@ -224,10 +224,10 @@ def trace_step(cfg: Config, caption_tokens: int = 32, fake: bool = True, amp: st
         foreach: the optimizer's multi-tensor implementation (True: what PyTorch picks on CUDA).
         flops: count FLOPs (``torch.utils.flop_counter``'s formulas).
         cuda_kernels: dropout and attention take the kernels CUDA would
-            (:func:`~mlatr.planning.cuda_kernels.cuda_choices`; a plan for a GPU): True for all, or the names
-            of some (:data:`~mlatr.planning.cuda_kernels.ON_CPU` for a real CPU run).
+            (:func:`~mlatr.lab.planning.cuda_kernels.cuda_choices`; a plan for a GPU): True for all, or the names
+            of some (:data:`~mlatr.lab.planning.cuda_kernels.ON_CPU` for a real CPU run).
         text_architecture: values replacing a Hugging Face text tower's published ones (smaller towers for
-            the validation; :func:`~mlatr.planning.architectures.build_planned_model`).
+            the validation; :func:`~mlatr.lab.planning.architectures.build_planned_model`).
     """
     tracer = StepTracer(cfg, caption_tokens, fake=fake, foreach=foreach, cuda_kernels=cuda_kernels,
                         text_architecture=text_architecture)

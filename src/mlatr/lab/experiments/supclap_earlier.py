@@ -2,7 +2,7 @@
 
 The losses (:mod:`mlatr.losses.support_vectors`, :mod:`mlatr.losses.radius`) carry SupCLAP as defined; the
 supclap grid's row ``infonce-bi-dynamic-earlier`` trains this form instead, named in its config by
-``objective.svr.builder`` (:data:`mlatr.experiments.supclap.EARLIER_FORM`, the import path of
+``objective.svr.builder`` (:data:`mlatr.lab.experiments.supclap.EARLIER_FORM`, the import path of
 :func:`earlier_svr`). It departs from the paper in five ways:
 
 - the support vector is scored by a dot product, unnormalised (:func:`dot_svr_loss`): the linearised map

@@ -1,4 +1,4 @@
-"""``mlatr experiment finegrained``: train the fine-grained grid (:mod:`mlatr.experiments.finegrained`),
+"""``mlatr experiment finegrained``: train the fine-grained grid (:mod:`mlatr.lab.experiments.finegrained`),
 report it: Table 2 (heads), Table 3 (CMSC ablation), the overhead and Figure 2 (word-to-clip similarities).
 
 Rerunning the same command resumes: finished runs are skipped.
@@ -16,12 +16,12 @@ import torch
 from mlatr.data.manifest import Manifest
 from mlatr.data.pipeline.batches import iter_eval_audio
 from mlatr.data.pipeline.file_source import AudioSource
-from mlatr.experiments.aggregate import grid_tables, markdown_table, overhead_rows, text_table
-from mlatr.experiments.demo_report import prepare_benchmark
-from mlatr.experiments.finegrained import EVAL_EVERY, FIGURE_METHODS, METHODS, TABLES, finegrained_config
-from mlatr.experiments.runner import Row, run_grid
 from mlatr.inference.checkpoint import load_model
 from mlatr.io_utils import atomic_write_json, atomic_write_text
+from mlatr.lab.experiments.aggregate import grid_tables, markdown_table, overhead_rows, text_table
+from mlatr.lab.experiments.demo_report import prepare_benchmark
+from mlatr.lab.experiments.finegrained import EVAL_EVERY, FIGURE_METHODS, METHODS, TABLES, finegrained_config
+from mlatr.lab.experiments.runner import Row, run_grid
 from mlatr.languages import DEFAULT_LANGUAGES
 from mlatr.plotting import pyplot
 

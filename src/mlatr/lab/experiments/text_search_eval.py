@@ -1,13 +1,13 @@
 """What a fold's model makes of a held-out library, kept for text search (issues 22 and 33).
 
-For one trained model (one fold of :mod:`mlatr.experiments.unseen_library`), :func:`fold_embeddings` keeps
+For one trained model (one fold of :mod:`mlatr.lab.experiments.unseen_library`), :func:`fold_embeddings` keeps
 the embeddings of the held-out library's clips, of the two kinds of metadata captions it can have
-(:meth:`~mlatr.experiments.real_heads.RealSounds.metadata`: ``names``, the file names as the folder importer
+(:meth:`~mlatr.lab.experiments.real_heads.RealSounds.metadata`: ``names``, the file names as the folder importer
 reads them, or ``meaningless`` recorder-style names such as ``ZOOM0001.wav``), of the hand-written queries
 in eight languages (and of their English translations, where the queries were translated), of nonsense queries
 and of the zero-shot prompts of its folder labels. The text-search
 ranking, its relevance, "nothing relevant" and the classification probabilities are fitted and measured on
-them (:mod:`mlatr.experiments.relevance_fit`), cross-fitted over the libraries, without training again.
+them (:mod:`mlatr.lab.experiments.relevance_fit`), cross-fitted over the libraries, without training again.
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from collections.abc import Sequence
 import numpy as np
 
 from mlatr.evaluation import zero_shot_prompts
-from mlatr.experiments.real_heads import METADATA, NONSENSE_SEEDS, RealSounds, _embed
 from mlatr.io_utils import atomic_write_with
+from mlatr.lab.experiments.real_heads import METADATA, NONSENSE_SEEDS, RealSounds, _embed
 from mlatr.training.head_training import TextBank
 
 
@@ -32,7 +32,7 @@ def query_texts(data: RealSounds) -> tuple[list[str], list[str], np.ndarray]:
 
 def fold_embeddings(model, data: RealSounds, bank: TextBank, rows: Sequence[int]) -> dict[str, np.ndarray]:
     """What a fold's model makes of a held-out library, for fitting and measuring what ranks and scores
-    text search on top of it (:mod:`mlatr.experiments.relevance_fit`): the clips' audio embeddings, the
+    text search on top of it (:mod:`mlatr.lab.experiments.relevance_fit`): the clips' audio embeddings, the
     embeddings of the queries (:func:`query_texts` order), of the nonsense queries (``nonsense_fit``,
     ``nonsense_measure``: :meth:`RealSounds.nonsense`), of each kind of metadata caption (:data:`METADATA`;
     ``has_KIND``: the name has words), and of the zero-shot prompts of the library's folder labels in every language

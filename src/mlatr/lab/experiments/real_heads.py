@@ -3,8 +3,8 @@ options, the model of an option and one evaluation of a set of clips.
 
 Frozen backbones (aisfx audio; USE or e5-small text) give each clip and each text a fixed vector, so a
 run computes them once (:mod:`mlatr.frozen_features`, the text encoders' own caches) and trains only the
-projection heads (:func:`mlatr.experiments.head_recipe.train_recipe`, every command's one path). The head options
-(:data:`mlatr.experiments.head_options.HEAD_OPTIONS`) are
+projection heads (:func:`mlatr.lab.experiments.head_recipe.train_recipe`, every command's one path). The head options
+(:data:`mlatr.lab.experiments.head_options.HEAD_OPTIONS`) are
 the ways of keeping the text encoder's multilingual space that issue 17 compares:
 
 - ``both-heads``: an ML-CLAP head on each side (ATRI sec. 3.1, Linear-ReLU-Linear), trained on English
@@ -36,7 +36,6 @@ import numpy as np
 import torch
 
 from mlatr.audio.io import SAMPLE_RATE
-from mlatr.augmented_views import AugmentedView, augmented_views
 from mlatr.data.manifest import Manifest
 from mlatr.data.path_captions import CaptionRules
 from mlatr.data.sound_names import name_caption
@@ -44,11 +43,12 @@ from mlatr.errors import MlatrError
 from mlatr.evaluation import evaluate_embeddings, zero_shot, zero_shot_prompts
 from mlatr.evaluation.nonsense import INDEX_SEED, nonsense_queries
 from mlatr.evaluation.queries import caption_chance, keyword_relevance, multilingual_query_eval
-from mlatr.experiments.head_options import TEXT_ENCODERS, HeadOption
 from mlatr.frozen_features import AudioFeatureCache, audio_features
 from mlatr.inference.audio import SoundFiles
 from mlatr.inference.encoded_split import project
 from mlatr.inference.runtime import attach_runtime, calibration_waves
+from mlatr.lab.augmented_views import AugmentedView, augmented_views
+from mlatr.lab.experiments.head_options import TEXT_ENCODERS, HeadOption
 from mlatr.models.dual_encoder import DualEncoder
 from mlatr.models.registry import build_audio_encoder, build_text_encoder
 from mlatr.training.head_training import TextBank, caption_rows
@@ -80,7 +80,7 @@ class RealSounds:
     languages: list[str]
     label_translations: dict[str, dict[str, str]] = field(default_factory=dict)
     audio_encoder: torch.nn.Module | None = None
-    #: Augmented views of the clips the heads also train on (:mod:`mlatr.augmented_views`; none by default).
+    #: Augmented views of the clips the heads also train on (:mod:`mlatr.lab.augmented_views`; none by default).
     views: list[AugmentedView] = field(default_factory=list)
     #: ``(lang, query text) -> its English translation`` (:meth:`translate_queries`: the library's file names are
     #: English; empty without a translator).
@@ -110,7 +110,7 @@ class RealSounds:
 
     def augment(self, kinds: Sequence[str], views: int, cache_dir: str | Path, max_seconds: float = 10.0,
                 progress: bool = True) -> None:
-        """Add ``views`` augmented views of ``kinds`` (:func:`mlatr.augmented_views.augmented_views`, cached in
+        """Add ``views`` augmented views of ``kinds`` (:func:`mlatr.lab.augmented_views.augmented_views`, cached in
         ``cache_dir``) to what the heads train on; before :func:`text_space`, which embeds their captions."""
         self.views = augmented_views(self.audio_encoder, self.manifest, cache_dir, kinds, views, max_seconds,
                                      progress)

@@ -1,9 +1,9 @@
 """SupCLAP on the synthetic benchmark, the grid: baselines vs + SVR, ablation, Simple Reweight, diagnostics.
 
 This module declares the rows (:data:`METHODS`), tables and figures (imported by the CLI without torch);
-:func:`mlatr.experiments.supclap_report.run_supclap` trains a grid of methods x seeds with
-:mod:`mlatr.experiments.runner` on the synthetic multilingual benchmark and the demo's model and
-optimizer (:func:`~mlatr.experiments.demo.demo_config`: same steps and clips for every method), evaluates
+:func:`mlatr.lab.experiments.supclap_report.run_supclap` trains a grid of methods x seeds with
+:mod:`mlatr.lab.experiments.runner` on the synthetic multilingual benchmark and the demo's model and
+optimizer (:func:`~mlatr.lab.experiments.demo.demo_config`: same steps and clips for every method), evaluates
 each best-by-validation checkpoint on
 the test split and writes, under ``OUT/report``:
 
@@ -24,12 +24,12 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from mlatr.experiments.demo import demo_config
+from mlatr.lab.experiments.demo import demo_config
 
 #: mlatr's form of SVR before the fidelity fix (issue 11), kept as one ablation row: support vectors scored
-#: by a dot product, a softplus radius fed sorted, detached cosines (:mod:`mlatr.experiments.supclap_earlier`,
+#: by a dot product, a softplus radius fed sorted, detached cosines (:mod:`mlatr.lab.experiments.supclap_earlier`,
 #: named by import path: this module imports no torch).
-EARLIER_FORM = {"builder": "mlatr.experiments.supclap_earlier:earlier_svr"}
+EARLIER_FORM = {"builder": "mlatr.lab.experiments.supclap_earlier:earlier_svr"}
 
 
 def _svr(radius: str, bi: bool = True, constraint: bool = True, **options: Any) -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""``mlatr demo``: train the demo grid (:mod:`mlatr.experiments.demo`), evaluate it and write the report.
+"""``mlatr demo``: train the demo grid (:mod:`mlatr.lab.experiments.demo`), evaluate it and write the report.
 
 Everything is resumable: rerunning the same command skips what is done.
 """
@@ -12,10 +12,17 @@ from typing import Any
 
 from mlatr.data.synth.build import build_synthetic_benchmark
 from mlatr.evaluation import format_report, plot_recall_by_language, write_report
-from mlatr.experiments.aggregate import markdown_table, mean_std, overhead_rows, plot_curves, summary_rows, text_table
-from mlatr.experiments.demo import SCHEME_NAMES, SIZES, demo_config
-from mlatr.experiments.runner import Row, run_grid, validation_curve
 from mlatr.io_utils import atomic_write_json, atomic_write_text
+from mlatr.lab.experiments.aggregate import (
+    markdown_table,
+    mean_std,
+    overhead_rows,
+    plot_curves,
+    summary_rows,
+    text_table,
+)
+from mlatr.lab.experiments.demo import SCHEME_NAMES, SIZES, demo_config
+from mlatr.lab.experiments.runner import Row, run_grid, validation_curve
 from mlatr.languages import DEFAULT_LANGUAGES
 
 

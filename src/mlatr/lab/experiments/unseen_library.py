@@ -3,7 +3,7 @@
 A person points mlatr at their own folder, which no training clip came from. To measure that, every
 library of the real-sound manifest (its clips' first folder: ``scratch``, ``minetest``, ...) is held out
 in turn: the heads train on all the other libraries (their hash-``val`` clips choose the epoch) and are
-evaluated on every clip of the held-out one (:func:`mlatr.experiments.real_heads.evaluate_clips`: the
+evaluated on every clip of the held-out one (:func:`mlatr.lab.experiments.real_heads.evaluate_clips`: the
 file-name captions, the hand-written queries in eight languages with gap / dis / MRV, zero-shot folder
 labels in eight languages; each with its chance level). The in-library split (train / val / test by the
 hash of each id, every library in all three) is run the same way, for comparison.
@@ -26,11 +26,11 @@ from tqdm import tqdm
 
 from mlatr.data.splits import hash_unit
 from mlatr.errors import MlatrError
-from mlatr.experiments.head_recipe import HeadRecipe, best_epoch, train_recipe
-from mlatr.experiments.real_heads import RealSounds, evaluate_clips, text_space
-from mlatr.experiments.relevance_fit import measure_folder, text_search_report
-from mlatr.experiments.text_search_eval import fold_embeddings, save_fold_embeddings
 from mlatr.io_utils import atomic_write_json, atomic_write_text
+from mlatr.lab.experiments.head_recipe import HeadRecipe, best_epoch, train_recipe
+from mlatr.lab.experiments.real_heads import RealSounds, evaluate_clips, text_space
+from mlatr.lab.experiments.relevance_fit import measure_folder, text_search_report
+from mlatr.lab.experiments.text_search_eval import fold_embeddings, save_fold_embeddings
 from mlatr.plotting import pyplot
 
 IN_LIBRARY = "in-library"
@@ -223,7 +223,7 @@ def sound_only(fold_results: dict[str, dict]) -> dict:
 
 def single_target(fold_results: dict[str, dict]) -> dict:
     """The single-target task (each held-out clip's first English caption against all held-out clips, the fold
-    records' ``"captions"``, :func:`~mlatr.experiments.real_heads.caption_retrieval`): t2a R@1 / R@5 / R@10, a2t
+    records' ``"captions"``, :func:`~mlatr.lab.experiments.real_heads.caption_retrieval`): t2a R@1 / R@5 / R@10, a2t
     R@1 / R@10 and their chance, means over the folds that have it (each fold counts once)."""
     caps = [r["captions"] for r in fold_results.values() if r.get("captions", {}).get("n_clips")]
     if not caps:
