@@ -339,7 +339,7 @@ def test_the_gpu_script_runs_its_plan_from_a_bundle_within_its_budget(tmp_path):
            "CURVE": str(tmp_path / "curve"), "OUT": str(tmp_path / "out"), "PLAN": "1:0:added 0:1:added",
            "RECIPE": "--heads near-identity --epochs 1 --tail-epochs 2 --tail-patience 1 --batch-size 4 "
                      "--fractions 1 --libraries lib0"}
-    script = Path(learning_curve.__file__).parents[3] / "scripts" / "gpu-backbone.sh"
+    script = Path(__file__).resolve().parents[1] / "scripts" / "gpu-backbone.sh"
     run = subprocess.run(["bash", str(script), "run"], env={**env, "PLAN": "1:0:added"}, capture_output=True,
                          text=True, timeout=600)
     assert run.returncode == 0, run.stdout + run.stderr
