@@ -433,3 +433,25 @@ def test_a_translated_reading_of_fold_embeddings_kept_without_translations_is_re
     assert load_libraries(tmp_path / "emb", data)  # untranslated: read as they are
     with pytest.raises(MlatrError, match=r"lib0\.npz: kept without the queries' translations"):
         load_libraries(tmp_path / "emb", data, translate=True)
+
+
+def test_the_text_space_translates_the_queries_as_a_search_does(tmp_path, monkeypatch):
+    """Where a translator has the pair, the queries' English translations are made before the bank embeds its texts
+    (so kept fold embeddings carry them); where none is installed, nothing is translated."""
+    from mlatr.lab.experiments import real_heads
+
+    class French:  # a QueryTranslator with only the fra -> eng pair
+        def translate(self, texts, source, target):
+            return [f"english of {t}" if source == "fra" and target == "eng" else None for t in texts]
+
+    monkeypatch.setattr(real_heads, "installed_translator", lambda cache: French())
+    data = make_data(n_libraries=1)
+    _, bank = fake_text_space("e5-small", data, tmp_path / "a")
+    assert data.query_translations == {("fra", q["captions"]["fra"]): f"english of {q['captions']['fra']}"
+                                       for q in QUERIES}
+    vectors = bank.lookup(["english of un chien"], ["eng"])  # embedded: the bank knows it
+    assert np.allclose(vectors.numpy()[0], HashBackend().embed(["english of un chien"])[0], atol=1e-6)
+    monkeypatch.setattr(real_heads, "installed_translator", lambda cache: None)
+    data = make_data(n_libraries=1)
+    fake_text_space("e5-small", data, tmp_path / "b")
+    assert data.query_translations == {}

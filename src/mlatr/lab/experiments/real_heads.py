@@ -30,6 +30,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from importlib import resources
 from pathlib import Path
 
 import numpy as np
@@ -51,9 +52,10 @@ from mlatr.lab.augmented_views import AugmentedView, augmented_views
 from mlatr.lab.experiments.head_options import TEXT_ENCODERS, HeadOption
 from mlatr.models.dual_encoder import DualEncoder
 from mlatr.models.registry import build_audio_encoder, build_text_encoder
+from mlatr.search.query_translation import installed_translator
 from mlatr.training.head_training import TextBank, caption_rows
 
-QUERIES_PATH = Path(__file__).resolve().parent.parent / "data" / "queries_multilingual.json"
+QUERIES_PATH = Path(str(resources.files("mlatr.data").joinpath("queries_multilingual.json")))
 
 #: What a library's metadata can be in the text-search evaluation: its file names as the folder importer
 #: reads them, or names that say nothing (a recorder's or a ripper's numbering).
@@ -181,9 +183,15 @@ class RealSounds:
 
 def text_space(name: str, data: RealSounds, cache_dir: str | Path, **options) -> tuple[torch.nn.Module, TextBank]:
     """The frozen text encoder ``name`` and the features of every text of ``data`` (cached on disk);
-    ``options`` go to the encoder's factory."""
+    ``options`` go to the encoder's factory. The hand-written queries' English translations are made first where
+    Apertium has the pair (:meth:`RealSounds.translate_queries`, cached in ``cache_dir``), as a search translates
+    them, so the bank embeds them and kept fold embeddings carry them (``mlatr experiment calibrate
+    --translated-queries`` reads them)."""
     if name not in TEXT_ENCODERS:
         raise MlatrError(f"text encoder {name!r} is not a frozen multilingual encoder ({', '.join(TEXT_ENCODERS)})")
+    translator = installed_translator(Path(cache_dir) / "query-translations.jsonl")
+    if translator is not None and not data.query_translations:
+        data.translate_queries(translator)
     opts = {"cache_path": str(Path(cache_dir) / f"{name}.npz"), **options}
     if name == "use-multilingual":
         opts["allow_unsupported_languages"] = True  # Catalan: embedded as is (USE has no Catalan), marked in reports
