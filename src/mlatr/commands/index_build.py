@@ -106,7 +106,7 @@ def add_arguments(parser):
                              "--batch-size windows at a time (default: the checkpoint's data.eval_max_seconds)")
     parser.add_argument("--segment-seconds", type=positive_float, default=None, metavar="SECONDS",
                         help="length of the segments of a long clip (default: the model's window, at most "
-                             "10 s; never longer than --window-seconds)")
+                             "5 s; never longer than --window-seconds)")
     parser.add_argument("--segment-hop", type=positive_float, default=None, metavar="SECONDS",
                         help="a segment starts every this many seconds (default: half the segment length)")
     parser.add_argument("--segments-above", type=positive_float, default=None, metavar="SECONDS",

@@ -37,8 +37,8 @@ from mlatr.search.hybrid import RowParts
 
 #: Segment length and hop (seconds) when a build does not say (``mlatr index build --segment-seconds``,
 #: ``--segment-hop``); docs/sound-libraries.md has the ranks, times and costs of these and shorter ones.
-SEGMENT_SECONDS = 10.0
-SEGMENT_HOP = 5.0
+SEGMENT_SECONDS = 5.0
+SEGMENT_HOP = 2.5
 
 
 @dataclass(frozen=True)
