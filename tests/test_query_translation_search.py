@@ -274,6 +274,11 @@ def test_the_server_reads_the_translation_and_says_it(english_index, monkeypatch
                                                            for e in r["evidence"])
         bad = request(base + "/search?" + urllib.parse.urlencode({**q, "translate": "yes"}))
         assert bad.status == 422 and "translate" in bad.json()["error"]
+        health = request(base + "/health").json()  # the fake has fra and spa -> eng; English is the captions'
+        offered = {lang["code"] for lang in health["languages"]}
+        assert health["caption_language"] == "eng"
+        assert health["translates"] == [c for c in [lang["code"] for lang in health["languages"]]
+                                        if c in {"fra", "spa"}] and "fra" in offered
 
 
 def test_an_index_keeps_its_queries_translations_on_disk(english_index, monkeypatch, tmp_path):
@@ -324,3 +329,47 @@ def test_real_apertium_translates_a_spanish_query_that_then_finds_the_clip():
     hits = ranker.rank(q, "un perro ladrando", "spa", 5, translation=QueryTranslation(english, "eng", t_vec))
     assert hits[0].row == 7
     assert any(e.source == "keyword" and e.translation and "dog" in e.terms for e in hits[0].evidence)
+
+
+def test_the_page_says_a_query_was_read_through_its_translation(english_index, monkeypatch, tmp_path):
+    """In the real browser: the language note says which languages are translated (so the picked language does
+    change the results), a French query shows its translation above the results and the evidence it matched
+    says "by the translation"."""
+    pytest.importorskip("fastapi")
+    pytest.importorskip("selenium")
+    from browsertools import CHROMEDRIVER, CHROMIUM, MISSING, start_chromium
+    from mlatr.serve.app import create_app
+    from mlatr.serve.live_index import LiveIndex
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+    from selenium.webdriver.support.ui import Select, WebDriverWait
+    from servetools import running_server
+
+    if not (CHROMIUM and CHROMEDRIVER):
+        pytest.skip(MISSING)
+    monkeypatch.setattr("mlatr.search.index.installed_translator", fake_installed)
+    live = LiveIndex(english_index)
+    live.reload()
+    driver = start_chromium(tmp_path / "profile")
+    try:
+        with running_server(create_app(live)) as base:
+            driver.get(base + "/")
+            WebDriverWait(driver, 30).until(lambda d: d.find_element(By.TAG_NAME, "body").get_attribute("data-ready")
+                                            == "1")
+            note = driver.find_element(By.ID, "lang-note").text
+            assert "French" in note and "translation" in note and "does change the results" in note
+            Select(driver.find_element(By.ID, "lang")).select_by_value("fra")
+            box = driver.find_element(By.ID, "q")
+            box.send_keys("un son aigu simple", Keys.ENTER)
+            WebDriverWait(driver, 30).until(lambda d: d.find_elements(By.CSS_SELECTOR, "#results .result"))
+            assert driver.find_element(By.ID, "translated-query").text == \
+                "Also read as its translation: “a single high tone”"
+            chips = [c.text for c in driver.find_elements(By.CSS_SELECTOR, "#results .chip")]
+            assert any("by the translation" in c for c in chips), chips
+            Select(driver.find_element(By.ID, "lang")).select_by_value("eng")
+            box.clear()
+            box.send_keys("a single high tone", Keys.ENTER)
+            WebDriverWait(driver, 30).until(lambda d: not d.find_elements(By.ID, "translated-query"))
+            assert not any("by the translation" in c.text for c in driver.find_elements(By.CSS_SELECTOR, ".chip"))
+    finally:
+        driver.quit()

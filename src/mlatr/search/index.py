@@ -483,6 +483,18 @@ class Index:
                 out[i] = text
         return out
 
+    def translates(self, languages: Sequence[str]) -> list[str]:
+        """Those of ``languages`` whose queries :meth:`translate_queries` reads through a translation here (the pair
+        installed into :meth:`caption_language`, live captions, a model that embeds that language)."""
+        target = self.caption_language()
+        asked = [lang for lang in languages if lang != target]
+        if not asked or not self.has_live_captions():
+            return []
+        translator = self.translator()
+        if translator is None or not self._embeds(target):
+            return []
+        return [lang for lang in asked if translator.available(lang, target)]
+
     def _embeds(self, lang: str) -> bool:
         """Whether the index's model can embed a query in ``lang`` (an index of vectors alone, whose model cannot
         be loaded, ranks the queries it is given as vectors untranslated)."""

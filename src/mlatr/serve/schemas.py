@@ -109,6 +109,9 @@ class Health(BaseModel):
     captions: int
     text_encoder: str | None
     languages: list[Language]
+    #: the query languages read through an offline translation into ``caption_language`` (Apertium's pairs)
+    translates: list[str] = []
+    caption_language: str | None = None
     language_required: bool
     max_k: int
     max_query_chars: int

@@ -26,10 +26,12 @@ def add_status_routes(app: FastAPI, live: LiveIndex, limits: Limits, worker: int
         snap = live.current()
         index = snap.index
         text_cfg = (index.meta.get("model_config") or {}).get("text_encoder") or {}
+        choices = snap.languages.choices()
         return {"status": "ok", "index": live.path.name, "clips": len(index), "captions": len(index.caption_text),
                 "text_encoder": text_cfg.get("name"),
                 "languages": [{"code": c, "name": LANGUAGE_NAMES[c], "alias": ISO_639_1.get(c)}
-                              for c in snap.languages.choices()],
+                              for c in choices],
+                "translates": index.translates(choices), "caption_language": index.caption_language(),
                 "language_required": snap.languages.required, "max_k": limits.max_k,
                 "max_query_chars": limits.max_query_chars, "max_upload_bytes": limits.max_upload_bytes,
                 "loaded_at": snap.loaded_at, "reloads": live.reloads,

@@ -67,7 +67,7 @@ function evidenceChips(r) {
   (r.evidence || []).forEach((e) => {
     const chip = document.createElement("span");
     chip.className = "chip " + e.source;
-    const from = e.origin ? `, ${ORIGINS[e.origin] || e.origin}` : "";
+    const from = (e.origin ? `, ${ORIGINS[e.origin] || e.origin}` : "") + (e.translation ? ", by the translation" : "");
     if (e.source === "caption") chip.textContent = `caption “${e.text}” (${e.lang}${from})`;
     else if (e.source === "keyword") chip.textContent = `keywords: ${e.terms.join(", ")}${from ? ` (${from.slice(2)})` : ""}`;
     else chip.textContent = `sound #${e.rank}`;
@@ -358,6 +358,13 @@ function show(data, what) {
       "without a probability.";
     results.append(li);
   }
+  if (data.translated_query) {
+    const li = document.createElement("li");
+    li.className = "translated";
+    li.id = "translated-query";
+    li.textContent = `Also read as its translation: “${data.translated_query}”`;
+    results.append(li);
+  }
   if (data.nothing_relevant && data.results.length) {
     const li = document.createElement("li");
     li.className = "nothing-relevant";
@@ -530,10 +537,18 @@ function clearError() {
 function fillLanguages(h) {
   lang.replaceChildren();
   const note = $("lang-note");
+  const names = (codes) => codes.map((c) => (h.languages.find((l) => l.code === c) || { name: c }).name).join(", ");
+  const translated = (h.translates || []).length ? ` A query in ${names(h.translates)} is also read through its ` +
+    `offline translation into the captions' language (${names([h.caption_language])}), so for ${h.translates.length > 1 ?
+      "those languages" : "that language"} the language you pick does change the results.` : "";
   if (!h.language_required) {
     lang.append(new Option("Any language (not needed)", ""));
     note.textContent = `This library's text encoder${h.text_encoder ? ` (${h.text_encoder})` : ""} reads every ` +
-      "language alike: the language you pick does not change the results; it only chooses which captions are shown.";
+      "language alike: the language you pick does not change the results; it only chooses which captions are shown." +
+      translated;
+    note.hidden = false;
+  } else if (translated) {
+    note.textContent = translated.trim();
     note.hidden = false;
   } else {
     note.hidden = true;
