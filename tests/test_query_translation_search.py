@@ -337,12 +337,13 @@ def test_the_page_says_a_query_was_read_through_its_translation(english_index, m
     says "by the translation"."""
     pytest.importorskip("fastapi")
     pytest.importorskip("selenium")
-    from browsertools import CHROMEDRIVER, CHROMIUM, MISSING, start_chromium
-    from mlatr.serve.app import create_app
-    from mlatr.serve.live_index import LiveIndex
     from selenium.webdriver.common.by import By
     from selenium.webdriver.common.keys import Keys
     from selenium.webdriver.support.ui import Select, WebDriverWait
+
+    from browsertools import CHROMEDRIVER, CHROMIUM, MISSING, start_chromium
+    from mlatr.serve.app import create_app
+    from mlatr.serve.live_index import LiveIndex
     from servetools import running_server
 
     if not (CHROMIUM and CHROMEDRIVER):
