@@ -538,17 +538,16 @@ function fillLanguages(h) {
   lang.replaceChildren();
   const note = $("lang-note");
   const names = (codes) => codes.map((c) => (h.languages.find((l) => l.code === c) || { name: c }).name).join(", ");
-  const translated = (h.translates || []).length ? ` A query in ${names(h.translates)} is also read through its ` +
-    `offline translation into the captions' language (${names([h.caption_language])}), so for ${h.translates.length > 1 ?
-      "those languages" : "that language"} the language you pick does change the results.` : "";
+  const translated = (h.translates || []).length ? `but for ${names(h.translates)}, read also through a ` +
+    `translation into ${names([h.caption_language])}.` : "";
   if (!h.language_required) {
     lang.append(new Option("Any language (not needed)", ""));
     note.textContent = `This library's text encoder${h.text_encoder ? ` (${h.text_encoder})` : ""} reads every ` +
-      "language alike: the language you pick does not change the results; it only chooses which captions are shown." +
-      translated;
+      "language alike: the language you pick does not change the results" +
+      (translated ? ` ${translated}` : "; it only chooses which captions are shown.");
     note.hidden = false;
   } else if (translated) {
-    note.textContent = translated.trim();
+    note.textContent = `Queries are read in the language you pick, ${translated}`;
     note.hidden = false;
   } else {
     note.hidden = true;
