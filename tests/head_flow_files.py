@@ -21,18 +21,17 @@ from pathlib import Path
 import pytest
 import torch
 
-from head_paths_record import fake_text_space, make_data
+from head_paths_record import demo_corpus
 
 #: Functions whose calls (and everything under them) are not the head-training flow.
 LEFT_OUT = {"evaluate_clips"}
 
 
 def flow_files() -> list[str]:
+    import mlatr
     from mlatr.cli import main
-    from mlatr.lab.experiments import real_sounds
-    from mlatr.lab.experiments.real_heads import RealSounds
 
-    src = os.path.dirname(os.path.dirname(real_sounds.__file__))
+    src = os.path.dirname(mlatr.__file__)
     files: set[str] = set()
     state = {"left_out": 0, "on": True}
 
@@ -62,12 +61,7 @@ def flow_files() -> list[str]:
     torch.set_default_dtype(torch.float64)  # the toy corpus's features and text vectors are float64
     with tempfile.TemporaryDirectory() as tmp, pytest.MonkeyPatch.context() as mp:
         root = Path(tmp)
-        data = make_data()
-        mp.setattr(RealSounds, "load", classmethod(lambda cls, *a, **k: data))
-        mp.setattr(real_sounds, "text_space", fake_text_space)
-        for clip in data.manifest.clips:
-            (root / clip.audio).parent.mkdir(parents=True, exist_ok=True)
-        data.manifest.root = root
+        demo_corpus(root, mp)
         (root / "manifest.jsonl").write_text("")  # exists; RealSounds.load gives the corpus
         sys.setprofile(hook)
         try:

@@ -99,6 +99,21 @@ def make_data(n_libraries: int = 3, spanish: bool = False):
     return RealSounds(Manifest(clips=clips), np.asarray(feats, np.float64), QUERIES, LANGS, translations, StubAudio())
 
 
+def demo_corpus(root: Path, monkeypatch):
+    """The tiny corpus as ``mlatr demo-real`` reads it under ``root``: ``RealSounds.load`` gives it (its cached
+    features), the text space hashes, the clips' folders exist."""
+    from mlatr.lab.experiments import real_sounds
+    from mlatr.lab.experiments.real_heads import RealSounds
+
+    data = make_data()
+    monkeypatch.setattr(RealSounds, "load", classmethod(lambda cls, *a, **k: data))
+    monkeypatch.setattr(real_sounds, "text_space", fake_text_space)
+    for clip in data.manifest.clips:
+        (root / clip.audio).parent.mkdir(parents=True, exist_ok=True)
+    data.manifest.root = root
+    return data
+
+
 def fake_text_space(name, data, cache_dir):
     """The real text space with hashed vectors, widened to float64 (the bank's, and what the encoder gives the
     index's queries)."""
@@ -139,14 +154,8 @@ def _folder_digest(folder: Path) -> dict:
 
 def record_demo_real(root: Path, monkeypatch) -> dict:
     from mlatr.lab.experiments import real_sounds
-    from mlatr.lab.experiments.real_heads import RealSounds
 
-    data = make_data()
-    monkeypatch.setattr(RealSounds, "load", classmethod(lambda cls, *a, **k: data))
-    monkeypatch.setattr(real_sounds, "text_space", fake_text_space)
-    for clip in data.manifest.clips:
-        (root / clip.audio).parent.mkdir(parents=True, exist_ok=True)
-    data.manifest.root = root
+    demo_corpus(root, monkeypatch)
     res = real_sounds.run_real_demo(root / "m.jsonl", root / "demo", ["e5-small"], heads="near-identity",
                                     embed_dim=8, epochs=2, batch_size=4, lr=5e-3, seed=3, progress=False,
                                     unseen_epochs=2, added_groups=2, ensemble=2, workers=1)
