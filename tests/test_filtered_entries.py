@@ -107,6 +107,13 @@ def test_cli_python_and_http_give_the_same_filtered_numbers(library_with_model, 
     stored = np.asarray(index.embeddings)
     near = sorted(sound_allowed - {seed}, key=lambda c: -float(stored[int(c[1:])] @ stored[seed_row]))[:4]
     assert [h.id for h in like] == near and {c.id for c in like.caption_hits} <= sound_allowed
+    r = run_cli(capsys, "search", path, "--like", seed, "-k", "4", "--where", "format in (wav, flac)", "--json")
+    assert r.code == 0, r.err
+    cli = json.loads(r.out)
+    assert cli["like"] == seed and same(_rows(cli["results"]), _python(like))
+    assert [c["id"] for c in cli["captions"]] == [c.id for c in like.caption_hits]
+    assert_user_error(run_cli(capsys, "search", path, "--like", "no-such-clip"), "no clip 'no-such-clip'")
+    assert_user_error(run_cli(capsys, "search", path, "dog", "--like", seed), "one of a text QUERY")
     live = LiveIndex(path)
     live.reload()
     with running_server(create_app(live)) as base:

@@ -12,7 +12,8 @@ from mlatr.search.query_translation import TRANSLATE
 from mlatr.search.results import below_words
 from mlatr.terminal_text import shown
 
-HELP = """Search an index: clips for a text query in any language, or for a sound (--audio).
+HELP = """Search an index: clips for a text query in any language, for a sound (--audio), or like one of its clips
+(--like ID).
 
 Text queries are encoded by the index's model with the language --lang (ISO 639-3 or 639-1) and
 ranked by --rank: hybrid (default: the clips' sound, their captions' meaning in every language the index
@@ -30,7 +31,8 @@ every language); a text encoder that reads the language (SONAR, a small one trai
 embedding) refuses a query without --lang rather than guess it. The same holds for the Python API (lang=None)
 and the server (no ?lang=): one default everywhere.
 --audio FILE ranks the indexed clips by similarity to FILE and also the indexed captions
-(sound-to-caption). --json prints one JSON object instead of a table. --csv FILE also writes the results
+(sound-to-caption). --like ID ("more like this") ranks them by similarity to the indexed clip ID's stored
+sound (no file read, no model run), the clip itself left out; a copy of its sound says so. --json prints one JSON object instead of a table. --csv FILE also writes the results
 for a spreadsheet, a sampler or a DAW's import: query, rank, id, path, score, relevance, duration, start, end
 (where a long recording matched), caption (FILE -: to stdout, instead of the table).
 A long recording indexed as segments (index build) is ranked by its best segment where that beats the whole
@@ -56,16 +58,20 @@ Examples:
   mlatr search sounds.idx "bird -rooster"
   mlatr search sounds.idx '"door slam" -metal' --where "duration<2s and format in (wav, flac)"
   mlatr search sounds.idx --audio query.wav --where "channels=mono and library=foley"
+  mlatr search sounds.idx --like DOORWood_Creak_01.wav -k 20 --where "duration<3s"
 """
 
 
 def add_arguments(parser):
     parser.add_argument("index", metavar="INDEX", help="index written by mlatr index build")
-    parser.add_argument("query", nargs="?", default=None, help="text query (omit with --audio)")
+    parser.add_argument("query", nargs="?", default=None, help="text query (omit with --audio or --like)")
     parser.add_argument("-k", type=positive_int, default=10, help="number of results (default 10)")
     parser.add_argument("--lang", default=None, help="language of the text query, ISO 639-3 or 639-1 (default: none "
                         "given, which a model whose text encoder reads the language refuses)")
     parser.add_argument("--audio", metavar="FILE", help="sound file to search with (sound-to-sound/caption)")
+    parser.add_argument("--like", metavar="ID", default=None,
+                        help="more like this: the clips whose sound is nearest to the indexed clip ID's (the id a "
+                             "result shows)")
     parser.add_argument("--rank", choices=RANKS, default="hybrid",
                         help="text ranking: hybrid (sound + captions + keywords, default), audio or captions")
     parser.add_argument("--backend", choices=BACKENDS, default="auto",
@@ -97,10 +103,11 @@ def run(args) -> int:
     from mlatr.search.index import Index
     from mlatr.search.query import text_query
 
-    if (args.query is None) == (args.audio is None):
-        raise MlatrError("give either a text QUERY or --audio FILE (not both)")
-    if args.audio is not None and args.include_silent:
-        raise MlatrError("--include-silent is for a text query: a sound query (--audio) keeps silent clips already")
+    if sum(x is not None for x in (args.query, args.audio, args.like)) != 1:
+        raise MlatrError("give one of a text QUERY, --audio FILE or --like ID")
+    if args.query is None and args.include_silent:
+        raise MlatrError("--include-silent is for a text query: a sound query (--audio, --like) keeps silent clips "
+                         "already")
     if args.csv == "-" and args.json:
         raise MlatrError("--csv - and --json both print to stdout: give --csv a file")
     if args.csv not in (None, "-"):  # never over the index or the sound searched with
@@ -110,6 +117,9 @@ def run(args) -> int:
     if args.audio is not None:
         clips = index.search_audio(args.audio, args.k, args.min_relevance, where=args.where)
         out = {"audio": args.audio, "k": args.k, **({"where": args.where} if args.where else {}), **clips.to_dict()}
+    elif args.like is not None:
+        clips = index.search_similar(clip_row(index, args.like), args.k, where=args.where)
+        out = {"like": args.like, "k": args.k, **({"where": args.where} if args.where else {}), **clips.to_dict()}
     else:
         query = text_query(args.query, args.lang, args.k, args.rank,  # the one check of the query
                            query_languages(index.model().model.text_encoder), "--lang", args.min_relevance,
@@ -118,7 +128,7 @@ def run(args) -> int:
         out = {"query": args.query, "lang": query.lang, "k": args.k, "rank": args.rank,
                **({"where": args.where} if args.where else {}), **clips.to_dict()}
     if args.csv is not None:
-        write_csv(args.csv, args.audio if args.query is None else args.query, clips,
+        write_csv(args.csv, args.query or args.audio or f"like {args.like}", clips,
                   [audio_duration(h.path) for h in clips])
         if args.csv == "-":
             return 0
@@ -133,6 +143,8 @@ def run(args) -> int:
         level = ("" if clips.relevance is None or clips.min_relevance is None
                  else f" ({below_words(clips.relevance, clips.min_relevance)})")
         print(f"nothing relevant: nothing in this library seems to match{level}; the closest ones:")
+    same_words = (f"the same audio as {shown(args.like)}: a copy" if args.like is not None
+                  else "the same audio as the query: your sound is in this library")
     print(f"{'rank':>4}  {'relev.':>6}  {'score':>6}  id / caption / path")
     for h in clips:
         cap = shown("; ".join(h.captions))
@@ -142,7 +154,7 @@ def run(args) -> int:
               + f"\n{'':22}{shown(h.path)}"
               + (f"\n{'':22}(its audio was {h.stale} since it was indexed: mlatr index build --add updates the index)"
                  if h.stale else "")
-              + (f"\n{'':22}(the same audio as the query: your sound is in this library)" if h.same_audio else ""))
+              + (f"\n{'':22}({same_words})" if h.same_audio else ""))
         if h.evidence:
             print(f"{'':22}why: {shown(describe_evidence(h.evidence))}")
     if clips.caption_hits:
@@ -150,3 +162,12 @@ def run(args) -> int:
         for c in clips.caption_hits:
             print(f"{c.rank:>4}  {c.score:6.3f}  [{shown(c.lang)}] {shown(c.text)}  ({shown(c.id)})")
     return 0
+
+
+def clip_row(index, clip_id: str) -> int:
+    """The row of the live clip ``clip_id`` in ``index``, or an error naming it (and the index's size)."""
+    row = index.tables.live_rows().get(clip_id)
+    if row is None:
+        raise MlatrError(f"--like: no clip {shown(clip_id)!r} in the index ({len(index):,} clips; an id is "
+                         "what a search shows before a clip's caption)")
+    return row
