@@ -19,7 +19,8 @@ import soundfile as sf
 from clitools import assert_user_error, manifest_lines, run_cli, truncate_wav, write_tone
 from mlatr.audio.bounded import load_query_audio
 from mlatr.audio.integrity import MPEG_SLACK_FRAMES, declared_frames, duration_problem, probe_audio
-from mlatr.audio.io import load_audio
+from mlatr.audio.io import load_audio, stream_audio
+from mlatr.data.dedup import SAME_RATE, audio_print
 from mlatr.data.manifest import Manifest
 from mlatr.errors import InputError, MlatrError
 
@@ -59,7 +60,10 @@ def test_truncated_files_are_refused_naming_the_file(sounds):
         assert str(sounds[name]) in str(err.value)
         with pytest.raises(MlatrError, match="truncated audio"):
             probe_audio(sounds[name])
+        with pytest.raises(MlatrError, match="truncated audio"):  # the print data dedup / index duplicates compare
+            audio_print(sounds[name])
     assert load_audio(sounds["whole"]).shape == (FRAMES,)
+    assert audio_print(sounds["whole"]).frames == sum(len(b) for b in stream_audio(sounds["whole"], SAME_RATE))
 
 
 def test_mp3_within_its_encoder_padding_is_whole_and_one_cut_in_half_is_not(tmp_path):

@@ -196,13 +196,18 @@ def _blocks(snd: sf.SoundFile, path: str):
 
 def mono_blocks(path: str | os.PathLike):
     """Yield ``(sample rate, block [n] float32)``: the file decoded block by block and mixed to mono as it is
-    read, nothing kept (a long recording's segments, :mod:`mlatr.search.segments`); a decoding error, NaN or
-    infinite samples raise :class:`MlatrError` naming the file. Wholeness is not checked (see :func:`probe_audio`)."""
+    read, nothing kept (a long recording's segments, :mod:`mlatr.search.segments`; the prints that tell copies
+    apart, :mod:`mlatr.data.dedup`); a decoding error, NaN or infinite samples raise :class:`MlatrError` naming the
+    file, and so does, once the last block is read, a file shorter than its header declares (as :func:`probe_audio`:
+    every reader calls a truncated file the same)."""
     path = os.fspath(path)
     with open_audio(path) as snd:
-        rate = int(snd.samplerate)
+        declared = declared_frames(path, snd)
+        rate, read = int(snd.samplerate), 0
         for block in _blocks(snd, path):
+            read += block.shape[0]
             yield rate, (block[:, 0].copy() if block.shape[1] == 1 else block.mean(axis=1, dtype=np.float32))
+        _check_whole(path, declared, read, rate, snd.format)
 
 
 def probe_audio(path: str | os.PathLike, on_block: Callable[[np.ndarray, int], None] | None = None) -> AudioProbe:
