@@ -2,7 +2,8 @@
 each candidate's caption-side features are the better of the query's and the translation's, as the experiment's
 ``with_translation`` reads them, on every ranking path (exact, windowed, Milvus); the translation's caption and
 keyword windows join the candidates; ``translate`` auto / off in Python, CLI and HTTP; the answer says which
-translation it read; excluded words stay as typed. A fake translation backend stands in for Apertium (CI has
+translation it read; excluded words and required phrases are
+read as typed and through their own translation. A fake translation backend stands in for Apertium (CI has
 none); one test runs the real Apertium pair where it is installed."""
 
 import json
@@ -236,21 +237,32 @@ def test_a_french_query_is_read_through_its_translation_auto_and_off(english_ind
     assert out["translated_query"] is None and [r["id"] for r in out["results"]] == [h.id for h in off[:3]]
 
 
-def test_not_terms_stay_as_typed_only_the_positive_part_is_translated(english_index):
-    backend = FakeBackend(TABLE)
+def test_excluded_words_and_required_phrases_are_read_through_their_translation_too(english_index):
+    backend = FakeBackend({**TABLE, "simple": "single", "aigu": "high"})
     index = Index.load(english_index)
     index.use_translator(QueryTranslator(backend))
     n = len(index)
+    every = index.search_text("un son aigu", "fra", n)
+    single = {h.id for h in every if "single" in " ".join(h.captions)}
+    assert len(every) == n and 0 < len(single) < n
+    backend.asked.clear()
     found = index.search_text("un son aigu -simple", "fra", n)
-    assert backend.asked == ["un son aigu"]  # the excluded word is not sent to the translator
+    assert backend.asked == ["simple"]  # the positive part was cached; the excluded word asked in the same call
     assert found.translated_query == "a high tone"
-    # "simple" (French) is matched as typed, in French: no English caption holds it, so nothing is left out,
-    # the "single" clips included (the translation of an excluded word is not excluded)
-    assert len(found) == n and any("single" in h.captions[0] for h in found)
-    # an excluded word that the English captions do hold as typed removes their clips
-    gone = index.search_text("un son aigu -single", "fra", n)
-    assert gone and all("single" not in " ".join(h.captions) for h in gone)
-    assert gone.translated_query == "a high tone"
+    # "simple" is held by no English caption as typed; its translation "single" is: those clips are left out
+    assert {h.id for h in found} == {h.id for h in every} - single
+    # a word typed in the captions' language is left out as before; translate off reads the word as typed only
+    assert {h.id for h in index.search_text("un son aigu -single", "fra", n)} == {h.id for h in every} - single
+    assert len(index.search_text("un son aigu -simple", "fra", n, translate="off")) == n
+    # a required phrase is held as typed or through its translation ("aigu" -> "high")
+    high = {h.id for h in every if "high" in " ".join(h.captions).split()}
+    assert 0 < len(high) < n
+    assert {h.id for h in index.search_text('un son "aigu"', "fra", n)} == high
+    assert not index.search_text('un son "aigu"', "fra", n, translate="off")  # no English caption holds "aigu"
+    # the syntax's words are translated where the query is, never where it is not (its own language)
+    backend.asked.clear()
+    index.search_text("a high tone -simple", "eng", 3)
+    assert backend.asked == []
 
 
 def test_the_server_reads_the_translation_and_says_it(english_index, monkeypatch):

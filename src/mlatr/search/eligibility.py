@@ -12,7 +12,8 @@ the answer's relevance ("nothing relevant") is read from the allowed candidates.
 
 - the filter (:mod:`mlatr.search.filters`), and for a text query ``not silent`` unless silence is asked for
   (``include_silent``, or a filter that tests ``silent`` itself: :func:`~mlatr.search.filters.without_silence`);
-- the query's excluded words and phrases, and its required phrases (:mod:`mlatr.search.query_syntax`), looked
+- the query's excluded words and phrases, and its required phrases (:mod:`mlatr.search.query_syntax`), and, for a
+  query read through a translation (:mod:`mlatr.search.query_translation`), each one's own translation, looked
   for in the captions (the text ranker's :class:`~mlatr.search.query_syntax.Documents`) and in the keywords facet
   (:meth:`keyword_documents`).
 
@@ -21,7 +22,7 @@ None where every clip is allowed: the search is then the one without a filter, n
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
@@ -60,18 +61,28 @@ class Allowed:
 
 def allowed_clips(n: int, facets: FacetTable, where: Filter | None, parsed: ParsedQuery | None = None,
                   lang: str | None = None, documents: Sequence[Documents] = (),
-                  live: np.ndarray | None = None) -> Allowed | None:
+                  live: np.ndarray | None = None, translated: Mapping[str, str] | None = None,
+                  translated_lang: str | None = None) -> Allowed | None:
     """What a query may return among ``n`` clip rows (module docstring): ``where`` over ``facets`` (already with
     ``not silent`` where a text query needs it), and ``parsed``'s excluded and required words and phrases in
-    ``lang``, held by a clip when one of its ``documents`` holds them. None where every ``live`` row (default:
-    every row) is allowed."""
+    ``lang``, held by a clip when one of its ``documents`` holds them, or holds the word's translation
+    (``translated``: word or phrase -> its translation in ``translated_lang``): an excluded word leaves out the
+    clips holding it or its translation, a required phrase keeps those holding either. None where every ``live``
+    row (default: every row) is allowed."""
     facet_mask = filter_mask(where, facets) if where is not None else np.ones(n, bool)
     mask = facet_mask.copy()
+    translated = translated or {}
+
+    def readings(text: str) -> list[tuple[str, str | None]]:
+        return [(text, lang)] + ([(translated[text], translated_lang)] if text in translated else [])
+
     for text in (parsed.excluded if parsed is not None else ()):
-        for held in _held(documents, text, lang):
-            mask[held] = False
+        for said, said_lang in readings(text):
+            for held in _held(documents, said, said_lang):
+                mask[held] = False
     for either in (parsed.required if parsed is not None else ()):
-        found = [h for text in either for h in _held(documents, text, lang, none_for_all=True)]
+        found = [h for text in either for said, said_lang in readings(text)
+                 for h in _held(documents, said, said_lang, none_for_all=True)]
         if any(h is None for h in found):
             continue  # a phrase of grammar words only: every clip holds it
         keep = np.zeros(n, bool)

@@ -24,7 +24,7 @@ Writing one: :mod:`mlatr.search.build` (``build_index``, ``write_rows``, ``delet
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
@@ -55,7 +55,7 @@ from mlatr.search.filters import FacetTable, Filter, parse_filter, without_silen
 from mlatr.search.hybrid import Ranked, Ranking
 from mlatr.search.library_encoding import EncodeSettings, build_settings, encode_clips, index_meta
 from mlatr.search.query import TextQuery, check_k, check_min_relevance, text_query
-from mlatr.search.query_syntax import ParsedQuery, parse_query
+from mlatr.search.query_syntax import ParsedQuery, parse_query, syntax_terms
 from mlatr.search.query_translation import (
     QueryTranslation,
     QueryTranslator,
@@ -344,11 +344,13 @@ class Index:
             self._parts["facets"] = FacetTable(self.clip_columns["facets"])
         return self._parts["facets"]
 
-    def allowed(self, where: Filter | None, parsed: ParsedQuery | None = None, lang: str | None = None
-                ) -> Allowed | None:
+    def allowed(self, where: Filter | None, parsed: ParsedQuery | None = None, lang: str | None = None,
+                translated: Mapping[str, str] | None = None) -> Allowed | None:
         """The clips a query may return (:func:`~mlatr.search.eligibility.allowed_clips`): the checked filter
         ``where`` (a text query's already with ``not silent``: :func:`~mlatr.search.filters.without_silence`) and
-        ``parsed``'s excluded and required words and phrases in ``lang``; None: every live clip."""
+        ``parsed``'s excluded and required words and phrases in ``lang``, each also read through its translation
+        into :meth:`caption_language` where ``translated`` has one (:meth:`term_translations`); None: every live
+        clip."""
         documents = []
         if parsed is not None and (parsed.excluded or parsed.required):
             if "keyword_documents" not in self._parts:
@@ -358,11 +360,14 @@ class Index:
         if len(self.deleted_rows):
             live = np.ones(len(self.ids), bool)
             live[self.deleted_rows] = False
-        return allowed_clips(len(self.ids), self.facets(), where, parsed, lang, documents, live)
+        return allowed_clips(len(self.ids), self.facets(), where, parsed, lang, documents, live,
+                             translated or {}, self.caption_language())
 
     def query_allowed(self, query: TextQuery) -> Allowed | None:
-        """:meth:`allowed` of a checked text query: its filter, silence unless asked for, its syntax."""
-        return self.allowed(without_silence(query.where, query.include_silent), parse_query(query.text), query.lang)
+        """:meth:`allowed` of a checked text query: its filter, silence unless asked for, its syntax (read through
+        its translation too where the query is: :meth:`term_translations`)."""
+        return self.allowed(without_silence(query.where, query.include_silent), parse_query(query.text), query.lang,
+                            self.term_translations(query))
 
     # ---- text queries --------------------------------------------------------------------------------
     def search_text(self, query: str, lang: str | None = None, k: int = 10, rank: str = "hybrid",
@@ -466,22 +471,44 @@ class Index:
         translation failed or changed nothing. No encoder call (a server translates outside its model lock); the
         translator caches them."""
         out: list[str | None] = [None] * len(queries)
-        target = self.caption_language()
-        asked = [i for i, q in enumerate(queries) if q.translate and q.lang is not None and q.lang != target]
-        if asked and not self.has_live_captions():  # nothing on the caption side for a translation to match
-            return out
-        translator = self.translator() if asked else None
-        asked = [i for i in asked if translator is not None and translator.available(queries[i].lang, target)]
-        if not asked or not self._embeds(target):
-            return out
+        target, translator, asked = self._read_translated(queries)
         by_lang: dict[str, list[int]] = {}
         for i in asked:
             by_lang.setdefault(queries[i].lang, []).append(i)
         for lang, rows in by_lang.items():
-            done = translator.translate([parse_query(queries[i].text).embedded for i in rows], lang, target)
-            for i, text in zip(rows, done, strict=True):
+            terms = [t for i in rows for t in syntax_terms(parse_query(queries[i].text))]
+            # the syntax's words in the same call: cached for term_translations (a server's model lock waits on none)
+            done = translator.translate([parse_query(queries[i].text).embedded for i in rows] + terms, lang, target)
+            for i, text in zip(rows, done[:len(rows)], strict=True):
                 out[i] = text
         return out
+
+    def term_translations(self, query: TextQuery) -> dict[str, str]:
+        """The translations into :meth:`caption_language` of a checked query's excluded words and required
+        phrases (:func:`~mlatr.search.query_syntax.syntax_terms`), each by itself, where the query is read through a
+        translation (:meth:`translate_queries`' conditions): ``perro -gallo`` leaves out the clips holding
+        ``rooster`` as well as ``gallo``; ``{}`` otherwise, and for a word the translator leaves as it is."""
+        terms = syntax_terms(parse_query(query.text))
+        if not terms:
+            return {}
+        target, translator, asked = self._read_translated([query])
+        if not asked:
+            return {}
+        done = translator.translate(terms, query.lang, target)
+        return {term: text for term, text in zip(terms, done, strict=True) if text is not None}
+
+    def _read_translated(self, queries: Sequence[TextQuery]) -> tuple[str, QueryTranslator | None, list[int]]:
+        """``(caption language, translator, rows)``: the checked ``queries`` read through a translation into the
+        captions' language here (:meth:`translate_queries`' docstring says when)."""
+        target = self.caption_language()
+        asked = [i for i, q in enumerate(queries) if q.translate and q.lang is not None and q.lang != target]
+        if asked and not self.has_live_captions():  # nothing on the caption side for a translation to match
+            return target, None, []
+        translator = self.translator() if asked else None
+        asked = [i for i in asked if translator is not None and translator.available(queries[i].lang, target)]
+        if not asked or not self._embeds(target):
+            return target, None, []
+        return target, translator, asked
 
     def translates(self, languages: Sequence[str]) -> list[str]:
         """Those of ``languages`` whose queries :meth:`translate_queries` reads through a translation here (the pair

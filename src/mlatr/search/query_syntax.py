@@ -84,6 +84,13 @@ class ParsedQuery:
         return self.embedded == self.text and not (self.groups or self.required or self.excluded)
 
 
+def syntax_terms(parsed: ParsedQuery) -> list[str]:
+    """The words and phrases a clip is tested for holding (excluded, then every required alternative), each once,
+    in order: what a translated query translates one by one (:meth:`Index.term_translations
+    <mlatr.search.index.Index.term_translations>`)."""
+    return list(dict.fromkeys([*parsed.excluded, *(text for either in parsed.required for text in either)]))
+
+
 @dataclass
 class _Item:
     text: str

@@ -20,10 +20,13 @@ a query whose language is given and differs from the captions' (:func:`caption_l
 language of file names, unless the index records captions in other languages only), with ``translate`` on
 (the default: whenever a pair is installed). Only the query's positive part is translated
 (:attr:`~mlatr.search.query_syntax.ParsedQuery.embedded`: its words and phrases without ``-word`` / ``NOT``,
-quote marks and ``OR``), and the translation is read as a plain query; the excluded words and required phrases
-stay as the user typed them, matched in the query's language (:mod:`mlatr.search.eligibility`): ``perro -gallo``
-ranks by ``perro`` and its translation ``dog`` and leaves out the clips whose captions hold ``gallo`` (not
-``rooster``). A translation reaches a ranking as a :class:`QueryTranslation` (its text and embedding), and each
+quote marks and ``OR``), and the translation is read as a plain query. The excluded words and required phrases
+are each translated by themselves too (:meth:`Index.term_translations
+<mlatr.search.index.Index.term_translations>`, in the same translator call as the query) and a clip is tested for
+holding either the word as typed (in the query's language) or its translation (in the captions'):
+``perro -gallo`` ranks by ``perro`` and its translation ``dog`` and leaves out the clips whose captions hold
+``gallo`` or ``rooster``; ``"puerta" ladra`` keeps the clips holding ``puerta`` or ``door``
+(:mod:`mlatr.search.eligibility`). A translation reaches a ranking as a :class:`QueryTranslation` (its text and embedding), and each
 candidate's caption-side features take the better of the query's and the translation's
 (:func:`mlatr.search.fusion.features`, :data:`~mlatr.search.fusion.TRANSLATED`).
 """
