@@ -26,8 +26,8 @@ are each translated by themselves too (:meth:`Index.term_translations
 holding either the word as typed (in the query's language) or its translation (in the captions'):
 ``perro -gallo`` ranks by ``perro`` and its translation ``dog`` and leaves out the clips whose captions hold
 ``gallo`` or ``rooster``; ``"puerta" ladra`` keeps the clips holding ``puerta`` or ``door``
-(:mod:`mlatr.search.eligibility`). A translation reaches a ranking as a :class:`QueryTranslation` (its text and embedding), and each
-candidate's caption-side features take the better of the query's and the translation's
+(:mod:`mlatr.search.eligibility`). A translation reaches a ranking as a :class:`QueryTranslation` (its text and
+embedding), and each candidate's caption-side features take the better of the query's and the translation's
 (:func:`mlatr.search.fusion.features`, :data:`~mlatr.search.fusion.TRANSLATED`).
 """
 
