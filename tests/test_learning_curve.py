@@ -18,9 +18,12 @@ import torch
 from mlatr.cli import main
 from mlatr.errors import MlatrError
 from mlatr.frozen_prefix import BlockFeatures
+from mlatr.inference.encoded_split import project
 from mlatr.lab.augmented_views import Augmentation, AugmentedView, joined_captions, partners
 from mlatr.lab.experiments import head_recipe, learning_curve
+from mlatr.lab.experiments.head_options import HEAD_OPTIONS
 from mlatr.lab.experiments.learning_curve import FrozenInputs, fraction_rows, run_learning_curve
+from mlatr.lab.experiments.text_search_eval import query_texts
 from mlatr.models.aisfx import AisfxEncoder
 from test_unseen_library import fake_text_space, make_data
 
@@ -158,6 +161,32 @@ def test_fold_records_hold_the_single_target_task_and_the_in_library_split_apart
     assert s["in_library"]["train_clips"] == sum(c.split == "train" for c in clips)
     assert s["train_clips"] == np.mean([r["train_clips"] for r in unseen])
     assert set(res["seconds"]["blocks0/fraction1/seed0"]) == set(point["folds"])
+
+
+def test_a_kept_folds_heads_rebuild_the_model_that_made_its_embeddings(inputs, tmp_path):
+    """``keep_embeddings``: each fold writes its held-out clips' and queries' embeddings and its heads (float16);
+    :func:`learning_curve.fold_model` over those heads embeds them again as the fold's model did (what the
+    calibration's scripts use to embed further texts with a fold's model)."""
+    run_learning_curve(inputs, tmp_path / "c", train_blocks=(0,), fractions=(1.0,), seeds=(0,), epochs=2,
+                       batch_size=4, progress=False, ensemble=2, heads="near-identity", keep_embeddings=True)
+    kept = np.load(tmp_path / "c" / "embeddings" / "lib1.npz")
+    model = learning_curve.fold_model(inputs, tmp_path / "c" / "embeddings" / "lib1.heads.pt",
+                                      HEAD_OPTIONS["near-identity"], 2)
+    q_text, q_lang, _ = query_texts(inputs.data)
+    audio, queries = project(model, inputs.data.features[kept["rows"].tolist()],
+                             inputs.bank.lookup(q_text, q_lang).numpy())
+    assert audio.shape == kept["audio"].shape and queries.shape == kept["queries"].shape
+    assert np.abs(audio - kept["audio"]).max() < 5e-3  # the heads stored in float16
+    assert np.abs(queries - kept["queries"]).max() < 5e-3
+    stored = torch.load(tmp_path / "c" / "embeddings" / "lib1.heads.pt", weights_only=True)
+    torch.save({k: -v if k.startswith("audio_projection.") else v for k, v in stored.items()}, tmp_path / "neg.pt")
+    negated = learning_curve.fold_model(inputs, tmp_path / "neg.pt", HEAD_OPTIONS["near-identity"], 2)
+    audio_neg, _ = project(negated, inputs.data.features[kept["rows"].tolist()], inputs.bank.lookup(
+        q_text, q_lang).numpy())
+    assert np.abs(audio_neg - audio).max() > 0.1  # the stored weights are what it reads (not its initialisation)
+    with pytest.raises(MlatrError, match="not the heads of 3 near-identity"):
+        learning_curve.fold_model(inputs, tmp_path / "c" / "embeddings" / "lib1.heads.pt",
+                                  HEAD_OPTIONS["near-identity"], 3)
 
 
 def test_library_batches_hold_one_library_each(inputs, tmp_path, monkeypatch):
