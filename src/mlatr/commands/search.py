@@ -32,7 +32,7 @@ embedding) refuses a query without --lang rather than guess it. The same holds f
 and the server (no ?lang=): one default everywhere.
 --audio FILE ranks the indexed clips by similarity to FILE and also the indexed captions
 (sound-to-caption). --like ID ("more like this") ranks them by similarity to the indexed clip ID's stored
-sound (no file read, no model run), the clip itself left out; a copy of its sound says so. --json prints one
+sound (no model run), the clip itself left out; a copy of its sound says so. --json prints one
 JSON object instead of a table. --csv FILE also writes the results
 for a spreadsheet, a sampler or a DAW's import: query, rank, id, path, score, relevance, duration, start, end
 (where a long recording matched), caption (FILE -: to stdout, instead of the table).
