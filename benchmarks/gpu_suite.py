@@ -217,6 +217,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--schemes", default=",".join(SCHEMES))
     parser.add_argument("--options", default=",".join(OPTIONS))
     parser.add_argument("--attentions", default=",".join(ATTENTIONS))
+    parser.add_argument("--datasets", default=",".join(DATASETS), help="the datasets whose lengths are measured")
     parser.add_argument("--budget-s", type=float, default=330.0, help="start no case after this many seconds")
     parser.add_argument("--workers", type=int, default=6, help="processes computing the predictions")
     parser.add_argument("--tiny", action="store_true", help="toy sizes (the CPU mechanics test)")
@@ -225,9 +226,9 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     device = torch.device(args.device)
     lengths = TINY_LENGTHS if args.tiny else json.loads(Path(args.lengths).read_text(encoding="utf-8"))["lengths"]
-    attentions = args.attentions.split(",")
+    attentions, datasets = args.attentions.split(","), args.datasets.split(",")
     cases = [c for c in all_cases(lengths, args.schemes.split(","), args.options.split(","))
-             if c.attention in attentions]
+             if c.attention in attentions and c.dataset in datasets]
     groups: dict[tuple, list[Case]] = {}
     for c in cases:
         groups.setdefault((c.scheme, c.attention, c.option == "checkpointing"), []).append(c)

@@ -21,6 +21,7 @@ def test_gpu_suite_runs_on_cpu_and_measures_beside_the_plan(tmp_path):
            "OMP_NUM_THREADS": "1"}
     proc = subprocess.run(["bash", str(ROOT / "benchmarks" / "gpu_suite.sh"), "--schemes", "kcl",
                            "--options", "plain,grad-cache-8,checkpointing", "--attentions", "sdpa,eager",
+                           "--datasets", "audiocaps",  # the other dataset's cases differ by their lengths only
                            "--workers", "2"],
                           env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-2000:]
@@ -29,6 +30,7 @@ def test_gpu_suite_runs_on_cpu_and_measures_beside_the_plan(tmp_path):
     assert {(c["attention"], c["batch"], c["precision"], c["option"]) for c in cases} >= {
         ("eager", "worst", "fp32", "plain"), ("sdpa", "typical", "bf16", "plain"),
         ("sdpa", "worst", "bf16", "grad-cache-8"), ("sdpa", "worst", "bf16", "checkpointing")}
+    assert {c["dataset"] for c in cases} == {"audiocaps"} and len(cases) == 10
     for c in cases:  # on the CPU the measurement is the real step's live-tensor peak
         assert abs(c["result"]["measured_over_predicted"] - 1) < 0.05
         assert c["result"]["step_s"] > 0
