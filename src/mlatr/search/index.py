@@ -502,25 +502,26 @@ class Index:
         captions' language here (:meth:`translate_queries`' docstring says when)."""
         target = self.caption_language()
         asked = [i for i, q in enumerate(queries) if q.translate and q.lang is not None and q.lang != target]
-        if asked and not self.has_live_captions():  # nothing on the caption side for a translation to match
+        translator = self._caption_translator() if asked else None
+        if translator is None:
             return target, None, []
-        translator = self.translator() if asked else None
-        asked = [i for i in asked if translator is not None and translator.available(queries[i].lang, target)]
-        if not asked or not self._embeds(target):
-            return target, None, []
-        return target, translator, asked
+        return target, translator, [i for i in asked if translator.available(queries[i].lang, target)]
 
     def translates(self, languages: Sequence[str]) -> list[str]:
         """Those of ``languages`` whose queries :meth:`translate_queries` reads through a translation here (the pair
         installed into :meth:`caption_language`, live captions, a model that embeds that language)."""
         target = self.caption_language()
         asked = [lang for lang in languages if lang != target]
-        if not asked or not self.has_live_captions():
-            return []
+        translator = self._caption_translator() if asked else None
+        return [] if translator is None else [lang for lang in asked if translator.available(lang, target)]
+
+    def _caption_translator(self) -> QueryTranslator | None:
+        """The translator a query is read through into :meth:`caption_language` here, or None: no live caption for a
+        translation to match, no translator, or a model that cannot embed the captions' language."""
+        if not self.has_live_captions():
+            return None
         translator = self.translator()
-        if translator is None or not self._embeds(target):
-            return []
-        return [lang for lang in asked if translator.available(lang, target)]
+        return translator if translator is not None and self._embeds(self.caption_language()) else None
 
     def _embeds(self, lang: str) -> bool:
         """Whether the index's model can embed a query in ``lang`` (an index of vectors alone, whose model cannot
